@@ -16,6 +16,7 @@ def never_serve(monkeypatch):
 
 
 ASCII_INTEGER = "must be an integer in ASCII digits 0-9, got"
+LONG = "must be an integer of at most 40 digits (each option's range fits in 20), got one of"
 SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003 + i) must be an int64
 
 
@@ -29,7 +30,13 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
         (["demo", "--seed", "\u0663"], f"argument --seed: {ASCII_INTEGER} '\u0663'"),  # Arabic-Indic 3
         (["demo", "--lora", "\u0968"], f"argument --lora: {ASCII_INTEGER} '\u0968'"),  # Devanagari 2
         (["demo", "--steps", "4_0"], f"argument --steps: {ASCII_INTEGER} '4_0'"),
+        # 4301 digits were "must be an integer in ASCII digits 0-9" (int's limit); 4300, echoed whole by the range's
+        (["demo", "--steps", "9" * 4301], f"argument --steps: {LONG} 4301 digits: '{'9' * 37}...'"),
+        (["demo", "--seed", "-" + "9" * 4000], f"argument --seed: {LONG} 4000 digits: '-{'9' * 36}...'"),
         (["demo", "--lr", "\uff11e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '\uff11e-3'"),
+        # float() reads "_" between digits and spaces around, as int() does: --lr 1_0e-3 trained at 0.01
+        (["demo", "--lr", "1_0e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '1_0e-3'"),
+        (["serve", "--op-delay", " 5"], "argument --op-delay: must be a number in ASCII digits 0-9, got ' 5'"),
         (["serve", "--offload-results-over", "\uff11"], f"argument --offload-results-over: {ASCII_INTEGER} '\uff11'"),
         (["serve", "--op-delay", "\uff11"], "argument --op-delay: must be a number in ASCII digits 0-9, got '\uff11'"),
         (["serve", "--fail-rate", "\uff10.5"], "argument --fail-rate: must be a number in ASCII digits 0-9, got"),
@@ -97,6 +104,7 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--port", "\uff18\uff10\uff10\uff10"], f"{PORT} '\uff18\uff10\uff10\uff10'"),  # fullwidth: listened on 8000
         (["--port", "\u0668\u0660\u0660\u0660"], f"{PORT} '\u0668\u0660\u0660\u0660'"),  # Arabic-Indic 8000
         (["--port", " 8000"], f"{PORT} ' 8000'"),
+        (["--port", "9" * 4000], f"{PORT} '{'9' * 37}...'"),  # 4000 digits, echoed whole
         (["--limit", "max_live_sessions=\uff18"], "max_live_sessions must be an integer in [1, "),  # taken as 8
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
         (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...

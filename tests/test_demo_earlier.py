@@ -93,3 +93,86 @@ def test_a_demo_whose_steps_all_fail_keeps_the_earlier_demos_output(tmp_path, mo
     assert main(demo) == 1
     assert capsys.readouterr().err.endswith(f"; the earlier demo's output is kept in {out / EARLIER}\n")
     assert _files(out / EARLIER) == before
+
+
+def test_a_completed_demo_whose_earlier_output_cannot_be_deleted_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """The run completed and wrote its files; deleting what it set aside failed (a file held open on Windows, a
+    read-only mount): an ``OSError`` traceback, exit 1, as if the run had failed."""
+    import shutil
+
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0
+    real = shutil.rmtree
+
+    def refused(path, *args, **kwargs):
+        if str(path).endswith(EARLIER):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    capsys.readouterr()
+    assert main(demo) == 0
+    err = capsys.readouterr().err
+    assert err.endswith(
+        f"rlnb demo: the run completed, but the earlier output set aside in {out / EARLIER} could not be deleted "
+        f"([Errno 13] Permission denied: '{out / EARLIER}'): delete it, or the next demo in {out} stops before "
+        "training\n"
+    ), err
+    assert len(rlnb.History.load(out / "run").steps) == 1 and (out / EARLIER / "run").is_dir()
+
+
+def test_a_demo_that_cannot_write_its_files_after_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """A full disk once the steps are recorded: an ``OSError`` traceback, and no word of where the steps and the
+    earlier output are."""
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0
+    before = _files(out)
+
+    def full(self, path, *args, **kwargs):
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(rlnb.History, "to_csv", full)
+    capsys.readouterr()
+    assert main(demo) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        f"rlnb demo: [Errno 28] No space left on device: '{out / 'history.csv'}'; the steps so far are in "
+        f"{out / 'run'} (rlnb.History.load); the earlier demo's output is kept in {out / EARLIER}"
+    ), err
+    assert _files(out / EARLIER) == before and len(rlnb.History.load(out / "run").steps) == 1
+
+
+def test_a_ctrl_c_while_the_demo_says_what_it_replaces_puts_the_earlier_output_back(tmp_path, monkeypatch, capsys):
+    """Its "replacing the earlier output" line was written outside both blocks that put the output back: a Ctrl-C
+    there (stderr piped into a pager that waits) left it set aside beside an empty run, and the session open."""
+    import sys
+
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0
+    before = _files(out)
+    capsys.readouterr()
+    opened = []
+    real_session = rlnb.Session
+
+    def session(*args, **kwargs):
+        opened.append(real_session(*args, **kwargs))
+        return opened[-1]
+
+    class Stderr:
+        def write(self, text):
+            if "replacing the earlier output" in text:
+                raise KeyboardInterrupt
+            return sys.__stderr__.write(text)
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(rlnb, "Session", session)
+    monkeypatch.setattr(sys, "stderr", Stderr())
+    assert main(demo) == 130
+    monkeypatch.undo()
+    assert _files(out) == before and not (out / EARLIER).exists()
+    assert opened[0].closed  # its run folder's lock let go, the backend's threads stopped

@@ -3,6 +3,7 @@ naming the option and what it takes (``demo()`` took eleven parameters, checked 
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from rlnb.cli.demo_options import DemoOptions
@@ -20,10 +21,15 @@ from rlnb.cli.demo_options import DemoOptions
         ("lora", 2.5, "--lora must be >= 0 (0 = train all weights), got 2.5"),
         ("lr", float("inf"), "--lr must be a finite number > 0, got inf"),
         ("lr", "1e-3", "--lr must be a finite number > 0, got '1e-3'"),
+        ("lr", 10**400, "--lr must be a finite number > 0, got 1000000000"),  # an OverflowError from math.isfinite
         ("seed", 1.5, "--seed must be in [-9223344366821, 9223344366821] for 40 steps, got 1.5"),
         ("device", "tpu", "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
         ("threads", 0, "--threads must be an integer in [1, 1024] (leave it out: the engine's thread policy decides)"),
         ("threads", 2.0, "--threads must be an integer in [1, 1024]"),
+        # passed, then Path(123) raised a TypeError naming no option, or the model's loader failed on it
+        ("out", 123, "--out must be a folder's path (a str or a Path), got 123"),
+        ("model", 7, "--model must be tiny, small, a folder or a hub id (a str or a Path), got 7"),
+        ("out", "a\0b", "--out holds a NUL character, which no path can"),  # os's "embedded null byte", no option
     ],
 )
 def test_each_demo_option_is_checked_naming_it_and_what_it_takes(field, value, words):
@@ -58,3 +64,30 @@ def test_demo_threads_fixes_the_count_and_says_it(tmp_path, capsys):
     assert first.startswith("rlnb demo: task=first_letter ") and " threads=1 params=" in first
     config = rlnb.History.load(tmp_path / "run").config
     assert (config["threads"], config["thread_policy"]) == (1, "fixed")
+
+
+def test_numpy_numbers_are_taken_as_every_other_entry_takes_them_and_kept_plain():
+    """``seed=np.int64(1)`` was refused as "--seed must be in [...], got np.int64(1)" (in range), ``lora`` and
+    ``lr=np.float32(...)`` alike, where ``rlnb.connect`` and ``sweep`` take numpy numbers (``test_integers``)."""
+    options = DemoOptions(
+        steps=np.int64(3), seed=np.int64(1), lora=np.int32(2), lr=np.float32(0.5), threads=np.int64(2)
+    )
+    assert (options.steps, options.seed, options.lora, options.lr, options.threads) == (3, 1, 2, 0.5, 2)
+    assert [type(v) for v in (options.steps, options.seed, options.lora, options.lr, options.threads)] == [
+        int,
+        int,
+        int,
+        float,
+        int,
+    ]
+    with pytest.raises(ValueError, match="--lora must be >= 0"):
+        DemoOptions(lora=np.int64(-1))
+    with pytest.raises(ValueError, match="--lr must be a finite number > 0, got True"):
+        DemoOptions(lr=True)
+
+
+def test_out_expands_a_tilde_as_every_other_folder_option_does(monkeypatch, tmp_path):
+    """``--out=~/demo`` (no shell expands a ``~`` after ``=``) and ``DemoOptions(out="~/demo")`` wrote into a folder
+    named ``~`` in the working folder, where ``runs_dir``, ``checkpoint_dir`` and ``History.save`` expand it."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert DemoOptions(out="~/demo").out == tmp_path / "demo"

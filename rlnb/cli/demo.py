@@ -2,7 +2,7 @@
 
 Its arguments and the run itself (``demo``) live here, apart from the server's; what a run takes and its checks are
 ``demo_options``'s (``DemoOptions``), the files it writes in ``--out``, and the earlier output it replaces,
-``demo_files``'s.
+``demo_files``'s, and the words of a demo stopped early, ``demo_stops``'.
 torch, the tasks, the plots and the run store are imported when it runs (``rlnb --help`` imports none of them).
 """
 
@@ -17,12 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.cli.demo_options import DEMO_PARAMS, DemoOptions
+from rlnb.cli.demo_stops import RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, integer, number
 from rlnb.cli.output import quiet, say
-
-RESTORED = "rlnb demo: the run recorded nothing; the earlier output is back in place"
-"""The note on an exception that stopped a demo after ``restore_earlier_output`` put the earlier output back."""
 
 
 def demo(options: DemoOptions | None = None) -> int:
@@ -72,21 +70,30 @@ def demo(options: DemoOptions | None = None) -> int:
         if set_aside and restore_earlier_output(out):
             exc.add_note(RESTORED)
         raise
-    if removed:
-        print(f"rlnb demo: replacing the earlier output in {out}: {', '.join(removed)}", file=sys.stderr)
     try:  # the earlier output comes back when the run stops before it recorded anything (a Ctrl-C)
+        if removed:  # in the block: a Ctrl-C while a pager held stderr left it aside beside an empty run
+            print(f"rlnb demo: replacing the earlier output in {out}: {', '.join(removed)}", file=sys.stderr)
         completed, failure = _train(session, o, params, out)
         note_own_files(out, ["run/", *OUTPUTS])
     except BaseException as exc:
+        if not session.closed:  # stopped before _train's block: its run folder is let go before it is deleted
+            session.close()
         if restore_earlier_output(out):
             exc.add_note(RESTORED)  # run() says so: OUT/run is the earlier run again, not this one's steps
         raise
     if not completed:  # nothing trained: say so and fail, so a script does not take the run for a success
         restore_earlier_output(out)
-        kept = f"; the earlier demo's output is kept in {out / EARLIER}" if (out / EARLIER).exists() else ""
-        print(f"rlnb demo: none of the {o.steps} steps completed; the first failed {failure}{kept}", file=sys.stderr)
+        aside = f"; the earlier demo's output is kept in {out / EARLIER}" if (out / EARLIER).exists() else ""
+        print(f"rlnb demo: none of the {o.steps} steps completed; the first failed {failure}{aside}", file=sys.stderr)
         return 1
-    drop_earlier_output(out)
+    try:
+        drop_earlier_output(out)
+    except OSError as exc:  # a traceback and exit 1 after a run that completed and wrote its files
+        print(
+            f"rlnb demo: the run completed, but the earlier output set aside in {out / EARLIER} could not be deleted "
+            f"({exc}): delete it, or the next demo in {out} stops before training",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -230,10 +237,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb demo``: its arguments checked, then ``demo``; a bad argument or a failure is one line ``rlnb demo: ...``
-    (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2."""
+    (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2; a file it
+    cannot write once it trains (a full disk), one line saying where the steps are, exit 1."""
     hangup = [signal.SIGHUP] if hasattr(signal, "SIGHUP") and not ignored(signal.SIGHUP) else []  # POSIX; nohup
     stops = [signal.SIGTERM, *hangup]
-    previous = {signum: signal.signal(signum, _terminated) for signum in stops}
+    previous = {signum: signal.signal(signum, terminated) for signum in stops}
+    out: str | Path = args.out  # the checked options' (its ~ expanded) once they are made: where the steps are
     try:
         options = DemoOptions(
             task=args.task,
@@ -249,53 +258,26 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             dtype=args.dtype,
             threads=args.threads,
         )
+        out = options.out
         return demo(options)
     # A model that cannot load, a device that is not there, an --out that cannot take the run.
     except (ValueError, ImportError) as exc:
-        print(f"rlnb demo: {exc}{_restored(args.out, exc)}", file=sys.stderr)
+        print(f"rlnb demo: {exc}{restored(out, exc)}", file=sys.stderr)
         return 2
     except Terminated as stop:  # `timeout`, a scheduler, `kill`, a closed terminal: it died at once, without a word
         signum = stop.args[0]
-        say(f"rlnb demo: stopped ({signal.Signals(signum).name}){_kept(args.out, stop)}")
+        say(f"rlnb demo: stopped ({signal.Signals(signum).name}){kept(out, stop)}")
         return 128 + signum  # 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they ended
     except KeyboardInterrupt as stop:  # Ctrl-C: a traceback through torch, and no word of what was kept
-        say(f"rlnb demo: interrupted{_kept(args.out, stop)}")
+        say(f"rlnb demo: interrupted{kept(out, stop)}")
         return 130
     except BrokenPipeError as stop:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the pipe)
         quiet(sys.stdout)
-        say(f"rlnb demo: stopped, its output was closed{_kept(args.out, stop)}")
+        say(f"rlnb demo: stopped, its output was closed{kept(out, stop)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
+    except OSError as exc:  # a full disk once steps were recorded: a traceback, no word of where they were kept
+        say(f"rlnb demo: {exc}{kept(out, exc)}")
+        return 1
     finally:  # an in-process caller (a test, a notebook) keeps its own
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP (its number the argument), raised where the demo runs so that it stops as at Ctrl-C: the run
-    folder's steps kept and said."""
-
-
-def _terminated(signum: int, _frame: object) -> None:
-    raise Terminated(signum)
-
-
-def _kept(out: str, stop: BaseException) -> str:
-    """Where the steps of a demo that stopped early are, when its run folder was written, and where the earlier output
-    it replaced is: back in place, or set aside."""
-    from rlnb.cli.demo_files import EARLIER
-    from rlnb.history.store import OPS_FILE
-
-    if said := _restored(out, stop):
-        return said
-    folder, aside = Path(out) / "run", Path(out) / EARLIER
-    kept = f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""
-    return kept + (f"; the earlier demo's output is kept in {aside}" if aside.exists() else "")
-
-
-def _restored(out: str, stop: BaseException) -> str:
-    """The words for a demo that stopped before it recorded anything and put the earlier output back."""
-    return (
-        f"; it recorded nothing: the earlier output in {out} is back"
-        if RESTORED in getattr(stop, "__notes__", ())
-        else ""
-    )

@@ -8,15 +8,17 @@ run that stops before it recorded anything puts them back, and one that stops la
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import IO
 
 from rlnb._options import refuse_dangling_link
 from rlnb.errors import RunLocked
-from rlnb.history.locks import release
+from rlnb.history.locks import release, write_new
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
 
 RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
@@ -51,17 +53,34 @@ def _set_aside_run(run: Path, aside: Path) -> bool:
     holds: whether there was one."""
     if not _earlier_run(run):
         return False
-    try:
-        held = lock_run(run)
-    except RunLocked as exc:
-        busy = f"{run} is being written by another rlnb session (pid {exc.holder}); wait for it or pick another --out"
-        raise ValueError(busy) from None
+    held = _lock(run)
     try:
         aside.mkdir(exist_ok=True)
         run.rename(aside / run.name)
     finally:
         release(held)  # unlocked first: a child forked meanwhile kept a closed lock held
     return True
+
+
+def _lock(run: Path) -> IO[str]:
+    """``run``'s lock, or a ``ValueError`` naming the session that holds it: most likely a demo running in ``--out``."""
+    try:
+        return lock_run(run)
+    except RunLocked as exc:
+        raise ValueError(f"{run} is being written by another rlnb session (pid {exc.holder}): is a demo running in "
+                         f"{run.parent}? wait for it or pick another --out") from None  # fmt: skip
+
+
+def _refuse_running(run: Path) -> None:
+    """A ``ValueError`` when a live session holds ``run`` (``_lock``), checked before anything moves: a second demo in
+    one ``--out`` moved the first's manifest aside, then was refused by the lock and left it there; with the first's
+    earlier output set aside, it was told a stopped demo had left that. A lock that cannot be tried stops nothing."""
+    if run.is_symlink() or not (run / LOCK_FILE).is_file():
+        return
+    try:
+        release(_lock(run))
+    except OSError:
+        return  # a run/ this process cannot open: moving it fails next, and says why
 
 
 def _digest(path: Path) -> str:
@@ -78,10 +97,11 @@ def _own_files(out: Path) -> dict[str, str]:
 
 
 def note_own_files(out: Path, names: list[str]) -> None:
-    """Remember ``names`` as the demo's own (``run/`` before training, the rest once written), replaced atomically."""
+    """Remember ``names`` as the demo's own (``run/`` before training, the rest once written), replaced atomically;
+    never written through a link left under the temporary name (``write_new``: it wrote into the link's target)."""
     own = {name: ("" if name == "run/" else _digest(out / name)) for name in names}
     tmp = out / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(own))
+    write_new(tmp, json.dumps(own).encode())
     tmp.replace(out / MANIFEST)
 
 
@@ -101,10 +121,25 @@ def set_aside_earlier_output(out: Path, force: bool) -> list[str]:
                 (out / name).rename(aside / name)
                 moved += [name] if name != MANIFEST else []
         note_own_files(out, ["run/"])
-    except OSError as exc:
-        restore_earlier_output(out)
-        raise ValueError(f"cannot set the earlier demo's files in {out} aside: {exc}") from None
+    except BaseException as exc:  # a Ctrl-C too: the manifest went aside and the rest stayed, the folder refused
+        if aside.is_dir():  # restore_earlier_output took the earlier run/ still there for the new run's: kept aside
+            with contextlib.suppress(OSError):  # what is left in EARLIER stays there, and the demo's last line says
+                _put_back(out, aside)
+        if isinstance(exc, OSError):
+            raise ValueError(f"cannot set the earlier demo's files in {out} aside: {exc}") from None
+        raise
     return moved
+
+
+def _put_back(out: Path, aside: Path) -> None:
+    """Each file of ``aside`` back in ``out`` (an ``OSError`` where one cannot go), the folder deleted; a manifest the
+    new run wrote is deleted when none was set aside: it named as the demo's a ``run/`` that was no demo's
+    (``--force``)."""
+    if not (aside / MANIFEST).exists():
+        (out / MANIFEST).unlink(missing_ok=True)
+    for earlier in aside.iterdir():
+        earlier.replace(out / earlier.name)
+    aside.rmdir()
 
 
 def restore_earlier_output(out: Path) -> bool:
@@ -115,15 +150,11 @@ def restore_earlier_output(out: Path) -> bool:
     ops = out / "run" / OPS_FILE
     if not aside.is_dir() or ops.exists() and ops.stat().st_size > 0:
         return False
-    run, own = out / "run", (aside / MANIFEST).exists()
+    run = out / "run"
     try:
         if run.is_dir() and not run.is_symlink() and {p.name for p in run.iterdir()} <= RUN_FILES:
             shutil.rmtree(run)  # the new session's, empty
-        if not own:  # the new run's, naming as the demo's a run/ it set aside that was no demo's (--force)
-            (out / MANIFEST).unlink(missing_ok=True)
-        for earlier in aside.iterdir():
-            earlier.replace(out / earlier.name)
-        aside.rmdir()
+        _put_back(out, aside)
     except OSError:
         return False  # what is left in EARLIER stays there, and the demo's last line says where
     return True
@@ -137,7 +168,8 @@ def drop_earlier_output(out: Path) -> None:
 
 def _refuse_others(out: Path, force: bool) -> None:
     """``set_aside_earlier_output``'s refusals, which change nothing: an ``EARLIER`` that a stopped demo left, a name of
-    the demo's that is no plain file, or other files of its names without ``force``."""
+    the demo's that is no plain file, or other files of its names without ``force``; first a demo running there."""
+    _refuse_running(out / "run")
     if (out / EARLIER).exists() or (out / EARLIER).is_symlink():
         raise ValueError(f"{out / EARLIER} holds an earlier demo's output that a stopped demo set aside: move it "
                          "away (or delete it) to run the demo here, or pick another --out")  # fmt: skip

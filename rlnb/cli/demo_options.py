@@ -6,9 +6,14 @@ same checks from Python."""
 from __future__ import annotations
 
 import math
+import numbers
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rlnb._options import is_integer, user_path
+from rlnb.cli.options import shown
 
 _ADAM: dict[str, Any] = {
     "learning_rate": 2e-3,
@@ -49,6 +54,7 @@ class DemoOptions:
     optimizer: str = "adam"
     steps: int = 40
     out: str | Path = "rlnb-demo"
+    """Kept as a ``Path``, ``~`` expanded."""
     force: bool = False
     seed: int = 0
     device: str = "auto"
@@ -64,9 +70,15 @@ class DemoOptions:
         _one_of("--task", self.task, tuple(TASKS))
         _one_of("--optimizer", self.optimizer, OPTIMIZERS)
         _one_of("--dtype", self.dtype, DTYPES)
-        for option, value, what in (("--out", self.out, "a folder"), ("--model", self.model, "a folder or a model")):
+        paths = (("--out", self.out, "a folder", "a folder's path"),
+                 ("--model", self.model, "a folder or a model", "tiny, small, a folder or a hub id"))  # fmt: skip
+        for option, value, what, takes in paths:
+            if not isinstance(value, str | os.PathLike):  # Path(123) raised a TypeError naming no option
+                raise ValueError(f"{option} must be {takes} (a str or a Path), got {value!r}")
             if not str(value).strip():  # an unset variable: '' is the working folder (its files overwritten) for either
                 raise ValueError(f"{option} is empty (an unset variable?): give {what}")
+        # "~/demo" was a folder named "~" in the working folder (a shell expands no "~" after --out=)
+        self._keep("out", user_path("--out", self.out))
         if not isinstance(self.force, bool):
             raise ValueError(f"--force must be True or False, got {self.force!r}")
         self._check_numbers()
@@ -76,31 +88,36 @@ class DemoOptions:
         from rlnb.engine.threads import MAX_THREADS, check_threads
         from rlnb.tasks import check_steps, seed_range
 
-        check_steps(
-            self.steps, name="--steps"
-        )  # past 2**63, seed_range turned over: "--seed must be in [-9e12, -9e13]"
-        if not _integer(self.lora) or self.lora < 0:
+        # past 2**63, seed_range turned over: "--seed must be in [-9e12, -9e13]"
+        self._keep("steps", check_steps(self.steps, name="--steps"))
+        if not is_integer(self.lora) or self.lora < 0:  # numpy's too, kept as plain ints, as every entry takes them
             raise ValueError(f"--lora must be >= 0 (0 = train all weights), got {self.lora!r}")
+        self._keep("lora", int(self.lora))
         lr = self.lr
-        if lr is not None and (
-            isinstance(lr, bool) or not isinstance(lr, int | float) or not (lr > 0 and math.isfinite(lr))
-        ):
-            raise ValueError(f"--lr must be a finite number > 0, got {lr!r}")
+        if lr is not None:
+            try:  # 10**400 raised OverflowError from math.isfinite
+                value = float(lr) if isinstance(lr, numbers.Real) and not isinstance(lr, bool) else math.nan
+            except OverflowError:
+                value = math.inf
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"--lr must be a finite number > 0, got {shown(repr(lr))}")
+            self._keep("lr", value)
         lowest, highest = seed_range(self.steps)
-        if not _integer(self.seed) or not lowest <= self.seed <= highest:
+        if not is_integer(self.seed) or not lowest <= self.seed <= highest:
             raise ValueError(f"--seed must be in [{lowest}, {highest}] for {self.steps} steps, got {self.seed!r}")
+        self._keep("seed", int(self.seed))
         check_device(self.device)  # "meta" trained a session whose every operation failed, then a traceback
         try:
-            object.__setattr__(self, "threads", check_threads(self.threads))
+            self._keep("threads", check_threads(self.threads))
         except ValueError:
             raise ValueError(
                 f"--threads must be an integer in [1, {MAX_THREADS}] (leave it out: the engine's thread policy "
                 f"decides), got {self.threads!r}"
             ) from None
 
-
-def _integer(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    def _keep(self, name: str, value: object) -> None:
+        """Set a checked field on the frozen options, as the plain Python value it was checked as."""
+        object.__setattr__(self, name, value)
 
 
 def _one_of(option: str, value: object, allowed: tuple[str, ...]) -> None:

@@ -7,21 +7,39 @@ import argparse
 import re
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
+MAX_DIGITS = 40
+"""The most digits an integer option takes: each option's range fits in 20. Past 4300 ``int`` refused the text, said
+as "not in ASCII digits"; below that each range's error echoed all of them, a line of thousands of characters."""
+
+
+class TooLong(ValueError):
+    """An integer of more than ``MAX_DIGITS`` digits."""
 
 
 def ascii_integer(text: str) -> int:
-    """``text`` as an integer: ASCII digits 0-9 and a sign only (``ValueError`` otherwise). ``int`` also reads other
-    scripts' digits ('８０００', '٨٠٠٠'), underscores and spaces around it: ``--port ８０００`` listened on 8000."""
+    """``text`` as an integer: ASCII digits 0-9 and a sign only, at most ``MAX_DIGITS`` of them (``ValueError``
+    otherwise, ``TooLong`` for too many). ``int`` also reads other scripts' digits ('８０００', '٨٠٠٠'), underscores and
+    spaces around it: ``--port ８０００`` listened on 8000."""
     if not _INTEGER.fullmatch(text):
-        raise ValueError(f"not an integer in ASCII digits 0-9: {text!r}")
-    return int(text)  # past 4300 digits int refuses: a ValueError too
+        raise ValueError(f"not an integer in ASCII digits 0-9: {shown(text)!r}")
+    if len(text.lstrip("+-")) > MAX_DIGITS:
+        raise TooLong(f"must be an integer of at most {MAX_DIGITS} digits (each option's range fits in 20), got one of "
+                      f"{len(text.lstrip('+-'))} digits: {shown(text)!r}")  # fmt: skip
+    return int(text)
+
+
+def shown(text: str) -> str:
+    """``text`` as an error message repeats it: its first 37 characters and "..." past 40."""
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def ascii_number(text: str) -> float:
-    """``text`` as a float, in ASCII only (``ValueError`` otherwise): ``float`` reads other scripts' digits too
-    ('１.５' was 1.5). Its other forms (``1e-3``, ``nan``: each option's range check refuses it) are taken."""
-    if not text.isascii():
-        raise ValueError(f"not a number in ASCII digits 0-9: {text!r}")
+    """``text`` as a float, in ASCII digits, a point, an exponent and a sign only (``ValueError`` otherwise):
+    ``float`` reads other scripts' digits too ('１.５' was 1.5), and "_" between digits and spaces around, as ``int``
+    does (``--lr 1_0e-3`` trained at 0.01). ``inf`` and ``nan`` are taken: each option's range check refuses them."""
+    if not _NUMBER.fullmatch(text):
+        raise ValueError(f"not a number in ASCII digits 0-9: {shown(text)!r}")
     return float(text)
 
 
@@ -30,9 +48,10 @@ def integer(text: str) -> int:
     ``argument --steps: ...``, exit 2). Its range is each option's own check."""
     try:
         return ascii_integer(text)
+    except TooLong as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     except ValueError:
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise argparse.ArgumentTypeError(f"must be an integer in ASCII digits 0-9, got {shown!r}") from None
+        raise argparse.ArgumentTypeError(f"must be an integer in ASCII digits 0-9, got {shown(text)!r}") from None
 
 
 def number(text: str) -> float:
@@ -40,8 +59,7 @@ def number(text: str) -> float:
     try:
         return ascii_number(text)
     except ValueError:
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise argparse.ArgumentTypeError(f"must be a number in ASCII digits 0-9, got {shown!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number in ASCII digits 0-9, got {shown(text)!r}") from None
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb._options import refuse_dangling_link
-from rlnb.cli.options import ascii_integer
+from rlnb.cli.options import ascii_integer, shown
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
 """The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
@@ -48,7 +48,7 @@ def _port(text: str) -> int:
     try:
         port = ascii_integer(text)
     except ValueError:
-        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {text!r}") from None
+        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {shown(text)!r}") from None
     if not 0 <= port <= 65535:
         raise ValueError(f"--port must be 0-65535 (0: any free port), got {port}")
     return port

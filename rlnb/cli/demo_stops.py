@@ -1,0 +1,40 @@
+"""How a ``rlnb demo`` that stopped early says so: SIGTERM and SIGHUP raised as ``Terminated`` where it runs, and the
+words for where its steps and the earlier output it replaced are (``kept``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RESTORED = "rlnb demo: the run recorded nothing; the earlier output is back in place"
+"""The note on an exception that stopped a demo after ``restore_earlier_output`` put the earlier output back."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (its number the argument), raised where the demo runs so that it stops as at Ctrl-C: the run
+    folder's steps kept and said."""
+
+
+def terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
+def kept(out: str | Path, stop: BaseException) -> str:
+    """Where the steps of a demo that stopped early are, when its run folder was written, and where the earlier output
+    it replaced is: back in place, or set aside."""
+    from rlnb.cli.demo_files import EARLIER
+    from rlnb.history.store import OPS_FILE
+
+    if said := restored(out, stop):
+        return said
+    folder, aside = Path(out) / "run", Path(out) / EARLIER
+    steps = f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""
+    return steps + (f"; the earlier demo's output is kept in {aside}" if aside.exists() else "")
+
+
+def restored(out: str | Path, stop: BaseException) -> str:
+    """The words for a demo that stopped before it recorded anything and put the earlier output back."""
+    return (
+        f"; it recorded nothing: the earlier output in {out} is back"
+        if RESTORED in getattr(stop, "__notes__", ())
+        else ""
+    )
