@@ -6,7 +6,18 @@ from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import Field
 
-from rlnb.wire.base import INT32_MAX, Int64, LogProb, Newer, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.base import (
+    INT32_MAX,
+    Int64,
+    Int64List,
+    LogProb,
+    Newer,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    _Model,
+    _Request,
+)
 from rlnb.wire.inputs import ModelInput
 
 __all__ = [
@@ -77,7 +88,7 @@ class PolicyVersionSegment(_Model):
 class SampledSequence(_Model):
     """One completion: its tokens, log-probs and stop reason (``text`` is decoded client-side)."""
 
-    tokens: list[Int64]
+    tokens: Int64List
     stop_reason: Annotated[StopReason, Newer]
     prompt_cache_hit_tokens: int = 0
     logprobs: list[LogProb] | None = None
