@@ -14,7 +14,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from rlnb._options import is_integer
 from rlnb.chat_fields import missing_printed
 from rlnb.prompts import a_type, check_messages, check_text
-from rlnb.wire.base import only
+from rlnb.wire.lists import only
 
 Message = Mapping[str, str]
 """A chat message, ``{"role": "user", "content": "..."}``."""

@@ -21,7 +21,6 @@ from pydantic import (
     ValidationInfo,
     ValidatorFunctionWrapHandler,
     WithJsonSchema,
-    WrapValidator,
 )
 from pydantic_core import core_schema
 
@@ -31,7 +30,6 @@ __all__ = [
     "Newer",
     "INT32_MAX",
     "Int64",
-    "Int64List",
     "LogProb",
     "NON_FINITE_JSON",
     "StrictBool",
@@ -45,7 +43,6 @@ __all__ = [
     "json_float",
     "lone_surrogate",
     "non_finite",
-    "only",
     "shown",
 ]
 
@@ -83,6 +80,7 @@ def _int64_json(value: int, info: SerializationInfo) -> str | int:
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT64_OUT: Final = {"type": "string", "pattern": r"^-?\d+$", "description": "int64 as a decimal string"}
 INT32_MAX = 2**31 - 1
 """The largest int32, the type of the API's plain-number integer fields (counts, ranks; int64 ones are ``Int64``)."""
 Int64 = Annotated[
@@ -100,44 +98,11 @@ Int64 = Annotated[
         },
         mode="validation",
     ),
-    WithJsonSchema(
-        {"type": "string", "pattern": r"^-?\d+$", "description": "int64 as a decimal string"}, mode="serialization"
-    ),
+    WithJsonSchema(_INT64_OUT, mode="serialization"),
 ]
 """int64 on the wire: ``"123"`` or ``123`` in; ``"123"`` out of the server, ``123`` in a client's request
 body (``to_json_dict``); the OpenAPI schema says both."""
 
-
-def only(values: list[Any], kind: type) -> bool:
-    """Whether every item of ``values`` is exactly a ``kind`` (a bool is no int, a subclass is not the class), in
-    passes at C speed: the fast paths' test, a Python loop per token was most of a big batch's cost."""
-    return list(map(type, values)).count(kind) == len(values)  # count() compares by identity first: faster than a set
-
-
-def _plain_ids(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """A list of plain ints, or of decimal strings (the service's int64s), in int64's range: plain ints in a list of
-    its own, in C passes. Anything else (floats, bools, numpy ints, text ``int()`` cannot read, a value out of
-    range) through ``Int64``'s rules item by item, which convert or name it as before."""
-    if type(value) is list:
-        ids = value[:] if only(value, int) else _decimal_ids(value)
-        if ids is not None and (not ids or _INT64_MIN <= min(ids) <= max(ids) <= _INT64_MAX):
-            return ids
-    return handler(value)
-
-
-def _decimal_ids(values: list[Any]) -> list[int] | None:
-    """``values``' ints if each is a string ``int()`` reads (as ``Int64`` reads one), else None."""
-    if not only(values, str):
-        return None
-    try:
-        return list(map(int, values))
-    except ValueError:
-        return None
-
-
-Int64List = Annotated[list[Int64], WrapValidator(_plain_ids)]
-"""A list of ``Int64`` (token ids), validated without a Python step per item where it holds plain ints or decimal
-strings: the same values and errors as ``list[Int64]``."""
 
 FROM_SERVER: Final = {"from_server": True}
 """The validation context of what a server answers (``model_validate(..., context=FROM_SERVER)``): the
@@ -189,20 +154,21 @@ def json_float(value: float) -> float | str:
     return NON_FINITE_JSON[2] if math.isnan(value) else NON_FINITE_JSON[value > 0]
 
 
+_LOGPROB_SCHEMA: Final = {
+    "anyOf": [{"type": "number"}, {"type": "string", "enum": list(NON_FINITE_JSON)}],
+    "description": "a log-prob: a number, or -Infinity (probability 0) as protobuf JSON spells it",
+}
 LogProb = Annotated[
     float,
     PlainSerializer(json_float, return_type=float | str, when_used="json"),
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "number"}, {"type": "string", "enum": list(NON_FINITE_JSON)}],
-            "description": "a log-prob: a number, or -Infinity (probability 0) as protobuf JSON spells it",
-        }
-    ),
+    WithJsonSchema(_LOGPROB_SCHEMA),
 ]
 """A log-prob on the wire. A token the model gives probability 0 (its logit -inf: a masked or banned token) has
 log-prob -inf, which JSON has no number for: it is sent as the string ``"-Infinity"`` (protobuf JSON's spelling;
 ``"Infinity"``, ``"NaN"`` likewise) and read back as ``float("-inf")``, the value the in-process engine gives.
 Plain floats were answered as a 500 ("Out of range float values are not JSON compliant") on every GET."""
+
+
 StrictInt = Annotated[int, Strict()]
 """An integer: no bool, no string, no float (the schema says ``integer``)."""
 StrictFloat = Annotated[float, Strict()]

@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal, TypeAlias, get_args
 
 from pydantic import ValidatorFunctionWrapHandler, WrapValidator, field_serializer, model_validator
 
-from rlnb.wire.base import Int64List, StrictFloat, StrictInt, _finite_list, _Model, only
+from rlnb.wire.base import StrictFloat, StrictInt, _finite_list, _Model
+from rlnb.wire.lists import Int64List, only
 
 __all__ = ["EncodedText", "ModelInput", "ModelInputChunk", "Sample", "TensorDType", "TensorData"]
 

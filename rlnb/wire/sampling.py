@@ -9,8 +9,6 @@ from pydantic import Field
 from rlnb.wire.base import (
     INT32_MAX,
     Int64,
-    Int64List,
-    LogProb,
     Newer,
     StrictBool,
     StrictFloat,
@@ -19,6 +17,7 @@ from rlnb.wire.base import (
     _Request,
 )
 from rlnb.wire.inputs import ModelInput
+from rlnb.wire.lists import Int64List, LogProbList
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -91,7 +90,7 @@ class SampledSequence(_Model):
     tokens: Int64List
     stop_reason: Annotated[StopReason, Newer]
     prompt_cache_hit_tokens: int = 0
-    logprobs: list[LogProb] | None = None
+    logprobs: LogProbList | None = None
     routed_experts_key: str | None = None
     text: str | None = Field(default=None, exclude=True)
     """rlnb, client side: ``tokens`` decoded with the session's tokenizer. Never sent on the wire."""
@@ -101,7 +100,7 @@ class PromptTopLogprobs(_Model):
     """The top-k candidate tokens and their log-probs at one prompt position."""
 
     token_ids: list[int] = Field(default_factory=list)
-    logprobs: list[LogProb] = Field(default_factory=list)
+    logprobs: LogProbList = Field(default_factory=list)
 
 
 class SampleResult(_Model):
@@ -109,7 +108,7 @@ class SampleResult(_Model):
 
     policy_segments: list[PolicyVersionSegment]
     sequences: list[SampledSequence]
-    prompt_logprobs: list[LogProb] | None = None
+    prompt_logprobs: LogProbList | None = None
     """A token the model gives probability 0 has ``-inf`` (``"-Infinity"`` in JSON: ``LogProb``)."""
     topk_prompt_logprobs: list[PromptTopLogprobs] | None = None
 
