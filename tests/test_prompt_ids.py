@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import rlnb
+from rlnb import samples
 from rlnb.testing import FakeBackend
 from tests.wire.test_inputs import python_calls
 
@@ -47,7 +48,7 @@ def test_sample_refuses_what_is_no_token_id_as_before(s, ids, error, message):
     ([1, None], TypeError, "tokens must be integer token ids, got None"),
     (np.array([1, -2]), ValueError, "tokens: token -2 is outside the token ids"),
 ])  # fmt: skip
-def test_decode_refuses_what_is_no_token_id_as_before(s, ids, error, message):
+def test_decode_refuses_what_is_no_token_id_naming_it(s, ids, error, message):
     with pytest.raises(error, match=message):
         s.decode(ids)
 
@@ -55,3 +56,9 @@ def test_decode_refuses_what_is_no_token_id_as_before(s, ids, error, message):
 def test_whole_floats_and_numpy_ints_are_still_ids(s):
     assert s.decode([1, 2.0]) == s.decode([np.int64(1), 2]) == s.decode((1, 2)) == "\x01\x02"
     assert s.sample([np.int64(3), 4], max_tokens=1).result().results[0].sequences[0].tokens
+
+
+def test_a_none_among_the_ids_of_a_training_sample_is_named():
+    """The search for a bad id used None as its not-found value: a None id fell through to a bare ``int()`` error."""
+    with pytest.raises(TypeError, match="tokens must be integer token ids, got None"):
+        samples.cross_entropy([1, None, 3])
