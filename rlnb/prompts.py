@@ -46,13 +46,17 @@ def token_ids(tokens: Any, name: str) -> list[int]:
     and bools are a ``TypeError`` naming ``name`` (``int(1.7)`` would quietly read token 1)."""
     if isinstance(tokens, str) or tokens is None:
         raise TypeError(f"{name} must be token ids (a list of integers), got {a_type(tokens)}")
-    listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens
+    listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens  # an array's or tensor's are plain ints
+    if type(listed) in (list, tuple) and wire.only(listed, int):  # the common case, with no Python step per id
+        return list(listed)
     if is_integer(listed) or not isinstance(listed, Sequence | Iterator):  # a 0-d array's tolist() is one number
         raise TypeError(f"{name} must be token ids (a list of integers), got {a_type(listed)}")
     listed = list(listed)  # a whole float is an id, as the wire's int64 tensor data holds them: 223.0
-    bad = next((t for t in listed if not (is_integer(t) or (isinstance(t, float) and t.is_integer()))), None)
+    bad = next(
+        (i for i, t in enumerate(listed) if not (is_integer(t) or (isinstance(t, float) and t.is_integer()))), None
+    )  # an index, not the id: a None among the ids is named too
     if bad is not None:
-        raise TypeError(f"{name} must be integer token ids, got {bad!r}")
+        raise TypeError(f"{name} must be integer token ids, got {listed[bad]!r}")
     return [int(t) for t in listed]
 
 
@@ -98,6 +102,8 @@ def check_messages(messages: Sequence[Any], name: str = "messages") -> None:
 
 
 def _is_token_list(p: Any) -> bool:
+    if type(p) in (list, tuple) and p and wire.only(p, int):  # the common case, with no Python step per id
+        return True
     return isinstance(p, Sequence) and not isinstance(p, str) and bool(p) and all(is_integer(t) for t in p)
 
 

@@ -16,7 +16,7 @@ from rlnb import wire
 from rlnb._options import check_bool
 from rlnb.prompts import a_type, check_messages, check_text, token_ids
 from rlnb.text import Message, as_codec, to_tokens
-from rlnb.wire.inputs import only
+from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX  # the engine reads loss inputs as float32: past it, inf
 
 LOGPROB_SLACK = 1e-4

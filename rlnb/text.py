@@ -14,6 +14,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 from rlnb._options import is_integer
 from rlnb.chat_fields import missing_printed
 from rlnb.prompts import a_type, check_messages, check_text
+from rlnb.wire.lists import only
 
 Message = Mapping[str, str]
 """A chat message, ``{"role": "user", "content": "..."}``."""
@@ -210,6 +211,8 @@ def as_prompt(prompt: Any, name: str = "prompt", codec: Codec | None = None) -> 
         items: list[Any] = list(prompt)
         if items and all(isinstance(m, Mapping) for m in items):
             check_messages(items, name)
+            return items
+        if only(items, int):  # the common case, with no Python step per id
             return items
         if all(is_integer(t) for t in items):
             return [int(t) for t in items]

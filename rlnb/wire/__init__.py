@@ -19,7 +19,7 @@ inputs), the statuses and error codes of ``status`` with their groups (``TERMINA
 field, ``optimizer_config``). One module per resource: ``base``, ``status``, ``losses`` (its params models in
 ``loss_params``), ``optim``, ``checkpoints``, ``inputs``, ``sampling``, ``operations``, ``sessions``, ``resources``
 (model resources), ``rules`` (a field's bounds in words, from its model's metadata: the one-line refusals of a bad
-params field).
+params field); ``lists`` has the C-speed token id and log-prob lists of ``inputs`` and ``sampling``.
 
 No torch, no httpx, no I/O here, so importing this package is cheap everywhere.
 """
@@ -28,6 +28,7 @@ from rlnb.wire import (
     base,
     checkpoints,
     inputs,
+    lists,
     losses,
     operations,
     optim,
@@ -40,6 +41,7 @@ from rlnb.wire import (
 from rlnb.wire.base import *  # noqa: F403
 from rlnb.wire.checkpoints import *  # noqa: F403
 from rlnb.wire.inputs import *  # noqa: F403
+from rlnb.wire.lists import *  # noqa: F403
 from rlnb.wire.losses import *  # noqa: F403
 from rlnb.wire.operations import *  # noqa: F403
 from rlnb.wire.optim import *  # noqa: F403
@@ -57,6 +59,7 @@ __all__ = sorted(
         *optim.__all__,
         *checkpoints.__all__,
         *inputs.__all__,
+        *lists.__all__,
         *operations.__all__,
         *sampling.__all__,
         *sessions.__all__,

@@ -80,6 +80,7 @@ def _int64_json(value: int, info: SerializationInfo) -> str | int:
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT64_OUT: Final = {"type": "string", "pattern": r"^-?\d+$", "description": "int64 as a decimal string"}
 INT32_MAX = 2**31 - 1
 """The largest int32, the type of the API's plain-number integer fields (counts, ranks; int64 ones are ``Int64``)."""
 Int64 = Annotated[
@@ -97,12 +98,11 @@ Int64 = Annotated[
         },
         mode="validation",
     ),
-    WithJsonSchema(
-        {"type": "string", "pattern": r"^-?\d+$", "description": "int64 as a decimal string"}, mode="serialization"
-    ),
+    WithJsonSchema(_INT64_OUT, mode="serialization"),
 ]
 """int64 on the wire: ``"123"`` or ``123`` in; ``"123"`` out of the server, ``123`` in a client's request
 body (``to_json_dict``); the OpenAPI schema says both."""
+
 
 FROM_SERVER: Final = {"from_server": True}
 """The validation context of what a server answers (``model_validate(..., context=FROM_SERVER)``): the
@@ -154,20 +154,21 @@ def json_float(value: float) -> float | str:
     return NON_FINITE_JSON[2] if math.isnan(value) else NON_FINITE_JSON[value > 0]
 
 
+_LOGPROB_SCHEMA: Final = {
+    "anyOf": [{"type": "number"}, {"type": "string", "enum": list(NON_FINITE_JSON)}],
+    "description": "a log-prob: a number, or -Infinity (probability 0) as protobuf JSON spells it",
+}
 LogProb = Annotated[
     float,
     PlainSerializer(json_float, return_type=float | str, when_used="json"),
-    WithJsonSchema(
-        {
-            "anyOf": [{"type": "number"}, {"type": "string", "enum": list(NON_FINITE_JSON)}],
-            "description": "a log-prob: a number, or -Infinity (probability 0) as protobuf JSON spells it",
-        }
-    ),
+    WithJsonSchema(_LOGPROB_SCHEMA),
 ]
 """A log-prob on the wire. A token the model gives probability 0 (its logit -inf: a masked or banned token) has
 log-prob -inf, which JSON has no number for: it is sent as the string ``"-Infinity"`` (protobuf JSON's spelling;
 ``"Infinity"``, ``"NaN"`` likewise) and read back as ``float("-inf")``, the value the in-process engine gives.
 Plain floats were answered as a 500 ("Out of range float values are not JSON compliant") on every GET."""
+
+
 StrictInt = Annotated[int, Strict()]
 """An integer: no bool, no string, no float (the schema says ``integer``)."""
 StrictFloat = Annotated[float, Strict()]

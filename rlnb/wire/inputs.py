@@ -12,23 +12,10 @@ from typing import Annotated, Any, Literal, TypeAlias, get_args
 
 from pydantic import ValidatorFunctionWrapHandler, WrapValidator, field_serializer, model_validator
 
-from rlnb.wire.base import _INT64_MAX, _INT64_MIN, Int64, StrictFloat, StrictInt, _finite_list, _Model
+from rlnb.wire.base import StrictFloat, StrictInt, _finite_list, _Model
+from rlnb.wire.lists import Int64List, only
 
 __all__ = ["EncodedText", "ModelInput", "ModelInputChunk", "Sample", "TensorDType", "TensorData"]
-
-
-def only(values: list[Any], kind: type) -> bool:
-    """Whether every item of ``values`` is exactly a ``kind`` (a bool is no int, a subclass is not the class), in
-    passes at C speed: the fast paths' test, a Python loop per token was most of a big batch's cost."""
-    return list(map(type, values)).count(kind) == len(values)  # count() compares by identity first: faster than a set
-
-
-def _plain_ids(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """A list of plain ints in int64's range, copied as it is; anything else (strings, floats, numpy ints, a value
-    out of range) through ``Int64``'s rules item by item, which convert or name it as before."""
-    if type(value) is list and only(value, int) and (not value or _INT64_MIN <= min(value) <= max(value) <= _INT64_MAX):
-        return value[:]
-    return handler(value)
 
 
 def _plain_floats(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -97,7 +84,7 @@ class TensorData(_Model):
 class EncodedText(_Model):
     """A chunk of token ids (int64, sent as JSON integers by clients)."""
 
-    tokens: Annotated[list[Int64], WrapValidator(_plain_ids)]
+    tokens: Int64List
 
 
 class ModelInputChunk(_Model):

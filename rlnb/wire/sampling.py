@@ -6,8 +6,18 @@ from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import Field
 
-from rlnb.wire.base import INT32_MAX, Int64, LogProb, Newer, StrictBool, StrictFloat, StrictInt, _Model, _Request
+from rlnb.wire.base import (
+    INT32_MAX,
+    Int64,
+    Newer,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    _Model,
+    _Request,
+)
 from rlnb.wire.inputs import ModelInput
+from rlnb.wire.lists import Int64List, LogProbList
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -77,10 +87,10 @@ class PolicyVersionSegment(_Model):
 class SampledSequence(_Model):
     """One completion: its tokens, log-probs and stop reason (``text`` is decoded client-side)."""
 
-    tokens: list[Int64]
+    tokens: Int64List
     stop_reason: Annotated[StopReason, Newer]
     prompt_cache_hit_tokens: int = 0
-    logprobs: list[LogProb] | None = None
+    logprobs: LogProbList | None = None
     routed_experts_key: str | None = None
     text: str | None = Field(default=None, exclude=True)
     """rlnb, client side: ``tokens`` decoded with the session's tokenizer. Never sent on the wire."""
@@ -90,7 +100,7 @@ class PromptTopLogprobs(_Model):
     """The top-k candidate tokens and their log-probs at one prompt position."""
 
     token_ids: list[int] = Field(default_factory=list)
-    logprobs: list[LogProb] = Field(default_factory=list)
+    logprobs: LogProbList = Field(default_factory=list)
 
 
 class SampleResult(_Model):
@@ -98,7 +108,7 @@ class SampleResult(_Model):
 
     policy_segments: list[PolicyVersionSegment]
     sequences: list[SampledSequence]
-    prompt_logprobs: list[LogProb] | None = None
+    prompt_logprobs: LogProbList | None = None
     """A token the model gives probability 0 has ``-inf`` (``"-Infinity"`` in JSON: ``LogProb``)."""
     topk_prompt_logprobs: list[PromptTopLogprobs] | None = None
 
