@@ -129,6 +129,10 @@ def prompt_list(prompts: Any) -> list[Any]:
         raise ValueError("prompts is empty: pass at least one prompt")
     if all(isinstance(m, Mapping) for m in items):
         return [items]  # one conversation
+    if is_integer(items[0]):  # one prompt of token ids, something else among them: "prompts[0] must be a string" hid it
+        bad = next(i for i, t in enumerate(items) if not is_integer(t))
+        raise TypeError(f"prompts is one list of token ids, but its item {bad} is {a_type(items[bad])} "
+                        f"{items[bad]!r}: token ids are integers")  # fmt: skip
     return items
 
 
@@ -171,11 +175,12 @@ def stop_list(stop: Any) -> list[str] | None:
 
 
 def check_ids(ids: Sequence[int], name: str, vocab: int | None) -> None:
-    """``ValueError`` naming ``name`` if an id is below 0 or, where ``vocab`` is known (in-process models), past
-    the vocabulary."""
-    if ids and (min(ids) < 0 or (vocab is not None and max(ids) >= vocab)):
-        bad = next(t for t in ids if t < 0 or (vocab is not None and t >= vocab))
-        allowed = f"the vocabulary [0, {vocab})" if vocab is not None else "the token ids (>= 0)"
+    """``ValueError`` naming ``name`` if an id is below 0 or past the vocabulary where ``vocab`` is known (in-process
+    models), else past the wire's int64."""
+    top = vocab if vocab is not None else wire.INT64_MAX + 1  # the wire's int64: past it a raw ValidationError
+    if ids and (min(ids) < 0 or max(ids) >= top):
+        bad = next(t for t in ids if t < 0 or t >= top)
+        allowed = f"the vocabulary [0, {vocab})" if vocab is not None else "the token ids (0 to 2**63 - 1)"
         raise ValueError(f"{name}: token {bad} is outside {allowed}")
 
 

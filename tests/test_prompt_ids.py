@@ -31,7 +31,7 @@ def test_sampling_and_decoding_token_ids_makes_no_python_call_per_id(s, form):
 
 @pytest.mark.parametrize(("ids", "error", "message"), [
     ([True, 1], TypeError, "prompts\\[0\\] must be a string, a list of token ids, or a list of chat messages"),
-    ([-1, 2], ValueError, "prompts\\[0\\]: token -1 is outside the token ids \\(>= 0\\)"),
+    ([-1, 2], ValueError, "prompts\\[0\\]: token -1 is outside the token ids \\(0 to 2\\*\\*63 - 1\\)"),
     (np.array([1, -2]), ValueError, "prompts\\[0\\]: token -2 is outside the token ids"),
     ([1, -(2**63) - 1], ValueError, "prompts\\[0\\]: token -9223372036854775809 is outside"),
     ([[1, 2], [3, True]], TypeError, "prompts\\[1\\] must be .* it holds True"),
@@ -51,6 +51,25 @@ def test_sample_refuses_what_is_no_token_id_as_before(s, ids, error, message):
 def test_decode_refuses_what_is_no_token_id_naming_it(s, ids, error, message):
     with pytest.raises(error, match=message):
         s.decode(ids)
+
+
+@pytest.mark.parametrize(("ids", "shown"), [([1, True], "a bool True"), ([1, 1.5], "a float 1.5"),
+                                           ([1, "2"], "a str '2'"), ([1, None], "a NoneType None")])  # fmt: skip
+def test_a_bad_id_in_one_prompt_of_ids_is_named_not_called_a_bad_prompt(s, ids, shown):
+    """``s.sample([1, True])`` said "prompts[0] must be a string, a list of token ids, or a list of chat messages, got
+    an int": the list was read as a list of prompts and the bool never named."""
+    with pytest.raises(TypeError, match=f"^prompts is one list of token ids, but its item 1 is {shown}: token ids are"):
+        s.sample(ids, max_tokens=1)
+
+
+def test_an_id_past_int64_is_named_before_anything_is_sent(s):
+    """Past the wire's int64 the prompt was a raw pydantic ``ValidationError`` for ``EncodedText``, and ``decode``
+    gave a replacement character: both now name the token where the session knows no vocabulary (FakeBackend's)."""
+    with pytest.raises(ValueError, match=r"^prompts\[0\]: token 9223372036854775808 is outside the token ids \(0 to"):
+        s.sample([1, 2**63], max_tokens=1)
+    with pytest.raises(ValueError, match=r"^tokens: token 9223372036854775808 is outside the token ids \(0 to"):
+        s.decode([1, 2**63])
+    s.sample([1, 2**63 - 1], max_tokens=1).result()
 
 
 def test_whole_floats_and_numpy_ints_are_still_ids(s):

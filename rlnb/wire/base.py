@@ -29,6 +29,7 @@ __all__ = [
     "FiniteFloat",
     "Newer",
     "INT32_MAX",
+    "INT64_MAX",
     "Int64",
     "LogProb",
     "NON_FINITE_JSON",
@@ -80,6 +81,8 @@ def _int64_json(value: int, info: SerializationInfo) -> str | int:
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+INT64_MAX: Final = _INT64_MAX
+"""The largest int64: the wire's token ids and integer tensor data stop there."""
 _INT64_OUT: Final = {"type": "string", "pattern": r"^-?\d+$", "description": "int64 as a decimal string"}
 INT32_MAX = 2**31 - 1
 """The largest int32, the type of the API's plain-number integer fields (counts, ranks; int64 ones are ``Int64``)."""
