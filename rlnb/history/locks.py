@@ -15,7 +15,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, overload
 
 from rlnb.errors import RunLocked, user_stacklevel
 
@@ -110,12 +110,22 @@ def write_new(file: Path, data: bytes, sync: bool = False, mode: int = 0o666) ->
             raise
 
 
-def appending(file: Path) -> IO[str]:
-    """``file`` opened to append text lines to, never through a link: a symbolic link is refused (``refuse_link``,
-    and ``O_NOFOLLOW`` for one made after it looked), a hard link too (``refuse_shared``): the lines went into the
-    link's target (a user's notes) or another copy's file. A run folder's files follow the same rule."""
+@overload
+def appending(file: Path, binary: Literal[False] = False) -> IO[str]: ...
+@overload
+def appending(file: Path, binary: Literal[True]) -> IO[bytes]: ...
+def appending(file: Path, binary: bool = False) -> IO[Any]:
+    """``file`` opened to append lines to (text, or unbuffered bytes: a run folder's journals), never through a link:
+    a symbolic link is refused (``refuse_link``, and ``O_NOFOLLOW`` for one made after it looked), a hard link too
+    (``refuse_shared``): the lines went into the link's target (a ~/.bashrc, a user's notes) or another copy's file;
+    and a named pipe, which opening would wait on for ever for a reader. The one rule of every file rlnb appends to."""
     refuse_link(file)
-    fh = open(file, "a", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - the caller closes it
+    if file.is_fifo():
+        raise OSError(f"{file} is a named pipe, not a file")
+    if binary:
+        fh: IO[Any] = open(file, "ab", buffering=0, opener=no_follow)  # noqa: SIM115 - the caller closes it
+    else:
+        fh = open(file, "a", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - the caller closes it
     refuse_shared(fh, file)
     return fh
 

@@ -5,6 +5,7 @@ still resuming, and never written through a link."""
 import json
 import math
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,29 @@ def test_a_sweep_json_link_is_replaced_not_written_through_and_one_at_its_tempor
     begin(folder, SETTINGS, resume=False)
     assert notes.read_text() == "mine\n" and not (folder / "sweep.json").is_symlink()
     assert strict((folder / "sweep.json").read_text())["steps"] == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_trials_file_that_is_a_named_pipe_is_refused_not_waited_on(tmp_path):
+    """Opened to append, a named pipe waited for ever for a reader: the sweep hung at its first finished trial. Its
+    rows are appended as a run folder's lines are (``locks.appending``), which refuses one, naming it."""
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    os.mkfifo(folder / "trials.jsonl")
+    said: list[BaseException] = []
+
+    def append() -> None:
+        try:
+            append_row(folder, ROW)
+        except OSError as exc:
+            said.append(exc)
+
+    worker = threading.Thread(target=append, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    if worker.is_alive():  # let the waiting open go on (a reader), so the thread ends
+        reader = os.open(folder / "trials.jsonl", os.O_RDONLY | os.O_NONBLOCK)
+        worker.join(timeout=30)
+        os.close(reader)
+        pytest.fail("append_row waited on the named pipe")
+    assert len(said) == 1 and "trials.jsonl is a named pipe, not a file" in str(said[0])
