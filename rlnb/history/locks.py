@@ -72,6 +72,13 @@ def refuse_link(file: Path) -> None:
                       "only there, never through a link; remove the link")  # fmt: skip
 
 
+def refuse_pipe(file: Path) -> None:
+    """``OSError`` naming ``file`` when it is a named pipe: opening it to read or append waits for ever for the other
+    end (a folder from elsewhere, or a hostile one)."""
+    if file.is_fifo():
+        raise OSError(f"{file} is a named pipe, not a file: opening it would wait for ever")
+
+
 def refuse_shared(fh: IO[Any], file: Path) -> None:
     """Close ``fh``, opened at ``file``, and raise ``OSError`` naming it when the file has other names (a hard link: a
     snapshot made with ``cp -al``, ``ln``): what rlnb appends or writes there would change the other copy too."""
@@ -120,8 +127,7 @@ def appending(file: Path, binary: bool = False) -> IO[Any]:
     (``refuse_shared``): the lines went into the link's target (a ~/.bashrc, a user's notes) or another copy's file;
     and a named pipe, which opening would wait on for ever for a reader. The one rule of every file rlnb appends to."""
     refuse_link(file)
-    if file.is_fifo():
-        raise OSError(f"{file} is a named pipe, not a file")
+    refuse_pipe(file)
     if binary:
         fh: IO[Any] = open(file, "ab", buffering=0, opener=no_follow)  # noqa: SIM115 - the caller closes it
     else:

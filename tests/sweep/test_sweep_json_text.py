@@ -112,27 +112,39 @@ def test_a_sweep_json_link_is_replaced_not_written_through_and_one_at_its_tempor
     assert strict((folder / "sweep.json").read_text())["steps"] == 2
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
-def test_a_trials_file_that_is_a_named_pipe_is_refused_not_waited_on(tmp_path):
-    """Opened to append, a named pipe waited for ever for a reader: the sweep hung at its first finished trial. Its
-    rows are appended as a run folder's lines are (``locks.appending``), which refuses one, naming it."""
-    folder = tmp_path / "sweep"
-    folder.mkdir()
-    os.mkfifo(folder / "trials.jsonl")
+def refusal_in_time(call, pipe: Path) -> BaseException:
+    """The ``OSError`` that ``call`` raises, run in a thread given 30 s: one that waits on ``pipe`` fails the test (a
+    reader, or a writer, is opened at its other end so that the thread ends)."""
     said: list[BaseException] = []
 
-    def append() -> None:
+    def run() -> None:
         try:
-            append_row(folder, ROW)
-        except OSError as exc:
+            call()
+        except Exception as exc:  # noqa: BLE001 - said below, not in the thread
             said.append(exc)
 
-    worker = threading.Thread(target=append, daemon=True)
+    worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(timeout=30)
-    if worker.is_alive():  # let the waiting open go on (a reader), so the thread ends
-        reader = os.open(folder / "trials.jsonl", os.O_RDONLY | os.O_NONBLOCK)
+    if worker.is_alive():
+        other = os.open(pipe, os.O_RDWR | os.O_NONBLOCK)  # either end: the waiting open goes on
+        os.close(other)  # a reader then reads the end of the file
         worker.join(timeout=30)
-        os.close(reader)
-        pytest.fail("append_row waited on the named pipe")
-    assert len(said) == 1 and "trials.jsonl is a named pipe, not a file" in str(said[0])
+        pytest.fail(f"it waited on the named pipe {pipe.name}")
+    assert len(said) == 1 and isinstance(said[0], OSError), said
+    return said[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize(("name", "resume"), [("trials.jsonl", False), ("trials.jsonl", True), ("sweep.json", True)])
+def test_a_sweep_file_that_is_a_named_pipe_is_refused_not_waited_on(tmp_path, name, resume):
+    """A named pipe was opened and waited on for ever for its other end: a new sweep hung at its first finished trial
+    (appending a row), a resume at its start (reading the settings or the rows). Refused, naming it; rows are appended
+    as a run folder's lines are (``locks.appending``)."""
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    begin(folder, SETTINGS, resume=False)
+    (folder / name).unlink(missing_ok=True)
+    os.mkfifo(folder / name)
+    call = (lambda: begin(folder, SETTINGS, resume=True)) if resume else (lambda: append_row(folder, ROW))
+    assert f"{name} is a named pipe, not a file" in str(refusal_in_time(call, folder / name))
