@@ -33,7 +33,7 @@ from typing import IO, Any
 from rlnb import wire
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import line
-from rlnb.history.locks import appending, hold_lock, no_follow, refuse_link, release, write_new
+from rlnb.history.locks import appending, hold_lock, no_follow, refuse_link, refuse_pipe, release, write_new
 
 log = logging.getLogger("rlnb")
 
@@ -77,6 +77,10 @@ class Journal:
         (a temporary file, fsynced, then renamed), and a short or damaged one stops the start."""
         path = self.dir / KEY_FILE
         if path.exists():
+            try:
+                refuse_pipe(path)  # reading one waited for ever: the server never listened
+            except OSError as exc:
+                raise StateDirError(f"rlnb serve cannot read its signing key: {exc}") from None
             return _read_key(path)
         key = secrets.token_bytes(MIN_KEY_BYTES)
         tmp = path.with_name(KEY_FILE + ".tmp")
@@ -98,6 +102,7 @@ class Journal:
         path = self.dir / JOURNAL
         try:  # a link was read through (another file's state taken as this server's), then replaced by the rewrite
             refuse_link(path)
+            refuse_pipe(path)  # reading one waited for ever: the server never listened
         except OSError as exc:
             raise StateDirError(f"cannot keep the server's state in {self.dir}: {exc}") from None
         if path.exists():

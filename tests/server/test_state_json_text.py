@@ -13,6 +13,7 @@ import pytest
 from rlnb import wire
 from rlnb.server.restore import restore
 from rlnb.server.state import KINDS, Journal, StateDirError
+from tests.support.pipes import refusal_in_time
 from tests.support.server import app_client, new_session, running
 
 INF, NAN = math.inf, math.nan
@@ -145,3 +146,19 @@ def test_a_journal_that_is_a_symbolic_link_stops_the_start_naming_it(tmp_path):
     elsewhere.rename(journal)  # the state folder was left unlocked: the next start owns it
     with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:
         assert c.get(f"/training-sessions/{sid}").status_code == 200
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("name", ["registry.jsonl", "signing.key"])
+def test_a_state_file_that_is_a_named_pipe_stops_the_start_naming_it(tmp_path, name):
+    """Read at start, a named pipe waited for ever for a writer: ``rlnb serve`` never listened, saying nothing."""
+    state_dir, _ = served_session(tmp_path)
+    (state_dir / name).unlink()
+    os.mkfifo(state_dir / name)
+
+    def start() -> None:
+        with app_client(tmp_path / "ckpt", state_dir=state_dir):
+            pass
+
+    said = refusal_in_time(start, state_dir / name, StateDirError)
+    assert f"{name} is a named pipe, not a file" in str(said)

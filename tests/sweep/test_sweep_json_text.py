@@ -5,7 +5,6 @@ still resuming, and never written through a link."""
 import json
 import math
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import rlnb
 from rlnb.sweep import grid, sweep
 from rlnb.sweep.folder import append_row, begin
 from rlnb.tasks import Task
+from tests.support.pipes import refusal_in_time
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
 SETTINGS = {"search": None, "steps": 2, "options": {"model_options": {"scale": math.nan, "cap": math.inf}}}
@@ -110,29 +110,6 @@ def test_a_sweep_json_link_is_replaced_not_written_through_and_one_at_its_tempor
     begin(folder, SETTINGS, resume=False)
     assert notes.read_text() == "mine\n" and not (folder / "sweep.json").is_symlink()
     assert strict((folder / "sweep.json").read_text())["steps"] == 2
-
-
-def refusal_in_time(call, pipe: Path) -> BaseException:
-    """The ``OSError`` that ``call`` raises, run in a thread given 30 s: one that waits on ``pipe`` fails the test (a
-    reader, or a writer, is opened at its other end so that the thread ends)."""
-    said: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except Exception as exc:  # noqa: BLE001 - said below, not in the thread
-            said.append(exc)
-
-    worker = threading.Thread(target=run, daemon=True)
-    worker.start()
-    worker.join(timeout=30)
-    if worker.is_alive():
-        other = os.open(pipe, os.O_RDWR | os.O_NONBLOCK)  # either end: the waiting open goes on
-        os.close(other)  # a reader then reads the end of the file
-        worker.join(timeout=30)
-        pytest.fail(f"it waited on the named pipe {pipe.name}")
-    assert len(said) == 1 and isinstance(said[0], OSError), said
-    return said[0]
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
