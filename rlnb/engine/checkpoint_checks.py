@@ -2,8 +2,9 @@
 ``torch.save`` writes for each record of its zip (a byte changed inside a tensor loaded as another number), and
 that the weights and gradients it holds are finite floating-point tensors (NaN weights opened a session whose every
 forward-backward then failed ``NON_FINITE_LOSS`` naming nothing; integer ones were cast to the model's dtype in
-silence); and an inference checkpoint's merged weight files against the SHA-256 its ``rlnb.json`` holds for each
-(safetensors checks no checksum). Each problem is a ``ValueError`` naming the file and the record or tensor."""
+silence); its LoRA settings against the wire's rules; and an inference checkpoint's merged weight files against
+the SHA-256 its ``rlnb.json`` holds for each (safetensors checks no checksum). Each problem is a ``ValueError``
+naming the file and the record, tensor or field."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
+
+from rlnb.wire import LoraConfig
 
 CHUNK = 1 << 20
 """Bytes read at a time while a record's CRC-32 is computed: never a whole tensor in memory at once."""
@@ -22,6 +26,19 @@ CHUNK = 1 << 20
 
 def damaged(file: Path, problem: str) -> ValueError:
     return ValueError(f"resume_from {str(file)!r} is not a usable rlnb checkpoint: {problem}")
+
+
+def check_lora(path: Path, lora: dict[Any, Any]) -> None:
+    """A checkpoint's saved LoRA settings held to the wire's rules (``LoraConfig``, as ``lora=`` is): resume takes them
+    for the settings ``lora=`` leaves out, and an infinite ``alpha`` or a bool was pydantic's ``ValidationError``
+    naming no file, a text ``rank`` a ``TypeError``. A field rlnb does not save is not read, and left alone."""
+    for name, value in lora.items():
+        if name not in LoraConfig.model_fields:
+            continue
+        try:
+            LoraConfig.model_validate({name: value})
+        except ValidationError as exc:
+            raise damaged(path, f"its lora {name} is {value!r}: {exc.errors()[0]['msg']}") from None
 
 
 def check_records(path: Path) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlnb.engine.checkpoint_checks import check_digests, check_records, check_tensors, file_digests
+from rlnb.engine.checkpoint_checks import check_digests, check_lora, check_records, check_tensors, file_digests
 from rlnb.engine.checkpoint_checks import damaged as _damaged
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, regular, writing
 from rlnb.engine.inputs import INT64_MAX
@@ -150,6 +150,8 @@ def _check_fields(file: Path, state: dict[str, Any], fields: dict[str, type]) ->
             raise _damaged(file, f"it has no {name}")
         if not isinstance(value, kind) or isinstance(value, bool):
             raise _damaged(file, f"its {name} is {type(value).__name__}, expected {kind.__name__}")
+    if state.get("lora") is not None:
+        check_lora(file, state["lora"])
     if not 0 <= state["step"] < INT64_MAX:  # a step is an int64 on the wire, and the next one must fit too
         raise _damaged(file, f"its step is {state['step']}{', past 2**63 - 2' if state['step'] > 0 else ''}")
     if state.get("ns_dtype") is not None and state["ns_dtype"] not in DTYPES:

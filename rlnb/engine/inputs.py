@@ -59,9 +59,9 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
     vocab = adapter.vocab_size
     for i, s in enumerate(samples):
         _must_be(s, wire.Sample, f"samples[{i}]")  # a crafted body's dict: else AttributeError, INTERNAL_ERROR
-        _must_be(s.model_input, wire.ModelInput, f"samples[{i}].model_input")
+        tokens = model_tokens(s.model_input, f"samples[{i}].model_input")
         _must_be(s.loss_fn_inputs, dict, f"samples[{i}].loss_fn_inputs")
-        seqs.append(check_tokens(adapter, s.model_input.tokens, f"samples[{i}]"))
+        seqs.append(check_tokens(adapter, tokens, f"samples[{i}]"))
         tensors = {}
         for key, td in s.loss_fn_inputs.items():
             where = f"samples[{i}].loss_fn_inputs.{key}"
@@ -74,10 +74,24 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
     return seqs, inputs
 
 
+def model_tokens(model_input: object, where: str) -> list[int]:
+    """The tokens of ``model_input`` (``where``: the request's field), each part checked first: a crafted body's
+    dict chunk was ``AttributeError`` inside ``ModelInput.tokens``, so ``INTERNAL_ERROR``."""
+    _must_be(model_input, wire.ModelInput, where)
+    chunks = model_input.chunks  # type: ignore[attr-defined]  # checked just above
+    _must_be(chunks, list, f"{where}.chunks")
+    for j, chunk in enumerate(chunks):
+        _must_be(chunk, wire.ModelInputChunk, f"{where}.chunks[{j}]")
+        _must_be(chunk.encoded_text, wire.EncodedText, f"{where}.chunks[{j}].encoded_text")
+        _must_be(chunk.encoded_text.tokens, list, f"{where}.chunks[{j}].encoded_text.tokens")
+    return model_input.tokens  # type: ignore[attr-defined]
+
+
 def _must_be(value: object, kind: type, where: str) -> None:
     """``INVALID_INPUT`` naming ``where`` unless ``value`` is a ``kind``."""
     if not isinstance(value, kind):
-        raise OperationError(Code.INVALID_INPUT, f"{where} must be a {kind.__name__}, got {type(value).__name__}")
+        a = "an" if kind.__name__[0] in "AEIOU" else "a"
+        raise OperationError(Code.INVALID_INPUT, f"{where} must be {a} {kind.__name__}, got {type(value).__name__}")
 
 
 _NUMBER_TYPES = {int, float}
@@ -217,6 +231,7 @@ def sample_request(
     n = body.num_samples or 1
     if n > MAX_NUM_SAMPLES:
         raise OperationError(Code.INVALID_INPUT, f"num_samples must be <= {MAX_NUM_SAMPLES}, got {n}")
+    _must_be(body.model_inputs, list, "model_inputs")
     if not body.model_inputs:
         raise OperationError(Code.INVALID_INPUT, "model_inputs is empty")
     settings = sampling.Settings(
@@ -238,7 +253,7 @@ def sample_request(
     context = adapter.context_length
     prompts = []
     for i, mi in enumerate(body.model_inputs):
-        prompt = check_tokens(adapter, mi.tokens, f"model_inputs[{i}]")
+        prompt = check_tokens(adapter, model_tokens(mi, f"model_inputs[{i}]"), f"model_inputs[{i}]")
         why = no_room(len(prompt), settings.max_tokens, context)
         if why is not None:
             raise OperationError(Code.INVALID_INPUT, f"model_inputs[{i}]: {why}")

@@ -15,7 +15,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, overload
 
 from rlnb.errors import RunLocked, user_stacklevel
 
@@ -72,6 +72,13 @@ def refuse_link(file: Path) -> None:
                       "only there, never through a link; remove the link")  # fmt: skip
 
 
+def refuse_pipe(file: Path) -> None:
+    """``OSError`` naming ``file`` when it is a named pipe: opening it to read or append waits for ever for the other
+    end (a folder from elsewhere, or a hostile one)."""
+    if file.is_fifo():
+        raise OSError(f"{file} is a named pipe, not a file: opening it would wait for ever")
+
+
 def refuse_shared(fh: IO[Any], file: Path) -> None:
     """Close ``fh``, opened at ``file``, and raise ``OSError`` naming it when the file has other names (a hard link: a
     snapshot made with ``cp -al``, ``ln``): what rlnb appends or writes there would change the other copy too."""
@@ -110,12 +117,21 @@ def write_new(file: Path, data: bytes, sync: bool = False, mode: int = 0o666) ->
             raise
 
 
-def appending(file: Path) -> IO[str]:
-    """``file`` opened to append text lines to, never through a link: a symbolic link is refused (``refuse_link``,
-    and ``O_NOFOLLOW`` for one made after it looked), a hard link too (``refuse_shared``): the lines went into the
-    link's target (a user's notes) or another copy's file. A run folder's files follow the same rule."""
+@overload
+def appending(file: Path, binary: Literal[False] = False) -> IO[str]: ...
+@overload
+def appending(file: Path, binary: Literal[True]) -> IO[bytes]: ...
+def appending(file: Path, binary: bool = False) -> IO[Any]:
+    """``file`` opened to append lines to (text, or unbuffered bytes: a run folder's journals), never through a link:
+    a symbolic link is refused (``refuse_link``, and ``O_NOFOLLOW`` for one made after it looked), a hard link too
+    (``refuse_shared``): the lines went into the link's target (a ~/.bashrc, a user's notes) or another copy's file;
+    and a named pipe, which opening would wait on for ever for a reader. The one rule of every file rlnb appends to."""
     refuse_link(file)
-    fh = open(file, "a", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - the caller closes it
+    refuse_pipe(file)
+    if binary:
+        fh: IO[Any] = open(file, "ab", buffering=0, opener=no_follow)  # noqa: SIM115 - the caller closes it
+    else:
+        fh = open(file, "a", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - the caller closes it
     refuse_shared(fh, file)
     return fh
 

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import config_text, line
-from rlnb.history.locks import hold_lock, no_follow, refuse_link, refuse_shared, release, write_new
+from rlnb.history.locks import appending, hold_lock, release, write_new
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
 COMPLETIONS_FILE = "completions.jsonl"
@@ -166,11 +166,7 @@ class RunStore:
 def _append_to(path: Path) -> IO[bytes]:
     """``path`` opened to append unbuffered lines (see ``RunStore``). A run continued after a crash may end in a
     half-written line: it is ended first, so that the first new line is not glued to it and lost with it."""
-    if path.is_fifo():  # opening it would wait for a reader forever
-        raise OSError(f"{path} is a named pipe, not a file")
-    refuse_link(path)  # its lines went into the target (a ~/.bashrc)
-    fh = open(path, "ab", buffering=0, opener=no_follow)  # noqa: SIM115 - kept open by the store
-    refuse_shared(fh, path)  # its lines went into another name's file too (a cp -al snapshot of the run)
+    fh = appending(path, binary=True)  # never through a link, nor a named pipe
     try:
         if fh.tell():
             with open(path, "rb") as tail:

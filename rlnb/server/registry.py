@@ -81,12 +81,13 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
         try:
             key = self.journal.signing_key() if self.journal is not None else secrets.token_bytes(32)
+            self.signer = Signer(key, settings.public_url, clock)
+            if self.journal is not None:
+                self._restore(self.journal.load(settings.max_kept_operations))
         except BaseException:
-            self.journal.close()  # type: ignore[union-attr]  # only a journal's key can fail
+            if self.journal is not None:  # a bad key or journal: the state folder is left unlocked
+                self.journal.close()
             raise
-        self.signer = Signer(key, settings.public_url, clock)
-        if self.journal is not None:
-            self._restore(self.journal.load(settings.max_kept_operations))
 
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)

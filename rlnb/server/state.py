@@ -13,7 +13,8 @@ line ever written. Checkpoint files go to ``DIR/checkpoints`` unless ``checkpoin
 
 Every line is standard JSON (``history.jsontext``: an optim-step's infinite gradient norm is ``"Infinity"``, read back
 as the float by the wire's models; an older rlnb's bare ``Infinity`` still reads), and the journal is written as a run
-folder's files are: never through a link (``locks.write_new``, ``locks.appending``).
+folder's files are: never through a link (``locks.write_new``, ``locks.appending``); a journal that is a symbolic link
+stops the start, naming it.
 
 A journal that cannot be written (a full disk) is logged once; the server goes on in memory.
 """
@@ -32,7 +33,7 @@ from typing import IO, Any
 from rlnb import wire
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import line
-from rlnb.history.locks import appending, hold_lock, release, write_new
+from rlnb.history.locks import appending, hold_lock, no_follow, refuse_link, refuse_pipe, release, write_new
 
 log = logging.getLogger("rlnb")
 
@@ -76,6 +77,10 @@ class Journal:
         (a temporary file, fsynced, then renamed), and a short or damaged one stops the start."""
         path = self.dir / KEY_FILE
         if path.exists():
+            try:
+                refuse_pipe(path)  # reading one waited for ever: the server never listened
+            except OSError as exc:
+                raise StateDirError(f"rlnb serve cannot read its signing key: {exc}") from None
             return _read_key(path)
         key = secrets.token_bytes(MIN_KEY_BYTES)
         tmp = path.with_name(KEY_FILE + ".tmp")
@@ -95,8 +100,13 @@ class Journal:
         latest: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
         ops = _OpLines(keep_ops, latest["dropped"])
         path = self.dir / JOURNAL
+        try:  # a link was read through (another file's state taken as this server's), then replaced by the rewrite
+            refuse_link(path)
+            refuse_pipe(path)  # reading one waited for ever: the server never listened
+        except OSError as exc:
+            raise StateDirError(f"cannot keep the server's state in {self.dir}: {exc}") from None
         if path.exists():
-            with open(path, encoding="utf-8", errors="replace") as fh:
+            with open(path, encoding="utf-8", errors="replace", opener=no_follow) as fh:
                 for n, line in enumerate(fh, 1):
                     try:
                         entry = json.loads(line)

@@ -21,7 +21,7 @@ import pandas as pd
 from rlnb._options import refuse_dangling_link
 from rlnb.history import default_runs_dir, new_run_id
 from rlnb.history.jsontext import config_text, number, spelled
-from rlnb.history.locks import appending, hold_lock, refuse_link, release, shared, write_new
+from rlnb.history.locks import appending, hold_lock, refuse_link, refuse_pipe, release, shared, write_new
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
@@ -153,6 +153,7 @@ def begin(
         write_new(folder / (SETTINGS_FILE + ".tmp"), config_text(settings).encode("utf-8"))
         (folder / (SETTINGS_FILE + ".tmp")).replace(path)
         return []
+    refuse_pipe(path)  # reading one waited for ever
     try:  # a sweep killed while writing it left it empty or cut short: a bare JSONDecodeError named no file
         stored = spelled(json.loads(path.read_text(encoding="utf-8")))  # an older rlnb's bare NaN as it is written now
     except (ValueError, UnicodeDecodeError) as exc:
@@ -170,6 +171,7 @@ def begin(
         raise ValueError("resume: run it with the same arguments; changed: " + "; ".join(changed))
     rows_path = folder / ROWS_FILE
     refuse_link(rows_path)  # before any trial runs: each row would be appended through it
+    refuse_pipe(rows_path)  # reading one waited for ever
     if not rows_path.exists():
         return []
     if (names := rows_path.stat().st_nlink) > 1:

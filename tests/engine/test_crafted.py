@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -166,3 +167,46 @@ def test_the_real_checkpoints_still_resume(saved):
         backend = LocalBackend("adam", "tiny", device="cpu", resume_from=path)
         assert backend.session().step == step and state["step"] == 1
         backend.close()
+
+
+@pytest.fixture(scope="module")
+def lora_saved(tmp_path_factory) -> tuple[Path, dict]:
+    """A real LoRA session's training checkpoint and its contents."""
+    where = tmp_path_factory.mktemp("lora")
+    with rlnb.connect("local", model="tiny", device="cpu", record=False, checkpoint_dir=where, lora=True) as s:
+        pt = s.backend.checkpoint_path(s.save_training_checkpoint().result(timeout=60).checkpoint.id)
+    return pt, torch.load(pt, weights_only=True)
+
+
+BAD_LORA = {
+    "alpha-inf": ({"alpha": float("inf")}, "its lora alpha is inf: Input should be a valid integer"),
+    "alpha-nan": ({"alpha": float("nan")}, "its lora alpha is nan: Input should be a valid integer"),
+    "alpha-bool": ({"alpha": True}, "its lora alpha is True: Input should be a valid integer"),
+    "rank-text": ({"rank": "8"}, "its lora rank is '8': Input should be a valid integer"),
+    "rank-zero": ({"rank": 0}, "its lora rank is 0: Input should be greater than or equal to 1"),
+    "dropout-nan": ({"dropout": float("nan")}, "its lora dropout is nan: Input should be less than 1"),
+    "unembed-text": ({"train_unembed": "yes"}, "its lora train_unembed is 'yes': Input should be a valid boolean"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_LORA)
+@pytest.mark.parametrize("lora", [True, None])
+def test_a_checkpoints_crafted_lora_settings_are_a_value_error_naming_it(lora_saved, tmp_path, case, lora):
+    """Resume takes the saved settings for those ``lora=`` leaves out: an infinite alpha was pydantic's bare
+    ``ValidationError`` ("LoraConfig alpha: Input should be a valid integer") naming no file, a text rank a
+    ``TypeError``, a NaN alpha a mismatch with itself; a full-weight resume said "differ in LoRA" of a damaged file."""
+    pt, state = lora_saved
+    change, problem = BAD_LORA[case]
+    path = tmp_path / f"{case}.pt"
+    torch.save({**state, "lora": {**state["lora"], **change}}, path)
+    with pytest.raises(ValueError, match=f"is not a usable rlnb checkpoint: {re.escape(problem)}") as info:
+        LocalBackend("adam", "tiny", device="cpu", resume_from=path, lora=lora)
+    assert_clean(info.value, path)
+    assert type(info.value) is ValueError
+
+
+def test_an_inference_checkpoints_crafted_lora_settings_are_refused_naming_it(saved, tmp_path):
+    path = tmp_path / "lora-nan"
+    inference(rlnb_json(lora={"rank": 8, "alpha": float("nan")}))(saved[1], path)
+    with pytest.raises(ValueError, match=r"rlnb\.json' is not a usable rlnb checkpoint: its lora alpha is nan"):
+        LocalBackend("adam", "tiny", device="cpu", resume_from=path)

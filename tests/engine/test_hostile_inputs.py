@@ -222,6 +222,43 @@ def test_a_crafted_sample_of_dicts_fails_invalid_input_naming_the_part(session):
     assert all(p.grad is None for p in session.backend.trainer.parameters())
 
 
+def crafted_model_inputs() -> dict[str, object]:
+    """Model inputs as a ``model_construct`` body may hold them, each with the part its refusal names."""
+    good = wire.ModelInput.from_tokens([1, 2, 3])
+    chunk = good.chunks[0]
+    return {
+        ".chunks must be a list, got dict": good.model_copy(update={"chunks": {"0": chunk}}),
+        ".chunks[0] must be a ModelInputChunk, got dict": good.model_copy(update={"chunks": [chunk.model_dump()]}),
+        ".chunks[0].encoded_text must be an EncodedText, got dict": good.model_copy(
+            update={"chunks": [chunk.model_copy(update={"encoded_text": {"tokens": [1, 2, 3]}})]}
+        ),
+        ".chunks[0].encoded_text.tokens must be a list, got int": good.model_copy(
+            update={"chunks": [chunk.model_copy(update={"encoded_text": wire.EncodedText.model_construct(tokens=3)})]}
+        ),
+    }
+
+
+def test_a_crafted_model_input_of_dicts_fails_invalid_input_naming_the_part(session):
+    """``ModelInput.tokens`` read ``c.encoded_text.tokens`` of each chunk: a dict chunk was ``INTERNAL_ERROR``
+    ("'dict' object has no attribute 'encoded_text'"), in a forward-backward's sample and a sample request's prompt
+    alike, and a prompt that is no ``ModelInput`` at all too; ``model_inputs`` of no length was the tuner's
+    ``TypeError`` ("object of type 'int' has no len()")."""
+    good = samples.cross_entropy([1, 2, 3])
+    for said, model_input in crafted_model_inputs().items():
+        err = on_engine(session, [good.model_copy(update={"model_input": model_input})]).error
+        assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT, err
+        assert f"samples[0].model_input{said}" in err.message
+    prompts = {f"model_inputs[0]{said}": mi for said, mi in crafted_model_inputs().items()}
+    prompts["model_inputs[0] must be a ModelInput, got dict"] = wire.ModelInput.from_tokens([1, 2]).model_dump()
+    for said, prompt in [*((s, [p]) for s, p in prompts.items()), ("model_inputs must be a list, got int", 5)]:
+        got: list[wire.Operation] = []
+        session.backend.submit("sample", wire.SampleBody.model_construct(model_inputs=prompt), got.append)
+        assert session.backend.wait_idle(60)
+        assert got[-1].error is not None and got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT, got[-1]
+        assert said in got[-1].error.message
+    assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
 BAD_GRADIENTS = [
     (["x", 0.1], "'x' at position 0 is str"),
     ([0.1, None], "None at position 1 is NoneType"),

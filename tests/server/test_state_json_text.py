@@ -13,6 +13,7 @@ import pytest
 from rlnb import wire
 from rlnb.server.restore import restore
 from rlnb.server.state import KINDS, Journal, StateDirError
+from tests.support.pipes import refusal_in_time
 from tests.support.server import app_client, new_session, running
 
 INF, NAN = math.inf, math.nan
@@ -127,3 +128,37 @@ def test_the_signing_key_is_never_written_through_a_link_at_its_temporary_name(t
             assert c.get("/model-resources").status_code == 200
         assert (state_dir / "signing.key").stat().st_mode & 0o777 == 0o600
     assert notes.read_text() == "mine\n"
+
+
+def test_a_journal_that_is_a_symbolic_link_stops_the_start_naming_it(tmp_path):
+    """``registry.jsonl`` as a link was read through at start (another server's journal, or any file, taken as this
+    one's) and then replaced by the compacting rename: the server went on from another file's state, and the link was
+    gone. Refused as a run folder's links are, the link left where it is and the state folder unlocked."""
+    state_dir, sid = served_session(tmp_path)
+    journal, elsewhere = state_dir / "registry.jsonl", tmp_path / "elsewhere.jsonl"
+    journal.rename(elsewhere)
+    journal.symlink_to(elsewhere)
+    text = elsewhere.read_text()
+    with pytest.raises(StateDirError, match=r"registry\.jsonl is a symbolic link \(to '.*elsewhere\.jsonl'\)"):
+        app_client(tmp_path / "ckpt", state_dir=state_dir).__enter__()
+    assert journal.is_symlink() and elsewhere.read_text() == text
+    journal.unlink()
+    elsewhere.rename(journal)  # the state folder was left unlocked: the next start owns it
+    with app_client(tmp_path / "ckpt", state_dir=state_dir) as c:
+        assert c.get(f"/training-sessions/{sid}").status_code == 200
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("name", ["registry.jsonl", "signing.key"])
+def test_a_state_file_that_is_a_named_pipe_stops_the_start_naming_it(tmp_path, name):
+    """Read at start, a named pipe waited for ever for a writer: ``rlnb serve`` never listened, saying nothing."""
+    state_dir, _ = served_session(tmp_path)
+    (state_dir / name).unlink()
+    os.mkfifo(state_dir / name)
+
+    def start() -> None:
+        with app_client(tmp_path / "ckpt", state_dir=state_dir):
+            pass
+
+    said = refusal_in_time(start, state_dir / name, StateDirError)
+    assert f"{name} is a named pipe, not a file" in str(said)

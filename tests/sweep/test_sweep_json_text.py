@@ -13,6 +13,7 @@ import rlnb
 from rlnb.sweep import grid, sweep
 from rlnb.sweep.folder import append_row, begin
 from rlnb.tasks import Task
+from tests.support.pipes import refusal_in_time
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
 SETTINGS = {"search": None, "steps": 2, "options": {"model_options": {"scale": math.nan, "cap": math.inf}}}
@@ -109,3 +110,18 @@ def test_a_sweep_json_link_is_replaced_not_written_through_and_one_at_its_tempor
     begin(folder, SETTINGS, resume=False)
     assert notes.read_text() == "mine\n" and not (folder / "sweep.json").is_symlink()
     assert strict((folder / "sweep.json").read_text())["steps"] == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize(("name", "resume"), [("trials.jsonl", False), ("trials.jsonl", True), ("sweep.json", True)])
+def test_a_sweep_file_that_is_a_named_pipe_is_refused_not_waited_on(tmp_path, name, resume):
+    """A named pipe was opened and waited on for ever for its other end: a new sweep hung at its first finished trial
+    (appending a row), a resume at its start (reading the settings or the rows). Refused, naming it; rows are appended
+    as a run folder's lines are (``locks.appending``)."""
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    begin(folder, SETTINGS, resume=False)
+    (folder / name).unlink(missing_ok=True)
+    os.mkfifo(folder / name)
+    call = (lambda: begin(folder, SETTINGS, resume=True)) if resume else (lambda: append_row(folder, ROW))
+    assert f"{name} is a named pipe, not a file" in str(refusal_in_time(call, folder / name))
