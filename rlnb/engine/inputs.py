@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numbers
 
+import pydantic
 import torch
 from torch import Tensor, nn
 
@@ -222,15 +223,29 @@ def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> Non
     refuse_past_free(need, device, "this batch's logits", how, "send fewer or shorter samples at once")
 
 
+def _sampling_params(sp: object) -> wire.SamplingParams:
+    """``sp`` checked by the wire's rules again: a crafted body's (``model_construct``) skipped them, and its text
+    ``max_tokens`` or ``temperature`` reached the sampler (``INTERNAL_ERROR``)."""
+    if sp is None:
+        return wire.SamplingParams()
+    _must_be(sp, wire.SamplingParams, "sampling_params")
+    try:
+        return wire.SamplingParams.model_validate(dict(sp))  # type: ignore[call-overload]
+    except pydantic.ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise OperationError(Code.INVALID_INPUT, f"sampling_params.{where}: {error['msg']}") from None
+
+
 def sample_request(
     adapter: ModelAdapter, body: wire.SampleBody
 ) -> tuple[wire.SamplingParams, int, sampling.Settings, list[list[int]]]:
     """A sample request checked: its sampling params (defaults filled), completions per prompt, the
     decoding settings and each prompt's tokens, which leave room for ``max_tokens`` in the context."""
-    sp = body.sampling_params or wire.SamplingParams()
-    n = body.num_samples or 1
-    if n > MAX_NUM_SAMPLES:
-        raise OperationError(Code.INVALID_INPUT, f"num_samples must be <= {MAX_NUM_SAMPLES}, got {n}")
+    sp = _sampling_params(body.sampling_params)
+    n = 1 if body.num_samples is None else body.num_samples
+    if type(n) is not int or not 1 <= n <= MAX_NUM_SAMPLES:  # a crafted body's "3" or 2.0 was INTERNAL_ERROR
+        raise OperationError(Code.INVALID_INPUT, f"num_samples must be an integer in [1, {MAX_NUM_SAMPLES}], got {n!r}")
     _must_be(body.model_inputs, list, "model_inputs")
     if not body.model_inputs:
         raise OperationError(Code.INVALID_INPUT, "model_inputs is empty")

@@ -46,11 +46,12 @@ def work(kind: wire.OperationKind, body: Any) -> tuple[Key, float]:
             size = 1
     elif isinstance(body, wire.SampleBody):
         sp = body.sampling_params
-        max_tokens = sp.max_tokens if sp is not None and sp.max_tokens is not None else wire.DEFAULT_MAX_TOKENS
+        max_tokens = getattr(sp, "max_tokens", None) or wire.DEFAULT_MAX_TOKENS  # a crafted body's dict: its handler
+        n = body.num_samples or 1
         try:
-            size = len(body.model_inputs) * (body.num_samples or 1) * max_tokens
+            size = len(body.model_inputs) * n * max_tokens if type(n) is type(max_tokens) is int else 1
         except TypeError:  # a crafted body's model_inputs of no length: its handler refuses it, naming the field
-            size = 1
+            size = 1  # (a crafted num_samples or max_tokens of text or a float likewise: "3" * 16 was a size)
     size = max(1, size)
     return (str(kind), 1 << (size - 1).bit_length()), float(size)
 

@@ -280,3 +280,26 @@ def test_a_custom_gradient_that_is_no_list_of_numbers_fails_invalid_input_naming
     assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT, err
     assert f"gradients[0]: {said}" in err.message
     assert all(p.grad is None for p in session.backend.trainer.parameters())
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"num_samples": "3"}, "num_samples must be an integer in [1, "),
+        ({"num_samples": 0}, "num_samples must be an integer in [1, "),
+        ({"num_samples": 2.0}, "num_samples must be an integer in [1, "),
+        ({"sampling_params": wire.SamplingParams.model_construct(max_tokens="5")}, "sampling_params.max_tokens"),
+        ({"sampling_params": wire.SamplingParams.model_construct(temperature="hot")}, "sampling_params.temperature"),
+        ({"sampling_params": {"max_tokens": 2}}, "sampling_params must be a SamplingParams, got dict"),
+    ],
+)
+def test_a_crafted_sample_request_of_bad_scalars_fails_invalid_input_naming_the_field(session, fields, said):
+    """A ``model_construct`` sample request with ``num_samples="3"`` was ``INTERNAL_ERROR`` ("'>' not supported
+    between instances of 'str' and 'int'"), and the tuner sized it as the string "3" repeated; its sampling params
+    reached the sampler unchecked."""
+    body = wire.SampleBody.model_construct(model_inputs=[wire.ModelInput.from_tokens([1, 2])], **fields)
+    got: list[wire.Operation] = []
+    session.backend.submit("sample", body, got.append)
+    assert session.backend.wait_idle(60)
+    assert got[-1].error is not None and got[-1].error.code == wire.OperationErrorCode.INVALID_INPUT, got[-1]
+    assert said in got[-1].error.message

@@ -765,7 +765,9 @@ def test_sample_limits_fail_invalid_input_not_internal_error():
             s.sample([[1, 2]], num_samples=10_000)  # refused before it is sent (adv5a: it was sent, then FAILED)
         assert len(s.history) == 0
         body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1, 2])], num_samples=10_000)
-        with pytest.raises(rlnb.OperationFailed, match="num_samples must be <= 256") as info:
+        with pytest.raises(
+            rlnb.OperationFailed, match=r"num_samples must be an integer in \[1, 256\], got 10000"
+        ) as info:
             s._submit(wire.OperationKind.SAMPLE, body).result()  # a body that skipped Session's check
         assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
         cold = s.sample([[1, 2]], max_tokens=4, temperature=1e-300).result().results[0].sequences[0]
