@@ -186,7 +186,7 @@ class Caller:
             if failure is not None:  # a retry cut short by the end: the error answer before it says more
                 cut = answered is not None and time.monotonic() >= end
                 said, error = (answered, None) if cut else (None, failure)
-                time.sleep(self._after_failure(request, attempt, said, error, end, limit, call))
+                self._after_failure(request, attempt, said, error, end, limit, call)
             else:
                 ms = (time.monotonic() - started) * 1000
                 log.debug("%s %s -> %d in %.0f ms", request.method, request.url, response.status_code, ms)
@@ -194,7 +194,7 @@ class Caller:
                 if response.is_success:
                     return response
                 answered = response
-                time.sleep(self._after_failure(request, attempt, response, None, end, limit, call))
+                self._after_failure(request, attempt, response, None, end, limit, call)
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
@@ -245,15 +245,16 @@ class Caller:
         end: float,
         limit: str,
         call: Call,
-    ) -> float:
-        """The one place failures are judged: the delay before the next attempt, or the final error raised.
+    ) -> None:
+        """The one place failures are judged: the wait before the next attempt, or the final error raised.
 
         ``error`` is the httpx exception when no response came; it becomes ``APITimeoutError`` or
         ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
         status becomes ``status_error_class(status)``. No retry starts past the call's ``end`` (``limit`` says
         what set it). A ``call`` that is not ``idempotent`` is retried only when it surely did not act: no
         connection was made, or the server refused it (408, 409, 429); when no connection was made, one with a
-        ``reconnect_until`` is retried only before it, at most ``RetryPolicy.reconnect_max_delay`` apart.
+        ``reconnect_until`` is retried only before it, at most ``RetryPolicy.reconnect_max_delay`` apart. The wait
+        is ``RetryPolicy.pause``'s (the stops that clean up: ``time.sleep``), which may call the retry off.
         """
         method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
@@ -272,19 +273,28 @@ class Caller:
                 delay = min(delay, self.retry.reconnect_max_delay)
                 shut = time.monotonic() + delay >= call.reconnect_until
         late = not shut and time.monotonic() + delay >= end
-        if not retry or attempt >= self.retry.max_retries or late or shut:
-            if "Authorization" in request.headers:  # the cause of what we raise keeps this request
-                request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
-            if response is not None:
-                raise self._bodies.status_error(request, response, self.base_url, self.retry.unheeded(response.headers))
-            cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
-            tries = f" (after {attempt + 1} attempts)" if attempt else ""
-            if late or shut:
-                tries += f"; {limit} passed" if late else "; its time to reconnect passed"
-            cause = self._bodies.cause(error)
-            raise cls(what + tries, method=method, url=url, sent=not isinstance(error, UNSENT)) from cause
-        log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries, delay)
-        return delay
+        off = ""  # why a retry the policy allowed was called off
+        if retry and attempt < self.retry.max_retries and not late and not shut:
+            log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries,
+                     delay)  # fmt: skip
+            pause = self.retry.pause if call.reconnect_until is None else None
+            if pause is None:
+                time.sleep(delay)
+                return
+            if not pause(delay):
+                return
+            off = f"; the retry after attempt {attempt + 1} was called off (RetryPolicy.pause)"
+        if "Authorization" in request.headers:  # the cause of what we raise keeps this request
+            request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
+        if response is not None:
+            note = self.retry.unheeded(response.headers) + off
+            raise self._bodies.status_error(request, response, self.base_url, note)
+        cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
+        tries = f" (after {attempt + 1} attempts)" if attempt else ""
+        if late or shut:
+            tries += f"; {limit} passed" if late else "; its time to reconnect passed"
+        cause = self._bodies.cause(error)
+        raise cls(what + tries + off, method=method, url=url, sent=not isinstance(error, UNSENT)) from cause
 
     def _parse(self, response: httpx.Response, model: type[M]) -> M:
         return self._bodies.parse(response, model)

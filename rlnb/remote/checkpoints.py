@@ -112,5 +112,5 @@ class CheckpointCalls(Endpoints):
                         response.close()
             except httpx.RequestError as exc:
                 failure = exc  # a stream cut short too: fetched again from its first byte
-            time.sleep(self._after_failure(request, attempt, answered, failure, end, limit, call))
+            self._after_failure(request, attempt, answered, failure, end, limit, call)
             attempt += 1

@@ -7,7 +7,8 @@ from __future__ import annotations
 import email.utils
 import random
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -29,6 +30,11 @@ class RetryPolicy:
     reconnect_max_delay: float = 1.0
     """The backoff's cap between the connection attempts of a call that may reconnect for a short window only (the
     stops that clean up: ``rlnb.remote.start.STOP_RECONNECT``)."""
+    pause: Callable[[float], bool] | None = field(default=None, compare=False)
+    """How the client waits the seconds before a retry; its True calls the retry off, and the call raises its last
+    error at once (a sweep's trial: its ``slot_timeout`` and its sweep's stop end a 429's ``Retry-After`` wait,
+    which slept up to 60 s a retry, 5 retries a try). None: ``time.sleep``. The stops that clean up after a failed
+    start always sleep: they must go on."""
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:

@@ -9,6 +9,7 @@ and why, and what ran is in the trial's history.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -192,26 +193,79 @@ def own_modules(options: dict[str, Any]) -> dict[str, Any]:
 
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot, up to
-    ``spec.slot_timeout`` seconds, then fail naming that option."""
+    ``spec.slot_timeout`` seconds, then fail naming that option. The client's own retries wait through ``_SlotWait``
+    (``RetryPolicy.pause``): each ``connect`` first ran its 5 retries, a 429's ``Retry-After`` (up to 60 s) each, past
+    the slot_timeout and deaf to the sweep's stop."""
     delay, end, tries = RATE_LIMIT_WAIT[0], time.monotonic() + spec.slot_timeout, 0
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
                               **own_modules(spec.session_options)}  # fmt: skip
+    waits = _SlotWait(control, end)
     opener: Callable[[], Session] = (
         (lambda: connect("local", seed=spec.seed, **common))
         if spec.target == "local"
-        else (lambda: connect(spec.target, **common))
+        else (lambda: connect(spec.target, **_paused(common, waits)))
     )
-    while True:
-        try:
-            return opener()
-        except RateLimitError as exc:
-            tries, left = tries + 1, end - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(
-                    f"no session slot within slot_timeout={spec.slot_timeout:g} s: the target answered 429 to each of "
-                    f"{tries} tries (the last: {exc}); raise slot_timeout, or lower max_concurrent to the provider's "
-                    "session cap"
-                ) from exc
-            if control.wait(min(delay, left)):
-                raise _Stopped() from None
-            delay = min(delay * 2, RATE_LIMIT_WAIT[1])
+    try:
+        while True:
+            try:
+                return opener()
+            except RateLimitError as exc:
+                tries, left = tries + 1 + waits.take_retries(), end - time.monotonic()
+                if control.stopping():
+                    raise _Stopped() from None
+                if left <= 0:
+                    raise TimeoutError(
+                        f"no session slot within slot_timeout={spec.slot_timeout:g} s: the target answered 429 to "
+                        f"each of {tries} requests (the last: {exc}); raise slot_timeout, or lower max_concurrent to "
+                        "the provider's session cap"
+                    ) from exc
+                if control.wait(min(delay, left)):
+                    raise _Stopped() from None
+                delay = min(delay * 2, RATE_LIMIT_WAIT[1])
+    finally:
+        waits.opened = True  # the session's own calls retry as any session's
+
+
+class _SlotWait:
+    """How the client waits before a retry while a trial opens its session (``RetryPolicy.pause``): not past the
+    trial's slot deadline, and woken by its sweep's stop (then the retry is called off)."""
+
+    def __init__(self, control: Control, end: float):
+        self.control, self.end, self.retries, self.opened = control, end, 0, False
+
+    def __call__(self, seconds: float) -> bool:
+        if self.opened:
+            time.sleep(seconds)
+            return False
+        left = self.end - time.monotonic()
+        if left <= 0 or self.control.wait(min(seconds, left)) or seconds >= left:
+            return True
+        self.retries += 1
+        return False
+
+    def take_retries(self) -> int:
+        """The retries sent since last asked."""
+        taken, self.retries = self.retries, 0
+        return taken
+
+
+def _paused(options: dict[str, Any], pause: _SlotWait) -> dict[str, Any]:
+    """``options`` with the retry policy they give (``retry``, ``max_retries``, ``client=``'s) waiting through
+    ``pause``; given both ``retry`` and ``max_retries``, or a ``retry`` that is no ``RetryPolicy``, as they are (the
+    client's own error then)."""
+    from rlnb.remote.client import ClientOptions  # as connect: a local sweep loads no HTTP client
+    from rlnb.remote.retry import RetryPolicy
+
+    options = dict(options)
+    client = options.get("client")
+    given = client if isinstance(client, ClientOptions) else ClientOptions()
+    retry = options.get("retry", given.retry)
+    most = ClientOptions(max_retries=options.get("max_retries", given.max_retries)).max_retries  # checked, named
+    if (retry is not None and most is not None) or not isinstance(retry, RetryPolicy | None):
+        return options
+    options.pop("retry", None)
+    options.pop("max_retries", None)
+    policy = retry if retry is not None else RetryPolicy() if most is None else RetryPolicy(max_retries=most)
+    if isinstance(client, ClientOptions):
+        options["client"] = dataclasses.replace(client, retry=None, max_retries=None)
+    return {**options, "retry": dataclasses.replace(policy, pause=pause)}

@@ -1,0 +1,116 @@
+"""A trial waiting for a session slot (429) through the remote client's own retries: the client's ``Retry-After``
+waits end at the trial's ``slot_timeout`` and wake on its sweep's stop (``RetryPolicy.pause``)."""
+
+import threading
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb import wire
+from rlnb.errors import RateLimitError
+from rlnb.remote.client import APIClient, ClientOptions
+from rlnb.remote.retry import RetryPolicy
+from rlnb.sweep import sweep
+from tests.support.fake_api import NOW
+
+BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+SESSION = {"id": "s-1", "status": wire.SessionStatus.STOPPED.value, "base_model": "m", "model_resources_id": "mr-1",
+           "created_by": "me", "created_at": NOW, "updated_at": NOW}  # fmt: skip
+ROOM = 30.0
+"""Seconds a test waits for what should take well under one (the machine is loaded)."""
+
+
+def session_cap(asked: list[httpx.Request], retry_after: str):
+    """A provider whose one session slot stays taken: 429 to every request, asking for ``retry_after`` seconds."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        return httpx.Response(429, headers={"Retry-After": retry_after}, json={"error": {"message": "cap reached"}})
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "retries"),
+    [("2", {}), ("60", {}), ("60", {"max_retries": 3}), ("60", {"client": ClientOptions(max_retries=3)})],
+    ids=["retry-after-2", "retry-after-60", "max_retries", "client-options-max_retries"],
+)
+def test_the_clients_retry_after_waits_end_at_the_slot_timeout_and_the_reason_counts_each_request(
+    tmp_path, retry_after, retries
+):
+    """With the client's default retries, slot_timeout=0.3 and Retry-After: 2 failed after 10 s (6 requests) saying
+    "429 to each of 1 tries"; Retry-After: 60 could hold a try 300 s."""
+    asked: list[httpx.Request] = []
+    provider = httpx.MockTransport(session_cap(asked, retry_after))
+    trials = sweep(BASE, steps=1, target="http://rl.test", transport=provider, slot_timeout=0.3, runs_dir=tmp_path,
+                   progress=False, **retries)  # fmt: skip
+    assert list(trials.status) == ["FAILED"], trials.reason.tolist()
+    reason = trials.reason[0]
+    assert "no session slot within slot_timeout=0.3 s" in reason, reason
+    assert f"answered 429 to each of {len(asked)} requests" in reason, (len(asked), reason)
+    assert len(asked) < 6  # no retry was sent after the slot_timeout passed
+
+
+def test_a_stop_set_while_the_client_waits_out_a_retry_after_ends_the_trial_stopped(tmp_path):
+    """A sweep's stop set at 1 s took 20 s to take effect with Retry-After: 4 (60: minutes): the client's retry sleep
+    never looked at it."""
+    asked: list[httpx.Request] = []
+    first = threading.Event()
+    answer = session_cap(asked, "60")
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        first.set()
+        return answer(request)
+
+    stop, result = threading.Event(), {}
+    run = threading.Thread(
+        target=lambda: result.update(
+            trials=sweep(
+                BASE,
+                steps=1,
+                target="http://rl.test",
+                transport=httpx.MockTransport(provider),
+                stop=stop,
+                runs_dir=tmp_path,
+                progress=False,
+            )
+        ),  # fmt: skip
+        daemon=True,
+    )
+    run.start()
+    assert first.wait(ROOM)
+    stop.set()
+    run.join(ROOM)
+    assert not run.is_alive(), "the stop did not end the trial's wait for a slot"
+    trials = result["trials"]
+    assert list(trials.status) == ["STOPPED"], trials.reason.tolist()
+    assert trials.reason[0] == "stopped while waiting for a session"
+    assert len(asked) == 1
+
+
+def test_a_retry_called_off_by_the_policys_pause_raises_the_last_answer_at_once():
+    asked: list[httpx.Request] = []
+    waits: list[float] = []
+    policy = RetryPolicy(pause=lambda seconds: waits.append(seconds) or True)
+    client = APIClient("http://rl.test", transport=httpx.MockTransport(session_cap(asked, "7")), retry=policy)
+    with pytest.raises(RateLimitError, match=r"cap reached.*called off \(RetryPolicy\.pause\)"):
+        client.supported_models()
+    assert waits == [7.0] and len(asked) == 1
+
+
+def test_the_stops_that_clean_up_never_ask_the_pause():
+    """A pause that calls retries off (a trial past its slot_timeout) must not leave what a failed start created
+    running: the cleanup stops retry as before."""
+    answers = iter([httpx.Response(503, headers={"Retry-After-Ms": "1"}), httpx.Response(200, json=SESSION)])
+    asked: list[str] = []
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return next(answers)
+
+    client = APIClient(
+        "http://rl.test", transport=httpx.MockTransport(provider), retry=RetryPolicy(pause=lambda s: True)
+    )
+    client.stop_session("s-1", reconnect_until=float("inf"))
+    assert len(asked) == 2
