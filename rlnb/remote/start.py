@@ -28,17 +28,17 @@ takes no connection, a second apart at most, before a warning names what may sti
 left a paid resource running; retried through the whole backoff, a dead server held them 14 s each."""
 
 
-def _wait_until(
-    fetch: Callable[[], M], ready: str, dead: frozenset[str], timeout: float, poll_min: float, poll_max: float
-) -> M:
+def _wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: PollOptions) -> M:
     """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
 
     Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, or on any other
     status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
     with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
     seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
-    saying only "still", with no word that rlnb could not read them.
+    saying only "still", with no word that rlnb could not read them. ``poll.pause`` waits between polls; its True
+    ends the wait with ``RlnbError`` (then ``connect`` stops what it created, as on any failed start).
     """
+    timeout = poll.ready_timeout
     start = time.monotonic()
     newer: list[str] = []  # the statuses newer than the list seen, each warned once
     while True:
@@ -61,7 +61,11 @@ def _wait_until(
         if elapsed >= timeout:
             seen = f" (statuses rlnb does not know seen: {', '.join(newer)})" if newer else ""
             raise OperationTimeout(f"{what} still {obj.status} after {timeout:g} s, not {ready}{seen}")
-        time.sleep(min(poll_interval(elapsed, poll_min, poll_max), timeout - elapsed))
+        seconds = min(poll_interval(elapsed, poll.poll_min, poll.poll_max), timeout - elapsed)
+        if poll.pause is None:
+            time.sleep(seconds)
+        elif poll.pause(seconds):
+            raise RlnbError(f"{what} still {obj.status}: the wait for {ready} was called off (PollOptions.pause)")
 
 
 @dataclass(frozen=True)
@@ -227,7 +231,7 @@ class Start:
         return self.wait(lambda: self.client.get_session(session_id), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
 
     def wait(self, fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
-        return _wait_until(fetch, ready, dead, self.poll.ready_timeout, self.poll.poll_min, self.poll.poll_max)
+        return _wait_until(fetch, ready, dead, self.poll)
 
     def undo(self) -> None:
         """Stop what was created (best effort) and close the client."""

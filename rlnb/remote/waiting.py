@@ -5,7 +5,8 @@ defaults, and ``poll_interval``, the gap between two polls. Split from ``poller`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from rlnb._options import OPERATION_TIMEOUT
 
@@ -30,13 +31,16 @@ class PollOptions:
     Polls come ``poll_interval`` apart, from ``poll_min`` up to ``poll_max`` seconds. Starting waits up to
     ``ready_timeout`` seconds each for the model resource and the session; an operation fails ``TIMEOUT``
     ``operation_timeout`` seconds after submission, or once every poll has failed for
-    ``poll_failure_window`` seconds (the server is gone)."""
+    ``poll_failure_window`` seconds (the server is gone). ``pause`` waits between the polls of a start (the
+    concept of ``RetryPolicy.pause``): called with the seconds to wait, its True calls the start off (a sweep's
+    trial: its sweep's stop, heard at once, not after ``ready_timeout``). None: ``time.sleep``."""
 
     poll_min: float = POLL_MIN
     poll_max: float = POLL_MAX
     ready_timeout: float = READY_TIMEOUT
     operation_timeout: float = OPERATION_TIMEOUT
     poll_failure_window: float = POLL_FAILURE_WINDOW
+    pause: Callable[[float], bool] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not 0 < self.poll_min <= self.poll_max:

@@ -195,7 +195,8 @@ def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot, up to
     ``spec.slot_timeout`` seconds, then fail naming that option. The client's own retries wait through ``_SlotWait``
     (``RetryPolicy.pause``): each ``connect`` first ran its 5 retries, a 429's ``Retry-After`` (up to 60 s) each, past
-    the slot_timeout and deaf to the sweep's stop."""
+    the slot_timeout and deaf to the sweep's stop. Its polls until the model resource and session are up wait through
+    ``_SlotWait.ready`` (``PollOptions.pause``): a stop waited out ``ready_timeout`` (1800 s by default)."""
     delay, end, tries = RATE_LIMIT_WAIT[0], time.monotonic() + spec.slot_timeout, 0
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
                               **own_modules(spec.session_options)}  # fmt: skip
@@ -222,6 +223,10 @@ def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
                 if control.wait(min(delay, left)):
                     raise _Stopped() from None
                 delay = min(delay * 2, RATE_LIMIT_WAIT[1])
+            except Exception:
+                if control.stopping():  # a wait its stop called off: a readiness poll's, a 503's retry
+                    raise _Stopped() from None
+                raise
     finally:
         waits.opened = True  # the session's own calls retry as any session's
 
@@ -243,6 +248,11 @@ class _SlotWait:
         self.retries += 1
         return False
 
+    def ready(self, seconds: float) -> bool:
+        """The wait between the polls of a start (``PollOptions.pause``): woken by the sweep's stop only (the start
+        is bounded by ``ready_timeout``, not by the slot deadline)."""
+        return self.control.wait(seconds)
+
     def take_retries(self) -> int:
         """The retries sent since last asked."""
         taken, self.retries = self.retries, 0
@@ -250,13 +260,18 @@ class _SlotWait:
 
 
 def _paused(options: dict[str, Any], pause: _SlotWait) -> dict[str, Any]:
-    """``options`` with the retry policy they give (``retry``, ``max_retries``, ``client=``'s) waiting through
+    """``options`` with their polls while starting waiting through ``pause.ready`` (unless they give a
+    ``PollOptions.pause``), and the retry policy they give (``retry``, ``max_retries``, ``client=``'s) waiting through
     ``pause``; given both ``retry`` and ``max_retries``, or a ``retry`` that is no ``RetryPolicy``, as they are (the
     client's own error then)."""
     from rlnb.remote.client import ClientOptions  # as connect: a local sweep loads no HTTP client
     from rlnb.remote.retry import RetryPolicy
+    from rlnb.remote.waiting import PollOptions
 
     options = dict(options)
+    poll = options.get("poll")
+    if "pause" not in options and not (isinstance(poll, PollOptions) and poll.pause is not None):
+        options["pause"] = pause.ready
     client = options.get("client")
     given = client if isinstance(client, ClientOptions) else ClientOptions()
     retry = options.get("retry", given.retry)

@@ -1,0 +1,69 @@
+"""A trial whose session is being started (its model resource or session not yet READY / RUNNING) hears its sweep's
+stop through ``PollOptions.pause``: the readiness wait slept between polls, deaf to it, up to ``ready_timeout``."""
+
+import threading
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb import wire
+from rlnb.errors import RlnbError
+from rlnb.remote.backend import RemoteBackend
+from rlnb.sweep import sweep
+from tests.support.fake_api import BASE, FAST_POLL, FakeAPI
+
+PARAMS = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+ROOM = 30.0
+"""Seconds a test waits for what should take well under one (the machine is loaded)."""
+NEVER = 10**9
+"""Polls before the fake's resource gets READY: never, within a test."""
+
+
+def test_a_stop_set_while_the_resource_is_not_ready_ends_the_trial_stopped_and_stops_the_resource(tmp_path):
+    """A stop set while the created resource stayed PENDING waited out ``ready_timeout`` (1800 s by default)."""
+    api = FakeAPI(ready_after=NEVER)
+    polled = threading.Event()
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path.startswith("/v1/rl/model-resources/"):
+            polled.set()
+        return api(request)
+
+    stop, result = threading.Event(), {}
+    run = threading.Thread(
+        target=lambda: result.update(
+            trials=sweep(
+                PARAMS,
+                steps=1,
+                target=BASE,
+                transport=httpx.MockTransport(provider),
+                stop=stop,
+                poll_min=1.0,
+                poll_max=1.0,
+                runs_dir=tmp_path,
+                progress=False,
+            )  # fmt: skip
+        ),
+        daemon=True,
+    )
+    run.start()
+    assert polled.wait(ROOM)
+    stop.set()
+    run.join(ROOM)
+    assert not run.is_alive(), "the stop did not end the trial's wait for its model resource"
+    trials = result["trials"]
+    assert list(trials.status) == ["STOPPED"], trials.reason.tolist()
+    assert trials.reason[0] == "stopped while waiting for a session"
+    assert [r["status"] for r in api.resources.values()] == [wire.ModelResourcesStatus.STOPPED.value]
+
+
+def test_a_readiness_wait_called_off_by_the_poll_pause_says_so_and_stops_what_it_created():
+    api = FakeAPI(ready_after=NEVER)
+    waits: list[float] = []
+    with pytest.raises(RlnbError, match=r"PENDING.*called off \(PollOptions\.pause\)"):
+        RemoteBackend.connect(
+            BASE, transport=httpx.MockTransport(api), pause=lambda s: waits.append(s) or len(waits) > 2, **FAST_POLL
+        )
+    assert len(waits) == 3
+    assert [r["status"] for r in api.resources.values()] == [wire.ModelResourcesStatus.STOPPED.value]
