@@ -67,3 +67,35 @@ def test_a_readiness_wait_called_off_by_the_poll_pause_says_so_and_stops_what_it
         )
     assert len(waits) == 3
     assert [r["status"] for r in api.resources.values()] == [wire.ModelResourcesStatus.STOPPED.value]
+
+
+def test_a_stop_that_calls_off_a_retry_of_another_status_than_429_ends_the_trial_stopped(tmp_path):
+    """A 503's ``Retry-After`` wait called off by the stop raised the 503, and the row said FAILED with it."""
+    asked = threading.Event()
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        asked.set()
+        return httpx.Response(503, headers={"Retry-After": "60"}, json={"error": {"message": "overloaded"}})
+
+    stop, result = threading.Event(), {}
+    run = threading.Thread(
+        target=lambda: result.update(
+            trials=sweep(
+                PARAMS,
+                steps=1,
+                target=BASE,
+                transport=httpx.MockTransport(provider),
+                stop=stop,
+                runs_dir=tmp_path,
+                progress=False,
+            )  # fmt: skip
+        ),
+        daemon=True,
+    )
+    run.start()
+    assert asked.wait(ROOM)
+    stop.set()
+    run.join(ROOM)
+    assert not run.is_alive(), "the stop did not end the trial's retry wait"
+    trials = result["trials"]
+    assert list(trials.status) == ["STOPPED"], trials.reason.tolist()
