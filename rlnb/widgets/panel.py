@@ -193,7 +193,8 @@ class RunPanel:
 
     def _clicked(self, button: W.Button, n: int) -> None:
         """Step or Run N: the button disables itself as the run starts, so the focus goes on to Stop (a keyboard's
-        was dropped to the page, Stop a few Tabs away), and back to ``button`` when the run ends (``run_thread``)."""
+        was dropped to the page, Stop a few Tabs away), and back to ``button`` as the run ends, when and how
+        ``run_thread.refocus`` says."""
         if self.start(n):
             self.focus_after = button
             self.stop_button.focus()
