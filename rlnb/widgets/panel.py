@@ -20,6 +20,7 @@ from rlnb.widgets import fit, run_thread, turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, close_tree
 from rlnb.widgets.describe import ScheduleNote
+from rlnb.widgets.focus_back import FocusBack
 from rlnb.widgets.status_line import StatusLine
 from rlnb.widgets.steps import StepFn, check_given, failure_text, n_problem, rl_figures, sent_schedule, taken_mid_run
 
@@ -95,6 +96,8 @@ class RunPanel:
         """The warning shown now (the schedule's end passed), or none: the current figures, not each version said
         while the form was edited."""
         default = step_fn is None
+        self.focus_back = FocusBack(self.step_button)
+        """Gives the focus back to Step as a Step ends, if the person is still at the panel (``run_thread.refocus``)."""
         self.live = LiveView(
             session.history,
             metrics=("reward",) if default else None,
@@ -110,6 +113,7 @@ class RunPanel:
                 self.warning,
                 self.builder.widget,
                 self.live.widget,
+                self.focus_back.widget,
             ]
         )
         self.widget.add_class("rlnb-run-panel")
@@ -123,7 +127,9 @@ class RunPanel:
         self._closed = False
         self.step_button.on_click(lambda b: self._clicked(b, 1))
         self.run_button.on_click(lambda b: self._clicked(b, int(self.n.value)))
-        self.stop_button.on_click(lambda _: self.stop())
+        self.stop_clicked = False
+        """Whether a click on Stop ended the run: the person is at the panel, the kernel gives the focus back."""
+        self.stop_button.on_click(self._on_stop_click)
         self._unfollow = self.builder.on_change(self._builder_changed)
         self.n.observe(self._n_changed, names="value")
         self._step = session.step
@@ -164,6 +170,7 @@ class RunPanel:
             return False
         n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
         self._stop.clear()
+        self.stop_clicked = False
         self.error, self.line.held, self.line.waits = None, "", None
         # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
         self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
@@ -186,10 +193,15 @@ class RunPanel:
 
     def _clicked(self, button: W.Button, n: int) -> None:
         """Step or Run N: the button disables itself as the run starts, so the focus goes on to Stop (a keyboard's
-        was dropped to the page, Stop a few Tabs away), and back to ``button`` when the run ends (``run_thread``)."""
+        was dropped to the page, Stop a few Tabs away), and back to ``button`` as the run ends, when and how
+        ``run_thread.refocus`` says."""
         if self.start(n):
             self.focus_after = button
             self.stop_button.focus()
+
+    def _on_stop_click(self, _button: W.Button) -> None:
+        self.stop_clicked = True  # before the stop: the run's end reads it (``run_thread.refocus``)
+        self.stop()
 
     def stop(self) -> None:
         """Ask the run, or the Find LR, to stop after the step in progress; also the run of another panel on

@@ -88,8 +88,14 @@ def buttons_back(panel: Any) -> Exception | None:
 def refocus(panel: Any) -> None:
     """The keyboard's focus back on the button whose click started the run and moved it to Stop
     (``RunPanel._clicked``): disabled as the run ended, Stop dropped it to the page, a keyboard's next Enter lost.
-    Only after a Step or a click on Stop, when the person is at the panel: a Run N that ends by itself minutes later
-    would take the focus from the cell they are typing in, and their next Enter would start a run."""
+    After a click on Stop the person is at the panel: the kernel moves it. A Step that ends by itself (a slow model's
+    can take minutes) asks the browser (``focus_back``), which moves it only from nothing or the panel: ``focus()``
+    took it from the cell the person had moved on to, and their next Enter started a run. A Run N that ends by itself,
+    or is stopped from code (another panel's start: the person is at that one), moves none."""
     button, panel.focus_after = panel.focus_after, None
-    if button is not None and not button.disabled and (button is panel.step_button or panel._stop.is_set()):
+    if button is None or button.disabled:
+        return
+    if panel.stop_clicked:
         button.focus()
+    elif button is panel.step_button:
+        panel.focus_back.offer()

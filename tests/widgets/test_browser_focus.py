@@ -1,6 +1,6 @@
-"""Where Find LR's range test leaves the keyboard's focus as it ends by itself, in Debian's Chromium through Voila:
-back on Find LR when the person stayed at the panel (Stop, disabled again, dropped it to the page), never taken from
-another cell they moved on to as the test went on.
+"""Where Find LR's range test, or a RunPanel's Step, leaves the keyboard's focus as it ends by itself, in Debian's
+Chromium through Voila: back on Find LR or Step when the person stayed at the panel (Stop, disabled again, dropped it
+to the page), never taken from another cell they moved on to as the test or the step went on.
 """
 
 import os
@@ -20,7 +20,8 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def focus_url(browser):
     """focus_panel.ipynb in Voila: a RunPanel, its range tests of 5 steps, the first one starting once "go" is typed
-    in a text box outside the panel (another cell), and a count of the tests ended, set after their last message."""
+    in a text box outside the panel (another cell), its steps once "step" is, and counts of the tests and the runs
+    ended, each set after its last message."""
     with voila(HERE / "voila" / "focus_panel.ipynb") as url:
         yield url
 
@@ -49,6 +50,32 @@ def test_find_lr_gives_the_focus_back_only_to_a_person_still_at_the_panel(browse
     page.keyboard.press("Enter")
     expect(ended).to_have_text("2", timeout=180_000)
     expect(find).to_be_focused(timeout=30_000)  # given back
+    page.close()
+
+
+def test_a_step_gives_the_focus_back_only_to_a_person_still_at_the_panel(browser, focus_url):
+    """Step's end moved the focus back to Step from the kernel: a Step on a slow model, ending after the person had
+    moved on to another cell, took the focus from it, and their next Enter would run another step."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1200, "height": 1400})
+    page.goto(focus_url, timeout=120_000)
+    panel = page.locator(".rlnb-run-panel")
+    expect(panel.locator(".rlnb-status")).to_contain_text("step 0 · ready", timeout=120_000)
+    step, stop = panel.get_by_role("button", name="Step"), panel.get_by_role("button", name="Stop")
+    other, ended = page.locator(".tests-other-cell input"), page.locator(".tests-runs-ended")
+    step.focus()
+    page.keyboard.press("Enter")
+    expect(stop).to_be_focused(timeout=30_000)
+    other.click()  # the person moves on to another cell as the step goes on; typing "step" lets it go on
+    page.keyboard.type("step")
+    expect(ended).to_have_text("1", timeout=180_000)  # after the run's end: its focus, if any, is in
+    expect(step).to_be_enabled()
+    expect(other).to_be_focused(timeout=1)  # the person's cell kept it
+    step.focus()  # the person stays at the panel: Stop, disabled as the step ends, drops the focus to the page
+    page.keyboard.press("Enter")
+    expect(ended).to_have_text("2", timeout=180_000)
+    expect(step).to_be_focused(timeout=30_000)  # given back
     page.close()
 
 

@@ -337,31 +337,48 @@ def test_a_run_whose_end_fails_to_bring_the_buttons_back_says_so_with_them_back(
 
 
 @pytest.mark.parametrize(
-    ("button", "stopped", "back"),
-    [("step_button", False, True), ("run_button", True, True), ("run_button", False, False)],
+    ("button", "stop", "kernel", "script"),
+    [
+        ("step_button", None, False, True),  # a Step that ends: the browser decides (the person may have moved on)
+        ("step_button", "click", True, False),  # a click on Stop: the person is at the panel
+        ("run_button", "click", True, False),
+        ("run_button", None, False, False),  # a Run N that ends by itself: no focus
+        ("run_button", "code", False, False),  # stopped from code (another panel's start): not a person at this one
+        ("step_button", "code", False, True),
+    ],
 )
 def test_the_focus_goes_back_to_the_button_that_started_the_run_after_a_step_or_a_stop(
-    fake, monkeypatch, button, stopped, back
+    fake, monkeypatch, button, stop, kernel, script
 ):
     """The click moved the focus to Stop; as the run ended Stop was disabled and a keyboard's focus fell to the page
-    (the browser's side: tests/widgets/test_browser_narrow.py). It goes back after a Step or a Stop, not when a Run N
-    ends by itself (the person may be typing in another cell by then). Only a click's run: ``start()`` from code
-    moves no focus, at its start or its end."""
+    (the browser's side: tests/widgets/test_browser_narrow.py, test_browser_focus.py). A click on Stop says the person
+    is at the panel: the kernel gives the focus back. A Step on a slow model can end after the person moved to another
+    cell, which ``focus()`` took it from: the browser moves it only from nothing or the panel (``focus_back``). A Run
+    N that ends by itself, or is stopped from code, moves none. ``start()`` from code moves no focus, at either end."""
     go = threading.Event()
     panel = RunPanel(fake, step_fn=after(go, lambda s, p: None), n_steps=2, every=0.05)
-    focused = []
+    focused, sent = [], []
     for name in ("step_button", "run_button", "stop_button"):
         b = getattr(panel, name)
         monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
+    panel.focus_back.widget.observe(lambda change: sent.append(change["new"]), names="outputs")
     getattr(panel, button).click()
     assert focused == [("stop_button", False)]
-    if stopped:
+    if stop == "click":
         panel.stop_button.click()
+    elif stop == "code":
+        panel.stop()
     go.set()
     assert panel.join(DEADLINE)
-    assert focused == [("stop_button", False)] + ([(button, False)] if back else [])  # once it is enabled
+    assert focused == [("stop_button", False)] + ([(button, False)] if kernel else [])  # once it is enabled
+    assert len(sent) == script
+    if script:
+        (output,) = sent[0]
+        assert f"button.{panel.focus_back.mark}" in output["data"]["application/javascript"]
+        assert panel.focus_back.mark in panel.step_button._dom_classes
+    panel.stop_button.click()  # between runs (a Find LR's Stop): the next run's end is not its
     assert panel.start(1) and panel.join(DEADLINE)
-    assert len(focused) == 1 + back
+    assert len(focused) == 1 + kernel and len(sent) == script
     panel.close()
 
 
