@@ -382,6 +382,18 @@ def test_the_focus_goes_back_to_the_button_that_started_the_run_after_a_step_or_
     panel.close()
 
 
+def watched_finder(fake, monkeypatch, lr_find):
+    """A RunPanel whose Find LR runs ``lr_find``; the kernel's ``focus()`` calls on Find LR and Stop (name, disabled)
+    and the browser scripts Find LR sends (``focus_back``), each kept in a list."""
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lr_find)
+    panel = RunPanel(fake, every=0.05)
+    finder, focused, sent = panel.builder.lr_finder, [], []
+    for name, b in (("find", finder.button), ("stop", panel.stop_button)):
+        monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
+    finder.focus_back.widget.observe(lambda change: sent.append(change["new"]), names="outputs")
+    return panel, finder, focused, sent
+
+
 def test_the_focus_goes_back_to_find_lr_as_its_range_test_ends(fake, monkeypatch):
     """A click on Find LR moved the focus to the panel's Stop, disabled again when the test ended: it fell to the
     page. Find LR's ``focus()`` took it back from wherever it was, a cell the person had moved on to included: the
@@ -393,12 +405,7 @@ def test_the_focus_goes_back_to_find_lr_as_its_range_test_ends(fake, monkeypatch
         go.wait(DEADLINE)
         raise ValueError("no range test here")
 
-    monkeypatch.setattr(rlnb.sweep, "lr_find", lr_find)
-    panel = RunPanel(fake, every=0.05)
-    finder, focused, sent = panel.builder.lr_finder, [], []
-    for name, b in (("find", finder.button), ("stop", panel.stop_button)):
-        monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
-    finder.focus_back.widget.observe(lambda change: sent.append(change["new"]), names="outputs")
+    panel, finder, focused, sent = watched_finder(fake, monkeypatch, lr_find)
     finder.button.click()
     assert focused == [("stop", False)] and sent == []
     go.set()
@@ -424,12 +431,7 @@ def test_a_range_test_ended_by_stop_gives_find_lr_the_focus_from_the_kernel(fake
         go.wait(DEADLINE)
         raise ValueError("no range test here")
 
-    monkeypatch.setattr(rlnb.sweep, "lr_find", lr_find)
-    panel = RunPanel(fake, every=0.05)
-    finder, focused, sent = panel.builder.lr_finder, [], []
-    for name, b in (("find", finder.button), ("stop", panel.stop_button)):
-        monkeypatch.setattr(b, "focus", lambda name=name, b=b: focused.append((name, b.disabled)))
-    finder.focus_back.widget.observe(lambda change: sent.append(change["new"]), names="outputs")
+    panel, finder, focused, sent = watched_finder(fake, monkeypatch, lr_find)
     finder.button.click()
     assert started.wait(DEADLINE)
     panel.stop_button.click()
