@@ -82,3 +82,16 @@ def test_sample_json_is_written_as_before():
     assert big["prompt_logprobs"] == [-1e308, -1e308] and big["sequences"][0]["tokens"] == ["5", "6"]
     body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([3, 2**63 - 1])])
     assert body.to_json_dict()["model_inputs"][0]["chunks"][0]["encoded_text"]["tokens"] == [3, 2**63 - 1]
+
+
+@pytest.mark.parametrize("spelled", ["1_000", "+5", "\u0663", "\u06f1\u06f2", "\u20035", "5\x1c", "\uff15"])
+@pytest.mark.parametrize("others", [["1"], [1]], ids=["among-strings", "among-ints"])
+def test_a_token_spelled_other_than_ascii_decimal_digits_is_refused(spelled, others):
+    """``int()`` read "1_000" as 1000, "+5" as 5, Arabic-Indic and full-width digits, and a string with Unicode
+    spaces around: token ids no schema's ``-?\\d+`` spells, taken by the client and by ``rlnb serve`` alike."""
+    for tokens in ([*others, spelled], [spelled]):
+        with pytest.raises(ValueError, match=r"expected an int64 \(integer or decimal string\), got "):
+            wire.SampledSequence(tokens=tokens, stop_reason="STOP_REASON_STOP")
+        with pytest.raises(ValueError, match=r"expected an int64"):
+            wire.EncodedText(tokens=tokens)
+    assert wire.EncodedText(tokens=[*others, " 7\t", "-0"]).tokens == [1, 7, 0]
