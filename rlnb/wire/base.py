@@ -65,7 +65,7 @@ _DECIMAL: Final = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
 
 def _int64(value: Any) -> Any:
     """Accept a protobuf-JSON string (``"42"``) as well as an int; reject bools and fractions."""
-    if isinstance(value, bool):
+    if _a_bool(value):
         raise ValueError("expected an integer, got a bool")
     if isinstance(value, str):
         try:  # ASCII digits, as the schema's pattern says: int() read "1_000", "+5" and "\u0663" (an Arabic 3) too
@@ -79,6 +79,17 @@ def _int64(value: Any) -> Any:
             raise ValueError(f"expected an integer, got {value!r}")
         return int(value)
     return value
+
+
+def _a_bool(value: Any) -> bool:
+    """Whether ``value`` is a bool, numpy's or torch's scalar one too: neither is an ``int``, and pydantic read
+    ``np.True_`` as token 1."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int | float | str) or getattr(value, "shape", None) != ():
+        return False
+    item = getattr(value, "item", None)
+    return callable(item) and isinstance(item(), bool)
 
 
 def _int64_json(value: int, info: SerializationInfo) -> str | int:

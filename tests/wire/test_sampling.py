@@ -95,3 +95,12 @@ def test_a_token_spelled_other_than_ascii_decimal_digits_is_refused(spelled, oth
         with pytest.raises(ValueError, match=r"expected an int64"):
             wire.EncodedText(tokens=tokens)
     assert wire.EncodedText(tokens=[*others, " 7\t", "-0"]).tokens == [1, 7, 0]
+
+
+@pytest.mark.parametrize("flag", [np.True_, np.False_, np.array(True)], ids=["np.True_", "np.False_", "0-d array"])
+def test_a_numpy_bool_among_the_tokens_is_refused_as_a_bool_is(flag):
+    """``np.True_`` is no int (``numbers.Integral``) and ``True`` was refused, yet it was read as token 1."""
+    for tokens in ([5, flag], [flag]):
+        with pytest.raises(ValueError, match="expected an integer, got a bool"):
+            wire.EncodedText(tokens=tokens)
+    assert wire.EncodedText(tokens=[np.int64(5), np.array(6)]).tokens == [5, 6]
