@@ -75,9 +75,12 @@ def refuse_link(file: Path) -> None:
 
 def refuse_pipe(file: Path) -> None:
     """``OSError`` naming ``file`` when it is a named pipe: opening it to read or append waits for ever for the other
-    end (a folder from elsewhere, or a hostile one)."""
+    end (a folder from elsewhere, or a hostile one); or (itself or through a link) a device or socket: ``/dev/zero``
+    read whole never ends, and took the memory."""
     if file.is_fifo():
         raise OSError(f"{file} is a named pipe, not a file: opening it would wait for ever")
+    if file.is_char_device() or file.is_block_device() or file.is_socket():
+        raise OSError(f"{file} is a device, not a file: reading it may never end")
 
 
 def refuse_shared(fh: IO[Any], file: Path) -> None:
