@@ -136,3 +136,16 @@ def test_a_pause_that_is_no_function_is_refused_naming_it(pause):
     thread that polls or sends a session's operations."""
     with pytest.raises(TypeError, match=r"^pause must be None or a function of the seconds to wait, got "):
         RetryPolicy(pause=pause)
+
+
+def test_once_the_session_is_open_its_calls_wait_through_the_users_own_pause():
+    """After the session opened, its every call's retry slept (``time.sleep``): the user's pause was gone."""
+    from rlnb.sweep.executors import _ThreadControl
+    from rlnb.sweep.trial import _SlotWait
+
+    waits: list[float] = []
+    wait = _SlotWait(
+        _ThreadControl(threading.Event(), None, None), end=0.0, user=lambda seconds: waits.append(seconds) or True
+    )
+    wait.opened = True
+    assert wait(0.25) is True and waits == [0.25]  # its True calls the retry off, past the slot deadline or not
