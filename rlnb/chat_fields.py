@@ -10,7 +10,7 @@ import json
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -91,7 +91,11 @@ def _check(source: str, specials: dict[str, Any], messages: Sequence[dict[str, A
     is left to transformers' render, which says why."""
     import jinja2
 
-    taken = json.dumps([messages, specials], ensure_ascii=False, default=str) + source
+    try:
+        held = json.dumps([messages, specials], ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a tuple as a key, an int of 5,000 digits: what jinja renders as it is
+        held = "".join(_texts([messages, specials], set()))
+    taken = held + source
     marks, plain = _Marks(taken, marking=True), _Marks(taken, marking=False)
     try:
         template = _strict_template(source)
@@ -119,6 +123,24 @@ def _render(template: Any, marks: _Marks, specials: dict[str, Any], messages: An
                                    **specials))  # fmt: skip
     finally:
         _marks.reset(token)
+
+
+def _texts(value: Any, seen: set[int]) -> Iterator[str]:
+    """The text of each string, key and object in ``value`` (what its JSON holds, where it has none), once each."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, int | float) or id(value) in seen:  # digits: no marker's character
+        return
+    elif isinstance(value, Mapping | list | tuple):
+        seen.add(id(value))
+        for item in value.items() if isinstance(value, Mapping) else value:
+            yield from _texts(item, seen)
+    else:
+        try:
+            text = str(value)
+        except Exception:  # noqa: BLE001 - jinja cannot print it either: the render says why
+            return
+        yield text
 
 
 def _frozen(value: Any) -> Any:

@@ -152,3 +152,14 @@ def test_a_chat_prompt_seen_before_renders_once_transformers_render(tokenizer, m
     for _ in range(2):  # a refusal is the same the second time, and the template changed is checked again
         with pytest.raises(ValueError, match="'name'"):
             codec.chat(chat)
+
+
+@pytest.mark.parametrize("extra", [{(1, 2): "x"}, {"n": 10**5000}], ids=["tuple-key", "5000-digit-int"])
+def test_messages_with_a_value_json_cannot_write_render_as_transformers_does(tokenizer, extra):
+    """The check chose its markers from the messages' JSON: a key that is a tuple or an int past ``str``'s 4,300
+    digits, which the template never prints and transformers renders, raised json's TypeError / ValueError."""
+    tokenizer.chat_template = "{% for m in messages %}<s>{{ m['content'] }}</s>{% endfor %}"
+    messages = [{"role": "user", "content": "hi", **extra}]
+    expected = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    expected = expected["input_ids"] if hasattr(expected, "keys") else expected
+    assert TokenizerCodec(tokenizer).chat(messages) == list(expected)

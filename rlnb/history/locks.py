@@ -34,6 +34,7 @@ def hold_lock(file: Path, busy: str) -> IO[str]:
     writing this process's pid in it; else ``RunLocked`` with ``busy`` (its ``{holder}``: the holder's pid). On a
     file system that cannot lock, the handle is returned unlocked, with a ``LockUnsupportedWarning``."""
     refuse_link(file)  # its pid would be written over the target: a user's notes, in a run folder from elsewhere
+    refuse_pipe(file)  # opened, it failed with io's "File or stream is not seekable.", naming no file
     fh = open(file, "a+", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - held open for the lock's life
     refuse_shared(fh, file)  # its pid would be written over another name's file (a cp -al copy's lock)
     try:
@@ -74,9 +75,12 @@ def refuse_link(file: Path) -> None:
 
 def refuse_pipe(file: Path) -> None:
     """``OSError`` naming ``file`` when it is a named pipe: opening it to read or append waits for ever for the other
-    end (a folder from elsewhere, or a hostile one)."""
+    end (a folder from elsewhere, or a hostile one); or (itself or through a link) a device or socket: ``/dev/zero``
+    read whole never ends, and took the memory."""
     if file.is_fifo():
         raise OSError(f"{file} is a named pipe, not a file: opening it would wait for ever")
+    if file.is_char_device() or file.is_block_device() or file.is_socket():
+        raise OSError(f"{file} is a device, not a file: reading it may never end")
 
 
 def refuse_shared(fh: IO[Any], file: Path) -> None:

@@ -233,25 +233,46 @@ def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
 
 class _SlotWait:
     """How the client waits before a retry while a trial opens its session (``RetryPolicy.pause``): not past the
-    trial's slot deadline, and woken by its sweep's stop (then the retry is called off)."""
+    trial's slot deadline, and woken by its sweep's stop (then the retry is called off). A pause of the user's own
+    (``user``) still waits, and may call a retry off, in the session's life and, not past the deadline, while it
+    opens: it was replaced, for the session's every call."""
 
-    def __init__(self, control: Control, end: float):
-        self.control, self.end, self.retries, self.opened = control, end, 0, False
+    def __init__(self, control: Control, end: float, user: Callable[[float], Any] | None = None):
+        self.control, self.end, self.retries, self.opened, self.user = control, end, 0, False, user
 
     def __call__(self, seconds: float) -> bool:
         if self.opened:
-            time.sleep(seconds)
-            return False
+            return self._wait(seconds)
         left = self.end - time.monotonic()
-        if left <= 0 or self.control.wait(min(seconds, left)) or seconds >= left:
+        if left <= 0:
+            return True
+        if seconds >= left:  # the wait ends at the deadline, and no retry is sent past it
+            self._stopped(left)
+            return True
+        if self._stopped(seconds):
             return True
         self.retries += 1
         return False
 
+<<<<<<< HEAD
     def ready(self, seconds: float) -> bool:
         """The wait between the polls of a start (``PollOptions.pause``): woken by the sweep's stop only (the start
         is bounded by ``ready_timeout``, not by the slot deadline)."""
         return self.control.wait(seconds)
+=======
+    def _stopped(self, seconds: float) -> bool:
+        """Waited ``seconds`` (the user's pause, then the sweep's stop looked at; else woken by it): whether to call
+        the retry off."""
+        if self.user is None:
+            return self.control.wait(seconds)
+        return self._wait(seconds) or self.control.stopping()
+
+    def _wait(self, seconds: float) -> bool:
+        if self.user is None:
+            time.sleep(seconds)
+            return False
+        return bool(self.user(seconds))
+>>>>>>> hostile4
 
     def take_retries(self) -> int:
         """The retries sent since last asked."""
@@ -260,10 +281,16 @@ class _SlotWait:
 
 
 def _paused(options: dict[str, Any], pause: _SlotWait) -> dict[str, Any]:
+<<<<<<< HEAD
     """``options`` with their polls while starting waiting through ``pause.ready`` (unless they give a
     ``PollOptions.pause``), and the retry policy they give (``retry``, ``max_retries``, ``client=``'s) waiting through
     ``pause``; given both ``retry`` and ``max_retries``, or a ``retry`` that is no ``RetryPolicy``, as they are (the
     client's own error then)."""
+=======
+    """``options`` with the retry policy they give (``retry``, ``max_retries``, ``client=``'s) waiting through
+    ``pause`` (the policy's own pause kept in it, ``_SlotWait.user``); given both ``retry`` and ``max_retries``, or
+    a ``retry`` that is no ``RetryPolicy``, as they are (the client's own error then)."""
+>>>>>>> hostile4
     from rlnb.remote.client import ClientOptions  # as connect: a local sweep loads no HTTP client
     from rlnb.remote.retry import RetryPolicy
     from rlnb.remote.waiting import PollOptions
@@ -283,4 +310,5 @@ def _paused(options: dict[str, Any], pause: _SlotWait) -> dict[str, Any]:
     policy = retry if retry is not None else RetryPolicy() if most is None else RetryPolicy(max_retries=most)
     if isinstance(client, ClientOptions):
         options["client"] = dataclasses.replace(client, retry=None, max_retries=None)
+    pause.user = policy.pause
     return {**options, "retry": dataclasses.replace(policy, pause=pause)}

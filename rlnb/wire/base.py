@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from enum import Enum
 from typing import Annotated, Any, Final
@@ -58,20 +59,37 @@ def shown(text: object, limit: int = 40) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
+_DECIMAL: Final = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
+"""An int64 as a decimal string: ``Int64``'s schema pattern, its digits and spaces ASCII."""
+
+
 def _int64(value: Any) -> Any:
     """Accept a protobuf-JSON string (``"42"``) as well as an int; reject bools and fractions."""
-    if isinstance(value, bool):
+    if _a_bool(value):
         raise ValueError("expected an integer, got a bool")
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
+        try:  # ASCII digits, as the schema's pattern says: int() read "1_000", "+5" and "\u0663" (an Arabic 3) too
+            if _DECIMAL.fullmatch(value) is None:
+                raise ValueError
+            return int(value)
+        except ValueError:  # also past int()'s 4,300 digits
             raise ValueError(f"expected an int64 (integer or decimal string), got {shown(value)}") from None
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(f"expected an integer, got {value!r}")
         return int(value)
     return value
+
+
+def _a_bool(value: Any) -> bool:
+    """Whether ``value`` is a bool, numpy's or torch's scalar one too: neither is an ``int``, and pydantic read
+    ``np.True_`` as token 1."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int | float | str) or getattr(value, "shape", None) != ():
+        return False
+    item = getattr(value, "item", None)
+    return callable(item) and isinstance(item(), bool)
 
 
 def _int64_json(value: int, info: SerializationInfo) -> str | int:

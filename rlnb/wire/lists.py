@@ -40,8 +40,12 @@ def _plain_ids(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
 
 
 def _decimal_ids(values: list[Any]) -> list[int] | None:
-    """``values``' ints if each is a string ``int()`` reads (as ``Int64`` reads one), else None."""
+    """``values``' ints if each is a decimal string (``int()`` reads it, in ASCII without ``_`` or ``+``: as ``Int64``
+    reads one), else None."""
     if not only(values, str):
+        return None
+    joined = "".join(values)
+    if not joined.isascii() or "_" in joined or "+" in joined:
         return None
     try:
         return list(map(int, values))

@@ -114,3 +114,38 @@ def test_the_stops_that_clean_up_never_ask_the_pause():
     )
     client.stop_session("s-1", reconnect_until=float("inf"))
     assert len(asked) == 2
+
+
+def test_a_users_own_pause_is_asked_by_a_trial_opening_its_session_and_calls_its_retries_off(tmp_path):
+    """A sweep's ``retry=RetryPolicy(pause=...)`` was replaced by the trial's own wait, for the session's every call:
+    the user's pause was never asked, and a retry it called off was sent."""
+    asked: list[httpx.Request] = []
+    waits: list[float] = []
+    mine = RetryPolicy(pause=lambda seconds: waits.append(seconds) or True)
+    trials = sweep(BASE, steps=1, target="http://rl.test", transport=httpx.MockTransport(session_cap(asked, "0.05")),
+                   slot_timeout=0.5, runs_dir=tmp_path, progress=False, retry=mine)  # fmt: skip
+    assert list(trials.status) == ["FAILED"], trials.reason.tolist()
+    assert waits and set(waits) == {0.05}, waits
+    assert len(asked) <= len(waits) + 1  # one request per try (a retry it allowed: 6), the last one past the deadline
+    assert "called off (RetryPolicy.pause)" in trials.reason[0], trials.reason[0]
+
+
+@pytest.mark.parametrize("pause", [5, "sleep", True])
+def test_a_pause_that_is_no_function_is_refused_naming_it(pause):
+    """``RetryPolicy(pause=5)`` was taken, and failed at the first retry ("'int' object is not callable"), in the
+    thread that polls or sends a session's operations."""
+    with pytest.raises(TypeError, match=r"^pause must be None or a function of the seconds to wait, got "):
+        RetryPolicy(pause=pause)
+
+
+def test_once_the_session_is_open_its_calls_wait_through_the_users_own_pause():
+    """After the session opened, its every call's retry slept (``time.sleep``): the user's pause was gone."""
+    from rlnb.sweep.executors import _ThreadControl
+    from rlnb.sweep.trial import _SlotWait
+
+    waits: list[float] = []
+    wait = _SlotWait(
+        _ThreadControl(threading.Event(), None, None), end=0.0, user=lambda seconds: waits.append(seconds) or True
+    )
+    wait.opened = True
+    assert wait(0.25) is True and waits == [0.25]  # its True calls the retry off, past the slot deadline or not

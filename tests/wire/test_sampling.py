@@ -82,3 +82,25 @@ def test_sample_json_is_written_as_before():
     assert big["prompt_logprobs"] == [-1e308, -1e308] and big["sequences"][0]["tokens"] == ["5", "6"]
     body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([3, 2**63 - 1])])
     assert body.to_json_dict()["model_inputs"][0]["chunks"][0]["encoded_text"]["tokens"] == [3, 2**63 - 1]
+
+
+@pytest.mark.parametrize("spelled", ["1_000", "+5", "\u0663", "\u06f1\u06f2", "\u20035", "5\x1c", "\uff15"])
+@pytest.mark.parametrize("others", [["1"], [1]], ids=["among-strings", "among-ints"])
+def test_a_token_spelled_other_than_ascii_decimal_digits_is_refused(spelled, others):
+    """``int()`` read "1_000" as 1000, "+5" as 5, Arabic-Indic and full-width digits, and a string with Unicode
+    spaces around: token ids no schema's ``-?\\d+`` spells, taken by the client and by ``rlnb serve`` alike."""
+    for tokens in ([*others, spelled], [spelled]):
+        with pytest.raises(ValueError, match=r"expected an int64 \(integer or decimal string\), got "):
+            wire.SampledSequence(tokens=tokens, stop_reason="STOP_REASON_STOP")
+        with pytest.raises(ValueError, match=r"expected an int64"):
+            wire.EncodedText(tokens=tokens)
+    assert wire.EncodedText(tokens=[*others, " 7\t", "-0"]).tokens == [1, 7, 0]
+
+
+@pytest.mark.parametrize("flag", [np.True_, np.False_, np.array(True)], ids=["np.True_", "np.False_", "0-d array"])
+def test_a_numpy_bool_among_the_tokens_is_refused_as_a_bool_is(flag):
+    """``np.True_`` is no int (``numbers.Integral``) and ``True`` was refused, yet it was read as token 1."""
+    for tokens in ([5, flag], [flag]):
+        with pytest.raises(ValueError, match="expected an integer, got a bool"):
+            wire.EncodedText(tokens=tokens)
+    assert wire.EncodedText(tokens=[np.int64(5), np.array(6)]).tokens == [5, 6]

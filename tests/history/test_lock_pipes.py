@@ -1,0 +1,26 @@
+"""A lock file (a run's, a sweep's, a server's state folder's) that is a named pipe: refused naming it, as every
+other file rlnb reads or appends to there (``locks.refuse_pipe``)."""
+
+import os
+
+import pytest
+
+from rlnb.history.store import lock_run
+from rlnb.server.state import Journal, StateDirError
+from rlnb.sweep.folder import lock
+from tests.support.pipes import refusal_in_time
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+
+
+@pytest.mark.parametrize(
+    ("name", "take", "kind"),
+    [("run.lock", lock_run, OSError), ("sweep.lock", lambda folder: lock(folder, resume=False), OSError),
+     ("state.lock", Journal, StateDirError)],
+)  # fmt: skip
+def test_a_lock_file_that_is_a_named_pipe_is_refused_naming_it(tmp_path, name, take, kind):
+    """It was opened (a pipe opened to read and write waits for no one) and the start failed with io's bare "File or
+    stream is not seekable.", naming no file (a server's: its folder, not why)."""
+    os.mkfifo(tmp_path / name)
+    said = refusal_in_time(lambda: take(tmp_path), tmp_path / name, kind)
+    assert f"{tmp_path / name} is a named pipe, not a file" in str(said), said
