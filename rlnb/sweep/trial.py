@@ -254,12 +254,11 @@ class _SlotWait:
         self.retries += 1
         return False
 
-<<<<<<< HEAD
     def ready(self, seconds: float) -> bool:
         """The wait between the polls of a start (``PollOptions.pause``): woken by the sweep's stop only (the start
         is bounded by ``ready_timeout``, not by the slot deadline)."""
         return self.control.wait(seconds)
-=======
+
     def _stopped(self, seconds: float) -> bool:
         """Waited ``seconds`` (the user's pause, then the sweep's stop looked at; else woken by it): whether to call
         the retry off."""
@@ -272,7 +271,6 @@ class _SlotWait:
             time.sleep(seconds)
             return False
         return bool(self.user(seconds))
->>>>>>> hostile4
 
     def take_retries(self) -> int:
         """The retries sent since last asked."""
@@ -281,16 +279,10 @@ class _SlotWait:
 
 
 def _paused(options: dict[str, Any], pause: _SlotWait) -> dict[str, Any]:
-<<<<<<< HEAD
     """``options`` with their polls while starting waiting through ``pause.ready`` (unless they give a
     ``PollOptions.pause``), and the retry policy they give (``retry``, ``max_retries``, ``client=``'s) waiting through
-    ``pause``; given both ``retry`` and ``max_retries``, or a ``retry`` that is no ``RetryPolicy``, as they are (the
-    client's own error then)."""
-=======
-    """``options`` with the retry policy they give (``retry``, ``max_retries``, ``client=``'s) waiting through
-    ``pause`` (the policy's own pause kept in it, ``_SlotWait.user``); given both ``retry`` and ``max_retries``, or
-    a ``retry`` that is no ``RetryPolicy``, as they are (the client's own error then)."""
->>>>>>> hostile4
+    ``pause`` (the policy's own pause kept in it, ``_SlotWait.user``); given both ``retry`` and ``max_retries``, or a
+    ``retry`` that is no ``RetryPolicy``, as they are (the client's own error then)."""
     from rlnb.remote.client import ClientOptions  # as connect: a local sweep loads no HTTP client
     from rlnb.remote.retry import RetryPolicy
     from rlnb.remote.waiting import PollOptions
