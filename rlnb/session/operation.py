@@ -39,6 +39,8 @@ class Operation(Generic[T]):
         self.submitted_at = time.time()
         self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.OperationStatus.PENDING)
         self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._ended = False
+        """Whether ``_take`` has ended the future (under ``_lock``): a ``Future.done()`` is 3 Python calls a report."""
         self._lock = threading.Lock()
         self._on_update = on_update
         self._held: list[tuple[wire.Operation[Any], float]] | None = None  # reports kept back (``_hold``)
@@ -115,7 +117,7 @@ class Operation(Generic[T]):
                 self._take(env, time.time())
 
     def _take(self, env: wire.Operation[Any], at: float) -> None:
-        if not self._future.done():
+        if not self._ended:
             self._env = env
             self.id = env.id
             if self._on_update is not None:
@@ -124,6 +126,7 @@ class Operation(Generic[T]):
                 except Exception:  # recording failed (a listener's bug): the result must still arrive
                     log.exception("recording %s %s failed", self.kind, env.id)
             if env.status == wire.OperationStatus.COMPLETED:
+                self._ended = True
                 output: Any = env.output
                 if self._transform is not None and output is not None:
                     try:
@@ -133,6 +136,7 @@ class Operation(Generic[T]):
                         return
                 self._future.set_result(output)
             elif env.status == wire.OperationStatus.FAILED:
+                self._ended = True
                 err = env.error or wire.OperationError()
                 failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)
                 self._future.set_exception(failure)
