@@ -19,7 +19,7 @@ STEPS = 10
 BOUND = 550
 """Python calls outside torch per forward-backward + optim-step + result(): 752 before issue 20's cuts (a call per
 record field to spell its floats, a path join per line written, a dtype check per gradient, a ``Future.done()`` per
-status report), 477 after: the bound leaves room for checks to come, not for those costs to return."""
+status report or ``done()``), 464 after: the bound leaves room for checks to come, not for those costs to return."""
 
 
 def test_a_recorded_local_step_makes_few_python_calls_outside_torch(tmp_path):
