@@ -10,13 +10,18 @@ best run (the lowest CPU time).
 Beside each run, "one thread": the same session on a backend that reports each operation PENDING, RUNNING and
 COMPLETED from within ``submit`` (no worker thread, no queue): what the two threads add is the difference.
 --profile: cProfile of both threads over one more run, the top functions of each by own time.
+--calls: instead, what the CPU's load cannot blur: the Python calls a step made outside torch, on every thread, by a
+session on the local engine (``tiny``, one thread, recording on: ``bench_optim.py --overhead``'s step, each step's
+``result()`` waited for), and the --top files that made them (``tests/engine/test_step_calls.py`` bounds the total).
 
     python bench/bench_session_overhead.py [--steps 2000] [--block 25] [--runs 3] [--profile]
+    python bench/bench_session_overhead.py --calls [--steps 20] [--top 25]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import gc
 import io
@@ -100,6 +105,39 @@ def profile(runs: str, n: int, block: int, warmup: int, top: int) -> None:
         print("\n".join(out.getvalue().splitlines()[: top + 12]))
 
 
+def count_calls(steps: int, top: int) -> None:
+    """Print the Python calls a step outside torch, all threads, and the ``top`` files that made them."""
+    files: collections.Counter[str] = collections.Counter()
+    counting = threading.Event()
+
+    def count(frame: Any, event: str, arg: object) -> None:
+        name = frame.f_code.co_filename
+        if event == "call" and counting.is_set() and "/torch/" not in name:
+            files[name.split("/rlnb/")[-1] if "/rlnb/" in name else "(not rlnb) " + os.path.basename(name)] += 1
+
+    threading.setprofile(count)  # the session's worker, started now, counts too
+    try:
+        session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=tempfile.mkdtemp(), threads=1)
+    finally:
+        threading.setprofile(None)
+    batch, hp = [samples.cross_entropy(TOKENS)], rlnb.AdamParams(learning_rate=1e-3)
+    try:
+        for i in range(10 + steps):  # 10 untimed: caches filled, the thread policy settled
+            if i == 10:
+                counting.set()
+                sys.setprofile(count)
+            session.forward_backward(batch)
+            session.optim_step(hp).result()
+    finally:
+        sys.setprofile(None)
+        session.close()
+    print(
+        f"Python calls a step outside torch (local tiny, recording on), all threads: {sum(files.values()) / steps:.0f}"
+    )
+    for name, n in files.most_common(top):
+        print(f"    {n / steps:6.1f} {name}")
+
+
 def figures(cpu: float, mine: float, wall: float) -> str:
     cpu, mine, wall = cpu * 1e6, mine * 1e6, wall * 1e6
     return f"CPU {cpu:6.1f} us/step (notebook thread {mine:6.1f}, the rest {cpu - mine:6.1f}); wall {wall:6.1f}"
@@ -107,16 +145,21 @@ def figures(cpu: float, mine: float, wall: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--steps", type=int, default=None, help="default 2000; with --calls 20")
     ap.add_argument("--block", type=int, default=25)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--calls", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
     print("command: python " + " ".join(sys.argv))
+    if args.calls:
+        count_calls(args.steps or 20, args.top)
+        return
     print(f"load average {os.getloadavg()[0]:.2f} at the start")
+    args.steps = args.steps or 2000
     runs = tempfile.mkdtemp()
     rows, alone = [], []
     for _ in range(args.runs):

@@ -8,7 +8,7 @@ weights); ``check_adam_clip`` refuses a Muon ``adam.grad_clip_norm`` that the st
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from rlnb import wire
 from rlnb.errors import InvalidParams
@@ -63,16 +63,16 @@ HYPERPARAMS: dict[wire.OptimizerKind, type[AdamHyperparams] | type[MuonHyperpara
 """What an optimizer of each kind steps with."""
 
 
-def check_hyperparams(optimizer: str, hp: Any) -> None:
+def check_hyperparams(optimizer: wire.OptimizerKind, hp: Any) -> None:
     """``TypeError`` unless ``hp`` is the hyperparameters of ``optimizer`` (a dict, or Adam's for a Muon
     optimizer, would fail half-way through a step); ``InvalidParams`` where its decay would erase the weights
     (``check_decay``, the field named as in an optim-step body)."""
-    expected = HYPERPARAMS[cast(wire.OptimizerKind, optimizer)]
+    expected = HYPERPARAMS[optimizer]
     if not isinstance(hp, expected):
         raise TypeError(
             f"a {optimizer} optimizer steps with {expected.__name__} (params.resolved()), not {type(hp).__name__}"
         )
-    check_decay(hp, wire.OPTIMIZER_PARAMS_FIELD[cast(wire.OptimizerKind, optimizer)])
+    check_decay(hp, wire.OPTIMIZER_PARAMS_FIELD[optimizer])
 
 
 DECAY_RULE = "learning_rate * weight_decay must be < 1"

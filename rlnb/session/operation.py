@@ -39,6 +39,9 @@ class Operation(Generic[T]):
         self.submitted_at = time.time()
         self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.OperationStatus.PENDING)
         self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._ended = False
+        """Whether ``_take`` has ended the future (set just after it, under ``_lock``): ``done()`` and each report read
+        it, where a ``Future.done()`` took its lock, 3 Python calls, five times a step."""
         self._lock = threading.Lock()
         self._on_update = on_update
         self._held: list[tuple[wire.Operation[Any], float]] | None = None  # reports kept back (``_hold``)
@@ -65,13 +68,13 @@ class Operation(Generic[T]):
 
     def done(self) -> bool:
         """Whether the operation has ended (completed or failed); never blocks."""
-        return self._future.done()
+        return self._ended
 
     def result(self, timeout: float | None = None) -> T:
         """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``. ``timeout``:
         seconds >= 0, or None (or infinity) for no limit; anything else is a ``ValueError`` naming it."""
         limit = check_timeout("timeout", timeout)
-        if limit is None and not self._future.done() and self._reporter is not None and self._reporter():
+        if limit is None and not self._ended and self._reporter is not None and self._reporter():
             raise RuntimeError(
                 f"{self.kind} {self.id}: result() without a timeout on the thread that runs and reports the session's "
                 "operations (in a history callback) would wait for ever, and hang the session: submit from the "
@@ -115,7 +118,7 @@ class Operation(Generic[T]):
                 self._take(env, time.time())
 
     def _take(self, env: wire.Operation[Any], at: float) -> None:
-        if not self._future.done():
+        if not self._ended:
             self._env = env
             self.id = env.id
             if self._on_update is not None:
@@ -130,9 +133,12 @@ class Operation(Generic[T]):
                         output = self._transform(output)
                     except Exception as exc:  # noqa: BLE001 - reaches the caller of result(), not the backend
                         self._future.set_exception(exc)
+                        self._ended = True
                         return
                 self._future.set_result(output)
+                self._ended = True
             elif env.status == wire.OperationStatus.FAILED:
                 err = env.error or wire.OperationError()
                 failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)
                 self._future.set_exception(failure)
+                self._ended = True

@@ -18,7 +18,7 @@ def norm_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def total_norm(grads: list[Tensor]) -> Tensor:
     """The global 2-norm of ``grads``, ``get_total_norm``'s (``clip_grad_norm_``'s, bit for bit), in ``norm_dtype``."""
-    if any(norm_dtype(g.dtype) != g.dtype for g in grads):
+    if any(norm_dtype(d) != d for d in {g.dtype for g in grads}):  # a call per dtype, not per gradient
         norms = [torch.linalg.vector_norm(g, dtype=norm_dtype(g.dtype)) for g in grads]
         return torch.linalg.vector_norm(torch.stack(norms))
     return torch.nn.utils.get_total_norm(grads)
