@@ -28,6 +28,7 @@ def _plain_floats(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
 
 TensorDType: TypeAlias = Literal["int64", "float32"]
 """A loss input tensor's dtype: ``int64`` for token ids, ``float32`` for the rest."""
+_DTYPES = get_args(TensorDType)  # read once: the engine asks of every tensor
 
 
 class TensorData(_Model):
@@ -72,8 +73,8 @@ class TensorData(_Model):
         a field set after it was built). Its elements are the reader's to check, each as it converts them."""
         if not isinstance(self.data, list):
             return f"data must be a list of numbers, got {type(self.data).__name__}"
-        if self.dtype not in get_args(TensorDType):
-            return f"dtype {self.dtype!r} is not one of {', '.join(get_args(TensorDType))}"
+        if self.dtype not in _DTYPES:
+            return f"dtype {self.dtype!r} is not one of {', '.join(_DTYPES)}"
         if self.shape is not None and self.shape != [len(self.data)]:
             return f"shape {self.shape} must be 1-D and equal to the data length {len(self.data)}"
         if self.sparse_crow_indices is not None or self.sparse_col_indices is not None:
