@@ -40,8 +40,8 @@ class Operation(Generic[T]):
         self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.OperationStatus.PENDING)
         self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._ended = False
-        """Whether ``_take`` has ended the future (set just after it, under ``_lock``): ``done()`` and each report read
-        it, where a ``Future.done()`` took its lock, 3 Python calls, five times a step."""
+        """Whether ``_take`` has ended the future (set just after it, by the one thread that reports): each report reads
+        it, where a ``Future.done()`` took its lock, 3 Python calls, five times a step. ``done()`` asks the future."""
         self._lock = threading.Lock()
         self._on_update = on_update
         self._held: list[tuple[wire.Operation[Any], float]] | None = None  # reports kept back (``_hold``)
@@ -68,13 +68,13 @@ class Operation(Generic[T]):
 
     def done(self) -> bool:
         """Whether the operation has ended (completed or failed); never blocks."""
-        return self._ended
+        return self._future.done()  # not ``_ended``: set just after, a result() that returned could see False
 
     def result(self, timeout: float | None = None) -> T:
         """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``. ``timeout``:
         seconds >= 0, or None (or infinity) for no limit; anything else is a ``ValueError`` naming it."""
         limit = check_timeout("timeout", timeout)
-        if limit is None and not self._ended and self._reporter is not None and self._reporter():
+        if limit is None and not self._future.done() and self._reporter is not None and self._reporter():
             raise RuntimeError(
                 f"{self.kind} {self.id}: result() without a timeout on the thread that runs and reports the session's "
                 "operations (in a history callback) would wait for ever, and hang the session: submit from the "
