@@ -1,11 +1,14 @@
 """``rlnb demo``'s earlier output, set aside in ``EARLIER`` while a new run trains: a stop while it is being set
 aside leaves it as it was."""
 
+import os
+
 import pytest
 
 from rlnb.cli import demo_files
-from rlnb.cli.demo_files import EARLIER, MANIFEST, note_own_files, set_aside_earlier_output
+from rlnb.cli.demo_files import EARLIER, MANIFEST, check_out, note_own_files, set_aside_earlier_output
 from rlnb.history.store import RunStore
+from tests.support.pipes import refusal_in_time
 
 
 def _earlier_demo(out):
@@ -50,3 +53,24 @@ def test_the_manifest_is_never_written_through_a_link_left_under_its_temporary_n
     with pytest.raises(ValueError, match="cannot set the earlier demo's files in .* aside: .* is a symbolic link"):
         set_aside_earlier_output(out, force=False)
     assert (tmp_path / "precious").read_text() == "the user's" and not (out / MANIFEST).exists()
+
+
+def test_a_manifest_that_is_a_named_pipe_stops_the_demo_naming_it(tmp_path):
+    """Reading a ``.rlnb-demo.json`` that is a named pipe waited for ever: ``rlnb demo`` hung before training."""
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / MANIFEST)
+    for force in (False, True):
+        err = refusal_in_time(lambda force=force: check_out(out, force), out / MANIFEST, ValueError)
+        assert str(err) == f"{out / MANIFEST} is not a file an rlnb demo wrote; move it away or pick another --out"
+
+
+def test_a_manifest_nested_past_the_json_decoder_is_read_as_no_manifest(tmp_path):
+    """Damage as any other (its files are then no demo's): it was a ``RecursionError`` traceback, exit 1."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "history.csv").write_text("step\n")
+    (out / MANIFEST).write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"holds files no earlier rlnb demo wrote there \(history\.csv\)"):
+        check_out(out, force=False)
+    check_out(out, force=True)  # --force replaces them, as with any manifest that names none of them

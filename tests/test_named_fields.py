@@ -22,6 +22,13 @@ def nan_weights() -> dict:
     return sample
 
 
+def float_token() -> wire.Sample:
+    """A ``Sample`` whose token is set to 1.5 after it was built (pydantic checks a list once)."""
+    sample = samples.cross_entropy([1, 2, 3])
+    sample.model_input.chunks[0].encoded_text.tokens[1] = 1.5
+    return sample
+
+
 @pytest.mark.parametrize(
     ("given", "words"),
     [
@@ -32,9 +39,11 @@ def nan_weights() -> dict:
         ([CE, None], r"^samples\[1\] must be a Sample \(rlnb.samples.cross_entropy\(...\), .policy\(...\)\) or "
                      r"its dict, got None$"),
         ([CE, CE, 5], r"^samples\[2\] must be a Sample .* got 5$"),
-        ([nan_weights()], r"^samples\[0\].loss_fn_inputs.weights: Value error, tensor data must be finite"),
+        ([nan_weights()], r"^samples\[0\].loss_fn_inputs.weights: tensor data must be finite"),
+        ([float_token()], r"^samples\[0\]\.model_input\.chunks\[0\]\.encoded_text\.tokens\[1\]: expected an integer, "
+                          r"got 1\.5$"),
     ],
-    ids=["one Sample", "one dict", "text", "None", "int", "dict with NaN"],
+    ids=["one Sample", "one dict", "text", "None", "int", "dict with NaN", "Sample edited to a float token"],
 )  # fmt: skip
 def test_samples_that_are_no_list_of_samples_are_named(given, words):
     """One ``Sample`` alone was "Input should be a valid dictionary or instance of Sample [input_value=('model_input',

@@ -91,7 +91,7 @@ def _own_files(out: Path) -> dict[str, str]:
     """What an earlier demo wrote in ``out`` (``MANIFEST``: each file's sha256, ``run/`` by name); {} when none did."""
     try:
         own = json.loads((out / MANIFEST).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # damaged (nested past the decoder, too): no files are its own
         return {}
     return own if isinstance(own, dict) else {}
 
@@ -173,7 +173,7 @@ def _refuse_others(out: Path, force: bool) -> None:
     if (out / EARLIER).exists() or (out / EARLIER).is_symlink():
         raise ValueError(f"{out / EARLIER} holds an earlier demo's output that a stopped demo set aside: move it "
                          "away (or delete it) to run the demo here, or pick another --out")  # fmt: skip
-    for name in OUTPUTS:
+    for name in (*OUTPUTS, MANIFEST):  # a manifest that is a named pipe: reading it waited for ever
         if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
             raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")
     own = _own_files(out)

@@ -62,7 +62,10 @@ def sample_list(samples: Any) -> list[wire.Sample]:
         except ValidationError as exc:
             err = exc.errors()[0]
             where = "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in err["loc"])
-            raise ValueError(f"samples[{i}]{where}: {err['msg']}, got {reprlib.repr(err.get('input'))}") from None
+            said = str(err["msg"]).removeprefix("Value error, ")  # pydantic's prefix of a validator's own words,
+            if err["type"] != "value_error":  # which say what they got ("expected an integer, got 1.5, got 1.5")
+                said += f", got {reprlib.repr(err.get('input'))}"
+            raise ValueError(f"samples[{i}]{where}: {said}") from None
     return batch
 
 

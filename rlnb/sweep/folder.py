@@ -22,6 +22,7 @@ from rlnb._options import refuse_dangling_link
 from rlnb.history import default_runs_dir, new_run_id
 from rlnb.history.jsontext import config_text, number, spelled
 from rlnb.history.locks import appending, hold_lock, refuse_link, refuse_pipe, release, shared, write_new
+from rlnb.history.reading import loads
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
@@ -155,7 +156,7 @@ def begin(
         return []
     refuse_pipe(path)  # reading one waited for ever
     try:  # a sweep killed while writing it left it empty or cut short: a bare JSONDecodeError named no file
-        stored = spelled(json.loads(path.read_text(encoding="utf-8")))  # an older rlnb's bare NaN as it is written now
+        stored = spelled(loads(path.read_text(encoding="utf-8")))  # an older rlnb's bare NaN as it is written now
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"resume: {path} is damaged ({exc}); it records the sweep's arguments, so this folder "
                          "cannot be resumed: start a new sweep") from exc  # fmt: skip
@@ -184,7 +185,7 @@ def begin(
             warnings.warn(f"{rows_path} line {n} is not UTF-8 text; skipped: {raw[:80]!r}", stacklevel=3)
             continue
         try:
-            row = json.loads(line)
+            row = loads(line)  # a run folder's reader: nested past the decoder (RecursionError) is not JSON either
         except ValueError:  # a half-written last line of a killed sweep, or a hand edit: was skipped silently
             warnings.warn(f"{rows_path} line {n} is not JSON (a row cut short by a killed sweep, or edited); skipped, "
                           f"so its trial runs again: {line[:80]!r}", stacklevel=3)  # fmt: skip

@@ -230,3 +230,28 @@ def test_an_optuna_search_stopped_before_its_first_trial_still_summarizes(tmp_pa
                    runs_dir=tmp_path, stop=stop, progress=False)  # fmt: skip
     assert len(trials) == 0 and {"trial", "status", "final_reward", "value", "run_path"} <= set(trials.columns)
     assert len(summarize(trials)) == 0 and histories(trials) == []
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""JSON nested past what Python's decoder reads (a hand edit, or damage): ``json.loads`` raises ``RecursionError``."""
+
+
+def test_a_trials_line_nested_past_the_json_decoder_is_skipped_with_the_usual_warning(tmp_path):
+    """It ended the resume with a bare ``RecursionError`` naming no file: it is a line that is not JSON."""
+    from rlnb.history.jsontext import config_text
+    from rlnb.sweep.folder import begin
+
+    (tmp_path / "sweep.json").write_text(config_text({}))
+    (tmp_path / "trials.jsonl").write_text(DEEP + "\n" + json.dumps({"trial": 0, "status": "COMPLETED"}) + "\n")
+    with pytest.warns(UserWarning, match=r"trials\.jsonl line 1 is not JSON .*runs again"):
+        rows = begin(tmp_path, {}, resume=True)
+    assert [row["trial"] for row in rows] == [0]
+
+
+def test_a_sweep_json_nested_past_the_json_decoder_is_called_damaged(tmp_path):
+    """As a ``sweep.json`` cut short is: it was a bare ``RecursionError``."""
+    from rlnb.sweep.folder import begin
+
+    (tmp_path / "sweep.json").write_text(DEEP)
+    with pytest.raises(ValueError, match=r"resume: .*sweep\.json is damaged \(nested deeper"):
+        begin(tmp_path, {}, resume=True)
