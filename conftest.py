@@ -77,6 +77,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+NBVAL = "-p nbval --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg"
+"""What runs the notebooks (the README's test command gives it): ``addopts`` leaves nbval out, whose imports
+(nbformat, jsonschema's format grammars) cost every fast-tier process 1.2 s of CPU for notebooks it deselects."""
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    """A tier that runs notebooks, met without nbval, would skip every one of them in silence: it stops instead."""
+    config = parent.config
+    runs_notebooks = file_path.suffix == ".ipynb" and config.getoption("markexpr") != "not slow"
+    if runs_notebooks and not config.pluginmanager.has_plugin("nbval"):
+        raise pytest.UsageError(f"{file_path.name}: notebooks run under nbval; add {NBVAL} (the README's command)")
+
+
 gc.disable()  # until the tests start: the test modules' imports make next to no garbage, and the passes over all
 # they imported so far (a full one every hundred young ones) were a third of collection's CPU (10.3 s of 10.3 → 6.9)
 

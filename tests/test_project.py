@@ -75,6 +75,25 @@ def test_ci_runs_the_readme_test_command():
     assert "constraints.txt" in demo_cmd and "constraints.txt" in test_cmd
 
 
+@pytest.mark.slow  # two pytest processes
+def test_notebooks_run_under_the_readme_commands_nbval_and_stop_a_tier_without_it():
+    """``addopts`` leaves nbval out (its imports cost each fast-tier process 1.2 s of CPU): the README's command
+    loads it and collects the notebook's cells; a slow tier without it stops instead of skipping them in silence."""
+    readme = (ROOT / "README.md").read_text()
+    test_cmd = next(c for c in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if "pytest" in c)
+    flags = test_cmd.split("-m 'slow or not slow' ")[1].removesuffix(" tests notebooks").split()
+    notebook = "notebooks/01-quickstart.ipynb"
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-m", "slow", "--collect-only", notebook]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*pytest_cmd, *extra], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    loaded = run(*flags)
+    assert loaded.returncode == 0 and f"{notebook}::Cell 0" in loaded.stdout, loaded.stdout + loaded.stderr
+    without = run()
+    assert without.returncode != 0 and "notebooks run under nbval; add -p nbval --nbval-lax" in without.stdout
+
+
 def test_torch_is_pinned_exactly_and_pyproject_keeps_a_range():
     pins = (ROOT / "constraints.txt").read_text().splitlines()
     assert "torch==2.13.0" in pins
