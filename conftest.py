@@ -131,3 +131,29 @@ def pytest_runtest_call(item: pytest.Item):
         if _spawned:
             pytest.fail(f"this fast test started a Python process ({_spawned[0]}): mark it slow", pytrace=False)
     return result
+
+
+def _open_now() -> tuple[set[Any], set[str]]:
+    """The sessions and widgets open now (none where rlnb's sessions or ipywidgets are not imported yet)."""
+    sessions = sys.modules.get("rlnb.session.open_sessions")
+    widgets = sys.modules.get("ipywidgets.widgets.widget")
+    return set(sessions.OPEN) if sessions else set(), set(widgets._instances) if widgets else set()
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
+def pytest_runtest_call_closes_what_it_left_open(item: pytest.Item):
+    """After the test (its fixtures are still up), close the widgets and sessions it opened and left open: an
+    ipywidgets widget lives until it is closed, a session's worker thread until the session is, and each garbage
+    collection pass over what they hold (histories, plots, models) cost every later test in the process."""
+    sessions_before, widgets_before = _open_now()
+    try:
+        return (yield)
+    finally:
+        sessions, widgets = _open_now()
+        instances = sys.modules["ipywidgets.widgets.widget"]._instances if widgets else {}
+        for model_id in widgets - widgets_before:
+            if (widget := instances.get(model_id)) is not None:  # closing a box may close its children first
+                widget.close()
+        for session in sessions - sessions_before:
+            if not session.closed:
+                session.close()
