@@ -133,23 +133,29 @@ def pytest_runtest_call(item: pytest.Item):
     return result
 
 
-def _open_now() -> tuple[set[Any], set[str]]:
-    """The sessions and widgets open now (none where rlnb's sessions or ipywidgets are not imported yet)."""
+def _open_now() -> tuple[set[Any], set[str], set[Any]]:
+    """The sessions, widgets and engine workers open now (none where their modules are not imported yet)."""
     sessions = sys.modules.get("rlnb.session.open_sessions")
     widgets = sys.modules.get("ipywidgets.widgets.widget")
-    return set(sessions.OPEN) if sessions else set(), set(widgets._instances) if widgets else set()
+    workers = sys.modules.get("rlnb.engine.worker")
+    return (
+        set(sessions.OPEN) if sessions else set(),
+        set(widgets._instances) if widgets else set(),
+        set(workers._LIVE) if workers else set(),
+    )
 
 
 @pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
 def pytest_runtest_call_closes_what_it_left_open(item: pytest.Item):
-    """After the test (its fixtures are still up), close the widgets and sessions it opened and left open: an
-    ipywidgets widget lives until it is closed, a session's worker thread until the session is, and each garbage
-    collection pass over what they hold (histories, plots, models) cost every later test in the process."""
-    sessions_before, widgets_before = _open_now()
+    """After the test (its fixtures are still up), close the widgets, sessions and engine workers it opened and left
+    open: an ipywidgets widget lives until it is closed, a worker's thread until it is (a backend whose session failed
+    to start keeps its own), and each garbage collection pass over what they hold (histories, plots, models) cost
+    every later test in the process."""
+    sessions_before, widgets_before, workers_before = _open_now()
     try:
         return (yield)
     finally:
-        sessions, widgets = _open_now()
+        sessions, widgets, workers = _open_now()
         instances = sys.modules["ipywidgets.widgets.widget"]._instances if widgets else {}
         for model_id in widgets - widgets_before:
             if (widget := instances.get(model_id)) is not None:  # closing a box may close its children first
@@ -157,3 +163,6 @@ def pytest_runtest_call_closes_what_it_left_open(item: pytest.Item):
         for session in sessions - sessions_before:
             if not session.closed:
                 session.close()
+        for worker in workers - workers_before:
+            if not worker.closed and not worker.close(60):
+                pytest.fail("an engine worker this test left open was still running 60 s after its close", False)

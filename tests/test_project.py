@@ -243,7 +243,8 @@ def test_no_module_runs_far_past_300_lines():
 
 def test_the_widgets_and_sessions_a_test_leaves_open_are_closed_after_it_and_no_others():
     """The root conftest's wrapper around each test call: what the test opened and left open is closed (each GC pass
-    walked it for the rest of the run, and each session kept a worker thread); what was open before stays open."""
+    walked it for the rest of the run, and each session or bare backend kept a worker thread); what was open before
+    stays open."""
     import ipywidgets
 
     from rlnb.testing import FakeBackend
@@ -255,9 +256,11 @@ def test_the_widgets_and_sessions_a_test_leaves_open_are_closed_after_it_and_no_
     left_session, left_widget = rlnb.Session(FakeBackend(), record=False), ipywidgets.VBox([ipywidgets.IntSlider()])
     closed_session = rlnb.Session(FakeBackend(), record=False)
     closed_session.close()
+    left_backend = FakeBackend()  # as where a session given it fails to start
     with pytest.raises(StopIteration):
         call.send(None)  # it ends
     assert left_session.closed and left_widget.comm is None and left_widget.children[0].comm is None
+    assert left_backend._worker.closed
     assert not fixture_session.closed and fixture_widget.comm is not None
     fixture_session.close()
     fixture_widget.close()
