@@ -77,6 +77,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+NBVAL = "-p nbval --nbval-lax --nbval-sanitize-with notebooks/sanitize.cfg"
+"""What runs the notebooks (the README's test command gives it): ``addopts`` leaves nbval out, whose imports
+(nbformat, jsonschema's format grammars) cost every fast-tier process 1.2 s of CPU for notebooks it deselects."""
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    """A tier that runs notebooks, met without nbval, would skip every one of them in silence: it stops instead."""
+    config = parent.config
+    runs_notebooks = file_path.suffix == ".ipynb" and config.getoption("markexpr") != "not slow"
+    if runs_notebooks and not config.pluginmanager.has_plugin("nbval"):
+        raise pytest.UsageError(f"{file_path.name}: notebooks run under nbval; add {NBVAL} (the README's command)")
+
+
 gc.disable()  # until the tests start: the test modules' imports make next to no garbage, and the passes over all
 # they imported so far (a full one every hundred young ones) were a third of collection's CPU (10.3 s of 10.3 → 6.9)
 
@@ -118,3 +131,38 @@ def pytest_runtest_call(item: pytest.Item):
         if _spawned:
             pytest.fail(f"this fast test started a Python process ({_spawned[0]}): mark it slow", pytrace=False)
     return result
+
+
+def _open_now() -> tuple[set[Any], set[str], set[Any]]:
+    """The sessions, widgets and engine workers open now (none where their modules are not imported yet)."""
+    sessions = sys.modules.get("rlnb.session.open_sessions")
+    widgets = sys.modules.get("ipywidgets.widgets.widget")
+    workers = sys.modules.get("rlnb.engine.worker")
+    return (
+        set(sessions.OPEN) if sessions else set(),
+        set(widgets._instances) if widgets else set(),
+        set(workers._LIVE) if workers else set(),
+    )
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
+def pytest_runtest_call_closes_what_it_left_open(item: pytest.Item):
+    """After the test (its fixtures are still up), close the widgets, sessions and engine workers it opened and left
+    open: an ipywidgets widget lives until it is closed, a worker's thread until it is (a backend whose session failed
+    to start keeps its own), and each garbage collection pass over what they hold (histories, plots, models) cost
+    every later test in the process."""
+    sessions_before, widgets_before, workers_before = _open_now()
+    try:
+        return (yield)
+    finally:
+        sessions, widgets, workers = _open_now()
+        instances = sys.modules["ipywidgets.widgets.widget"]._instances if widgets else {}
+        for model_id in widgets - widgets_before:
+            if (widget := instances.get(model_id)) is not None:  # closing a box may close its children first
+                widget.close()
+        for session in sessions - sessions_before:
+            if not session.closed:
+                session.close()
+        for worker in workers - workers_before:
+            if not worker.closed and not worker.close(60):
+                pytest.fail("an engine worker this test left open was still running 60 s after its close", False)

@@ -75,6 +75,25 @@ def test_ci_runs_the_readme_test_command():
     assert "constraints.txt" in demo_cmd and "constraints.txt" in test_cmd
 
 
+@pytest.mark.slow  # two pytest processes
+def test_notebooks_run_under_the_readme_commands_nbval_and_stop_a_tier_without_it():
+    """``addopts`` leaves nbval out (its imports cost each fast-tier process 1.2 s of CPU): the README's command
+    loads it and collects the notebook's cells; a slow tier without it stops instead of skipping them in silence."""
+    readme = (ROOT / "README.md").read_text()
+    test_cmd = next(c for c in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if "pytest" in c)
+    flags = test_cmd.split("-m 'slow or not slow' ")[1].removesuffix(" tests notebooks").split()
+    notebook = "notebooks/01-quickstart.ipynb"
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-m", "slow", "--collect-only", notebook]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*pytest_cmd, *extra], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    loaded = run(*flags)
+    assert loaded.returncode == 0 and f"{notebook}::Cell 0" in loaded.stdout, loaded.stdout + loaded.stderr
+    without = run()
+    assert without.returncode != 0 and "notebooks run under nbval; add -p nbval --nbval-lax" in without.stdout
+
+
 def test_torch_is_pinned_exactly_and_pyproject_keeps_a_range():
     pins = (ROOT / "constraints.txt").read_text().splitlines()
     assert "torch==2.13.0" in pins
@@ -220,3 +239,28 @@ def test_no_module_runs_far_past_300_lines():
         if (n := len(p.read_text().splitlines())) > 320
     }
     assert not long, f"modules over 320 lines: {long}"
+
+
+def test_the_widgets_and_sessions_a_test_leaves_open_are_closed_after_it_and_no_others():
+    """The root conftest's wrapper around each test call: what the test opened and left open is closed (each GC pass
+    walked it for the rest of the run, and each session or bare backend kept a worker thread); what was open before
+    stays open."""
+    import ipywidgets
+
+    from rlnb.testing import FakeBackend
+
+    wrapper = sys.modules["conftest"].pytest_runtest_call_closes_what_it_left_open
+    fixture_session, fixture_widget = rlnb.Session(FakeBackend(), record=False), ipywidgets.IntSlider()
+    call = wrapper(None)
+    next(call)  # the test starts
+    left_session, left_widget = rlnb.Session(FakeBackend(), record=False), ipywidgets.VBox([ipywidgets.IntSlider()])
+    closed_session = rlnb.Session(FakeBackend(), record=False)
+    closed_session.close()
+    left_backend = FakeBackend()  # as where a session given it fails to start
+    with pytest.raises(StopIteration):
+        call.send(None)  # it ends
+    assert left_session.closed and left_widget.comm is None and left_widget.children[0].comm is None
+    assert left_backend._worker.closed
+    assert not fixture_session.closed and fixture_widget.comm is not None
+    fixture_session.close()
+    fixture_widget.close()
