@@ -10,12 +10,10 @@ import rlnb
 from rlnb import wire
 from rlnb.errors import RlnbError
 from rlnb.remote.backend import RemoteBackend
-from rlnb.sweep import sweep
 from tests.support.fake_api import BASE, FAST_POLL, FakeAPI
+from tests.support.stopped_sweeps import stopped_sweep
 
 PARAMS = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
-ROOM = 30.0
-"""Seconds a test waits for what should take well under one (the machine is loaded)."""
 NEVER = 10**9
 """Polls before the fake's resource gets READY: never, within a test."""
 
@@ -30,29 +28,8 @@ def test_a_stop_set_while_the_resource_is_not_ready_ends_the_trial_stopped_and_s
             polled.set()
         return api(request)
 
-    stop, result = threading.Event(), {}
-    run = threading.Thread(
-        target=lambda: result.update(
-            trials=sweep(
-                PARAMS,
-                steps=1,
-                target=BASE,
-                transport=httpx.MockTransport(provider),
-                stop=stop,
-                poll_min=1.0,
-                poll_max=1.0,
-                runs_dir=tmp_path,
-                progress=False,
-            )  # fmt: skip
-        ),
-        daemon=True,
-    )
-    run.start()
-    assert polled.wait(ROOM)
-    stop.set()
-    run.join(ROOM)
-    assert not run.is_alive(), "the stop did not end the trial's wait for its model resource"
-    trials = result["trials"]
+    trials = stopped_sweep(PARAMS, httpx.MockTransport(provider), polled, BASE, poll_min=1.0, poll_max=1.0,
+                           runs_dir=tmp_path)  # fmt: skip
     assert list(trials.status) == ["STOPPED"], trials.reason.tolist()
     assert trials.reason[0] == "stopped while waiting for a session"
     assert [r["status"] for r in api.resources.values()] == [wire.ModelResourcesStatus.STOPPED.value]
@@ -77,25 +54,5 @@ def test_a_stop_that_calls_off_a_retry_of_another_status_than_429_ends_the_trial
         asked.set()
         return httpx.Response(503, headers={"Retry-After": "60"}, json={"error": {"message": "overloaded"}})
 
-    stop, result = threading.Event(), {}
-    run = threading.Thread(
-        target=lambda: result.update(
-            trials=sweep(
-                PARAMS,
-                steps=1,
-                target=BASE,
-                transport=httpx.MockTransport(provider),
-                stop=stop,
-                runs_dir=tmp_path,
-                progress=False,
-            )  # fmt: skip
-        ),
-        daemon=True,
-    )
-    run.start()
-    assert asked.wait(ROOM)
-    stop.set()
-    run.join(ROOM)
-    assert not run.is_alive(), "the stop did not end the trial's retry wait"
-    trials = result["trials"]
+    trials = stopped_sweep(PARAMS, httpx.MockTransport(provider), asked, BASE, runs_dir=tmp_path)
     assert list(trials.status) == ["STOPPED"], trials.reason.tolist()

@@ -13,12 +13,11 @@ from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.retry import RetryPolicy
 from rlnb.sweep import sweep
 from tests.support.fake_api import NOW
+from tests.support.stopped_sweeps import stopped_sweep
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
 SESSION = {"id": "s-1", "status": wire.SessionStatus.STOPPED.value, "base_model": "m", "model_resources_id": "mr-1",
            "created_by": "me", "created_at": NOW, "updated_at": NOW}  # fmt: skip
-ROOM = 30.0
-"""Seconds a test waits for what should take well under one (the machine is loaded)."""
 
 
 def session_cap(asked: list[httpx.Request], retry_after: str):
@@ -63,27 +62,7 @@ def test_a_stop_set_while_the_client_waits_out_a_retry_after_ends_the_trial_stop
         first.set()
         return answer(request)
 
-    stop, result = threading.Event(), {}
-    run = threading.Thread(
-        target=lambda: result.update(
-            trials=sweep(
-                BASE,
-                steps=1,
-                target="http://rl.test",
-                transport=httpx.MockTransport(provider),
-                stop=stop,
-                runs_dir=tmp_path,
-                progress=False,
-            )
-        ),  # fmt: skip
-        daemon=True,
-    )
-    run.start()
-    assert first.wait(ROOM)
-    stop.set()
-    run.join(ROOM)
-    assert not run.is_alive(), "the stop did not end the trial's wait for a slot"
-    trials = result["trials"]
+    trials = stopped_sweep(BASE, httpx.MockTransport(provider), first, "http://rl.test", runs_dir=tmp_path)
     assert list(trials.status) == ["STOPPED"], trials.reason.tolist()
     assert trials.reason[0] == "stopped while waiting for a session"
     assert len(asked) == 1
