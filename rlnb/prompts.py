@@ -130,7 +130,9 @@ def prompt_list(prompts: Any) -> list[Any]:
     if all(isinstance(m, Mapping) for m in items):
         return [items]  # one conversation
     if is_integer(items[0]):  # one prompt of token ids, something else among them: "prompts[0] must be a string" hid it
-        bad = next(i for i, t in enumerate(items) if not is_integer(t))
+        bad = next((i for i, t in enumerate(items) if not is_integer(t)), None)
+        if bad is None:  # ids in an iterable that is no sequence (a dict's values): one prompt
+            return [items]
         raise TypeError(f"prompts is one list of token ids, but its item {bad} is {a_type(items[bad])} "
                         f"{items[bad]!r}: token ids are integers")  # fmt: skip
     return items

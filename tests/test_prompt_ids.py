@@ -62,6 +62,13 @@ def test_a_bad_id_in_one_prompt_of_ids_is_named_not_called_a_bad_prompt(s, ids, 
         s.sample(ids, max_tokens=1)
 
 
+def test_ids_in_an_iterable_that_is_no_sequence_are_one_prompt(s):
+    """A dict's values (no sequence, no iterator) of ids were a bare ``StopIteration`` from the search for a bad id."""
+    ids = {1: 5, 2: 6}.values()
+    got = s.sample(ids, max_tokens=1).result()
+    assert len(got.results) == 1 and got.results[0].sequences
+
+
 def test_an_id_past_int64_is_named_before_anything_is_sent(s):
     """Past the wire's int64 the prompt was a raw pydantic ``ValidationError`` for ``EncodedText``, and ``decode``
     gave a replacement character: both now name the token where the session knows no vocabulary (FakeBackend's)."""

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from rlnb.remote.waiting import check_pause
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -39,8 +41,7 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
-        if self.pause is not None and not callable(self.pause):  # it failed at the first retry, in a poll's thread
-            raise TypeError(f"pause must be None or a function of the seconds to wait, got {self.pause!r}"[:200])
+        check_pause(self.pause)
 
     def retryable(self, status_code: int) -> bool:
         """Whether an error status is worth retrying when the server does not say (``x-should-retry``)."""

@@ -48,6 +48,14 @@ class PollOptions:
         for name in ("ready_timeout", "operation_timeout", "poll_failure_window"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        check_pause(self.pause)
+
+
+def check_pause(pause: object) -> None:
+    """A ``pause`` (``PollOptions``', ``RetryPolicy``'s) that is no function failed only at its first wait, in a poll's
+    thread, after the model resource was made ("'int' object is not callable"): a ``TypeError`` naming it now."""
+    if pause is not None and not callable(pause):
+        raise TypeError(f"pause must be None or a function of the seconds to wait, got {pause!r}"[:200])
 
 
 def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = POLL_MAX) -> float:

@@ -232,14 +232,17 @@ class LRFinderControls(MuonUnits):
             self.start()
             return
         self._refocus = True
+        stop.on_click(self._stop_clicked)  # before the test starts, whose end removes it (a quick end ran first)
         self.start()
         if self.running:
             stop.focus()
-            stop.on_click(self._stop_clicked)  # not another panel's start or close, which stop it too
         else:  # refused (or over already, the flag then used)
             self._refocus = False
+            stop.on_click(self._stop_clicked, remove=True)
 
     def _stop_clicked(self, _stop: W.Button) -> None:
+        """A click on the panel's Stop while a test a click started runs: not another panel's start or close, which
+        stop it too."""
         self._stopped = True
 
     def _run(self) -> None:

@@ -60,7 +60,8 @@ def shown(text: object, limit: int = 40) -> str:
 
 
 _DECIMAL: Final = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
-"""An int64 as a decimal string: ``Int64``'s schema pattern, its digits and spaces ASCII."""
+"""An int64 as a decimal string: ``Int64``'s schema pattern (``^-?\\d+$``) with ASCII spaces around allowed, as
+``int()`` allows them; its digits ASCII."""
 
 
 def _int64(value: Any) -> Any:
@@ -100,7 +101,7 @@ def _int64_json(value: int, info: SerializationInfo) -> str | int:
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 INT64_MAX: Final = _INT64_MAX
-"""The largest int64: the wire's token ids and integer tensor data stop there."""
+"""The largest int64: the wire's token ids stop there (int64 tensor data is held as floats, exact to 2**53)."""
 _INT64_OUT: Final = {"type": "string", "pattern": r"^-?\d+$", "description": "int64 as a decimal string"}
 INT32_MAX = 2**31 - 1
 """The largest int32, the type of the API's plain-number integer fields (counts, ranks; int64 ones are ``Int64``)."""

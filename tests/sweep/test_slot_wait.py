@@ -11,6 +11,7 @@ from rlnb import wire
 from rlnb.errors import RateLimitError
 from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.retry import RetryPolicy
+from rlnb.remote.waiting import PollOptions
 from rlnb.sweep import sweep
 from tests.support.fake_api import NOW
 from tests.support.stopped_sweeps import stopped_sweep
@@ -115,6 +116,8 @@ def test_a_pause_that_is_no_function_is_refused_naming_it(pause):
     thread that polls or sends a session's operations."""
     with pytest.raises(TypeError, match=r"^pause must be None or a function of the seconds to wait, got "):
         RetryPolicy(pause=pause)
+    with pytest.raises(TypeError, match=r"^pause must be None or a function of the seconds to wait, got "):
+        PollOptions(pause=pause)  # it failed at the first poll of a start, after the model resource was made
 
 
 def test_once_the_session_is_open_its_calls_wait_through_the_users_own_pause():

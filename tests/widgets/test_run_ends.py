@@ -394,6 +394,24 @@ def watched_finder(fake, monkeypatch, lr_find):
     return panel, finder, focused, sent
 
 
+def test_a_range_test_that_ends_at_once_leaves_no_stop_handler_behind(fake, monkeypatch):
+    """The Stop handler was added after the test started: one that ended first removed nothing, the handler stayed,
+    and every later click on Stop made the next test that ended by itself take the focus from the kernel. Here the
+    test ends while the click moves the focus to Stop, as a quick one may."""
+    go = threading.Event()
+
+    def lr_find(*_args, **_kwargs):
+        go.wait(DEADLINE)
+        raise ValueError("no range test here")
+
+    panel, finder, focused, sent = watched_finder(fake, monkeypatch, lr_find)
+    monkeypatch.setattr(panel.stop_button, "focus", lambda: (go.set(), finder.join(DEADLINE)))
+    finder.button.click()
+    assert finder.join(DEADLINE)
+    assert finder._stop_clicked not in panel.stop_button._click_handlers.callbacks
+    panel.close()
+
+
 def test_the_focus_goes_back_to_find_lr_as_its_range_test_ends(fake, monkeypatch):
     """A click on Find LR moved the focus to the panel's Stop, disabled again when the test ended: it fell to the
     page. Find LR's ``focus()`` took it back from wherever it was, a cell the person had moved on to included: the
