@@ -17,7 +17,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from rlnb.wire.base import _INT64_MAX, _INT64_MIN, _INT64_OUT, _LOGPROB_SCHEMA, Int64, LogProb
+from rlnb.wire.base import _INT64_MAX, _INT64_MIN, _INT64_OUT, _LOGPROB_SCHEMA, Int64, LogProb, _as_ints
 
 __all__ = ["Int64List", "LogProbList", "only"]
 
@@ -57,7 +57,7 @@ def _ids_json(value: Any, handler: SerializerFunctionWrapHandler, info: Serializ
     """A list of plain ints as ``Int64`` writes each (``_int64_json``), in C passes; anything else item by item."""
     if type(value) is not list or not only(value, int):
         return handler(value)
-    return value[:] if info.context and info.context.get("int64") == "int" else list(map(str, value))
+    return value[:] if _as_ints(info) else list(map(str, value))
 
 
 Int64List = Annotated[
