@@ -111,7 +111,7 @@ def test_environment_yml_mirrors_the_pip_install():
 
 LAYERS = [
     ["wire"],
-    ["errors", "_secrets", "_exit", "_options"],
+    ["errors", "_secrets", "_exit", "_options", "_extras"],
     ["prompts", "chat_fields"],
     ["text"],
     ["params", "schedule", "samples", "history"],

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb._extras import need
 from rlnb.history.completion_log import CompletionLog
 from rlnb.history.export import save_run, with_json
 from rlnb.history.listeners import Listeners
@@ -83,6 +84,7 @@ class HistoryViews:
 
     def to_parquet(self, path: str | Path) -> None:
         """``df`` as Parquet: needs pyarrow (``pip install rlnb[parquet]``); dict columns as JSON text."""
+        need("pyarrow", "parquet", "to_parquet")  # pandas' own error names no extra
         with_json(self.df).to_parquet(path, index=False)
 
     def _repr_html_(self) -> str:

@@ -9,13 +9,14 @@ the sweep's arguments (``samplers``). All storage access goes through one lock: 
 
 from __future__ import annotations
 
-import importlib
 import math
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from rlnb._extras import need
 
 from .samplers import SAMPLER_SEED, grid_values, make_pruner, make_sampler
 from .space import Dimension, Float, Int
@@ -30,10 +31,7 @@ STOPPED_ATTR, RERUN_ATTR, SEED_OF_ATTR = "rlnb_stopped", "rlnb_rerun_of", "rlnb_
 
 
 def import_optuna() -> Any:
-    try:
-        return importlib.import_module("optuna")
-    except ImportError:
-        raise ImportError("search='optuna' needs Optuna: pip install 'rlnb[optuna]'") from None
+    return need("optuna", "optuna", "search='optuna'")
 
 
 def storage_url(path: Path) -> str:

@@ -4,21 +4,19 @@ the option."""
 
 from __future__ import annotations
 
-import importlib
 import math
 import numbers
 import socket
 from collections.abc import Mapping
 from typing import Any
 
+from rlnb._extras import need
+
 RESOURCE_KEYS = ("cpu", "gpu")
 
 
 def import_ray() -> Any:
-    try:
-        return importlib.import_module("ray")
-    except ImportError:
-        raise ImportError("executor='ray' needs Ray: pip install 'rlnb[ray]'") from None
+    return need("ray", "ray", "executor='ray'")
 
 
 def refuse_remote(target: str) -> None:

@@ -125,9 +125,9 @@ def test_a_sweep_whose_ray_is_refused_leaves_no_folder(tmp_path, monkeypatch):
     tests/sweep/test_ray.py). A resumed sweep keeps its folder."""
     resumed = sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, executor="threads").attrs["path"]
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
-    with pytest.raises(ImportError, match=r"executor='ray' needs Ray: pip install 'rlnb\[ray\]'"):
+    with pytest.raises(ImportError, match=r"executor='ray' needs ray: pip install 'rlnb\[ray\]'"):
         sweep(BASE, steps=1, runs_dir=tmp_path, progress=False, executor="ray")
-    with pytest.raises(ImportError, match=r"executor='ray' needs Ray"):
+    with pytest.raises(ImportError, match=r"executor='ray' needs ray"):
         sweep(BASE, steps=1, resume=resumed, progress=False, executor="ray", max_concurrent=1)
     assert list(tmp_path.iterdir()) == [Path(resumed)]
 

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
-INSTALL_HINT = "pip install 'rlnb[hf]'  (transformers, tokenizers, peft, safetensors)"
+from rlnb._extras import need
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 """``dtype=`` names; "auto" keeps the checkpoint's dtype (the built-in models: float32)."""
 
@@ -79,11 +80,7 @@ def check_code(path: Path, spec: str, trust_remote_code: bool) -> None:
 
 
 def require_transformers() -> Any:
-    try:
-        import transformers
-    except ImportError as exc:
-        raise ImportError(f"Hugging Face models need transformers: {INSTALL_HINT}") from exc
-    return transformers
+    return need("transformers", "hf", "a Hugging Face model")
 
 
 def is_hf_model(model: object) -> bool:

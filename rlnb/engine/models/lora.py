@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from rlnb import wire
-from rlnb.engine.models.hf import INSTALL_HINT
+from rlnb._extras import need
 from rlnb.engine.models.seeding import seeded
 
 DEFAULT_RANK = 8
@@ -63,11 +63,7 @@ class LoraSettings:
 
 
 def _peft() -> Any:
-    try:
-        import peft
-    except ImportError as exc:
-        raise ImportError(f"LoRA sessions need peft: {INSTALL_HINT}") from exc
-    return peft
+    return need("peft", "hf", "a LoRA session")
 
 
 def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> nn.Module:
