@@ -177,6 +177,10 @@ class UnprocessableEntityError(APIStatusError):
 class RateLimitError(APIStatusError):
     """429: too many requests, or a resource's session cap is reached."""
 
+    model_resources_id: str | None = None
+    """The model resource a ``connect(..., keep_resource=True)`` created and kept running when its session was refused
+    (a session cap): retry with ``model_resources_id=`` it, and stop it when done. None: nothing was kept."""
+
 
 class InternalServerError(APIStatusError):
     """500 or above: the server failed."""
