@@ -117,3 +117,15 @@ def test_connect_keeping_its_resource_hands_it_back_on_a_429_and_a_plain_connect
         statuses = trials_resources(c, held)
         assert statuses.pop(rid) == wire.ModelResourcesStatus.READY.value
         assert list(statuses.values()) == [wire.ModelResourcesStatus.STOPPED.value]  # the plain connect's
+
+
+@pytest.mark.slow  # the app, and a slot wait of a second
+def test_a_sweep_given_keep_resource_leaves_its_trials_one_resource_running(tmp_path):
+    """``keep_resource=True``: each try's resource was stopped all the same when its session was refused."""
+    with app_client(tmp_path / "ckpt", max_live_sessions=1) as c:
+        held, _ = new_session(c)
+        relay = Relay(c)
+        trials = sweep_on(relay, slot_timeout=1.0, keep_resource=True, runs_dir=tmp_path / "runs")
+        assert list(trials.status) == ["FAILED"], trials.reason.tolist()
+        assert relay.count(*CREATE) == 1, relay.sent
+        assert list(trials_resources(c, held).values()) == [wire.ModelResourcesStatus.READY.value]
