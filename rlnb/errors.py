@@ -97,6 +97,11 @@ def describe(exc: BaseException) -> str:
     return "; ".join([said, *notes])
 
 
+class ResourceEnded(RlnbError):
+    """A model resource waited for is in an ended or failed status (stopped, expired, failed): a session cannot start
+    on it."""
+
+
 class OperationTimeout(RlnbError, TimeoutError):
     """The operation did not finish within the time asked for; it may still finish later."""
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from rlnb import wire
 from rlnb._options import check_bool, set_int
-from rlnb.errors import APIError, OperationTimeout, RateLimitError, RlnbError, SessionClosed
+from rlnb.errors import APIError, OperationTimeout, RateLimitError, ResourceEnded, RlnbError, SessionClosed
 from rlnb.remote import recover
 from rlnb.remote.client import APIClient
 from rlnb.remote.waiting import PollOptions, called_off, poll_interval
@@ -31,7 +31,7 @@ left a paid resource running; retried through the whole backoff, a dead server h
 def _wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: PollOptions) -> M:
     """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
 
-    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, or on any other
+    Raises ``SessionClosed`` (a session) or ``ResourceEnded`` (a model resource) on a dead status, or on any other
     status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
     with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
     seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
@@ -46,7 +46,7 @@ def _wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: 
         if obj.status == ready:
             return obj
         what = f"{type(obj).__name__} {obj.id}"
-        cls = SessionClosed if isinstance(obj, wire.Session) else RlnbError
+        cls = SessionClosed if isinstance(obj, wire.Session) else ResourceEnded
         detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
         if obj.status in dead:
             raise cls(f"{what} is {obj.status}{detail}")

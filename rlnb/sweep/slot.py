@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rlnb.errors import RateLimitError
+from rlnb.errors import NotFoundError, RateLimitError, ResourceEnded
 
 if TYPE_CHECKING:
     from rlnb.session import Session
@@ -97,7 +97,8 @@ class SlotWait:
 class KeptResource:
     """The model resource a remote trial's tries share: a try refused a session (429) hands back the resource it
     created (``RateLimitError.model_resources_id``), and the next try starts its session there; the session's close
-    stops it, or ``stop`` when no session opened. Each try created one and stopped it (4 in 1.5 s of slot wait).
+    stops it, or ``stop`` when no session opened. Each try created one and stopped it (4 in 1.5 s of slot wait). One
+    that ended meanwhile (an idle resource expires after its ``inactive_timeout``) gives way to a new one.
     Not for a ``model_resources_id`` of the user's (never stopped), and left running under ``keep_resource=True``."""
 
     def __init__(self, target: str, options: dict[str, Any]):
@@ -117,6 +118,11 @@ class KeptResource:
         except RateLimitError as exc:
             self.id = exc.model_resources_id or self.id
             raise
+        except (ResourceEnded, NotFoundError):
+            if not reuse:
+                raise
+            self.id = None  # it ended (its inactive_timeout) or went while the trial waited: a new one, at once
+            return self.connect(options)
         assert isinstance(session.backend, RemoteBackend)
         session.backend.stop_resource, self.id = not self.keep, None  # the session's now: its close stops it
         return session

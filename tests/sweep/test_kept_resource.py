@@ -129,3 +129,33 @@ def test_a_sweep_given_keep_resource_leaves_its_trials_one_resource_running(tmp_
         assert list(trials.status) == ["FAILED"], trials.reason.tolist()
         assert relay.count(*CREATE) == 1, relay.sent
         assert list(trials_resources(c, held).values()) == [wire.ModelResourcesStatus.READY.value]
+
+
+class Ending(Relay):
+    """A ``Relay`` that, as it answers the ``after``-th 429, stops the trial's resource (as its ``inactive_timeout``
+    would, while the trial waits) and frees the slot (``held``'s session stopped)."""
+
+    def __init__(self, c: TestClient, held: tuple[str, str]):
+        super().__init__(c, after=2)
+        self.held = held
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        answer = super().__call__(request)
+        if answer.status_code == 429 and self.count(*START, status=429) == self.after:
+            for rid in trials_resources(self.c, self.held[0]):
+                assert self.c.post(f"/model-resources/{rid}/stop").status_code == 200
+            assert self.c.post(f"/training-sessions/{self.held[1]}/stop").status_code == 200
+        return answer
+
+
+@pytest.mark.slow  # a real RL step on the app's model
+def test_a_kept_resource_that_ended_while_the_trial_waited_gives_way_to_a_new_one(tmp_path):
+    """The next try started its session on the ended resource: the row was FAILED "ModelResources ... is STOPPED"."""
+    with app_client(tmp_path / "ckpt", max_live_sessions=1) as c:
+        held = new_session(c)
+        relay = Ending(c, held)
+        trials = sweep_on(relay, slot_timeout=ROOM, runs_dir=tmp_path / "runs")
+        assert list(trials.status) == ["COMPLETED"], trials.reason.tolist()
+        assert relay.count(*CREATE) == 2, relay.sent
+        statuses = list(trials_resources(c, held[0]).values())
+        assert statuses == [wire.ModelResourcesStatus.STOPPED.value] * 2, statuses
