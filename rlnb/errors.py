@@ -97,6 +97,11 @@ def describe(exc: BaseException) -> str:
     return "; ".join([said, *notes])
 
 
+class ResourceEnded(RlnbError):
+    """A model resource waited for is in an ended or failed status (stopped, expired, failed): a session cannot start
+    on it."""
+
+
 class OperationTimeout(RlnbError, TimeoutError):
     """The operation did not finish within the time asked for; it may still finish later."""
 
@@ -176,6 +181,10 @@ class UnprocessableEntityError(APIStatusError):
 
 class RateLimitError(APIStatusError):
     """429: too many requests, or a resource's session cap is reached."""
+
+    model_resources_id: str | None = None
+    """The model resource a ``connect(..., keep_resource=True)`` created and kept running when its session was refused
+    (a session cap): retry with ``model_resources_id=`` it, and stop it when done. None: nothing was kept."""
 
 
 class InternalServerError(APIStatusError):

@@ -24,7 +24,7 @@ from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.closing import SETTLE_POLLS, gone, settle, warn_running
 from rlnb.remote.poller import Poller
 from rlnb.remote.sender import Sender, tell
-from rlnb.remote.start import STOP_RECONNECT, ModelLimits, SessionOptions, Start
+from rlnb.remote.start import STOP_RECONNECT, ModelLimits, SessionOptions, Start, stop_quietly
 from rlnb.remote.waiting import PollOptions
 from rlnb.wire import Listener, OptimizerKind
 
@@ -33,7 +33,7 @@ log = logging.getLogger("rlnb")
 CLOSE_GRACE = 5.0
 """Seconds ``close()`` waits for a POST in flight once the server has answered the stop (it answers it
 at once, ending the operation); past it the operation is recorded FAILED."""
-__all__ = ["CLOSE_GRACE", "SETTLE_POLLS", "Lifecycle", "RemoteBackend"]
+__all__ = ["CLOSE_GRACE", "SETTLE_POLLS", "Lifecycle", "RemoteBackend", "stop_model_resources"]
 
 
 class Lifecycle(enum.Enum):
@@ -102,7 +102,9 @@ class RemoteBackend:
 
         ``close()`` stops the session, and the model resource only when this call created it and
         ``keep_resource`` is false: an existing resource is never stopped. If anything fails or is
-        interrupted while starting, what was created is stopped again. An ``optimizer`` that differs
+        interrupted while starting, what was created is stopped again; but with ``keep_resource``, a 429 to the
+        session (a session cap) keeps the resource it created running, named on the ``RateLimitError``
+        (``model_resources_id``), to retry on. An ``optimizer`` that differs
         from an existing resource's raises ``ValueError``. Waiting polls quickly at first, backing
         off to ``poll_max``, for up to ``ready_timeout`` seconds each for resource and session. Once it runs,
         supported-models is asked (one call) for the model's context and training length (``start.ModelLimits``).
@@ -125,8 +127,9 @@ class RemoteBackend:
         try:
             info, resource = start.attach(session_id, new.optimizer) if session_id is not None else start.new(new)
             limits = start.limits(resource)
-        except BaseException:  # also KeyboardInterrupt: never leave a paid resource running
-            start.undo()
+        except BaseException as exc:  # also KeyboardInterrupt: never leave a paid resource running
+            if not (keep_resource and start.hand_back(exc)):  # a session cap's 429: the resource kept, named on it
+                start.undo()
             raise
         stop = start.created_resource is not None and not keep_resource
         return cls(start.client, info, resource, stop_resource=stop, poll=waits, limits=limits)
@@ -246,3 +249,17 @@ class RemoteBackend:
             self.close()
         except APIError as exc:  # nobody to raise it to: the listener that asked has returned
             log.warning("rlnb: closing session %s from a callback: %s", self.session_id, exc)
+
+
+def stop_model_resources(base_url: str, model_resources_id: str, options: dict[str, Any]) -> None:
+    """Stop a model resource a failed ``connect(..., keep_resource=True)`` kept (``RateLimitError.model_resources_id``),
+    best effort (a warning names it if the stop fails), through a client made of ``options``, that connect's
+    (``api_key``, ``client=`` and its fields; the others are not looked at): a sweep's trial that never opened a
+    session on it."""
+    options = dict(options)
+    http = take(ClientOptions, options, options.get("client"))
+    client = APIClient(base_url, _secrets.hide(options.get("api_key")), **kwargs(http))
+    try:
+        stop_quietly(client, None, model_resources_id)
+    finally:
+        client.close()

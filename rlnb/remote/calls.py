@@ -277,11 +277,10 @@ class Caller:
         if retry and attempt < self.retry.max_retries and not late and not shut:
             log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries,
                      delay)  # fmt: skip
-            pause = self.retry.pause if call.reconnect_until is None else None
-            if pause is None:
+            if self.retry.pause is None or call.reconnect_until is not None:  # the stops that clean up always sleep
                 time.sleep(delay)
                 return
-            if not pause(delay):
+            if not self.retry.called_off(delay, response.status_code if response is not None else None):
                 return
             off = f"; the retry after attempt {attempt + 1} was called off (RetryPolicy.pause)"
         if "Authorization" in request.headers:  # the cause of what we raise keeps this request

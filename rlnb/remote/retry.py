@@ -8,11 +8,16 @@ import email.utils
 import random
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import httpx
 
-from rlnb.remote.waiting import check_pause
+from rlnb.remote.waiting import called_off, check_pause
+
+RETRYING: ContextVar[int | None] = ContextVar("RETRYING", default=None)
+"""While ``RetryPolicy.pause`` is asked to wait: the HTTP status whose retry it waits for (None: no response came).
+A sweep's trial bounds its 429 waits (a session cap) by its ``slot_timeout``, and leaves a 503's to the policy."""
 
 
 @dataclass(frozen=True)
@@ -33,15 +38,26 @@ class RetryPolicy:
     """The backoff's cap between the connection attempts of a call that may reconnect for a short window only (the
     stops that clean up: ``rlnb.remote.start.STOP_RECONNECT``)."""
     pause: Callable[[float], bool] | None = field(default=None, compare=False)
-    """How the client waits the seconds before a retry; its True calls the retry off, and the call raises its last
-    error at once (a sweep's trial: its ``slot_timeout`` and its sweep's stop end a 429's ``Retry-After`` wait,
-    which slept up to 60 s a retry, 5 retries a try). None: ``time.sleep``. The stops that clean up after a failed
-    start always sleep: they must go on."""
+    """How the client waits the seconds before a retry (``RETRYING`` says for which status): its True calls the retry
+    off, and the call raises its last error at once; False or None goes on (``waiting.called_off``). A sweep's trial:
+    its ``slot_timeout`` ends a 429's ``Retry-After`` wait (which slept up to 60 s a retry, 5 retries a try), and its
+    sweep's stop any wait. None: ``time.sleep``. The stops that clean up after a failed start always sleep: they must
+    go on."""
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         check_pause(self.pause)
+
+    def called_off(self, seconds: float, status: int | None) -> bool:
+        """Ask ``pause`` (set) to wait ``seconds`` before a retry of ``status`` (``RETRYING``): whether it called it
+        off."""
+        assert self.pause is not None
+        token = RETRYING.set(status)
+        try:
+            return called_off(self.pause, seconds)
+        finally:
+            RETRYING.reset(token)
 
     def retryable(self, status_code: int) -> bool:
         """Whether an error status is worth retrying when the server does not say (``x-should-retry``)."""

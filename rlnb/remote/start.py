@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 
 from rlnb import wire
 from rlnb._options import check_bool, set_int
-from rlnb.errors import APIError, OperationTimeout, RlnbError, SessionClosed
+from rlnb.errors import APIError, OperationTimeout, RateLimitError, ResourceEnded, RlnbError, SessionClosed
 from rlnb.remote import recover
 from rlnb.remote.client import APIClient
-from rlnb.remote.waiting import PollOptions, poll_interval
+from rlnb.remote.waiting import PollOptions, called_off, poll_interval
 from rlnb.wire import OptimizerKind
 
 log = logging.getLogger("rlnb")
@@ -31,7 +31,7 @@ left a paid resource running; retried through the whole backoff, a dead server h
 def _wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: PollOptions) -> M:
     """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
 
-    Raises ``SessionClosed`` (a session) or ``RlnbError`` (a model resource) on a dead status, or on any other
+    Raises ``SessionClosed`` (a session) or ``ResourceEnded`` (a model resource) on a dead status, or on any other
     status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
     with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
     seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
@@ -46,7 +46,7 @@ def _wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: 
         if obj.status == ready:
             return obj
         what = f"{type(obj).__name__} {obj.id}"
-        cls = SessionClosed if isinstance(obj, wire.Session) else RlnbError
+        cls = SessionClosed if isinstance(obj, wire.Session) else ResourceEnded
         detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
         if obj.status in dead:
             raise cls(f"{what} is {obj.status}{detail}")
@@ -64,7 +64,7 @@ def _wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: 
         seconds = min(poll_interval(elapsed, poll.poll_min, poll.poll_max), timeout - elapsed)
         if poll.pause is None:
             time.sleep(seconds)
-        elif poll.pause(seconds):
+        elif called_off(poll.pause, seconds):
             raise RlnbError(f"{what} still {obj.status}: the wait for {ready} was called off (PollOptions.pause)")
 
 
@@ -235,8 +235,21 @@ class Start:
 
     def undo(self) -> None:
         """Stop what was created (best effort) and close the client."""
-        _stop_quietly(self.client, self.created_session, self.created_resource)
+        stop_quietly(self.client, self.created_session, self.created_resource)
         self.client.close()
+
+    def hand_back(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is a 429 (a session cap) met before a session was created on the model resource this start
+        created: then the resource is kept running, named on the error (``RateLimitError.model_resources_id``), for
+        a retry on it (a sweep's trial waiting for a slot created and stopped one per try), and the client closed."""
+        rid = self.created_resource
+        if not isinstance(exc, RateLimitError) or rid is None or self.created_session is not None:
+            return False
+        exc.model_resources_id = rid
+        exc.add_note(f"model resource {rid} was kept running (keep_resource=True): retry with model_resources_id="
+                     f"{rid!r}, and stop it when done")  # fmt: skip
+        self.client.close()
+        return True
 
 
 def _checked(
@@ -265,7 +278,7 @@ def _checked(
     return resource
 
 
-def _stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
+def stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
     """Best-effort cleanup after a failed start; the original error is the one worth raising. The stops share one
     ``STOP_RECONNECT`` to connect: on a dead server each one held the error back through every retry (14 s)."""
     until = time.monotonic() + STOP_RECONNECT

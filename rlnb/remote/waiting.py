@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from rlnb._options import OPERATION_TIMEOUT
 
 POLL_MIN = 0.01
@@ -33,7 +35,9 @@ class PollOptions:
     ``operation_timeout`` seconds after submission, or once every poll has failed for
     ``poll_failure_window`` seconds (the server is gone). ``pause`` waits between the polls of a start (the
     concept of ``RetryPolicy.pause``): called with the seconds to wait, its True calls the start off (a sweep's
-    trial: its sweep's stop, heard at once, not after ``ready_timeout``). None: ``time.sleep``."""
+    trial: its sweep's stop, heard at once, not after ``ready_timeout``), False or None goes on (``called_off``).
+    None: ``time.sleep``. The poll thread of a running session never asks it: its gaps are a wait that a new
+    operation and ``close()`` must wake at once, and ``operation_timeout`` and ``close()`` bound them."""
 
     poll_min: float = POLL_MIN
     poll_max: float = POLL_MAX
@@ -56,6 +60,16 @@ def check_pause(pause: object) -> None:
     thread, after the model resource was made ("'int' object is not callable"): a ``TypeError`` naming it now."""
     if pause is not None and not callable(pause):
         raise TypeError(f"pause must be None or a function of the seconds to wait, got {pause!r}"[:200])
+
+
+def called_off(pause: Callable[[float], object], seconds: float) -> bool:
+    """Ask ``pause`` to wait ``seconds``: whether it called the wait's retry (or start) off. It answers True (call it
+    off), or False or None (go on: a function that only sleeps returns None); a numpy bool counts as a bool. Any other
+    answer is a ``TypeError`` naming ``pause``: read by its truth value, a 0 went on and a "no" called it off."""
+    answer = pause(seconds)
+    if answer is None or isinstance(answer, bool | np.bool_):
+        return bool(answer)
+    raise TypeError(f"pause must return True (call it off), False or None (go on), got {answer!r}"[:200])
 
 
 def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = POLL_MAX) -> float:

@@ -9,13 +9,12 @@ and why, and what ran is in the trial's history.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from torch import nn
 
@@ -28,6 +27,7 @@ from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
 from rlnb.tasks.rollouts import finite_mean
 
+from .slot import Control, KeptResource, SlotWait, Stopped, paused
 from .space import label
 
 RATE_LIMIT_WAIT = (0.2, 5.0)
@@ -80,19 +80,6 @@ class TrialSpec:
         """``options`` as this trial's session takes them: a sweep's ``MUON_ONLY`` options are for its Muon trials
         (an Adam session refuses them: a sweep over both optimizers had its Adam trials FAILED)."""
         return {k: v for k, v in self.options.items() if self.kind == "muon" or k not in MUON_ONLY}
-
-
-class Control(Protocol):
-    """How a running trial hears from its sweep."""
-
-    def stopping(self) -> bool:
-        """Whether the sweep is stopping (checked before every step)."""
-
-    def wait(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``; True if the sweep started stopping meanwhile."""
-
-    def report(self, step: int, value: float) -> str | None:
-        """Report the objective after ``step`` steps; the answer is a reason to prune, or None."""
 
 
 def identity(spec: TrialSpec) -> dict[str, Any]:
@@ -149,7 +136,7 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
                 break
     except OperationFailed as exc:
         row.update(status="FAILED", reason=f"{exc.code}: {exc.message}")
-    except _Stopped:
+    except Stopped:
         row.update(status="STOPPED", reason="stopped while waiting for a session")
     except BaseException as exc:  # noqa: BLE001 - a failed trial is a row
         # a trial runs on a thread or in a Ray task, never on the thread a Ctrl-C reaches: a KeyboardInterrupt,
@@ -180,10 +167,6 @@ def summary(history: History | None, rewards: list[float], losses: list[float], 
     }
 
 
-class _Stopped(Exception):
-    """The sweep stopped while this trial waited for a session slot."""
-
-
 def own_modules(options: dict[str, Any]) -> dict[str, Any]:
     """``options`` with each ``nn.Module`` (a ``model=``) replaced by a copy, so that a trial (or Find LR's range
     test) trains its own: given the one instance, a trial began where the one before it ended, concurrent trials
@@ -193,18 +176,19 @@ def own_modules(options: dict[str, Any]) -> dict[str, Any]:
 
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot, up to
-    ``spec.slot_timeout`` seconds, then fail naming that option. The client's own retries wait through ``_SlotWait``
+    ``spec.slot_timeout`` seconds, then fail naming that option. The client's own retries wait through ``SlotWait``
     (``RetryPolicy.pause``): each ``connect`` first ran its 5 retries, a 429's ``Retry-After`` (up to 60 s) each, past
     the slot_timeout and deaf to the sweep's stop. Its polls until the model resource and session are up wait through
-    ``_SlotWait.ready`` (``PollOptions.pause``): a stop waited out ``ready_timeout`` (1800 s by default)."""
+    ``SlotWait.ready`` (``PollOptions.pause``): a stop waited out ``ready_timeout`` (1800 s by default). Its tries
+    share one model resource (``KeptResource``), stopped at the end when no session opened on it."""
     delay, end, tries = RATE_LIMIT_WAIT[0], time.monotonic() + spec.slot_timeout, 0
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
                               **own_modules(spec.session_options)}  # fmt: skip
-    waits = _SlotWait(control, end)
+    waits = SlotWait(control, end)
+    options = common if spec.target == "local" else paused(common, waits)
+    kept = KeptResource(spec.target, options) if spec.target != "local" else None
     opener: Callable[[], Session] = (
-        (lambda: connect("local", seed=spec.seed, **common))
-        if spec.target == "local"
-        else (lambda: connect(spec.target, **_paused(common, waits)))
+        (lambda: connect("local", seed=spec.seed, **options)) if kept is None else (lambda: kept.connect(options))
     )
     try:
         while True:
@@ -213,7 +197,7 @@ def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
             except RateLimitError as exc:
                 tries, left = tries + 1 + waits.take_retries(), end - time.monotonic()
                 if control.stopping():
-                    raise _Stopped() from None
+                    raise Stopped() from None
                 if left <= 0:
                     raise TimeoutError(
                         f"no session slot within slot_timeout={spec.slot_timeout:g} s: the target answered 429 to "
@@ -221,86 +205,15 @@ def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
                         "the provider's session cap"
                     ) from exc
                 if control.wait(min(delay, left)):
-                    raise _Stopped() from None
+                    raise Stopped() from None
                 delay = min(delay * 2, RATE_LIMIT_WAIT[1])
             except Exception:
-                if control.stopping():  # a wait its stop called off: a readiness poll's, a 503's retry
-                    raise _Stopped() from None
-                raise
+                if waits.stopped:  # a wait the stop called off (a readiness poll's, a 503's retry): the stop's error
+                    raise Stopped() from None
+                raise  # a failure of its own (a 400, a 503 that came before the stop) stays FAILED with it
+    except BaseException:
+        if kept is not None:
+            kept.stop(options)  # no session opened on it: its close would have stopped it
+        raise
     finally:
         waits.opened = True  # the session's own calls retry as any session's
-
-
-class _SlotWait:
-    """How the client waits before a retry while a trial opens its session (``RetryPolicy.pause``): not past the
-    trial's slot deadline, and woken by its sweep's stop (then the retry is called off). A pause of the user's own
-    (``user``) still waits, and may call a retry off, in the session's life and, not past the deadline, while it
-    opens: it was replaced, for the session's every call."""
-
-    def __init__(self, control: Control, end: float, user: Callable[[float], Any] | None = None):
-        self.control, self.end, self.retries, self.opened, self.user = control, end, 0, False, user
-
-    def __call__(self, seconds: float) -> bool:
-        if self.opened:
-            return self._wait(seconds)
-        left = self.end - time.monotonic()
-        if left <= 0:
-            return True
-        if seconds >= left:  # the wait ends at the deadline, and no retry is sent past it
-            self._stopped(left)
-            return True
-        if self._stopped(seconds):
-            return True
-        self.retries += 1
-        return False
-
-    def ready(self, seconds: float) -> bool:
-        """The wait between the polls of a start (``PollOptions.pause``): woken by the sweep's stop only (the start
-        is bounded by ``ready_timeout``, not by the slot deadline)."""
-        return self.control.wait(seconds)
-
-    def _stopped(self, seconds: float) -> bool:
-        """Waited ``seconds`` (the user's pause, then the sweep's stop looked at; else woken by it): whether to call
-        the retry off."""
-        if self.user is None:
-            return self.control.wait(seconds)
-        return self._wait(seconds) or self.control.stopping()
-
-    def _wait(self, seconds: float) -> bool:
-        if self.user is None:
-            time.sleep(seconds)
-            return False
-        return bool(self.user(seconds))
-
-    def take_retries(self) -> int:
-        """The retries sent since last asked."""
-        taken, self.retries = self.retries, 0
-        return taken
-
-
-def _paused(options: dict[str, Any], pause: _SlotWait) -> dict[str, Any]:
-    """``options`` with their polls while starting waiting through ``pause.ready`` (unless they give a
-    ``PollOptions.pause``), and the retry policy they give (``retry``, ``max_retries``, ``client=``'s) waiting through
-    ``pause`` (the policy's own pause kept in it, ``_SlotWait.user``); given both ``retry`` and ``max_retries``, or a
-    ``retry`` that is no ``RetryPolicy``, as they are (the client's own error then)."""
-    from rlnb.remote.client import ClientOptions  # as connect: a local sweep loads no HTTP client
-    from rlnb.remote.retry import RetryPolicy
-    from rlnb.remote.waiting import PollOptions
-
-    options = dict(options)
-    poll = options.get("poll")
-    if "pause" not in options and not (isinstance(poll, PollOptions) and poll.pause is not None):
-        options["pause"] = pause.ready
-    client = options.get("client")
-    given = client if isinstance(client, ClientOptions) else ClientOptions()
-    retry = options.get("retry", given.retry)
-    most = ClientOptions(max_retries=options.get("max_retries", given.max_retries)).max_retries  # checked, named
-    if (retry is not None and most is not None) or not isinstance(retry, RetryPolicy | None):
-        return options
-    options.pop("retry", None)
-    options.pop("max_retries", None)
-    policy = retry if retry is not None else RetryPolicy() if most is None else RetryPolicy(max_retries=most)
-    if isinstance(client, ClientOptions):
-        options["client"] = dataclasses.replace(client, retry=None, max_retries=None)
-    pause.user = policy.pause
-    return {**options, "retry": dataclasses.replace(policy, pause=pause)}

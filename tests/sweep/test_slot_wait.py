@@ -123,10 +123,10 @@ def test_a_pause_that_is_no_function_is_refused_naming_it(pause):
 def test_once_the_session_is_open_its_calls_wait_through_the_users_own_pause():
     """After the session opened, its every call's retry slept (``time.sleep``): the user's pause was gone."""
     from rlnb.sweep.executors import _ThreadControl
-    from rlnb.sweep.trial import _SlotWait
+    from rlnb.sweep.slot import SlotWait
 
     waits: list[float] = []
-    wait = _SlotWait(
+    wait = SlotWait(
         _ThreadControl(threading.Event(), None, None), end=0.0, user=lambda seconds: waits.append(seconds) or True
     )
     wait.opened = True
