@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterable
 from enum import Enum
 from typing import Annotated, Any, Final
@@ -83,14 +84,16 @@ def _int64(value: Any) -> Any:
 
 
 def _a_bool(value: Any) -> bool:
-    """Whether ``value`` is a bool, numpy's or torch's scalar one too: neither is an ``int``, and pydantic read
-    ``np.True_`` as token 1."""
+    """Whether ``value`` is a bool, numpy's or torch's scalar one too (``np.True_``, a 0-d array or tensor of bools):
+    neither is an ``int``, and pydantic read ``np.True_`` as token 1. Told by type and dtype, never by calling the
+    value: any object with a ``shape`` of ``()`` had its ``item()`` called, whose exception escaped the field's error
+    (and whose hang hung the check). Either library is looked up only if it is loaded: a value of it means it is."""
     if isinstance(value, bool):
         return True
-    if isinstance(value, int | float | str) or getattr(value, "shape", None) != ():
-        return False
-    item = getattr(value, "item", None)
-    return callable(item) and isinstance(item(), bool)
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    if np is not None and isinstance(value, np.generic | np.ndarray):
+        return value.ndim == 0 and value.dtype == np.bool_
+    return torch is not None and isinstance(value, torch.Tensor) and value.ndim == 0 and value.dtype == torch.bool
 
 
 AS_INTS: Final = {"int64": "int"}
