@@ -31,8 +31,11 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
         (["demo", "--lora", "\u0968"], f"argument --lora: {ASCII_INTEGER} '\u0968'"),  # Devanagari 2
         (["demo", "--steps", "4_0"], f"argument --steps: {ASCII_INTEGER} '4_0'"),
         # 4301 digits were "must be an integer in ASCII digits 0-9" (int's limit); 4300, echoed whole by the range's
-        (["demo", "--steps", "9" * 4301], f"argument --steps: {LONG} 4301 digits: '{'9' * 37}...'"),
-        (["demo", "--seed", "-" + "9" * 4000], f"argument --seed: {LONG} 4000 digits: '-{'9' * 36}...'"),
+        (["demo", "--steps", "9" * 4301], f"argument --steps: {LONG} 4301 digits: '{'9' * 40}'... (4301 characters)"),
+        (
+            ["demo", "--seed", "-" + "9" * 4000],
+            f"argument --seed: {LONG} 4000 digits: '-{'9' * 39}'... (4001 characters)",
+        ),
         (["demo", "--lr", "\uff11e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '\uff11e-3'"),
         # float() reads "_" between digits and spaces around, as int() does: --lr 1_0e-3 trained at 0.01
         (["demo", "--lr", "1_0e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '1_0e-3'"),
@@ -104,7 +107,7 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--port", "\uff18\uff10\uff10\uff10"], f"{PORT} '\uff18\uff10\uff10\uff10'"),  # fullwidth: listened on 8000
         (["--port", "\u0668\u0660\u0660\u0660"], f"{PORT} '\u0668\u0660\u0660\u0660'"),  # Arabic-Indic 8000
         (["--port", " 8000"], f"{PORT} ' 8000'"),
-        (["--port", "9" * 4000], f"{PORT} '{'9' * 37}...'"),  # 4000 digits, echoed whole
+        (["--port", "9" * 4000], f"{PORT} '{'9' * 40}'... (4000 characters)"),  # echoed whole
         (["--limit", "max_live_sessions=\uff18"], "max_live_sessions must be an integer in [1, "),  # taken as 8
         (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
         (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
@@ -381,6 +384,20 @@ def test_serve_says_when_its_checkpoints_folder_cannot_be_removed_at_the_stop(tm
     assert f"rlnb serve: could not remove the checkpoints' temporary folder {scratch} (" in err
     assert "stuck.pt: Permission denied" in err
     shutil.rmtree(scratch)
+
+
+def test_a_long_limit_value_is_cut_as_every_message_cuts_one(capsys):
+    """``--limit NAME=VALUE`` cut the item to 97 characters and "..." but echoed a value that is no number whole (5,000
+    characters on one line); the CLI's options cut to 37 and "...", the server's messages to 40 and the length: one
+    rule now (``wire.shown``)."""
+    from rlnb import wire
+
+    value = "x" * 5000
+    assert main(["serve", "--limit", f"max_body_bytes={value}"]) == 2
+    err = capsys.readouterr().err
+    item = f"'max_body_bytes={'x' * 85}'... (5015 characters)"
+    assert err == f"rlnb serve: --limit {item}: {wire.shown(value)} is not a number\n"
+    assert wire.shown(value) == f"'{'x' * 40}'... (5000 characters)"
 
 
 def test_serve_with_an_empty_host_stops_rather_than_listen_on_every_interface(capsys):

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlnb._options import is_integer, user_path
-from rlnb.cli.options import shown
+from rlnb._options import is_integer, shown, user_path
 
 _ADAM: dict[str, Any] = {
     "learning_rate": 2e-3,
@@ -100,7 +99,7 @@ class DemoOptions:
             except OverflowError:
                 value = math.inf
             if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"--lr must be a finite number > 0, got {shown(repr(lr))}")
+                raise ValueError(f"--lr must be a finite number > 0, got {shown(lr)}")
             self._keep("lr", value)
         lowest, highest = seed_range(self.steps)
         if not is_integer(self.seed) or not lowest <= self.seed <= highest:

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rlnb._options import refuse_dangling_link
-from rlnb.cli.options import ascii_integer, shown
+from rlnb._options import refuse_dangling_link, shown
+from rlnb.cli.options import ascii_integer
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
 """The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
@@ -48,7 +48,7 @@ def _port(text: str) -> int:
     try:
         port = ascii_integer(text)
     except ValueError:
-        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {shown(text)!r}") from None
+        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {shown(text)}") from None
     if not 0 <= port <= 65535:
         raise ValueError(f"--port must be 0-65535 (0: any free port), got {port}")
     return port

@@ -26,6 +26,8 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
+from rlnb._options import shown
+
 __all__ = [
     "FROM_SERVER",
     "FiniteFloat",
@@ -48,16 +50,6 @@ __all__ = [
     "non_finite",
     "shown",
 ]
-
-
-def shown(text: object, limit: int = 40) -> str:
-    """``text`` quoted for an error message, cut to ``limit`` characters: a 5,000-digit int64 string came back
-    whole in the 400's message (as would a megabyte), and so did an 8 KB id in a 404's. Any other value is shown as
-    its repr, cut alike (a list of 10,000 learning rates made a 70 KB ``InvalidParams``)."""
-    if not isinstance(text, str):
-        said = repr(text)
-        return said if len(said) <= limit else f"{said[:limit]}... ({len(said)} characters)"
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 _DECIMAL: Final = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
