@@ -72,9 +72,9 @@ STEPS = (
         # an unset variable: the demo wrote history.csv, rewards.csv, demo.png and run/ into the working folder
         (["--out", ""], "--out is empty (an unset variable?): give a folder"),
         (["--model", " "], "--model is empty (an unset variable?): give a folder or a model"),
-        (["--device", "meta"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'meta'"),  # then a traceback
-        (["--device", "mps"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
-        (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
+        (["--device", "meta"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'meta'"),  # then a traceback
+        (["--device", "mps"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
+        (["--device", "tpu"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
         (["--threads", "0"], "--threads must be an integer in [1, 1024] (leave it out: the engine's thread policy"),
         (["--threads", "1025"], "decides), got 1025"),  # rlnb.connect(threads=N)'s range: torch starts them all
     ],
@@ -93,11 +93,11 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
 @pytest.mark.parametrize(
     "options, words",
     [
-        (["--op-delay", "nan"], "op_delay must be a finite number of seconds in [0, 86400], got nan"),  # all failed
-        (["--op-delay", "inf"], "op_delay must be a finite number of seconds in [0, 86400], got inf"),
-        (["--op-delay=-1"], "op_delay must be a finite number of seconds in [0, 86400], got -1.0"),
-        (["--op-delay", "1e300"], "op_delay must be a finite number of seconds in [0, 86400], got 1e+300"),
-        (["--fail-rate", "2"], "fail_rate must be in [0, 1), got 2.0"),
+        (["--op-delay", "nan"], "--op-delay must be a finite number of seconds in [0, 86400], got nan"),  # all failed
+        (["--op-delay", "inf"], "--op-delay must be a finite number of seconds in [0, 86400], got inf"),
+        (["--op-delay=-1"], "--op-delay must be a finite number of seconds in [0, 86400], got -1.0"),
+        (["--op-delay", "1e300"], "--op-delay must be a finite number of seconds in [0, 86400], got 1e+300"),
+        (["--fail-rate", "2"], "--fail-rate must be in [0, 1), got 2.0"),
         (["--offload-results-over=-5"], "--offload-results-over must be >= 0 bytes (leave it out: never), got -5"),
         (["--limit", "no_such_limit=1"], "--limit 'no_such_limit=1': the limits are"),  # argparse's usage, "rlnb:"
         (["--limit", "body_timeout=1e300"], "body_timeout must be an integer in [1, 86400]"),  # was taken
@@ -109,18 +109,21 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--port", " 8000"], f"{PORT} ' 8000'"),
         (["--port", "9" * 4000], f"{PORT} '{'9' * 40}'... (4000 characters)"),  # echoed whole
         (["--limit", "max_live_sessions=\uff18"], "max_live_sessions must be an integer in [1, "),  # taken as 8
-        (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
-        (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
-        (["--public-url", "http://h:99999"], "public_url 'http://h:99999' is not a valid URL: Port out of range"),
-        (["--state-dir", "{file}"], "cannot keep the server's state in"),
-        (["--checkpoint-dir", "{file}"], "is a file: checkpoints go into a folder"),
-        (["--checkpoint-dir", "/proc/rlnb-ckpt"], "cannot hold checkpoints"),  # failed at each save
-        (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
-        (["--token="], "token is empty (an unset variable?)"),  # listened, then 401 to every key
+        (["--public-url", "ftp://x"], "--public-url must start with http:// or https://"),
+        (["--public-url", "http://"], "--public-url must name a host, such as"),  # every link read http:///v1/...
+        (["--public-url", "http://h:99999"], "--public-url 'http://h:99999' is not a valid URL: Port out of range"),
+        (["--state-dir", "{file}"], "rlnb serve: --state-dir: cannot keep the server's state in"),
+        (["--checkpoint-dir", "{file}"], "--checkpoint-dir '{file}' is a file: checkpoints go into a folder"),
+        (
+            ["--checkpoint-dir", "/proc/rlnb-ckpt"],
+            "--checkpoint-dir '/proc/rlnb-ckpt' cannot hold checkpoints",
+        ),  # failed at each save
+        (["--device", "tpu"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
+        (["--token="], "--token is empty (an unset variable?)"),  # listened, then 401 to every key
         (["--state-dir="], "--state-dir is empty (an unset variable?)"),  # registry and signing.key in the cwd
         (["--checkpoint-dir="], "--checkpoint-dir is empty (an unset variable?)"),  # ignored: a temporary folder
-        (["--token", "secret\n"], "token holds whitespace at position 6"),
-        (["--token", "k"], "token is 1 character(s) long: an API key has at least 8"),  # no client could send it
+        (["--token", "secret\n"], "--token holds whitespace at position 6"),
+        (["--token", "k"], "--token is 1 character(s) long: an API key has at least 8"),  # no client could send it
         (["--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),  # usage, "rlnb: error:"
         (
             ["--limit", "body_timeout=60", "--limit", "body_timeout=9"],  # the last was taken without a word
@@ -132,7 +135,7 @@ def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_
     (tmp_path / "file").write_text("not a folder")
     assert main(["serve", *(o.format(file=tmp_path / "file") for o in options)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("rlnb serve: ") and words in err and err.count("\n") == 1
+    assert err.startswith("rlnb serve: ") and words.format(file=tmp_path / "file") in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("under", ["", "sub"])

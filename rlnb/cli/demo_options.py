@@ -105,7 +105,7 @@ class DemoOptions:
         if not is_integer(self.seed) or not lowest <= self.seed <= highest:
             raise ValueError(f"--seed must be in [{lowest}, {highest}] for {self.steps} steps, got {self.seed!r}")
         self._keep("seed", int(self.seed))
-        check_device(self.device)  # "meta" trained a session whose every operation failed, then a traceback
+        check_device(self.device, "--device")  # "meta" trained a session whose every operation failed, then a traceback
         try:
             self._keep("threads", check_threads(self.threads))
         except ValueError:
