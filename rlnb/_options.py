@@ -150,17 +150,6 @@ A_DAY = 86400.0
 ``INTERNAL_ERROR: OverflowError``), a live view's ``every`` its redraw timer (the view froze)."""
 
 
-def shown(text: object, limit: int = 40) -> str:
-    """``text`` quoted for an error message, cut to ``limit`` characters: a 5,000-digit int64 string came back
-    whole in the 400's message (as would a megabyte), and so did an 8 KB id in a 404's. Any other value is shown as
-    its repr, cut alike (a list of 10,000 learning rates made a 70 KB ``InvalidParams``). The one rule every message
-    cuts by (``wire.shown``, the CLI's options): the CLI cut to 37 characters and "..." without saying how long."""
-    if not isinstance(text, str):
-        said = repr(text)
-        return said if len(said) <= limit else f"{said[:limit]}... ({len(said)} characters)"
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
-
-
 def check_seconds(name: str, value: Any, high: float = A_DAY) -> float:
     """``value`` as a float, or a ``ValueError`` naming ``name`` and its range: NaN, infinity and negatives pass a
     plain ``< 0`` and then every sleep or timer failed; so did a string, after a model had loaded."""

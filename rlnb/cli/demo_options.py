@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlnb._options import is_integer, shown, user_path
+from rlnb._options import is_integer, user_path
+from rlnb._shown import shown
 
 _ADAM: dict[str, Any] = {
     "learning_rate": 2e-3,

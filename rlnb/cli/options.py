@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from rlnb._options import shown
+from rlnb._shown import shown
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from rlnb._options import refuse_dangling_link, shown
+from rlnb._options import refuse_dangling_link
+from rlnb._shown import shown
 from rlnb.cli.options import ascii_integer
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"

@@ -13,7 +13,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rlnb import _secrets, wire
-from rlnb._options import A_DAY, check_seconds, refuse_dangling_link, set_int, shown
+from rlnb._options import A_DAY, check_seconds, refuse_dangling_link, set_int
+from rlnb._shown import shown
 
 MAX_LIST_LIMIT = wire.LIST_LIMIT_MAX
 """Largest ``limit`` of a list request (the API's bound, as the client checks it)."""
