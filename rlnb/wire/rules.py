@@ -40,8 +40,10 @@ def field_rule(model: type[_Model], loc: tuple[Any, ...], err_type: str, msg: st
             return field_rule(sub, loc[1:], err_type, msg)
         if sub is not None:  # the object itself (``adam=5``) is no params: not "a finite number"
             return f"must be {sub.__name__} or a dict of its fields ({', '.join(sub.model_fields)}); or unset"
-    kind = _kind(field.annotation) if field is not None else None
-    if field is None or kind is None or (msg and err_type not in SCALAR_ERRORS):
+    if field is None or (msg and err_type not in SCALAR_ERRORS):
+        return msg or err_type
+    kind = _kind(field.annotation)
+    if kind is None:  # a field that holds no number (a literal, a list): pydantic's words
         return msg or err_type
     lo, hi = (bound_text(b) for b in bounds(field))
     rng = " and ".join(b for b in (lo, hi) if b)
