@@ -31,8 +31,11 @@ SEEDS = "[-9223344366821, 9223344366821]"  # every step's seed (seed * 1_000_003
         (["demo", "--lora", "\u0968"], f"argument --lora: {ASCII_INTEGER} '\u0968'"),  # Devanagari 2
         (["demo", "--steps", "4_0"], f"argument --steps: {ASCII_INTEGER} '4_0'"),
         # 4301 digits were "must be an integer in ASCII digits 0-9" (int's limit); 4300, echoed whole by the range's
-        (["demo", "--steps", "9" * 4301], f"argument --steps: {LONG} 4301 digits: '{'9' * 37}...'"),
-        (["demo", "--seed", "-" + "9" * 4000], f"argument --seed: {LONG} 4000 digits: '-{'9' * 36}...'"),
+        (["demo", "--steps", "9" * 4301], f"argument --steps: {LONG} 4301 digits: '{'9' * 40}'... (4301 characters)"),
+        (
+            ["demo", "--seed", "-" + "9" * 4000],
+            f"argument --seed: {LONG} 4000 digits: '-{'9' * 39}'... (4001 characters)",
+        ),
         (["demo", "--lr", "\uff11e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '\uff11e-3'"),
         # float() reads "_" between digits and spaces around, as int() does: --lr 1_0e-3 trained at 0.01
         (["demo", "--lr", "1_0e-3"], "argument --lr: must be a number in ASCII digits 0-9, got '1_0e-3'"),
@@ -69,9 +72,9 @@ STEPS = (
         # an unset variable: the demo wrote history.csv, rewards.csv, demo.png and run/ into the working folder
         (["--out", ""], "--out is empty (an unset variable?): give a folder"),
         (["--model", " "], "--model is empty (an unset variable?): give a folder or a model"),
-        (["--device", "meta"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'meta'"),  # then a traceback
-        (["--device", "mps"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
-        (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
+        (["--device", "meta"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'meta'"),  # then a traceback
+        (["--device", "mps"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
+        (["--device", "tpu"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
         (["--threads", "0"], "--threads must be an integer in [1, 1024] (leave it out: the engine's thread policy"),
         (["--threads", "1025"], "decides), got 1025"),  # rlnb.connect(threads=N)'s range: torch starts them all
     ],
@@ -90,11 +93,11 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
 @pytest.mark.parametrize(
     "options, words",
     [
-        (["--op-delay", "nan"], "op_delay must be a finite number of seconds in [0, 86400], got nan"),  # all failed
-        (["--op-delay", "inf"], "op_delay must be a finite number of seconds in [0, 86400], got inf"),
-        (["--op-delay=-1"], "op_delay must be a finite number of seconds in [0, 86400], got -1.0"),
-        (["--op-delay", "1e300"], "op_delay must be a finite number of seconds in [0, 86400], got 1e+300"),
-        (["--fail-rate", "2"], "fail_rate must be in [0, 1), got 2.0"),
+        (["--op-delay", "nan"], "--op-delay must be a finite number of seconds in [0, 86400], got nan"),  # all failed
+        (["--op-delay", "inf"], "--op-delay must be a finite number of seconds in [0, 86400], got inf"),
+        (["--op-delay=-1"], "--op-delay must be a finite number of seconds in [0, 86400], got -1.0"),
+        (["--op-delay", "1e300"], "--op-delay must be a finite number of seconds in [0, 86400], got 1e+300"),
+        (["--fail-rate", "2"], "--fail-rate must be in [0, 1), got 2.0"),
         (["--offload-results-over=-5"], "--offload-results-over must be >= 0 bytes (leave it out: never), got -5"),
         (["--limit", "no_such_limit=1"], "--limit 'no_such_limit=1': the limits are"),  # argparse's usage, "rlnb:"
         (["--limit", "body_timeout=1e300"], "body_timeout must be an integer in [1, 86400]"),  # was taken
@@ -104,20 +107,23 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--port", "\uff18\uff10\uff10\uff10"], f"{PORT} '\uff18\uff10\uff10\uff10'"),  # fullwidth: listened on 8000
         (["--port", "\u0668\u0660\u0660\u0660"], f"{PORT} '\u0668\u0660\u0660\u0660'"),  # Arabic-Indic 8000
         (["--port", " 8000"], f"{PORT} ' 8000'"),
-        (["--port", "9" * 4000], f"{PORT} '{'9' * 37}...'"),  # 4000 digits, echoed whole
+        (["--port", "9" * 4000], f"{PORT} '{'9' * 40}'... (4000 characters)"),  # echoed whole
         (["--limit", "max_live_sessions=\uff18"], "max_live_sessions must be an integer in [1, "),  # taken as 8
-        (["--public-url", "ftp://x"], "public_url must start with http:// or https://"),
-        (["--public-url", "http://"], "public_url must name a host, such as"),  # every link read http:///v1/...
-        (["--public-url", "http://h:99999"], "public_url 'http://h:99999' is not a valid URL: Port out of range"),
-        (["--state-dir", "{file}"], "cannot keep the server's state in"),
-        (["--checkpoint-dir", "{file}"], "is a file: checkpoints go into a folder"),
-        (["--checkpoint-dir", "/proc/rlnb-ckpt"], "cannot hold checkpoints"),  # failed at each save
-        (["--device", "tpu"], "device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
-        (["--token="], "token is empty (an unset variable?)"),  # listened, then 401 to every key
+        (["--public-url", "ftp://x"], "--public-url must start with http:// or https://"),
+        (["--public-url", "http://"], "--public-url must name a host, such as"),  # every link read http:///v1/...
+        (["--public-url", "http://h:99999"], "--public-url 'http://h:99999' is not a valid URL: Port out of range"),
+        (["--state-dir", "{file}"], "rlnb serve: --state-dir: cannot keep the server's state in"),
+        (["--checkpoint-dir", "{file}"], "--checkpoint-dir '{file}' is a file: checkpoints go into a folder"),
+        (
+            ["--checkpoint-dir", "/proc/rlnb-ckpt"],
+            "--checkpoint-dir '/proc/rlnb-ckpt' cannot hold checkpoints",
+        ),  # failed at each save
+        (["--device", "tpu"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
+        (["--token="], "--token is empty (an unset variable?)"),  # listened, then 401 to every key
         (["--state-dir="], "--state-dir is empty (an unset variable?)"),  # registry and signing.key in the cwd
         (["--checkpoint-dir="], "--checkpoint-dir is empty (an unset variable?)"),  # ignored: a temporary folder
-        (["--token", "secret\n"], "token holds whitespace at position 6"),
-        (["--token", "k"], "token is 1 character(s) long: an API key has at least 8"),  # no client could send it
+        (["--token", "secret\n"], "--token holds whitespace at position 6"),
+        (["--token", "k"], "--token is 1 character(s) long: an API key has at least 8"),  # no client could send it
         (["--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),  # usage, "rlnb: error:"
         (
             ["--limit", "body_timeout=60", "--limit", "body_timeout=9"],  # the last was taken without a word
@@ -129,7 +135,7 @@ def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_
     (tmp_path / "file").write_text("not a folder")
     assert main(["serve", *(o.format(file=tmp_path / "file") for o in options)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("rlnb serve: ") and words in err and err.count("\n") == 1
+    assert err.startswith("rlnb serve: ") and words.format(file=tmp_path / "file") in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("under", ["", "sub"])
@@ -381,6 +387,20 @@ def test_serve_says_when_its_checkpoints_folder_cannot_be_removed_at_the_stop(tm
     assert f"rlnb serve: could not remove the checkpoints' temporary folder {scratch} (" in err
     assert "stuck.pt: Permission denied" in err
     shutil.rmtree(scratch)
+
+
+def test_a_long_limit_value_is_cut_as_every_message_cuts_one(capsys):
+    """``--limit NAME=VALUE`` cut the item to 97 characters and "..." but echoed a value that is no number whole (5,000
+    characters on one line); the CLI's options cut to 37 and "...", the server's messages to 40 and the length: one
+    rule now (``wire.shown``)."""
+    from rlnb import wire
+
+    value = "x" * 5000
+    assert main(["serve", "--limit", f"max_body_bytes={value}"]) == 2
+    err = capsys.readouterr().err
+    item = f"'max_body_bytes={'x' * 85}'... (5015 characters)"
+    assert err == f"rlnb serve: --limit {item}: {wire.shown(value)} is not a number\n"
+    assert wire.shown(value) == f"'{'x' * 40}'... (5000 characters)"
 
 
 def test_serve_with_an_empty_host_stops_rather_than_listen_on_every_interface(capsys):

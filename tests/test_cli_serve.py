@@ -116,3 +116,54 @@ def test_serve_names_what_its_stop_abandoned_and_how_each_ends(monkeypatch, caps
         "rlnb serve: abandoned forward-backward operation op-2 of session sess-3, unfinished when the stop gave up "
         "on it (FAILED)",
     ]
+
+
+REFUSED = {
+    "--host": ("", "--host is empty"),
+    "--port": ("70000", "--port must be 0-65535"),
+    "--token": ("k", "--token is 1 character(s) long"),
+    "--device": ("tpu", "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
+    "--op-delay": ("90000", "--op-delay must be a finite number of seconds in [0, 86400], got 90000.0"),
+    "--checkpoint-dir": ("{file}", "--checkpoint-dir '{file}' is a file: checkpoints go into a folder"),
+    "--fail-rate": ("2", "--fail-rate must be in [0, 1), got 2.0"),
+    "--model": ("x=/no/such/folder", "--model x: model '/no/such/folder' is neither a local directory nor"),
+    "--dtype": ("float16", "argument --dtype: invalid choice: 'float16'"),
+    "--offload-results-over": ("-5", "--offload-results-over must be >= 0 bytes"),
+    "--state-dir": ("{file}", "--state-dir: cannot keep the server's state in {file}"),
+    "--public-url": ("ftp://x", "--public-url must start with http:// or https://, got 'ftp://x'"),
+    "--limit": ("x=1", "--limit 'x=1': the limits are"),
+}
+"""A value each ``rlnb serve`` option refuses, and what the refusal says: its option first."""
+
+
+@pytest.mark.parametrize("option", sorted(REFUSED))
+def test_every_serve_option_refused_names_itself_as_typed(option, tmp_path, capsys):
+    """``--op-delay 90000`` was refused as ``op_delay must be ...``, and so were ``--fail-rate``, ``--public-url``,
+    ``--token``, ``--device`` and ``--checkpoint-dir`` (their settings' field names), ``--state-dir`` by its folder
+    alone and ``--model`` by its spec alone; every option that takes a value is here."""
+    import argparse
+
+    from rlnb.cli import serve
+
+    parser = argparse.ArgumentParser(prog="rlnb serve")
+    serve.arguments(parser)
+    assert {a.option_strings[-1] for a in parser._actions if a.option_strings and a.nargs != 0} == set(REFUSED)
+    (tmp_path / "file").write_text("not a folder")
+    value, said = (text.format(file=tmp_path / "file") for text in REFUSED[option])
+    try:
+        status = main(["serve", "--device", "cpu", option, value])
+    except SystemExit as exc:  # argparse's own refusal (a choice): its usage, then "argument --dtype: ..."
+        status = exc.code
+    err = capsys.readouterr().err
+    assert status == 2 and said in err
+    assert err.startswith(f"rlnb serve: {option}") or f"rlnb serve: error: {said}" in err
+
+
+def test_a_python_caller_of_the_server_sees_the_settings_field_names():
+    """``rlnb serve`` says its options; ``create_app`` (and ``ServerSettings``) the keywords a caller gave."""
+    from rlnb.server.app import create_app
+
+    given = {"op_delay": 90000, "fail_rate": 2, "token": "k", "device": "tpu", "public_url": "ftp://x"}
+    for field, value in given.items():
+        with pytest.raises(ValueError, match=f"^{field} "):
+            create_app(**{field: value})

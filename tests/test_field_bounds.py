@@ -3,12 +3,13 @@ as a bad optimizer field is, raised before anything is sent: pydantic's report t
 ``rlnb serve`` still parses request bodies with the wire models (its 400/422 answers: tests/server)."""
 
 import reprlib
+from typing import Annotated, Literal
 
 import httpx
 import numpy as np
 import pytest
 import torch
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 import rlnb
 from rlnb import samples, wire
@@ -120,3 +121,20 @@ def test_a_rule_is_read_from_the_models_metadata():
         k: wire.loss_params.Probability | None = None
 
     assert wire.field_rule(Narrow, ("k",), "less_than_equal") == f"must be a finite number, >= 0 and <= 1{UNSET}"
+
+
+def test_a_rule_says_the_fields_type_not_a_word_in_its_annotations_text():
+    """The kind was read from the annotation's text: "int" in a description ("a point's share"), in a literal
+    (``"int64"``) or a module's name (``rlnb.wire.checkpoints``) made a number "an integer"."""
+
+    class Probe(wire._Model):
+        share: Annotated[float, Field(ge=0, le=1, description="a point's share")] | None = None
+        flag: Annotated[bool, Field(description="print it")] | None = None
+        count: Annotated[int, Field(ge=1)] | None = None
+        dtype: Literal["int64", "float32"] = "float32"
+
+    assert wire.field_rule(Probe, ("share",), "float_type") == f"must be a finite number, >= 0 and <= 1{UNSET}"
+    assert wire.field_rule(Probe, ("flag",), "bool_type") == f"must be True or False{UNSET}"
+    assert wire.field_rule(Probe, ("count",), "int_type") == f"must be an integer (not a bool or float), >= 1{UNSET}"
+    assert wire.field_rule(Probe, ("dtype",), "literal_error") == "literal_error"  # no number: pydantic's own words
+    assert wire.field_rule(Probe, ("dtype",), "literal_error", "Input should be 'int64'") == "Input should be 'int64'"

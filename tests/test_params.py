@@ -406,6 +406,8 @@ def test_an_unknown_attribute_lists_the_fields_and_an_array_is_no_number():
             rlnb.AdamParams(learning_rate=array)
         with pytest.raises(ValueError, match=r"eps = .* is invalid: must be a finite number, > 0"):
             p.eps = array
+        with pytest.raises(ValueError, match=r"^MuonParams.adam.learning_rate = .* is invalid: must be a finite num"):
+            rlnb.MuonParams(adam={"learning_rate": array})  # guard: one array check (wire.arrays) for both levels
     assert rlnb.AdamParams(learning_rate=torch.tensor(0.5)).learning_rate == 0.5  # a 0-d tensor is its number
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb._options import is_integer, user_path
-from rlnb.cli.options import shown
+from rlnb._shown import shown
 
 _ADAM: dict[str, Any] = {
     "learning_rate": 2e-3,
@@ -100,13 +100,13 @@ class DemoOptions:
             except OverflowError:
                 value = math.inf
             if not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"--lr must be a finite number > 0, got {shown(repr(lr))}")
+                raise ValueError(f"--lr must be a finite number > 0, got {shown(lr)}")
             self._keep("lr", value)
         lowest, highest = seed_range(self.steps)
         if not is_integer(self.seed) or not lowest <= self.seed <= highest:
             raise ValueError(f"--seed must be in [{lowest}, {highest}] for {self.steps} steps, got {self.seed!r}")
         self._keep("seed", int(self.seed))
-        check_device(self.device)  # "meta" trained a session whose every operation failed, then a traceback
+        check_device(self.device, "--device")  # "meta" trained a session whose every operation failed, then a traceback
         try:
             self._keep("threads", check_threads(self.threads))
         except ValueError:

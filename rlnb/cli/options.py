@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import re
 
+from rlnb._shown import shown
+
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 MAX_DIGITS = 40
@@ -22,16 +24,11 @@ def ascii_integer(text: str) -> int:
     otherwise, ``TooLong`` for too many). ``int`` also reads other scripts' digits ('８０００', '٨٠٠٠'), underscores and
     spaces around it: ``--port ８０００`` listened on 8000."""
     if not _INTEGER.fullmatch(text):
-        raise ValueError(f"not an integer in ASCII digits 0-9: {shown(text)!r}")
+        raise ValueError(f"not an integer in ASCII digits 0-9: {shown(text)}")
     if len(text.lstrip("+-")) > MAX_DIGITS:
         raise TooLong(f"must be an integer of at most {MAX_DIGITS} digits (each option's range fits in 20), got one of "
-                      f"{len(text.lstrip('+-'))} digits: {shown(text)!r}")  # fmt: skip
+                      f"{len(text.lstrip('+-'))} digits: {shown(text)}")  # fmt: skip
     return int(text)
-
-
-def shown(text: str) -> str:
-    """``text`` as an error message repeats it: its first 37 characters and "..." past 40."""
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def ascii_number(text: str) -> float:
@@ -39,7 +36,7 @@ def ascii_number(text: str) -> float:
     ``float`` reads other scripts' digits too ('１.５' was 1.5), and "_" between digits and spaces around, as ``int``
     does (``--lr 1_0e-3`` trained at 0.01). ``inf`` and ``nan`` are taken: each option's range check refuses them."""
     if not _NUMBER.fullmatch(text):
-        raise ValueError(f"not a number in ASCII digits 0-9: {shown(text)!r}")
+        raise ValueError(f"not a number in ASCII digits 0-9: {shown(text)}")
     return float(text)
 
 
@@ -51,7 +48,7 @@ def integer(text: str) -> int:
     except TooLong as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer in ASCII digits 0-9, got {shown(text)!r}") from None
+        raise argparse.ArgumentTypeError(f"must be an integer in ASCII digits 0-9, got {shown(text)}") from None
 
 
 def number(text: str) -> float:
@@ -59,7 +56,7 @@ def number(text: str) -> float:
     try:
         return ascii_number(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in ASCII digits 0-9, got {shown(text)!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a number in ASCII digits 0-9, got {shown(text)}") from None
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:

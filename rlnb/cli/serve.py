@@ -20,7 +20,7 @@ from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, exit_with_stdin_argument, integer, number
 from rlnb.cli.output import quiet, say
 from rlnb.cli.parent import exit_with_stdin
-from rlnb.cli.serve_checks import TOKEN_ENV, checked
+from rlnb.cli.serve_checks import TOKEN_ENV, as_option, checked
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
@@ -191,7 +191,8 @@ def _serve_app(
     # A setting out of range; a state directory that is locked, is a file, or has a bad signing key.
     except (ValueError, StateDirError) as exc:
         sock.close()
-        print(f"rlnb serve: {exc}", file=sys.stderr)
+        said = f"--state-dir: {exc}" if isinstance(exc, StateDirError) else as_option(str(exc))
+        print(f"rlnb serve: {said}", file=sys.stderr)
         return 2, False
     except BaseException:  # Ctrl-C or SIGTERM during a model's load: the port is let go at once
         sock.close()

@@ -6,15 +6,40 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from rlnb._options import refuse_dangling_link
-from rlnb.cli.options import ascii_integer, shown
+from rlnb._shown import shown
+from rlnb.cli.options import ascii_integer
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
 """The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
 user of the machine reads (``ps``, ``/proc/PID/cmdline``); the environment only its owner."""
+
+
+SETTING_FLAGS: Final = {
+    "token": "--token",
+    "device": "--device",
+    "op_delay": "--op-delay",
+    "fail_rate": "--fail-rate",
+    "checkpoint_dir": "--checkpoint-dir",
+    "public_url": "--public-url",
+}
+"""The ``ServerSettings`` fields whose own checks refuse what an ``rlnb serve`` option gave, each with its option: a
+setting's error names the field, a Python caller's word for it (``create_app(op_delay=...)``), and ``rlnb serve`` says
+the option instead (it said ``op_delay must be ...`` to a user who typed ``--op-delay``). The other options are checked
+naming themselves before the settings are made (``checked``); a state directory's errors are the registry's."""
+
+
+def as_option(message: str) -> str:
+    """A setting's error (``op_delay must be ...``, ``device='cuda' but ...``: each names its field first) with that
+    field said as its ``rlnb serve`` option; any other message as it is."""
+    field = re.match(r"[a-z_]+\b", message)
+    if field is None or field.group() not in SETTING_FLAGS:
+        return message
+    return SETTING_FLAGS[field.group()] + message[field.end() :]
 
 
 def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
@@ -48,7 +73,7 @@ def _port(text: str) -> int:
     try:
         port = ascii_integer(text)
     except ValueError:
-        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {shown(text)!r}") from None
+        raise ValueError(f"--port must be an integer in 0-65535 (0: any free port), got {shown(text)}") from None
     if not 0 <= port <= 65535:
         raise ValueError(f"--port must be 0-65535 (0: any free port), got {port}")
     return port
@@ -75,6 +100,11 @@ def _served_models(options: list[str]) -> dict[str, str]:
         name, spec = parse_model_option(option)
         if name in models:
             raise ValueError(f"--model {name}: the name is already served")  # was argparse's usage and "rlnb:"
-        model_info(spec)
+        try:
+            model_info(spec)
+        except ImportError as exc:  # its libraries are missing: the message names the pip install
+            raise ImportError(f"--model {name}: {exc}") from None
+        except ValueError as exc:  # "model 'x' is neither a local directory nor ...": which option, and which name
+            raise ValueError(f"--model {name}: {exc}") from None
         models[name] = spec
     return models

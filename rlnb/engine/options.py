@@ -69,11 +69,12 @@ SEED_RANGE = (-(2**63), 2**63 - 1)
 """What a seed may be: torch's generators take any int64."""
 
 
-def check_device(device: object) -> torch.device | None:
+def check_device(device: object, name: str = "device") -> torch.device | None:
     """``device`` as torch names it (None for ``"auto"``), or a ``ValueError`` naming it: ``"tpu"`` was refused
     only once ``connect`` ran. Only the CPU and CUDA are taken: torch parses more names, and ``"meta"`` opened a
     session whose every operation failed INTERNAL_ERROR, ``"mps"``, ``"xpu"``, ``"hpu"`` raised torch's own errors.
-    Whether CUDA is there is checked when the session starts."""
+    Whether CUDA is there is checked when the session starts. ``name``: the option said (``rlnb demo``'s
+    ``--device``)."""
     if str(device) == "auto":
         return None
     try:
@@ -81,7 +82,7 @@ def check_device(device: object) -> torch.device | None:
     except (RuntimeError, TypeError):  # device=None: torch's "invalid combination of arguments"
         resolved = None
     if resolved is None or resolved.type not in DEVICE_TYPES:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+        raise ValueError(f"{name} must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return resolved
 
 

@@ -5,7 +5,7 @@ torch's) taken as the Python numbers they hold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,19 +24,24 @@ def plain(value: Any) -> Any:
 
 
 def refuse_arrays(model: Any, data: Mapping[str, Any]) -> None:
-    """An array is no number, whatever its size: torch's ``tensor([0.1])`` was taken as 0.1 (pydantic calls its
-    ``__float__``) while numpy's ``array([0.1])`` was refused."""
-    arrays = [(k, v) for k, v in data.items() if getattr(v, "shape", ()) != () and k in model.model_fields]
-    if arrays:
-        raise InvalidParams(model.__name__, [(k, v, wire.field_rule(model, (k,), "float_type")) for k, v in arrays])
+    """An array is no number, whatever its size (``wire.arrays``, a nested params dict's too): torch's
+    ``tensor([0.1])`` was taken as 0.1 (pydantic calls its ``__float__``) while numpy's ``array([0.1])`` was refused."""
+    refused = wire.arrays(model, data)
+    if refused:
+        raise _said(model, refused)
 
 
 def invalid(model: Any, exc: ValidationError) -> InvalidParams:
-    errors = [
+    return _said(model, exc.errors())
+
+
+def _said(model: Any, errors: Iterable[Mapping[str, Any]]) -> InvalidParams:
+    """``errors`` (pydantic's shape) as one ``InvalidParams``, each field's rule in words."""
+    said = [
         (".".join(str(p) for p in e["loc"]), e.get("input"), wire.field_rule(model, e["loc"], e["type"]))
-        for e in exc.errors()
+        for e in errors
     ]
-    return InvalidParams(model.__name__, errors)
+    return InvalidParams(model.__name__, said)
 
 
 def unwrapped(model: Any, exc: ValidationError) -> Exception:

@@ -107,9 +107,9 @@ def check_adam_clip(params: wire.MuonParams | None, owner: str) -> None:
     Muon step uses: one global norm over all parameters, Muon's own ``grad_clip_norm`` (unset: 1.0). The nested one
     was taken and never read, so ``adam=AdamParams(grad_clip_norm=0.01)`` clipped nothing, in silence. The same value
     (or none) is taken: AdamW's params reused for Muon's ``adam`` carry one."""
-    adam = params.adam if params is not None else None
-    if adam is None or adam.grad_clip_norm is None or params is None:
+    if params is None or params.adam is None or params.adam.grad_clip_norm is None:
         return
+    adam = params.adam
     clip = params.grad_clip_norm if params.grad_clip_norm is not None else MUON_DEFAULTS["grad_clip_norm"]
     if adam.grad_clip_norm != clip:
         said = (

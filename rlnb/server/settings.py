@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from rlnb import _secrets, wire
 from rlnb._options import A_DAY, check_seconds, refuse_dangling_link, set_int
+from rlnb._shown import shown
 
 MAX_LIST_LIMIT = wire.LIST_LIMIT_MAX
 """Largest ``limit`` of a list request (the API's bound, as the client checks it)."""
@@ -166,20 +167,20 @@ def parse_limits(items: list[str]) -> dict[str, int]:
     limits = {}
     for item in items:
         name, _, value = item.partition("=")
-        item = item if len(item) <= 100 else item[:97] + "..."  # as said: 500 digits would fill the terminal
+        said = shown(item, 100)  # 500 digits would fill the terminal
         if name not in LIMITS:
-            raise ValueError(f"--limit {item!r}: the limits are {', '.join(LIMITS)}")
+            raise ValueError(f"--limit {said}: the limits are {', '.join(LIMITS)}")
         if not value.isascii():  # int and float read other scripts' digits too: '１e8' was 1e8
-            raise ValueError(f"--limit {item!r}: {name} must be an integer in [1, {LIMITS[name]}], in ASCII digits 0-9")
+            raise ValueError(f"--limit {said}: {name} must be an integer in [1, {LIMITS[name]}], in ASCII digits 0-9")
         try:
             number: float = int(value)  # exactly, past a float's 53 bits
         except ValueError:
             try:
                 number = float(value)
             except ValueError:
-                raise ValueError(f"--limit {item!r}: {value!r} is not a number") from None
+                raise ValueError(f"--limit {said}: {shown(value)} is not a number") from None
         if not (1 <= number <= LIMITS[name] and float(number).is_integer()):  # NaN: no comparison holds
-            raise ValueError(f"--limit {item!r}: {name} must be an integer in [1, {LIMITS[name]}]")
+            raise ValueError(f"--limit {said}: {name} must be an integer in [1, {LIMITS[name]}]")
         limits[name] = int(number)
     return limits
 

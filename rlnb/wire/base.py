@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterable
 from enum import Enum
 from typing import Annotated, Any, Final
@@ -24,6 +25,8 @@ from pydantic import (
     WithJsonSchema,
 )
 from pydantic_core import core_schema
+
+from rlnb._shown import shown
 
 __all__ = [
     "FROM_SERVER",
@@ -47,16 +50,6 @@ __all__ = [
     "non_finite",
     "shown",
 ]
-
-
-def shown(text: object, limit: int = 40) -> str:
-    """``text`` quoted for an error message, cut to ``limit`` characters: a 5,000-digit int64 string came back
-    whole in the 400's message (as would a megabyte), and so did an 8 KB id in a 404's. Any other value is shown as
-    its repr, cut alike (a list of 10,000 learning rates made a 70 KB ``InvalidParams``)."""
-    if not isinstance(text, str):
-        said = repr(text)
-        return said if len(said) <= limit else f"{said[:limit]}... ({len(said)} characters)"
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 _DECIMAL: Final = re.compile(r"\s*-?[0-9]+\s*", re.ASCII)
@@ -83,14 +76,16 @@ def _int64(value: Any) -> Any:
 
 
 def _a_bool(value: Any) -> bool:
-    """Whether ``value`` is a bool, numpy's or torch's scalar one too: neither is an ``int``, and pydantic read
-    ``np.True_`` as token 1."""
+    """Whether ``value`` is a bool, numpy's or torch's scalar one too (``np.True_``, a 0-d array or tensor of bools):
+    neither is an ``int``, and pydantic read ``np.True_`` as token 1. Told by type and dtype, never by calling the
+    value: any object with a ``shape`` of ``()`` had its ``item()`` called, whose exception escaped the field's error
+    (and whose hang hung the check). Either library is looked up only if it is loaded: a value of it means it is."""
     if isinstance(value, bool):
         return True
-    if isinstance(value, int | float | str) or getattr(value, "shape", None) != ():
-        return False
-    item = getattr(value, "item", None)
-    return callable(item) and isinstance(item(), bool)
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    if np is not None and isinstance(value, np.generic | np.ndarray):
+        return value.ndim == 0 and value.dtype == np.bool_
+    return torch is not None and isinstance(value, torch.Tensor) and value.ndim == 0 and value.dtype == torch.bool
 
 
 AS_INTS: Final = {"int64": "int"}

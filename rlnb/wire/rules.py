@@ -5,7 +5,9 @@ several lines per field, with its link."""
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Iterable, Mapping
+import types
+import typing
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from annotated_types import Ge, Gt, Le, Lt
@@ -14,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from rlnb.wire.base import _Model
 
-__all__ = ["field_rule", "one_line", "validated"]
+__all__ = ["arrays", "field_rule", "one_line", "validated"]
 
 M = TypeVar("M", bound=_Model)
 
@@ -40,18 +42,36 @@ def field_rule(model: type[_Model], loc: tuple[Any, ...], err_type: str, msg: st
             return f"must be {sub.__name__} or a dict of its fields ({', '.join(sub.model_fields)}); or unset"
     if field is None or (msg and err_type not in SCALAR_ERRORS):
         return msg or err_type
+    kind = _kind(field.annotation)
+    if kind is None:  # a field that holds no number (a literal, a list): pydantic's words
+        return msg or err_type
     lo, hi = (bound_text(b) for b in bounds(field))
-    text = str(field.annotation)
-    kind = (
-        "True or False"
-        if "bool" in text
-        else "an integer (not a bool or float)"
-        if "int" in text
-        else ("a finite number")
-    )
     rng = " and ".join(b for b in (lo, hi) if b)
     unset = "" if field.is_required() else "; or unset for the default"  # DRO's beta has no default
     return f"must be {kind}" + (f", {rng}" if rng else "") + unset
+
+
+_KINDS = ((bool, "True or False"), (int, "an integer (not a bool or float)"), (float, "a finite number"))
+
+
+def _kind(annotation: Any) -> str | None:
+    """The number (or flag) a field holds, in words, from its type (through ``Annotated`` and ``| None``); None for
+    any other type. It was read from the annotation's text: a type of ``rlnb.wire.checkpoints`` (check-*int*-s), a
+    ``Literal["int64", ...]`` or a description saying "point" in its metadata was "an integer"."""
+    held = set(_types(annotation))
+    return next((said for kind, said in _KINDS if kind in held), None)
+
+
+def _types(annotation: Any) -> Iterator[Any]:
+    """The types an annotation allows: ``Annotated[float, ...] | None`` is float and None."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        yield from _types(typing.get_args(annotation)[0])
+    elif origin is typing.Union or origin is types.UnionType:
+        for arg in typing.get_args(annotation):
+            yield from _types(arg)
+    else:
+        yield annotation
 
 
 def bounds(field: FieldInfo) -> tuple[Ge | Gt | None, Le | Lt | None]:
@@ -96,16 +116,16 @@ def _said(owner: str, model: type[_Model], errors: Iterable[Mapping[str, Any]], 
     return "; ".join(parts)
 
 
-def _arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """An error (pydantic's shape) for each array among ``data``'s fields, a params object's (a dict) too: an array is
     no number, whatever its size. pydantic took torch's ``tensor([0.5])`` as 0.5 (its ``__float__``) where numpy's
-    ``array([0.5])`` was refused, and an optimizer field refuses both (``rlnb.params``)."""
+    ``array([0.5])`` was refused. The one array check: ``validated``'s, and ``rlnb.params``' (``refuse_arrays``)."""
     out: list[dict[str, Any]] = []
     for key, value in data.items():
         field = model.model_fields.get(str(key))
         sub = _params_model(field) if field is not None else None
         if sub is not None and isinstance(value, Mapping):
-            out += _arrays(sub, value, (*loc, str(key)))
+            out += arrays(sub, value, (*loc, str(key)))
         elif field is not None and getattr(value, "shape", ()) != ():
             out.append({"loc": (*loc, str(key)), "input": value, "type": "float_type"})
     return out
@@ -114,10 +134,10 @@ def _arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] =
 def validated(model: type[M], data: dict[str, Any], owner: str, skip: int = 0) -> M:
     """``model`` of ``data``; a bad field a ``ValueError`` of one line (``one_line``), as a bad optimizer field is said,
     where pydantic's report took three lines and a link per field. An array is refused as an optimizer field refuses
-    it, whatever its size (``_arrays``)."""
-    arrays = _arrays(model, data)
-    if arrays:
-        raise ValueError(_said(owner, model, arrays, skip))
+    it, whatever its size (``arrays``)."""
+    refused = arrays(model, data)
+    if refused:
+        raise ValueError(_said(owner, model, refused, skip))
     try:
         return model.model_validate(data)
     except ValidationError as exc:
