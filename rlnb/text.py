@@ -124,7 +124,7 @@ class TokenizerCodec:
         try:  # transformers' render, by rlnb: what it raises, transformers' raises
             done = rendered(self.tokenizer, listed, add_generation_prompt)
         except Exception as exc:
-            raise TemplateRefused(_refusal(exc)[:500]) from exc
+            raise TemplateRefused((_refusal(exc) + _nones(listed))[:500]) from exc
         if done is None or (not done.missing and not renders_as_transformers(self.tokenizer)):
             try:
                 out = self.tokenizer.apply_chat_template(listed, add_generation_prompt=add_generation_prompt,
@@ -134,16 +134,20 @@ class TokenizerCodec:
                 raise TemplateRefused(f"the chat template refused these messages: {said}"[:500]) from exc
         if done is not None and done.missing:
             name = getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
-            dropped = any(v is None for m in listed for v in m.values())
             raise TemplateRefused(
                 f"the chat template of {name!r} prints a value these messages do not give ({done.missing}), which "
-                f"transformers would print as nothing{' (it leaves out a field that is None)' if dropped else ''}: "
+                f"transformers would print as nothing{_nones(listed)}: "
                 "give it, or make the template test it first ({% if ... is defined %})"[:500]
             )
         if done is not None and renders_as_transformers(self.tokenizer):  # the text rendered once: its tokens
             out = self.tokenizer(done.text, padding=False, truncation=False, max_length=None, add_special_tokens=False)
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
+
+
+def _nones(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Why a field the messages hold may be missing to the template: transformers leaves out one that is None."""
+    return " (transformers leaves out a field that is None)" if any(None in m.values() for m in messages) else ""
 
 
 def _refusal(exc: Exception) -> str:

@@ -122,7 +122,10 @@ def test_a_conversation_renders_once_to_transformers_own_tokens(tokenizer, messa
       [{"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]}], r"prints a value .*attribute 'id'\)"),
      (PER_MESSAGE.replace("{{ m['content'] }}", "{{ m.content }}"),
       [{"role": "assistant", "content": None, "tool_calls": [TOOL_CALL]}],
-      r"attribute 'content'\), which transformers would print as nothing \(it leaves out a field that is None\)"),
+      r"attribute 'content'\), which transformers would print as nothing \(transformers leaves out a field that"),
+     ("{% for m in messages %}{{ m.content.strip() }}{% endfor %}",
+      [{"role": "user", "content": None, "tool_calls": [TOOL_CALL]}],
+      r"uses a value .*attribute 'content' \(transformers leaves out a field that is None\)$"),
      ("{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}",
       [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "what?"}]}], r"attribute 'text'\)"),
      ("{% if messages[0].role == 'system' %}{{ raise_exception('System role not\n  supported') }}{% endif %}",
@@ -135,8 +138,8 @@ def test_a_conversation_renders_once_to_transformers_own_tokens(tokenizer, messa
       r"could not render these messages: TypeError: can only concatenate str"),
      ("{% for m in messages %}{% set y %}{{ m.name }}{% endset %}{{ m.content }}{% endfor %}",
       [{"role": "user", "content": "x"}], r"prints a value .*attribute 'name'\)")],
-    ids=["tool-call-field", "content-none", "image-part-text", "raise_exception", "assistant-last", "undefined-index",
-         "type-error", "set-block"],
+    ids=["tool-call-field", "content-none", "content-none-used", "image-part-text", "raise_exception", "assistant-last",
+         "undefined-index", "type-error", "set-block"],
 )  # fmt: skip
 def test_a_conversation_the_template_cannot_render_as_written_is_one_line_naming_why(tokenizer, template, messages,
                                                                                      said):  # fmt: skip
