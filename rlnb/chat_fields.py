@@ -8,10 +8,11 @@ from __future__ import annotations
 import contextvars
 import functools
 import importlib
+import sys
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
@@ -124,6 +125,25 @@ def renders_as_transformers(tokenizer: Any) -> bool:
     from transformers import PreTrainedTokenizerBase
 
     return getattr(type(tokenizer), "apply_chat_template", None) is PreTrainedTokenizerBase.apply_chat_template
+
+
+def nones(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Why a field the messages hold may be missing to the template: transformers leaves out one that is None."""
+    dropped = any(v is None for m in messages for v in m.values())  # not `None in`: an array's == is no bool
+    return " (transformers leaves out a field that is None)" if dropped else ""
+
+
+def refusal(exc: Exception, messages: Sequence[Mapping[str, Any]]) -> str:
+    """What a template's render raised, on one line: its ``raise_exception``'s words, a value it uses that the
+    messages do not give (``m.name[0]``), or any other error with its type; and ``nones``."""
+    jinja2 = sys.modules.get("jinja2")  # not imported: not a template's error
+    if jinja2 is not None and isinstance(exc, jinja2.UndefinedError):
+        said = f"the chat template uses a value these messages do not give: {exc}"
+    elif jinja2 is not None and isinstance(exc, jinja2.TemplateError):
+        said = f"the chat template refused these messages: {exc}"
+    else:
+        said = f"the chat template could not render these messages: {type(exc).__name__}: {exc}"
+    return " ".join(said.split()) + nones(messages)
 
 
 def _render(template: Any, chat: list[Any], specials: dict[str, Any], generation: bool, source: str) -> Rendered:

@@ -8,12 +8,11 @@ it asks which kind of model it is talking to.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 from rlnb._options import is_integer
-from rlnb.chat_fields import rendered, renders_as_transformers
+from rlnb.chat_fields import nones, refusal, rendered, renders_as_transformers
 from rlnb.prompts import a_type, check_messages, check_text
 from rlnb.wire.lists import only
 
@@ -124,7 +123,7 @@ class TokenizerCodec:
         try:  # transformers' render, by rlnb: what it raises, transformers' raises
             done = rendered(self.tokenizer, listed, add_generation_prompt)
         except Exception as exc:
-            raise TemplateRefused((_refusal(exc) + _nones(listed))[:500]) from exc
+            raise TemplateRefused(refusal(exc, listed)[:500]) from exc
         if done is None or (not done.missing and not renders_as_transformers(self.tokenizer)):
             try:
                 out = self.tokenizer.apply_chat_template(listed, add_generation_prompt=add_generation_prompt,
@@ -136,31 +135,13 @@ class TokenizerCodec:
             name = getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
             raise TemplateRefused(
                 f"the chat template of {name!r} prints a value these messages do not give ({done.missing}), which "
-                f"transformers would print as nothing{_nones(listed)}: "
+                f"transformers would print as nothing{nones(listed)}: "
                 "give it, or make the template test it first ({% if ... is defined %})"[:500]
             )
         if done is not None and renders_as_transformers(self.tokenizer):  # the text rendered once: its tokens
             out = self.tokenizer(done.text, padding=False, truncation=False, max_length=None, add_special_tokens=False)
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
-
-
-def _nones(messages: Sequence[Mapping[str, Any]]) -> str:
-    """Why a field the messages hold may be missing to the template: transformers leaves out one that is None."""
-    return " (transformers leaves out a field that is None)" if any(None in m.values() for m in messages) else ""
-
-
-def _refusal(exc: Exception) -> str:
-    """What a template's render raised, on one line: its ``raise_exception``'s words, a value it uses that the
-    messages do not give (``m.name[0]``), or any other error with its type."""
-    jinja2 = sys.modules.get("jinja2")  # not imported: not a template's error
-    if jinja2 is not None and isinstance(exc, jinja2.UndefinedError):
-        said = f"the chat template uses a value these messages do not give: {exc}"
-    elif jinja2 is not None and isinstance(exc, jinja2.TemplateError):
-        said = f"the chat template refused these messages: {exc}"
-    else:
-        said = f"the chat template could not render these messages: {type(exc).__name__}: {exc}"
-    return " ".join(said.split())
 
 
 def _known_runs(tokens: Sequence[int], size: int | None) -> list[list[int] | None]:
