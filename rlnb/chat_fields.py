@@ -1,42 +1,53 @@
 """A chat template that prints a field the messages do not give: transformers prints it as nothing (a prompt no one
-wrote, sampled and trained on without a word); ``missing_printed`` names it, for ``TokenizerCodec.chat`` to refuse.
+wrote, sampled and trained on without a word). ``rendered`` renders the messages once, as transformers does, and
+names such a field, for ``TokenizerCodec.chat`` to refuse; its text is the prompt's.
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools
-import json
+import importlib
+import sys
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 """A tokenizer's own tokens a template may print: one it lacks (Qwen's BOS) is the tokenizer's design, not a field
 the messages forgot, and prints as nothing, as in transformers."""
 PRIVATE_USE = range(0xF0000, 0x110000)
-"""Planes 15 and 16: a missing value turned into text is one of these (one per value) that no message, special token
-or the template holds, so only one that reaches the rendered prompt is refused; ``|string``, ``~`` or ``|lower`` kept
-for a test are not."""
+"""Planes 15 and 16: where a ``{{ ... }}`` turned a missing value into text, it is evaluated again with that text one
+of these (one per value) that no message, special token or the template holds; the value is named only if the
+character then reaches what it prints. ``{% if m.name|string %}`` and ``|length`` print no text of it."""
 CHECKED = 256
-"""Checks kept, per template, messages and generation prompt: RL samples the same prompts each step, and each check
-is a render of its own."""
+"""Renders kept, per template, special tokens, messages and generation prompt: RL samples the same prompts each
+step, and a prompt seen before is not rendered again."""
 _marks: contextvars.ContextVar[_Marks] = contextvars.ContextVar("rlnb_chat_fields_marks")
-_checked: OrderedDict[Any, str | None] = OrderedDict()
+_checked: OrderedDict[Any, Rendered] = OrderedDict()
 _checked_lock = threading.Lock()
 
 
-class _Marks:
-    """One render's markers: a private-use character for each missing value turned into text (``marking``), none
-    that ``taken`` holds; and what each ``{{ ... }}`` printed, its markers left out, or the missing value it printed
-    as it is."""
+class Rendered(NamedTuple):
+    """A chat prompt rendered as transformers renders it: its text, and the first value the template printed that
+    the messages do not give (jinja's words), or None."""
 
-    def __init__(self, taken: str, marking: bool) -> None:
-        self.marking = marking
+    text: str
+    missing: str | None
+
+
+class _Marks:
+    """One render's findings: missing values turned into text (``stringified``), and those printed (``found``);
+    ``marking`` while a ``{{ ... }}`` that stringified one is evaluated again, its text a private-use character that
+    ``taken`` does not hold."""
+
+    def __init__(self, taken: str) -> None:
+        self.marking = False
+        self.stringified = 0
+        self.found: list[str] = []
         self.names: dict[str, str] = {}  # the value's message (jinja's words) -> its marker
-        self.printed: list[tuple[str, str]] = []  # ("text", what it printed) or ("missing", the value's message)
         held = set(taken)
         self._free = (c for c in map(chr, PRIVATE_USE) if c not in held)
 
@@ -50,31 +61,56 @@ class _Marks:
             self.names[name] = free
         return self.names[name]
 
-    def unmarked(self, text: str) -> str:
-        return "".join(c for c in text if c not in self.names.values())
+    def printed(self, evaluate: Callable[[], Any]) -> Any:
+        """A ``{{ ... }}``'s value, as transformers evaluates it; a missing value it prints, as it is or as part of
+        its text, noted in ``found``."""
+        import jinja2
+
+        if self.marking:  # a macro's output inside a ``{{ ... }}`` evaluated again
+            return evaluate()
+        before = self.stringified
+        value = evaluate()
+        if isinstance(value, jinja2.Undefined):
+            if not _exempt(value):
+                self.found.append(value._undefined_message)
+            return value
+        if self.stringified == before:
+            return value
+        self.marking = True
+        try:
+            again = str(evaluate())
+        except Exception:  # noqa: BLE001 - another branch inside the expression: what it prints is unknown, not named
+            return value
+        finally:
+            self.marking = False
+        marked = [name for name, mark in self.names.items() if mark in again]
+        if marked and "".join(c for c in again if c not in self.names.values()) == str(value):
+            self.found.append(marked[0])  # the same text but for the markers: they are where the value printed
+        return value
 
 
-def missing_printed(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> str | None:
-    """What the chat template prints that ``messages`` do not give (jinja's words), or None: transformers prints it
-    as nothing. Remembered per template, messages and generation prompt (the same prompt is checked once)."""
+def rendered(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> Rendered | None:
+    """``messages`` rendered by ``tokenizer``'s chat template as ``apply_chat_template`` renders them, with the value
+    it prints that they do not give; None for a tokenizer not of transformers, or a transformers without the private
+    helpers this builds on (warned once). What the render raises, transformers' render raises too. Kept for the last
+    ``CHECKED`` prompts (a template reading the clock, ``strftime_now``, never)."""
     try:
         source = tokenizer.get_chat_template()
-        specials = {**dict.fromkeys(SPECIAL_TOKENS, ""), **tokenizer.special_tokens_map}
+        specials = dict(tokenizer.special_tokens_map)
     except Exception:  # noqa: BLE001 - a tokenizer not of transformers: its own apply_chat_template runs next and
         return None  # raises what it raises
-    if not isinstance(source, str):
+    helpers = _helpers()
+    if not isinstance(source, str) or helpers is None or not messages:
         return None
-    try:  # a template that reads the clock (strftime_now) may print another thing tomorrow: not kept
-        key = (
-            None if "strftime_now" in source else (source, _frozen(specials), _frozen(messages), add_generation_prompt)
-        )
-    except TypeError:  # a value in the messages that is not plain data: checked each time
-        key = None
+    compile_, normalize, plain, alias = helpers
+    chat = alias(plain(normalize(list(messages))))  # what transformers' template sees: None dropped, objects as text
+    specials = plain(specials)
+    key = None if "strftime_now" in source else (source, _frozen(specials), _frozen(chat), add_generation_prompt)
     with _checked_lock:
         if key is not None and key in _checked:
             _checked.move_to_end(key)
             return _checked[key]
-    found = _check(source, specials, messages, add_generation_prompt)
+    found = _render(_marked_template(source, compile_), chat, specials, add_generation_prompt, source)
     if key is not None:
         with _checked_lock:
             _checked[key] = found
@@ -83,124 +119,139 @@ def missing_printed(tokenizer: Any, messages: Sequence[dict[str, Any]], add_gene
     return found
 
 
-def _check(source: str, specials: dict[str, Any], messages: Sequence[dict[str, Any]], generation: bool) -> str | None:
-    """A render in transformers' environment where a missing value is still false, empty and not defined, and its
-    text a marker. A marker in the prompt is refused if that render took transformers' path (its text without the
-    markers, and each ``{{ ... }}``'s, is transformers'); where a missing value's text was compared and took
-    another, transformers' own render is refused only where it prints a missing value as it is. Any other failure
-    is left to transformers' render, which says why."""
-    import jinja2
+def renders_as_transformers(tokenizer: Any) -> bool:
+    """Whether ``tokenizer``'s ``apply_chat_template`` is transformers' own, whose render ``rendered`` is (not a
+    subclass's, whose tokens only it knows)."""
+    from transformers import PreTrainedTokenizerBase
 
-    try:
-        held = json.dumps([messages, specials], ensure_ascii=False, default=str)
-    except (TypeError, ValueError):  # a tuple as a key, an int of 5,000 digits: what jinja renders as it is
-        held = "".join(_texts([messages, specials], set()))
-    taken = held + source
-    marks, plain = _Marks(taken, marking=True), _Marks(taken, marking=False)
-    try:
-        template = _strict_template(source)
-        if template is None:
-            return None
-        text = _render(template, marks, specials, messages, generation)
-        printed = [name for name, mark in marks.names.items() if mark in text]
-        if not printed:
-            return None
-        if (marks.unmarked(text), marks.printed) == (_render(template, plain, specials, messages, generation),
-                                                     plain.printed):  # fmt: skip
-            return printed[0]  # transformers' path: the markers are where transformers prints nothing
-        return next((name for kind, name in plain.printed if kind == "missing"), None)
-    except jinja2.UndefinedError as exc:  # used as more than text: ``m.name[0]``, ``m.name.first``
-        return str(exc)
-    except Exception:  # noqa: BLE001 - a template that does not compile, raise_exception(...): apply_chat_template
-        return None  # runs next and raises what it raises
+    return getattr(type(tokenizer), "apply_chat_template", None) is PreTrainedTokenizerBase.apply_chat_template
 
 
-def _render(template: Any, marks: _Marks, specials: dict[str, Any], messages: Any, generation: bool) -> str:
-    """``template``'s text with ``marks`` in force."""
+def nones(messages: Sequence[Mapping[str, Any]]) -> str:
+    """Why a field the messages hold may be missing to the template: transformers leaves out one that is None."""
+    dropped = any(v is None for m in messages for v in m.values())  # not `None in`: an array's == is no bool
+    return " (transformers leaves out a field that is None)" if dropped else ""
+
+
+def refusal(exc: Exception, messages: Sequence[Mapping[str, Any]]) -> str:
+    """What a template's render raised, on one line: its ``raise_exception``'s words, a value it uses that the
+    messages do not give (``m.name[0]``), or any other error with its type; and ``nones``."""
+    jinja2 = sys.modules.get("jinja2")  # not imported: not a template's error
+    if jinja2 is not None and isinstance(exc, jinja2.UndefinedError):
+        said = f"the chat template uses a value these messages do not give: {exc}"
+    elif jinja2 is not None and isinstance(exc, jinja2.TemplateError):
+        said = f"the chat template refused these messages: {exc}"
+    else:
+        said = f"the chat template could not render these messages: {type(exc).__name__}: {exc}"
+    return " ".join(said.split()) + nones(messages)
+
+
+def _render(template: Any, chat: list[Any], specials: dict[str, Any], generation: bool, source: str) -> Rendered:
+    """``template``'s text for ``chat``, and the first missing value printed."""
+    marks = _Marks("".join(_texts([chat, specials])) + source)
     token = _marks.set(marks)
     try:
-        return str(template.render(messages=messages, tools=None, documents=None, add_generation_prompt=generation,
-                                   **specials))  # fmt: skip
+        text = template.render(messages=chat, tools=None, documents=None, add_generation_prompt=generation, **specials)
     finally:
         _marks.reset(token)
+    return Rendered(str(text), marks.found[0] if marks.found else None)
 
 
-def _texts(value: Any, seen: set[int]) -> Iterator[str]:
-    """The text of each string, key and object in ``value`` (what its JSON holds, where it has none), once each."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, int | float) or id(value) in seen:  # digits: no marker's character
-        return
-    elif isinstance(value, Mapping | list | tuple):
-        seen.add(id(value))
-        for item in value.items() if isinstance(value, Mapping) else value:
-            yield from _texts(item, seen)
-    else:
-        try:
-            text = str(value)
-        except Exception:  # noqa: BLE001 - jinja cannot print it either: the render says why
-            return
-        yield text
+def _exempt(value: Any) -> bool:
+    """A special token the tokenizer lacks (``{{ bos_token }}``): prints as nothing, by the tokenizer's design."""
+    import jinja2.utils
+
+    return value._undefined_obj is jinja2.utils.missing and value._undefined_name in SPECIAL_TOKENS
+
+
+def _texts(value: Any) -> Iterator[str]:
+    """Each string and key in ``value`` (transformers' plain data: strings, numbers, lists, tuples and dicts), read
+    without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
 
 
 def _frozen(value: Any) -> Any:
-    """``value`` as a key that tells apart all a template can (a tuple from a list, 1 from 1.0 and True), or a
-    ``TypeError`` for what is not plain data."""
+    """``value`` (plain data) as a key that tells apart all a template can (a tuple from a list, 1 from 1.0 and
+    True)."""
     kind = type(value)
-    if kind in (str, int, float, bool, type(None)):
-        return kind.__name__, value
     if kind in (list, tuple):
         return kind.__name__, tuple(_frozen(v) for v in value)
     if kind is dict:
         return "dict", tuple((_frozen(k), _frozen(v)) for k, v in value.items())
-    raise TypeError(kind.__name__)
+    return kind.__name__, value
 
 
-@functools.lru_cache(maxsize=16)
-def _strict_template(source: str) -> Any:
-    """``source`` compiled in transformers' environment with undefined values marked as text and what each
-    ``{{ ... }}`` prints noted, as the render's ``_Marks`` asks; None (warned once) if this transformers has no
-    ``_compile_jinja_template`` to build that environment from."""
-    import jinja2
-
+def _helpers() -> tuple[Callable[..., Any], ...] | None:
+    """transformers' private steps of ``apply_chat_template`` (compile; drop None fields; plain data; reasoning
+    aliases), or None (warned once) if this transformers lacks one."""
     try:
-        from transformers.utils.chat_template_utils import _compile_jinja_template
+        utils = importlib.import_module("transformers.utils.chat_template_utils")
+
+        return (utils._compile_jinja_template, utils._normalize_chat_messages, utils._plain_template_data,
+                utils._alias_reasoning_fields)  # fmt: skip
     except (ImportError, AttributeError) as exc:
         _warn_unchecked(repr(exc))
         return None
 
+
+@functools.lru_cache(maxsize=16)
+def _marked_template(source: str, compile_: Callable[[str], Any]) -> Any:
+    """``source`` compiled in transformers' environment, each ``{{ ... }}`` evaluated through the render's
+    ``_Marks.printed``, and a missing value's text counted (empty, as in transformers; while marking, its marker)."""
+    import jinja2
+
     class MarkedUndefined(jinja2.Undefined):
-        """Missing (false, empty, not defined) as jinja's default is; as text, its marker."""
+        """Missing (false, empty, not defined) as jinja's default is; its text counted, and while marking, its
+        marker."""
 
         __slots__ = ()
 
         def __str__(self) -> str:
             marks = _marks.get(None)
-            if marks is None or not marks.marking:  # a render outside ``missing_printed``: as jinja's default
+            if marks is None or _exempt(self):
                 return ""
-            return marks.mark(self._undefined_message)
+            marks.stringified += 1
+            return marks.mark(self._undefined_message) if marks.marking else ""
 
         __html__ = __str__
 
-    def noted(value: Any) -> Any:
-        """``{{ value }}``: what it prints, noted (a missing value by its message)."""
-        marks = _marks.get(None)
-        if marks is not None:
-            missing = isinstance(value, jinja2.Undefined)
-            marks.printed.append(
-                ("missing", value._undefined_message) if missing else ("text", marks.unmarked(str(value)))
-            )
-        return value
+    env = compile_(source).environment.overlay(undefined=MarkedUndefined)
 
-    env = _compile_jinja_template(source).environment
-    return env.overlay(undefined=MarkedUndefined, finalize=noted).from_string(source)
+    class Printed(env.code_generator_class):  # type: ignore[name-defined]
+        """Wraps each ``{{ ... }}``'s expression in ``environment.rlnb_printed(lambda: ...)``."""
+
+        def _output_child_pre(self, node: Any, frame: Any, finalize: Any) -> None:
+            super()._output_child_pre(node, frame, finalize)
+            self.write("environment.rlnb_printed(lambda: ")
+
+        def _output_child_post(self, node: Any, frame: Any, finalize: Any) -> None:
+            self.write(")")
+            super()._output_child_post(node, frame, finalize)
+
+    env.code_generator_class = Printed
+    env.rlnb_printed = _printed
+    return env.from_string(source)
+
+
+def _printed(evaluate: Callable[[], Any]) -> Any:
+    marks = _marks.get(None)
+    return evaluate() if marks is None else marks.printed(evaluate)
 
 
 @functools.cache
 def _warn_unchecked(reason: str) -> None:
     warnings.warn(
-        "rlnb cannot check chat templates for fields the messages do not give (printed as nothing): "
-        f"transformers.utils.chat_template_utils._compile_jinja_template is not importable ({reason})",
+        "rlnb cannot check chat templates for fields the messages do not give (printed as nothing): transformers."
+        f"utils.chat_template_utils lacks a private helper of apply_chat_template it builds on ({reason})",
         UserWarning,
         stacklevel=4,
     )

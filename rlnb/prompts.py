@@ -8,6 +8,7 @@ each stays small; each check's error names the argument it refuses.
 from __future__ import annotations
 
 import os
+import reprlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -39,6 +40,16 @@ def a_type(value: Any) -> str:
     """``value``'s type with its article, for an error: ``an int``, ``a set``."""
     name = type(value).__name__
     return f"an {name}" if name[0] in "aeiou" else f"a {name}"
+
+
+_SHOWN = reprlib.Repr()  # attributes, not arguments: Python 3.11's takes none
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 4, 300, 300, 20, 20
+
+
+def shown(value: Any) -> str:
+    """``value``'s repr for an error, a few levels deep (a list 5,000 deep is a ``RecursionError`` in ``repr``;
+    one whose ``__repr__`` raises shows as ``<Type instance at ...>``)."""
+    return _SHOWN.repr(value)
 
 
 def token_ids(tokens: Any, name: str) -> list[int]:
@@ -90,15 +101,38 @@ def check_messages(messages: Sequence[Any], name: str = "messages") -> None:
     for i, m in enumerate(messages):
         where = f"{name}[{i}]"
         if not isinstance(m, Mapping):
-            raise ValueError(f"{where} must be a chat message ({{'role': ..., 'content': ...}}), got {m!r}"[:300])
+            raise ValueError(f"{where} must be a chat message ({{'role': ..., 'content': ...}}), got {shown(m)}"[:300])
         role, content = m.get("role"), m.get("content")
         if not isinstance(role, str) or not role:
-            raise ValueError(f"{where}['role'] must be a non-empty string (e.g. 'user'), got {role!r}"[:300])
+            raise ValueError(f"{where}['role'] must be a non-empty string (e.g. 'user'), got {shown(role)}"[:300])
         if not (isinstance(content, str | list) or (content is None and m.get("tool_calls"))):
             raise ValueError(
                 f"{where}['content'] must be a string (or a list of content parts; None only with tool_calls), "
-                f"got {content!r}"[:300]
+                f"got {shown(content)}"[:300]
             )
+        deep = _nested_past(m, DEPTH)
+        if deep is not None:
+            raise ValueError(f"{where}[{deep!r}] is nested more than {DEPTH} levels deep: no chat template renders it "
+                             "(transformers' own reading of it recurses past Python's limit)"[:300])  # fmt: skip
+
+
+DEPTH = 100
+"""Lists and dicts a chat message may nest (a tool call's arguments nest a few): content 5,000 lists deep, or a list
+that holds itself, was a ``RecursionError`` from inside the check or transformers."""
+
+
+def _nested_past(message: Mapping[Any, Any], depth: int) -> Any:
+    """The key of ``message`` whose value nests lists, tuples and dicts more than ``depth`` deep, or None; read
+    without recursion."""
+    for key, value in message.items():
+        stack = [(value, 1)]
+        while stack:
+            item, level = stack.pop()
+            if isinstance(item, Mapping | list | tuple):
+                if level > depth:
+                    return key
+                stack.extend((v, level + 1) for v in (item.values() if isinstance(item, Mapping) else item))
+    return None
 
 
 def _is_token_list(p: Any) -> bool:

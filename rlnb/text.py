@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 from rlnb._options import is_integer
-from rlnb.chat_fields import missing_printed
+from rlnb.chat_fields import nones, refusal, rendered, renders_as_transformers
 from rlnb.prompts import a_type, check_messages, check_text
 from rlnb.wire.lists import only
 
@@ -119,20 +119,27 @@ class TokenizerCodec:
                 "tokenizer.chat_template)"
             )
         check_messages(messages)
-        missing = missing_printed(self.tokenizer, [dict(m) for m in messages], add_generation_prompt)
-        if missing:
+        listed = [dict(m) for m in messages]
+        try:  # transformers' render, by rlnb: what it raises, transformers' raises
+            done = rendered(self.tokenizer, listed, add_generation_prompt)
+        except Exception as exc:
+            raise TemplateRefused(refusal(exc, listed)[:500]) from exc
+        if done is None or (not done.missing and not renders_as_transformers(self.tokenizer)):
+            try:
+                out = self.tokenizer.apply_chat_template(listed, add_generation_prompt=add_generation_prompt,
+                                                         tokenize=True)  # fmt: skip
+            except Exception as exc:  # a tokenizer's own render: its error is its refusal, in its words
+                said = " ".join(str(exc).split())
+                raise TemplateRefused(f"the chat template refused these messages: {said}"[:500]) from exc
+        if done is not None and done.missing:
             name = getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
             raise TemplateRefused(
-                f"the chat template of {name!r} prints a value these messages do not give ({missing}), which "
-                "transformers would print as nothing: give it, or make the template test it first ({% if ... is "
-                "defined %})"[:500]
+                f"the chat template of {name!r} prints a value these messages do not give ({done.missing}), which "
+                f"transformers would print as nothing{nones(listed)}: "
+                "give it, or make the template test it first ({% if ... is defined %})"[:500]
             )
-        try:
-            out = self.tokenizer.apply_chat_template(
-                [dict(m) for m in messages], add_generation_prompt=add_generation_prompt, tokenize=True
-            )
-        except Exception as exc:  # the template's own refusal (jinja's TemplateError from raise_exception)
-            raise TemplateRefused(f"the chat template refused these messages: {exc}"[:500]) from exc
+        if done is not None and renders_as_transformers(self.tokenizer):  # the text rendered once: its tokens
+            out = self.tokenizer(done.text, padding=False, truncation=False, max_length=None, add_special_tokens=False)
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
 

@@ -90,10 +90,10 @@ def test_a_transformers_without_the_private_compiler_warns_once_that_templates_g
     chat_fields._checked.clear()  # checks kept: this one is to run
     tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
     try:
-        with pytest.warns(UserWarning, match="_compile_jinja_template is not importable") as warned:
+        with pytest.warns(UserWarning, match="lacks a private helper of apply_chat_template") as warned:
             TokenizerCodec(tokenizer).chat(HI)
             TokenizerCodec(tokenizer).chat(HI)  # unchecked, as transformers renders it
-        assert len([w for w in warned if "_compile_jinja_template" in str(w.message)]) == 1
+        assert len([w for w in warned if "private helper" in str(w.message)]) == 1
     finally:
         for cache in caches:
             cache.cache_clear()
@@ -112,6 +112,27 @@ def test_a_missing_field_compared_and_then_printed_as_it_is_is_still_named(token
         TokenizerCodec(tokenizer).chat(HI)
 
 
+@pytest.mark.parametrize(
+    "template",
+    ['{% if m.name|string == "" %}{{ m.name ~ ":" }}{% endif %}',
+     '{% if not m.name|string %}{{ m.name ~ "" }}{% endif %}',
+     '{% if m.name|string|length == 0 %}{{ m.name | trim | upper }}: {% endif %}',
+     '{% if (m.name ~ "") == "" %}{{ m.name | replace("a", "b") ~ ":" }}{% endif %}',
+     '{% macro who(n) %}{{ n ~ ":" }}{% endmacro %}{% if m.name|string == "" %}{{ who(m.name) }}{% endif %}',
+     '{% set n = m.name|string %}{% if n == "" %}{{ [m.name, ":"] | join }}{% endif %}'],
+)  # fmt: skip
+def test_a_missing_field_printed_as_text_on_a_branch_only_transformers_takes_is_named(tokenizer, template):
+    """Where the check's marker (not empty) took another branch than transformers' empty text, only a missing value
+    printed as it is (``{{ m.name }}``) was named there: one printed as part of other text (``~ ":"``, ``|trim``,
+    a macro's output) rendered as ``": hi"``, a prompt no one wrote."""
+    tokenizer.chat_template = "{% for m in messages %}" + template + "{{ m['content'] }}{% endfor %}"
+    with pytest.raises(ValueError, match=r"prints a value these messages do not give \('dict object' has no "
+                                         r"attribute 'name'\)"):  # fmt: skip
+        TokenizerCodec(tokenizer).chat(HI)
+    named = [{"role": "user", "content": "hi", "name": ""}]  # given, if empty: transformers' tokens
+    assert TokenizerCodec(tokenizer).chat(named) == apply(tokenizer, named, True)
+
+
 @pytest.mark.parametrize("content", [chr(0xF0000), chr(0xF0000) + chr(0xF0001) + "hi", chr(0x10FFFD) + chr(0xE000)])
 def test_private_use_characters_in_a_message_are_not_taken_for_a_missing_field(tokenizer, content):
     """The check marks a missing value's text with a private-use character: the same character in a message (plane
@@ -126,32 +147,69 @@ def test_private_use_characters_in_a_message_are_not_taken_for_a_missing_field(t
         TokenizerCodec(tokenizer).chat(messages)
 
 
-def test_a_chat_prompt_seen_before_renders_once_transformers_render(tokenizer, monkeypatch):
-    """Each chat prompt rendered twice (the check, then transformers' own render) every time it was sampled: a
-    prompt seen before (RL samples the same prompts each step) renders only in transformers, with the same tokens
-    and the same refusal."""
+@pytest.fixture
+def renders(monkeypatch):
+    """Each jinja render, counted (the check's and transformers' alike)."""
     import jinja2
 
-    renders = []
+    counted = []
     render = jinja2.Template.render
-    monkeypatch.setattr(jinja2.Template, "render", lambda self, *a, **k: renders.append(1) or render(self, *a, **k))
+    monkeypatch.setattr(jinja2.Template, "render", lambda self, *a, **k: counted.append(1) or render(self, *a, **k))
+    return counted
+
+
+def test_a_chat_prompt_seen_before_renders_once_transformers_render(tokenizer, renders):
+    """Each chat prompt rendered twice (the check, then transformers' own render), every time it was sampled: a new
+    prompt renders once, its text the tokens' (transformers' own tokens), and one seen before (RL samples the same
+    prompts each step) not at all, with the same tokens and the same refusal."""
     tokenizer.chat_template = hf_models.CHAT_TEMPLATE
     codec = TokenizerCodec(tokenizer)
     chat = [*HI, {"role": "assistant", "content": "4"}, {"role": "user", "content": "again"}]
-    first = codec.chat(chat)
-    assert len(renders) == 2  # the check, then transformers
+    expected = [apply(tokenizer, chat, generation) for generation in (True, False)]
     renders.clear()
+    first = codec.chat(chat)
+    assert (first, len(renders)) == (expected[0], 1)
     assert codec.chat(chat) == first
     assert TokenizerCodec(tokenizer).chat([dict(m) for m in chat]) == first
-    assert len(renders) == 2  # transformers' own, once each
-    renders.clear()
-    assert codec.chat(chat, add_generation_prompt=False) != first  # another prompt: checked
+    assert len(renders) == 1
+    assert codec.chat(chat, add_generation_prompt=False) == expected[1]  # another prompt: rendered
     assert codec.chat([*chat[:2], {"role": "user", "content": "once more"}]) != first
-    assert len(renders) == 4
+    assert len(renders) == 3
     tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
-    for _ in range(2):  # a refusal is the same the second time, and the template changed is checked again
+    for _ in range(2):  # a refusal is the same the second time, and the template changed is rendered again
         with pytest.raises(ValueError, match="'name'"):
             codec.chat(chat)
+    assert len(renders) == 4
+
+
+def test_the_prompts_kept_are_the_last_used(tokenizer, renders, monkeypatch):
+    """The renders kept are an LRU of ``CHECKED`` prompts: one used again is kept over one used once before it, and
+    a prompt changed in its special tokens is another prompt."""
+    from rlnb import chat_fields
+
+    monkeypatch.setattr(chat_fields, "CHECKED", 2)
+    tokenizer.chat_template = "{% for m in messages %}{{ bos_token }}{{ m['content'] }}{% endfor %}"
+    codec = TokenizerCodec(tokenizer)
+    a, b, c = ([{"role": "user", "content": word}] for word in ("alpha", "beta", "gamma"))
+    for prompt in (a, b, a, c):  # a used again: b is the oldest when c comes
+        codec.chat(prompt)
+    assert len(renders) == 3
+    codec.chat(a)
+    assert len(renders) == 3
+    codec.chat(b)
+    assert len(renders) == 4
+    bos = tokenizer.bos_token
+    tokenizer.bos_token = None  # the same messages, other special tokens: rendered again, as transformers would
+    try:
+        assert codec.chat(b) == apply(tokenizer, b, True)
+    finally:
+        tokenizer.bos_token = bos
+    assert len(renders) == 6  # rlnb's render and the expected one's
+
+
+def apply(tokenizer, messages, generation):
+    out = tokenizer.apply_chat_template(messages, add_generation_prompt=generation, tokenize=True)
+    return list(out["input_ids"] if hasattr(out, "keys") else out)
 
 
 @pytest.mark.parametrize("extra", [{(1, 2): "x"}, {"n": 10**5000}], ids=["tuple-key", "5000-digit-int"])
