@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from rlnb._scalars import scalar
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
@@ -98,7 +100,7 @@ def check_bool(name: str, value: Any, *, optional: bool = False) -> bool | None:
     (Numbers still refuse bools: ``is_integer``.)"""
     if optional and value is None:
         return None
-    held = value.item() if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)) else value
+    held = scalar(value)
     if not isinstance(held, bool):
         raise ValueError(f"{name} must be {'None, ' if optional else ''}True or False, got {value!r}")
     return held

@@ -1,6 +1,6 @@
 """The checks of what a notebook hands over as text or token ids, before any codec reads it: token ids in the
 forms a notebook has them, text a tokenizer can encode, chat messages a template renders as written, and what
-``tokenizer=`` may be; ``sample``'s arguments as the wire takes them (``prompt_list``, ``stop_list``, ``scalar``)
+``tokenizer=`` may be; ``sample``'s arguments as the wire takes them (``prompt_list``, ``stop_list``)
 and as the model can take them (``check_ids``, ``check_room``). Apart from ``rlnb.text`` (the codecs) so that
 each stays small; each check's error names the argument it refuses.
 """
@@ -170,12 +170,6 @@ def prompt_list(prompts: Any) -> list[Any]:
         raise TypeError(f"prompts is one list of token ids, but its item {bad} is {a_type(items[bad])} "
                         f"{items[bad]!r}: token ids are integers")  # fmt: skip
     return items
-
-
-def scalar(value: Any) -> Any:
-    """A numpy or torch scalar as the Python number it holds (``np.int64(8)`` is 8, ``np.True_`` True): the wire's
-    strict integers refuse numpy's, as they refuse ``8.0``. Anything else as it is."""
-    return value.item() if getattr(value, "shape", None) == () and callable(getattr(value, "item", None)) else value
 
 
 EMPTY_STOP = (

@@ -110,7 +110,7 @@ def test_environment_yml_mirrors_the_pip_install():
 
 
 LAYERS = [
-    ["_shown"],
+    ["_shown", "_scalars"],
     ["wire"],
     ["errors", "_secrets", "_exit", "_options", "_extras"],
     ["prompts", "chat_fields"],

@@ -11,9 +11,10 @@ import platform
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from rlnb._scalars import scalar
 from rlnb.history.reading import loads
 from rlnb.history.record import LATEST_TIME, MAX_SEQ, fits_int64
-from rlnb.prompts import check_text, escaped, scalar
+from rlnb.prompts import check_text, escaped
 
 EARLIER = "earlier_sessions"
 """The config field that keeps each earlier session's own fields, oldest first, once a later session continued the

@@ -13,8 +13,8 @@ from typing import Any, ClassVar, cast
 from pydantic import ConfigDict, ValidationError
 
 from rlnb import wire
+from rlnb._scalars import scalar
 from rlnb.errors import InvalidParams
-from rlnb.prompts import scalar
 
 from .fields import invalid, plain, refuse_arrays, unwrapped
 from .hyperparams import (

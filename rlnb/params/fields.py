@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from rlnb import wire
 from rlnb._options import is_integer
+from rlnb._scalars import scalar
 from rlnb.errors import InvalidParams
-from rlnb.prompts import scalar
 
 
 def plain(value: Any) -> Any:

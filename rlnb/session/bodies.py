@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from rlnb import wire
 from rlnb._options import check_int
+from rlnb._scalars import scalar
 from rlnb.params import AdamParams, OptimizerParams
-from rlnb.prompts import check_ids, check_room, scalar, stop_list
+from rlnb.prompts import check_ids, check_room, stop_list
 from rlnb.session.backend import Backend
 from rlnb.text import Codec, NoTokenizerCodec
 

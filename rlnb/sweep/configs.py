@@ -8,8 +8,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from rlnb._scalars import scalar
 from rlnb.params import OptimizerParams
-from rlnb.prompts import check_text, scalar
+from rlnb.prompts import check_text
 
 from .space import MAX_CONFIGS, apply, check_fields
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_bool, check_int, is_integer
+from rlnb._scalars import scalar
 from rlnb.params import MUON_ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
-from rlnb.prompts import scalar
 
 from .keys import config_key
 
