@@ -21,6 +21,7 @@ from typing import Literal, get_args
 from rlnb.engine import held
 from rlnb.engine.leftovers import _HOST, remove_leftovers
 from rlnb.history import locks
+from rlnb.history.locks import fsync
 
 Variant = Literal["merged", "adapter"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
@@ -158,17 +159,6 @@ def _unsafe(ckpt_id: str, path: Path) -> UnsafeCheckpointFile:
     return error
 
 
-def _fsync(path: Path) -> None:
-    """Flush ``path`` (a file, or on POSIX a folder: the names in it) to the disk."""
-    if path.is_dir() and os.name != "posix":
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 _FULL = {errno.ENOSPC, errno.EDQUOT}
 _FULL_TEXTS = ("No space left on device", "Disk quota exceeded", "os error 28", "os error 122")
 """How a full disk reads in the errors of safetensors (Rust's io::Error) and of code that drops the errno."""
@@ -203,7 +193,7 @@ def writing(path: Path) -> Iterator[Path]:
         lock = held.hold(partial, folder=path.suffix != ".pt")  # a training checkpoint is a file, the others folders
         yield partial
         for written in [*partial.rglob("*"), partial] if partial.is_dir() else [partial]:
-            _fsync(written)
+            fsync(written)
         _rename(partial, path)
     except Exception as exc:
         if partial.is_dir():
@@ -222,7 +212,7 @@ def writing(path: Path) -> Iterator[Path]:
     finally:
         locks.release(lock)
     try:  # the checkpoint is whole under its name: a save that failed now would leave it unlisted, yet on disk
-        _fsync(path.parent)
+        fsync(path.parent)
     except OSError as exc:
         warnings.warn(f"checkpoint {path.name} is saved, but its folder {path.parent} could not be flushed to the "
                       f"disk ({exc.strerror or exc}): a power loss now could lose its name", RuntimeWarning,

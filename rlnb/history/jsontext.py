@@ -2,8 +2,9 @@
 floats JSON has no number for (NaN, ±Infinity) as the strings protobuf's JSON mapping spells them with
 (``wire.NON_FINITE_JSON``, as the API sends a log-prob of -inf), read back as those floats. Written bare (``NaN``), as
 Python's json does, jq, JavaScript's ``JSON.parse`` and DuckDB refused the text. Where a field holds a number (a
-record's loss, a logged figure) its string reads back as the float (``number``), and a text field's stays text; in
-a free-form dict (the config, ``params``) a text value spelled so (a note ``"NaN"``) reads back as the float too
+record's loss, a logged figure) its string reads back as the float (``number``), and a text field's stays text. In
+``config.json``, free-form, a text value spelled so (a note ``"NaN"``) is listed under ``TEXTS`` and stays text; in
+``params`` (numbers only, the optimizer's) and an older rlnb's ``config.json`` it reads back as the float
 (``numbers``): JSON cannot tell them apart.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from rlnb import wire
@@ -24,8 +26,50 @@ LINE = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
 
 
 def line(row: dict[str, Any]) -> str:
-    """One line of a run folder's ``.jsonl`` file, its non-finite floats ``spelled``."""
-    return LINE.encode(spelled(row)) + "\n"
+    """One line of a run folder's ``.jsonl`` file (a sweep's ``trials.jsonl``, a server's journal), its non-finite
+    floats ``spelled``. Never an error: what the encoder refuses (a key JSON has no text for, ``writable``) is written
+    as ``writable`` makes it. It raised into the writer: a record's line, a trial's row, a server's state were lost."""
+    try:
+        return LINE.encode(spelled(row)) + "\n"
+    except (ValueError, TypeError, RecursionError):  # rare: kept off the line of every step
+        return LINE.encode({_key(k): writable(v) for k, v in row.items()}) + "\n"
+
+
+def writable(value: Any) -> Any:
+    """``value`` as a JSON file can hold it: ``spelled``, and its keys too (``_key``): a NaN key (``{nan: 1}``) as
+    ``"NaN"``, a numpy number's as the number's text, a tuple's as its ``str()``. A value that still cannot be written
+    (one holding itself, nested past Python's recursion limit) is its ``str()`` (as ``default=str`` writes an object
+    JSON has no type for), or else its type's name."""
+    try:
+        keyed = _keyed(value)
+        LINE.encode(keyed)
+        return keyed
+    except (ValueError, TypeError, RecursionError):
+        try:
+            return str(value)
+        except Exception:  # noqa: BLE001 - a str() that fails (or recurses) is not the record's loss
+            return f"<{type(value).__name__} that JSON cannot hold>"
+
+
+def _keyed(value: Any) -> Any:
+    """``spelled``, with every dict key as JSON text (``_key``)."""
+    if isinstance(value, dict):
+        return {_key(k): _keyed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_keyed(v) for v in value]
+    return spelled(value)
+
+
+def _key(key: Any) -> str:
+    """A dict key as JSON writes it (``1.5`` as ``"1.5"``, ``True`` as ``"true"``), a non-finite float's as its
+    ``NON_FINITE`` spelling (JSON's own is a bare ``NaN``), anything else (a numpy scalar, a tuple) as its ``str()``."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return float.__repr__(key) if math.isfinite(key) else str(wire.json_float(key))
+    if key is None or isinstance(key, bool | int):
+        return json.dumps(key)
+    return str(key)
 
 
 def number(value: Any) -> Any:
@@ -77,9 +121,36 @@ def numbers(value: Any) -> Any:
     return value
 
 
+TEXTS = "rlnb_texts"
+"""The ``config.json`` field that lists where a text value is spelled like a non-finite number (``annotate(note="NaN")``
+writes ``"rlnb_texts": [["note"]]``): read back as text there, and only there (``config_values``). A file without it
+(none is written where no text is spelled so; an older rlnb's) reads every such text as the float."""
+
+
 def config_text(config: dict[str, Any]) -> str:
-    """A run's ``config.json``: standard JSON (``spelled``); what JSON has no type for as its ``str()``."""
-    return json.dumps(spelled(config), indent=2, default=str)
+    """A run's ``config.json``: standard JSON (``spelled``); what JSON has no type for as its ``str()``, and what the
+    encoder refuses as ``writable`` makes it (as ``line``); ``TEXTS`` where a text value is spelled like a number."""
+    texts = [list(at) for at in _texts(config) if at[0] not in NAMES]
+    if texts:
+        config = {**config, TEXTS: texts}
+    try:
+        return json.dumps(spelled(config), indent=2, default=str, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return json.dumps({_key(k): writable(v) for k, v in config.items()}, indent=2, default=str)
+
+
+def _texts(value: Any, at: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path (keys as JSON writes them, ``_key``; list indices) of each text in ``value`` spelled like a non-finite
+    number (``NON_FINITE``)."""
+    if isinstance(value, str):
+        if value in NON_FINITE:
+            yield at
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _texts(v, (*at, _key(k)))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _texts(v, (*at, i))
 
 
 NAMES = frozenset({"run_id", "label"})
@@ -87,5 +158,30 @@ NAMES = frozenset({"run_id", "label"})
 
 
 def config_values(config: dict[str, Any]) -> dict[str, Any]:
-    """A ``config.json`` as read, its ``NON_FINITE`` strings as floats (``numbers``), ``NAMES`` as written."""
-    return {k: v if k in NAMES else numbers(v) for k, v in config.items()}
+    """A ``config.json`` as read, its ``NON_FINITE`` strings as floats (``numbers``) but where ``TEXTS`` lists them
+    (text a user wrote), ``NAMES`` as written."""
+    values = {k: v if k in NAMES else numbers(v) for k, v in config.items() if k != TEXTS}
+    texts = config.get(TEXTS)
+    for at in texts if isinstance(texts, list) else []:
+        if isinstance(at, list) and at:
+            _as_text(values, config, at)
+    return values
+
+
+def _as_text(values: Any, written: Any, at: list[Any]) -> None:
+    """The text at path ``at`` in ``written`` put back in ``values`` (which ``numbers`` made a float of); a path that
+    leads nowhere, or to anything but such a text (a hand edit), changes nothing."""
+    *above, last = at
+    for key in above:
+        if not _holds(written, key):
+            return
+        values, written = values[key], written[key]
+    if _holds(written, last) and isinstance(written[last], str) and written[last] in NON_FINITE:
+        values[last] = written[last]
+
+
+def _holds(value: Any, key: Any) -> bool:
+    """Whether ``value[key]`` is there: a dict's key, or a list's index."""
+    if isinstance(value, dict):
+        return isinstance(key, str) and key in value
+    return isinstance(value, list) and type(key) is int and 0 <= key < len(value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import sys
 import warnings
 from pathlib import Path
@@ -57,12 +58,39 @@ def hold_lock(file: Path, busy: str) -> IO[str]:
 
 NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
 """Opening a link fails (``ELOOP``) rather than going through it (POSIX; Windows has no such flag)."""
+NON_BLOCK = getattr(os, "O_NONBLOCK", 0)
+"""Opening a named pipe returns at once (or fails) rather than waiting for its other end (POSIX)."""
+
+
+def regular(path: str, flags: int, follow: bool = True) -> int:
+    """``open``'s opener for a file rlnb reads or appends to: a named pipe, a device or a socket is refused as it is
+    opened (``OSError`` naming it), not only when ``refuse_pipe`` looked: one put there in between waited for ever
+    (``sweep`` resumed, a server's start). Opened without waiting (``O_NONBLOCK``), its type read from the descriptor
+    itself, then made a blocking file again. ``follow=False``: never through a symbolic link (``no_follow``)."""
+    try:
+        fd = os.open(path, flags | NON_BLOCK | (0 if follow else NO_FOLLOW), 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a pipe opened to write with no reader, or a socket
+            raise OSError(f"{path} is a named pipe or a socket, not a file: writing it would wait for ever") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        refuse_pipe(Path(path), mode)
+        raise OSError(f"{path} is not a regular file")
+    if NON_BLOCK:
+        import fcntl
+
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~NON_BLOCK)
+    return fd
 
 
 def no_follow(path: str, flags: int) -> int:
     """``open``'s opener for a file rlnb writes in a folder of its own: never through a symbolic link (a link made
-    after ``refuse_link`` looked, too)."""
-    return os.open(path, flags | NO_FOLLOW, 0o666)
+    after ``refuse_link`` looked, too), and only a regular file (``regular``)."""
+    return regular(path, flags, follow=False)
 
 
 def refuse_link(file: Path) -> None:
@@ -73,13 +101,19 @@ def refuse_link(file: Path) -> None:
                       "only there, never through a link; remove the link")  # fmt: skip
 
 
-def refuse_pipe(file: Path) -> None:
+def refuse_pipe(file: Path, mode: int | None = None) -> None:
     """``OSError`` naming ``file`` when it is a named pipe: opening it to read or append waits for ever for the other
     end (a folder from elsewhere, or a hostile one); or (itself or through a link) a device or socket: ``/dev/zero``
-    read whole never ends, and took the memory."""
-    if file.is_fifo():
+    read whole never ends, and took the memory. ``mode``: its ``st_mode`` as an open descriptor's ``fstat`` read it
+    (``regular``); else it is looked up by name, a check a pipe put there before the open gets past."""
+    if mode is None:
+        try:
+            mode = file.stat().st_mode
+        except (OSError, ValueError):  # missing, or a link to nothing: the open that follows says so
+            return
+    if stat.S_ISFIFO(mode):
         raise OSError(f"{file} is a named pipe, not a file: opening it would wait for ever")
-    if file.is_char_device() or file.is_block_device() or file.is_socket():
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):
         raise OSError(f"{file} is a device, not a file: reading it may never end")
 
 
@@ -119,6 +153,18 @@ def write_new(file: Path, data: bytes, sync: bool = False, mode: int = 0o666) ->
         except BaseException:
             file.unlink(missing_ok=True)
             raise
+
+
+def fsync(path: Path) -> None:
+    """Flush ``path`` to the disk: a file's text, or (POSIX) a folder's names, so that a rename into it survives a
+    power loss (a checkpoint's, a server's signing key's). Elsewhere a folder cannot be opened: nothing is done."""
+    if os.name != "posix" and path.is_dir():
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @overload

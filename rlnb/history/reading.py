@@ -5,13 +5,15 @@ exhaust Python's stack later on.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rlnb.history.jsontext import config_values
+from rlnb.history.locks import regular
 from rlnb.history.store import CONFIG_FILE
 
 MAX_DEPTH = 32
@@ -41,10 +43,11 @@ def loads(text: str) -> Any:
 def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every well-formed line; a corrupt or half-written line is skipped with
     a warning."""
-    if not _regular(path):
+    opened = _opened(path)
+    if opened is None:
         return []
     rows, bad = [], []
-    with open(path, encoding="utf-8-sig", errors="replace") as fh:  # -sig: a BOM a Windows editor put first
+    with io.TextIOWrapper(opened, encoding="utf-8-sig", errors="replace") as fh:  # -sig: a BOM an editor put first
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -72,9 +75,11 @@ def read_config(path: Path, say: bool = True) -> tuple[dict[str, Any], bool]:
     corrupt or not an object gives ``{}`` (with a warning for the last two, if ``say``): the operations are worth
     loading without it."""
     file = path / CONFIG_FILE
-    if not _regular(file):
+    opened = _opened(file)
+    if opened is None:
         return {}, False
-    raw = file.read_bytes()
+    with opened:
+        raw = opened.read()
     try:
         config = loads(raw.decode("utf-8-sig", errors="replace"))  # a BOM: read past it
     except ValueError as exc:
@@ -105,11 +110,26 @@ def set_aside_config(path: Path) -> None:
                   "label); this session writes a new config.json", RuntimeWarning, stacklevel=4)  # fmt: skip
 
 
+def _opened(file: Path) -> IO[bytes] | None:
+    """``file`` opened to read, or None (with a warning) where it is no regular file (``_regular``), also one put
+    there after that look and before the open (``locks.regular``: a pipe swapped in was waited on for ever)."""
+    if not _regular(file):
+        return None
+    try:
+        return open(file, "rb", opener=regular)  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        if exc.errno is not None:  # missing, unreadable: as before
+            raise
+        warnings.warn(f"{file} is not a regular file; the run is loaded without it ({exc})", RuntimeWarning,
+                      stacklevel=4)  # fmt: skip
+        return None
+
+
 def _regular(file: Path) -> bool:
     """Whether ``file`` is a regular file to read. Anything else there — a named pipe (opening it would wait for a
     writer forever), a folder, a device — is left out with a warning."""
     if file.is_file():
         return True
     if file.exists():
-        warnings.warn(f"{file} is not a regular file; the run is loaded without it", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"{file} is not a regular file; the run is loaded without it", RuntimeWarning, stacklevel=5)
     return False

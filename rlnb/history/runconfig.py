@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from rlnb._scalars import scalar
+from rlnb.history.jsontext import TEXTS
 from rlnb.history.reading import loads
 from rlnb.history.record import LATEST_TIME, MAX_SEQ, fits_int64
 from rlnb.prompts import check_text, escaped
@@ -20,8 +21,9 @@ EARLIER = "earlier_sessions"
 """The config field that keeps each earlier session's own fields, oldest first, once a later session continued the
 run: the config's top level is the latest session's (its seed, model, ...), and the earlier ones' are not lost."""
 
-RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at", "continued_seq", EARLIER})
-"""The config fields this module writes: the run's folder name, when its sessions started, how they were set up."""
+RUN_FIELDS = frozenset({"run_id", "created_at", "continued_at", "continued_seq", EARLIER, TEXTS})
+"""The config fields rlnb writes: the run's folder name, when its sessions started, how they were set up, where a
+text is spelled like a number (``jsontext.TEXTS``)."""
 
 PER_SESSION = frozenset(
     {"session_id", "resume_from", "device", "threads", "thread_policy", "malloc", "compile", "versions", "batched"}

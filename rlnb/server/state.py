@@ -33,7 +33,17 @@ from typing import IO, Any
 from rlnb import wire
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import line
-from rlnb.history.locks import appending, hold_lock, no_follow, refuse_link, refuse_pipe, release, write_new
+from rlnb.history.locks import (
+    appending,
+    fsync,
+    hold_lock,
+    no_follow,
+    refuse_link,
+    refuse_pipe,
+    regular,
+    release,
+    write_new,
+)
 
 log = logging.getLogger("rlnb")
 
@@ -79,15 +89,15 @@ class Journal:
         if path.exists():
             try:
                 refuse_pipe(path)  # reading one waited for ever: the server never listened
+                return _read_key(path)
             except OSError as exc:
                 raise StateDirError(f"rlnb serve cannot read its signing key: {exc}") from None
-            return _read_key(path)
         key = secrets.token_bytes(MIN_KEY_BYTES)
         tmp = path.with_name(KEY_FILE + ".tmp")
         try:  # never through a link planted at the temporary name: the key went into its target, readable by others
             write_new(tmp, key.hex().encode("ascii"), sync=True, mode=0o600)
             os.replace(tmp, path)
-            _fsync_dir(self.dir)  # the rename itself survives a crash
+            fsync(self.dir)  # the rename itself survives a crash
         except OSError as exc:
             if not tmp.is_symlink():  # a link planted there is not ours to remove: it is named in the error
                 tmp.unlink(missing_ok=True)
@@ -103,10 +113,12 @@ class Journal:
         try:  # a link was read through (another file's state taken as this server's), then replaced by the rewrite
             refuse_link(path)
             refuse_pipe(path)  # reading one waited for ever: the server never listened
+            # one put there after the checks is refused as it is opened (``no_follow``), not waited on
+            journal = open(path, encoding="utf-8", errors="replace", opener=no_follow) if path.exists() else None  # noqa: SIM115
         except OSError as exc:
             raise StateDirError(f"cannot keep the server's state in {self.dir}: {exc}") from None
-        if path.exists():
-            with open(path, encoding="utf-8", errors="replace", opener=no_follow) as fh:
+        if journal is not None:
+            with journal as fh:
                 for n, line in enumerate(fh, 1):
                     try:
                         entry = json.loads(line)
@@ -194,16 +206,9 @@ class _OpLines:
             self.dropped[old] = {"session": sid, "id": old, "kind": gone["kind"], "key": gone["key"], **facts}
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _read_key(path: Path) -> bytes:
-    text = path.read_text(encoding="ascii", errors="replace").strip()
+    with open(path, encoding="ascii", errors="replace", opener=regular) as fh:  # a pipe put there: refused
+        text = fh.read().strip()
     remedy = "delete it to make a new key (presigned URLs signed with the old one stop working)"
     try:
         key = bytes.fromhex(text)

@@ -20,8 +20,18 @@ import pandas as pd
 
 from rlnb._options import refuse_dangling_link
 from rlnb.history import default_runs_dir, new_run_id
-from rlnb.history.jsontext import config_text, number, spelled
-from rlnb.history.locks import appending, hold_lock, refuse_link, refuse_pipe, release, shared, write_new
+from rlnb.history.jsontext import config_text, line, number, spelled
+from rlnb.history.locks import (
+    appending,
+    hold_lock,
+    no_follow,
+    refuse_link,
+    refuse_pipe,
+    refuse_shared,
+    regular,
+    release,
+    write_new,
+)
 from rlnb.history.reading import loads
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
@@ -38,8 +48,6 @@ RESULT_OPTIONS = frozenset(
 """The ``rlnb.connect`` options that change what a trial computes, recorded in ``sweep.json`` so that a resume
 with others is refused (``muon_scaling="match_adam"`` on resume ran the rest of an "original" sweep in other
 units, in one table). Keys, sinks, timeouts, threads and the like may differ on resume."""
-ROW_TEXT = json.JSONEncoder(default=str, allow_nan=False)
-"""The encoder of a ``trials.jsonl`` line: never a bare ``NaN`` (``spelled`` comes first)."""
 
 
 def append_row(folder: Path, row: dict[str, Any]) -> None:
@@ -50,7 +58,7 @@ def append_row(folder: Path, row: dict[str, Any]) -> None:
     if path and Path(path).is_relative_to(folder):
         row = {**row, "run_path": Path(path).relative_to(folder).as_posix()}
     with appending(folder / ROWS_FILE) as fh:  # its rows went into a link's target (a sweep folder from elsewhere)
-        fh.write(ROW_TEXT.encode(spelled(row)) + "\n")  # a FAILED trial's NaN loss as "NaN": jq, DuckDB refused NaN
+        fh.write(line(row))  # a FAILED trial's NaN loss as "NaN": jq, DuckDB refused NaN
 
 
 def run_path(folder: Path, recorded: Any) -> str | None:
@@ -82,6 +90,8 @@ def lock(folder: Path, resume: bool) -> IO[str]:
     """Hold the folder's ``sweep.lock`` for the sweep's life (the OS releases it if the process dies), or raise
     ``RunLocked`` naming the holder. Two sweeps resumed on one folder both ran its unfinished trials, and the
     second's rows (FAILED: each trial's run folder was the first's) were recorded after, and over, the first's."""
+    if resume:  # a link to nothing was "not a sweep folder (no sweep.json)", not naming the link
+        refuse_dangling_link("resume", folder)
     if resume and not (folder / SETTINGS_FILE).exists():
         raise FileNotFoundError(f"resume: {folder} is not a sweep folder (no {SETTINGS_FILE})")
     busy = f"sweep folder {folder} is being run by another sweep (pid {{holder}}): let it finish, or stop it, "
@@ -156,7 +166,8 @@ def begin(
         return []
     refuse_pipe(path)  # reading one waited for ever
     try:  # a sweep killed while writing it left it empty or cut short: a bare JSONDecodeError named no file
-        stored = spelled(loads(path.read_text(encoding="utf-8")))  # an older rlnb's bare NaN as it is written now
+        with open(path, encoding="utf-8", opener=regular) as fh:  # a pipe swapped in after the check: refused
+            stored = spelled(loads(fh.read()))  # an older rlnb's bare NaN as it is written now
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"resume: {path} is damaged ({exc}); it records the sweep's arguments, so this folder "
                          "cannot be resumed: start a new sweep") from exc  # fmt: skip
@@ -173,28 +184,31 @@ def begin(
     rows_path = folder / ROWS_FILE
     refuse_link(rows_path)  # before any trial runs: each row would be appended through it
     refuse_pipe(rows_path)  # reading one waited for ever
-    if not rows_path.exists():
+    try:  # never through a link, nor a pipe swapped in after the checks (``no_follow``)
+        rows_file = open(rows_path, "rb", opener=no_follow)  # noqa: SIM115 - closed below, or by refuse_shared
+    except FileNotFoundError:
         return []
-    if (names := rows_path.stat().st_nlink) > 1:
-        raise OSError(shared(rows_path, names))
+    refuse_shared(rows_file, rows_path)  # each row would be appended into the other name's file too
+    with rows_file:
+        data = rows_file.read()
     rows = []
-    for n, raw in enumerate(rows_path.read_bytes().splitlines(), 1):
+    for n, raw in enumerate(data.splitlines(), 1):
         try:  # a line edited by hand in another encoding ended the resume with a bare UnicodeDecodeError
-            line = raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError:
             warnings.warn(f"{rows_path} line {n} is not UTF-8 text; skipped: {raw[:80]!r}", stacklevel=3)
             continue
         try:
-            row = loads(line)  # a run folder's reader: nested past the decoder (RecursionError) is not JSON either
+            row = loads(text)  # a run folder's reader: nested past the decoder (RecursionError) is not JSON either
         except ValueError:  # a half-written last line of a killed sweep, or a hand edit: was skipped silently
             warnings.warn(f"{rows_path} line {n} is not JSON (a row cut short by a killed sweep, or edited); skipped, "
-                          f"so its trial runs again: {line[:80]!r}", stacklevel=3)  # fmt: skip
+                          f"so its trial runs again: {text[:80]!r}", stacklevel=3)  # fmt: skip
             continue
         if _is_row(row):  # its numbers' "NaN" / "Infinity" as the floats; text (a label "NaN") as written
             rows.append({k: number(v) if k in METRIC_COLUMNS else v for k, v in row.items()})
         else:  # a line edited by hand: a KeyError ('status') ended the resume
             warnings.warn(f"{rows_path} line {n} is not a trial's row (an object with an integer 'trial' and a "
-                          f"'status' of {', '.join(TERMINAL)}); skipped: {line[:80]!r}", stacklevel=3)  # fmt: skip
+                          f"'status' of {', '.join(TERMINAL)}); skipped: {text[:80]!r}", stacklevel=3)  # fmt: skip
     return rows
 
 

@@ -197,7 +197,7 @@ def test_a_folder_that_cannot_be_flushed_after_the_rename_keeps_the_checkpoint_l
 ):
     """The fsync of the folder after the rename failed the save: the checkpoint was whole on disk under its name,
     yet never returned nor listed (an orphan the user could not see nor discard)."""
-    real_fsync = checkpoint_files._fsync
+    real_fsync = checkpoint_files.fsync
 
     def fsync(path):
         if path == tmp_path:
@@ -205,7 +205,7 @@ def test_a_folder_that_cannot_be_flushed_after_the_rename_keeps_the_checkpoint_l
         real_fsync(path)
 
     with local_session(checkpoint_dir=tmp_path) as s:
-        monkeypatch.setattr(checkpoint_files, "_fsync", fsync)
+        monkeypatch.setattr(checkpoint_files, "fsync", fsync)
         save = s.save_training_checkpoint if kind == "training" else s.save_inference_checkpoint
         with pytest.warns(
             RuntimeWarning, match=r"checkpoint ckpt-\S+ is saved, but its folder .* \(Input/output error\)"

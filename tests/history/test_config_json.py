@@ -70,3 +70,30 @@ def test_a_damaged_config_is_set_aside_past_a_dangling_link_of_the_name_it_would
         rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()
     assert (run / "config.json.damaged").is_symlink() and not (tmp_path / "gone").exists()
     assert (run / "config.json.damaged.1").read_text() == "{not json"
+
+
+def test_a_text_annotated_like_a_non_finite_number_reads_back_as_text_beside_the_floats(tmp_path):
+    """``annotate(note="NaN")`` read back as the float NaN: a free-form value's text and a number's spelling are one
+    string in JSON. Where a text is spelled so, ``config.json`` lists it (``rlnb_texts``): it stays text, the floats
+    beside it stay floats, across sessions of the run and in a saved copy; a file without the list (an older rlnb's)
+    reads as before (``test_a_config_written_bare_by_an_older_rlnb_still_reads...``)."""
+    history = History.create({"optimizer": "adam"}, tmp_path, "r")
+    history.annotate(**ODD, note="NaN", tags=["Infinity", math.inf], deep={"a": {"b": "-Infinity"}})
+    saved = history.save(tmp_path / "saved")
+    history.close()
+    written = json.loads((tmp_path / "r" / "config.json").read_text(), parse_constant=reject)
+    assert sorted(written["rlnb_texts"]) == [["deep", "a", "b"], ["note"], ["tags", 0]]
+    History.create({"optimizer": "adam"}, tmp_path, "r").close()  # a later session writes the config anew
+    for folder in (tmp_path / "r", saved):
+        config = History.load(folder).config
+        check_read_back(config)
+        assert config["note"] == "NaN" and config["deep"] == {"a": {"b": "-Infinity"}}, folder
+        assert config["tags"][0] == "Infinity" and config["tags"][1] == math.inf, folder
+        assert "rlnb_texts" not in config
+
+
+def test_the_config_field_that_lists_texts_cannot_be_annotated(tmp_path):
+    history = History.create({"optimizer": "adam"}, tmp_path, "r")
+    with pytest.raises(ValueError, match="rlnb_texts is the run's own field"):
+        history.annotate(rlnb_texts=[["x"]])
+    history.close()

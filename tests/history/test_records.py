@@ -17,7 +17,7 @@ import pytest
 
 import rlnb
 from rlnb import samples
-from rlnb.history import History, RunContinuedWarning, export, store
+from rlnb.history import History, RunContinuedWarning, export, reading, store
 from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend
 from tests.support.fake_api import BASE, KEY, FakeAPI
@@ -316,7 +316,7 @@ def test_a_session_continuing_a_run_reads_its_config_once(tmp_path, monkeypatch)
     (tmp_path / "bare").mkdir()
     (tmp_path / "bare" / "config.json").write_text('{"label": "x",}')  # damaged, no operations
     reads: list[str] = []
-    read_text, read_bytes = Path.read_text, Path.read_bytes
+    read_text, read_bytes, opened = Path.read_text, Path.read_bytes, reading._opened
 
     def counted(real):
         def read(self, *args, **kwargs):
@@ -328,6 +328,7 @@ def test_a_session_continuing_a_run_reads_its_config_once(tmp_path, monkeypatch)
 
     monkeypatch.setattr(Path, "read_text", counted(read_text))
     monkeypatch.setattr(Path, "read_bytes", counted(read_bytes))
+    monkeypatch.setattr(reading, "_opened", counted(opened))  # every file of a run is read through it
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RunContinuedWarning)
         rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r").close()

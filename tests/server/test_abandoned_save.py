@@ -26,7 +26,7 @@ def _server(state) -> TestClient:
 def held_save(monkeypatch):
     """Saves stop after writing their partial until ``gate.set()``; ``inside`` is set once one has."""
     gate, inside = threading.Event(), threading.Event()
-    real = checkpoint_files._fsync
+    real = checkpoint_files.fsync
 
     def slow(path):
         if path.name.endswith(".partial"):
@@ -34,7 +34,7 @@ def held_save(monkeypatch):
             gate.wait(DEADLINE)
         return real(path)
 
-    monkeypatch.setattr(checkpoint_files, "_fsync", slow)
+    monkeypatch.setattr(checkpoint_files, "fsync", slow)
     monkeypatch.setattr(stopping, "STOP_DEADLINE", 0.05)  # the save is abandoned at once
     return gate, inside
 

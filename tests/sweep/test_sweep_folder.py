@@ -92,7 +92,7 @@ def test_a_hand_edited_trials_file_warns_for_a_broken_line_and_ignores_a_trial_o
     first = sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=False)
     folder = Path(first.attrs["path"])
     lines = (folder / "trials.jsonl").read_text().splitlines()
-    lines[0] = lines[0].replace('"seed": 0,', '"seed": 0,,')
+    lines[0] = lines[0].replace(",", ",,", 1)  # a comma too many
     lines.append(json.dumps({"trial": 99, "status": "COMPLETED", "final_reward": 5.0}))
     (folder / "trials.jsonl").write_text("\n".join(lines) + "\n")
     done = []
@@ -255,3 +255,12 @@ def test_a_sweep_json_nested_past_the_json_decoder_is_called_damaged(tmp_path):
     (tmp_path / "sweep.json").write_text(DEEP)
     with pytest.raises(ValueError, match=r"resume: .*sweep\.json is damaged \(nested deeper"):
         begin(tmp_path, {}, resume=True)
+
+
+def test_resuming_a_sweep_folder_that_is_a_link_to_nothing_names_the_link(tmp_path):
+    """It said "resume: .../link is not a sweep folder (no sweep.json)": the folder's target gone (unmounted, moved)
+    was not said."""
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    with pytest.raises(ValueError, match=r"resume '.*link': .*link is a link to '.*gone', which does not exist"):
+        sweep(BASE, CONFIGS, steps=1, resume=tmp_path / "link", progress=False)
+    assert not (tmp_path / "gone").exists()
