@@ -7,7 +7,7 @@ import hmac
 from collections import Counter
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Body, Depends, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -86,6 +86,9 @@ def check_request(request: Request) -> None:
 
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 User = Annotated[str, Depends(current_user)]
+NoBody = Annotated[wire.NoBody | None, Body()]
+"""The body of a POST that takes none (a stop, a payload URL, a checkpoint operation): absent, ``{}`` or ``null``; a
+field is a 400 naming it, as in every other body (``{"force": true}`` as a resource stop's body was ignored)."""
 AUTHENTICATED: dict[str, Any] = {
     "dependencies": [Depends(current_user), Depends(check_request)],
     "responses": ERROR_RESPONSES,

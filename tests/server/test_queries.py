@@ -51,6 +51,31 @@ def test_a_checkpoint_operation_refuses_a_body_field_instead_of_ignoring_it(c):
     c.post(f"/training-sessions/{sid}/stop")
 
 
+def test_a_stop_or_payload_url_refuses_a_body_field_instead_of_ignoring_it(tmp_path):
+    """A session's stop, a resource's stop and the payload URLs take no body, as the checkpoint operations do;
+    a field in one was ignored without a word (``{"force": true}`` sent as a resource stop's body, where ``force``
+    is a query parameter). No body, ``{}`` or ``null`` still works, as the SDK sends none."""
+    with app_client(tmp_path) as c:
+        rid, sid = new_session(c)
+        upload = c.post(f"/training-sessions/{sid}/payloads/upload-url")
+        assert upload.status_code == 200, upload.text
+        pid = upload.json()["payload_id"]
+        for url, field in {
+            f"/training-sessions/{sid}/stop": "reason",
+            f"/model-resources/{rid}/stop": "force",
+            f"/training-sessions/{sid}/payloads/upload-url": "size",
+            f"/training-sessions/{sid}/payloads/{pid}/download-url": "ttl",
+        }.items():
+            r = c.post(url, json={field: True})
+            assert r.status_code == 400, (url, r.text)
+            assert r.json()["error"]["param"] == field, (url, r.text)
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING  # not stopped
+        assert c.post(f"/training-sessions/{sid}/payloads/{pid}/download-url", json={}).status_code == 200
+        assert c.post(f"/training-sessions/{sid}/payloads/upload-url", json=None).status_code == 200
+        assert c.post(f"/training-sessions/{sid}/stop", json={}).status_code == 200
+        assert c.post(f"/model-resources/{rid}/stop").status_code == 200
+
+
 def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_saying_so(tmp_path):
     with app_client(tmp_path) as c:
         _, sid = new_session(c)
