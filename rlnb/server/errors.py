@@ -164,6 +164,13 @@ def install_error_handlers(app: FastAPI) -> None:
     def _server_error(request: Request, exc: ServerError) -> JSONResponse:
         return error_response(exc.status, exc.message, exc.type, exc.param, exc.retry)
 
+    @app.exception_handler(Exception)
+    def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        """A bug: the API's error body, not Starlette's plain text; its type only (its text may hold a path). The
+        exception is raised again after this answer, so the server's log has its traceback."""
+        said = f"internal server error ({type(exc).__name__}); the server's log has the details"
+        return error_response(500, said, error_type(500))
+
     @app.exception_handler(RequestValidationError)
     def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0]
