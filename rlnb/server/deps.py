@@ -5,15 +5,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections import Counter
+from collections.abc import Callable, Coroutine
+from contextlib import suppress
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Body, Depends, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rlnb import wire
-from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError, named
+from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError, named, read_json
 from rlnb.server.registry import Registry
 
 _bearer = HTTPBearer(auto_error=False)
@@ -84,11 +86,36 @@ def check_request(request: Request) -> None:
             raise ServerError(400, said, param=named(name))
 
 
+class JsonRoute(APIRoute):
+    """A route whose JSON body is read by ``read_json`` before FastAPI reads it: a key given twice in one object is a
+    400 naming it (``json.loads`` kept the last value: ``{"base_model": "a", "base_model": "b"}`` made a resource of
+    ``b``). A body it cannot read is left to FastAPI, whose errors say why (``install_error_handlers``)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+        if self.body_field is None:
+            return handle
+
+        async def read_then_handle(request: Request) -> Response:
+            media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            body = await request.body() if media == "application/json" or media.endswith("+json") else b""
+            with suppress(ValueError, RecursionError):  # not JSON: FastAPI decodes it again and says why
+                if body:
+                    request._json = read_json(body)  # Starlette's cache of Request.json()
+            return await handle(request)
+
+        return read_then_handle
+
+
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 User = Annotated[str, Depends(current_user)]
+NoBody = Annotated[wire.NoBody | None, Body()]
+"""The body of a POST that takes none (a stop, a payload URL, a checkpoint operation): absent, ``{}`` or ``null``; a
+field is a 400 naming it, as in every other body (``{"force": true}`` as a resource stop's body was ignored)."""
 AUTHENTICATED: dict[str, Any] = {
     "dependencies": [Depends(current_user), Depends(check_request)],
     "responses": ERROR_RESPONSES,
+    "route_class": JsonRoute,
 }
-"""``APIRouter(**AUTHENTICATED)``: every route checks the token and the query (``check_request``), and declares the
-error responses."""
+"""``APIRouter(**AUTHENTICATED)``: every route checks the token and the query (``check_request``), reads its JSON body
+with ``read_json`` (``JsonRoute``), and declares the error responses."""

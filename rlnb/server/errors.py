@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -83,39 +84,63 @@ def _int(literal: str) -> int | _Huge:
         return _Huge(literal)
 
 
-def _first_huge(value: Any) -> tuple[str, int] | None:
-    """The path and digit count of the first ``_Huge`` in decoded JSON (a loop, not recursion: the JSON may nest
-    as deep as the decoder allows)."""
+def _first(value: Any, hit: Callable[[Any], bool]) -> tuple[str, Any] | None:
+    """The path and the item of the first ``hit`` in decoded JSON (a loop, not recursion: the JSON may nest as deep
+    as the decoder allows)."""
     stack: list[tuple[tuple[str, ...], Any]] = [((), value)]
     while stack:
         path, item = stack.pop()
-        if isinstance(item, _Huge):
-            return ".".join(path), item.digits
+        if hit(item):
+            return ".".join(path), item
         members = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
         stack.extend(reversed([((*path, str(key)), member) for key, member in members]))
     return None
 
 
+class _Twice(dict[str, Any]):
+    """A JSON object that gives ``key`` ``times`` times: ``json.loads`` kept the last value without a word."""
+
+    key, times = "", 0
+
+
 def read_json(data: bytes | bytearray | str, prefix: str = "") -> Any:
     """``json.loads``, but an integer too long to read is a 400 naming its field (``prefix`` + its path) and the
     range, not Python's advice to call ``sys.set_int_max_str_digits()`` (or "error parsing the body"). Only a
-    failed decode is decoded again to find it: the common case keeps ``json.loads``'s speed."""
+    failed decode is decoded again to find it: the common case keeps ``json.loads``'s speed. A key given twice in one
+    object is a 400 naming it, as protobuf JSON refuses a duplicate field (``json.loads`` kept the last)."""
+    twice: list[_Twice] = []
+
+    def members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(pairs)
+        if len(made) == len(pairs):
+            return made
+        keys = [key for key, _ in pairs]
+        found = _Twice(made)
+        found.key = next(key for i, key in enumerate(keys) if key in keys[:i])
+        found.times = keys.count(found.key)
+        twice.append(found)
+        return found
+
     try:
-        return json.loads(data)
+        value = json.loads(data, object_pairs_hook=members)
     except json.JSONDecodeError:
         raise
     except ValueError:  # an integer too long to read, or bytes that are not UTF-8/16/32 (raised again below)
-        found = _first_huge(json.loads(data, parse_int=_int))
-        if found is None:
+        huge = _first(json.loads(data, parse_int=_int), lambda item: isinstance(item, _Huge))
+        if huge is None:
             raise
-    path, digits = found
-    param = ".".join(filter(None, (prefix, path))) or None
-    raise ServerError(
-        400,
-        f"{param or 'the body'}: an integer of {digits} digits is out of range for every field "
-        "(an int64 has at most 19 digits, a float64 at most 309)",
-        param=param,
-    )
+        param = ".".join(filter(None, (prefix, huge[0]))) or None
+        raise ServerError(
+            400,
+            f"{param or 'the body'}: an integer of {huge[1].digits} digits is out of range for every field "
+            "(an int64 has at most 19 digits, a float64 at most 309)",
+            param=param,
+        ) from None
+    if twice:
+        where = _first(value, lambda item: item is twice[0])
+        param = named(".".join(filter(None, (prefix, where[0] if where else "", twice[0].key))))
+        raise ServerError(400, f"{param} is given {twice[0].times} times in one object: give it once", param=param)
+    return value
 
 
 def error_response(status: int, message: str, type: str, param: str | None = None, retry: bool = False) -> JSONResponse:
@@ -138,6 +163,13 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServerError)
     def _server_error(request: Request, exc: ServerError) -> JSONResponse:
         return error_response(exc.status, exc.message, exc.type, exc.param, exc.retry)
+
+    @app.exception_handler(Exception)
+    def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        """A bug: the API's error body, not Starlette's plain text; its type only (its text may hold a path). The
+        exception is raised again after this answer, so the server's log has its traceback."""
+        said = f"internal server error ({type(exc).__name__}); the server's log has the details"
+        return error_response(500, said, error_type(500))
 
     @app.exception_handler(RequestValidationError)
     def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

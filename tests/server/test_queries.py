@@ -51,6 +51,62 @@ def test_a_checkpoint_operation_refuses_a_body_field_instead_of_ignoring_it(c):
     c.post(f"/training-sessions/{sid}/stop")
 
 
+def test_a_stop_or_payload_url_refuses_a_body_field_instead_of_ignoring_it(tmp_path):
+    """A session's stop, a resource's stop and the payload URLs take no body, as the checkpoint operations do;
+    a field in one was ignored without a word (``{"force": true}`` sent as a resource stop's body, where ``force``
+    is a query parameter). No body, ``{}`` or ``null`` still works, as the SDK sends none."""
+    with app_client(tmp_path) as c:
+        rid, sid = new_session(c)
+        upload = c.post(f"/training-sessions/{sid}/payloads/upload-url")
+        assert upload.status_code == 200, upload.text
+        pid = upload.json()["payload_id"]
+        for url, field in {
+            f"/training-sessions/{sid}/stop": "reason",
+            f"/model-resources/{rid}/stop": "force",
+            f"/training-sessions/{sid}/payloads/upload-url": "size",
+            f"/training-sessions/{sid}/payloads/{pid}/download-url": "ttl",
+        }.items():
+            r = c.post(url, json={field: True})
+            assert r.status_code == 400, (url, r.text)
+            assert r.json()["error"]["param"] == field, (url, r.text)
+        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING  # not stopped
+        assert c.post(f"/training-sessions/{sid}/payloads/{pid}/download-url", json={}).status_code == 200
+        assert c.post(f"/training-sessions/{sid}/payloads/upload-url", json=None).status_code == 200
+        assert c.post(f"/training-sessions/{sid}/stop", json={}).status_code == 200
+        assert c.post(f"/model-resources/{rid}/stop").status_code == 200
+
+
+def test_a_key_given_twice_in_a_json_object_is_a_400_naming_it_not_the_last_value(tmp_path):
+    """``json.loads`` keeps the last of two equal keys without a word: ``{"base_model": "rlnb/small", "base_model":
+    "rlnb/tiny"}`` made a tiny resource, and a learning rate given twice ran with the second. Protobuf JSON, which the
+    service speaks, refuses a duplicate field; so does `rlnb serve` now, inline and in an uploaded payload."""
+    json_type = {"content-type": "application/json"}
+    with app_client(tmp_path) as c:
+        _, sid = new_session(c)
+        r = c.post(
+            "/model-resources", content=b'{"base_model": "rlnb/small", "base_model": "rlnb/tiny"}', headers=json_type
+        )
+        assert r.status_code == 400 and r.json()["error"]["param"] == "base_model", r.text
+        assert "given 2 times" in r.json()["error"]["message"]
+        assert [m["base_model"] for m in c.get("/model-resources").json()["data"]] == ["rlnb/tiny"]  # new_session's
+        step = f"/training-sessions/{sid}/operations/optim-step"
+        twice = b'{"adam_params": {"learning_rate": 1.0, "learning_rate": 0.001}}'
+        r = c.post(step, content=twice, headers={**json_type, "Idempotency-Key": "twice"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "adam_params.learning_rate", r.text
+        assert c.app.state.registry.sessions[sid].ops == {}  # nothing was queued
+        upload = c.post(f"/training-sessions/{sid}/payloads/upload-url").json()
+        assert c.put(upload["upload_url"], content=b'{"samples": [], "samples": []}').status_code == 200
+        stand_in = {"loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"}, "samples": [], "payload_id": upload["payload_id"]}
+        r = c.post(
+            f"/training-sessions/{sid}/operations/forward-backward", json=stand_in, headers={"Idempotency-Key": "p"}
+        )
+        assert r.status_code == 400 and r.json()["error"]["param"] == "payload.samples", r.text
+        r = c.post(
+            step, content=b'{"adam_params": {"learning_rate": 0.001}}', headers={**json_type, "Idempotency-Key": "once"}
+        )
+        assert r.status_code == 200, r.text  # one of each is read as before
+
+
 def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_saying_so(tmp_path):
     with app_client(tmp_path) as c:
         _, sid = new_session(c)

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 import rlnb
 from rlnb import samples, wire
+from rlnb.server import create_app
 from tests.support.server import DEADLINE, app_client, new_session, running, submit, wait
 
 
@@ -179,3 +180,22 @@ def test_a_stop_with_an_operation_running_answers_stopping_and_holds_the_slot_un
         assert (view["status"], view["step"]) == (wire.SessionStatus.STOPPED, "1")
         assert view["updated_at"] > stopped["updated_at"]
         assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 200
+
+
+def test_an_unexpected_error_is_a_500_with_the_apis_error_body(tmp_path, monkeypatch):
+    """R-Apr declares every RL endpoint's ``default`` response as ``ErrorData``; an exception no route raised on
+    purpose (a bug) was Starlette's plain-text "Internal Server Error", which no client reads as the API's error. Its
+    text is not sent (it may hold a path); its type is, and the server's log has the traceback."""
+    app = create_app(device="cpu", checkpoint_dir=tmp_path)
+
+    def broken(model_resources_id: str) -> None:
+        raise RuntimeError(f"{tmp_path}/registry.jsonl is locked")
+
+    monkeypatch.setattr(app.state.registry, "resource", broken)
+    with TestClient(app, base_url="http://testserver/v1/rl", raise_server_exceptions=False) as c:
+        r = c.get("/model-resources/mr-1")
+        assert r.status_code == 500 and r.headers["content-type"] == "application/json", r.text
+        err = r.json()["error"]
+        assert err["type"] == "server_error" and err["param"] is None and err["code"] is None
+        assert "RuntimeError" in err["message"] and str(tmp_path) not in err["message"]
+        assert c.get("/supported-models").status_code == 200  # the server goes on

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb.server.deps import AUTHENTICATED, RegistryDep
+from rlnb.server.deps import AUTHENTICATED, NoBody, RegistryDep
 from rlnb.server.errors import SHOWN, ServerError
 from rlnb.server.limits import check_known, check_operation, fingerprint
 from rlnb.server.records import OpRecord
@@ -108,7 +108,7 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
             session_id: str,
             idempotency_key: Key,
             registry: RegistryDep,
-            body: Annotated[wire.NoBody | None, Body()] = None,
+            body: NoBody = None,
         ) -> Any:
             return retry_or_submit(registry, session_id, idempotency_key, None)  # a body has no field to keep
 

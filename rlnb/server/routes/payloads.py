@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from rlnb import wire
-from rlnb.server.deps import AUTHENTICATED, RegistryDep
+from rlnb.server.deps import AUTHENTICATED, NoBody, RegistryDep
 from rlnb.server.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/v1/rl/training-sessions/{session_id}/payloads", tags=["payloads"], **AUTHENTICATED)
@@ -17,7 +17,7 @@ presigned = APIRouter(prefix="/v1/rl/payloads", tags=["payloads"], responses=ERR
 
 
 @router.post("/upload-url")
-def payload_upload_url(session_id: str, registry: RegistryDep) -> wire.PayloadUploadUrl:
+def payload_upload_url(session_id: str, registry: RegistryDep, body: NoBody = None) -> wire.PayloadUploadUrl:
     """A payload id and a URL to PUT the whole JSON body to; then submit the operation with ``payload_id``.
     Only an active session takes uploads (409 otherwise)."""
     p = registry.payloads.new_upload(registry.session(session_id))
@@ -26,7 +26,9 @@ def payload_upload_url(session_id: str, registry: RegistryDep) -> wire.PayloadUp
 
 
 @router.post("/{payload_id}/download-url")
-def payload_download_url(session_id: str, payload_id: str, registry: RegistryDep) -> wire.PayloadDownloadUrl:
+def payload_download_url(
+    session_id: str, payload_id: str, registry: RegistryDep, body: NoBody = None
+) -> wire.PayloadDownloadUrl:
     """A URL to GET a payload (an offloaded result, or an upload not used yet) from."""
     registry.session(session_id)
     p = registry.payloads.owned(session_id, payload_id)

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from rlnb import wire
-from rlnb.server.deps import AUTHENTICATED, RegistryDep, User
+from rlnb.server.deps import AUTHENTICATED, NoBody, RegistryDep, User
 from rlnb.server.limits import check_known
 from rlnb.server.models import supported_models
 from rlnb.server.resources import PRICE_PER_GPU_HOUR
@@ -62,5 +62,7 @@ def extend_expiry(
 
 
 @router.post("/model-resources/{model_resources_id}/stop")
-def stop_model_resources(model_resources_id: str, registry: RegistryDep, force: bool = False) -> wire.ModelResources:
+def stop_model_resources(
+    model_resources_id: str, registry: RegistryDep, force: bool = False, body: NoBody = None
+) -> wire.ModelResources:
     return registry.stop_resource(model_resources_id, force)

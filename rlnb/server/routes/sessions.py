@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from rlnb import wire
-from rlnb.server.deps import AUTHENTICATED, RegistryDep, User
+from rlnb.server.deps import AUTHENTICATED, NoBody, RegistryDep, User
 from rlnb.server.limits import check_known
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, STATUS_QUERY
 
@@ -45,5 +45,5 @@ def update_session(session_id: str, body: wire.UpdateSessionRequest, registry: R
 
 
 @router.post("/{session_id}/stop")
-def stop_session(session_id: str, registry: RegistryDep) -> wire.Session:
+def stop_session(session_id: str, registry: RegistryDep, body: NoBody = None) -> wire.Session:
     return registry.stop_session(session_id)
