@@ -20,6 +20,8 @@ _MASKED = ("logprobs", "advantages", "reference_logprobs")
 """A policy loss's inputs it reads at unmasked positions only (``losses.compute`` puts neutral values at the others):
 finite there, whatever a masked one holds (a sentinel past float32's range, -1.7e308, was refused)."""
 _DTYPES = {"int64": torch.int64, "float32": torch.float32}
+_INPUT_DTYPES = {key: tuple(_DTYPES[d] for d in names) for key, names in wire.LOSS_INPUT_DTYPES.items()}
+"""The torch dtypes each loss input may have: made once, not a generator per input checked."""
 
 
 class InvalidLossInput(ValueError):
@@ -120,7 +122,7 @@ def check_input(where: str, key: str, t: Any, n: int, read: torch.Tensor | None 
     ``key``, 1-D of the model input's length ``n``, finite (at the positions ``read`` marks, when given). ``where``
     names it as its caller names fields.
     Raise InvalidLossInput."""
-    dtypes = tuple(_DTYPES[d] for d in wire.LOSS_INPUT_DTYPES[key])
+    dtypes = _INPUT_DTYPES[key]
     if not isinstance(t, torch.Tensor):
         raise InvalidLossInput(f"{where} must be a tensor, got {type(t).__name__}")
     if t.dtype not in dtypes:

@@ -131,9 +131,11 @@ class TrainerOptimizer:
         self.limits.check(hp)
 
     @torch.no_grad()
-    def step(self, hp: Hyperparams) -> StepStats:
-        """Clip and apply this step's update with ``hp``, this optimizer kind's hyperparameters."""
-        self.check(hp)
+    def step(self, hp: Hyperparams, *, checked: bool = False) -> StepStats:
+        """Clip and apply this step's update with ``hp``, this optimizer kind's hyperparameters; ``checked``: the
+        caller has just passed ``hp`` to ``check`` (the engine's handler, which names a refusal ``INVALID_INPUT``)."""
+        if not checked:
+            self.check(hp)
         adam_hp = hp.adam if isinstance(hp, MuonHyperparams) else hp
 
         total = total_norm([p.grad for _, p in self._named if p.grad is not None])
@@ -151,7 +153,7 @@ class TrainerOptimizer:
         max_norm = hp.grad_clip_norm
         coef = clip_coefficient(max_norm, total) if clips(max_norm, grad_norm) else None
         clip_coef = 1.0 if coef is None else coef.item()
-        if clip_coef != 1.0:  # a factor of 1 leaves every (finite) gradient as it is: 5 ops a step saved
+        if coef is not None and clip_coef != 1.0:  # a factor of 1 leaves every (finite) gradient as it is
             scale_grads([p.grad for _, p in self._named if p.grad is not None], coef)
 
         if self._adamw is not None:
