@@ -13,9 +13,12 @@ COMPLETED from within ``submit`` (no worker thread, no queue): what the two thre
 --calls: instead, what the CPU's load cannot blur: the Python calls a step made outside torch, on every thread, by a
 session on the local engine (``tiny``, one thread, recording on: ``bench_optim.py --overhead``'s step, each step's
 ``result()`` waited for), and the --top files that made them (``tests/engine/test_step_calls.py`` bounds the total).
+--ops: the same steps' torch (aten) ops, every thread, and the --top ops (``tests/engine/test_step_ops.py`` bounds
+those past a bare loop's).
 
     python bench/bench_session_overhead.py [--steps 2000] [--block 25] [--runs 3] [--profile]
     python bench/bench_session_overhead.py --calls [--steps 20] [--top 25]
+    python bench/bench_session_overhead.py --ops [--steps 20] [--top 25]
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import uuid
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import rlnb
 from rlnb import samples, wire
@@ -105,6 +109,29 @@ def profile(runs: str, n: int, block: int, warmup: int, top: int) -> None:
         print("\n".join(out.getvalue().splitlines()[: top + 12]))
 
 
+def counted_steps(steps: int, counting: threading.Event, started: Any, counter: Any = None) -> None:
+    """``bench_optim.py --overhead``'s step on a local ``tiny`` session (one thread, recording on), each ``result()``
+    waited for: 10 untimed (caches filled, the thread policy settled), then ``steps`` with ``counting`` set.
+    ``started``: the profile function each new thread (the session's worker) starts with; ``counter``: this one's."""
+    threading.setprofile(started)
+    try:
+        session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=tempfile.mkdtemp(), threads=1)
+    finally:
+        threading.setprofile(None)
+    batch, hp = [samples.cross_entropy(TOKENS)], rlnb.AdamParams(learning_rate=1e-3)
+    try:
+        for i in range(10 + steps):
+            if i == 10:
+                counting.set()
+                sys.setprofile(counter)
+            session.forward_backward(batch)
+            session.optim_step(hp).result()
+    finally:
+        sys.setprofile(None)
+        counting.clear()
+        session.close()
+
+
 def count_calls(steps: int, top: int) -> None:
     """Print the Python calls a step outside torch, all threads, and the ``top`` files that made them."""
     files: collections.Counter[str] = collections.Counter()
@@ -115,26 +142,40 @@ def count_calls(steps: int, top: int) -> None:
         if event == "call" and counting.is_set() and "/torch/" not in name:
             files[name.split("/rlnb/")[-1] if "/rlnb/" in name else "(not rlnb) " + os.path.basename(name)] += 1
 
-    threading.setprofile(count)  # the session's worker, started now, counts too
-    try:
-        session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=tempfile.mkdtemp(), threads=1)
-    finally:
-        threading.setprofile(None)
-    batch, hp = [samples.cross_entropy(TOKENS)], rlnb.AdamParams(learning_rate=1e-3)
-    try:
-        for i in range(10 + steps):  # 10 untimed: caches filled, the thread policy settled
-            if i == 10:
-                counting.set()
-                sys.setprofile(count)
-            session.forward_backward(batch)
-            session.optim_step(hp).result()
-    finally:
-        sys.setprofile(None)
-        session.close()
+    counted_steps(steps, counting, count, count)  # the session's worker, started then, counts too
     print(
         f"Python calls a step outside torch (local tiny, recording on), all threads: {sum(files.values()) / steps:.0f}"
     )
     for name, n in files.most_common(top):
+        print(f"    {n / steps:6.1f} {name}")
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten ops run under it while ``counting`` is set, by name."""
+
+    def __init__(self, seen: collections.Counter[str], counting: threading.Event) -> None:
+        super().__init__()
+        self.seen, self.counting = seen, counting
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if self.counting.is_set():
+            self.seen[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_ops(steps: int, top: int) -> None:
+    """Print the torch (aten) ops a step runs, every thread, and the ``top`` ops by count. A dispatch mode is per
+    thread: each new thread (the worker) enters one on its first call, and keeps it until it ends."""
+    seen: collections.Counter[str] = collections.Counter()
+    counting = threading.Event()
+
+    def enter(frame: Any, event: str, arg: object) -> None:
+        sys.setprofile(None)
+        OpCounter(seen, counting).__enter__()
+
+    counted_steps(steps, counting, enter)
+    print(f"torch ops a step (aten, local tiny, recording on), all threads: {sum(seen.values()) / steps:.0f}")
+    for name, n in seen.most_common(top):
         print(f"    {n / steps:6.1f} {name}")
 
 
@@ -152,11 +193,12 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--calls", action="store_true")
+    ap.add_argument("--ops", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
     print("command: python " + " ".join(sys.argv))
-    if args.calls:
-        count_calls(args.steps or 20, args.top)
+    if args.calls or args.ops:
+        (count_calls if args.calls else count_ops)(args.steps or 20, args.top)
         return
     print(f"load average {os.getloadavg()[0]:.2f} at the start")
     args.steps = args.steps or 2000

@@ -23,22 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 from rlnb import wire
 from rlnb._options import check_seconds, refuse_unknown, take
-from rlnb.engine import checkpoints, handlers, inputs, model_setup
-from rlnb.engine.checkpoint_files import CheckpointStore, Variant
+from rlnb.engine import assembly, checkpoints, handlers, inputs, model_setup
+from rlnb.engine.checkpoint_files import Variant
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
-from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.models.lora import LoraSettings
-from rlnb.engine.optim.muon import ns_dtype_for
-from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, refuse_muon_only
-from rlnb.engine.state import Engine
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
 from rlnb.text import Codec
@@ -93,9 +88,10 @@ class LocalBackend:
         goes_on = resume is not None and resume["type"] == "training" and saved.load_optimizer is not False
         continued = resume if goes_on else None
         started = continued.get("ns_dtype") if continued is not None else None  # the run's own dtype
-        ns = _ns_dtype(muon.ns_dtype if muon.ns_dtype is not None else started, self.device)
+        ns = assembly.ns_dtype(muon.ns_dtype if muon.ns_dtype is not None else started, self.device)
         compiler = Compiler(self.device) if compute.compile else None
-        self.engine = self._engine(adapter, trainer, muon, ns, saved, op_delay, mo.num_generator_replicas, compiler)
+        self.engine = assembly.build_engine(self.optimizer, adapter, trainer, self.lora, mo, muon, ns, saved, op_delay,
+                                            compiler)  # fmt: skip
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
         if continued is not None:
             step = checkpoints.restore_optimizer(continued, self.engine.optim, trainer, Path(str(saved.resume_from)))
@@ -129,43 +125,6 @@ class LocalBackend:
             return output
         finally:
             self._threads.after(ok)
-
-    def _engine(
-        self,
-        adapter: ModelAdapter,
-        trainer: nn.Module,
-        muon: MuonOptions,
-        ns: torch.dtype,
-        saved: CheckpointOptions,
-        op_delay: float,
-        num_generator_replicas: int,
-        compiler: Compiler | None,
-    ) -> Engine:
-        """What the handlers work on: the two copies of the model, the optimizer, the checkpoint store."""
-        split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if self.optimizer == "muon" else None
-        scaling = muon.muon_scaling or "original"
-        optim = TrainerOptimizer(trainer, self.optimizer, split, muon_scaling=scaling, ns_dtype=ns)
-        return Engine(
-            adapter=adapter,
-            trainer=trainer,
-            # trainer-only (no generator replicas): nothing samples, so the sampler is the trainer
-            sampler=model_setup.build_sampler(trainer, self.device, self.lora) if num_generator_replicas else trainer,
-            optim=optim,
-            kind=self.optimizer,
-            store=CheckpointStore(saved.checkpoint_dir, lora=self.lora is not None),
-            meta={
-                "base_model": adapter.name,
-                "base_model_dir": checkpoints.model_dir(adapter),
-                "base_fingerprint": adapter.fingerprint,
-                "seed": self.seed if adapter.kind == "builtin" else None,  # builds the base a LoRA checkpoint adapts
-                "lora": self.lora.as_dict() if self.lora else None,
-                "ns_dtype": str(ns).removeprefix("torch."),
-                "optimizer_kind": self.optimizer,
-            },
-            num_generator_replicas=num_generator_replicas,
-            op_delay=op_delay,
-            compiler=compiler,
-        )
 
     # -- what notebooks and the server read --------------------------------------------------------
 
@@ -293,13 +252,3 @@ class LocalBackend:
         """Whether the caller is the thread that runs this session's operations (``Operation.result`` refuses to
         wait there)."""
         return self._worker.runs_here()
-
-
-def _ns_dtype(ns_dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    if ns_dtype is None:
-        return ns_dtype_for(device)
-    if isinstance(ns_dtype, torch.dtype):
-        return ns_dtype
-    if ns_dtype not in DTYPES:
-        raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {ns_dtype!r}")
-    return DTYPES[ns_dtype]

@@ -149,7 +149,7 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
     except ValueError as exc:  # the other optimizer's params, or an eps these weights cannot take
         raise OperationError(Code.INVALID_INPUT, str(exc)) from None
     try:
-        stats = engine.optim.step(hp)
+        stats = engine.optim.step(hp, checked=True)  # just above
     except NonFiniteGradient as exc:
         engine.optim.zero_grad()
         raise OperationError(Code.NON_FINITE_LOSS, exc.dropped()) from None

@@ -90,7 +90,8 @@ def compute(
     # banned token in a prompt) would turn its product with the 0 weight into NaN and fail the step NON_FINITE_LOSS.
     if loss_type == _CROSS_ENTROPY:
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
-        return -torch.dot(w, torch.where(w != 0, lp, 0.0)), _summary((w != 0).to(lp.dtype), means, tokens=w)
+        on = w != 0
+        return -torch.dot(w, torch.where(on, lp, 0.0)), _summary(on.to(lp.dtype), means, tokens=w)
 
     m = torch.cat([loss_mask(loss_type, x) for x in inputs]).to(lp.device)
     # Neither are a masked token's inputs: neutral values there (ratio 1, advantage 0), so that what a caller

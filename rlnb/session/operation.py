@@ -126,19 +126,21 @@ class Operation(Generic[T]):
                     self._on_update(env, at)
                 except Exception:  # recording failed (a listener's bug): the result must still arrive
                     log.exception("recording %s %s failed", self.kind, env.id)
-            if env.status == wire.OperationStatus.COMPLETED:
-                output: Any = env.output
-                if self._transform is not None and output is not None:
-                    try:
-                        output = self._transform(output)
-                    except Exception as exc:  # noqa: BLE001 - reaches the caller of result(), not the backend
-                        self._future.set_exception(exc)
-                        self._ended = True
-                        return
-                self._future.set_result(output)
-                self._ended = True
-            elif env.status == wire.OperationStatus.FAILED:
+            status = env.status
+            if status != wire.OperationStatus.COMPLETED and status != wire.OperationStatus.FAILED:
+                return
+            failure: Exception | None = None
+            output: Any = env.output
+            if status == wire.OperationStatus.FAILED:
                 err = env.error or wire.OperationError()
                 failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)
+            elif self._transform is not None and output is not None:
+                try:
+                    output = self._transform(output)
+                except Exception as exc:  # noqa: BLE001 - reaches the caller of result(), not the backend
+                    failure = exc
+            if failure is not None:
                 self._future.set_exception(failure)
-                self._ended = True
+            else:
+                self._future.set_result(output)
+            self._ended = True  # the one place: just after the future ended

@@ -5,6 +5,7 @@ after it are counted down (``History.uncount_step``); and ``wait`` waits for eve
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -46,13 +47,15 @@ class Submissions:
             with self._lock:  # one order for the step counter, the history and the backend queue
                 with self._failed_lock:  # a failure counted and its records lowered (``recorded``) at once
                     rec = self.history.new(kind, self.steps_submitted - self.steps_failed, params, at=op.submitted_at)
-                op._on_update = lambda env, at: recorded(rec, env, at)
+                op._on_update = functools.partial(recorded, rec)  # C: a lambda was a Python call a report
                 # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
                 # raises here, recorded FAILED
                 self.backend.submit(kind, body, op._update if mismatch is None else _checked(op, mismatch))
                 if kind == Kind.OPTIM_STEP:
                     self.steps_submitted += 1
-                while self._pending and self._pending[0].done():  # operations end in order: O(1) amortised
+                # operations end in order: O(1) amortised; ``_ended``, not ``done()`` (4 Python calls, the future's
+                # lock): one that ended a moment ago stays until the next submission, and ``wait`` finds it done
+                while self._pending and self._pending[0]._ended:
                     self._pending.popleft()
                 self._pending.append(op)
         finally:

@@ -29,3 +29,21 @@ def clip_coefficient(max_norm: float | Tensor, total: Tensor) -> Tensor:
     it computes it, in ``total``'s dtype: what a step reports is what it applied. Worked in Python's float64,
     grad_clip_norm 1e-300 was reported as 5e-302 while the gradients became exactly 0 (1e-300 is 0 in float32)."""
     return (max_norm / (total + CLIP_EPS)).clamp(max=1.0)
+
+
+CLIPS_MARGIN = 1.1
+"""How far past the norm ``max_norm`` must be for ``clips`` to answer in Python: the factor's float32 (or bfloat16)
+arithmetic rounds by far less than 10%."""
+
+
+def clips(max_norm: float, grad_norm: float) -> bool:
+    """Whether the clip factor may be below 1 (``max_norm`` > 0 and not well above ``grad_norm + CLIP_EPS``). False
+    means ``clip_coefficient`` is exactly 1: its 4 ops and a host sync a step, and the multiply by 1, are skipped."""
+    return max_norm > 0 and not max_norm > CLIPS_MARGIN * (grad_norm + CLIP_EPS)
+
+
+def scale_grads(grads: list[Tensor], coef: Tensor) -> None:
+    """Multiply ``grads`` by ``clip_coefficient``'s factor in place, as ``clip_grads_with_norm_`` does once it has
+    computed that factor again (4 ops): one foreach multiply per device."""
+    for device in {g.device for g in grads}:
+        torch._foreach_mul_([g for g in grads if g.device == device], coef.to(device))

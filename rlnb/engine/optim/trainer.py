@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from rlnb import wire
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
-from rlnb.engine.optim.norms import clip_coefficient, total_norm
+from rlnb.engine.optim.norms import clip_coefficient, clips, scale_grads, total_norm
 from rlnb.engine.optim.split import ParamSplit, split_params
 from rlnb.params import ADAM_DEFAULTS, AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
@@ -131,9 +131,11 @@ class TrainerOptimizer:
         self.limits.check(hp)
 
     @torch.no_grad()
-    def step(self, hp: Hyperparams) -> StepStats:
-        """Clip and apply this step's update with ``hp``, this optimizer kind's hyperparameters."""
-        self.check(hp)
+    def step(self, hp: Hyperparams, *, checked: bool = False) -> StepStats:
+        """Clip and apply this step's update with ``hp``, this optimizer kind's hyperparameters; ``checked``: the
+        caller has just passed ``hp`` to ``check`` (the engine's handler, which names a refusal ``INVALID_INPUT``)."""
+        if not checked:
+            self.check(hp)
         adam_hp = hp.adam if isinstance(hp, MuonHyperparams) else hp
 
         total = total_norm([p.grad for _, p in self._named if p.grad is not None])
@@ -149,9 +151,10 @@ class TrainerOptimizer:
             raise NonFiniteGradient(grad_norm, bad)
 
         max_norm = hp.grad_clip_norm
-        clip_coef = clip_coefficient(max_norm, total).item() if max_norm > 0 else 1.0
-        if max_norm > 0:
-            torch.nn.utils.clip_grads_with_norm_([p for _, p in self._named], max_norm, total)
+        coef = clip_coefficient(max_norm, total) if clips(max_norm, grad_norm) else None
+        clip_coef = 1.0 if coef is None else coef.item()
+        if coef is not None and clip_coef != 1.0:  # a factor of 1 leaves every (finite) gradient as it is
+            scale_grads([p.grad for _, p in self._named if p.grad is not None], coef)
 
         if self._adamw is not None:
             for group in self._adamw.param_groups:

@@ -1,0 +1,72 @@
+"""A ``LocalBackend``'s ``Engine`` put together from its checked options: apart from the backend, which reads the
+options, resumes a run and serves the session, because what the handlers work on is its own concept."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from rlnb.engine import checkpoints, model_setup
+from rlnb.engine.checkpoint_files import CheckpointStore
+from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.models.compiled import Compiler
+from rlnb.engine.models.hf import DTYPES
+from rlnb.engine.models.lora import LoraSettings
+from rlnb.engine.optim.muon import ns_dtype_for
+from rlnb.engine.optim.split import split_params
+from rlnb.engine.optim.trainer import TrainerOptimizer
+from rlnb.engine.options import CheckpointOptions, ModelOptions, MuonOptions
+from rlnb.engine.state import Engine
+from rlnb.wire import OptimizerKind
+
+
+def build_engine(
+    kind: OptimizerKind,
+    adapter: ModelAdapter,
+    trainer: nn.Module,
+    lora: LoraSettings | None,
+    mo: ModelOptions,
+    muon: MuonOptions,
+    ns: torch.dtype,
+    saved: CheckpointOptions,
+    op_delay: float,
+    compiler: Compiler | None,
+) -> Engine:
+    """What the handlers work on: the two copies of the model (on the adapter's device), the optimizer, the
+    checkpoint store."""
+    split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if kind == "muon" else None
+    scaling = muon.muon_scaling or "original"
+    optim = TrainerOptimizer(trainer, kind, split, muon_scaling=scaling, ns_dtype=ns)
+    replicas = mo.num_generator_replicas
+    return Engine(
+        adapter=adapter,
+        trainer=trainer,
+        # trainer-only (no generator replicas): nothing samples, so the sampler is the trainer
+        sampler=model_setup.build_sampler(trainer, adapter.device, lora) if replicas else trainer,
+        optim=optim,
+        kind=kind,
+        store=CheckpointStore(saved.checkpoint_dir, lora=lora is not None),
+        meta={
+            "base_model": adapter.name,
+            "base_model_dir": checkpoints.model_dir(adapter),
+            "base_fingerprint": adapter.fingerprint,
+            "seed": mo.seed if adapter.kind == "builtin" else None,  # builds the base a LoRA checkpoint adapts
+            "lora": lora.as_dict() if lora else None,
+            "ns_dtype": str(ns).removeprefix("torch."),
+            "optimizer_kind": kind,
+        },
+        num_generator_replicas=replicas,
+        op_delay=op_delay,
+        compiler=compiler,
+    )
+
+
+def ns_dtype(given: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    """Muon's Newton-Schulz dtype: ``given`` by name or dtype, else the device's (``ns_dtype_for``)."""
+    if given is None:
+        return ns_dtype_for(device)
+    if isinstance(given, torch.dtype):
+        return given
+    if given not in DTYPES:
+        raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {given!r}")
+    return DTYPES[given]
