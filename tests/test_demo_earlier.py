@@ -237,3 +237,21 @@ def test_a_ctrl_c_while_the_demo_says_what_it_replaces_puts_the_earlier_output_b
     monkeypatch.undo()
     assert _files(out) == before and not (out / EARLIER).exists()
     assert opened[0].closed  # its run folder's lock let go, the backend's threads stopped
+
+
+def test_a_demo_whose_disk_filled_while_it_wrote_its_files_leaves_none_that_stops_the_next(tmp_path, monkeypatch):
+    """A full disk half way through history.csv (seen on a 600 kB tmpfs): the empty file it left was named by no
+    manifest, so the next demo there stopped before training as if it were the user's."""
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    real = rlnb.History.to_csv
+
+    def full(self, path, *args, **kwargs):
+        path.write_text("step,")  # what fitted
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(rlnb.History, "to_csv", full)
+    assert main(demo) == 1
+    assert not (out / "history.csv").exists() and len(rlnb.History.load(out / "run").steps) == 1
+    monkeypatch.setattr(rlnb.History, "to_csv", real)
+    assert main(demo) == 0  # the space freed: it runs, without --force

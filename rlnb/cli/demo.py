@@ -79,14 +79,13 @@ def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, line
     """The run over the earlier output set aside in ``aside``, the demo's ``lines`` said first; what it set aside is
     deleted once a step completed, put back when it recorded nothing."""
     from rlnb.cli.demo_aside import asides, drop, kept_words
-    from rlnb.cli.demo_files import OUTPUTS, note_own_files, restore_earlier_output
+    from rlnb.cli.demo_files import restore_earlier_output
 
     out = Path(o.out)
     try:  # the earlier output comes back when the run stops before it recorded anything (a Ctrl-C)
         for line in lines:  # in the block: a Ctrl-C while a pager held stderr left it aside beside an empty run
             print(line, file=sys.stderr)
         completed, failure = _train(session, o, params, out)
-        note_own_files(out, ["run/", *OUTPUTS])
     except BaseException as exc:
         if not session.closed:  # stopped before _train's block: its run folder is let go before it is deleted
             session.close()
@@ -113,9 +112,9 @@ def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, line
 def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, str | None]:
     """The run itself, its table and its files: (how many steps completed, the first failure's reason)."""
     import rlnb
+    from rlnb.cli.demo_files import write_outputs
     from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
     from rlnb.tasks.lesson import log_accuracy
-    from rlnb.viz import plots
 
     task = TASKS[o.task]()
     verified = task if isinstance(task, VerifiedTask) else None
@@ -155,10 +154,7 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
                 f" (a constant answer scores {verified.chance:.2f})"
             )
         history = session.history
-    history.to_csv(out / "history.csv")
-    logged = history.logged
-    logged.to_csv(out / "rewards.csv", index=False)
-    plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
+    logged = write_outputs(history, out)
     if "reward" in logged:
         rewards = logged["reward"].dropna()  # the eval/accuracy rows have no reward
         k = max(1, min(5, len(rewards) // 4))

@@ -15,7 +15,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rlnb._options import refuse_dangling_link
 from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
@@ -133,6 +133,26 @@ def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[
             raise ValueError(f"cannot set the earlier demo's files in {out} aside: {exc}") from None
         raise
     return aside, moved
+
+
+def write_outputs(history: Any, out: Path) -> Any:
+    """history.csv, rewards.csv and demo.png, then the manifest naming them; the logged frame. A write that fails (a
+    full disk, a Ctrl-C) deletes the ones it wrote, each made again from ``run/``: a half-written history.csv, named by
+    no manifest, stopped the next demo as a file of the user's."""
+    from rlnb.viz import plots
+
+    try:
+        history.to_csv(out / "history.csv")
+        logged = history.logged
+        logged.to_csv(out / "rewards.csv", index=False)
+        plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
+        note_own_files(out, ["run/", *OUTPUTS])
+    except BaseException:
+        for name in OUTPUTS:  # this run's: an earlier file of the name was set aside, or there was none
+            with contextlib.suppress(OSError):
+                (out / name).unlink(missing_ok=True)
+        raise
+    return logged
 
 
 def _put_back(out: Path, aside: Path) -> None:
