@@ -100,8 +100,13 @@ def note_own_files(out: Path, names: list[str]) -> None:
     never written through a link left under the temporary name (``write_new``: it wrote into the link's target)."""
     own = {name: ("" if name == "run/" else _digest(out / name)) for name in names}
     tmp = out / (MANIFEST + ".tmp")
-    write_new(tmp, json.dumps(own).encode())
-    tmp.replace(out / MANIFEST)
+    try:
+        write_new(tmp, json.dumps(own).encode())
+        tmp.replace(out / MANIFEST)
+    except OSError:  # a full disk fails at the close, after write_new's own clean-up: an empty .tmp was left
+        if not tmp.is_symlink():
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[str]]:
@@ -125,12 +130,14 @@ def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[
             staging.rename(aside)
         note_own_files(out, ["run/"])
     except BaseException as exc:  # a Ctrl-C too: the manifest went aside and the rest stayed, the folder refused
+        setting = bool(moved) or aside is not None or staging.is_dir()
         for folder in (staging, aside):  # restore_earlier_output took the earlier run/ still there for the new run's
             if folder is not None and folder.is_dir():  # what is left there stays, and the demo's last line says
                 with contextlib.suppress(OSError):
                     _put_back(out, folder)
-        if isinstance(exc, OSError):
-            raise ValueError(f"cannot set the earlier demo's files in {out} aside: {exc}") from None
+        if isinstance(exc, OSError):  # with nothing to set aside, the manifest could not be written (a full disk)
+            what = f"set the earlier demo's files in {out} aside" if setting else f"write the demo's files in {out}"
+            raise ValueError(f"cannot {what}: {exc}") from None
         raise
     return aside, moved
 
