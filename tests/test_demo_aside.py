@@ -3,6 +3,8 @@
 
 import os
 
+import pytest
+
 from rlnb.cli import main
 from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, hold_out
 from rlnb.cli.demo_files import MANIFEST, OUTPUTS, check_out, note_own_files
@@ -83,3 +85,20 @@ def test_a_demo_in_the_folder_of_one_that_set_its_earlier_output_aside_is_told_i
         assert _files(out) == before
     finally:
         release(held)
+
+
+def test_an_out_in_a_folder_where_a_demo_keeps_earlier_output_is_refused(tmp_path):
+    """A demo in ``OUT/.rlnb-demo-deleting/x`` (or through a link to it) had its output deleted by the next demo in
+    ``OUT``; one in ``OUT/.rlnb-demo-setting-aside`` had it moved into ``OUT``."""
+    for name in (EARLIER, f"{EARLIER}-2", STAGING, DELETING):
+        folder = tmp_path / "OUT" / name
+        folder.mkdir(parents=True)
+        (tmp_path / f"link{name}").symlink_to(folder)
+        for out in (folder / "x", folder, tmp_path / f"link{name}" / "x"):
+            with pytest.raises(ValueError) as refused:
+                check_out(out, force=False)
+            assert str(refused.value) == (
+                f"--out {out} is in {folder}, a folder where rlnb demo keeps earlier output (a later demo may move or "
+                "delete it): pick another --out"
+            )
+    assert check_out(tmp_path / "OUT" / ".rlnb-demo-other", force=False) == []

@@ -206,12 +206,24 @@ def _refuse_others(out: Path, force: bool) -> None:
                          "replace them, or pick another --out")  # fmt: skip
 
 
+def _refuse_kept(out: Path) -> None:
+    """A ``ValueError`` when ``out`` is in (or links into) a folder where a demo keeps earlier output: a later demo in
+    the folder above puts a half-done set-aside back, deletes a ``DELETING`` folder, and takes an aside folder for the
+    output a stopped demo kept."""
+    for path in (out.absolute(), out.resolve()):
+        kept = next((p for p in (path, *path.parents) if p.name.startswith((EARLIER, STAGING, DELETING))), None)
+        if kept is not None:
+            raise ValueError(f"--out {out} is in {kept}, a folder where rlnb demo keeps earlier output (a later demo "
+                             "may move or delete it): pick another --out")  # fmt: skip
+
+
 def check_out(out: Path, force: bool) -> list[str]:
     """A ``ValueError`` when ``out`` cannot take the demo's files, before anything is made or loaded: the nearest
     folder of it that exists takes no file (a file named as ``--out``; ``/proc/self``, where the run trained in memory,
     then writing history.csv raised), another demo runs there (``hold_out``), or it holds files no demo wrote
     (``_refuse_others``), once what a killed demo left half done is finished (``recover``: the lines that say so)."""
     refuse_dangling_link("--out", out)  # mkdir said "File exists" once the model had loaded
+    _refuse_kept(out)
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
     if not there.is_dir():  # the error named a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
         raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")
