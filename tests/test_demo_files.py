@@ -91,3 +91,12 @@ def test_a_full_disk_before_the_demo_trains_says_so_and_leaves_no_manifest_half_
         set_aside_earlier_output(out, force=False)
     assert str(refused.value) == f"cannot write the demo's files in {out}: [Errno 28] No space left on device"
     assert list(out.iterdir()) == []
+
+
+def test_an_out_whose_name_is_past_the_file_systems_limit_is_refused_naming_it(tmp_path):
+    """``[Errno 36] File name too long`` came out as an ``OSError``: one line, but exit 1 and no word of ``--out``."""
+    out = tmp_path / ("a" * 300)
+    with pytest.raises(
+        ValueError, match=r"^cannot write the demo's files in .*a{300}: \[Errno 36\] File name too long"
+    ):
+        check_out(out, force=False)

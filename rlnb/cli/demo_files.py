@@ -222,16 +222,21 @@ def check_out(out: Path, force: bool) -> list[str]:
     folder of it that exists takes no file (a file named as ``--out``; ``/proc/self``, where the run trained in memory,
     then writing history.csv raised), another demo runs there (``hold_out``), or it holds files no demo wrote
     (``_refuse_others``), once what a killed demo left half done is finished (``recover``: the lines that say so)."""
+    try:
+        return _check_out(out, force)
+    except OSError as exc:  # a name past the file system's limit: "[Errno 36] File name too long", exit 1, no --out
+        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
+
+
+def _check_out(out: Path, force: bool) -> list[str]:
+    """``check_out``, its ``OSError``s raised as they are."""
     refuse_dangling_link("--out", out)  # mkdir said "File exists" once the model had loaded
     _refuse_kept(out)
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
     if not there.is_dir():  # the error named a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
         raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")
-    try:
-        with tempfile.TemporaryFile(dir=there):
-            pass
-    except OSError as exc:
-        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
+    with tempfile.TemporaryFile(dir=there):  # an OSError: check_out says it
+        pass
     if not out.is_dir():
         return []
     if not any(p.name.startswith((LOCK, STAGING, DELETING)) for p in out.iterdir()):  # no demo was here
@@ -239,10 +244,8 @@ def check_out(out: Path, force: bool) -> list[str]:
         return []
     held = hold_out(out)
     try:
-        said = recover(out)
+        said = recover(out)  # an OSError (a half-done set-aside that cannot be put back): check_out says it
         _refuse_others(out, force)
-    except OSError as exc:  # a half-done set-aside that cannot be put back
-        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
     finally:
         release(held)
     return said
