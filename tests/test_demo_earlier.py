@@ -46,9 +46,11 @@ def test_a_forced_demo_stopped_before_it_recorded_anything_puts_the_users_files_
     assert "holds files no earlier rlnb demo wrote there (history.csv, rewards.csv, run/)" in capsys.readouterr().err
 
 
-def test_a_forced_demo_stopped_after_it_recorded_steps_keeps_the_users_files_aside_and_the_next_demo_runs(
+def test_a_forced_demo_stopped_after_it_recorded_steps_keeps_both_runs_until_one_completes(
     tmp_path, monkeypatch, capsys
 ):
+    """The next demo then runs (it stopped before training until the user moved the folder away): it replaces the
+    stopped run, its own, and the user's files stay in the folder the stopped demo set them aside in."""
     out = tmp_path / "out"
     before = _users_files(out)
     _interrupt_the_next_step(monkeypatch)
