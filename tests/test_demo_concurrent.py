@@ -3,6 +3,12 @@ with words that say a demo is running there (its session holds ``run/``)."""
 
 import json
 import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from rlnb.cli import main
 from rlnb.cli.demo_files import EARLIER, MANIFEST
@@ -56,3 +62,30 @@ def test_a_demo_in_the_folder_of_one_that_runs_is_not_told_that_a_demo_stopped_t
         assert _files(out) == before
     finally:
         store.close()
+
+
+@pytest.mark.slow  # a process that imports torch and trains the tiny model
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_demo_in_the_folder_of_a_demo_process_training_there_is_told_it_runs(tmp_path, capsys):
+    """Two real demos: the second, in the folder of the first (which set an earlier output aside), names its pid."""
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0  # the earlier output the first sets aside
+    argv = [sys.executable, "-m", "rlnb.cli", *demo[:2], "500", *demo[3:]]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    with subprocess.Popen(argv, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as first:
+        try:
+            assert first.stdout is not None
+            for line in first.stdout:
+                if line.lstrip().startswith("1 "):  # its first step's row: it trains
+                    break
+            capsys.readouterr()
+            assert main(demo) == 2
+            assert capsys.readouterr().err == (
+                f"rlnb demo: another rlnb demo is running in {out} (pid {first.pid}): wait for it to end or pick "
+                "another --out\n"
+            )
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first.communicate(timeout=120)
+    assert first.returncode == 143 and (out / EARLIER).is_dir()  # it stopped once it had steps: the earlier kept

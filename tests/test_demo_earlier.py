@@ -7,6 +7,7 @@ import pytest
 import rlnb
 import rlnb.tasks.lesson
 from rlnb.cli import main
+from rlnb.cli.demo_aside import DELETING, LOCK
 from rlnb.cli.demo_files import EARLIER, MANIFEST
 from rlnb.history.store import RunStore
 
@@ -25,7 +26,8 @@ def _users_files(out):
 
 
 def _files(folder):
-    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Each file's bytes, but the demo lock's (its holder's pid)."""
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != LOCK}
 
 
 def test_a_forced_demo_stopped_before_it_recorded_anything_puts_the_users_files_back(tmp_path, monkeypatch, capsys):
@@ -47,15 +49,11 @@ def test_a_forced_demo_stopped_before_it_recorded_anything_puts_the_users_files_
 def test_a_forced_demo_stopped_after_it_recorded_steps_keeps_both_runs_until_one_completes(
     tmp_path, monkeypatch, capsys
 ):
+    """The next demo then runs (it stopped before training until the user moved the folder away): it replaces the
+    stopped run, its own, and the user's files stay in the folder the stopped demo set them aside in."""
     out = tmp_path / "out"
     before = _users_files(out)
-    real = rlnb.tasks.rl_step
-
-    def interrupted(*args, **kwargs):  # after the held-out accuracy was sampled: the new run holds operations
-        monkeypatch.setattr(rlnb.tasks, "rl_step", real)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(rlnb.tasks, "rl_step", interrupted)
+    _interrupt_the_next_step(monkeypatch)
     demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
     assert main([*demo, "--force"]) == 130
     assert capsys.readouterr().err.endswith(
@@ -64,16 +62,47 @@ def test_a_forced_demo_stopped_after_it_recorded_steps_keeps_both_runs_until_one
     )
     assert _files(out / EARLIER) == before  # the user's files, each as it was
     assert len(rlnb.History.load(out / "run").records) > 0  # and the new run's operations
-    assert main([*demo, "--force"]) == 2  # a second run never sets aside over the first one's earlier output
-    assert capsys.readouterr().err.startswith(f"rlnb demo: {out / EARLIER} holds an earlier demo's output")
-    assert _files(out / EARLIER) == before
-    (out / EARLIER / "history.csv").rename(tmp_path / "history.csv")  # the user moves what they want away
-    for p in sorted((out / EARLIER).rglob("*"), reverse=True):
-        p.rmdir() if p.is_dir() else p.unlink()
-    (out / EARLIER).rmdir()
     assert main(demo) == 0  # the stopped run was the demo's own: replaced without --force, once a step completed
-    assert not (out / EARLIER).exists() and len(rlnb.History.load(out / "run").steps) == 1
-    assert (tmp_path / "history.csv").read_text() == "my notes" and (out / MANIFEST).exists()
+    assert capsys.readouterr().err.startswith(
+        f"rlnb demo: the output stopped demos set aside stays in {out / EARLIER} (delete it once you no longer need "
+        f"it); this run's earlier output goes into {out / EARLIER}-2\n"
+    )  # it stopped before training while that folder was there, until the user moved or deleted it
+    assert _files(out / EARLIER) == before and not (out / f"{EARLIER}-2").exists()
+    assert len(rlnb.History.load(out / "run").steps) == 1 and (out / MANIFEST).exists()
+
+
+def _interrupt_the_next_step(monkeypatch):
+    real = rlnb.tasks.rl_step
+
+    def interrupted(*args, **kwargs):  # once the held-out accuracy was sampled: the run holds operations
+        monkeypatch.setattr(rlnb.tasks, "rl_step", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rlnb.tasks, "rl_step", interrupted)
+
+
+def test_demos_stopped_one_after_another_each_keep_what_they_set_aside(tmp_path, monkeypatch, capsys):
+    """Each stopped demo's aside folder is kept, numbered; the demo that completes deletes only its own."""
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0
+    complete = _files(out)
+    _interrupt_the_next_step(monkeypatch)
+    assert main(demo) == 130
+    partial = _files(out / "run")
+    _interrupt_the_next_step(monkeypatch)
+    capsys.readouterr()
+    assert main(demo) == 130
+    err = capsys.readouterr().err
+    assert err.endswith(f"the earlier demos' outputs are kept in {out / EARLIER}, {out / EARLIER}-2\n"), err
+    assert _files(out / EARLIER) == complete and _files(out / f"{EARLIER}-2" / "run") == partial
+    assert main(demo) == 0
+    assert capsys.readouterr().err.startswith(
+        f"rlnb demo: the output stopped demos set aside stays in {out / EARLIER}, {out / EARLIER}-2 (delete it once "
+        f"you no longer need it); this run's earlier output goes into {out / EARLIER}-3\n"
+    )
+    assert _files(out / EARLIER) == complete and _files(out / f"{EARLIER}-2" / "run") == partial
+    assert not (out / f"{EARLIER}-3").exists() and len(rlnb.History.load(out / "run").steps) == 1
 
 
 def test_a_demo_whose_steps_all_fail_keeps_the_earlier_demos_output(tmp_path, monkeypatch, capsys):
@@ -106,7 +135,7 @@ def test_a_completed_demo_whose_earlier_output_cannot_be_deleted_says_so_in_one_
     real = shutil.rmtree
 
     def refused(path, *args, **kwargs):
-        if str(path).endswith(EARLIER):
+        if str(path).endswith(DELETING):
             raise PermissionError(13, "Permission denied", str(path))
         return real(path, *args, **kwargs)
 
@@ -115,11 +144,45 @@ def test_a_completed_demo_whose_earlier_output_cannot_be_deleted_says_so_in_one_
     assert main(demo) == 0
     err = capsys.readouterr().err
     assert err.endswith(
-        f"rlnb demo: the run completed, but the earlier output set aside in {out / EARLIER} could not be deleted "
-        f"([Errno 13] Permission denied: '{out / EARLIER}'): delete it, or the next demo in {out} stops before "
-        "training\n"
+        f"rlnb demo: the run completed, but the earlier output it replaced, set aside in {out / DELETING}, could not "
+        f"be deleted ([Errno 13] Permission denied: '{out / DELETING}'): delete it\n"
     ), err
-    assert len(rlnb.History.load(out / "run").steps) == 1 and (out / EARLIER / "run").is_dir()
+    assert len(rlnb.History.load(out / "run").steps) == 1 and (out / DELETING / "run").is_dir()
+    monkeypatch.undo()
+    assert main(demo) == 0 and not (out / DELETING).exists()  # the next demo deletes it, and stops for nothing
+
+
+def test_a_ctrl_c_while_a_completed_demo_deletes_what_it_replaced_exits_0_saying_it_completed(
+    tmp_path, monkeypatch, capsys
+):
+    """It completed and wrote its files, then exited 130 saying "interrupted; the steps so far are in ...", and left
+    a half-deleted output in the aside folder, which the next demo refused (later: kept as a stopped demo's)."""
+    import shutil
+    from pathlib import Path
+
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    assert main(demo) == 0
+    real = shutil.rmtree
+
+    def interrupted(path, *args, **kwargs):  # a Ctrl-C half way through the deletion
+        if Path(path).name.startswith(".rlnb-demo-"):
+            (Path(path) / "history.csv").unlink()
+            raise KeyboardInterrupt
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", interrupted)
+    capsys.readouterr()
+    assert main(demo) == 0
+    assert capsys.readouterr().err.endswith(
+        "rlnb demo: the run completed and wrote its files; stopped deleting the output it replaced: the next demo in "
+        f"{out} deletes the rest\n"
+    )
+    assert len(rlnb.History.load(out / "run").steps) == 1 and (out / DELETING / "run").is_dir()
+    monkeypatch.undo()
+    assert main(demo) == 0
+    assert "stopped demos set aside" not in capsys.readouterr().err  # no half-deleted output kept as a stopped one's
+    assert not (out / DELETING).exists() and not (out / EARLIER).exists()
 
 
 def test_a_demo_that_cannot_write_its_files_after_training_says_so_in_one_line(tmp_path, monkeypatch, capsys):
@@ -176,3 +239,21 @@ def test_a_ctrl_c_while_the_demo_says_what_it_replaces_puts_the_earlier_output_b
     monkeypatch.undo()
     assert _files(out) == before and not (out / EARLIER).exists()
     assert opened[0].closed  # its run folder's lock let go, the backend's threads stopped
+
+
+def test_a_demo_whose_disk_filled_while_it_wrote_its_files_leaves_none_that_stops_the_next(tmp_path, monkeypatch):
+    """A full disk half way through history.csv (seen on a 600 kB tmpfs): the empty file it left was named by no
+    manifest, so the next demo there stopped before training as if it were the user's."""
+    out = tmp_path / "out"
+    demo = ["demo", "--steps", "1", "--device", "cpu", "--out", str(out)]
+    real = rlnb.History.to_csv
+
+    def full(self, path, *args, **kwargs):
+        path.write_text("step,")  # what fitted
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(rlnb.History, "to_csv", full)
+    assert main(demo) == 1
+    assert not (out / "history.csv").exists() and len(rlnb.History.load(out / "run").steps) == 1
+    monkeypatch.setattr(rlnb.History, "to_csv", real)
+    assert main(demo) == 0  # the space freed: it runs, without --force

@@ -50,7 +50,7 @@ def test_the_manifest_is_never_written_through_a_link_left_under_its_temporary_n
     out.mkdir()
     (tmp_path / "precious").write_text("the user's")
     (out / (MANIFEST + ".tmp")).symlink_to(tmp_path / "precious")
-    with pytest.raises(ValueError, match="cannot set the earlier demo's files in .* aside: .* is a symbolic link"):
+    with pytest.raises(ValueError, match="cannot write the demo's files in .*: .* is a symbolic link"):
         set_aside_earlier_output(out, force=False)
     assert (tmp_path / "precious").read_text() == "the user's" and not (out / MANIFEST).exists()
 
@@ -74,3 +74,29 @@ def test_a_manifest_nested_past_the_json_decoder_is_read_as_no_manifest(tmp_path
     with pytest.raises(ValueError, match=r"holds files no earlier rlnb demo wrote there \(history\.csv\)"):
         check_out(out, force=False)
     check_out(out, force=True)  # --force replaces them, as with any manifest that names none of them
+
+
+def test_a_full_disk_before_the_demo_trains_says_so_and_leaves_no_manifest_half_written(tmp_path, monkeypatch):
+    """Seen on a full tmpfs: "cannot set the earlier demo's files ... aside" where there were none, and an empty
+    ``.rlnb-demo.json.tmp`` left (the write failed at its close, past ``write_new``'s clean-up)."""
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def full(file, data, *args, **kwargs):
+        file.write_bytes(b"")  # made, then its bytes found no room
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(demo_files, "write_new", full)
+    with pytest.raises(ValueError) as refused:
+        set_aside_earlier_output(out, force=False)
+    assert str(refused.value) == f"cannot write the demo's files in {out}: [Errno 28] No space left on device"
+    assert list(out.iterdir()) == []
+
+
+def test_an_out_whose_name_is_past_the_file_systems_limit_is_refused_naming_it(tmp_path):
+    """``[Errno 36] File name too long`` came out as an ``OSError``: one line, but exit 1 and no word of ``--out``."""
+    out = tmp_path / ("a" * 300)
+    with pytest.raises(
+        ValueError, match=r"^cannot write the demo's files in .*a{300}: \[Errno 36\] File name too long"
+    ):
+        check_out(out, force=False)

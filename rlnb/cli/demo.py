@@ -32,16 +32,10 @@ def demo(options: DemoOptions | None = None) -> int:
     recorded anything puts it back, one that stops later keeps it aside (``demo_files``). One options object, not a
     parameter list: the demo takes a dozen."""
     import rlnb
-    from rlnb.cli.demo_files import (
-        EARLIER,
-        OUTPUTS,
-        check_out,
-        drop_earlier_output,
-        note_own_files,
-        restore_earlier_output,
-        set_aside_earlier_output,
-    )
+    from rlnb.cli.demo_aside import asides, first_lines, hold_out, recover
+    from rlnb.cli.demo_files import check_out, restore_earlier_output, set_aside_earlier_output
     from rlnb.engine.backend import LocalBackend
+    from rlnb.history.locks import release
 
     o = options if options is not None else DemoOptions()
     values = dict(DEMO_PARAMS[o.optimizer])
@@ -49,12 +43,13 @@ def demo(options: DemoOptions | None = None) -> int:
         values["learning_rate"] = o.lr
     params = (rlnb.AdamParams if o.optimizer == "adam" else rlnb.MuonParams).from_dict(values)
     out = Path(o.out)
-    check_out(out, o.force)
+    said = check_out(out, o.force)
     adapter = {"rank": o.lora, "alpha": 2 * o.lora} if o.lora else None
     kind = rlnb.wire.optimizer_kind(o.optimizer)
     backend = LocalBackend(
         kind, seed=o.seed, device=o.device, model=o.model, dtype=o.dtype, lora=adapter, threads=o.threads
     )
+    held = aside = None
     set_aside = False
     try:  # out and run/ are made once the params fit: --lr 1e308 was refused with an empty run/ left behind
         _check_fits(backend, params, o.lr)
@@ -62,47 +57,64 @@ def demo(options: DemoOptions | None = None) -> int:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
-        removed = set_aside_earlier_output(out, o.force)
+        held = hold_out(out)  # until it returns: a second demo here is told that this one runs
+        said += recover(out)  # a demo killed while this one loaded its model
+        kept = asides(out)  # what stopped demos set aside stays; this run's earlier output goes into the next free
+        aside, removed = set_aside_earlier_output(out, o.force)
         set_aside = True
         session = rlnb.Session(backend, runs_dir=out, run_id="run")
     except BaseException as exc:
         backend.close()
-        if set_aside and restore_earlier_output(out):
+        if set_aside and restore_earlier_output(out, aside):
             exc.add_note(RESTORED)
+        release(held)
         raise
+    try:
+        return _replace(session, o, params, aside, [*said, *first_lines(out, kept, aside, removed)])
+    finally:
+        release(held)
+
+
+def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, lines: list[str]) -> int:
+    """The run over the earlier output set aside in ``aside``, the demo's ``lines`` said first; what it set aside is
+    deleted once a step completed, put back when it recorded nothing."""
+    from rlnb.cli.demo_aside import asides, drop, kept_words
+    from rlnb.cli.demo_files import restore_earlier_output
+
+    out = Path(o.out)
     try:  # the earlier output comes back when the run stops before it recorded anything (a Ctrl-C)
-        if removed:  # in the block: a Ctrl-C while a pager held stderr left it aside beside an empty run
-            print(f"rlnb demo: replacing the earlier output in {out}: {', '.join(removed)}", file=sys.stderr)
+        for line in lines:  # in the block: a Ctrl-C while a pager held stderr left it aside beside an empty run
+            print(line, file=sys.stderr)
         completed, failure = _train(session, o, params, out)
-        note_own_files(out, ["run/", *OUTPUTS])
     except BaseException as exc:
         if not session.closed:  # stopped before _train's block: its run folder is let go before it is deleted
             session.close()
-        if restore_earlier_output(out):
+        if restore_earlier_output(out, aside):
             exc.add_note(RESTORED)  # run() says so: OUT/run is the earlier run again, not this one's steps
         raise
     if not completed:  # nothing trained: say so and fail, so a script does not take the run for a success
-        restore_earlier_output(out)
-        aside = f"; the earlier demo's output is kept in {out / EARLIER}" if (out / EARLIER).exists() else ""
-        print(f"rlnb demo: none of the {o.steps} steps completed; the first failed {failure}{aside}", file=sys.stderr)
+        restore_earlier_output(out, aside)
+        print(f"rlnb demo: none of the {o.steps} steps completed; the first failed {failure}"
+              f"{kept_words(asides(out))}", file=sys.stderr)  # fmt: skip
         return 1
     try:
-        drop_earlier_output(out)
-    except OSError as exc:  # a traceback and exit 1 after a run that completed and wrote its files
-        print(
-            f"rlnb demo: the run completed, but the earlier output set aside in {out / EARLIER} could not be deleted "
-            f"({exc}): delete it, or the next demo in {out} stops before training",
-            file=sys.stderr,
+        problem = drop(out, aside)  # one that fails was a traceback and exit 1 after a run that wrote its files
+    except KeyboardInterrupt:  # SIGTERM too: it completed (not 130, "the steps so far"); the next demo resumes it
+        where = (
+            f"stays in {aside}: delete it" if aside and aside.is_dir() else f"the next demo in {out} deletes the rest"
         )
+        problem = f"rlnb demo: the run completed and wrote its files; stopped deleting the output it replaced: {where}"
+    if problem:
+        print(problem, file=sys.stderr)
     return 0
 
 
 def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, str | None]:
     """The run itself, its table and its files: (how many steps completed, the first failure's reason)."""
     import rlnb
+    from rlnb.cli.demo_files import write_outputs
     from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
     from rlnb.tasks.lesson import log_accuracy
-    from rlnb.viz import plots
 
     task = TASKS[o.task]()
     verified = task if isinstance(task, VerifiedTask) else None
@@ -142,10 +154,7 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
                 f" (a constant answer scores {verified.chance:.2f})"
             )
         history = session.history
-    history.to_csv(out / "history.csv")
-    logged = history.logged
-    logged.to_csv(out / "rewards.csv", index=False)
-    plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
+    logged = write_outputs(history, out)
     if "reward" in logged:
         rewards = logged["reward"].dropna()  # the eval/accuracy rows have no reward
         k = max(1, min(5, len(rewards) // 4))

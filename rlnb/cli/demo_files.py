@@ -2,9 +2,10 @@
 ``MANIFEST``, unchanged since) and a run folder rlnb wrote that no live session holds; any other file of its names only
 with ``--force``, and a name there that is no plain file never. Checked before a model loads.
 
-Replaced means set aside in ``EARLIER`` while the new run trains, and deleted only once it has completed a step: a
-run that stops before it recorded anything puts them back, and one that stops later leaves them there, said.
-``--force`` deleted them before training, so a demo that then failed (a Ctrl-C) had lost the user's files."""
+Replaced means set aside in an aside folder (``demo_aside``) while the new run trains, and deleted only once it has
+completed a step: a run that stops before it recorded anything puts them back, and one that stops later leaves them
+there, said. ``--force`` deleted them before training, so a demo that then failed (a Ctrl-C) had lost the user's files.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from rlnb._options import refuse_dangling_link
+from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
 from rlnb.errors import RunLocked
 from rlnb.history.locks import release, write_new
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
@@ -29,9 +31,6 @@ OUTPUTS = ("history.csv", "rewards.csv", "demo.png")
 
 MANIFEST = ".rlnb-demo.json"
 """In ``--out``: what the demo wrote there, so a later demo replaces its own files and no one else's."""
-
-EARLIER = ".rlnb-demo-earlier"
-"""In ``--out``: the earlier output (its files, ``run/`` and ``MANIFEST``) while a new demo trains over it."""
 
 
 def _earlier_run(run: Path) -> bool:
@@ -101,34 +100,66 @@ def note_own_files(out: Path, names: list[str]) -> None:
     never written through a link left under the temporary name (``write_new``: it wrote into the link's target)."""
     own = {name: ("" if name == "run/" else _digest(out / name)) for name in names}
     tmp = out / (MANIFEST + ".tmp")
-    write_new(tmp, json.dumps(own).encode())
-    tmp.replace(out / MANIFEST)
+    try:
+        write_new(tmp, json.dumps(own).encode())
+        tmp.replace(out / MANIFEST)
+    except OSError:  # a full disk fails at the close, after write_new's own clean-up: an empty .tmp was left
+        if not tmp.is_symlink():
+            tmp.unlink(missing_ok=True)
+        raise
 
 
-def set_aside_earlier_output(out: Path, force: bool) -> list[str]:
-    """Before training: the files an earlier demo wrote in ``out`` (and left unchanged) are moved into ``EARLIER``; any
-    other file of its names (a user's history.csv, overwritten without a word before) only with ``force``; a name
-    there that is no plain file never. The names it moved, for the demo to say (an interrupted demo's steps, which it
-    had said were kept, went without a word at the next)."""
+def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[str]]:
+    """Before training, with ``out``'s lock held: the files an earlier demo wrote in ``out`` (and left unchanged) are
+    moved into ``STAGING``, then that into the first free aside folder (``demo_aside``); any other file of its names
+    (a user's history.csv, overwritten without a word before) only with ``force``; a name there that is no plain file
+    never. That folder (None when nothing moved) and the names it moved, for the demo to say (an interrupted demo's
+    steps, which it had said were kept, went without a word at the next)."""
     _refuse_others(out, force)
-    aside, moved = out / EARLIER, []
+    staging, aside, moved = out / STAGING, None, []
     try:  # none of the earlier demo's files is left beside a new run that stops early
         for name in [MANIFEST, "run", *OUTPUTS]:  # the manifest first: restore_earlier_output reads it there
-            if name == "run" and _set_aside_run(out / "run", aside):  # a run id that exists would be continued
+            if name == "run" and _set_aside_run(out / "run", staging):  # a run id that exists would be continued
                 moved.append("run/")
             elif name != "run" and (out / name).exists():
-                aside.mkdir(exist_ok=True)
-                (out / name).rename(aside / name)
+                staging.mkdir(exist_ok=True)
+                (out / name).rename(staging / name)
                 moved += [name] if name != MANIFEST else []
+        if staging.is_dir():  # all at once: a kill -9 before this leaves STAGING, which the next demo puts back
+            aside = free(out, EARLIER)
+            staging.rename(aside)
         note_own_files(out, ["run/"])
     except BaseException as exc:  # a Ctrl-C too: the manifest went aside and the rest stayed, the folder refused
-        if aside.is_dir():  # restore_earlier_output took the earlier run/ still there for the new run's: kept aside
-            with contextlib.suppress(OSError):  # what is left in EARLIER stays there, and the demo's last line says
-                _put_back(out, aside)
-        if isinstance(exc, OSError):
-            raise ValueError(f"cannot set the earlier demo's files in {out} aside: {exc}") from None
+        setting = bool(moved) or aside is not None or staging.is_dir()
+        for folder in (staging, aside):  # restore_earlier_output took the earlier run/ still there for the new run's
+            if folder is not None and folder.is_dir():  # what is left there stays, and the demo's last line says
+                with contextlib.suppress(OSError):
+                    _put_back(out, folder)
+        if isinstance(exc, OSError):  # with nothing to set aside, the manifest could not be written (a full disk)
+            what = f"set the earlier demo's files in {out} aside" if setting else f"write the demo's files in {out}"
+            raise ValueError(f"cannot {what}: {exc}") from None
         raise
-    return moved
+    return aside, moved
+
+
+def write_outputs(history: Any, out: Path) -> Any:
+    """history.csv, rewards.csv and demo.png, then the manifest naming them; the logged frame. A write that fails (a
+    full disk, a Ctrl-C) deletes the ones it wrote, each made again from ``run/``: a half-written history.csv, named by
+    no manifest, stopped the next demo as a file of the user's."""
+    from rlnb.viz import plots
+
+    try:
+        history.to_csv(out / "history.csv")
+        logged = history.logged
+        logged.to_csv(out / "rewards.csv", index=False)
+        plots.overview(history).savefig(out / "demo.png", dpi=110)  # reward first; rl_step logged the RL metrics
+        note_own_files(out, ["run/", *OUTPUTS])
+    except BaseException:
+        for name in OUTPUTS:  # this run's: an earlier file of the name was set aside, or there was none
+            with contextlib.suppress(OSError):
+                (out / name).unlink(missing_ok=True)
+        raise
+    return logged
 
 
 def _put_back(out: Path, aside: Path) -> None:
@@ -142,13 +173,12 @@ def _put_back(out: Path, aside: Path) -> None:
     aside.rmdir()
 
 
-def restore_earlier_output(out: Path) -> bool:
-    """A run that stopped: the output it set aside goes back in place when the run recorded no operation (its run
-    folder is deleted); otherwise both are kept, the earlier in ``EARLIER``, as also when a move fails. Whether it
-    went back."""
-    aside = out / EARLIER
+def restore_earlier_output(out: Path, aside: Path | None) -> bool:
+    """A run that stopped: the output it set aside in ``aside`` goes back in place when the run recorded no operation
+    (its run folder is deleted); otherwise both are kept, the earlier in ``aside``, as also when a move fails. Whether
+    it went back."""
     ops = out / "run" / OPS_FILE
-    if not aside.is_dir() or ops.exists() and ops.stat().st_size > 0:
+    if aside is None or not aside.is_dir() or ops.exists() and ops.stat().st_size > 0:
         return False
     run = out / "run"
     try:
@@ -160,19 +190,11 @@ def restore_earlier_output(out: Path) -> bool:
     return True
 
 
-def drop_earlier_output(out: Path) -> None:
-    """The new run completed: the output it replaced is deleted."""
-    if (out / EARLIER).is_dir():
-        shutil.rmtree(out / EARLIER)
-
-
 def _refuse_others(out: Path, force: bool) -> None:
-    """``set_aside_earlier_output``'s refusals, which change nothing: an ``EARLIER`` that a stopped demo left, a name of
-    the demo's that is no plain file, or other files of its names without ``force``; first a demo running there."""
+    """``set_aside_earlier_output``'s refusals, which change nothing: a name of the demo's that is no plain file, or
+    other files of its names without ``force``; first a session writing its run folder. An aside folder a stopped demo
+    left is no refusal (the next one is numbered)."""
     _refuse_running(out / "run")
-    if (out / EARLIER).exists() or (out / EARLIER).is_symlink():
-        raise ValueError(f"{out / EARLIER} holds an earlier demo's output that a stopped demo set aside: move it "
-                         "away (or delete it) to run the demo here, or pick another --out")  # fmt: skip
     for name in (*OUTPUTS, MANIFEST):  # a manifest that is a named pipe: reading it waited for ever
         if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
             raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")
@@ -184,18 +206,46 @@ def _refuse_others(out: Path, force: bool) -> None:
                          "replace them, or pick another --out")  # fmt: skip
 
 
-def check_out(out: Path, force: bool) -> None:
+def _refuse_kept(out: Path) -> None:
+    """A ``ValueError`` when ``out`` is in (or links into) a folder where a demo keeps earlier output: a later demo in
+    the folder above puts a half-done set-aside back, deletes a ``DELETING`` folder, and takes an aside folder for the
+    output a stopped demo kept."""
+    for path in (out.absolute(), out.resolve()):
+        kept = next((p for p in (path, *path.parents) if p.name.startswith((EARLIER, STAGING, DELETING))), None)
+        if kept is not None:
+            raise ValueError(f"--out {out} is in {kept}, a folder where rlnb demo keeps earlier output (a later demo "
+                             "may move or delete it): pick another --out")  # fmt: skip
+
+
+def check_out(out: Path, force: bool) -> list[str]:
     """A ``ValueError`` when ``out`` cannot take the demo's files, before anything is made or loaded: the nearest
     folder of it that exists takes no file (a file named as ``--out``; ``/proc/self``, where the run trained in memory,
-    then writing history.csv raised), or it holds files no demo wrote (``_refuse_others``)."""
+    then writing history.csv raised), another demo runs there (``hold_out``), or it holds files no demo wrote
+    (``_refuse_others``), once what a killed demo left half done is finished (``recover``: the lines that say so)."""
+    try:
+        return _check_out(out, force)
+    except OSError as exc:  # a name past the file system's limit: "[Errno 36] File name too long", exit 1, no --out
+        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
+
+
+def _check_out(out: Path, force: bool) -> list[str]:
+    """``check_out``, its ``OSError``s raised as they are."""
     refuse_dangling_link("--out", out)  # mkdir said "File exists" once the model had loaded
+    _refuse_kept(out)
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
     if not there.is_dir():  # the error named a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
         raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")
+    with tempfile.TemporaryFile(dir=there):  # an OSError: check_out says it
+        pass
+    if not out.is_dir():
+        return []
+    if not any(p.name.startswith((LOCK, STAGING, DELETING)) for p in out.iterdir()):  # no demo was here
+        _refuse_others(out, force)  # and no lock file is left in a folder of the user's that it refuses
+        return []
+    held = hold_out(out)
     try:
-        with tempfile.TemporaryFile(dir=there):
-            pass
-    except OSError as exc:
-        raise ValueError(f"cannot write the demo's files in {out}: {exc}") from None
-    if out.is_dir():
+        said = recover(out)  # an OSError (a half-done set-aside that cannot be put back): check_out says it
         _refuse_others(out, force)
+    finally:
+        release(held)
+    return said

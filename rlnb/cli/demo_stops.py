@@ -21,14 +21,14 @@ def terminated(signum: int, _frame: object) -> None:
 def kept(out: str | Path, stop: BaseException) -> str:
     """Where the steps of a demo that stopped early are, when its run folder was written, and where the earlier output
     it replaced is: back in place, or set aside."""
-    from rlnb.cli.demo_files import EARLIER
+    from rlnb.cli.demo_aside import asides, kept_words
     from rlnb.history.store import OPS_FILE
 
     if said := restored(out, stop):
         return said
-    folder, aside = Path(out) / "run", Path(out) / EARLIER
+    folder = Path(out) / "run"
     steps = f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""
-    return steps + (f"; the earlier demo's output is kept in {aside}" if aside.exists() else "")
+    return steps + (kept_words(asides(Path(out))) if Path(out).is_dir() else "")
 
 
 def restored(out: str | Path, stop: BaseException) -> str:
