@@ -236,7 +236,7 @@ def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys, monk
     # exited 0 as if it had trained
     from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
 
-    def diverged(self, hp):
+    def diverged(self, hp, *, checked=False):
         raise NonFiniteGradient(float("nan"), ["wte.weight"])
 
     monkeypatch.setattr(TrainerOptimizer, "step", diverged)

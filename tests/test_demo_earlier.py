@@ -114,7 +114,7 @@ def test_a_demo_whose_steps_all_fail_keeps_the_earlier_demos_output(tmp_path, mo
 
     from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
 
-    def diverged(self, hp):  # every optim-step fails: the weights diverged
+    def diverged(self, hp, *, checked=False):  # every optim-step fails: the weights diverged
         raise NonFiniteGradient(float("nan"), ["wte.weight"])
 
     monkeypatch.setattr(TrainerOptimizer, "step", diverged)

@@ -226,11 +226,11 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
     )
     step, calls = s.backend.optim.step, []
 
-    def poison_then_step(hp: Any) -> Any:
+    def poison_then_step(hp: Any, *, checked: bool = False) -> Any:
         calls.append(1)
         if len(calls) == 4:
             s.backend.trainer.wte.weight.grad[0, 0] = math.nan
-        return step(hp)
+        return step(hp, checked=checked)
 
     s.backend.optim.step = poison_then_step  # type: ignore[method-assign]
     with pytest.raises(rlnb.OperationFailed) as failure:
@@ -295,11 +295,11 @@ def test_a_members_failed_optim_step_is_recorded_as_its_session_alone_records_it
                 self.model.grad[0, 0] = math.nan
             return out
 
-        def poison_then_step(self: TrainerOptimizer, hp: Any) -> Any:
+        def poison_then_step(self: TrainerOptimizer, hp: Any, *, checked: bool = False) -> Any:
             calls.append(1)
             if len(calls) == 3:
                 self._named[0][1].grad[0, 0] = math.nan
-            return step(self, hp)
+            return step(self, hp, checked=checked)
 
         monkeypatch.setattr(Ensemble, "_forward_backward", poisoned)
         monkeypatch.setattr(TrainerOptimizer, "step", poison_then_step)
