@@ -20,7 +20,7 @@ import ipywidgets as W
 
 from rlnb.viz.draw import png
 from rlnb.widgets.controls import IN_ROW
-from rlnb.widgets.focus_back import FocusBack
+from rlnb.widgets.focus_back import FocusBack, to_stopper
 from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
 __all__ = ["RED", "Form", "LRFinderControls"]
@@ -62,10 +62,14 @@ class LRFinderControls(MuonUnits):
         self.widget = W.VBox([row, self.status, self.plot, self.focus_back.widget])
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
+        self._ended = threading.Event()  # the button's test has ended, its line said: ``join`` (``running`` from
+        self._ended.set()  # before its thread is made, when joining the thread returned at once)
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._probe = ""  # what the range test in flight runs, for its status line
         self._refocus = False  # the focus may go back to Find LR at the test's end: a click moved it to Stop
         self._stopped = False  # the test a click started was ended by a click on Stop: the person is at the panel
+        self.stopped_by: Any = None
+        """The RunPanel whose Stop, clicked, ended this test from another panel: the person is at that one."""
         self.button.on_click(lambda _: self._clicked())
         self.apply_button.on_click(lambda _: self.apply())
 
@@ -211,16 +215,23 @@ class LRFinderControls(MuonUnits):
         try:  # refused here, saying why: a panel's step_fn that returns nothing to follow
             self.own_step()
         except ValueError as exc:
-            self.error = exc
-            self._said = f"<span style='color:{RED}'>✗ {html.escape(str(exc))}</span>"
+            self._failed(exc, str(exc))
             self._say(self._said)
             return
-        self.error = None
+        self.error, self.stopped_by = None, None
         self.button.disabled = True
         self._halt.clear()
+        self._ended.clear()
         self._going.set()
-        self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
-        self._thread.start()
+        try:
+            self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
+            self._thread.start()
+        except Exception as exc:  # noqa: BLE001  said: it left Find LR running with no thread, for good
+            self._going.clear()
+            self._ended.set()
+            self._failed(exc, f"not started: {type(exc).__name__}: {exc}")
+            self.sync()
+            return
         self.on_change()
 
     def _clicked(self) -> None:
@@ -251,21 +262,34 @@ class LRFinderControls(MuonUnits):
         try:
             self.run()
         except BaseException as exc:  # noqa: BLE001 - shown in the panel, kept in .error (a SystemExit ended it unseen)
-            self.error = exc
-            self._said = f"<span style='color:{RED}'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
+            self._failed(exc, f"{type(exc).__name__}: {exc}")
         finally:
-            self._going.clear()
-            self.on_change()  # a RunPanel's Step and Run back
-            self.sync()  # Find LR back, then how the test ended (or why Find LR must wait now)
-            if self._refocus and not self.button.disabled:  # Stop, disabled again, dropped it to the page
-                if self._stopped:  # ended by a click on Stop: the person is at the panel (as RunPanel's refocus)
-                    self.button.focus()
-                else:  # ended by itself: only if no cell the person moved on to holds it (the browser can tell)
-                    self.focus_back.offer()
-            self._refocus = self._stopped = False
-            stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
-            if stop is not None:
-                stop.on_click(self._stop_clicked, remove=True)
+            try:
+                self._end()
+            finally:
+                self._ended.set()
+
+    def _failed(self, exc: BaseException, said: str) -> None:
+        """``exc`` kept in ``error``; ``said`` (text) the line to show, in red."""
+        self.error, self._said = exc, f"<span style='color:{RED}'>✗ {html.escape(said)}</span>"
+
+    def _end(self) -> None:
+        """The buttons back, then how the test ended, then the focus (``focus_back``)."""
+        self._going.clear()
+        self.on_change()  # a RunPanel's Step and Run back
+        self.sync()  # Find LR back, then how the test ended (or why Find LR must wait now)
+        stopper, self.stopped_by = self.stopped_by, None
+        if stopper is not None:  # a click on another panel's Stop: the person is at that one
+            to_stopper(stopper)
+        elif self._refocus and not self.button.disabled:  # Stop, disabled again, dropped it to the page
+            if self._stopped:  # ended by a click on Stop: the person is at the panel (as RunPanel's refocus)
+                self.button.focus()
+            else:  # ended by itself: only if no cell the person moved on to holds it (the browser can tell)
+                self.focus_back.offer()
+        self._refocus = self._stopped = False
+        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
+        if stop is not None:
+            stop.on_click(self._stop_clicked, remove=True)
 
     def stop(self) -> None:
         """End the range test in flight after its step in progress; it then suggests from the steps it has
@@ -275,8 +299,6 @@ class LRFinderControls(MuonUnits):
             self._say("range test stopping after this step …")
 
     def join(self, timeout: float = 600.0) -> bool:
-        """Wait until the range test in flight has ended; False if still going after ``timeout`` s (default 10 min)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
+        """Wait until the button's range test ``running`` reports has ended, its line said (from its first moment,
+        before its thread is made); False if still going after ``timeout`` s (default 10 min)."""
+        return self._ended.wait(timeout)

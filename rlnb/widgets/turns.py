@@ -25,6 +25,7 @@ class RunPanel(Protocol):
     task: Any
     _step: int
     _stop: Any
+    stopped_by: Any
 
     @property
     def running(self) -> bool: ...
@@ -59,12 +60,17 @@ def others(panel: P) -> list[P]:
     return [p for p in list(_OPEN.values()) if p is not panel and p.session is panel.session]
 
 
-def stop_others(panel: RunPanel) -> bool:
-    """Ask the runs and Find LRs of the other panels on ``panel``'s session to stop; True if a run was going."""
+def stop_others(panel: RunPanel, clicked: bool = False) -> bool:
+    """Ask the runs and Find LRs of the other panels on ``panel``'s session to stop; True if a run was going.
+    ``clicked``: by a click on ``panel``'s Stop, each ended gives ``panel`` the focus (``focus_back.to_stopper``)."""
     running = False
     for other in others(panel):
-        other.builder.lr_finder.stop()
+        finder = other.builder.lr_finder
+        if clicked and finder.running:
+            finder.stopped_by = panel
+        finder.stop()
         if other.running:
+            other.stopped_by = panel if clicked else None
             other._stop.set()
             running = True
     return running
