@@ -20,6 +20,7 @@ import ipywidgets as W
 
 from rlnb.viz.draw import png
 from rlnb.widgets.controls import IN_ROW
+from rlnb.widgets.find_prompts import check_task_prompts
 from rlnb.widgets.focus_back import FocusBack, to_stopper
 from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
@@ -212,9 +213,10 @@ class LRFinderControls(MuonUnits):
         if self.running or not self.builder.valid or self.busy() is not None:
             self.sync()
             return
-        try:  # refused here, saying why: a panel's step_fn that returns nothing to follow
-            self.own_step()
-        except ValueError as exc:
+        try:  # refused here, saying why: a panel's step_fn that returns nothing to follow, a prompt the test can't read
+            if self.own_step() is None:
+                check_task_prompts(self.options, self.session, self.model)
+        except (TypeError, ValueError) as exc:
             self._failed(exc, str(exc))
             self._say(self._said)
             return
@@ -226,11 +228,16 @@ class LRFinderControls(MuonUnits):
         try:
             self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
             self._thread.start()
-        except Exception as exc:  # noqa: BLE001  said: it left Find LR running with no thread, for good
+        # said: it left Find LR running with no thread, for good; an interrupt of the kernel too, then raised
+        except BaseException as exc:  # noqa: BLE001
+            if self._thread is not None and self._thread.is_alive():  # started: its end brings Find LR back
+                raise
             self._going.clear()
             self._ended.set()
             self._failed(exc, f"not started: {type(exc).__name__}: {exc}")
             self.sync()
+            if not isinstance(exc, Exception):
+                raise
             return
         self.on_change()
 

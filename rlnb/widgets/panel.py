@@ -180,6 +180,7 @@ class RunPanel:
         # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
         self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
+        thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
         self._ended.clear()
         self._busy.set()
         try:
@@ -187,13 +188,18 @@ class RunPanel:
             # said before the first step, which can take minutes: the line showed "ready", or the last run's error
             # (not the session's step: a GET on a remote session, on the kernel's thread)
             self.line.show_run(f"running: 0/{n} done …")
-            threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True).start()
-        except Exception as exc:  # noqa: BLE001  said: it left the panel marked running with no thread, for good
+            thread.start()
+        # said: it left the panel marked running with no thread, for good; an interrupt of the kernel too, then raised
+        except BaseException as exc:  # noqa: BLE001
+            if thread.is_alive():  # started: its end brings the panel back
+                raise
             self._busy.clear()
             self.error = exc
             run_thread.buttons_back(self)
             self.line.show(f"not started: {failure_text(exc)}", error=True)
             self._ended.set()
+            if not isinstance(exc, Exception):
+                raise
             return False
         return True
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from rlnb import _exit
 from rlnb.errors import SessionClosed
+from rlnb.tasks.task import session_prompt_ids
 from rlnb.widgets.steps import n_problem
 
 
@@ -25,6 +26,7 @@ class RunPanel(Protocol):
     task: Any
     _step: int
     _stop: Any
+    own_step_fn: Any
     stopped_by: Any
 
     @property
@@ -167,7 +169,9 @@ def refusal(panel: Any, n: Any) -> Exception | None:
         return ValueError("; ".join(panel.builder.errors))
     try:
         panel.session.check_params(panel.builder.params)
-    except TypeError as exc:
+        if panel.own_step_fn is None:  # the task's prompts, as its first step reads them (after the start, before)
+            session_prompt_ids(panel.task, panel.session)
+    except (TypeError, ValueError) as exc:
         return exc
     return None
 

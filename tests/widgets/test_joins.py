@@ -2,6 +2,7 @@
 its line saying so) before its thread exists, and a join then returned True at once, a run's end seen that had not
 happened (a notebook cell, or Voila, that joins once ``running``). Real widgets and threads, on ``FakeBackend``."""
 
+import re
 import threading
 import types
 
@@ -107,6 +108,7 @@ def gated(started: threading.Event, go: threading.Event):
     return step_fn
 
 
+@pytest.mark.slow  # two panels, each run ended: over a second on a loaded machine
 @pytest.mark.parametrize("what", ["step", "find_lr"])
 def test_a_click_on_another_panels_stop_leaves_the_focus_at_that_panel(fake, monkeypatch, what):
     """``a``'s Step (or Find LR), clicked, is ended by a click on ``b``'s Stop (``b``: the same cell run again, or
@@ -132,3 +134,44 @@ def test_a_click_on_another_panels_stop_leaves_the_focus_at_that_panel(fake, mon
     assert a.join(DEADLINE) and a.builder.lr_finder.join(DEADLINE)
     assert focused == [("a.stop_button", False), ("b.step_button", False)] and sent == []
     a.close(), b.close()
+
+
+def test_a_start_interrupted_in_the_kernel_leaves_the_panel_usable(fake, monkeypatch):
+    """An interrupt (the kernel's stop button) that lands in the start, after it marked the panel running and before
+    the run's thread starts, left it running for good: no thread to end it, every later start refused ("a run is
+    going; Stop it first"), Step and Run off, ``join`` waiting its whole deadline. The interrupt goes on up."""
+    steps: list[int] = []
+    panel = RunPanel(fake, step_fn=lambda s, p: steps.append(1), n_steps=1, every=0.05)
+    show_run = panel.line.show_run
+
+    def interrupted(line=None):
+        if line is not None and line.startswith("running: 0/"):
+            raise KeyboardInterrupt
+        show_run(line)
+
+    monkeypatch.setattr(panel.line, "show_run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        panel.start(1)
+    assert not panel.running and panel.join(1.0) and steps == []
+    assert re.sub("<[^>]+>", "", panel.status.value) == "not started: KeyboardInterrupt"  # no dash to no message
+    assert not panel.step_button.disabled and not panel.run_button.disabled and panel.stop_button.disabled
+    monkeypatch.undo()
+    assert panel.start(1) and panel.join(DEADLINE) and steps == [1]
+    panel.close()
+
+
+def test_a_find_lr_start_interrupted_in_the_kernel_leaves_it_usable(fake, monkeypatch):
+    tests: list[int] = []
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lambda *a, **k: tests.append(1))
+    panel = RunPanel(fake, every=0.05)
+    lr = panel.builder.lr_finder
+
+    def thread(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(finder, "threading", types.SimpleNamespace(**{**vars(threading), "Thread": thread}))
+    with pytest.raises(KeyboardInterrupt):
+        lr.start()
+    assert not lr.running and lr.join(1.0) and tests == []
+    assert not lr.button.disabled and not panel.step_button.disabled
+    panel.close()
