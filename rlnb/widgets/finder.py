@@ -308,4 +308,6 @@ class LRFinderControls(MuonUnits):
     def join(self, timeout: float = 600.0) -> bool:
         """Wait until the button's range test ``running`` reports has ended, its line said (from its first moment,
         before its thread is made); False if still going after ``timeout`` s (default 10 min)."""
+        if threading.current_thread() is self._thread:  # it waited for itself, for the whole deadline
+            raise RuntimeError("join() from the range test's own step would wait for itself: stop() ends it")
         return self._ended.wait(timeout)

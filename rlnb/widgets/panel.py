@@ -125,6 +125,7 @@ class RunPanel:
         """Set at a run's real end, its last line included (``run_thread``); cleared before ``running`` says a run
         goes: ``join`` waits for it (the thread's own join returned at once before the thread was made)."""
         self._ended.set()
+        self._thread: threading.Thread | None = None  # the last run's: a join from its own step is refused
         self.focus_after: W.Button | None = None
         """The button the keyboard's focus goes back to when the run ends: the one clicked to start it, if any."""
         self._closed = False
@@ -180,7 +181,9 @@ class RunPanel:
         # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
         self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
-        thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
+        thread = self._thread = threading.Thread(
+            target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True
+        )
         self._ended.clear()
         self._busy.set()
         try:
@@ -235,7 +238,12 @@ class RunPanel:
         """Wait until the run ``running`` reports has ended, its last line included (from its first moment: it is
         running before its thread is made); False if it is still going after ``timeout`` seconds (default
         ``JOIN_DEADLINE``: a step that hangs does not hang the kernel)."""
-        return self._ended.wait(check_seconds("timeout", timeout))
+        timeout = check_seconds("timeout", timeout)
+        if threading.current_thread() is self._thread:  # it waited for itself, for the whole deadline
+            raise RuntimeError(
+                "join() from the run's own step (or a close in it) would wait for itself: stop() ends it"
+            )
+        return self._ended.wait(timeout)
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""

@@ -175,3 +175,17 @@ def test_a_find_lr_start_interrupted_in_the_kernel_leaves_it_usable(fake, monkey
     assert not lr.running and lr.join(1.0) and tests == []
     assert not lr.button.disabled and not panel.step_button.disabled
     panel.close()
+
+
+def test_join_from_the_runs_own_step_is_refused_not_waited_for(fake, monkeypatch):
+    """A step (or a close in it) that joins its own run would wait for itself until the deadline (600 s by
+    default), the run and the kernel's later joins with it: it is refused at once, and the run says so."""
+    panel = RunPanel(fake, step_fn=lambda s, p: panel.join(1.0) and None, n_steps=1, every=0.05)
+    assert panel.start(1) and panel.join(DEADLINE)
+    assert isinstance(panel.error, RuntimeError) and "own step" in str(panel.error)
+    lr = panel.builder.lr_finder
+    lr.options["step_fn"] = lambda s, p, i: lr.join(1.0) and 0.0
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lambda base, session, **k: k["step_fn"](session, base, 0))
+    lr.start()
+    assert lr.join(DEADLINE) and isinstance(lr.error, RuntimeError) and "own step" in str(lr.error)
+    panel.close()
