@@ -287,7 +287,10 @@ class RunPanel:
     def close(self, timeout: float = 60.0) -> None:
         """Stop any run or Find LR and wait for it (``TimeoutError`` if a step is still going after
         ``timeout`` seconds; the panel then stays open), stop following the history and close the widgets. A
-        builder passed in stays open, without the panel's hooks, to be shown again or given to another panel."""
+        builder passed in stays open, without the panel's hooks, to be shown again or given to another panel. A
+        second close does nothing."""
+        if self._closed:
+            return
         self.stop()
         deadline = time.monotonic() + timeout
         if not self.join(timeout) or not self.builder.lr_finder.join(max(0.0, deadline - time.monotonic())):

@@ -23,6 +23,8 @@ def run(panel: Any, n: int) -> None:
         for _ in range(n):
             if panel._stop.is_set():
                 break
+            if panel.session.closed:  # closed in another cell: a step_fn that did not call it stepped on
+                raise turns.closed_session(panel.session)
             base, schedule = panel._config
             params = base.scaled(schedule.multiplier(step))
             panel.session.check_params(params)

@@ -152,12 +152,17 @@ def taken(panel: RunPanel) -> str | None:
     return None
 
 
+def closed_session(session: Any) -> SessionClosed:
+    """The error of a start, or of a run's next step, on ``session`` closed."""
+    return SessionClosed(f"session {session.id} is closed: connect a new one to train")
+
+
 def refusal(panel: Any, n: Any) -> Exception | None:
     """Why ``panel`` cannot start a run of ``n`` steps now, or None."""
     if panel.running:
         return RuntimeError("a run is going; Stop it first")
     if panel.session.closed:  # else accepted, and failed at its first step
-        return SessionClosed(f"session {panel.session.id} is closed: connect a new one to train")
+        return closed_session(panel.session)
     why = taken(panel)
     if why is not None:
         return RuntimeError(why)

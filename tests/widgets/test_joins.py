@@ -189,3 +189,29 @@ def test_join_from_the_runs_own_step_is_refused_not_waited_for(fake, monkeypatch
     lr.start()
     assert lr.join(DEADLINE) and isinstance(lr.error, RuntimeError) and "own step" in str(lr.error)
     panel.close()
+
+
+def test_a_session_closed_under_a_run_stops_it_saying_so(monkeypatch):
+    """``session.close()`` in another cell mid-run: a step function that does not itself call the session went on
+    for every step left on the closed session, and the line said `20 done` while Step and Run were off (the session is
+    closed), no reason given."""
+    started, go = threading.Event(), threading.Event()
+    steps: list[int] = []
+
+    def step_fn(_session, _params):
+        steps.append(1)
+        started.set()
+        assert go.wait(DEADLINE), "the test let the step go"
+
+    s = rlnb.Session(FakeBackend("adam"), record=False)
+    panel = RunPanel(s, step_fn=step_fn, n_steps=5, every=0.05)
+    panel.run_button.click()
+    assert started.wait(DEADLINE)
+    s.close()
+    go.set()
+    assert panel.join(DEADLINE) and steps == [1]
+    said = re.sub("<[^>]+>", "", panel.status.value)
+    assert said == f"step 0 · stopped: SessionClosed — session {s.id} is closed: connect a new one to train", said
+    assert panel.step_button.disabled and panel.run_button.disabled and panel.stop_button.disabled
+    panel.close()
+    panel.close()  # a second close is nothing (it raised ValueError from the history's list of followers)
