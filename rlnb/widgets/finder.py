@@ -114,6 +114,8 @@ class LRFinderControls(MuonUnits):
         kind = self.builder.kind
         options = dict(self.options)
         own = self.own_step()  # a RunPanel's step_fn, adapted, else None (its task, or the options' step_fn)
+        if own is None:  # as the click checks them: a cell's run() copied the session first
+            check_task_prompts(self.options, self.session, self.model)
         if own is not None:
             options["step_fn"], options["objective"] = own, own.objective
         options.setdefault("stop", self._halt)

@@ -60,6 +60,9 @@ def test_find_lr_whose_task_the_remote_session_cannot_read_is_refused_at_the_cli
     assert re.search(NO_TOKENIZER, str(lr.error)) and re.search(NO_TOKENIZER, text(lr.status))
     assert len(api.calls()) == sent  # no checkpoint of the session POSTed to copy it
     assert not lr.button.disabled and not panel.step_button.disabled
+    with pytest.raises(ValueError, match=NO_TOKENIZER):
+        lr.run()  # from a cell: refused as the click is
+    assert len(api.calls()) == sent
     panel.close()
 
 
