@@ -262,8 +262,8 @@ class LRFinderControls(MuonUnits):
 
     def _stop_clicked(self, _stop: W.Button) -> None:
         """A click on the panel's Stop while a test a click started runs: not another panel's start or close, which
-        stop it too."""
-        self._stopped = True
+        stop it too. The person is at this panel now, not at one whose Stop they clicked before."""
+        self._stopped, self.stopped_by = True, None
 
     def _run(self) -> None:
         """The button's range test; how it ended is said once Find LR and the panel's Step and Run are enabled again

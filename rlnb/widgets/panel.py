@@ -216,6 +216,7 @@ class RunPanel:
 
     def _on_stop_click(self, _button: W.Button) -> None:
         self.stop_clicked = True  # before the stop: the run's end reads it (``run_thread.refocus``)
+        self.stopped_by = None  # the person is at this panel now, not at one whose Stop they clicked before
         self._halt(clicked=True)
 
     def stop(self) -> None:

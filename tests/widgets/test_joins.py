@@ -215,3 +215,26 @@ def test_a_session_closed_under_a_run_stops_it_saying_so(monkeypatch):
     assert panel.step_button.disabled and panel.run_button.disabled and panel.stop_button.disabled
     panel.close()
     panel.close()  # a second close is nothing (it raised ValueError from the history's list of followers)
+
+
+@pytest.mark.slow  # two panels, each run ended: over a second on a loaded machine
+@pytest.mark.parametrize("what", ["step", "find_lr"])
+def test_the_last_stop_clicked_says_where_the_person_is(fake, monkeypatch, what):
+    """``b``'s Stop clicked, then ``a``'s own (the person went back to ``a``): the focus goes back to ``a``'s button, as
+    after any click on ``a``'s Stop, not to ``b``'s Step."""
+    started, go = threading.Event(), threading.Event()
+    monkeypatch.setattr(rlnb.sweep, "lr_find", gated(started, go))
+    a = RunPanel(fake, step_fn=gated(started, go), every=0.05)
+    b = RunPanel(fake, step_fn=lambda s, p: None, every=0.05)
+    focused = []
+    for name, button in (("a.step", a.step_button), ("a.find", a.builder.lr_finder.button), ("b.step", b.step_button)):
+        monkeypatch.setattr(button, "focus", lambda n=name: focused.append(n))
+    monkeypatch.setattr(a.stop_button, "focus", lambda: None)
+    (a.step_button if what == "step" else a.builder.lr_finder.button).click()
+    assert started.wait(DEADLINE)
+    b.stop_button.click()
+    a.stop_button.click()
+    go.set()
+    assert a.join(DEADLINE) and a.builder.lr_finder.join(DEADLINE)
+    assert focused == ["a.step" if what == "step" else "a.find"]
+    a.close(), b.close()
