@@ -253,12 +253,15 @@ class LRFinderControls(MuonUnits):
             return
         self._refocus = True
         stop.on_click(self._stop_clicked)  # before the test starts, whose end removes it (a quick end ran first)
-        self.start()
-        if self.running:
+        try:
+            self.start()
+        finally:
+            going = self.running
+            if not going:  # refused, over already (the flag then used), or the kernel interrupted mid-start
+                self._refocus = False
+                stop.on_click(self._stop_clicked, remove=True)
+        if going:
             stop.focus()
-        else:  # refused (or over already, the flag then used)
-            self._refocus = False
-            stop.on_click(self._stop_clicked, remove=True)
 
     def _stop_clicked(self, _stop: W.Button) -> None:
         """A click on the panel's Stop while a test a click started runs: not another panel's start or close, which

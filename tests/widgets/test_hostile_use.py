@@ -162,6 +162,7 @@ def test_a_start_interrupted_in_the_kernel_leaves_the_panel_usable(fake, monkeyp
 
 
 def test_a_find_lr_start_interrupted_in_the_kernel_leaves_it_usable(fake, monkeypatch):
+    """As a panel's start: Find LR was left running for good, with no thread, and its button off."""
     tests: list[int] = []
     monkeypatch.setattr(rlnb.sweep, "lr_find", lambda *a, **k: tests.append(1))
     panel = RunPanel(fake, every=0.05)
@@ -172,9 +173,11 @@ def test_a_find_lr_start_interrupted_in_the_kernel_leaves_it_usable(fake, monkey
 
     monkeypatch.setattr(finder, "threading", types.SimpleNamespace(**{**vars(threading), "Thread": thread}))
     with pytest.raises(KeyboardInterrupt):
-        lr.start()
+        lr.button.click()
     assert not lr.running and lr.join(1.0) and tests == []
     assert not lr.button.disabled and not panel.step_button.disabled
+    # nor is the click's Stop handler left behind (every later Stop then took the focus for a test ended by itself)
+    assert lr._stop_clicked not in panel.stop_button._click_handlers.callbacks
     panel.close()
 
 
