@@ -16,7 +16,7 @@ from rlnb._options import set_int
 from rlnb.prompts import check_ids, no_room
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt
-from rlnb.text import Codec, as_prompt, to_tokens
+from rlnb.text import Codec, as_prompt, no_tokenizer, to_tokens
 
 
 def completion_text(completion: object, reward: str) -> str:
@@ -92,10 +92,19 @@ def task_prompt_ids(task: Task, codec: Codec, vocab: int, context: int) -> list[
 def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
     """The task's prompts as ``session`` reads them (its codec; its vocabulary and context where it knows them),
     checked as ``task_prompt_ids`` checks them: ``lr_find``'s check before it copies the session, where such a prompt
-    failed the first step, the copy already made."""
+    failed the first step, the copy already made, and a RunPanel's at the click. Text for a session without a tokenizer
+    is refused naming the prompt."""
     backend = session.backend
-    return _checked_ids(task, lambda prompt, name: encode_prompt(session.codec, prompt, name, session.id),
-                        getattr(backend, "vocab_size", None), getattr(backend, "context_length", None))  # fmt: skip
+
+    def encode(prompt: Prompt, name: str) -> list[int]:
+        try:
+            return encode_prompt(session.codec, prompt, name, session.id)
+        except ValueError as exc:  # text for a session without a tokenizer: the error named no prompt
+            if session.codec is None and str(exc) == str(no_tokenizer(session.id)):
+                raise ValueError(f"{name}: {exc}") from None
+            raise
+
+    return _checked_ids(task, encode, getattr(backend, "vocab_size", None), getattr(backend, "context_length", None))
 
 
 def _checked_ids(

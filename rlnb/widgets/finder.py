@@ -20,7 +20,8 @@ import ipywidgets as W
 
 from rlnb.viz.draw import png
 from rlnb.widgets.controls import IN_ROW
-from rlnb.widgets.focus_back import FocusBack
+from rlnb.widgets.find_prompts import check_task_prompts
+from rlnb.widgets.focus_back import FocusBack, to_stopper
 from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
 __all__ = ["RED", "Form", "LRFinderControls"]
@@ -62,10 +63,14 @@ class LRFinderControls(MuonUnits):
         self.widget = W.VBox([row, self.status, self.plot, self.focus_back.widget])
         self._thread: threading.Thread | None = None
         self._going = threading.Event()
+        self._ended = threading.Event()  # the button's test has ended, its line said: ``join`` (``running`` from
+        self._ended.set()  # before its thread is made, when joining the thread returned at once)
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
         self._probe = ""  # what the range test in flight runs, for its status line
         self._refocus = False  # the focus may go back to Find LR at the test's end: a click moved it to Stop
         self._stopped = False  # the test a click started was ended by a click on Stop: the person is at the panel
+        self.stopped_by: Any = None
+        """The RunPanel whose Stop, clicked, ended this test from another panel: the person is at that one."""
         self.button.on_click(lambda _: self._clicked())
         self.apply_button.on_click(lambda _: self.apply())
 
@@ -109,6 +114,8 @@ class LRFinderControls(MuonUnits):
         kind = self.builder.kind
         options = dict(self.options)
         own = self.own_step()  # a RunPanel's step_fn, adapted, else None (its task, or the options' step_fn)
+        if own is None:  # as the click checks them: a cell's run() copied the session first
+            check_task_prompts(self.options, self.session, self.model)
         if own is not None:
             options["step_fn"], options["objective"] = own, own.objective
         options.setdefault("stop", self._halt)
@@ -208,19 +215,32 @@ class LRFinderControls(MuonUnits):
         if self.running or not self.builder.valid or self.busy() is not None:
             self.sync()
             return
-        try:  # refused here, saying why: a panel's step_fn that returns nothing to follow
-            self.own_step()
-        except ValueError as exc:
-            self.error = exc
-            self._said = f"<span style='color:{RED}'>✗ {html.escape(str(exc))}</span>"
+        try:  # refused here, saying why: a panel's step_fn that returns nothing to follow, a prompt the test can't read
+            if self.own_step() is None:
+                check_task_prompts(self.options, self.session, self.model)
+        except (TypeError, ValueError) as exc:
+            self._failed(exc, str(exc))
             self._say(self._said)
             return
-        self.error = None
+        self.error, self.stopped_by = None, None
         self.button.disabled = True
         self._halt.clear()
+        self._ended.clear()
         self._going.set()
-        self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
-        self._thread.start()
+        try:
+            self._thread = threading.Thread(target=self._run, name="rlnb-lr-find", daemon=True)
+            self._thread.start()
+        # said: it left Find LR running with no thread, for good; an interrupt of the kernel too, then raised
+        except BaseException as exc:  # noqa: BLE001
+            if self._thread is not None and self._thread.is_alive():  # started: its end brings Find LR back
+                raise
+            self._going.clear()
+            self._ended.set()
+            self._failed(exc, f"not started: {type(exc).__name__}: {exc}")
+            self.sync()
+            if not isinstance(exc, Exception):
+                raise
+            return
         self.on_change()
 
     def _clicked(self) -> None:
@@ -233,17 +253,20 @@ class LRFinderControls(MuonUnits):
             return
         self._refocus = True
         stop.on_click(self._stop_clicked)  # before the test starts, whose end removes it (a quick end ran first)
-        self.start()
-        if self.running:
+        try:
+            self.start()
+        finally:
+            going = self.running
+            if not going:  # refused, over already (the flag then used), or the kernel interrupted mid-start
+                self._refocus = False
+                stop.on_click(self._stop_clicked, remove=True)
+        if going:
             stop.focus()
-        else:  # refused (or over already, the flag then used)
-            self._refocus = False
-            stop.on_click(self._stop_clicked, remove=True)
 
     def _stop_clicked(self, _stop: W.Button) -> None:
         """A click on the panel's Stop while a test a click started runs: not another panel's start or close, which
-        stop it too."""
-        self._stopped = True
+        stop it too. The person is at this panel now, not at one whose Stop they clicked before."""
+        self._stopped, self.stopped_by = True, None
 
     def _run(self) -> None:
         """The button's range test; how it ended is said once Find LR and the panel's Step and Run are enabled again
@@ -251,21 +274,34 @@ class LRFinderControls(MuonUnits):
         try:
             self.run()
         except BaseException as exc:  # noqa: BLE001 - shown in the panel, kept in .error (a SystemExit ended it unseen)
-            self.error = exc
-            self._said = f"<span style='color:{RED}'>✗ {html.escape(f'{type(exc).__name__}: {exc}')}</span>"
+            self._failed(exc, f"{type(exc).__name__}: {exc}")
         finally:
-            self._going.clear()
-            self.on_change()  # a RunPanel's Step and Run back
-            self.sync()  # Find LR back, then how the test ended (or why Find LR must wait now)
-            if self._refocus and not self.button.disabled:  # Stop, disabled again, dropped it to the page
-                if self._stopped:  # ended by a click on Stop: the person is at the panel (as RunPanel's refocus)
-                    self.button.focus()
-                else:  # ended by itself: only if no cell the person moved on to holds it (the browser can tell)
-                    self.focus_back.offer()
-            self._refocus = self._stopped = False
-            stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
-            if stop is not None:
-                stop.on_click(self._stop_clicked, remove=True)
+            try:
+                self._end()
+            finally:
+                self._ended.set()
+
+    def _failed(self, exc: BaseException, said: str) -> None:
+        """``exc`` kept in ``error``; ``said`` (text) the line to show, in red."""
+        self.error, self._said = exc, f"<span style='color:{RED}'>✗ {html.escape(said)}</span>"
+
+    def _end(self) -> None:
+        """The buttons back, then how the test ended, then the focus (``focus_back``)."""
+        self._going.clear()
+        self.on_change()  # a RunPanel's Step and Run back
+        self.sync()  # Find LR back, then how the test ended (or why Find LR must wait now)
+        stopper, self.stopped_by = self.stopped_by, None
+        if stopper is not None:  # a click on another panel's Stop: the person is at that one
+            to_stopper(stopper)
+        elif self._refocus and not self.button.disabled:  # Stop, disabled again, dropped it to the page
+            if self._stopped:  # ended by a click on Stop: the person is at the panel (as RunPanel's refocus)
+                self.button.focus()
+            else:  # ended by itself: only if no cell the person moved on to holds it (the browser can tell)
+                self.focus_back.offer()
+        self._refocus = self._stopped = False
+        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
+        if stop is not None:
+            stop.on_click(self._stop_clicked, remove=True)
 
     def stop(self) -> None:
         """End the range test in flight after its step in progress; it then suggests from the steps it has
@@ -275,8 +311,8 @@ class LRFinderControls(MuonUnits):
             self._say("range test stopping after this step …")
 
     def join(self, timeout: float = 600.0) -> bool:
-        """Wait until the range test in flight has ended; False if still going after ``timeout`` s (default 10 min)."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
+        """Wait until the button's range test ``running`` reports has ended, its line said (from its first moment,
+        before its thread is made); False if still going after ``timeout`` s (default 10 min)."""
+        if threading.current_thread() is self._thread:  # it waited for itself, for the whole deadline
+            raise RuntimeError("join() from the range test's own step would wait for itself: stop() ends it")
+        return self._ended.wait(timeout)

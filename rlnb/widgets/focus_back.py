@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import ipywidgets as W
 
@@ -43,3 +44,12 @@ class FocusBack:
         self.widget.outputs = (
             {"output_type": "display_data", "data": {"application/javascript": code}, "metadata": {}},
         )
+
+
+def to_stopper(panel: Any) -> None:
+    """A click on ``panel``'s Stop ended another panel's run or range test on its session: the person is at ``panel``,
+    whose Stop, disabled as that run ended, dropped the focus to the page, and the other panel's script took it from
+    there to its own button, out of sight up the notebook. ``panel``'s Step takes it (if it can be clicked), as a
+    panel's own Stop gives it to the button that started its run."""
+    if not panel.step_button.disabled:
+        panel.step_button.focus()

@@ -121,7 +121,11 @@ class RunPanel:
         self.error: BaseException | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ended = threading.Event()
+        """Set at a run's real end, its last line included (``run_thread``); cleared before ``running`` says a run
+        goes: ``join`` waits for it (the thread's own join returned at once before the thread was made)."""
+        self._ended.set()
+        self._thread: threading.Thread | None = None  # the last run's: a join from its own step is refused
         self.focus_after: W.Button | None = None
         """The button the keyboard's focus goes back to when the run ends: the one clicked to start it, if any."""
         self._closed = False
@@ -129,6 +133,8 @@ class RunPanel:
         self.run_button.on_click(lambda b: self._clicked(b, int(self.n.value)))
         self.stop_clicked = False
         """Whether a click on Stop ended the run: the person is at the panel, the kernel gives the focus back."""
+        self.stopped_by: RunPanel | None = None
+        """The panel whose Stop, clicked, ended this run: the person is at that one (``focus_back.to_stopper``)."""
         self.stop_button.on_click(self._on_stop_click)
         self._unfollow = self.builder.on_change(self._builder_changed)
         self.n.observe(self._n_changed, names="value")
@@ -170,24 +176,33 @@ class RunPanel:
             return False
         n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
         self._stop.clear()
-        self.stop_clicked = False
+        self.stop_clicked, self.stopped_by = False, None
         self.error, self.line.held, self.line.waits = None, "", None
         # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
         self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
         self.progress.max, self.progress.value = n, 0
+        thread = self._thread = threading.Thread(
+            target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True
+        )
+        self._ended.clear()
         self._busy.set()
         try:
             turns.follow(self)  # Step and Run off before the line says the run started (as its end: on, then said)
             # said before the first step, which can take minutes: the line showed "ready", or the last run's error
             # (not the session's step: a GET on a remote session, on the kernel's thread)
             self.line.show_run(f"running: 0/{n} done …")
-            self._thread = threading.Thread(target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True)
-            self._thread.start()
-        except Exception as exc:  # noqa: BLE001  said: it left the panel marked running with no thread, for good
+            thread.start()
+        # said: it left the panel marked running with no thread, for good; an interrupt of the kernel too, then raised
+        except BaseException as exc:  # noqa: BLE001
+            if thread.is_alive():  # started: its end brings the panel back
+                raise
             self._busy.clear()
-            self.error, self._thread = exc, None
+            self.error = exc
             run_thread.buttons_back(self)
             self.line.show(f"not started: {failure_text(exc)}", error=True)
+            self._ended.set()
+            if not isinstance(exc, Exception):
+                raise
             return False
         return True
 
@@ -201,28 +216,35 @@ class RunPanel:
 
     def _on_stop_click(self, _button: W.Button) -> None:
         self.stop_clicked = True  # before the stop: the run's end reads it (``run_thread.refocus``)
-        self.stop()
+        self.stopped_by = None  # the person is at this panel now, not at one whose Stop they clicked before
+        self._halt(clicked=True)
 
     def stop(self) -> None:
         """Ask the run, or the Find LR, to stop after the step in progress; also the run of another panel on
         this session (one whose cell was run again is out of sight, and only this Stop can reach it)."""
+        self._halt(clicked=False)
+
+    def _halt(self, clicked: bool) -> None:
+        """``stop``; ``clicked``: by a click on Stop, which gives this panel the focus as another panel's run it
+        stopped ends (``focus_back.to_stopper``)."""
         self._stop.set()
         self.builder.lr_finder.stop()
         with self._ending:  # a run that ended between the check and the line was left saying "stopping …"
             if self.running:
                 self.line.show("stopping after this step …")
-        if turns.stop_others(self):
+        if turns.stop_others(self, clicked):
             self.line.show("asked the other panel's run on this session to stop after its step in progress")
 
     def join(self, timeout: float = JOIN_DEADLINE) -> bool:
-        """Wait until the current run has ended, its last redraw included; False if it is still going
-        after ``timeout`` seconds (default ``JOIN_DEADLINE``: a step that hangs does not hang the kernel)."""
+        """Wait until the run ``running`` reports has ended, its last line included (from its first moment: it is
+        running before its thread is made); False if it is still going after ``timeout`` seconds (default
+        ``JOIN_DEADLINE``: a step that hangs does not hang the kernel)."""
         timeout = check_seconds("timeout", timeout)
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
-            return not thread.is_alive()
-        return True
+        if threading.current_thread() is self._thread:  # it waited for itself, for the whole deadline
+            raise RuntimeError(
+                "join() from the run's own step (or a close in it) would wait for itself: stop() ends it"
+            )
+        return self._ended.wait(timeout)
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""
@@ -266,7 +288,10 @@ class RunPanel:
     def close(self, timeout: float = 60.0) -> None:
         """Stop any run or Find LR and wait for it (``TimeoutError`` if a step is still going after
         ``timeout`` seconds; the panel then stays open), stop following the history and close the widgets. A
-        builder passed in stays open, without the panel's hooks, to be shown again or given to another panel."""
+        builder passed in stays open, without the panel's hooks, to be shown again or given to another panel. A
+        second close does nothing."""
+        if self._closed:
+            return
         self.stop()
         deadline = time.monotonic() + timeout
         if not self.join(timeout) or not self.builder.lr_finder.join(max(0.0, deadline - time.monotonic())):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from rlnb.widgets import turns
+from rlnb.widgets import focus_back, turns
 from rlnb.widgets.steps import done_text, failure_text, log_figures
 
 
@@ -23,6 +23,8 @@ def run(panel: Any, n: int) -> None:
         for _ in range(n):
             if panel._stop.is_set():
                 break
+            if panel.session.closed:  # closed in another cell: a step_fn that did not call it stepped on
+                raise turns.closed_session(panel.session)
             base, schedule = panel._config
             params = base.scaled(schedule.multiplier(step))
             panel.session.check_params(params)
@@ -42,7 +44,10 @@ def run(panel: Any, n: int) -> None:
         panel.error, error = exc, True
         said = f"step {seen} · stopped: {failure_text(exc)}"
     finally:
-        _end(panel, said, error)
+        try:
+            _end(panel, said, error)
+        finally:
+            panel._ended.set()  # ``join`` returns: the run has ended, its line said
 
 
 def _end(panel: Any, said: str, error: bool) -> None:
@@ -91,8 +96,12 @@ def refocus(panel: Any) -> None:
     After a click on Stop the person is at the panel: the kernel moves it. A Step that ends by itself (a slow model's
     can take minutes) asks the browser (``focus_back``), which moves it only from nothing or the panel: ``focus()``
     took it from the cell the person had moved on to, and their next Enter started a run. A Run N that ends by itself,
-    or is stopped from code (another panel's start: the person is at that one), moves none."""
+    or is stopped from code, moves none. One ended by a click on another panel's Stop gives that panel the focus."""
     button, panel.focus_after = panel.focus_after, None
+    stopper, panel.stopped_by = panel.stopped_by, None
+    if stopper is not None:  # the person is at the panel whose Stop they clicked, not at this one
+        focus_back.to_stopper(stopper)
+        return
     if button is None or button.disabled:
         return
     if panel.stop_clicked:

@@ -131,4 +131,5 @@ def failure_text(exc: BaseException) -> str:
         what, message = short(exc.code) or "FAILED", exc.message or str(exc)
     else:
         what, message = type(exc).__name__, str(exc)
-    return f"<b>{html.escape(what, quote=False)}</b> — {html.escape(message, quote=False)}"
+    said = f"<b>{html.escape(what, quote=False)}</b>"
+    return f"{said} — {html.escape(message, quote=False)}" if message else said  # a bare interrupt: no dash to nothing

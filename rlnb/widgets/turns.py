@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 from rlnb import _exit
 from rlnb.errors import SessionClosed
+from rlnb.tasks.task import session_prompt_ids
 from rlnb.widgets.steps import n_problem
 
 
@@ -25,6 +26,8 @@ class RunPanel(Protocol):
     task: Any
     _step: int
     _stop: Any
+    own_step_fn: Any
+    stopped_by: Any
 
     @property
     def running(self) -> bool: ...
@@ -59,12 +62,17 @@ def others(panel: P) -> list[P]:
     return [p for p in list(_OPEN.values()) if p is not panel and p.session is panel.session]
 
 
-def stop_others(panel: RunPanel) -> bool:
-    """Ask the runs and Find LRs of the other panels on ``panel``'s session to stop; True if a run was going."""
+def stop_others(panel: RunPanel, clicked: bool = False) -> bool:
+    """Ask the runs and Find LRs of the other panels on ``panel``'s session to stop; True if a run was going.
+    ``clicked``: by a click on ``panel``'s Stop, each ended gives ``panel`` the focus (``focus_back.to_stopper``)."""
     running = False
     for other in others(panel):
-        other.builder.lr_finder.stop()
+        finder = other.builder.lr_finder
+        if clicked and finder.running:
+            finder.stopped_by = panel
+        finder.stop()
         if other.running:
+            other.stopped_by = panel if clicked else None
             other._stop.set()
             running = True
     return running
@@ -144,12 +152,17 @@ def taken(panel: RunPanel) -> str | None:
     return None
 
 
+def closed_session(session: Any) -> SessionClosed:
+    """The error of a start, or of a run's next step, on ``session`` closed."""
+    return SessionClosed(f"session {session.id} is closed: connect a new one to train")
+
+
 def refusal(panel: Any, n: Any) -> Exception | None:
     """Why ``panel`` cannot start a run of ``n`` steps now, or None."""
     if panel.running:
         return RuntimeError("a run is going; Stop it first")
     if panel.session.closed:  # else accepted, and failed at its first step
-        return SessionClosed(f"session {panel.session.id} is closed: connect a new one to train")
+        return closed_session(panel.session)
     why = taken(panel)
     if why is not None:
         return RuntimeError(why)
@@ -161,7 +174,9 @@ def refusal(panel: Any, n: Any) -> Exception | None:
         return ValueError("; ".join(panel.builder.errors))
     try:
         panel.session.check_params(panel.builder.params)
-    except TypeError as exc:
+        if panel.own_step_fn is None:  # the task's prompts, as its first step reads them (after the start, before)
+            session_prompt_ids(panel.task, panel.session)
+    except (TypeError, ValueError) as exc:
         return exc
     return None
 

@@ -1,6 +1,7 @@
 """Where Find LR's range test, or a RunPanel's Step, leaves the keyboard's focus as it ends by itself, in Debian's
 Chromium through Voila: back on Find LR or Step when the person stayed at the panel (Stop, disabled again, dropped it
-to the page), never taken from another cell they moved on to as the test or the step went on.
+to the page), never taken from another cell they moved on to as the test or the step went on; a Step ended by another
+panel's Stop leaves it at that panel.
 """
 
 import os
@@ -106,3 +107,25 @@ def test_the_script_moves_the_focus_only_from_nothing_or_the_panel_and_only_as_i
     page.add_script_tag(content=SCRIPT % (sent, REPLAY_S * 1000, "mark"))  # run on the page, as the output is
     assert page.evaluate("document.activeElement.className") == to
     page.close()
+
+
+def test_a_stop_on_another_panel_leaves_the_focus_at_that_panel(browser):
+    """two_panels.ipynb: a Step of the old panel (the cell run before, up the page) ended by Enter on the new panel's
+    Stop. That Stop, disabled as the run ends, dropped the focus to the page, and the old panel's script took it from
+    there to the old panel's Step, out of sight; the person is at the new panel, whose Step takes it."""
+    from playwright.sync_api import expect
+
+    with voila(HERE / "voila" / "two_panels.ipynb") as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.goto(url, timeout=120_000)
+        old, new = page.locator(".tests-old"), page.locator(".tests-new")
+        expect(old.locator(".rlnb-status")).to_contain_text("step 0 · ready", timeout=120_000)
+        old.get_by_role("button", name="Step").focus()
+        page.keyboard.press("Enter")
+        expect(old.get_by_role("button", name="Stop")).to_be_focused(timeout=30_000)
+        expect(new.locator(".rlnb-status")).to_contain_text("waits", timeout=30_000)
+        new.get_by_role("button", name="Stop").focus()
+        page.keyboard.press("Enter")
+        expect(page.locator(".tests-runs-ended")).to_have_text("1", timeout=60_000)
+        expect(new.get_by_role("button", name="Step")).to_be_focused(timeout=30_000)
+        page.close()

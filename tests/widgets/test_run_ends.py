@@ -300,7 +300,7 @@ def test_a_start_whose_buttons_fail_says_why_and_leaves_the_panel_usable(fake, m
     panel = RunPanel(fake, step_fn=lambda s, p: {"x": 1.0}, n_steps=2, every=0.05)
     Follow(monkeypatch, fail=1)
     panel.run_button.click()  # the error goes to the line and ``error``, not to the front end's log
-    assert not panel.running and panel._thread is None
+    assert not panel.running and panel.join(0.05)  # no run to wait for
     assert isinstance(panel.error, RuntimeError) and str(panel.error) == "follow broke"
     assert text(panel.status.value) == "not started: RuntimeError — follow broke"
     assert not panel.step_button.disabled and not panel.run_button.disabled and panel.stop_button.disabled
