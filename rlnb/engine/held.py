@@ -59,7 +59,7 @@ def hold(partial: Path, folder: bool) -> int | None:
         if os.stat(partial, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:  # removed before it was held
             raise FileNotFoundError(f"the partial {partial} was removed by another process as it was made; save again")
     except BaseException:
-        os.close(fd)
+        locks.release(fd)  # unlocked, not only closed: a child forked meanwhile would keep the lock
         raise
     return fd
 
