@@ -1,7 +1,8 @@
 """A named pipe given as, or put in place of, a checkpoint file that resume reads: refused as it is opened
-(``locks.regular``), naming it, never read. ``resume_from`` a ``.pt`` that was a pipe was not checked at all, and
-``rlnb.json`` swapped for one after ``refuse_pipes`` looked was read: each waited for ever for a writer. Swaps are made
-inside the step before the read (monkeypatched), with a real pipe; each call runs with a deadline."""
+(``locks.regular``), naming it, never read. A ``.pt`` that became a pipe after the options looked (they refuse one
+given as such) was opened by ``torch.load`` by name, and ``rlnb.json`` swapped for one after ``refuse_pipes`` looked
+was read: each waited for ever for a writer. Swaps are made inside the step before the read (monkeypatched), with a
+real pipe; each call runs with a deadline."""
 
 import json
 import os
