@@ -107,8 +107,8 @@ def _sweep(prefix: str) -> None:
                 shutil.rmtree(made)
     for old in tmp.glob(f"{prefix}*"):
         try:
-            fd = os.open(old / _SCRATCH_LOCK, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:  # an older rlnb's, another user's: kept
+            fd = locks.regular(str(old / _SCRATCH_LOCK), os.O_RDONLY, follow=False)  # a pipe there: never waited on
+        except OSError:  # an older rlnb's, another user's, a pipe or link planted there: kept
             continue
         try:
             if _take(fd):  # None (cannot tell): kept

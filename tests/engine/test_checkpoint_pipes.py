@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlnb.engine import checkpoint_files, checkpoints
+from rlnb.engine import checkpoint_files, checkpoints, held
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile
+from rlnb.history.locks import release
 from tests.support.pipes import refusal_in_time, result_in_time
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
@@ -75,3 +76,16 @@ def test_a_pipe_among_the_merged_files_is_still_refused_before_a_loader_reads(tm
     os.mkfifo(folder / "merged" / "model.safetensors")
     said = refusal_in_time(load(folder), folder / "merged" / "model.safetensors", UnsafeCheckpointFile)
     assert f"its {folder}/merged/model.safetensors is not a regular file" in str(said)
+
+
+def test_a_scratch_folder_whose_lock_file_is_a_pipe_is_kept_not_waited_on(tmp_path, monkeypatch):
+    """``rlnb serve``'s start sweeps the scratch folders that killed servers left in the temporary folder, which any
+    user may write: a pipe at one's lock file (another user's, a hostile one) was opened waiting for a writer, and the
+    server never started. It is opened without waiting now, and kept as a folder that is not rlnb's."""
+    monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))
+    planted = tmp_path / f"{held.SCRATCH_PREFIX}planted"
+    planted.mkdir()
+    os.mkfifo(planted / held._SCRATCH_LOCK)
+    folder, lock = result_in_time(held.scratch_folder, planted / held._SCRATCH_LOCK)
+    release(lock)
+    assert planted.is_dir() and folder.is_dir() and folder != planted
