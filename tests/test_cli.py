@@ -98,7 +98,18 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--op-delay=-1"], "--op-delay must be a finite number of seconds in [0, 86400], got -1.0"),
         (["--op-delay", "1e300"], "--op-delay must be a finite number of seconds in [0, 86400], got 1e+300"),
         (["--fail-rate", "2"], "--fail-rate must be in [0, 1), got 2.0"),
-        (["--offload-results-over=-5"], "--offload-results-over must be >= 0 bytes (leave it out: never), got -5"),
+        (
+            ["--offload-results-over=-5"],
+            "--offload-results-over must be 0 to 2**63 - 1 bytes (leave it out: never), got -5",
+        ),
+        (
+            ["--offload-results-over", "9" * 39],
+            f"--offload-results-over must be 0 to 2**63 - 1 bytes (leave it out: never), got {'9' * 39}",
+        ),  # was taken
+        (
+            ["--offload-results-over", str(2**63)],
+            "--offload-results-over must be 0 to 2**63 - 1 bytes (leave it out: never), got 9223372036854775808",
+        ),
         (["--limit", "no_such_limit=1"], "--limit 'no_such_limit=1': the limits are"),  # argparse's usage, "rlnb:"
         (["--limit", "body_timeout=1e300"], "body_timeout must be an integer in [1, 86400]"),  # was taken
         (["--port", "70000"], "--port must be 0-65535 (0: any free port), got 70000"),  # it listened on 4464

@@ -110,3 +110,26 @@ def test_a_partial_checkpoint_is_not_kept_locked_by_a_child_forked_while_it_was_
         release(lock)
         with held.unheld(partial) as dead:
             assert dead
+
+
+def test_a_partial_removed_as_it_was_held_is_not_kept_locked_by_a_child_forked_meanwhile(tmp_path, monkeypatch):
+    """``held.hold`` closed the descriptor it had just locked when the partial was removed under it (its error path)
+    without unlocking: a child forked meanwhile kept the lock on the file's other names."""
+    partial, other_name = tmp_path / ".ckpt.pt.partial", tmp_path / "other-name"
+    real_take = held._take
+    with contextlib.ExitStack() as children:
+
+        def take_then_lose(fd: int) -> bool | None:
+            taken = real_take(fd)
+            children.enter_context(forked_child())
+            os.link(partial, other_name)  # the locked file, by a name that stays
+            partial.unlink()
+            partial.touch()  # another file in its place: hold's check sees another inode
+            return taken
+
+        monkeypatch.setattr(held, "_take", take_then_lose)
+        with pytest.raises(FileNotFoundError, match="was removed by another process as it was made"):
+            held.hold(partial, folder=False)
+        monkeypatch.undo()  # unheld takes locks with _take too
+        with held.unheld(other_name) as dead:
+            assert dead  # no lock left held by the child

@@ -22,8 +22,16 @@ def test_sampling_and_decoding_token_ids_makes_no_python_call_per_id(s, form):
     """``prompt_list``, ``as_prompt`` and ``token_ids`` tested each id with an ABC ``isinstance`` and converted it
     with ``int()``: the calls made on the calling thread for 4,000 ids must be those made for 40."""
     short, long = [form([i % 250 + 1 for i in range(n)]) for n in (40, 4000)]
+    ops = []
+
+    def submit(ids):
+        return lambda: ops.append(s.sample(ids, max_tokens=1))
+
+    def settle():  # each count starts with nothing pending: no report of an earlier one comes on this thread
+        ops.pop().result()
+
     s.sample(short, max_tokens=1).result()  # the first run fills caches (abc's subclass checks) the others find
-    assert python_calls(lambda: s.sample(long, max_tokens=1)) == python_calls(lambda: s.sample(short, max_tokens=1))
+    assert python_calls(submit(long), settle) == python_calls(submit(short), settle)
     if not isinstance(long[0], list):  # one prompt: one list of ids to decode
         s.decode(short)
         assert python_calls(lambda: s.decode(long)) == python_calls(lambda: s.decode(short))

@@ -57,13 +57,13 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
             raise ValueError(f"{option} is empty (an unset variable?): give a folder or leave it out")
         if value is not None:  # a link to nothing (or a path through one) was "File exists"
             refuse_dangling_link(option, Path(value))
-    from rlnb.server.settings import parse_limits
+    from rlnb.server.settings import BYTES_MAX, parse_limits
 
     _given_once(args.limit)
     args.port, limits = _port(args.port), parse_limits(args.limit)
-    if args.offload_results_over is not None and args.offload_results_over < 0:
-        raise ValueError(f"--offload-results-over must be >= 0 bytes (leave it out: never), got "
-                         f"{args.offload_results_over}")  # fmt: skip
+    over = args.offload_results_over  # a size in bytes, as the byte limits: 10**39 was taken
+    if over is not None and not 0 <= over <= BYTES_MAX:
+        raise ValueError(f"--offload-results-over must be 0 to 2**63 - 1 bytes (leave it out: never), got {over}")
     return limits, _served_models(args.model)
 
 

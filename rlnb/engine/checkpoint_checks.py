@@ -13,11 +13,12 @@ import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from pydantic import ValidationError
 
+from rlnb.history import locks
 from rlnb.wire import LoraConfig
 
 CHUNK = 1 << 20
@@ -41,11 +42,12 @@ def check_lora(path: Path, lora: dict[Any, Any]) -> None:
             raise damaged(path, f"its lora {name} is {value!r}: {exc.errors()[0]['msg']}") from None
 
 
-def check_records(path: Path) -> None:
-    """Each record's CRC-32 as ``torch.save`` wrote it, read a chunk at a time. A record whose CRC is 0 is not
-    checked: ``torch.serialization.set_crc32_options(False)`` saves 0 for every record, which torch loads."""
+def check_records(path: Path, fh: BinaryIO) -> None:
+    """Each record's CRC-32 as ``torch.save`` wrote it, read a chunk at a time from ``fh`` (``path`` opened, the file
+    ``torch.load`` read: not one put in its place since). A record whose CRC is 0 is not checked:
+    ``torch.serialization.set_crc32_options(False)`` saves 0 for every record, which torch loads."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(fh) as archive:
             for info in archive.infolist():
                 if info.CRC == 0:
                     continue
@@ -61,7 +63,7 @@ def check_records(path: Path) -> None:
                                         "damaged after torch.save wrote it)") from None  # fmt: skip
     except (zipfile.BadZipFile, EOFError) as exc:
         raise damaged(path, f"it is a torch file, damaged or cut short ({type(exc).__name__}: {exc})") from None
-    except OSError as exc:  # deleted or made unreadable since torch.load read it
+    except OSError as exc:
         raise damaged(path, f"it could not be read again to check it ({type(exc).__name__}: {exc})") from None
 
 
@@ -125,5 +127,5 @@ def check_digests(path: Path, digests: dict[str, Any] | None) -> None:
 
 
 def _sha256(file: Path) -> str:
-    with file.open("rb") as fh:
+    with open(file, "rb", opener=locks.regular) as fh:  # a pipe put there after the checks above: refused, not read
         return hashlib.file_digest(fh, "sha256").hexdigest()

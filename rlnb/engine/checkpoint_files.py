@@ -16,7 +16,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal, get_args
+from typing import BinaryIO, Literal, get_args
 
 from rlnb.engine import held
 from rlnb.engine.leftovers import _HOST, remove_leftovers
@@ -146,6 +146,33 @@ def _named(func: object, name: str, exc: BaseException | tuple[type, BaseExcepti
 def regular(path: Path) -> bool:
     """Whether ``path`` (followed, if a link) is a regular file: not a pipe, device or socket."""
     return stat.S_ISREG(path.stat().st_mode)
+
+
+def open_regular(resume: Path, file: Path) -> BinaryIO:
+    """``file``, of the checkpoint at ``resume``, opened to read. A pipe, device or socket there is refused as it is
+    opened (``locks.regular``), one put there after any check too: reading it waited for ever (``torch.load`` of a
+    ``.pt`` that is a pipe was not even checked)."""
+    try:
+        return open(file, "rb", opener=locks.regular)
+    except OSError as exc:
+        if exc.errno is None:  # locks.regular's refusal of what is no regular file; others (gone, denied) as they are
+            raise not_regular(resume, file) from None
+        raise
+
+
+def not_regular(resume: Path, file: Path) -> UnsafeCheckpointFile:
+    return UnsafeCheckpointFile(f"resume_from {str(resume)!r}: its {file} is not a regular file (a pipe, a device, "
+                                "a socket): reading it would wait for ever")  # fmt: skip
+
+
+def refuse_pipes(path: Path) -> None:
+    """An inference checkpoint's files that resume reads (``rlnb.json``, ``merged/``) are regular files: reading a
+    pipe put in their place would wait for ever. rlnb's own reads of them open with ``locks.regular`` (one put there
+    after this look is refused too); a loader's opens take no opener: for them this look is all there is."""
+    merged = path / "merged"
+    for file in [path / "rlnb.json", *(merged.iterdir() if merged.is_dir() else ())]:
+        if file.exists() and not (file.is_dir() or regular(file)):
+            raise not_regular(path, file)
 
 
 def _unsafe(ckpt_id: str, path: Path) -> UnsafeCheckpointFile:

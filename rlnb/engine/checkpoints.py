@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 from torch import nn
 
 from rlnb.engine.checkpoint_checks import check_digests, check_lora, check_records, check_tensors, file_digests
 from rlnb.engine.checkpoint_checks import damaged as _damaged
-from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, regular, writing
+from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, open_regular, refuse_pipes, writing
 from rlnb.engine.inputs import INT64_MAX
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
@@ -73,10 +73,15 @@ def load(path: Path, device: torch.device) -> dict[str, Any]:
     if not path.exists():
         raise ValueError(f"resume_from {str(path)!r} does not exist: expected {EXPECTED}")
     if path.is_dir():
-        _refuse_pipes(path)
+        refuse_pipes(path)
         return {**_inference_meta(path), "path": path}
+    with open_regular(path, path) as fh:  # one open for all the reads: nothing put in its place later is read
+        return _training(path, fh, device)
+
+
+def _training(path: Path, fh: BinaryIO, device: torch.device) -> dict[str, Any]:
     try:
-        state = torch.load(path, map_location=device, weights_only=True)
+        state = torch.load(fh, map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch's texts name no file, and some advise weights_only=False
         problem = failure_text(exc)
     else:
@@ -86,39 +91,32 @@ def load(path: Path, device: torch.device) -> dict[str, Any]:
         weights = state["weights"]
         if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in weights.items()):
             raise _damaged(path, "its weights are not named tensors")
-        if _zip_start(path):  # torch.load checks no CRC-32: a changed byte in a tensor loaded as another number
-            check_records(path)
+        if _zip_start(fh):  # torch.load checks no CRC-32: a changed byte in a tensor loaded as another number
+            check_records(path, fh)
         return {**state, "path": path}
     kind, _, detail = problem.partition(": ")  # outside ``except``: no torch error in the context chain
     said = f"(torch.load: {kind}){': ' + detail if detail else ''}"
-    if _zip_start(path):  # torch.save's own format: a copy cut short reads as "[Errno 22] Invalid argument" or so
+    if _zip_start(fh):  # torch.save's own format: a copy cut short reads as "[Errno 22] Invalid argument" or so
         raise _damaged(path, f"it is a torch file, damaged or cut short {said}")
     raise ValueError(f"resume_from {str(path)!r} is not an rlnb checkpoint {said}; expected {EXPECTED}")
 
 
-def _zip_start(path: Path) -> bool:
+def _zip_start(fh: BinaryIO) -> bool:
     """Whether the file begins as a zip archive does, which every ``torch.save`` file does."""
     try:
-        with path.open("rb") as file:
-            return file.read(4) == b"PK\x03\x04"
+        fh.seek(0)
+        return fh.read(4) == b"PK\x03\x04"
     except OSError:
         return False
-
-
-def _refuse_pipes(path: Path) -> None:
-    """An inference checkpoint's files that resume reads (``rlnb.json``, ``merged/``) are regular files: reading a
-    pipe put in their place would wait for ever."""
-    merged = path / "merged"
-    for file in [path / "rlnb.json", *(merged.iterdir() if merged.is_dir() else ())]:
-        if file.exists() and not (file.is_dir() or regular(file)):
-            raise UnsafeCheckpointFile(f"resume_from {str(path)!r}: its {file} is not a regular file (a pipe, a "
-                                       "device, a socket): reading it would wait for ever")  # fmt: skip
 
 
 def _inference_meta(path: Path) -> dict[str, Any]:
     file = path / "rlnb.json"
     try:
-        meta = json.loads(file.read_text(encoding="utf-8"))
+        with open_regular(path, file) as fh:
+            meta = json.loads(fh.read().decode("utf-8"))
+    except UnsafeCheckpointFile:
+        raise
     except (OSError, ValueError, RecursionError) as exc:
         problem = type(exc).__name__
     else:

@@ -59,7 +59,7 @@ def hold(partial: Path, folder: bool) -> int | None:
         if os.stat(partial, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:  # removed before it was held
             raise FileNotFoundError(f"the partial {partial} was removed by another process as it was made; save again")
     except BaseException:
-        os.close(fd)
+        locks.release(fd)  # unlocked, not only closed: a child forked meanwhile would keep the lock
         raise
     return fd
 
@@ -107,8 +107,8 @@ def _sweep(prefix: str) -> None:
                 shutil.rmtree(made)
     for old in tmp.glob(f"{prefix}*"):
         try:
-            fd = os.open(old / _SCRATCH_LOCK, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:  # an older rlnb's, another user's: kept
+            fd = locks.regular(str(old / _SCRATCH_LOCK), os.O_RDONLY, follow=False)  # a pipe there: never waited on
+        except OSError:  # an older rlnb's, another user's, a pipe or link planted there: kept
             continue
         try:
             if _take(fd):  # None (cannot tell): kept

@@ -127,7 +127,7 @@ class ServerSettings:
         interval = self.reap_interval  # NaN fails the comparison; 0 would spin, 1e300 overflowed the sleep
         if isinstance(interval, bool) or not (isinstance(interval, int | float) and 0 < interval <= A_DAY):
             raise ValueError(f"reap_interval must be a finite number of seconds in (0, {A_DAY:g}], got {interval!r}")
-        set_int(self, "result_offload_bytes", 0, optional=True)
+        set_int(self, "result_offload_bytes", 0, BYTES_MAX, optional=True)
         if not self.models:
             raise ValueError("models must name at least one served model")
         if self.token is not None:  # "--token $TOKEN" with TOKEN unset: every request would get a 401

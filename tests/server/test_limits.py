@@ -446,7 +446,12 @@ def test_every_limit_has_an_upper_bound_named_with_its_range(name, value, high):
         ("fail_rate", 1.0, r"fail_rate must be in \[0, 1\)"),
         ("reap_interval", math.nan, r"reap_interval must be a finite number of seconds in \(0, 86400\]"),
         ("reap_interval", 0.0, r"reap_interval must be a finite number of seconds in \(0, 86400\]"),
-        ("result_offload_bytes", -5, "result_offload_bytes must be None or an integer >= 0"),
+        ("result_offload_bytes", -5, r"result_offload_bytes must be None or an integer in \[0, 9223372036854775807\]"),
+        (
+            "result_offload_bytes",
+            2**63,
+            r"result_offload_bytes must be None or an integer in \[0, 9223372036854775807\]",
+        ),
     ],
 )
 def test_settings_refuse_numbers_that_are_not_finite_or_out_of_range(field, value, says):

@@ -4,6 +4,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,11 +12,25 @@ import pytest
 def refusal_in_time(call: Callable[[], object], pipe: Path, kind: type[BaseException] = OSError) -> BaseException:
     """The error (a ``kind``) that ``call`` raises, run in a thread given 30 s: one that waits on ``pipe`` fails the
     test (its other end is opened, so that the thread ends)."""
+    said, _ = _in_time(call, pipe)
+    assert len(said) == 1 and isinstance(said[0], kind), said
+    return said[0]
+
+
+def result_in_time(call: Callable[[], Any], pipe: Path) -> Any:
+    """What ``call`` returns, run as ``refusal_in_time`` runs it: it must neither wait on ``pipe`` nor raise."""
+    said, got = _in_time(call, pipe)
+    assert not said and len(got) == 1, said
+    return got[0]
+
+
+def _in_time(call: Callable[[], Any], pipe: Path) -> tuple[list[BaseException], list[Any]]:
     said: list[BaseException] = []
+    got: list[Any] = []
 
     def run() -> None:
         try:
-            call()
+            got.append(call())
         except Exception as exc:  # noqa: BLE001 - said below, not in the thread
             said.append(exc)
 
@@ -27,5 +42,4 @@ def refusal_in_time(call: Callable[[], object], pipe: Path, kind: type[BaseExcep
         os.close(other)  # a reader then reads the end of the file
         worker.join(timeout=30)
         pytest.fail(f"it waited on the named pipe {pipe.name}")
-    assert len(said) == 1 and isinstance(said[0], kind), said
-    return said[0]
+    return said, got
