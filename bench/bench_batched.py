@@ -22,7 +22,9 @@ their FLOPs at that rate, whatever the overhead; the target asks for 3x one tria
 
 Ops (``--ops``, no timing, so it holds on a loaded machine): the torch ops (aten calls, as
 ``TorchDispatchMode`` sees them) dispatched by the second step of an ensemble of 1, 4 and 16 of the trials, per
-step phase, and what each added member adds: a count that grows with the members is a loop over them.
+step phase, and what each added member adds: a count that grows with the members is a loop over them. Also the
+elements the ops wrote (every output of an op that is not a view): one that grows faster than the members is a
+copy that batching should not need.
 
 Members (``--members``): an ensemble of one member too, so the 16-member run splits into the ensemble's fixed
 cost and what each member adds; with ``--floor``, a member's matmuls at the ensemble's own rate beside it.
@@ -178,6 +180,7 @@ def marginal(alone_s: float, one_s: float, batched_s: float, matmul_s: tuple[flo
 
 def step_ops(k: int) -> dict[str, int]:
     """Torch ops of the second step of an ensemble of the first ``k`` trials: the whole step and each phase."""
+    from torch.utils import _pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from rlnb.batched.ensemble import Ensemble
@@ -185,11 +188,14 @@ def step_ops(k: int) -> dict[str, int]:
     class Count(TorchDispatchMode):
         def __init__(self) -> None:
             super().__init__()
-            self.n = 0
+            self.n = self.written = 0
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             self.n += 1
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            if not func.is_view:
+                self.written += sum(t.numel() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+            return out
 
     counts: dict[str, int] = {}
     originals = {name: getattr(Ensemble, name) for name in ("_step", "_sample", "_forward_backward", "_update")}
@@ -201,6 +207,7 @@ def step_ops(k: int) -> dict[str, int]:
             with Count() as count:
                 out = originals[name](self, *args)
             counts[name] = counts.get(name, 0) + count.n
+            counts[name + " written"] = counts.get(name + " written", 0) + count.written
             return out
 
         return run
@@ -222,7 +229,9 @@ def ops() -> None:
     for k, c in by_k.items():
         print(
             f"    ops: {k:2d} member(s): {c['_step']} torch ops a step (sample {c['_sample']}, "
-            f"forward-backward {c['_forward_backward']}, update {c['_update']})"
+            f"forward-backward {c['_forward_backward']}, update {c['_update']}); elements written "
+            f"{c['_step written'] / 1e6:.1f} M (sample {c['_sample written'] / 1e6:.1f}, forward-backward "
+            f"{c['_forward_backward written'] / 1e6:.1f}, update {c['_update written'] / 1e6:.1f})"
         )
     added = {name: (by_k[16][name] - by_k[1][name]) / 15 for name in by_k[1]}
     print(

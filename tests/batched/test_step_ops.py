@@ -1,32 +1,40 @@
-"""What a member adds to an ensemble's step, counted in torch ops (deterministic, unlike wall time on a shared
-machine): the step's phases run once for all members, so an added member must add few ops. A Python loop over
-members in a phase (per-member losses were ~270 ops a member) shows here as a count that grows with K."""
+"""What a member adds to an ensemble's step, counted in torch ops and in elements copied (deterministic, unlike wall
+time on a shared machine): the step's phases run once for all members, so an added member must add few ops (a
+Python loop over members in a phase, as the per-member losses were at ~270 ops a member, shows as a count that
+grows with K), and decoding must not copy the KV cache at every token."""
 
 from __future__ import annotations
 
 import collections
 
 import pytest
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import rlnb
 from rlnb.batched import Member, run_batched
 from rlnb.batched.ensemble import Ensemble
-
-pytestmark = pytest.mark.slow
+from rlnb.batched.stacked import StackedModel
+from rlnb.engine.models.tiny import TinyConfig, build_model
 
 PER_MEMBER = 120
 """Ops an added member may add to a step (measured: 81, of which ~70 are its samples' records and rewards)."""
 
 
 class OpCount(TorchDispatchMode):
+    """Every aten op dispatched, by name, and the elements each ``clone`` wrote (a strided input made contiguous)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.ops: collections.Counter[str] = collections.Counter()
+        self.cloned = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket is torch.ops.aten.clone:
+            self.cloned += out.numel()
+        return out
 
 
 def step_ops(monkeypatch: pytest.MonkeyPatch, members: int) -> int:
@@ -49,7 +57,30 @@ def step_ops(monkeypatch: pytest.MonkeyPatch, members: int) -> int:
     return ops
 
 
+@pytest.mark.slow
 def test_an_added_member_adds_few_ops_to_a_step(monkeypatch):
     one, eight = step_ops(monkeypatch, 1), step_ops(monkeypatch, 8)
     assert one > 500  # the count sees the step's ops
     assert (eight - one) / 7 <= PER_MEMBER, f"a step of 1 member: {one} ops, of 8: {eight}"
+
+
+def test_a_decoding_step_does_not_copy_the_members_kv_cache():
+    """Each token's vmapped attention reads every member's filled cache slots. With the cache laid out member-major
+    (a layer's keys of one member apart from the next member's by the other layers), a batched matmul could not
+    fold members and rows into one batch dimension, and copied each layer's keys and values of every member first:
+    the whole cache, every token. Layer-major, only the new token's queries are copied."""
+    config = TinyConfig(n_layer=2, n_embd=32, n_head=4)
+    members, rows, prompt, tokens = 4, 6, 5, 6
+    model = StackedModel([build_model(config, seed) for seed in range(members)], [n for n, _ in
+                          build_model(config, 0).named_parameters()])  # fmt: skip
+    decoder = model.decoder(rows, prompt + tokens)
+    decoder.prefill(
+        torch.randint(0, 256, (members * rows, prompt)), torch.ones(members * rows, prompt, dtype=torch.long)
+    )
+    with OpCount() as count:
+        for _ in range(tokens):  # which tokens does not matter: the test counts copies, not choices
+            logits = decoder.step(torch.zeros(members * rows, dtype=torch.long))
+    queries = tokens * config.n_layer * members * rows * config.n_embd  # each token's queries, every layer
+    assert count.ops["aten.bmm"] >= 2 * config.n_layer * tokens  # the count sees the attention's products
+    assert count.cloned <= queries, f"{count.cloned} elements copied in {tokens} steps; the queries are {queries}"
+    assert logits.shape == (members * rows, config.vocab_size)
