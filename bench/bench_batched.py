@@ -23,8 +23,8 @@ their FLOPs at that rate, whatever the overhead; the target asks for 3x one tria
 Ops (``--ops``, no timing, so it holds on a loaded machine): the torch ops (aten calls, as
 ``TorchDispatchMode`` sees them) dispatched by the second step of an ensemble of 1, 4 and 16 of the trials, per
 step phase, and what each added member adds: a count that grows with the members is a loop over them. Also the
-elements the ops wrote (every output of an op that is not a view): one that grows faster than the members is a
-copy that batching should not need.
+elements the ops wrote (every output of an op that is not a view, ``_unsafe_view`` included): one that grows
+faster than the members is a copy that batching should not need.
 
 Members (``--members``): an ensemble of one member too, so the 16-member run splits into the ensemble's fixed
 cost and what each member adds; with ``--floor``, a member's matmuls at the ensemble's own rate beside it.
@@ -193,7 +193,7 @@ def step_ops(k: int) -> dict[str, int]:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
             self.n += 1
             out = func(*args, **(kwargs or {}))
-            if not func.is_view:
+            if not func.is_view and func.overloadpacket is not torch.ops.aten._unsafe_view:  # a view, unmarked
                 self.written += sum(t.numel() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
             return out
 
@@ -236,7 +236,8 @@ def ops() -> None:
     added = {name: (by_k[16][name] - by_k[1][name]) / 15 for name in by_k[1]}
     print(
         f"    ops: each added member adds {added['_step']:.0f} ops a step (sample {added['_sample']:.0f}, "
-        f"forward-backward {added['_forward_backward']:.0f}, update {added['_update']:.0f})"
+        f"forward-backward {added['_forward_backward']:.0f}, update {added['_update']:.0f}) and writes "
+        f"{added['_step written'] / 1e6:.1f} M elements (one member alone: {by_k[1]['_step written'] / 1e6:.1f} M)"
     )
 
 
