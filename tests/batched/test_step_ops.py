@@ -14,11 +14,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import rlnb
 from rlnb.batched import Member, run_batched
 from rlnb.batched.ensemble import Ensemble
+from rlnb.batched.optim import StackedOptimizer
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.models.tiny import TinyConfig, build_model
 
 PER_MEMBER = 120
-"""Ops an added member may add to a step (measured: 81, of which ~70 are its samples' records and rewards)."""
+"""Ops an added member may add to a step (``bench_batched.py --ops``, 16 members of the demo: 77, of which 66 are the
+engine's per-prompt loops in sampling and the member's sample record; 345 before the losses were stacked)."""
 
 
 class OpCount(TorchDispatchMode):
@@ -64,13 +66,14 @@ def test_an_added_member_adds_few_ops_to_a_step(monkeypatch):
     assert (eight - one) / 7 <= PER_MEMBER, f"a step of 1 member: {one} ops, of 8: {eight}"
 
 
+@pytest.mark.slow  # ~2 s at load 7: vmap's first calls, every op through the counting mode
 def test_a_decoding_step_does_not_copy_the_members_kv_cache():
     """Each token's vmapped attention reads every member's filled cache slots. With the cache laid out member-major
     (a layer's keys of one member apart from the next member's by the other layers), a batched matmul could not
     fold members and rows into one batch dimension, and copied each layer's keys and values of every member first:
     the whole cache, every token. Layer-major, only the new token's queries are copied."""
     config = TinyConfig(n_layer=2, n_embd=32, n_head=4)
-    members, rows, prompt, tokens = 4, 6, 5, 6
+    members, rows, prompt, tokens = 4, 6, 5, 3
     model = StackedModel([build_model(config, seed) for seed in range(members)], [n for n, _ in
                           build_model(config, 0).named_parameters()])  # fmt: skip
     decoder = model.decoder(rows, prompt + tokens)
@@ -84,3 +87,27 @@ def test_a_decoding_step_does_not_copy_the_members_kv_cache():
     assert count.ops["aten.bmm"] >= 2 * config.n_layer * tokens  # the count sees the attention's products
     assert count.cloned <= queries, f"{count.cloned} elements copied in {tokens} steps; the queries are {queries}"
     assert logits.shape == (members * rows, config.vocab_size)
+
+
+def test_the_gradients_are_multiplied_only_when_a_member_clips():
+    """A clip factor of 1 for every member (no norm past its clip) changes nothing, so the step makes no pass over
+    every gradient for it; one member's clip does, and only its row changes."""
+    config = TinyConfig(n_layer=1, n_embd=16, n_head=2)
+    names = [n for n, _ in build_model(config, 0).named_parameters()]
+    model = StackedModel([build_model(config, seed) for seed in range(2)], names)
+    optimizer = StackedOptimizer(model, "adam", names)
+    model.grad.copy_(torch.randn(model.grad.shape, generator=torch.Generator().manual_seed(0)) * 1e-3)
+    norm = float(optimizer.norms().total.max())
+
+    def grad_passes(clips: list[float]) -> tuple[int, list[float]]:
+        hps = [rlnb.AdamParams(grad_clip_norm=c).resolved() for c in clips]
+        with OpCount() as count:
+            stats = optimizer.step(hps, optimizer.norms())
+        return count.ops["aten.mul_"], [s.clip_coef for s in stats]
+
+    before = model.grad.clone()
+    passes, coefs = grad_passes([2 * norm, 2 * norm])
+    assert coefs == [1.0, 1.0] and torch.equal(model.grad, before)
+    clipped_passes, coefs = grad_passes([2 * norm, norm / 2])
+    assert coefs[0] == 1.0 and coefs[1] < 1.0 and clipped_passes == passes + 1
+    assert torch.equal(model.grad[0], before[0]) and torch.equal(model.grad[1], before[1] * coefs[1])
