@@ -20,10 +20,16 @@ The floor (``--floor``): the matmul FLOPs of one trial and of 16 (``torch.utils.
 best fp32 matmul rate at the same thread count (512 x 512, best of 20). 16 trials cannot take less than
 their FLOPs at that rate, whatever the overhead; the target asks for 3x one trial's wall time.
 
+Ops (``--ops``, no timing, so it holds on a loaded machine): the torch ops (aten calls, as
+``TorchDispatchMode`` sees them) dispatched by the second step of an ensemble of 1, 4 and 16 of the trials, per
+step phase, and what each added member adds: a count that grows with the members is a loop over them. Also the
+elements the ops wrote (every output of an op that is not a view, ``_unsafe_view`` included): one that grows
+faster than the members is a copy that batching should not need.
+
 Members (``--members``): an ensemble of one member too, so the 16-member run splits into the ensemble's fixed
 cost and what each member adds; with ``--floor``, a member's matmuls at the ensemble's own rate beside it.
 
-    python bench/bench_batched.py [--reps 3] [--threads N] [--no-sequential] [--floor] [--members]
+    python bench/bench_batched.py [--reps 3] [--threads N] [--no-sequential] [--floor] [--members] [--ops]
 """
 
 from __future__ import annotations
@@ -172,6 +178,69 @@ def marginal(alone_s: float, one_s: float, batched_s: float, matmul_s: tuple[flo
         )
 
 
+def step_ops(k: int) -> dict[str, int]:
+    """Torch ops of the second step of an ensemble of the first ``k`` trials: the whole step and each phase."""
+    from torch.utils import _pytree as pytree
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from rlnb.batched.ensemble import Ensemble
+
+    class Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.n = self.written = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.n += 1
+            out = func(*args, **(kwargs or {}))
+            if not func.is_view and func.overloadpacket is not torch.ops.aten._unsafe_view:  # a view, unmarked
+                self.written += sum(t.numel() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+            return out
+
+    counts: dict[str, int] = {}
+    originals = {name: getattr(Ensemble, name) for name in ("_step", "_sample", "_forward_backward", "_update")}
+
+    def counted(name: str) -> Callable[..., object]:
+        def run(self: Ensemble, *args: object) -> object:
+            if self.records[self.live[0]].step != 1:  # the second step only (its first op is recorded as step 1)
+                return originals[name](self, *args)
+            with Count() as count:
+                out = originals[name](self, *args)
+            counts[name] = counts.get(name, 0) + count.n
+            counts[name + " written"] = counts.get(name + " written", 0) + count.written
+            return out
+
+        return run
+
+    try:
+        for name in originals:
+            setattr(Ensemble, name, counted(name))
+        members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0) for lr in LEARNING_RATES[:k]]
+        run_batched("tiny", "adam", members, steps=2, device="cpu", threads=THREADS)
+    finally:
+        for name, fn in originals.items():
+            setattr(Ensemble, name, fn)
+    return counts
+
+
+def ops() -> None:
+    """Print ``step_ops`` at 1, 4 and 16 members and the ops each added member adds."""
+    by_k = {k: step_ops(k) for k in (1, 4, 16)}
+    for k, c in by_k.items():
+        print(
+            f"    ops: {k:2d} member(s): {c['_step']} torch ops a step (sample {c['_sample']}, "
+            f"forward-backward {c['_forward_backward']}, update {c['_update']}); elements written "
+            f"{c['_step written'] / 1e6:.1f} M (sample {c['_sample written'] / 1e6:.1f}, forward-backward "
+            f"{c['_forward_backward written'] / 1e6:.1f}, update {c['_update written'] / 1e6:.1f})"
+        )
+    added = {name: (by_k[16][name] - by_k[1][name]) / 15 for name in by_k[1]}
+    print(
+        f"    ops: each added member adds {added['_step']:.0f} ops a step (sample {added['_sample']:.0f}, "
+        f"forward-backward {added['_forward_backward']:.0f}, update {added['_update']:.0f}) and writes "
+        f"{added['_step written'] / 1e6:.1f} M elements (one member alone: {by_k[1]['_step written'] / 1e6:.1f} M)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=3, help="runs of each setting (taking turns); medians shown")
@@ -181,6 +250,7 @@ def main() -> None:
     parser.add_argument(
         "--members", action="store_true", help="also time an ensemble of one member: what each added member costs"
     )
+    parser.add_argument("--ops", action="store_true", help="count torch ops a step at 1, 4, 16 members; no timing")
     args = parser.parse_args()
     global THREADS
     THREADS = args.threads
@@ -193,6 +263,9 @@ def main() -> None:
         f"16 trials of the demo task (tiny, Adam, {STEPS} steps, learning rates {LEARNING_RATES[0]:.0e} .. "
         f"{LEARNING_RATES[-1]:.0e}) batched vs one trial alone (lr {LEARNING_RATES[8]:.2g})"
     )
+    if args.ops:
+        ops()
+        return
     settings: dict[str, Callable[[str], object]] = {"alone": lambda d: alone(LEARNING_RATES[8], d), "batched": batched}
     if args.members:
         settings["batched 1"] = lambda d: batched(d, 1)

@@ -278,11 +278,10 @@ class Ensemble:
         batch = policy_batch(prompts, [r // n for r in range(B)] * K, drawn, advantages)
         width = batch.ids.shape[1]
         lp, entropy = self.model.logprobs(batch.ids.view(K, B, width), batch.targets.view(K, B, width))
-        losses = member_losses(lp.view(K * B, width), entropy.view(K * B, width), batch, K, self.loss,
-                               self.loss_params, self.context_length)  # fmt: skip
+        losses, total = member_losses(lp.view(K * B, width), entropy.view(K * B, width), batch, K, self.loss,
+                                      self.loss_params, self.context_length)  # fmt: skip
         results = dict(zip(self.live, losses, strict=True))
-        terms = [r.loss for r in results.values() if r.loss is not None]
-        self.model.backward(torch.stack(terms).sum() if terms else None)  # each member: its own loss's gradient
+        self.model.backward(total)  # each member: its own loss's gradient
         errors, values = {}, {}
         for m, r in results.items():
             if r.result is not None:

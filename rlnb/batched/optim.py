@@ -199,8 +199,9 @@ class StackedOptimizer:
             c = _column(max_norms, norms.total)[:, 0]
             on = torch.tensor([c > 0 for c in max_norms], device=coef.device)
             coef = torch.where(on, clip_coefficient(c, norms.total), coef)
-            self.model.grad.mul_(coef[:, None])
         coefs = coef.tolist()
+        if any(f != 1.0 for f in coefs):  # a factor of 1 changes nothing: no pass over every gradient for it
+            self.model.grad.mul_(coef[:, None])
         if self.adam_end:
             self._adamw(adam_hps)
         if self.kind == "muon":

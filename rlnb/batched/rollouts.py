@@ -11,6 +11,7 @@ member's loss over its rows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ import torch
 from torch import Tensor
 
 from rlnb import wire
+from rlnb.batched.losses import stacked_losses
 from rlnb.engine import handlers, losses
 from rlnb.engine.sampling import LENGTH, STOP, Drawn
 from rlnb.errors import OperationError
@@ -54,10 +56,9 @@ class PolicyBatch:
 
 @dataclass
 class MemberLoss:
-    """One member's forward-backward: the loss to backpropagate and the operation's result, or its error
-    (an API error code, and the message a session gives)."""
+    """One member's forward-backward: the operation's result, or its error (an API error code, and the message a
+    session gives)."""
 
-    loss: Tensor | None = None
     result: wire.ForwardBackwardResult | None = None
     error: tuple[wire.OperationErrorCode, str] | None = None
 
@@ -70,32 +71,43 @@ def member_losses(
     loss_type: str,
     loss_params: dict[str, Any] | None,
     horizon: int,
-) -> list[MemberLoss]:
+) -> tuple[list[MemberLoss], Tensor | None]:
     """Each member's loss over its ``rows / members`` rows of ``batch``, from its rows of the policy's log-probs
-    ``lp`` and entropies ``entropy`` (``[rows, width]``): ``losses.compute`` on that member's samples alone, as
-    the forward-backward handler computes it for a session (a non-finite loss or metric is ``NON_FINITE_LOSS``;
-    ``horizon`` is FIXED_HORIZON's constant, the model's context length)."""
-    B = batch.ids.shape[0] // members
+    ``lp`` and entropies ``entropy`` (``[rows, width]``): what ``losses.compute`` gives on that member's samples
+    alone, as the forward-backward handler computes it for a session (a non-finite loss or metric is
+    ``NON_FINITE_LOSS``; ``horizon`` is FIXED_HORIZON's constant, the model's context length). Also the sum of
+    the losses of the members that have a result, to backpropagate (None: no member has one). All members'
+    losses are computed at once (``rlnb.batched.losses``)."""
+    first = batch.inputs(0, 1)
+    try:  # the inputs are built here: only the loss params can break the loss's contract, so check once
+        params = losses.validate(loss_type, loss_params, first, [len(first[0]["target_tokens"])])
+    except losses.InvalidLossInput as exc:
+        return [MemberLoss(error=(wire.OperationErrorCode.INVALID_INPUT, str(exc)))] * members, None
+    rows = lambda t: t.view(members, -1, t.shape[-1])  # noqa: E731
+    loss, metrics = stacked_losses(loss_type, params, rows(lp), rows(batch.logprobs), rows(batch.advantages),
+                                   rows(batch.mask), rows(entropy), horizon)  # fmt: skip
+    values = loss.detach().tolist()
     out: list[MemberLoss] = []
-    params: dict[str, Any] | None = None
-    for k in range(members):
-        inputs = batch.inputs(k * B, (k + 1) * B)
-        try:  # the inputs are built here: only the loss params can break the loss's contract, so check once
-            params = params or losses.validate(loss_type, loss_params, inputs[:1], [len(inputs[0]["target_tokens"])])
-        except losses.InvalidLossInput as exc:
-            out.append(MemberLoss(error=(wire.OperationErrorCode.INVALID_INPUT, str(exc))))
-            continue
-        rows = (k * B, (k + 1) * B)
-        loss, metrics = losses.compute(
-            loss_type, params, batch.cut(lp, *rows), inputs, horizon=horizon, entropy=batch.cut(entropy, *rows)
-        )
-        try:
-            value = handlers.finite_loss(loss, metrics)
-        except OperationError as exc:
-            out.append(MemberLoss(error=(exc.code, str(exc))))
-            continue
-        out.append(MemberLoss(loss, wire.ForwardBackwardResult(loss=value, metrics=metrics)))
-    return out
+    for k, (value, named) in enumerate(zip(values, metrics, strict=True)):
+        if not (math.isfinite(value) and all(math.isfinite(v) for v in named.values())):
+            try:  # the session's own check, for its error
+                handlers.finite_loss(loss[k], named)
+            except OperationError as exc:
+                out.append(MemberLoss(error=(exc.code, str(exc))))
+                continue
+        out.append(MemberLoss(wire.ForwardBackwardResult(loss=value, metrics=named)))
+    ok = [r.result is not None for r in out]
+    if all(ok):
+        return out, loss.sum()
+    if not any(ok):
+        return out, None
+    # a failed member's non-finite values would turn its zero share of the gradient into NaN: its rows again,
+    # detached, so that it gets none (as a session's failed forward-backward accumulates nothing)
+    keep = torch.tensor(ok, device=lp.device)[:, None, None]
+    lp = torch.where(keep, rows(lp), rows(lp).detach())
+    loss, _ = stacked_losses(loss_type, params, lp, rows(batch.logprobs), rows(batch.advantages), rows(batch.mask),
+                             rows(entropy), horizon)  # fmt: skip
+    return out, loss[keep[:, 0, 0]].sum()
 
 
 def policy_batch(
@@ -131,16 +143,31 @@ def policy_batch(
     )
 
 
-def sample_output(drawn: Drawn, prompts: int, n: int, rows: range, version: int) -> wire.SampleOutput:
+@dataclass
+class DrawnLists:
+    """``Drawn``'s rows as Python lists, read from the tensors once for every member's sample record."""
+
+    tokens: list[list[int]]
+    logprobs: list[list[float]]
+    lengths: list[int]
+    stopped: list[bool]
+
+    @classmethod
+    def of(cls, drawn: Drawn) -> DrawnLists:
+        return cls(drawn.tokens.tolist(), drawn.logprobs.tolist(), drawn.lengths.tolist(), drawn.stopped.tolist())
+
+
+def sample_output(drawn: DrawnLists, prompts: int, n: int, rows: range, version: int) -> wire.SampleOutput:
     """What a sample operation returns for ``prompts`` x ``n`` of ``drawn``'s rows (from ``rows.start``),
     generated by weights ``version``: the record of a member's sample."""
-    toks, lps = drawn.tokens[rows.start : rows.stop].tolist(), drawn.logprobs[rows.start : rows.stop].tolist()
-    lens, stops = drawn.lengths[rows.start : rows.stop].tolist(), drawn.stopped[rows.start : rows.stop].tolist()
+    pick = slice(rows.start, rows.stop)
     seqs = [
         wire.SampledSequence.model_construct(  # our own decoded values: valid by construction
             tokens=t[:k], logprobs=lp[:k], stop_reason=STOP if s else LENGTH, prompt_cache_hit_tokens=0
         )
-        for t, lp, k, s in zip(toks, lps, lens, stops, strict=True)
+        for t, lp, k, s in zip(
+            drawn.tokens[pick], drawn.logprobs[pick], drawn.lengths[pick], drawn.stopped[pick], strict=True
+        )
     ]
     segment = [wire.PolicyVersionSegment(start_token=0, version=version)]
     groups = [seqs[p * n : (p + 1) * n] for p in range(prompts)]

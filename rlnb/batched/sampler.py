@@ -14,7 +14,7 @@ import torch
 
 from rlnb.batched.failures import own_errors
 from rlnb.batched.recorder import Recorder
-from rlnb.batched.rollouts import sample_output
+from rlnb.batched.rollouts import DrawnLists, sample_output
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
 from rlnb.errors import describe
@@ -73,13 +73,14 @@ class Sampler:
         decoder = model.decoder(P * n, self.longest)
         drawn = draw(decoder, self.prompts * len(live), n, self.settings, noise, self.codec, self.device)
         finite = drawn.finite().view(len(live), -1).all(dim=1).tolist()
+        lists = DrawnLists.of(drawn)  # every member's record reads its rows from these
         rollouts, failed = {}, {}
         for k, m in enumerate(live):
             if not finite[k]:  # as the sample handler fails it
                 records[m].fail(ops[m], Code.NON_FINITE_LOSS, DIVERGED)
                 failed[m] = f"{Code.NON_FINITE_LOSS}: {DIVERGED}"
                 continue
-            out = sample_output(drawn, P, n, range(k * P * n, (k + 1) * P * n), records[m].step)
+            out = sample_output(lists, P, n, range(k * P * n, (k + 1) * P * n), records[m].step)
             records[m].complete(ops[m], out)
             groups = unscored(self.prompt_texts, out.results, self.completion_text)
             try:  # rewards and group advantages as rl_step computes them

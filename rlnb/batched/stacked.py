@@ -152,7 +152,10 @@ class StackedDecoder:
 
     def __init__(self, model: StackedModel, batch: int, max_len: int) -> None:
         c = model.config
-        shape = (model.members, c.n_layer, batch, c.n_head, max_len, c.n_embd // c.n_head)
+        # layer-major: a layer's keys of every member are one contiguous block, so the batched matmuls over a
+        # slice of them fold members and rows into one batch dimension (member-major, the layer between, every
+        # decoding step copied each layer's filled slots of every member first)
+        shape = (c.n_layer, model.members, batch, c.n_head, max_len, c.n_embd // c.n_head)
         self.model, self.batch = model, batch
         self.k = torch.empty(shape, device=model.device, dtype=model.dtype)
         self.v = torch.empty(shape, device=model.device, dtype=model.dtype)
@@ -162,7 +165,7 @@ class StackedDecoder:
         def one(params: dict[str, Tensor], k: Tensor, v: Tensor, ids: Tensor, mask: Tensor, past: int) -> Tensor:
             return functional_call(base, params, (ids, mask, KVCache.over(k, v, past)))[:, -1]
 
-        self._step = vmap(one, in_dims=(0, 0, 0, 0, 0, None))
+        self._step = vmap(one, in_dims=(0, 1, 1, 0, 0, None))
 
     @torch.no_grad()
     def _run(self, ids: Tensor, mask: Tensor) -> Tensor:

@@ -30,9 +30,12 @@ def test_a_member_whose_ratio_overflows_fails_its_forward_backward_alone():
     (tests/engine/test_faults.py), and member 0 is untouched."""
     batch = one_row_each([-1.0, -100.0])
     lp = torch.full((2, 3), -1.0, requires_grad=True)
-    first, second = member_losses(lp, torch.zeros(2, 3), batch, 2, "LOSS_TYPE_PPO", None, horizon=16)
+    (first, second), total = member_losses(lp, torch.zeros(2, 3), batch, 2, "LOSS_TYPE_PPO", None, horizon=16)
     assert first.error is None and first.result is not None and math.isfinite(first.result.loss)
-    assert second.loss is None and second.result is None and second.error is not None
+    assert second.result is None and second.error is not None
+    assert total is not None and float(total.detach()) == first.result.loss  # only member 0's loss is backpropagated
+    total.backward()
+    assert lp.grad is not None and bool(lp.grad[0].ne(0).any()) and bool(lp.grad[1].eq(0).all())
     code, message = second.error
     assert code == wire.OperationErrorCode.NON_FINITE_LOSS
     assert message.startswith("loss/ratio/mean is inf") and message.endswith("no gradients were accumulated")

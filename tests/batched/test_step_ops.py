@@ -1,0 +1,113 @@
+"""What a member adds to an ensemble's step, counted in torch ops and in elements copied (deterministic, unlike wall
+time on a shared machine): the step's phases run once for all members, so an added member must add few ops (a
+Python loop over members in a phase, as the per-member losses were at ~270 ops a member, shows as a count that
+grows with K), and decoding must not copy the KV cache at every token."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import rlnb
+from rlnb.batched import Member, run_batched
+from rlnb.batched.ensemble import Ensemble
+from rlnb.batched.optim import StackedOptimizer
+from rlnb.batched.stacked import StackedModel
+from rlnb.engine.models.tiny import TinyConfig, build_model
+
+PER_MEMBER = 120
+"""Ops an added member may add to a step (``bench_batched.py --ops``, 16 members of the demo: 77, of which 66 are the
+engine's per-prompt loops in sampling and the member's sample record; 345 before the losses were stacked)."""
+
+
+class OpCount(TorchDispatchMode):
+    """Every aten op dispatched, by name, and the elements each ``clone`` wrote (a strided input made contiguous)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+        self.cloned = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket is torch.ops.aten.clone:
+            self.cloned += out.numel()
+        return out
+
+
+def step_ops(monkeypatch: pytest.MonkeyPatch, members: int) -> int:
+    """Torch ops dispatched by the second step of an ensemble of ``members`` (learning rates apart)."""
+    counted: list[int] = []
+    step = Ensemble._step
+
+    def counting(self: Ensemble, i: int) -> None:
+        if i != 1:
+            return step(self, i)
+        with OpCount() as count:
+            step(self, i)
+        counted.append(sum(count.ops.values()))
+
+    monkeypatch.setattr(Ensemble, "_step", counting)
+    trials = [Member(rlnb.AdamParams(learning_rate=1e-3 * (k + 1)), seed=0) for k in range(members)]
+    results = run_batched("tiny", "adam", trials, steps=2, group_size=4, device="cpu", threads=1)
+    assert [r.status for r in results] == ["COMPLETED"] * members
+    (ops,) = counted
+    return ops
+
+
+@pytest.mark.slow
+def test_an_added_member_adds_few_ops_to_a_step(monkeypatch):
+    one, eight = step_ops(monkeypatch, 1), step_ops(monkeypatch, 8)
+    assert one > 500  # the count sees the step's ops
+    assert (eight - one) / 7 <= PER_MEMBER, f"a step of 1 member: {one} ops, of 8: {eight}"
+
+
+@pytest.mark.slow  # ~2 s at load 7: vmap's first calls, every op through the counting mode
+def test_a_decoding_step_does_not_copy_the_members_kv_cache():
+    """Each token's vmapped attention reads every member's filled cache slots. With the cache laid out member-major
+    (a layer's keys of one member apart from the next member's by the other layers), a batched matmul could not
+    fold members and rows into one batch dimension, and copied each layer's keys and values of every member first:
+    the whole cache, every token. Layer-major, only the new token's queries are copied."""
+    config = TinyConfig(n_layer=2, n_embd=32, n_head=4)
+    members, rows, prompt, tokens = 4, 6, 5, 3
+    model = StackedModel([build_model(config, seed) for seed in range(members)], [n for n, _ in
+                          build_model(config, 0).named_parameters()])  # fmt: skip
+    decoder = model.decoder(rows, prompt + tokens)
+    decoder.prefill(
+        torch.randint(0, 256, (members * rows, prompt)), torch.ones(members * rows, prompt, dtype=torch.long)
+    )
+    with OpCount() as count:
+        for _ in range(tokens):  # which tokens does not matter: the test counts copies, not choices
+            logits = decoder.step(torch.zeros(members * rows, dtype=torch.long))
+    queries = tokens * config.n_layer * members * rows * config.n_embd  # each token's queries, every layer
+    assert count.ops["aten.bmm"] >= 2 * config.n_layer * tokens  # the count sees the attention's products
+    assert count.cloned <= queries, f"{count.cloned} elements copied in {tokens} steps; the queries are {queries}"
+    assert logits.shape == (members * rows, config.vocab_size)
+
+
+def test_the_gradients_are_multiplied_only_when_a_member_clips():
+    """A clip factor of 1 for every member (no norm past its clip) changes nothing, so the step makes no pass over
+    every gradient for it; one member's clip does, and only its row changes."""
+    config = TinyConfig(n_layer=1, n_embd=16, n_head=2)
+    names = [n for n, _ in build_model(config, 0).named_parameters()]
+    model = StackedModel([build_model(config, seed) for seed in range(2)], names)
+    optimizer = StackedOptimizer(model, "adam", names)
+    model.grad.copy_(torch.randn(model.grad.shape, generator=torch.Generator().manual_seed(0)) * 1e-3)
+    norm = float(optimizer.norms().total.max())
+
+    def grad_passes(clips: list[float]) -> tuple[int, list[float]]:
+        hps = [rlnb.AdamParams(grad_clip_norm=c).resolved() for c in clips]
+        with OpCount() as count:
+            stats = optimizer.step(hps, optimizer.norms())
+        return count.ops["aten.mul_"], [s.clip_coef for s in stats]
+
+    before = model.grad.clone()
+    passes, coefs = grad_passes([2 * norm, 2 * norm])
+    assert coefs == [1.0, 1.0] and torch.equal(model.grad, before)
+    clipped_passes, coefs = grad_passes([2 * norm, norm / 2])
+    assert coefs[0] == 1.0 and coefs[1] < 1.0 and clipped_passes == passes + 1
+    assert torch.equal(model.grad[0], before[0]) and torch.equal(model.grad[1], before[1] * coefs[1])
