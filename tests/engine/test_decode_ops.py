@@ -15,8 +15,8 @@ from rlnb.engine.models.decoders import BuiltinDecoder
 from rlnb.engine.models.tiny import KVCache, build_model
 from rlnb.text import ByteCodec
 
-PER_LAYER = 23
-"""aten ops per layer and step: 2 layer norms, 4 linears (t + addmm), the split into q, k, v and their 3 head views,
+PER_LAYER = 21
+"""aten ops per layer and step: 2 layer norms, 4 linears (t + addmm), q, k, v as one view of the projection unbound,
 2 cache writes and 2 slices of the filled slots, SDPA, the heads' re-assembly view, GELU and 2 residual adds."""
 PER_STEP = 21
 """The rest of a step: 2 embeddings and their sum, the mask's slice, the next position and slot, the final norm and

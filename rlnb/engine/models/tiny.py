@@ -68,7 +68,7 @@ class CausalSelfAttention(nn.Module):
         """``forward`` of one token per row, ``x`` ``(B, C)``, written at ``cache.slot``: with one query the heads
         are views of the projection (no transposes, no copy), and so is the re-assembled output."""
         B, C = x.shape
-        q, k, v = (t.view(B, self.n_head, 1, C // self.n_head) for t in self.c_attn(x).split(C, dim=1))
+        q, k, v = self.c_attn(x).view(B, 3, self.n_head, 1, C // self.n_head).unbind(1)  # (B, nh, 1, hs) each
         k, v = cache.write(layer, k, v)  # (B, nh, S, hs)
         attention = one_query_attention if cache.compiled else self.attention
         return self.c_proj(attention(q, k, v, attn_mask=mask).reshape(B, C))
