@@ -9,9 +9,10 @@ by inverting its filtered CDF at that row's uniform — one batched operation pe
 completions do not depend on which other prompts share the batch (the API's "same seed + same prompt
 + same weights → same tokens"). The host looks at the batch only for what needs it:
 stop strings (each new token goes to a ``StopMatcher``) and, without them, whether every row has ended
-— checked every ``CHECK_EVERY`` tokens rather than at each one, and only with EOS tokens (no row ends without). ``generate`` draws the uniforms from one seed;
-``draw`` takes them ready-made and returns tensors (batched trials lay several members' blocks side by side,
-each from its member's seed, and decode all members' rows at once).
+— checked every ``CHECK_EVERY`` tokens rather than at each one, and only with EOS tokens (no row ends without).
+The token choice itself is ``rlnb.engine.choice``. ``generate`` draws the uniforms from one seed; ``draw`` takes
+them ready-made and returns tensors (batched trials lay several members' blocks side by side, each from its
+member's seed, and decode all members' rows at once).
 
 Log-probs are the untempered model's (``log_softmax`` of the raw logits), as the API defines them.
 """
