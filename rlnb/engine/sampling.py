@@ -9,32 +9,30 @@ by inverting its filtered CDF at that row's uniform — one batched operation pe
 completions do not depend on which other prompts share the batch (the API's "same seed + same prompt
 + same weights → same tokens"). The host looks at the batch only for what needs it:
 stop strings (each new token goes to a ``StopMatcher``) and, without them, whether every row has ended
-— checked every ``CHECK_EVERY`` tokens rather than at each one. ``generate`` draws the uniforms from one seed;
-``draw`` takes them ready-made and returns tensors (batched trials lay several members' blocks side by side,
-each from its member's seed, and decode all members' rows at once).
+— checked every ``CHECK_EVERY`` tokens rather than at each one, and only with EOS tokens (no row ends without).
+The token choice itself is ``rlnb.engine.choice``. ``generate`` draws the uniforms from one seed; ``draw`` takes
+them ready-made and returns tensors (batched trials lay several members' blocks side by side, each from its
+member's seed, and decode all members' rows at once).
 
 Log-probs are the untempered model's (``log_softmax`` of the raw logits), as the API defines them.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from rlnb import wire
+from rlnb.engine.choice import MIN_TEMPERATURE, Pick, choice, choose, compiled_pick, pick  # noqa: F401 (sampling.pick &c.)
 from rlnb.engine.memory import refuse_past_free
-from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.decoders import Decoder
 from rlnb.errors import OperationError
 from rlnb.text import Codec, StopMatcher
 from rlnb.wire import OperationErrorCode as Code
 
-MIN_TEMPERATURE = 1e-5
-"""Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
 CHECK_EVERY = 8
 """Without stop strings, how many tokens pass between checks that every row has ended (a host sync)."""
 DIVERGED = "the sampled log-probs are not finite (NaN or Inf): the weights have diverged"
@@ -111,79 +109,6 @@ def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) 
     return torch.cat(blocks, dim=1)
 
 
-def choose(
-    logits: Tensor,
-    temperature: float | Tensor,
-    top_p: float | Tensor,
-    top_k: int,
-    u: Tensor,
-    greedy: bool,
-    nucleus: bool,
-) -> Tensor:
-    """Next token per row: greedy, else top-k / top-p (``nucleus``) filtered sampling at the row's uniform ``u``
-    (inverse CDF: the first token whose cumulative probability exceeds u). ``temperature`` and ``top_p`` may be
-    0-d tensors: a compiled choice takes them as inputs, so that a new value does not compile again."""
-    if greedy:
-        return logits.argmax(-1)
-    logits = logits / temperature
-    if 0 < top_k < logits.shape[-1]:
-        kth = logits.topk(top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, -math.inf)
-    if nucleus:
-        probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
-        before = probs.cumsum(-1) - probs  # the mass of the more likely tokens: exactly 0 for the most likely
-        # keep the smallest prefix whose mass reaches top_p, and always the most likely token: a top_p below
-        # float32's smallest (1e-300 is valid) is 0 here, and would drop every token
-        drop = (before >= top_p) & (before > 0)
-        logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
-    cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
-    token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
-    return token.clamp(max=logits.shape[-1] - 1)  # u * total < total, so only rounding could reach V
-
-
-def choice(
-    logits: Tensor,
-    u: Tensor,
-    temperature: float | Tensor,
-    top_p: float | Tensor,
-    top_k: int,
-    greedy: bool,
-    nucleus: bool,
-) -> tuple[Tensor, Tensor]:
-    """One step's choice: each row's next token (``choose``) and its untempered log-prob."""
-    logits = logits.float()
-    token = choose(logits, temperature, top_p, top_k, u, greedy, nucleus)
-    return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
-
-
-def pick(logits: Tensor, u: Tensor, temperature: float, top_p: float, top_k: int) -> tuple[Tensor, Tensor]:
-    """``choice`` for these settings: greedy below ``MIN_TEMPERATURE``, nucleus filtering when top_p < 1."""
-    return choice(logits, u, temperature, top_p, top_k, temperature < MIN_TEMPERATURE, top_p < 1.0)
-
-
-Pick = Callable[[Tensor, Tensor, float, float, int], tuple[Tensor, Tensor]]
-"""``pick`` or its compiled form (``compiled_pick``)."""
-
-
-def compiled_pick(
-    compiler: Compiler, settings: Settings, dtype: torch.dtype, rows: int, vocab: int, device: torch.device
-) -> Pick:
-    """``pick`` for one sample's ``settings``, as a compiled ``choice``: one graph per kind of choice (greedy or
-    not, nucleus or not, top_k) and shape. Temperature and top_p enter as tensors, so that a sweep over them
-    compiles once (``torch.compile`` makes a graph per value of a float argument)."""
-    greedy, nucleus = settings.temperature < MIN_TEMPERATURE, settings.top_p < 1.0
-    k = settings.top_k if 0 < settings.top_k < vocab else -1
-    step = compiler.wrap(choice, "token choice", dtype, batch=rows, vocab=vocab, greedy=greedy, nucleus=nucleus,
-                         top_k=k)  # fmt: skip
-    temperature, top_p = (torch.tensor(x, device=device) for x in (settings.temperature, settings.top_p))
-
-    def run(logits: Tensor, u: Tensor, *_: object) -> tuple[Tensor, Tensor]:  # the settings: this sample's, above
-        # The prompt's last logits are a strided view, a decode step's are not: one layout, one graph per kind.
-        return step(logits.contiguous(), u, temperature, top_p, k, greedy, nucleus)
-
-    return run
-
-
 @dataclass
 class Drawn:
     """What ``draw`` decoded, row ``i * n + j`` being sample j of prompt i: ``tokens`` and their untempered
@@ -239,29 +164,50 @@ def draw(
         )
     ids, mask = left_pad(prompts, n, device)
     B, T = ids.shape[0], settings.max_tokens
-    tokens = torch.zeros(B, T, dtype=torch.long, device=device)
-    logps = torch.zeros(B, T, dtype=torch.float32, device=device)
-    eos = torch.tensor(settings.eos, dtype=torch.long, device=device)
+    eos = torch.tensor(settings.eos, dtype=torch.long, device=device) if settings.eos else None
     ended = torch.zeros(B, dtype=torch.bool, device=device)
-    lengths = torch.full((B,), T, dtype=torch.long, device=device)
     matchers = [StopMatcher(codec, settings.stop) for _ in range(B)] if settings.stop else None
+    # per step, [B] each, stacked at the end: no per-step writes into [B, T] buffers
+    tokens: list[Tensor] = []
+    logps: list[Tensor] = []
+    hits: list[Tensor] = []
+    us = noise.unbind(0)
     logits = decoder.prefill(ids, mask)
-    steps = 0
     for t in range(T):
-        nxt, logps[:, t] = chooser(logits, noise[t], settings.temperature, settings.top_p, settings.top_k)
-        tokens[:, t] = nxt
-        steps = t + 1
-        now = torch.isin(nxt, eos) & ~ended if len(settings.eos) else torch.zeros_like(ended)
-        if matchers is not None:  # stop strings need the text: one host transfer per token
-            rows = zip(matchers, nxt.tolist(), ended.tolist(), strict=True)
-            hits = [not done and m.push(tok) for m, tok, done in rows]
-            now |= torch.tensor(hits, device=device)
-        lengths = torch.where(now, t + 1, lengths)
-        ended |= now
-        if t + 1 == T or ((matchers is not None or steps % CHECK_EVERY == 0) and bool(ended.all())):
+        nxt, logp = chooser(logits, us[t], settings.temperature, settings.top_p, settings.top_k)
+        tokens.append(nxt)
+        logps.append(logp)
+        if eos is not None or matchers is not None:  # else no row can end before max_tokens
+            hits.append(_hit(nxt, eos, matchers, ended))
+            ended |= hits[-1]
+        if t + 1 == T or (hits and (matchers is not None or (t + 1) % CHECK_EVERY == 0) and bool(ended.all())):
             break
         logits = decoder.step(nxt)
-    return Drawn(tokens[:, :steps], logps[:, :steps], lengths, ended)
+    return Drawn(_columns(tokens, B, torch.long, device), _columns(logps, B, torch.float32, device),
+                 _lengths(hits, B, T, device), ended)  # fmt: skip
+
+
+def _hit(nxt: Tensor, eos: Tensor | None, matchers: list[StopMatcher] | None, ended: Tensor) -> Tensor:
+    """Per row: whether its new token ``nxt`` is an EOS or completes a stop string (rows ``ended`` already are
+    not pushed: what they match no longer counts)."""
+    hit = torch.isin(nxt, eos) if eos is not None else torch.zeros_like(ended)
+    if matchers is not None:  # stop strings need the text: one host transfer per token
+        rows = zip(matchers, nxt.tolist(), ended.tolist(), strict=True)
+        hit |= torch.tensor([not done and m.push(tok) for m, tok, done in rows], device=nxt.device)
+    return hit
+
+
+def _columns(steps: list[Tensor], rows: int, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """The steps' ``[rows]`` values side by side, ``[rows, len(steps)]``."""
+    return torch.stack(steps, dim=1) if steps else torch.zeros(rows, 0, dtype=dtype, device=device)
+
+
+def _lengths(hits: list[Tensor], rows: int, max_tokens: int, device: torch.device) -> Tensor:
+    """Each row's length: up to its first hit (``_hit``), inclusive, else ``max_tokens``."""
+    if not hits:
+        return torch.full((rows,), max_tokens, dtype=torch.long, device=device)
+    hit = torch.stack(hits)  # [steps, rows]
+    return torch.where(hit.any(0), hit.int().argmax(0) + 1, max_tokens)  # argmax: the first of equal maxima
 
 
 def _sequences(

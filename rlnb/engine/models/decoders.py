@@ -53,7 +53,7 @@ class BuiltinDecoder:
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
         logits = self.model(ids, mask, self.cache)[:, -1]
-        self.cache.real[:, : ids.shape[1]] = mask.bool()
+        self.cache.fill(mask)
         self.pos = positions(mask)[:, -1] + 1  # each row's next position: its real tokens so far
         self.slot = torch.tensor([ids.shape[1]], device=ids.device)
         self.filled = ids.shape[1]

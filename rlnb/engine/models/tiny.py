@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -57,13 +58,20 @@ class CausalSelfAttention(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
-        attention = self.attention
         if cache is not None:
             k, v = cache.write(layer, k, v)  # (B, nh, S, hs), S = cached + T
-            attention = one_query_attention if cache.compiled and cache.slot is not None else attention
-        y = attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
+        y = self.attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # re-assemble heads side by side
         return self.c_proj(y)
+
+    def step(self, x: Tensor, mask: Tensor, cache: KVCache, layer: int) -> Tensor:
+        """``forward`` of one token per row, ``x`` ``(B, C)``, written at ``cache.slot``: with one query the heads
+        are views of the projection (no transposes, no copy), and so is the re-assembled output."""
+        B, C = x.shape
+        q, k, v = self.c_attn(x).view(B, 3, self.n_head, 1, C // self.n_head).unbind(1)  # (B, nh, 1, hs) each
+        k, v = cache.write(layer, k, v)  # (B, nh, S, hs)
+        attention = one_query_attention if cache.compiled else self.attention
+        return self.c_proj(attention(q, k, v, attn_mask=mask).reshape(B, C))
 
 
 def one_query_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor, is_causal: bool = False) -> Tensor:
@@ -94,6 +102,11 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None = None, cache: KVCache | None = None, layer: int = 0) -> Tensor:
         x = x + self.attn(self.ln_1(x), mask, cache, layer)
+        return x + self.mlp(self.ln_2(x))
+
+    def step(self, x: Tensor, mask: Tensor, cache: KVCache, layer: int) -> Tensor:
+        """``forward`` of one token per row, ``x`` ``(B, C)`` (``CausalSelfAttention.step``)."""
+        x = x + self.attn.step(self.ln_1(x), mask, cache, layer)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -167,15 +180,17 @@ class TinyTransformer(nn.Module):
         """Logits ``[B, V]`` after one new token per row, ``tokens`` ``[B]`` at positions ``pos`` ``[B]``, written at
         cache slot ``slot`` (a 1-element tensor): a static-shape step (see ``KVCache``). A query sees the real
         slots up to its own."""
-        S = cache.real.shape[1] if cache.end is None else cache.end
-        slots = torch.arange(S, device=tokens.device)
-        mask = (cache.real[:, :S] & (slots <= slot))[:, None, None, :]  # (B, 1, 1, S)
+        if cache.end is None:  # all the slots, a fixed shape: those past ``slot`` hidden
+            slots = torch.arange(cache.real.shape[1], device=tokens.device)
+            mask = (cache.real & (slots <= slot))[:, None, None, :]  # (B, 1, 1, max_len)
+        else:  # the filled slots only: the prefill's additive mask (``KVCache.fill``), a view
+            mask = cache.bias[..., : cache.end]
         cache.slot = slot
-        x = self.wte(tokens[:, None]) + self.wpe(pos[:, None])  # (B, 1, C)
+        x = self.wte(tokens) + self.wpe(pos)  # (B, C)
         for i, block in enumerate(self.blocks):
-            x = block(x, mask, cache, i)
+            x = cast(Block, block).step(x, mask, cache, i)  # a ModuleList yields Modules
         cache.slot = None
-        return self.lm_head(self.ln_f(x))[:, 0]
+        return self.lm_head(self.ln_f(x))
 
 
 def _attention_mask(attention_mask: Tensor, past: int) -> Tensor:
@@ -217,6 +232,9 @@ class KVCache:
         self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layer)]
         self.real = torch.ones(batch, max_len, dtype=torch.bool, device=device)
+        self.bias = torch.zeros(batch, 1, 1, max_len, device=device, dtype=dtype)
+        """``real`` as SDPA's additive mask (0 or -inf, what SDPA makes of a boolean mask at every call), for the
+        eager steps: set once by ``fill``, sliced to the filled slots at each step."""
         self.length = 0
         self.slot: Tensor | None = None
         self.end: int | None = None
@@ -230,6 +248,11 @@ class KVCache:
         cache.k, cache.v, cache.length = list(k.unbind(0)), list(v.unbind(0)), length
         cache.slot, cache.end, cache.compiled = None, None, False
         return cache
+
+    def fill(self, mask: Tensor) -> None:
+        """Mark the prompts' slots ``[:T]`` real where ``mask`` ``[B, T]`` is 1 (left padding: 0)."""
+        self.real[:, : mask.shape[1]] = mask.bool()
+        self.bias.zero_().masked_fill_(~self.real[:, None, None, :], -math.inf)
 
     def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store the new (B, nh, T, hs) keys/values (see the class docstring); return those to attend over."""

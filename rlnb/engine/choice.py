@@ -1,0 +1,94 @@
+"""A decode step's token choice: each row's next token from its logits (greedy, or temperature, top-k and top-p
+at the row's uniform, ``rlnb.engine.sampling``) and the token's untempered log-prob, eager (``pick``) or compiled
+(``compiled_pick``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from rlnb.engine.models.compiled import Compiler
+
+if TYPE_CHECKING:
+    from rlnb.engine.sampling import Settings
+
+MIN_TEMPERATURE = 1e-5
+"""Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
+
+
+def choose(
+    logits: Tensor,
+    temperature: float | Tensor,
+    top_p: float | Tensor,
+    top_k: int,
+    u: Tensor,
+    greedy: bool,
+    nucleus: bool,
+) -> Tensor:
+    """Next token per row: greedy, else top-k / top-p (``nucleus``) filtered sampling at the row's uniform ``u``
+    (inverse CDF: the first token whose cumulative probability exceeds u). ``temperature`` and ``top_p`` may be
+    0-d tensors: a compiled choice takes them as inputs, so that a new value does not compile again."""
+    if greedy:
+        return logits.argmax(-1)
+    if not (isinstance(temperature, float | int) and temperature == 1):  # x / 1 is x: one op less per step
+        logits = logits / temperature
+    if 0 < top_k < logits.shape[-1]:
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    if nucleus:
+        probs, order = torch.softmax(logits, dim=-1).sort(dim=-1, descending=True)
+        before = probs.cumsum(-1) - probs  # the mass of the more likely tokens: exactly 0 for the most likely
+        # keep the smallest prefix whose mass reaches top_p, and always the most likely token: a top_p below
+        # float32's smallest (1e-300 is valid) is 0 here, and would drop every token
+        drop = (before >= top_p) & (before > 0)
+        logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
+    cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
+    token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+    return token.clamp(max=logits.shape[-1] - 1)  # u * total < total, so only rounding could reach V
+
+
+def choice(
+    logits: Tensor,
+    u: Tensor,
+    temperature: float | Tensor,
+    top_p: float | Tensor,
+    top_k: int,
+    greedy: bool,
+    nucleus: bool,
+) -> tuple[Tensor, Tensor]:
+    """One step's choice: each row's next token (``choose``) and its untempered log-prob."""
+    logits = logits.float()
+    token = choose(logits, temperature, top_p, top_k, u, greedy, nucleus)
+    return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
+
+
+def pick(logits: Tensor, u: Tensor, temperature: float, top_p: float, top_k: int) -> tuple[Tensor, Tensor]:
+    """``choice`` for these settings: greedy below ``MIN_TEMPERATURE``, nucleus filtering when top_p < 1."""
+    return choice(logits, u, temperature, top_p, top_k, temperature < MIN_TEMPERATURE, top_p < 1.0)
+
+
+Pick = Callable[[Tensor, Tensor, float, float, int], tuple[Tensor, Tensor]]
+"""``pick`` or its compiled form (``compiled_pick``)."""
+
+
+def compiled_pick(
+    compiler: Compiler, settings: Settings, dtype: torch.dtype, rows: int, vocab: int, device: torch.device
+) -> Pick:
+    """``pick`` for one sample's ``settings``, as a compiled ``choice``: one graph per kind of choice (greedy or
+    not, nucleus or not, top_k) and shape. Temperature and top_p enter as tensors, so that a sweep over them
+    compiles once (``torch.compile`` makes a graph per value of a float argument)."""
+    greedy, nucleus = settings.temperature < MIN_TEMPERATURE, settings.top_p < 1.0
+    k = settings.top_k if 0 < settings.top_k < vocab else -1
+    step = compiler.wrap(choice, "token choice", dtype, batch=rows, vocab=vocab, greedy=greedy, nucleus=nucleus,
+                         top_k=k)  # fmt: skip
+    temperature, top_p = (torch.tensor(x, device=device) for x in (settings.temperature, settings.top_p))
+
+    def run(logits: Tensor, u: Tensor, *_: object) -> tuple[Tensor, Tensor]:  # the settings: this sample's, above
+        # The prompt's last logits are a strided view, a decode step's are not: one layout, one graph per kind.
+        return step(logits.contiguous(), u, temperature, top_p, k, greedy, nucleus)
+
+    return run

@@ -1,0 +1,66 @@
+"""How many torch ops one decode step dispatches (issue 20 (c)): on a small model a step is dispatch-bound, so the
+count is the cost a sampler can cut. Counted, not timed: the count is the same on any machine and under any load."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from rlnb.engine import sampling
+from rlnb.engine.models.decoders import BuiltinDecoder
+from rlnb.engine.models.tiny import KVCache, build_model
+from rlnb.text import ByteCodec
+
+PER_LAYER = 21
+"""aten ops per layer and step: 2 layer norms, 4 linears (t + addmm), q, k, v as one view of the projection unbound,
+2 cache writes and 2 slices of the filled slots, SDPA, the heads' re-assembly view, GELU and 2 residual adds."""
+PER_STEP = 21
+"""The rest of a step: 2 embeddings and their sum, the mask's slice, the next position and slot, the final norm and
+head, and the token choice at temperature 1 with its log-prob."""
+
+
+class Count(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.ops[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def ops(steps: int, settings: dict[str, Any]) -> Counter[str]:
+    model = build_model("tiny", 0)
+    prompts, n = [[1, 2, 3], [4, 5]], 4
+    with torch.no_grad(), Count() as count:
+        decoder = BuiltinDecoder(model, KVCache(model.config, 8, 3 + steps, torch.device("cpu"), torch.float32))
+        sampling.draw(decoder, prompts, n, sampling.Settings(max_tokens=steps, **settings),
+                      torch.rand(steps, 8), ByteCodec(), torch.device("cpu"))  # fmt: skip
+    return count.ops
+
+
+def per_step(settings: dict[str, Any]) -> dict[str, int]:
+    """Ops that one more decode step adds (a long and a short sample's difference: the prefill cancels)."""
+    short, long = ops(9, settings), ops(17, settings)  # 8 more steps: with EOS one more end-of-rows check
+    return {op: (long[op] - short[op]) // 8 for op in long if long[op] != short[op]}
+
+
+@pytest.mark.slow  # dispatch through a Python mode: about a second a count on a loaded machine
+def test_an_eager_decode_step_dispatches_no_per_step_mask_or_buffer_work() -> None:
+    n_layer = build_model("tiny", 0).config.n_layer
+    counts = per_step({})
+    assert sum(counts.values()) <= PER_LAYER * n_layer + PER_STEP, counts
+    # the mask is built once per sample (``KVCache.fill``), the tokens and log-probs stacked once at the end
+    for op in ("aten.where.self", "aten.scalar_tensor.default", "aten.arange.default", "aten.copy_.default"):
+        assert op not in counts, (op, counts)
+
+
+@pytest.mark.slow
+def test_eos_checks_cost_two_ops_a_step() -> None:
+    plain, eos = per_step({}), per_step({"eos": (300,)})  # an id no row draws: every row runs to max_tokens
+    extra = {op: eos.get(op, 0) - plain.get(op, 0) for op in {*plain, *eos}}
+    assert {op: k for op, k in extra.items() if k} == {"aten.isin.Tensor_Tensor": 1, "aten.bitwise_or_.Tensor": 1}
