@@ -177,8 +177,8 @@ def test_nothing_reads_the_shared_reference_folder():
 
 
 def _wire_strings() -> dict[str, str]:
-    """Every operation kind, status and error code string (and each error code's short name, as
-    ``wire.error_code`` takes it) → the catalogue member to name instead."""
+    """Every operation kind, status, error code, loss type and GRPO option string (and each error code's short name,
+    as ``wire.error_code`` takes it) → the catalogue member to name instead."""
     from rlnb import wire
 
     catalogues = [
@@ -192,6 +192,12 @@ def _wire_strings() -> dict[str, str]:
     ]
     found = {m.value: f"wire.{c.__name__}.{m.name}" for c in catalogues for m in c}
     found |= {m.name: f"wire.OperationErrorCode.{m.name}" for m in wire.OperationErrorCode}
+    found |= {v: f'wire.LOSS_NAMES["{k}"]' for k, v in wire.LOSS_NAMES.items()}
+    found |= {
+        v: f'wire.loss_params.GRPO_PARAM_NAMES["{field}"]["{k}"]'
+        for field, names in wire.loss_params.GRPO_PARAM_NAMES.items()
+        for k, v in names.items()
+    }
     return found
 
 
@@ -207,7 +213,7 @@ def _wire_literals(nodes: tuple[ast.AST, ...], strings: dict[str, str]) -> list[
 
 
 def test_kinds_statuses_and_error_codes_are_named_from_wire_only(rlnb_nodes):
-    """One catalogue per idea: outside ``rlnb/wire`` a kind, status or error code is a wire member
+    """One catalogue per idea: outside ``rlnb/wire`` a kind, status, error code or loss type is a wire member
     (``wire.OperationKind.OPTIM_STEP``), never its string, so a change touches one place."""
     strings = _wire_strings()
     found = []
@@ -223,12 +229,13 @@ def test_the_literal_check_sees_what_it_must():
     """The check above finds a literal in code, in a default and in a tuple, and leaves docstrings alone."""
     source = '''"""optim-step, as prose."""
 KINDS = ("optim-step", "sample")
+_PPO = "LOSS_TYPE_PPO"
 def f(code="INVALID_INPUT"):
     """TRAINING_OPERATION_STATUS_FAILED in a docstring is fine."""
     return code == "TRAINING_OPERATION_STATUS_FAILED"
 '''
     hits = sorted(node.value for node in _wire_literals(tuple(ast.walk(ast.parse(source))), _wire_strings()))
-    assert hits == ["INVALID_INPUT", "TRAINING_OPERATION_STATUS_FAILED", "optim-step", "sample"]
+    assert hits == ["INVALID_INPUT", "LOSS_TYPE_PPO", "TRAINING_OPERATION_STATUS_FAILED", "optim-step", "sample"]
 
 
 def test_no_module_runs_far_past_300_lines():

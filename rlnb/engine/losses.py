@@ -21,17 +21,15 @@ from typing import Any
 import torch
 
 from rlnb.engine.loss_inputs import InvalidLossInput, check_input, check_read, loss_mask, mask_key, validate
+from rlnb.wire import LOSS_NAMES
+from rlnb.wire.loss_params import GRPO_PARAM_NAMES
 
-_CROSS_ENTROPY = "LOSS_TYPE_CROSS_ENTROPY"
-_GRPO = "LOSS_TYPE_GRPO"
-_PPO = "LOSS_TYPE_PPO"
-_CISPO = "LOSS_TYPE_CISPO"
-_DPPO = "LOSS_TYPE_DPPO"
-_DRO = "LOSS_TYPE_DRO"
-_IMPORTANCE_SAMPLING = "LOSS_TYPE_IMPORTANCE_SAMPLING"
-_TOKEN_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_TOKEN_MEAN"
-_SEQUENCE_MEAN = "GRPO_LOSS_AGGREGATION_TYPE_SEQUENCE_MEAN"
-_RATIO_SEQUENCE = "GRPO_LOSS_RATIO_TYPE_SEQUENCE"
+_CROSS_ENTROPY, _GRPO, _PPO = LOSS_NAMES["cross_entropy"], LOSS_NAMES["grpo"], LOSS_NAMES["ppo"]
+_CISPO, _DPPO, _DRO = LOSS_NAMES["cispo"], LOSS_NAMES["dppo"], LOSS_NAMES["dro"]
+_IMPORTANCE_SAMPLING = LOSS_NAMES["importance_sampling"]
+_TOKEN_MEAN = GRPO_PARAM_NAMES["agg_type"]["TOKEN_MEAN"]
+_SEQUENCE_MEAN = GRPO_PARAM_NAMES["agg_type"]["SEQUENCE_MEAN"]
+_RATIO_SEQUENCE = GRPO_PARAM_NAMES["ratio_type"]["SEQUENCE"]
 __all__ = [
     "InvalidLossInput",
     "check_input",
