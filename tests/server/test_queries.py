@@ -107,6 +107,17 @@ def test_a_key_given_twice_in_a_json_object_is_a_400_naming_it_not_the_last_valu
         assert r.status_code == 200, r.text  # one of each is read as before
 
 
+@pytest.mark.timeout(120)  # a hang guard: the one-pass search reads this body in a fraction of a second
+def test_a_key_given_twice_at_the_end_of_a_huge_object_is_found_in_one_pass(c):
+    """The repeated key was found by searching each key's earlier keys: a 2.6 MB body of 200,000 keys with its last
+    key given again (under the 32 MiB body limit) held the server's event loop for about ten minutes."""
+    n = 200_000
+    body = "{" + ",".join(f'"k{i}":0' for i in range(n)) + f',"k{n - 1}":1}}'
+    r = c.post("/model-resources", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == f"k{n - 1}", r.text
+    assert "given 2 times" in r.json()["error"]["message"]
+
+
 def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_saying_so(tmp_path):
     with app_client(tmp_path) as c:
         _, sid = new_session(c)
