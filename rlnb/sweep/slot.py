@@ -127,12 +127,16 @@ class KeptResource:
         session.backend.stop_resource, self.id = not self.keep, None  # the session's now: its close stops it
         return session
 
-    def stop(self, options: dict[str, Any]) -> None:
-        """Stop the kept resource (best effort; no session opened on it), unless ``keep_resource``."""
+    def stop(self, options: dict[str, Any], exc: BaseException) -> None:
+        """Stop the kept resource (best effort; no session opened on it), unless ``keep_resource``: then it is named
+        on ``exc``, the trial's end (its row's reason), for it runs on. Only the first try's 429 named it: a trial
+        that failed or stopped after the next left a paid resource running that no row, log or error named."""
         from rlnb.remote.backend import stop_model_resources
 
         if self.id is not None and not self.keep:
             stop_model_resources(self.target, self.id, options)
+        elif self.id is not None:
+            exc.add_note(f"model resource {self.id} was kept running (keep_resource=True): stop it when done")
         self.id = None
 
 

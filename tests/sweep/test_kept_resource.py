@@ -128,7 +128,26 @@ def test_a_sweep_given_keep_resource_leaves_its_trials_one_resource_running(tmp_
         trials = sweep_on(relay, slot_timeout=1.0, keep_resource=True, runs_dir=tmp_path / "runs")
         assert list(trials.status) == ["FAILED"], trials.reason.tolist()
         assert relay.count(*CREATE) == 1, relay.sent
-        assert list(trials_resources(c, held).values()) == [wire.ModelResourcesStatus.READY.value]
+        ((rid, status),) = trials_resources(c, held).items()
+        assert status == wire.ModelResourcesStatus.READY.value
+        assert f"model resource {rid} was kept running" in trials.reason[0]  # named: it runs on, paid for
+
+
+@pytest.mark.slow  # the app
+def test_a_sweep_given_keep_resource_stopped_while_a_trial_waits_names_the_resource_left_running(tmp_path):
+    """The trial's row said only "stopped while waiting for a session": the resource it kept ran on, named nowhere
+    after the first try's 429 (the next tries' 429s were on a resource they had not created)."""
+    with app_client(tmp_path / "ckpt", max_live_sessions=1) as c:
+        held, _ = new_session(c)
+        relay = Relay(c, after=2)
+        options = {"max_retries": 0, "slot_timeout": ROOM, "keep_resource": True, "runs_dir": tmp_path / "runs"}
+        trials = stopped_sweep(
+            PARAMS, httpx.MockTransport(relay), relay.refused, TARGET, base_model="rlnb/tiny", **options
+        )
+        assert list(trials.status) == ["STOPPED"], trials.reason.tolist()
+        ((rid, status),) = trials_resources(c, held).items()
+        assert status == wire.ModelResourcesStatus.READY.value
+        assert f"model resource {rid} was kept running" in trials.reason[0], trials.reason[0]
 
 
 class Ending(Relay):
