@@ -84,16 +84,25 @@ def _int(literal: str) -> int | _Huge:
         return _Huge(literal)
 
 
+_Path = tuple[str, "_Path"] | None
+"""A decoded JSON item's path, innermost key first: its key and its parent's path (None at the top)."""
+
+
 def _first(value: Any, hit: Callable[[Any], bool]) -> tuple[str, Any] | None:
     """The path and the item of the first ``hit`` in decoded JSON (a loop, not recursion: the JSON may nest as deep
-    as the decoder allows)."""
-    stack: list[tuple[tuple[str, ...], Any]] = [((), value)]
+    as the decoder allows). Each item's path is its key and its parent's path, joined only for the hit: a copy per
+    item made a 2 MB body (200,000 keys 900 levels down, the repeated key after them) take 1.7 GB."""
+    stack: list[tuple[_Path, Any]] = [(None, value)]
     while stack:
         path, item = stack.pop()
         if hit(item):
-            return ".".join(path), item
+            keys: list[str] = []
+            while path is not None:
+                key, path = path
+                keys.append(key)
+            return ".".join(reversed(keys)), item
         members = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
-        stack.extend(reversed([((*path, str(key)), member) for key, member in members]))
+        stack.extend(reversed([((str(key), path), member) for key, member in members]))
     return None
 
 
