@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rlnb.errors import NotFoundError, RateLimitError, ResourceEnded
+from rlnb.errors import ConflictError, NotFoundError, RateLimitError, ResourceEnded
 
 if TYPE_CHECKING:
     from rlnb.session import Session
@@ -98,7 +98,8 @@ class KeptResource:
     """The model resource a remote trial's tries share: a try refused a session (429) hands back the resource it
     created (``RateLimitError.model_resources_id``), and the next try starts its session there; the session's close
     stops it, or ``stop`` when no session opened. Each try created one and stopped it (4 in 1.5 s of slot wait). One
-    that ended meanwhile (an idle resource expires after its ``inactive_timeout``) gives way to a new one.
+    that ended meanwhile (an idle resource expires after its ``inactive_timeout``) gives way to a new one, also one
+    that ended after the try saw it READY (the session refused 409: then it is stopped, in case it had not ended).
     Not for a ``model_resources_id`` of the user's (never stopped), and left running under ``keep_resource=True``."""
 
     def __init__(self, target: str, options: dict[str, Any]):
@@ -118,9 +119,11 @@ class KeptResource:
         except RateLimitError as exc:
             self.id = exc.model_resources_id or self.id
             raise
-        except (ResourceEnded, NotFoundError):
+        except (ResourceEnded, NotFoundError, ConflictError) as exc:
             if not reuse:
                 raise
+            if isinstance(exc, ConflictError):  # refused the session: it ended after the try saw it READY, or not
+                self.stop(options, exc)  # (then it is not left running)
             self.id = None  # it ended (its inactive_timeout) or went while the trial waited: a new one, at once
             return self.connect(options)
         assert isinstance(session.backend, RemoteBackend)
