@@ -7,7 +7,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from rlnb import wire
-from rlnb.server.errors import ServerError, read_json
+from rlnb.server.errors import ServerError
+from rlnb.server.json_body import read_json
 from tests.support.server import app_client, new_session, submit
 
 
