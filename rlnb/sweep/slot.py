@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rlnb._options import check_bool
 from rlnb.errors import ConflictError, NotFoundError, RateLimitError, ResourceEnded
 
 if TYPE_CHECKING:
@@ -104,7 +105,8 @@ class KeptResource:
 
     def __init__(self, target: str, options: dict[str, Any]):
         given = options.get("model_resources_id") or getattr(options.get("session"), "model_resources_id", None)
-        self.target, self.own, self.keep = target, given is None, bool(options.get("keep_resource", False))
+        keep = check_bool("keep_resource", options.get("keep_resource", False))  # as connect checks it: "no" kept it
+        self.target, self.own, self.keep = target, given is None, keep
         self.id: str | None = None
 
     def connect(self, options: dict[str, Any]) -> Session:
