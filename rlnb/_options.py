@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from rlnb._scalars import scalar
+from rlnb._shown import shown
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -77,7 +78,9 @@ def check_int(
     if not is_integer(value) or value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         because = f" ({why})" if why else ""
-        raise ValueError(f"{name} must be {'None or ' if optional else ''}an integer {allowed}{because}, got {value!r}")
+        raise ValueError(
+            f"{name} must be {'None or ' if optional else ''}an integer {allowed}{because}, got {shown(value)}"
+        )
     return int(value)
 
 
@@ -102,7 +105,7 @@ def check_bool(name: str, value: Any, *, optional: bool = False) -> bool | None:
         return None
     held = scalar(value)
     if not isinstance(held, bool):
-        raise ValueError(f"{name} must be {'None, ' if optional else ''}True or False, got {value!r}")
+        raise ValueError(f"{name} must be {'None, ' if optional else ''}True or False, got {shown(value)}")
     return held
 
 
@@ -112,14 +115,14 @@ def check_event(value: Any, stops: str, name: str = "stop") -> None:
     ``stop=threading.Event``, the class (its methods are callable), failed at a sweep's first check, its folder left."""
     duck = callable(getattr(value, "set", None)) and callable(getattr(value, "is_set", None))
     if value is not None and (isinstance(value, type) or not duck):
-        raise TypeError(f"{name} must be None or a threading.Event (set it to stop {stops}), got {value!r}"[:300])
+        raise TypeError(f"{name} must be None or a threading.Event (set it to stop {stops}), got {shown(value)}")
 
 
 def user_path(name: str, value: object) -> Path:
     """A folder or file a user named, ``~`` expanded as a shell would (``Path("~/runs")`` is a folder called
     ``~``); a ``TypeError`` naming ``name`` unless ``value`` is a ``str`` or ``os.PathLike``."""
     if not isinstance(value, str | os.PathLike):
-        raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}: {value!r}"[:300])
+        raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__}: {shown(value)}")
     if "\0" in os.fsdecode(value):  # no file can be named so: os's bare "embedded null byte" names no option
         raise ValueError(f"{name} holds a NUL character, which no path can: {value!r}"[:300])
     return Path(value).expanduser()
@@ -157,7 +160,7 @@ def check_seconds(name: str, value: Any, high: float = A_DAY) -> float:
     plain ``< 0`` and then every sleep or timer failed; so did a string, after a model had loaded."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not 0 <= value <= high:
-        raise ValueError(f"{name} must be a finite number of seconds in [0, {high:g}], got {value!r}")
+        raise ValueError(f"{name} must be a finite number of seconds in [0, {high:g}], got {shown(value)}")
     return float(value)
 
 
@@ -173,5 +176,5 @@ def check_timeout(name: str, value: Any) -> float | None:
     elif isinstance(value, numbers.Real) and not isinstance(value, bool):
         seconds = float(value)
     if math.isnan(seconds) or seconds < 0:
-        raise ValueError(f"{name} must be None (no limit) or a number of seconds >= 0, got {value!r}"[:300])
+        raise ValueError(f"{name} must be None (no limit) or a number of seconds >= 0, got {shown(value)}")
     return None if seconds >= threading.TIMEOUT_MAX else seconds

@@ -19,5 +19,8 @@ def scalar(value: Any) -> Any:
     if np is not None and isinstance(value, np.generic | np.ndarray) and value.ndim == 0:
         return value.item()
     if torch is not None and isinstance(value, torch.Tensor) and value.ndim == 0:
-        return value.item()
+        try:
+            return value.item()
+        except RuntimeError:  # a tensor with no value to read (on the meta device): the field refuses it by name
+            return value
     return value

@@ -207,6 +207,16 @@ def test_the_prompts_kept_are_the_last_used(tokenizer, renders, monkeypatch):
     assert len(renders) == 6  # rlnb's render and the expected one's
 
 
+def test_a_prompt_differing_only_in_a_floats_sign_of_zero_is_rendered_again(tokenizer):
+    """The renders were kept by the messages' values, and -0.0 == 0.0: a prompt whose only difference was a field's
+    -0.0 got the render of the one with 0.0 (its text "0.0", where transformers prints "-0.0")."""
+    tokenizer.chat_template = "{% for m in messages %}<s>{{ m['content'] }} {{ m['x'] }}</s>{% endfor %}"
+    codec = TokenizerCodec(tokenizer)
+    for x in (0.0, -0.0, float("nan"), float("nan")):
+        messages = [{"role": "user", "content": "hi", "x": x}]
+        assert codec.chat(messages) == apply(tokenizer, messages, True), x
+
+
 def apply(tokenizer, messages, generation):
     out = tokenizer.apply_chat_template(messages, add_generation_prompt=generation, tokenize=True)
     return list(out["input_ids"] if hasattr(out, "keys") else out)

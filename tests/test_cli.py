@@ -123,6 +123,9 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--public-url", "ftp://x"], "--public-url must start with http:// or https://"),
         (["--public-url", "http://"], "--public-url must name a host, such as"),  # every link read http:///v1/...
         (["--public-url", "http://h:99999"], "--public-url 'http://h:99999' is not a valid URL: Port out of range"),
+        (["--public-url", "http://h/?a#f"], "--public-url cannot hold a query or fragment"),  # links went to h/?a
+        (["--public-url", "http://h/x?"], "--public-url cannot hold a query or fragment"),
+        (["--public-url", "http://u:hunter22@h"], "--public-url cannot hold a user or password"),  # in every link
         (["--state-dir", "{file}"], "rlnb serve: --state-dir: cannot keep the server's state in"),
         (["--checkpoint-dir", "{file}"], "--checkpoint-dir '{file}' is a file: checkpoints go into a folder"),
         (
@@ -147,6 +150,14 @@ def test_bad_serve_options_stop_it_with_one_line_and_exit_2(options, words, tmp_
     assert main(["serve", *(o.format(file=tmp_path / "file") for o in options)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlnb serve: ") and words.format(file=tmp_path / "file") in err and err.count("\n") == 1
+
+
+def test_a_public_url_with_a_password_is_refused_without_showing_it(capsys):
+    """Every presigned link the API answers with would hold it; and a port out of range echoed the URL whole."""
+    for url in ("http://u:hunter22@h", "http://u:hunter22@h:99999/x?y"):
+        assert main(["serve", "--public-url", url]) == 2
+        err = capsys.readouterr().err
+        assert "--public-url cannot hold a user or password" in err and "hunter22" not in err, err
 
 
 @pytest.mark.parametrize("under", ["", "sub"])

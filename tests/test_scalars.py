@@ -37,6 +37,14 @@ def test_a_look_alike_scalar_in_a_params_field_is_refused_naming_the_field():
         rlnb.AdamParams(learning_rate=LooksScalar())
 
 
+def test_a_tensor_with_no_value_to_read_is_refused_naming_the_field():
+    """A 0-d tensor on the meta device: its ``item()``'s RuntimeError escaped the field's error."""
+    with pytest.raises(InvalidParams, match="learning_rate"):
+        rlnb.AdamParams(learning_rate=torch.tensor(1e-3, device="meta"))
+    with pytest.raises(ValueError, match="record must be True or False"):
+        check_bool("record", torch.tensor(True, device="meta"))
+
+
 def test_a_look_alike_bool_flag_is_refused_naming_the_flag_not_called():
     with pytest.raises(ValueError, match="record must be True or False"):
         check_bool("record", LooksScalar())

@@ -130,11 +130,10 @@ writes ``"rlnb_texts": [["note"]]``): read back as text there, and only there (`
 def config_text(config: dict[str, Any]) -> str:
     """A run's ``config.json``: standard JSON (``spelled``); what JSON has no type for as its ``str()``, and what the
     encoder refuses as ``writable`` makes it (as ``line``); ``TEXTS`` where a text value is spelled like a number."""
-    texts = [list(at) for at in _texts(config) if at[0] not in NAMES]
-    if texts:
-        config = {**config, TEXTS: texts}
-    try:
-        return json.dumps(spelled(config), indent=2, default=str, allow_nan=False)
+    try:  # a value holding itself: _texts' RecursionError too raised into the writer
+        texts = [list(at) for at in _texts(config) if at[0] not in NAMES]
+        return json.dumps(spelled({**config, TEXTS: texts} if texts else config), indent=2, default=str,
+                          allow_nan=False)  # fmt: skip
     except (ValueError, TypeError, RecursionError):
         return json.dumps({_key(k): writable(v) for k, v in config.items()}, indent=2, default=str)
 

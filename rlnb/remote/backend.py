@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from rlnb import _secrets, wire
-from rlnb._options import kwargs, refuse_unknown, take
+from rlnb._options import check_bool, kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.closing import SETTLE_POLLS, gone, settle, warn_running
@@ -116,6 +116,7 @@ class RemoteBackend:
         no poll for ``poll_failure_window`` seconds, and at once when the server no longer knows it (404).
         """
         api_key = _secrets.hide(api_key)  # first: no traceback's locals show it (``rlnb._secrets``)
+        keep_resource = check_bool("keep_resource", keep_resource)  # "no" is truthy: it kept a paid resource running
         new = take(SessionOptions, options, session)
         http = take(ClientOptions, options, client)
         waits = take(PollOptions, options, poll)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlnb._options import OPERATION_TIMEOUT
+from rlnb._shown import shown
 
 POLL_MIN = 0.01
 """Seconds between the first polls of an operation (or of a resource / session being started)."""
@@ -69,7 +70,7 @@ def called_off(pause: Callable[[float], object], seconds: float) -> bool:
     answer = pause(seconds)
     if answer is None or isinstance(answer, bool | np.bool_):
         return bool(answer)
-    raise TypeError(f"pause must return True (call it off), False or None (go on), got {answer!r}"[:200])
+    raise TypeError(f"pause must return True (call it off), False or None (go on), got {shown(answer)}")
 
 
 def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = POLL_MAX) -> float:

@@ -15,7 +15,8 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from rlnb import wire
-from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError, named, read_json
+from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError, named
+from rlnb.server.json_body import read_json
 from rlnb.server.registry import Registry
 
 _bearer = HTTPBearer(auto_error=False)

@@ -6,9 +6,7 @@ it, for request validation and for Starlette's own errors all answer with the sa
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -67,80 +65,6 @@ def error_type(status: int) -> str:
 
 def not_found(what: str, ident: str, param: str) -> ServerError:
     return ServerError(404, f"{what} {wire.shown(ident, SHOWN)} not found", param=param)
-
-
-class _Huge:
-    """An integer literal longer than Python reads (``sys.get_int_max_str_digits()``: a guard against slow
-    conversions), kept as its digit count so that the error can say where it was."""
-
-    def __init__(self, literal: str):
-        self.digits = len(literal.lstrip("-"))
-
-
-def _int(literal: str) -> int | _Huge:
-    try:
-        return int(literal)
-    except ValueError:
-        return _Huge(literal)
-
-
-def _first(value: Any, hit: Callable[[Any], bool]) -> tuple[str, Any] | None:
-    """The path and the item of the first ``hit`` in decoded JSON (a loop, not recursion: the JSON may nest as deep
-    as the decoder allows)."""
-    stack: list[tuple[tuple[str, ...], Any]] = [((), value)]
-    while stack:
-        path, item = stack.pop()
-        if hit(item):
-            return ".".join(path), item
-        members = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
-        stack.extend(reversed([((*path, str(key)), member) for key, member in members]))
-    return None
-
-
-class _Twice(dict[str, Any]):
-    """A JSON object that gives ``key`` ``times`` times: ``json.loads`` kept the last value without a word."""
-
-    key, times = "", 0
-
-
-def read_json(data: bytes | bytearray | str, prefix: str = "") -> Any:
-    """``json.loads``, but an integer too long to read is a 400 naming its field (``prefix`` + its path) and the
-    range, not Python's advice to call ``sys.set_int_max_str_digits()`` (or "error parsing the body"). Only a
-    failed decode is decoded again to find it: the common case keeps ``json.loads``'s speed. A key given twice in one
-    object is a 400 naming it, as protobuf JSON refuses a duplicate field (``json.loads`` kept the last)."""
-    twice: list[_Twice] = []
-
-    def members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        made = dict(pairs)
-        if len(made) == len(pairs):
-            return made
-        keys = [key for key, _ in pairs]
-        found = _Twice(made)
-        found.key = next(key for i, key in enumerate(keys) if key in keys[:i])
-        found.times = keys.count(found.key)
-        twice.append(found)
-        return found
-
-    try:
-        value = json.loads(data, object_pairs_hook=members)
-    except json.JSONDecodeError:
-        raise
-    except ValueError:  # an integer too long to read, or bytes that are not UTF-8/16/32 (raised again below)
-        huge = _first(json.loads(data, parse_int=_int), lambda item: isinstance(item, _Huge))
-        if huge is None:
-            raise
-        param = ".".join(filter(None, (prefix, huge[0]))) or None
-        raise ServerError(
-            400,
-            f"{param or 'the body'}: an integer of {huge[1].digits} digits is out of range for every field "
-            "(an int64 has at most 19 digits, a float64 at most 309)",
-            param=param,
-        ) from None
-    if twice:
-        where = _first(value, lambda item: item is twice[0])
-        param = named(".".join(filter(None, (prefix, where[0] if where else "", twice[0].key))))
-        raise ServerError(400, f"{param} is given {twice[0].times} times in one object: give it once", param=param)
-    return value
 
 
 def error_response(status: int, message: str, type: str, param: str | None = None, retry: bool = False) -> JSONResponse:
@@ -266,6 +190,8 @@ def _encoded_slash(raw: str, templates: list[str]) -> tuple[str | None, str]:
 def _unreadable_body(body: bytes, cause: ValueError | RecursionError) -> JSONResponse:
     """Why FastAPI's ``json.loads`` failed, where it said only "There was an error parsing the body": JSON nested
     past Python's stack, an integer too long to read (named), or bytes that are not UTF-8/16/32 text."""
+    from rlnb.server.json_body import read_json  # which raises this module's ServerError
+
     if isinstance(cause, RecursionError):
         return error_response(400, "the body nests JSON too deeply to read", ERROR_TYPES[400])
     try:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
-from rlnb.server.errors import ServerError, not_found, read_json
+from rlnb.server.errors import ServerError, not_found
+from rlnb.server.json_body import read_json
 from rlnb.server.records import SessionRecord
 from rlnb.server.settings import ServerSettings
 

@@ -7,6 +7,7 @@ take the server's memory or a core for minutes; ``rlnb serve --limit NAME=VALUE`
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,8 +187,11 @@ def parse_limits(items: list[str]) -> dict[str, int]:
 
 
 def check_public_host(url: str) -> None:
-    """A ``ValueError`` naming ``public_url`` unless it has a host and a valid port: ``http://`` (or ``http://:8000``,
-    ``http://h:99999``) started, and every presigned link read ``http:///v1/...``, a link no client can follow."""
+    """A ``ValueError`` naming ``public_url`` unless it has a host and a valid port, and no query, fragment or user:
+    ``http://`` (or ``http://:8000``, ``http://h:99999``) started, and every presigned link read ``http:///v1/...``,
+    a link no client can follow."""
+    if "@" in _authority(url):  # it went into every presigned link the API answers with (checked first: not shown)
+        raise ValueError("public_url cannot hold a user or password (user@host): every presigned link shows it")
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises for a port out of range or not a number
@@ -195,3 +199,10 @@ def check_public_host(url: str) -> None:
         raise ValueError(f"public_url {url!r} is not a valid URL: {exc}") from None
     if not parts.hostname:
         raise ValueError(f"public_url must name a host, such as http://rl.example:8000, got {url!r}")
+    if "?" in url or "#" in url:  # each link is public_url + its path: http://h/?a#f/v1/rl/... went to http://h/?a
+        raise ValueError(f"public_url cannot hold a query or fragment ('?', '#'): links append their path, got {url!r}")
+
+
+def _authority(url: str) -> str:
+    """The ``user@host:port`` part of ``url``: after its ``//``, up to the path, query or fragment."""
+    return re.split(r"[/?#]", url.partition("//")[2], maxsplit=1)[0]

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb import _secrets
-from rlnb._options import check_event, take, user_path
+from rlnb._options import check_bool, check_event, take, user_path
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
@@ -94,6 +94,7 @@ def sweep(
     check_connect_options(options, trial.target)
     check_builtin_prompts(trial.the_task(), trial.target, options)
     _check_args(runs_dir, resume, stop, progress)
+    check_bool("keep_resource", options.get("keep_resource", False))  # not each trial's FAILED row, nor a kept "no"
     configs = config_list(configs)
     names = check_variants(variants, configs)
     if configs is not None and names is None:  # a copy ran as a trial that summarize took for an agreeing seed

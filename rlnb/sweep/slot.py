@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rlnb.errors import NotFoundError, RateLimitError, ResourceEnded
+from rlnb._options import check_bool
+from rlnb.errors import ConflictError, NotFoundError, RateLimitError, ResourceEnded
 
 if TYPE_CHECKING:
     from rlnb.session import Session
@@ -98,12 +99,14 @@ class KeptResource:
     """The model resource a remote trial's tries share: a try refused a session (429) hands back the resource it
     created (``RateLimitError.model_resources_id``), and the next try starts its session there; the session's close
     stops it, or ``stop`` when no session opened. Each try created one and stopped it (4 in 1.5 s of slot wait). One
-    that ended meanwhile (an idle resource expires after its ``inactive_timeout``) gives way to a new one.
+    that ended meanwhile (an idle resource expires after its ``inactive_timeout``) gives way to a new one, also one
+    that ended after the try saw it READY (the session refused 409: then it is stopped, in case it had not ended).
     Not for a ``model_resources_id`` of the user's (never stopped), and left running under ``keep_resource=True``."""
 
     def __init__(self, target: str, options: dict[str, Any]):
         given = options.get("model_resources_id") or getattr(options.get("session"), "model_resources_id", None)
-        self.target, self.own, self.keep = target, given is None, bool(options.get("keep_resource", False))
+        keep = check_bool("keep_resource", options.get("keep_resource", False))  # as connect checks it: "no" kept it
+        self.target, self.own, self.keep = target, given is None, keep
         self.id: str | None = None
 
     def connect(self, options: dict[str, Any]) -> Session:
@@ -118,21 +121,27 @@ class KeptResource:
         except RateLimitError as exc:
             self.id = exc.model_resources_id or self.id
             raise
-        except (ResourceEnded, NotFoundError):
+        except (ResourceEnded, NotFoundError, ConflictError) as exc:
             if not reuse:
                 raise
+            if isinstance(exc, ConflictError):  # refused the session: it ended after the try saw it READY, or not
+                self.stop(options, exc)  # (then it is not left running)
             self.id = None  # it ended (its inactive_timeout) or went while the trial waited: a new one, at once
             return self.connect(options)
         assert isinstance(session.backend, RemoteBackend)
         session.backend.stop_resource, self.id = not self.keep, None  # the session's now: its close stops it
         return session
 
-    def stop(self, options: dict[str, Any]) -> None:
-        """Stop the kept resource (best effort; no session opened on it), unless ``keep_resource``."""
+    def stop(self, options: dict[str, Any], exc: BaseException) -> None:
+        """Stop the kept resource (best effort; no session opened on it), unless ``keep_resource``: then it is named
+        on ``exc``, the trial's end (its row's reason), for it runs on. Only the first try's 429 named it: a trial
+        that failed or stopped after the next left a paid resource running that no row, log or error named."""
         from rlnb.remote.backend import stop_model_resources
 
         if self.id is not None and not self.keep:
             stop_model_resources(self.target, self.id, options)
+        elif self.id is not None:
+            exc.add_note(f"model resource {self.id} was kept running (keep_resource=True): stop it when done")
         self.id = None
 
 

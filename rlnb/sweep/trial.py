@@ -136,8 +136,10 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
                 break
     except OperationFailed as exc:
         row.update(status="FAILED", reason=f"{exc.code}: {exc.message}")
-    except Stopped:
-        row.update(status="STOPPED", reason="stopped while waiting for a session")
+    except Stopped as exc:  # with its notes (a resource kept running, named)
+        row.update(
+            status="STOPPED", reason="; ".join(["stopped while waiting for a session", *getattr(exc, "__notes__", ())])
+        )
     except BaseException as exc:  # noqa: BLE001 - a failed trial is a row
         # a trial runs on a thread or in a Ray task, never on the thread a Ctrl-C reaches: a KeyboardInterrupt,
         # sys.exit() or another BaseException (a library's own, a GeneratorExit) here is the trial's own code (a
@@ -211,9 +213,9 @@ def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
                 if waits.stopped:  # a wait the stop called off (a readiness poll's, a 503's retry): the stop's error
                     raise Stopped() from None
                 raise  # a failure of its own (a 400, a 503 that came before the stop) stays FAILED with it
-    except BaseException:
+    except BaseException as exc:
         if kept is not None:
-            kept.stop(options)  # no session opened on it: its close would have stopped it
+            kept.stop(options, exc)  # no session opened on it: its close would have stopped it
         raise
     finally:
         waits.opened = True  # the session's own calls retry as any session's

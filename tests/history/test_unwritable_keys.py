@@ -45,6 +45,16 @@ def test_a_config_with_odd_keys_is_written_and_read_back(tmp_path):
     assert History.load(tmp_path / "r").config["model"] == {"layers": AS_READ}
 
 
+def test_a_config_holding_itself_is_written_not_raised(tmp_path):
+    """``rlnb_texts`` was looked for (recursively) before the encoder's own fallback: a backend's config holding
+    itself (or nested past the recursion limit) was a RecursionError out of ``History.create``."""
+    cycle: dict = {"note": "NaN"}
+    cycle["self"] = cycle
+    history = History.create({"lr": 1e-3, "cycle": cycle}, runs_dir=tmp_path, run_id="r")
+    history.close()
+    assert History.load(tmp_path / "r").config["cycle"] == "{'note': 'NaN', 'self': {...}}"
+
+
 def test_figures_and_completions_lines_with_odd_keys_are_written(tmp_path):
     store = RunStore(tmp_path)
     store.write_metrics({"step": 1, "extra": ODD})

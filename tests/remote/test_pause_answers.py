@@ -43,9 +43,15 @@ def test_a_pause_answering_true_calls_the_retry_off(answer):
         client(lambda seconds: answer, []).supported_models()
 
 
-@pytest.mark.parametrize("answer", [0, 1.0, "no", "False"])
+class BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr exploded")
+
+
+@pytest.mark.parametrize("answer", [0, 1.0, "no", "False", BadRepr()])
 def test_a_pause_answering_no_bool_is_refused_naming_it(answer):
-    """A 0 went on, and "no" or "False" (true as a str) called the retry off."""
+    """A 0 went on, and "no" or "False" (true as a str) called the retry off; an answer whose repr() raises was
+    that RuntimeError, not the refusal."""
     with pytest.raises(TypeError, match=REFUSED):
         client(lambda seconds: answer, []).supported_models()
 

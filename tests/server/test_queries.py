@@ -1,11 +1,14 @@
 """How `rlnb serve` reads what a client puts in the query and the body, beyond the SDK's own spelling."""
 
+import tracemalloc
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
 from rlnb import wire
+from rlnb.server.errors import ServerError
+from rlnb.server.json_body import read_json
 from tests.support.server import app_client, new_session, submit
 
 
@@ -105,6 +108,33 @@ def test_a_key_given_twice_in_a_json_object_is_a_400_naming_it_not_the_last_valu
             step, content=b'{"adam_params": {"learning_rate": 0.001}}', headers={**json_type, "Idempotency-Key": "once"}
         )
         assert r.status_code == 200, r.text  # one of each is read as before
+
+
+@pytest.mark.timeout(120)  # a hang guard: the one-pass search reads this body in a fraction of a second
+def test_a_key_given_twice_at_the_end_of_a_huge_object_is_found_in_one_pass(c):
+    """The repeated key was found by searching each key's earlier keys: a 2.6 MB body of 200,000 keys with its last
+    key given again (under the 32 MiB body limit) held the server's event loop for about ten minutes."""
+    n = 200_000
+    body = "{" + ",".join(f'"k{i}":0' for i in range(n)) + f',"k{n - 1}":1}}'
+    r = c.post("/model-resources", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == f"k{n - 1}", r.text
+    assert "given 2 times" in r.json()["error"]["message"]
+
+
+def test_a_key_given_twice_after_a_wide_object_deep_down_is_found_without_a_path_per_item():
+    """Finding where the repeated key is copied each item's whole path: 30,000 keys 900 levels down (a 0.3 MB body)
+    held a 900-key tuple for each, over 200 MB (200,000 keys: 1.7 GB; the 32 MiB body limit allows 15 times that)."""
+    wide = "{" + ",".join(f'"k{i}":0' for i in range(30_000)) + "}"
+    body = '{"a":' * 900 + "[" + wide + ',{"z":1,"z":2}]' + "}" * 900
+    tracemalloc.start()
+    try:
+        with pytest.raises(ServerError) as refused:
+            read_json(body)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "(1803 characters)" in str(refused.value.param)  # a.a....a.1.z, cut for the message
+    assert peak < 64 << 20, f"{peak >> 20} MiB"
 
 
 def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_saying_so(tmp_path):

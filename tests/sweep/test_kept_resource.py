@@ -128,7 +128,26 @@ def test_a_sweep_given_keep_resource_leaves_its_trials_one_resource_running(tmp_
         trials = sweep_on(relay, slot_timeout=1.0, keep_resource=True, runs_dir=tmp_path / "runs")
         assert list(trials.status) == ["FAILED"], trials.reason.tolist()
         assert relay.count(*CREATE) == 1, relay.sent
-        assert list(trials_resources(c, held).values()) == [wire.ModelResourcesStatus.READY.value]
+        ((rid, status),) = trials_resources(c, held).items()
+        assert status == wire.ModelResourcesStatus.READY.value
+        assert f"model resource {rid} was kept running" in trials.reason[0]  # named: it runs on, paid for
+
+
+@pytest.mark.slow  # the app
+def test_a_sweep_given_keep_resource_stopped_while_a_trial_waits_names_the_resource_left_running(tmp_path):
+    """The trial's row said only "stopped while waiting for a session": the resource it kept ran on, named nowhere
+    after the first try's 429 (the next tries' 429s were on a resource they had not created)."""
+    with app_client(tmp_path / "ckpt", max_live_sessions=1) as c:
+        held, _ = new_session(c)
+        relay = Relay(c, after=2)
+        options = {"max_retries": 0, "slot_timeout": ROOM, "keep_resource": True, "runs_dir": tmp_path / "runs"}
+        trials = stopped_sweep(
+            PARAMS, httpx.MockTransport(relay), relay.refused, TARGET, base_model="rlnb/tiny", **options
+        )
+        assert list(trials.status) == ["STOPPED"], trials.reason.tolist()
+        ((rid, status),) = trials_resources(c, held).items()
+        assert status == wire.ModelResourcesStatus.READY.value
+        assert f"model resource {rid} was kept running" in trials.reason[0], trials.reason[0]
 
 
 class Ending(Relay):
@@ -157,5 +176,38 @@ def test_a_kept_resource_that_ended_while_the_trial_waited_gives_way_to_a_new_on
         trials = sweep_on(relay, slot_timeout=ROOM, runs_dir=tmp_path / "runs")
         assert list(trials.status) == ["COMPLETED"], trials.reason.tolist()
         assert relay.count(*CREATE) == 2, relay.sent
+        statuses = list(trials_resources(c, held[0]).values())
+        assert statuses == [wire.ModelResourcesStatus.STOPPED.value] * 2, statuses
+
+
+class EndingAtStart(Relay):
+    """A ``Relay`` that frees the slot as it answers the ``after``-th 429, then stops the trial's resource just before
+    the next session request reaches the app: it ended after the try saw it READY (its ``inactive_timeout`` ran out
+    in between), so the app answers that request 409."""
+
+    def __init__(self, c: TestClient, held: tuple[str, str]):
+        super().__init__(c, after=2)
+        self.held, self.ended = held, False
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if (request.method, request.url.path) == START and self.refused.is_set() and not self.ended:
+            self.ended = True
+            for rid in trials_resources(self.c, self.held[0]):
+                assert self.c.post(f"/model-resources/{rid}/stop").status_code == 200
+        answer = super().__call__(request)
+        if answer.status_code == 429 and self.count(*START, status=429) == self.after:
+            assert self.c.post(f"/training-sessions/{self.held[1]}/stop").status_code == 200
+        return answer
+
+
+@pytest.mark.slow  # a real RL step on the app's model
+def test_a_kept_resource_that_ended_after_it_was_seen_ready_gives_way_to_a_new_one(tmp_path):
+    """The session request on it was refused 409 (it is STOPPED), not ``ResourceEnded``: the row was FAILED."""
+    with app_client(tmp_path / "ckpt", max_live_sessions=1) as c:
+        held = new_session(c)
+        relay = EndingAtStart(c, held)
+        trials = sweep_on(relay, slot_timeout=ROOM, runs_dir=tmp_path / "runs")
+        assert list(trials.status) == ["COMPLETED"], trials.reason.tolist()
+        assert relay.ended and relay.count(*START, status=409) == 1 and relay.count(*CREATE) == 2, relay.sent
         statuses = list(trials_resources(c, held[0]).values())
         assert statuses == [wire.ModelResourcesStatus.STOPPED.value] * 2, statuses
