@@ -72,3 +72,23 @@ def test_a_hugging_face_models_prompts_are_refused_before_it_loads(tmp_path, hf_
     with pytest.raises(ValueError, match=r"^task 'digits': prompts\[0\]: model '.*bare' has no tokenizer"):
         lr_find(rlnb.AdamParams(), steps=5, model=str(bare), runs_dir=tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow  # near a second on a loaded machine
+def test_a_builders_find_lr_with_no_panel_runs_on_a_remote_target():
+    """``lr_finder.options`` naming a remote target: the builder's ``model=`` ("tiny") went to ``rlnb.connect`` too,
+    and every click failed ``RemoteBackend.connect() got unexpected keyword argument(s): model``."""
+    api = FakeAPI()
+    lr = OptimizerBuilder("adam").lr_finder
+
+    def step_fn(session, params, i):
+        session.optim_step(params).result(timeout=DEADLINE)
+        return float(i)
+
+    lr.options.update(remote_options(api, base_model="org/model-a", record=False, steps=5, step_fn=step_fn))
+    lr.button.click()
+    assert lr.join(DEADLINE) and not lr.running
+    assert lr.error is None, lr.error
+    assert lr.result is not None and len(lr.result.values) == 5
+    started = api.calls("POST", "/model-resources$")
+    assert len(started) == 1 and b'"org/model-a"' in started[0].content
