@@ -103,7 +103,7 @@ def note_own_files(out: Path, names: list[str]) -> None:
     try:
         write_new(tmp, json.dumps(own).encode())
         tmp.replace(out / MANIFEST)
-    except OSError:  # a full disk fails at the close, after write_new's own clean-up: an empty .tmp was left
+    except OSError:  # the rename failed (write_new removes its own file when the write, fsync or close fails)
         if not tmp.is_symlink():
             tmp.unlink(missing_ok=True)
         raise

@@ -139,20 +139,34 @@ def write_new(file: Path, data: bytes, sync: bool = False, mode: int = 0o666) ->
     there: a symbolic link is refused (``refuse_link``), a file left there (a killed write's) is removed first, not
     written over (a hard link's other names kept the new text), and the file is created exclusively (``O_EXCL``,
     ``O_NOFOLLOW``): a link or file put there in between fails the write instead of taking it. A write that fails
-    part way (a full disk) removes the file it made. ``sync``: on the disk before it returns (``fsync``), for a file
-    whose rename must not outrun its text (a server's journal); ``mode``: its permissions (less the umask)."""
+    part way (a full disk), at its ``fsync`` or at its close (a small write's bytes refused only there: NFS, a quota),
+    removes the file it made, its error naming ``file``. ``sync``: on the disk before it returns (``fsync``), for a
+    file whose rename must not outrun its text (a server's journal); ``mode``: its permissions (less the umask)."""
     refuse_link(file)
     with contextlib.suppress(FileNotFoundError):
         file.unlink()
-    with open(file, "xb", opener=lambda path, flags: os.open(path, flags | NO_FOLLOW, mode)) as fh:  # x: O_EXCL
-        try:
-            fh.write(data)
-            if sync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        except BaseException:
-            file.unlink(missing_ok=True)
-            raise
+    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NO_FOLLOW | BINARY, mode)  # x: O_EXCL
+    is_open = True
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+        is_open = False  # a close that fails has closed the descriptor all the same (POSIX): never closed twice
+        os.close(fd)  # a full disk may refuse the bytes only here (NFS, a quota): the file is removed as well
+    except BaseException as exc:
+        if is_open:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        file.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # os.write's, os.fsync's, os.close's name no file
+            raise type(exc)(exc.errno, exc.strerror, str(file)) from exc
+        raise
+
+
+BINARY = getattr(os, "O_BINARY", 0)
+"""Bytes written as they are (Windows would turn each newline into two)."""
 
 
 def fsync(path: Path) -> None:

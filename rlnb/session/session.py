@@ -25,6 +25,7 @@ from rlnb.params import OptimizerParams, params_for
 from rlnb.prompts import prompt_list
 from rlnb.session.backend import Backend
 from rlnb.session.bodies import forward_backward_body, optim_step_body, sample_body, sample_mismatch, weights_sync_body
+from rlnb.session.closing import CloseListeners
 from rlnb.session.open_sessions import OPEN, close_keeping, refuse_shared_history
 from rlnb.session.operation import Operation
 from rlnb.session.submissions import Submissions
@@ -77,6 +78,7 @@ class Session:
         """The session id (it never changes, so it is read once)."""
         self._ops = Submissions(backend, history, self.id, int(info.step))
         self._closed = False
+        self._close_listeners = CloseListeners()
         try:  # a warning made an error, a sink that cannot start: the run folder it locked is let go
             warn_continued(history.config.get("run_id"), history.steps_reached(), self._ops.steps_submitted)
             self._sinks = attach(history, sinks) if sinks else None
@@ -131,6 +133,11 @@ class Session:
         """Whether ``close()`` was called: the session takes no more operations."""
         return self._closed
 
+    def on_close(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` once when the session closes (on the thread that closes it), held weakly: a RunPanel
+        idle on it shows that it closed at once. Returns a function that unsubscribes."""
+        return self._close_listeners.add(callback)
+
     def close(self) -> None:
         """Stop the session. Operations not yet finished end FAILED (SESSION_NOT_ACTIVE), and are
         recorded as such before the run's files are closed."""
@@ -151,7 +158,10 @@ class Session:
             try:  # config.json says what the session ran with, including what changed meanwhile (thread counts)
                 self.history.annotate(**self.backend.config())
             finally:
-                self.history.close()
+                try:
+                    self.history.close()
+                finally:
+                    self._close_listeners.tell()  # closed now, whatever failed on the way
             if self._sinks is not None and flush_sinks:
                 self._sinks.close()  # after the run store: a slow sink never holds it open
 

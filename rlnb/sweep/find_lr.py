@@ -35,7 +35,8 @@ from rlnb.tasks.task import session_prompt_ids
 from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
 from .lr_rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr
 from .lr_result import LRFind
-from .options import RangeTestOptions, StepFn, check_base, check_builtin_prompts, check_range_test, given
+from .new_prompts import check_new_session_prompts
+from .options import RangeTestOptions, StepFn, check_base, check_range_test, given
 from .trial import Objective
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
@@ -204,10 +205,10 @@ def _number(raw: Any, i: int, lr: float) -> float:
 def _check_prompts(task: Task, session: Session | None, target: str, options: dict[str, Any]) -> None:
     """The task's prompts as the test's session will read them, each refused naming it (``task 'x': prompts[i]``)
     where that reading is known before anything opens: a session's own codec, vocabulary and context (its copy's
-    unless ``options`` give another tokenizer), or a new local built-in model's (``check_builtin_prompts``); other
-    models' first step refuses them."""
+    unless ``options`` give another tokenizer), or a new session's (``check_new_session_prompts``: a built-in or
+    Hugging Face model, a remote ``base_model``); other models' first step refuses them."""
     if session is None:
-        check_builtin_prompts(task, target, options)
+        check_new_session_prompts(task, target, options)
     elif session.codec is not None and given(options, "tokenizer", None) is None:
         session_prompt_ids(task, session)
 

@@ -16,7 +16,7 @@ from rlnb._options import set_int
 from rlnb.prompts import check_ids, no_room
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt
-from rlnb.text import Codec, as_prompt, no_tokenizer, to_tokens
+from rlnb.text import Codec, NoTokenizerCodec, as_prompt, no_tokenizer, to_tokens
 
 
 def completion_text(completion: object, reward: str) -> str:
@@ -81,12 +81,22 @@ def check_local_group_size(task: Task, target: str) -> None:
         )
 
 
-def task_prompt_ids(task: Task, codec: Codec, vocab: int, context: int) -> list[list[int]]:
+def task_prompt_ids(task: Task, codec: Codec, vocab: int | None, context: int | None) -> list[list[int]]:
     """The task's prompts as token ids of a model with ``codec``, ``vocab`` tokens and ``context`` positions, each
     checked as ``Session.sample`` checks a prompt (a lone surrogate, no tokens, an id past the vocabulary, no room for
     the task's ``max_tokens``: ``no_room``), naming the task: the one check run before anything runs by
-    ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt failed every step of every trial."""
-    return _checked_ids(task, lambda prompt, name: to_tokens(codec, prompt, name), vocab, context)
+    ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt failed every step of every trial, and
+    by ``lr_find`` before it opens a new session. ``vocab`` / ``context`` None: not known, not checked."""
+
+    def encode(prompt: Prompt, name: str) -> list[int]:
+        try:
+            return to_tokens(codec, prompt, name)
+        except ValueError as exc:  # text for a model without a tokenizer: the error named no prompt
+            if isinstance(codec, NoTokenizerCodec) and str(exc) == codec.refusal():
+                raise ValueError(f"{name}: {exc}") from None
+            raise
+
+    return _checked_ids(task, encode, vocab, context)
 
 
 def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:

@@ -120,10 +120,10 @@ class LRFinderControls(MuonUnits):
             options["step_fn"], options["objective"] = own, own.objective
         options.setdefault("stop", self._halt)
         options.setdefault("progress", self._progress)
-        if self.session is None:
-            options.setdefault("model", self.model)
-            if kind == "muon":
-                options.setdefault("muon_scaling", self.scaling.value)
+        if self.session is None and options.get("target", "local") == "local":  # remote: base_model= (connect
+            options.setdefault("model", self.model)  # refused model=, so a builder alone never reached a service)
+        if self.session is None and kind == "muon":
+            options.setdefault("muon_scaling", self.scaling.value)
         self.apply_button.disabled = True
         probe = self.probe(own.objective if own is not None else None)
         self._probe = html.escape(probe)  # the progress says it: by then the first step has checked a guess

@@ -146,6 +146,7 @@ class RunPanel:
         self._sync_buttons()
         self._sync_schedule()
         turns.opened(self)
+        self._unhear = session.on_close(self._session_closed)  # held weakly: the session keeps no panel alive
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
@@ -285,6 +286,15 @@ class RunPanel:
             self._show_ready()
         self.builder.lr_finder.sync()
 
+    def _session_closed(self) -> None:
+        """The session closed (in another cell, a ``with`` block's end): Step, Run and Find LR off and the line saying
+        so at once; they said "ready" until a click was refused. A run or Find LR going says so at its end."""
+        with self._ending:  # not under a run's end drawing its last line
+            if not self._closed:
+                self._sync_buttons()
+                if not (self.running or self.builder.lr_finder.running):
+                    self._show_ready()
+
     def close(self, timeout: float = 60.0) -> None:
         """Stop any run or Find LR and wait for it (``TimeoutError`` if a step is still going after
         ``timeout`` seconds; the panel then stays open), stop following the history and close the widgets. A
@@ -297,6 +307,7 @@ class RunPanel:
         if not self.join(timeout) or not self.builder.lr_finder.join(max(0.0, deadline - time.monotonic())):
             raise TimeoutError(f"the run was asked to stop but a step is still going after {timeout} s")
         self._closed = True
+        self._unhear()
         turns.release(self)
         turns.closed(self)
         self._unfollow()

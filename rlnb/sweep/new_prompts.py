@@ -1,0 +1,64 @@
+"""A task's prompts checked as a session not yet opened will read them: ``lr_find`` without a session, and a
+builder's Find LR with no RunPanel. On a Hugging Face model or a remote ``target=`` a prompt it cannot read (text
+for a model without a tokenizer, one past the context, a lone surrogate) failed the range test's first step, after
+the model was loaded or a remote session started (billed) for it."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from typing import Any
+
+from rlnb.prompts import tokenizer_spec
+from rlnb.tasks.task import Task, task_prompt_ids
+from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
+
+from .options import given
+
+
+def check_new_session_prompts(task: Task, target: str, options: Mapping[str, Any]) -> None:
+    """``ValueError`` / ``TypeError`` naming the prompt (``task 'x': prompts[i]``) that a new session of ``target``
+    with ``options`` (``rlnb.connect``'s) cannot read, as far as its codec, vocabulary and context are known before
+    it opens: a built-in model's; a Hugging Face folder or cached hub id's tokenizer (or ``tokenizer=``) and its
+    config's context; a remote ``base_model``'s (``tokenizer=``, rlnb serve's byte-level ``rlnb/...`` models, else
+    no tokenizer: token ids only, as ``connect`` makes it). A module, or a remote session whose model the service
+    picks (no ``base_model``, ``session_id=``), is known once open: its first step refuses such a prompt."""
+    from rlnb.engine.models import hf
+    from rlnb.engine.models.tiny import SIZES
+
+    trust = bool(given(options, "trust_remote_code", False))
+    tokenizer = tokenizer_spec(given(options, "tokenizer", None))
+    if target == "local":
+        model = given(options, "model", "tiny")
+        if not isinstance(model, str) or not model.strip():  # a module (or a bad model=, which connect names)
+            return
+        if model in SIZES:
+            codec = _codec(tokenizer, trust) if tokenizer is not None else ByteCodec()
+            task_prompt_ids(task, codec, SIZES[model].vocab_size, SIZES[model].block_size)
+            return
+        if importlib.util.find_spec("transformers") is None:  # the session's open says what to install
+            return
+        folder = hf.resolve(model)  # not there: the error connect would give, before anything loads
+        if tokenizer is None and any((folder / name).is_file() for name in hf.TOKENIZER_FILES):
+            tokenizer = hf.load_tokenizer(folder, model, trust)
+        codec = _codec(tokenizer, trust) if tokenizer is not None else NoTokenizerCodec(model)
+        task_prompt_ids(task, codec, None, hf.spec_context_length(model, trust))
+        return
+    base = given(options, "base_model", None)
+    if tokenizer is not None:
+        codec = _codec(tokenizer, trust)
+    elif not isinstance(base, str) or given(options, "session_id", None) or given(options, "model_resources_id", None):
+        return  # which model (and so which codec) the service picks: known once the session is open
+    else:
+        codec = ByteCodec() if base.startswith("rlnb/") else NoTokenizerCodec(base)
+    builtin = SIZES.get(base.removeprefix("rlnb/")) if isinstance(base, str) and base.startswith("rlnb/") else None
+    task_prompt_ids(task, codec, None, builtin.block_size if builtin is not None else None)
+
+
+def _codec(tokenizer: Any, trust: bool) -> Codec:
+    """``tokenizer=`` (an object, a folder or a cached hub id) as the codec ``connect`` makes of it."""
+    if isinstance(tokenizer, str):
+        from rlnb.engine.model_setup import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer, trust)
+    return TokenizerCodec(tokenizer)
