@@ -98,7 +98,7 @@ def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[st
     """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in. A bad value is said
     as rlnb's client says it (``wire.one_line``: the body's field, its value and its rule), every bad field at once."""
     given = {k: v for k, v in (params or {}).items() if v is not None}
-    fields: dict[str, Any] = dict(spec.params.model_fields) if spec.params is not None else {}
+    fields: dict[str, Any] = dict(spec.params.__pydantic_fields__) if spec.params is not None else {}  # no property
     for key in given:
         if key not in fields:
             raise InvalidLossInput(f"unknown param {key!r} for {spec.type} (allowed: {', '.join(fields) or 'none'})")

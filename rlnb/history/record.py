@@ -1,7 +1,7 @@
 """One operation's record: the ``Record`` fields, the one place the record format lives, and how a
 record is written (``as_row``), read back from a run folder (``from_row``: values of the wrong type are left
 out, not trusted) and filled from an operation's envelope (``fold_envelope``: its status, times, error and
-output, ``fold_output``).
+output, by its kind's ``_FOLDS``).
 
 Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
 Together's optim-step returns only ``step``, so a remote session has no gradient norm.
@@ -260,13 +260,6 @@ def uncount(records: list[Record], failed: Record) -> list[Record]:
     return lowered[::-1]
 
 
-def fold_output(rec: Record, out: Any) -> None:
-    """Copy an operation's figures from its output (its kind's result model) into its record."""
-    fold = _FOLDS.get(rec.kind)  # keyed by members, found by the plain string: a StrEnum hashes as its value
-    if fold is not None:
-        fold(rec, out)
-
-
 def fold_envelope(rec: Record, env: wire.Operation[Any], at: float, last_finished: float) -> None:
     """Fold an operation's envelope, seen at ``at``, into its record: its id, status, times, error and output
     (``last_finished``: when the operation before it was last seen to end)."""
@@ -282,8 +275,10 @@ def fold_envelope(rec: Record, env: wire.Operation[Any], at: float, last_finishe
         code = env.error.code
         message = env.error.message
         rec.error_code, rec.error_message = None if code is None else str(code), message and _text(message)
-    if env.output is not None:
-        fold_output(rec, env.output)
+    if env.output is not None:  # its figures, by its kind's ``_FOLDS`` (keyed by members, found by the plain string)
+        fold = _FOLDS.get(rec.kind)
+        if fold is not None:
+            fold(rec, env.output)
 
 
 def _start_unseen(rec: Record, at: float, last_finished: float) -> float:

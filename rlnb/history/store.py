@@ -122,12 +122,26 @@ class RunStore:
                     with self._held_again(), _appending(self._files[name]) as fh:
                         _write_all(fh, data)
                     return
-                if getattr(self, which) is None:  # completions.jsonl: made by the first rows written
-                    setattr(self, which, _append_to(self._files[name]))
-                # its folder removed, or its lock deleted as stale; then its own file deleted or replaced
-                _lock_still_there(self._held, self._files[LOCK_FILE])
-                _file_still_there(getattr(self, which), self._files[name])
-                _write_all(getattr(self, which), data)
+                fh = getattr(self, which)
+                if fh is None:  # completions.jsonl: made by the first rows written
+                    fh = _append_to(self._files[name])
+                    setattr(self, which, fh)
+                # Its folder removed, or its lock deleted as stale; then its own file deleted or replaced. Checked
+                # here, inline (an fstat each, then a call only where one has no link): a call per check and per
+                # write cost a step 12 Python calls (4 lines a step).
+                held = self._held
+                if (
+                    held is not None
+                    and not os.fstat(held.fileno()).st_nlink
+                    and not _still_there(held, self._files[LOCK_FILE])
+                ):
+                    raise _lock_gone(self._files[LOCK_FILE])
+                if not os.fstat(fh.fileno()).st_nlink and not _still_there(fh, self._files[name]):
+                    raise OSError(f"{self._files[name]} was deleted or replaced while the run was recorded (by hand, "
+                                  "a sync tool, git): the lines written since would reach no file")  # fmt: skip
+                written = fh.write(data)
+                if written != len(data):  # a raw write may take only part of it
+                    _write_all(fh, data[written or 0 :])
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
 
@@ -206,21 +220,19 @@ def _lock_still_there(held: IO[str] | None, lock: Path) -> None:
     deleted files without a word), or the lock deleted as a stale one (a second session started on the run as if none
     wrote it, and both appended)."""
     if held is not None and not os.fstat(held.fileno()).st_nlink and not _still_there(held, lock):
-        raise OSError(f"{lock} was deleted while the run was recorded (its run folder removed, or the "
-                      "lock deleted as a stale one): another session may be writing the run now")  # fmt: skip
+        raise _lock_gone(lock)
 
 
-def _file_still_there(fh: IO[bytes], path: Path) -> None:
-    """``OSError`` if the file ``fh`` writes, ``path``, was deleted or replaced (``rm``, a sync tool's or ``git
-    stash``'s copy put in its place): its lines went into a file no folder held, without a word."""
-    if not os.fstat(fh.fileno()).st_nlink and not _still_there(fh, path):
-        raise OSError(f"{path} was deleted or replaced while the run was recorded (by hand, a sync tool, git): the "
-                      "lines written since would reach no file")  # fmt: skip
+def _lock_gone(lock: Path) -> OSError:
+    """The error of a deleted ``run.lock`` (``_lock_still_there``; ``RunStore._append`` checks inline)."""
+    return OSError(f"{lock} was deleted while the run was recorded (its run folder removed, or the lock deleted as a "
+                   "stale one): another session may be writing the run now")  # fmt: skip
 
 
 def _still_there(fh: IO[Any], path: Path) -> bool:
     """Whether the open file ``fh``, that its file system says has no link (the callers' one ``fstat`` per line
-    written, inline: a call of its own on every line cost a step 8 Python calls), is still the file at ``path``: a
+    written, inline), is still the file at ``path`` (``_append``: a file deleted, or replaced by ``rm``, a sync tool's
+    or ``git stash``'s copy, took the lines into a file no folder held, without a word): a
     file system that says so of a file still there (a FUSE one may) is taken at its path."""
     try:
         return os.path.samestat(os.fstat(fh.fileno()), os.stat(path))

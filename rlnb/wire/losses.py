@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from rlnb.wire.base import _Model
@@ -68,11 +68,13 @@ class LossSpec:
     """Keys read when present; a key no loss reads, or a mask this loss does not read, is refused
     (``unread_inputs``); another loss's inputs are ignored."""
 
-    @property
-    def required_params(self) -> tuple[str, ...]:
-        """Its params' fields that have no default (DRO's ``beta``): if any, its params must be sent."""
+    required_params: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """Its params' fields that have no default (DRO's ``beta``): if any, its params must be sent. Read once, here:
+    every forward-backward checks it, and reading pydantic's ``model_fields`` cost a step 12 Python calls."""
+
+    def __post_init__(self) -> None:
         fields = self.params.model_fields if self.params is not None else {}
-        return tuple(name for name, f in fields.items() if f.is_required())
+        object.__setattr__(self, "required_params", tuple(name for name, f in fields.items() if f.is_required()))
 
 
 _POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")
@@ -124,6 +126,12 @@ LOSS_NAMES: dict[str, str] = {spec.name: spec.type for spec in LOSSES.values()}
 """Short name → wire type."""
 LOSS_PARAMS_FIELD: dict[str, str | None] = {spec.type: spec.params_field for spec in LOSSES.values()}
 """Wire type → the ``LossConfig`` field it reads."""
+_NOT_ITS_OWN = {
+    spec.type: sorted(f for f in LOSS_PARAMS_FIELD.values() if f is not None and f != spec.params_field)
+    for spec in LOSSES.values()
+}
+"""Wire type → the other losses' ``LossConfig`` fields, which it refuses (``loss_problem``): listed once, not a
+generator per forward-backward."""
 LOSS_INPUT_DTYPES: dict[str, tuple[Literal["int64", "float32"], ...]] = {
     "target_tokens": ("int64",),
     "logprobs": ("float32",),
@@ -195,12 +203,12 @@ def _wire_names(params: dict[str, Any]) -> dict[str, Any]:
     """``params`` with GRPO's enum params given by a short name (``"TOKEN_MEAN"``) as their wire value; another value
     is a ``ValueError`` listing the names (pydantic's was several lines of the wire values)."""
     out = dict(params)
-    for field, names in GRPO_PARAM_NAMES.items():
-        value = out.get(field)
-        if value is not None and value not in get_args(get_args(GrpoLossParams.model_fields[field].annotation)[0]):
-            out[field] = names.get(value.upper()) if isinstance(value, str) else None
-            if out[field] is None:
-                raise ValueError(f"loss_params {field} must be one of {', '.join(names)} (or its wire name, such "
+    for param, names in GRPO_PARAM_NAMES.items():
+        value = out.get(param)
+        if value is not None and value not in get_args(get_args(GrpoLossParams.model_fields[param].annotation)[0]):
+            out[param] = names.get(value.upper()) if isinstance(value, str) else None
+            if out[param] is None:
+                raise ValueError(f"loss_params {param} must be one of {', '.join(names)} (or its wire name, such "
                                  f"as {next(iter(names.values()))!r}), got {value!r}")  # fmt: skip
     return out
 
@@ -216,7 +224,7 @@ def loss_problem(config: LossConfig) -> tuple[str, str] | None:
     if spec.required_params and getattr(config, str(own)) is None:
         needed = ", ".join(spec.required_params)
         return f"loss.{own}", f"loss.{own} is required for {config.type} ({needed}: no default)"
-    for name in sorted(f for f in LOSS_PARAMS_FIELD.values() if f is not None and f != own):
+    for name in _NOT_ITS_OWN[spec.type]:
         if getattr(config, name) is not None:
             takes = f"takes {own}" if own else "takes no params"
             return f"loss.{name}", f"loss.{name} does not apply to {config.type}, which {takes}"

@@ -122,7 +122,7 @@ def arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] = 
     ``array([0.5])`` was refused. The one array check: ``validated``'s, and ``rlnb.params``' (``refuse_arrays``)."""
     out: list[dict[str, Any]] = []
     for key, value in data.items():
-        field = model.model_fields.get(str(key))
+        field = model.__pydantic_fields__.get(str(key))  # ``model_fields`` is a class property: 2 calls a read
         sub = _params_model(field) if field is not None else None
         if sub is not None and isinstance(value, Mapping):
             out += arrays(sub, value, (*loc, str(key)))

@@ -27,17 +27,51 @@ PENDING = "TRAINING_OPERATION_STATUS_PENDING"
 BATCH = [samples.cross_entropy(list(b"hello records"))]
 
 
+class _Writes:
+    """A run file, opened for real, whose ``write`` is ``write(fh, data)``: a full disk's, a partial write's."""
+
+    def __init__(self, fh, write):
+        self._fh, self._write = fh, write
+
+    def write(self, data):
+        return self._write(self._fh, data)
+
+    def __getattr__(self, name):  # fileno (the store's fstat), close, name, tell
+        return getattr(self._fh, name)
+
+
+def run_files_write(run: Path, names: tuple[str, ...], write, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the files ``names`` of the run folder ``run`` take every write through ``write(fh, data)``."""
+    append_to = store._append_to
+
+    def opened(path):
+        fh = append_to(path)
+        return _Writes(fh, write) if path.parent == run and path.name in names else fh
+
+    monkeypatch.setattr(store, "_append_to", opened)
+
+
 def full_disk(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every line written to a run folder's two logs fail with ENOSPC, as on a full disk. (They were links to
     /dev/full; a session refuses a run folder whose files are links, which it would write through.)"""
-    write_all = store._write_all
 
     def full(fh, data):
-        if Path(fh.name).parent == run and Path(fh.name).name in ("ops.jsonl", "metrics.jsonl"):
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return write_all(fh, data)
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(store, "_write_all", full)
+    run_files_write(run, ("ops.jsonl", "metrics.jsonl"), full, monkeypatch)
+
+
+def test_a_line_a_write_takes_only_part_of_is_written_whole(tmp_path, monkeypatch):
+    """A raw write may take only part of a line: the store writes the rest (a line cut short loses its record)."""
+    run_files_write(tmp_path / "r", ("ops.jsonl",), lambda fh, data: fh.write(bytes(data[:7])), monkeypatch)
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(BATCH)
+    s.optim_step().result(timeout=30)
+    s.close()
+    assert s.history.store is not None and s.history.store.failed is None
+    lines = (tmp_path / "r" / "ops.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["status"] for line in lines) == [DONE, DONE, PENDING, PENDING]  # each line whole
+    pd.testing.assert_frame_equal(History.load(tmp_path / "r").df, s.history.df)
 
 
 def test_a_full_disk_warns_once_and_the_local_session_carries_on_in_memory(tmp_path, monkeypatch):

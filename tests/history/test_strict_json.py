@@ -110,3 +110,32 @@ def _bare(value, name):
     if isinstance(value, dict):
         return {k: _bare(v, k) for k, v in value.items()}
     return float(value) if value in wire.NON_FINITE_JSON else value
+
+
+def test_a_line_spells_each_nested_dicts_non_finite_floats_and_keeps_its_other_values():
+    """``spelled`` keeps a dict of finite floats as it is (a record's ``metrics``, without a call of its own): a dict
+    with a NaN, an infinity, an integer JSON holds but a float cannot, or a float subclass beside them, is spelled."""
+    from rlnb.history.jsontext import line
+
+    class Figure(float):
+        pass
+
+    row = {
+        "finite": {"a": 1.5, "b": -0.0},
+        "nan": {"a": 1.5, "kl": math.nan},
+        "inf": {"up": math.inf, "down": -math.inf},
+        "huge": {"n": 10**400, "x": math.nan},
+        "mixed": {"t": True, "s": "NaN", "f": Figure(math.inf), "none": None},
+        "deep": {"d": {"x": math.nan}},
+        "empty": {},
+    }
+    read = json.loads(line(row), parse_constant=reject)
+    assert read == {
+        "finite": {"a": 1.5, "b": -0.0},
+        "nan": {"a": 1.5, "kl": "NaN"},
+        "inf": {"up": "Infinity", "down": "-Infinity"},
+        "huge": {"n": 10**400, "x": "NaN"},
+        "mixed": {"t": True, "s": "NaN", "f": "Infinity", "none": None},
+        "deep": {"d": {"x": "NaN"}},
+        "empty": {},
+    }
