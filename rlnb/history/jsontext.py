@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from _json import encode_basestring_ascii, make_encoder
 from collections.abc import Iterator
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from rlnb import wire
@@ -24,7 +24,11 @@ NON_FINITE = {text: float(text) for text in wire.NON_FINITE_JSON}
 
 LINE = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
 """The encoder of a ``.jsonl`` line: compact, and never a bare ``NaN`` (``spelled`` comes first)."""
-_LINE_CHUNKS = make_encoder(None, str, encode_basestring_ascii, None, ":", ",", False, False, False)
+_LINE_CHUNKS = (
+    c_make_encoder(None, str, encode_basestring_ascii, None, ":", ",", False, False, False)
+    if c_make_encoder is not None  # CPython's C encoder; an interpreter without it takes ``LINE`` itself
+    else lambda value, _level: LINE.iterencode(value)
+)
 """``LINE``'s C core, called as ``JSONEncoder.encode`` calls it (less its two Python calls a line, eight a step); no
 markers: a value that holds itself is a ``RecursionError``, as ``spelled`` made of it."""
 
