@@ -128,7 +128,7 @@ REFUSED = {
     "--fail-rate": ("2", "--fail-rate must be in [0, 1), got 2.0"),
     "--model": ("x=/no/such/folder", "--model x: model '/no/such/folder' is neither a local directory nor"),
     "--dtype": ("float16", "argument --dtype: invalid choice: 'float16'"),
-    "--offload-results-over": ("-5", "--offload-results-over must be >= 0 bytes"),
+    "--offload-results-over": ("-5", "--offload-results-over must be 0 to 2**63 - 1 bytes"),
     "--state-dir": ("{file}", "--state-dir: cannot keep the server's state in {file}"),
     "--public-url": ("ftp://x", "--public-url must start with http:// or https://, got 'ftp://x'"),
     "--limit": ("x=1", "--limit 'x=1': the limits are"),
