@@ -12,7 +12,14 @@ import ipywidgets as W
 WIDE = {"description_width": "110px"}
 IN_ROW = "calc(100% - 4px)"
 """The widest a control may be: its row less its margins (``--jp-widgets-margin``), which ran past the row."""
-FIELD = W.Layout(width="290px", max_width=IN_ROW)
+
+
+def field() -> W.Layout:
+    """A form field's layout, a new one for each field: a module-level ``Layout`` shared by every form was closed with
+    the first form closed by ``Widget.close_all()`` (or a test's clean-up), and every later form then failed to open."""
+    return W.Layout(width="290px", max_width=IN_ROW)
+
+
 PAIRS = "repeat(auto-fill, min(300px, 100%))"
 """Fields two to a row (300 px each, at most ``PAIRS_WIDTH`` wide), one to a row in a narrower column: two fixed
 columns cut the right one's boxes in a column under 608 px (JupyterLab at 125% zoom on a laptop gives 598); and
@@ -132,7 +139,7 @@ def controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, An
             out[name] = LearningRate(*lr_range, description="learning rate")
         else:  # FloatText for NS steps too: "2.5" must reach the check as 2.5, not as 25
             label = "NS steps" if name == "newton_schulz_steps" else name.replace("_", " ")
-            out[name] = W.FloatText(description=label, style=WIDE, layout=FIELD)
+            out[name] = W.FloatText(description=label, style=WIDE, layout=field())
     return out
 
 

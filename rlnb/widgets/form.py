@@ -14,7 +14,7 @@ import ipywidgets as W
 
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule
-from rlnb.widgets.controls import FIELD, IN_ROW, STYLE, TEXT, WIDE, controls, grid, mark, opener, pairs
+from rlnb.widgets.controls import IN_ROW, STYLE, TEXT, WIDE, controls, field, grid, mark, opener, pairs
 from rlnb.widgets.presets import PRESETS
 
 LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
@@ -44,15 +44,15 @@ class BuilderForm:
             titles=("Adam", "Muon"),
         )
         self.tabs.selected_index = 0 if optimizer == "adam" else 1
-        self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=FIELD)
+        self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=field())
         self.lesson = W.HTML(layout=W.Layout(flex="1 1 200px"))
         self.lesson.add_class(TEXT)
         self.sched_kind = W.Dropdown(
-            options=["constant", "linear", "cosine"], description="schedule", style=WIDE, layout=FIELD
+            options=["constant", "linear", "cosine"], description="schedule", style=WIDE, layout=field()
         )
-        self.warmup = W.IntText(value=0, description="warmup steps", style=WIDE, layout=FIELD)
-        self.total = W.IntText(value=total_steps, description="total steps", style=WIDE, layout=FIELD)
-        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=FIELD)
+        self.warmup = W.IntText(value=0, description="warmup steps", style=WIDE, layout=field())
+        self.total = W.IntText(value=total_steps, description="total steps", style=WIDE, layout=field())
+        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=field())
         self.preview = W.HTML()
         self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
         self.json_opener, json_row = opener(self.json, "code", "show or hide the request body (JSON)")

@@ -22,3 +22,20 @@ def test_a_plot_the_live_view_adds_mid_run_is_sized_to_share_a_row_like_the_firs
         assert image.layout.max_width.startswith(f"min({px:g}px, ") and image.layout.height == "auto", name
     panel.close()
     session.close()
+
+
+def test_a_form_made_after_every_widget_was_closed_still_opens():
+    """Each field gets a layout of its own: one module-level ``Layout`` was shared by every form's fields, and once
+    ``Widget.close_all()`` (or a test's clean-up) closed it, every later form raised AttributeError as it opened."""
+    import ipywidgets as W
+
+    first = rlnb.widgets.OptimizerBuilder()
+    W.Widget.close_all()
+    second = rlnb.widgets.OptimizerBuilder()
+    try:
+        assert second.widget.comm is not None
+        fields = [c for c in second.adam.values() if isinstance(c, W.FloatText)]
+        assert fields and len({id(c.layout) for c in fields}) == len(fields)
+    finally:
+        second.close()
+        first.close()
