@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from rlnb.engine.losses import clip_bounds, clip_flags
 from rlnb.wire import LOSS_NAMES
 from rlnb.wire.loss_params import GRPO_PARAM_NAMES
 
@@ -25,12 +26,6 @@ _DRO, _IS, _GRPO = LOSS_NAMES["dro"], LOSS_NAMES["importance_sampling"], LOSS_NA
 _TOKEN_MEAN = GRPO_PARAM_NAMES["agg_type"]["TOKEN_MEAN"]
 _SEQUENCE_MEAN = GRPO_PARAM_NAMES["agg_type"]["SEQUENCE_MEAN"]
 _RATIO_SEQUENCE = GRPO_PARAM_NAMES["ratio_type"]["SEQUENCE"]
-
-
-def _clip(params: dict[str, Any], dtype: torch.dtype) -> tuple[float, float]:
-    """``losses._clip``: the thresholds within what the ratio's dtype holds."""
-    big = torch.finfo(dtype).max
-    return max(params["clip_low_threshold"], -big), min(params["clip_high_threshold"], big)
 
 
 def stacked_losses(
@@ -62,10 +57,10 @@ def stacked_losses(
     if loss_type == _IS:
         loss = -(r * adv * m).sum((1, 2))
     elif loss_type == _PPO:
-        lo, hi = _clip(params, r.dtype)
+        lo, hi = clip_bounds(params, r.dtype)
         loss = -(torch.minimum(r * adv, r.clamp(lo, hi) * adv) * m).sum((1, 2))
     elif loss_type == _CISPO:
-        lo, hi = _clip(params, r.dtype)
+        lo, hi = clip_bounds(params, r.dtype)
         loss = -(r.clamp(lo, hi).detach() * adv * lp * m).sum((1, 2))
     elif loss_type == _DPPO:
         dp = lp.detach().exp() - q.exp()
@@ -75,7 +70,7 @@ def stacked_losses(
     elif loss_type == _DRO:
         loss = -((lp * adv - 0.5 * params["beta"] * (lp - q) ** 2) * m).sum((1, 2))
     elif loss_type == _GRPO and not params["beta"] > 0:
-        lo, hi = _clip(params, r.dtype)
+        lo, hi = clip_bounds(params, r.dtype)
         token_loss = -torch.minimum(r * adv, r.clamp(lo, hi) * adv) * m
         if params["agg_type"] == _TOKEN_MEAN:
             loss = token_loss.sum((1, 2)) / m.sum((1, 2)).clamp(min=1)
@@ -87,14 +82,7 @@ def stacked_losses(
         raise ValueError(f"batched trials compute policy losses without reference log-probs, not {loss_type}")
     means["loss/ratio/mean"] = r
     means["loss/sampler_kl/mean"] = q - lp_held
-    if loss_type in (_PPO, _GRPO):
-        lo, hi = _clip(params, r.dtype)
-        means["loss/clip/low_fraction"] = (r < lo) & (adv < 0)
-        means["loss/clip/high_fraction"] = (r > hi) & (adv > 0)
-    elif loss_type == _CISPO:
-        lo, hi = _clip(params, r.dtype)
-        means["loss/clip/low_fraction"] = (r < lo) & (adv != 0)
-        means["loss/clip/high_fraction"] = (r > hi) & (adv != 0)
+    means.update(clip_flags(loss_type, params, r, adv))
     return loss, _summary(m, means)
 
 

@@ -109,10 +109,10 @@ def compute(
     if loss_type == _IMPORTANCE_SAMPLING:
         loss = -(r * adv * m).sum()
     elif loss_type == _PPO:
-        lo, hi = _clip(params, r.dtype)
+        lo, hi = clip_bounds(params, r.dtype)
         loss = -(torch.minimum(r * adv, r.clamp(lo, hi) * adv) * m).sum()
     elif loss_type == _CISPO:
-        lo, hi = _clip(params, r.dtype)
+        lo, hi = clip_bounds(params, r.dtype)
         loss = -(r.clamp(lo, hi).detach() * adv * lp * m).sum()
     elif loss_type == _DPPO:
         dp = lp.detach().exp() - q.exp()  # p - p_old
@@ -122,7 +122,7 @@ def compute(
     elif loss_type == _DRO:
         loss = -((lp * adv - 0.5 * params["beta"] * (lp - q) ** 2) * m).sum()
     else:  # GRPO
-        lo, hi = _clip(params, r.dtype)
+        lo, hi = clip_bounds(params, r.dtype)
         obj = torch.minimum(r * adv, r.clamp(lo, hi) * adv)
         if params["beta"] > 0:
             d = torch.where(on, _cat(inputs, "reference_logprobs", lp.device), lp_held) - lp
@@ -141,18 +141,21 @@ def compute(
 
     means["loss/ratio/mean"] = r
     means["loss/sampler_kl/mean"] = q - lp.detach()
-    if loss_type in (_PPO, _GRPO):
-        lo, hi = _clip(params, r.dtype)
-        means["loss/clip/low_fraction"] = (r < lo) & (adv < 0)
-        means["loss/clip/high_fraction"] = (r > hi) & (adv > 0)
-    elif loss_type == _CISPO:
-        lo, hi = _clip(params, r.dtype)
-        means["loss/clip/low_fraction"] = (r < lo) & (adv != 0)
-        means["loss/clip/high_fraction"] = (r > hi) & (adv != 0)
+    means.update(clip_flags(loss_type, params, r, adv))
     return loss, _summary(m, means)
 
 
-def _clip(params: dict[str, Any], dtype: torch.dtype) -> tuple[float, float]:
+def clip_flags(loss_type: str, params: dict[str, Any], r: torch.Tensor, adv: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The tokens each clip metric counts (PPO, GRPO, CISPO; none for the others): only where the clip changes the
+    gradient, as TRL's ``clip_ratio``. One rule for a session's losses and a batched ensemble's (``batched.losses``)."""
+    if loss_type not in (_PPO, _GRPO, _CISPO):
+        return {}
+    lo, hi = clip_bounds(params, r.dtype)
+    low, high = (adv != 0, adv != 0) if loss_type == _CISPO else (adv < 0, adv > 0)
+    return {"loss/clip/low_fraction": (r < lo) & low, "loss/clip/high_fraction": (r > hi) & high}
+
+
+def clip_bounds(params: dict[str, Any], dtype: torch.dtype) -> tuple[float, float]:
     """The clip thresholds within what the ratio's dtype holds: a threshold past float32's range (1e300 for
     "no clipping") clips nothing, as it says, instead of failing torch's conversion of the scalar."""
     big = torch.finfo(dtype).max
