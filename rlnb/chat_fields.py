@@ -194,9 +194,12 @@ def _frozen(value: Any) -> Any:
 
 def _helpers() -> tuple[Callable[..., Any], ...] | None:
     """transformers' private steps of ``apply_chat_template`` (compile; drop None fields; plain data; reasoning
-    aliases), or None (warned once) if this transformers lacks one."""
+    aliases), or None (warned once) if this transformers lacks one, or this jinja2 the two code generator hooks
+    ``_marked_template`` overrides (renamed, they would never be called: missing values silently unnamed)."""
     try:
         utils = importlib.import_module("transformers.utils.chat_template_utils")
+        generator = importlib.import_module("jinja2.compiler").CodeGenerator
+        generator._output_child_pre, generator._output_child_post  # noqa: B018 - AttributeError if renamed
 
         return (utils._compile_jinja_template, utils._normalize_chat_messages, utils._plain_template_data,
                 utils._alias_reasoning_fields)  # fmt: skip
@@ -253,7 +256,8 @@ def _printed(evaluate: Callable[[], Any]) -> Any:
 def _warn_unchecked(reason: str) -> None:
     warnings.warn(
         "rlnb cannot check chat templates for fields the messages do not give (printed as nothing): transformers."
-        f"utils.chat_template_utils lacks a private helper of apply_chat_template it builds on ({reason})",
+        f"utils.chat_template_utils lacks a private helper of apply_chat_template it builds on, or jinja2 a code "
+        f"generator hook ({reason})",
         UserWarning,
         stacklevel=4,
     )

@@ -99,6 +99,35 @@ def test_a_transformers_without_the_private_compiler_warns_once_that_templates_g
             cache.cache_clear()
 
 
+def test_a_jinja2_whose_code_generator_hooks_were_renamed_warns_once_that_templates_go_unchecked(
+    tokenizer, monkeypatch
+):
+    """The check overrides two private hooks of jinja2's code generator: renamed, the overrides were never called
+    and a missing value was silently left unnamed."""
+    import sys
+    import types
+
+    import jinja2.compiler
+
+    from rlnb import chat_fields
+
+    renamed = types.ModuleType("jinja2.compiler")  # a jinja2 whose generator has other names for them
+    renamed.__dict__.update({k: v for k, v in vars(jinja2.compiler).items() if not k.startswith("__")})
+    renamed.CodeGenerator = type("CodeGenerator", (), {})
+    monkeypatch.setitem(sys.modules, "jinja2.compiler", renamed)
+    caches = [f for f in vars(chat_fields).values() if hasattr(f, "cache_clear")]
+    for cache in caches:
+        cache.cache_clear()
+    chat_fields._checked.clear()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    try:
+        with pytest.warns(UserWarning, match="jinja2 a code generator hook .*_output_child_pre"):
+            TokenizerCodec(tokenizer).chat(HI)
+    finally:
+        for cache in caches:
+            cache.cache_clear()
+
+
 @pytest.mark.parametrize(
     "template",
     ['{% if m.name|string == "" %}anonymous {% endif %}{{ m.name }}',

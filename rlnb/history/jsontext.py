@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from rlnb import wire
@@ -22,11 +22,12 @@ NON_FINITE = {text: float(text) for text in wire.NON_FINITE_JSON}
 """Each spelling of ``wire.NON_FINITE_JSON``, and the float it stands for."""
 
 
+_C_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # not in json.encoder's __all__: None where it is absent
 LINE = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
 """The encoder of a ``.jsonl`` line: compact, and never a bare ``NaN`` (``spelled`` comes first)."""
 _LINE_CHUNKS = (
-    c_make_encoder(None, str, encode_basestring_ascii, None, ":", ",", False, False, False)
-    if c_make_encoder is not None  # CPython's C encoder; an interpreter without it takes ``LINE`` itself
+    _C_ENCODER(None, str, encode_basestring_ascii, None, ":", ",", False, False, False)
+    if _C_ENCODER is not None  # CPython's C encoder; an interpreter without it takes ``LINE`` itself
     else lambda value, _level: LINE.iterencode(value)
 )
 """``LINE``'s C core, called as ``JSONEncoder.encode`` calls it (less its two Python calls a line, eight a step); no

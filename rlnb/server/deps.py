@@ -99,7 +99,8 @@ class JsonRoute(APIRoute):
 
         async def read_then_handle(request: Request) -> Response:
             media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-            body = await request.body() if media == "application/json" or media.endswith("+json") else b""
+            # no Content-Type at all too: a FastAPI before 0.132 parses such a body as JSON (``strict_content_type``)
+            body = await request.body() if not media or media == "application/json" or media.endswith("+json") else b""
             with suppress(ValueError, RecursionError):  # not JSON: FastAPI decodes it again and says why
                 if body:
                     request._json = read_json(body)  # Starlette's cache of Request.json()

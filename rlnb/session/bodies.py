@@ -77,7 +77,12 @@ def _own(sample: wire.Sample) -> wire.Sample:
     a field set after construction (text or a bool in ``data``, ``shape``, ``dtype``, ``data=None``) was never checked,
     and reached the engine. The validation builds new lists; ``warnings=False`` lets a bad value through the dump to
     the validation that names it (a subclass's class is left behind)."""
-    return wire.Sample.model_validate(_fields(sample) or sample.model_dump(warnings=False))
+    try:
+        data = _fields(sample) or sample.model_dump(warnings=False)
+    except (AttributeError, TypeError, ValueError):  # an object no field takes, set after construction: the dump fails
+        wire.Sample.model_validate(dict(sample))  # its ValidationError names the field (sample_list says it)
+        raise
+    return wire.Sample.model_validate(data)
 
 
 _EXTRA = operator.attrgetter("__pydantic_extra__")
@@ -95,8 +100,10 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
     texts = [getattr(c, "encoded_text", None) for c in chunks]
     parts = [sample, given, *chunks, *texts, *inputs.values()]
     kinds = [wire.Sample, wire.ModelInput, *[wire.ModelInputChunk] * len(chunks), *[wire.EncodedText] * len(texts)]
-    # C passes (map, ==, any), not a generator: that was 16 Python calls of a submission's ~45
-    if list(map(type, parts)) != [*kinds, *[wire.TensorData] * len(inputs)] or any(map(_EXTRA, parts)):
+    kinds += [wire.TensorData] * len(inputs)
+    # C passes (map, is, any), not a generator: that was 16 Python calls of a submission's ~45; types by identity, as
+    # ``wire.only``: a list's ``!=`` asked each type's ``==``, and a metaclass's ``__eq__`` passed a stranger
+    if not all(map(operator.is_, map(type, parts), kinds)) or any(map(_EXTRA, parts)):
         return None
     model_input = {**given.__dict__, "chunks": [{**c.__dict__, "encoded_text": dict(t.__dict__)}
                                                 for c, t in zip(chunks, texts, strict=True)]}  # fmt: skip

@@ -20,6 +20,7 @@ class CloseListeners:
     def __init__(self) -> None:
         self._refs: list[weakref.ref[Any]] = []
         self._lock = threading.Lock()  # a close on a run's thread as a panel subscribes on the kernel's
+        self._told = False  # once closed, a callback subscribed later is called at once: it would never hear
 
     def __len__(self) -> int:
         """The callbacks still alive and subscribed."""
@@ -33,7 +34,11 @@ class CloseListeners:
             raise TypeError(f"on_close takes a function callback(), got {type(callback).__name__} {callback!r}")
         ref: weakref.ref[Any] = weakref.WeakMethod(callback) if inspect.ismethod(callback) else weakref.ref(callback)
         with self._lock:
-            self._refs = [r for r in self._refs if r() is not None] + [ref]
+            late = self._told
+            if not late:
+                self._refs = [r for r in self._refs if r() is not None] + [ref]
+        if late:  # the session closed already: said now, on the caller's thread
+            self._call(callback)
 
         def unsubscribe() -> None:
             with self._lock:
@@ -45,12 +50,15 @@ class CloseListeners:
         """Call each live callback once, in the order they subscribed; one that raises is logged and the others
         still hear (a close never fails for a listener's bug)."""
         with self._lock:
-            refs, self._refs = self._refs, []
+            refs, self._refs, self._told = self._refs, [], True
         for ref in refs:
             callback = ref()
-            if callback is None:
-                continue
-            try:
-                callback()
-            except Exception:  # noqa: BLE001 - the session is closed all the same
-                log.exception("a session's on_close listener raised (the session is closed; the others were told)")
+            if callback is not None:
+                self._call(callback)
+
+    @staticmethod
+    def _call(callback: Callable[[], None]) -> None:
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 - the session is closed all the same
+            log.exception("a session's on_close listener raised (the session is closed; the others were told)")

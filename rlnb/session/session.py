@@ -134,8 +134,9 @@ class Session:
         return self._closed
 
     def on_close(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Call ``callback()`` once when the session closes (on the thread that closes it), held weakly: a RunPanel
-        idle on it shows that it closed at once. Returns a function that unsubscribes."""
+        """Call ``callback()`` once when the session closes (on the thread that closes it), or at once if it has
+        closed already; held weakly: a RunPanel idle on it shows that it closed at once. Returns a function that
+        unsubscribes."""
         return self._close_listeners.add(callback)
 
     def close(self) -> None:

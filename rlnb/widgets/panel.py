@@ -142,11 +142,13 @@ class RunPanel:
         """The session's step as the panel last read it (at its start, and at each step of a run): an edit of
         the form shows the schedule at this step, without asking a remote server (one that had gone held the
         kernel ~13 s per keystroke, then raised)."""
+        # subscribed before the buttons read ``session.closed``: a close between the two was never heard (held
+        # weakly: the session keeps no panel alive; a session closed already is said at once)
+        self._unhear = session.on_close(self._session_closed)
         self._show_ready()
         self._sync_buttons()
         self._sync_schedule()
         turns.opened(self)
-        self._unhear = session.on_close(self._session_closed)  # held weakly: the session keeps no panel alive
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)

@@ -127,3 +127,23 @@ def test_a_submitted_sample_is_copied_and_checked_whatever_its_parts_are():
     subclass.loss_fn_inputs["weights"].data[1] = math.nan
     with pytest.raises(ValueError, match=r"samples\[0\]\.loss_fn_inputs\.weights: .*finite"):
         sample_list([subclass])
+
+
+class _LooksLikeTensorData(type):
+    """A metaclass whose classes say they ``==`` ``wire.TensorData``."""
+
+    def __eq__(cls, other):
+        return other is rlnb.wire.TensorData or type.__eq__(cls, other)
+
+    __hash__ = type.__hash__
+
+
+@pytest.mark.parametrize("meta", [type, _LooksLikeTensorData])
+def test_a_sample_edited_to_hold_an_object_no_field_takes_is_refused_naming_the_field(meta):
+    """An object set into ``loss_fn_inputs`` after construction: the fast copy compared types with ``==`` (a metaclass
+    saying it equals ``TensorData`` passed), and pydantic's dump of it raised ``AttributeError`` naming no field."""
+    weird = meta("Weird", (), {"data": [1.0], "dtype": "float32", "shape": [1]})()
+    sample = samples.cross_entropy([1, 2, 3])
+    sample.loss_fn_inputs["weights"] = weird
+    with pytest.raises(ValueError, match=r"samples\[0\]\.loss_fn_inputs\.weights: Input should be"):
+        sample_list([sample])

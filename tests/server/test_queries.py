@@ -79,6 +79,25 @@ def test_a_stop_or_payload_url_refuses_a_body_field_instead_of_ignoring_it(tmp_p
         assert c.post(f"/model-resources/{rid}/stop").status_code == 200
 
 
+def test_a_key_given_twice_in_a_body_sent_without_a_content_type_is_named_too(tmp_path):
+    """A FastAPI before 0.132 (pyproject allows 0.115) parses a body with no Content-Type as JSON: the check read only
+    ``application/json`` bodies, and such a body made a resource of the last ``base_model`` again."""
+    with app_client(tmp_path) as c:
+        r = c.post("/model-resources", content=b'{"base_model": "rlnb/small", "base_model": "rlnb/tiny"}')
+        assert r.status_code == 400 and "base_model is given 2 times" in r.json()["error"]["message"], r.text
+
+
+def test_an_integer_too_long_under_a_long_key_is_named_by_a_cut_path(tmp_path):
+    """The 400 for an integer no field holds echoed its whole path (a 100 KB key came back twice: 200 KB), where a key
+    given twice is cut as every echoed value is (``named``)."""
+    key = "k" * 100_000
+    with app_client(tmp_path) as c:
+        body = ('{"base_model": "rlnb/tiny", "' + key + '": ' + "9" * 5000 + "}").encode()
+        r = c.post("/model-resources", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and "5000 digits" in r.json()["error"]["message"], r.text[:300]
+        assert len(r.content) < 2_000
+
+
 def test_a_key_given_twice_in_a_json_object_is_a_400_naming_it_not_the_last_value(tmp_path):
     """``json.loads`` keeps the last of two equal keys without a word: ``{"base_model": "rlnb/small", "base_model":
     "rlnb/tiny"}`` made a tiny resource, and a learning rate given twice ran with the second. Protobuf JSON, which the

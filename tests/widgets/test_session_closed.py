@@ -79,3 +79,19 @@ def test_a_closed_panel_hears_nothing_and_no_session_keeps_a_listener_alive(capl
     assert "on_close listener raised" in caplog.text
     session.close()  # told once
     assert heard == [kept, late]
+
+
+def test_a_listener_subscribed_after_the_close_is_called_at_once():
+    """``on_close`` on a session closed already: the callback was kept and never called (only a second close said
+    it), against its docstring's "called once when the session closes"."""
+    session = rlnb.Session(FakeBackend())
+    session.close()
+    heard: list[int] = []
+
+    def callback() -> None:
+        heard.append(1)
+
+    session.on_close(callback)
+    assert heard == [1]
+    session.close()
+    assert heard == [1]  # once
