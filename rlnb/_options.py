@@ -14,6 +14,7 @@ import numbers
 import os
 import re
 import reprlib
+import stat
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -145,6 +146,22 @@ def refuse_dangling_link(name: str, path: Path, after: str = "") -> None:
             )
         if exists:  # no folder above one that exists can be a link to nothing
             return
+
+
+def refuse_not_folder(name: str, path: Path, goes: str) -> None:
+    """A ``ValueError`` naming ``name`` where ``path``, or what exists above it, is a file, a named pipe, a device or
+    a socket: ``mkdir(exist_ok=True)`` there said "[Errno 17] File exists". ``goes``: what goes into the folder."""
+    try:
+        above = next((p for p in (path, *path.parents) if p.exists()), None)
+        mode = above.stat().st_mode if above is not None else None
+    except OSError:  # a name too long, a folder that cannot be searched: the mkdir that follows says so
+        return
+    if above is None or mode is None or stat.S_ISDIR(mode):
+        return
+    kind = ("a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a file")  # fmt: skip
+    where = f"is {kind}" if above == path else f"is under {str(above)!r}, {kind}"
+    raise ValueError(f"{name} {str(path)!r} {where}: {goes} into a folder")
 
 
 OPERATION_TIMEOUT = 3600.0

@@ -31,3 +31,23 @@ def test_a_folder_option_on_a_link_to_nothing_names_the_link_and_its_target(opti
     said = f"rlnb serve: {option} {str(path)!r}: {link} is a link to {os.readlink(link)!r}, which does not exist"
     assert err.startswith(said) and err.count("\n") == 1, err
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+@pytest.mark.parametrize("option", ["--state-dir", "--checkpoint-dir"])
+@pytest.mark.parametrize(("kind", "under"), [("a file", ""), ("a named pipe", ""), ("a file", "sub")])
+def test_a_folder_option_on_a_file_or_a_pipe_says_so(option, kind, under, tmp_path, capsys):
+    """A plain file or a named pipe given as the folder (or a path under a file): the state dir said "cannot keep the
+    server's state in X: [Errno 17] File exists", not that X is no folder."""
+    there = tmp_path / "x"
+    if kind == "a file":
+        there.write_text("mine\n")
+    else:
+        os.mkfifo(there)
+    path = there / under if under else there
+    assert main(["serve", "--device", "cpu", "--port", "0", option, str(path)]) == 2
+    err = capsys.readouterr().err
+    where = f"is under {str(there)!r}, {kind}" if under else f"is {kind}"
+    said = f"rlnb serve: {option} {str(path)!r} {where}: "
+    assert err.startswith(said) and err.count("\n") == 1, err
+    assert there.is_fifo() or there.read_text() == "mine\n"

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from rlnb._options import refuse_dangling_link
+from rlnb._options import refuse_dangling_link, refuse_not_folder
 from rlnb._shown import shown
 from rlnb.cli.options import ascii_integer
 
@@ -57,6 +57,8 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
             raise ValueError(f"{option} is empty (an unset variable?): give a folder or leave it out")
         if value is not None:  # a link to nothing (or a path through one) was "File exists"
             refuse_dangling_link(option, Path(value))
+    if args.state_dir is not None:  # a file or a named pipe there was "File exists" too
+        refuse_not_folder("--state-dir", Path(args.state_dir), "the server's state goes")
     from rlnb.server.settings import BYTES_MAX, parse_limits
 
     _given_once(args.limit)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import torch
 
 from rlnb import wire
-from rlnb._options import check_bool, is_integer, refuse_dangling_link, set_int, user_path
+from rlnb._options import check_bool, is_integer, refuse_dangling_link, refuse_not_folder, set_int, user_path
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.split import SplitOverride
@@ -192,10 +192,7 @@ def checkpoint_folder(value: object) -> Path:
     folder = user_path("checkpoint_dir", value)
     try:  # made and written to now: a folder under /proc, or one not writable, would fail only at the first save
         refuse_dangling_link("checkpoint_dir", folder)  # a link to nothing: mkdir said "File exists", naming no link
-        above = next((p for p in (folder, *folder.parents) if p.exists()), None)  # OSError: a name too long
-        if above is not None and not above.is_dir():
-            where = "is a file" if above == folder else f"is under {str(above)!r}, a file"
-            raise ValueError(f"checkpoint_dir {str(folder)!r} {where}: checkpoints go into a folder")
+        refuse_not_folder("checkpoint_dir", folder, "checkpoints go")
         folder.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as exc:

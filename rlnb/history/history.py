@@ -186,7 +186,8 @@ class History(HistoryViews):
                 self._replay(unfinished=True)
         if self.store and env.status in wire.TERMINAL_STATUSES:
             self.store.write_op(as_row(rec))  # RUNNING is not written: the final line carries started_at too
-        self._listeners.tell(rec)
+        if self._listeners.callbacks:  # none (most runs): no call at all; told outside the lock, as before
+            self._listeners.tell(rec)
 
     def uncount_step(self, failed: Record) -> None:
         """What was submitted behind the FAILED optim-step ``failed`` counted a step: ``OpsTable.uncount``."""
@@ -204,7 +205,8 @@ class History(HistoryViews):
             self.store.write_metrics(row)
         else:
             self._said_memory_only()
-        self._log_listeners.tell_logging(row, "history.on_log")
+        if self._log_listeners.callbacks:
+            self._log_listeners.tell_logging(row, "history.on_log")
 
     def _said_memory_only(self) -> None:
         if self.loaded_from is not None and not self.memory_only_said:

@@ -12,25 +12,27 @@ log = logging.getLogger("rlnb")
 
 
 class Listeners(Generic[T]):
-    """Callbacks called with each new item, in the order they subscribed."""
+    """Callbacks called with each new item, in the order they subscribed. ``callbacks``: read it (not a call) to
+    skip ``tell`` when it is empty, as a history's reports do (6 Python calls a step with no listener); ``add``
+    changes it."""
 
     def __init__(self) -> None:
-        self._callbacks: list[Callable[[T], None]] = []
+        self.callbacks: list[Callable[[T], None]] = []
 
     def __len__(self) -> int:
         """The number of callbacks subscribed."""
-        return len(self._callbacks)
+        return len(self.callbacks)
 
     def add(self, callback: Callable[[T], None]) -> Callable[[], None]:
         """Subscribe ``callback``; returns a function that unsubscribes."""
-        self._callbacks.append(callback)
-        return lambda: self._callbacks.remove(callback)
+        self.callbacks.append(callback)
+        return lambda: self.callbacks.remove(callback)
 
     def tell(self, item: T) -> None:
         """Call every listener, then raise the first one's error: a listener that raises (a notebook's bug)
         starved every one after it (a live view, a sink attached later) of every record."""
         error: Exception | None = None
-        for cb in list(self._callbacks):
+        for cb in list(self.callbacks):
             try:
                 cb(item)
             except Exception as exc:  # noqa: BLE001 - raised once the others have heard

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb import wire
+from rlnb._options import refuse_not_folder
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import line
 from rlnb.history.locks import (
@@ -69,6 +70,10 @@ class StateDirLocked(StateDirError):
 class Journal:
     def __init__(self, directory: Path):
         self.dir = directory
+        try:  # a file or a named pipe there: mkdir said "[Errno 17] File exists"
+            refuse_not_folder("state_dir", directory, "the server's state goes")
+        except ValueError as exc:
+            raise StateDirError(str(exc)) from None
         try:  # held for the server's life; unlocked, said, on a file system that cannot lock (it refused to start)
             directory.mkdir(parents=True, exist_ok=True)
             self._lock_file = hold_lock(directory / LOCK_FILE, f"{directory} is in use by another rlnb serve (pid "

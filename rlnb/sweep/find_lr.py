@@ -206,10 +206,12 @@ def _check_prompts(task: Task, session: Session | None, target: str, options: di
     """The task's prompts as the test's session will read them, each refused naming it (``task 'x': prompts[i]``)
     where that reading is known before anything opens: a session's own codec, vocabulary and context (its copy's
     unless ``options`` give another tokenizer), or a new session's (``check_new_session_prompts``: a built-in or
-    Hugging Face model, a remote ``base_model``); other models' first step refuses them."""
+    Hugging Face model, a remote ``base_model``); other models' first step refuses them. A session without a tokenizer
+    is checked too (its copy reads token ids, no text): skipped while ``session_prompt_ids`` named no prompt there,
+    the session was copied before the first step refused its text; the panel's check never skipped it."""
     if session is None:
         check_new_session_prompts(task, target, options)
-    elif session.codec is not None and given(options, "tokenizer", None) is None:
+    elif given(options, "tokenizer", None) is None:
         session_prompt_ids(task, session)
 
 

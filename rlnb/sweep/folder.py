@@ -112,6 +112,22 @@ def held(folder: Path, resume: bool) -> Iterator[dict[str, bool]]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _settings_text(path: Path) -> str:
+    """A resumed sweep's ``sweep.json``, read; what is no file there refused naming ``resume``, as its other
+    refusals are (a folder there raised a bare ``IsADirectoryError``)."""
+    try:
+        refuse_pipe(path)  # reading one waited for ever
+        with open(path, encoding="utf-8", opener=regular) as fh:  # a pipe swapped in after the check: refused
+            return fh.read()
+    except IsADirectoryError:
+        raise IsADirectoryError(f"resume: {path} is a folder, not a file: it must record the sweep's arguments, so "
+                                "this folder cannot be resumed") from None  # fmt: skip
+    except OSError as exc:
+        if exc.errno is None:  # refuse_pipe's or regular's refusal, worded without the argument
+            raise OSError(f"resume: {exc}") from None
+        raise
+
+
 def settings(
     base: OptimizerParams,
     configs: Sequence[Mapping[str, Any]] | None,
@@ -164,10 +180,8 @@ def begin(
         write_new(folder / (SETTINGS_FILE + ".tmp"), config_text(settings).encode("utf-8"))
         (folder / (SETTINGS_FILE + ".tmp")).replace(path)
         return []
-    refuse_pipe(path)  # reading one waited for ever
     try:  # a sweep killed while writing it left it empty or cut short: a bare JSONDecodeError named no file
-        with open(path, encoding="utf-8", opener=regular) as fh:  # a pipe swapped in after the check: refused
-            stored = spelled(loads(fh.read()))  # an older rlnb's bare NaN as it is written now
+        stored = spelled(loads(_settings_text(path)))  # an older rlnb's bare NaN as it is written now
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"resume: {path} is damaged ({exc}); it records the sweep's arguments, so this folder "
                          "cannot be resumed: start a new sweep") from exc  # fmt: skip

@@ -10,20 +10,21 @@ import threading
 import pytest
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 
 pytestmark = pytest.mark.slow  # builds a session and runs 30 profiled steps
 
 TEXT = list(b"hello world, this is a training step of rlnb")
 STEPS = 10
-BOUND = 380
+BOUND = 375
 """Python calls outside torch per forward-backward + optim-step + result(): 752 before issue 20's cuts (a call per
 record field to spell its floats, a path join per line written, a dtype check per gradient, a ``Future.done()`` per
 status report or ``done()``), 464 after; 469 later, 425 after the second cut (a generator per part of a submitted
 sample, a check per part of a model input, a lambda per report, ``done()`` per submission, the step's hyperparameters
 checked twice); 429 later, 364 after the third (a call per nested dict of a record line and two for its encoder, the
 run store's checks and write a call each per line, a loss's required params and other losses' fields read per
-forward-backward, pydantic's ``model_fields`` property): the bound leaves room for checks to come, not for those
+forward-backward, pydantic's ``model_fields`` property); 363 later, 357 after a history's reports skipped telling
+no listener: the bound leaves room for checks to come, not for those
 costs to return."""
 
 
@@ -62,3 +63,41 @@ def test_a_recorded_local_step_makes_few_python_calls_outside_torch(tmp_path):
     assert len(session.history.records) == 2 * (5 + STEPS)  # the steps ran and were recorded
     per_step = counted[0] / STEPS
     assert 50 < per_step < BOUND, per_step  # some calls were counted: the profile saw the step
+
+
+def test_a_record_listener_hears_every_report_and_none_subscribed_costs_no_call(tmp_path):
+    """``Listeners.tell`` was called for each report of each operation (6 Python calls a step) with no listener to
+    tell; one subscribed hears each report still, in order."""
+    from rlnb.history.listeners import Listeners
+
+    told = [0]
+    on = threading.Event()
+
+    def count(frame, event, arg):
+        if event == "call" and on.is_set() and frame.f_code is Listeners.tell.__code__:
+            told[0] += 1
+
+    threading.setprofile(count)  # the session's worker, started below, counts too
+    try:
+        session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=str(tmp_path), threads=1)
+    finally:
+        threading.setprofile(None)
+    batch, hp = [samples.cross_entropy(TEXT)], rlnb.AdamParams(learning_rate=1e-3)
+    heard: list[tuple[int, str]] = []
+    sys.setprofile(count)
+    try:
+        on.set()
+        session.forward_backward(batch)
+        session.optim_step(hp).result()
+        assert told[0] == 0
+        stop = session.history.on_record(lambda rec: heard.append((rec.seq, rec.status)))
+        session.forward_backward(batch)
+        session.optim_step(hp).result()
+        stop()
+    finally:
+        sys.setprofile(None)
+        on.clear()
+        session.close()
+    assert told[0] > 0  # the profile saw the subscribed listener told
+    done = wire.OperationStatus.COMPLETED.value
+    assert [seq for seq, status in heard if status == done] == [2, 3], heard  # both, the forward-backward first

@@ -162,3 +162,17 @@ def test_a_state_file_that_is_a_named_pipe_stops_the_start_naming_it(tmp_path, n
 
     said = refusal_in_time(start, state_dir / name, StateDirError)
     assert f"{name} is a named pipe, not a file" in str(said)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_state_dir_that_is_a_file_or_a_pipe_is_refused_saying_so(tmp_path):
+    """``create_app(state_dir=...)`` on a file or a named pipe said "[Errno 17] File exists", not what is there."""
+    file, pipe = tmp_path / "notes.txt", tmp_path / "pipe"
+    file.write_text("mine\n")
+    os.mkfifo(pipe)
+    for there, kind in ((file, "a file"), (pipe, "a named pipe")):
+        with pytest.raises(StateDirError, match=f"^state_dir '{there}' is {kind}: the server's state goes into a"):
+            Journal(there)
+    with pytest.raises(StateDirError, match=f"^state_dir '{file}/sub' is under '{file}', a file: "):
+        Journal(file / "sub")
+    assert file.read_text() == "mine\n" and pipe.is_fifo()

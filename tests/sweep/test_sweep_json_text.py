@@ -124,4 +124,14 @@ def test_a_sweep_file_that_is_a_named_pipe_is_refused_not_waited_on(tmp_path, na
     (folder / name).unlink(missing_ok=True)
     os.mkfifo(folder / name)
     call = (lambda: begin(folder, SETTINGS, resume=True)) if resume else (lambda: append_row(folder, ROW))
-    assert f"{name} is a named pipe, not a file" in str(refusal_in_time(call, folder / name))
+    said = str(refusal_in_time(call, folder / name))
+    assert f"{name} is a named pipe, not a file" in said
+    assert said.startswith("resume: ") == (name == "sweep.json")  # as the resume's other refusals begin
+
+
+def test_a_resumed_sweeps_settings_that_are_a_folder_are_refused_naming_resume(tmp_path):
+    """``sweep.json`` made a folder: a bare ``IsADirectoryError`` named neither ``resume`` nor what to do."""
+    folder = tmp_path / "sweep"
+    (folder / "sweep.json").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError, match=r"^resume: .*sweep\.json is a folder, not a file"):
+        sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=folder, progress=False)

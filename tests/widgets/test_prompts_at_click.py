@@ -76,3 +76,13 @@ def test_a_prompt_the_session_cannot_encode_is_refused_at_the_click_naming_it():
         assert re.search(r"^not started: task 'odd': prompts\[1\]", text(panel.status)), text(panel.status)
         assert isinstance(panel.error, ValueError) and not panel.step_button.disabled
         panel.close()
+
+
+def test_lr_find_given_a_session_without_a_tokenizer_refuses_its_text_prompts_before_copying_it(api, remote):
+    """``lr_find(params, session)`` skipped its prompt check for a session without a tokenizer (``codec`` None),
+    which the panel's Find LR makes: the session was copied (a checkpoint POSTed, a new session started) before the
+    first step found that the copy reads no text."""
+    sent = len(api.calls())
+    with pytest.raises(ValueError, match="^" + NO_TOKENIZER.replace("first_letter", "digits")):
+        rlnb.sweep.lr_find(rlnb.AdamParams(), remote, steps=5, record=False)
+    assert len(api.calls()) == sent  # nothing asked of the service
