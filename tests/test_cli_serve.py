@@ -129,7 +129,7 @@ REFUSED = {
     "--model": ("x=/no/such/folder", "--model x: model '/no/such/folder' is neither a local directory nor"),
     "--dtype": ("float16", "argument --dtype: invalid choice: 'float16'"),
     "--offload-results-over": ("-5", "--offload-results-over must be 0 to 2**63 - 1 bytes"),
-    "--state-dir": ("{file}", "--state-dir: cannot keep the server's state in {file}"),
+    "--state-dir": ("{file}", "--state-dir '{file}' is a file: the server's state goes into a folder"),
     "--public-url": ("ftp://x", "--public-url must start with http:// or https://, got 'ftp://x'"),
     "--limit": ("x=1", "--limit 'x=1': the limits are"),
 }
