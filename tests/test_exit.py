@@ -75,13 +75,13 @@ def test_an_unexpected_handler_error_fails_only_that_operation():
     with rlnb.connect("local", model="tiny", device="cpu", record=False) as s:
         handlers = s.backend.engine
         original = handlers.optim.step
-        handlers.optim.step = lambda hp: (_ for _ in ()).throw(LookupError("boom"))  # type: ignore[method-assign]
+        handlers.optim.step = lambda hp, checked=False: (_ for _ in ()).throw(LookupError("boom"))  # type: ignore[method-assign]
         s.forward_backward([samples.cross_entropy([1, 2, 3])])
         with pytest.raises(rlnb.OperationFailed) as info:
             s.optim_step().result(timeout=30)
         assert info.value.code == wire.OperationErrorCode.INTERNAL_ERROR
         assert "LookupError: boom" in str(info.value)
-        handlers.optim.step = lambda hp: (_ for _ in ()).throw(MemoryError())  # type: ignore[method-assign]
+        handlers.optim.step = lambda hp, checked=False: (_ for _ in ()).throw(MemoryError())  # type: ignore[method-assign]
         with pytest.raises(rlnb.OperationFailed) as info:
             s.optim_step().result(timeout=30)
         assert info.value.code == wire.OperationErrorCode.RESOURCE_EXHAUSTED  # Python's own: out of memory, named
