@@ -45,7 +45,7 @@ from collections.abc import Callable
 import torch
 
 import rlnb
-from rlnb.engine import sampling
+from rlnb.engine import choice, sampling
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler, bucket
 from rlnb.engine.models.decoders import RecomputeDecoder
@@ -116,10 +116,10 @@ def decode(
     as the sample handler runs it: eager, or compiled by ``compiler`` (the static cache's length bucketed)."""
     settings = sampling.Settings(max_tokens=new)
     rows, longest = len(prompts) * n, max(map(len, prompts)) + new
-    chooser = sampling.pick
+    chooser = choice.pick
     if compiler is not None:
         longest = bucket(longest, adapter.context_length)
-        chooser = sampling.compiled_pick(compiler, settings, torch.float32, rows, adapter.vocab_size, adapter.device)
+        chooser = choice.compiled_pick(compiler, settings, torch.float32, rows, adapter.vocab_size, adapter.device)
 
     def run() -> object:
         with torch.no_grad():

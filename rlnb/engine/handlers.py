@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from rlnb import params as params_mod
 from rlnb import wire
-from rlnb.engine import checkpoints, sampling
+from rlnb.engine import checkpoints, choice, sampling
 from rlnb.engine import inputs as inputs_mod
 from rlnb.engine import losses as losses_mod
 from rlnb.engine.checkpoint_files import DiskFull
@@ -200,14 +200,12 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
     sampling.check_stop(settings.stop, engine.max_stop_strings, engine.max_stop_chars)
     seed = sp.seed if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
     longest, rows = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n
-    chooser: sampling.Pick = sampling.pick
+    chooser: choice.Pick = choice.pick
     if engine.compiler is not None:  # compiled: lengths in buckets, so that nearby ones share a graph
         packed.refresh(engine.sampler)  # weights written since the last sample: a compiled step cannot re-pack
         longest = bucket(longest, engine.adapter.context_length)
         dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
-        chooser = sampling.compiled_pick(
-            engine.compiler, settings, dtype, rows, engine.adapter.vocab_size, engine.device
-        )
+        chooser = choice.compiled_pick(engine.compiler, settings, dtype, rows, engine.adapter.vocab_size, engine.device)
     sampling.check_cache(rows, longest, engine.adapter.kv_bytes_per_token(), engine.device)  # before any is allocated
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
     groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from rlnb import wire
-from rlnb.engine.choice import MIN_TEMPERATURE, Pick, choice, choose, compiled_pick, pick  # noqa: F401 (sampling.pick &c.)
+from rlnb.engine.choice import Pick, pick
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.decoders import Decoder
 from rlnb.errors import OperationError

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import rlnb
-from rlnb.engine import sampling
+from rlnb.engine import choice, sampling
 from rlnb.engine.models.compiled import BUCKET, Compiler, bucket
 from rlnb.engine.models.decoders import DECODE_ATTENTION, HFDecoder, RecomputeDecoder
 from rlnb.engine.models.factory import build_adapter
@@ -158,8 +158,8 @@ def test_a_compiled_choice_compiles_once_per_kind_not_per_temperature():
     logits, u = torch.randn(4, 64, generator=g) * 3, torch.rand(4, generator=g)
     for temperature, top_p in [(1.0, 1.0), (0.7, 1.0), (1.3, 1.0), (0.5, 0.9), (1.0, 0.8), (2.0, 0.95)]:
         settings = sampling.Settings(max_tokens=1, temperature=temperature, top_p=top_p, top_k=20)
-        got = sampling.compiled_pick(compiler, settings, torch.float32, 4, 64, CPU)(logits, u, temperature, top_p, 20)
-        want = sampling.pick(logits, u, temperature, top_p, 20)
+        got = choice.compiled_pick(compiler, settings, torch.float32, 4, 64, CPU)(logits, u, temperature, top_p, 20)
+        want = choice.pick(logits, u, temperature, top_p, 20)
         assert got[0].tolist() == want[0].tolist(), (temperature, top_p)
         torch.testing.assert_close(got[1], want[1], atol=1e-5, rtol=0)
     assert sorted(c["nucleus"] for c in compiler.compiles) == [False, True]
@@ -174,7 +174,7 @@ def test_a_sample_compiles_one_choice_graph_per_kind():
     from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
     def graphs() -> int:
-        return len(_debug_get_cache_entry_list(sampling.choice.__code__))
+        return len(_debug_get_cache_entry_list(choice.choice.__code__))
 
     with rlnb.connect("local", model="tiny", device="cpu", compile=True, record=False) as s:
         before = graphs()

@@ -93,7 +93,7 @@ def test_greedy_is_the_argmax(s):
 def test_top_p_at_an_exact_tie_keeps_only_the_prefix_that_reaches_it():
     """Probabilities [0.5, 0.25, 0.25]: top_p=0.5 is reached by the first token alone (as Hugging Face's
     top-p warper keeps it); 0.75 by the first two."""
-    from rlnb.engine.sampling import choose
+    from rlnb.engine.choice import choose
 
     logits = torch.tensor([[math.log(2.0), 0.0, 0.0]]).expand(400, 3)
     u = torch.linspace(0.0, 0.999, 400)
@@ -133,7 +133,7 @@ def test_sampling_params_are_named_before_the_prompts_are_measured():
 def test_a_top_p_below_float32s_smallest_keeps_the_most_likely_token(s):
     """top_p=1e-300 (> 0, so valid) is 0 in float32: every token was dropped, the CDF was NaN and every row drew
     the last token of the vocabulary."""
-    from rlnb.engine.sampling import choose
+    from rlnb.engine.choice import choose
 
     logits = LOGITS[None].expand(64, V)
     u = torch.linspace(0.0, 0.999, 64)

@@ -14,7 +14,7 @@ function and input shapes (and inductor its kernels on disk, so a later process 
 are rounded up to a multiple of ``BUCKET`` slots (``bucket``), so that samples of nearby lengths share one
 graph; a new batch size or length bucket compiles again (up to ``RECOMPILE_LIMIT`` graphs per function). The
 sampling settings a token choice reads as numbers (temperature, top_p) are tensors, so new values do not compile
-again (``sampling.compiled_pick``). Every compile's time is measured, logged and kept
+again (``choice.compiled_pick``). Every compile's time is measured, logged and kept
 in ``Compiler.compiles`` (the run's config.json records them). The compiled step gives the same tokens as
 the eager one at a fixed seed and log-probs within ~1e-6 (the kernels sum in another order).
 
