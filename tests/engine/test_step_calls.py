@@ -28,6 +28,16 @@ no listener: the bound leaves room for checks to come, not for those
 costs to return."""
 
 
+def _counted_session(tmp_path, count):
+    """A local ``tiny`` session (one thread, recording on) whose worker, started as it connects, runs ``count`` as its
+    profile function too."""
+    threading.setprofile(count)
+    try:
+        return rlnb.connect("local", model="tiny", device="cpu", runs_dir=str(tmp_path), threads=1)
+    finally:
+        threading.setprofile(None)
+
+
 def test_a_recorded_local_step_makes_few_python_calls_outside_torch(tmp_path):
     counted = [0]
     on = threading.Event()
@@ -36,11 +46,7 @@ def test_a_recorded_local_step_makes_few_python_calls_outside_torch(tmp_path):
         if event == "call" and on.is_set() and "/torch/" not in frame.f_code.co_filename:
             counted[0] += 1
 
-    threading.setprofile(count)  # the session's worker, started below, counts too
-    try:
-        session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=str(tmp_path), threads=1)
-    finally:
-        threading.setprofile(None)
+    session = _counted_session(tmp_path, count)
     batch, hp = [samples.cross_entropy(TEXT)], rlnb.AdamParams(learning_rate=1e-3)
 
     def step():
@@ -77,11 +83,7 @@ def test_a_record_listener_hears_every_report_and_none_subscribed_costs_no_call(
         if event == "call" and on.is_set() and frame.f_code is Listeners.tell.__code__:
             told[0] += 1
 
-    threading.setprofile(count)  # the session's worker, started below, counts too
-    try:
-        session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=str(tmp_path), threads=1)
-    finally:
-        threading.setprofile(None)
+    session = _counted_session(tmp_path, count)
     batch, hp = [samples.cross_entropy(TEXT)], rlnb.AdamParams(learning_rate=1e-3)
     heard: list[tuple[int, str]] = []
     sys.setprofile(count)
