@@ -44,6 +44,11 @@ class TemplateRefused(ValueError):
     ``ValueError``."""
 
 
+class NoTokenizer(ValueError):
+    """Text asked of a model that has no tokenizer (``NoTokenizerCodec``, ``no_tokenizer``): a type of its own, so a
+    caller that knows which prompt asked (a task's check) names it, without reading the message's words."""
+
+
 class ByteCodec:
     """UTF-8 bytes as token ids 0..255 (the built-in models). No chat template, no EOS."""
 
@@ -79,13 +84,13 @@ class NoTokenizerCodec:
         return f"model {self.model!r} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
 
     def encode(self, text: str, special: bool = True) -> list[int]:
-        raise ValueError(self.refusal())
+        raise NoTokenizer(self.refusal())
 
     def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
-        raise ValueError(self.refusal())
+        raise NoTokenizer(self.refusal())
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
-        raise ValueError(self.refusal())
+        raise NoTokenizer(self.refusal())
 
 
 class TokenizerCodec:
@@ -173,9 +178,9 @@ def _without_eos(tokens: Sequence[int], eos: Sequence[int]) -> Sequence[int]:
     return tokens[:-1] if len(tokens) and int(tokens[-1]) in eos else tokens
 
 
-def no_tokenizer(session_id: str) -> ValueError:
+def no_tokenizer(session_id: str) -> NoTokenizer:
     """The error for text asked of a session that has no tokenizer (a remote one without ``tokenizer=``)."""
-    return ValueError(
+    return NoTokenizer(
         f"session {session_id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
     )
 

@@ -6,6 +6,7 @@ model with its tokenizer (the session's codec turns text into tokens and back).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import reprlib
 from collections.abc import Callable, Iterator, Sequence
@@ -16,7 +17,7 @@ from rlnb._options import set_int
 from rlnb.prompts import check_ids, no_room
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt
-from rlnb.text import Codec, NoTokenizerCodec, as_prompt, no_tokenizer, to_tokens
+from rlnb.text import Codec, NoTokenizer, as_prompt, to_tokens
 
 
 def completion_text(completion: object, reward: str) -> str:
@@ -87,16 +88,7 @@ def task_prompt_ids(task: Task, codec: Codec, vocab: int | None, context: int | 
     the task's ``max_tokens``: ``no_room``), naming the task: the one check run before anything runs by
     ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt failed every step of every trial, and
     by ``lr_find`` before it opens a new session. ``vocab`` / ``context`` None: not known, not checked."""
-
-    def encode(prompt: Prompt, name: str) -> list[int]:
-        try:
-            return to_tokens(codec, prompt, name)
-        except ValueError as exc:  # text for a model without a tokenizer: the error named no prompt
-            if isinstance(codec, NoTokenizerCodec) and str(exc) == codec.refusal():
-                raise ValueError(f"{name}: {exc}") from None
-            raise
-
-    return _checked_ids(task, encode, vocab, context)
+    return _checked_ids(task, functools.partial(to_tokens, codec), vocab, context)
 
 
 def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
@@ -107,12 +99,7 @@ def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
     backend = session.backend
 
     def encode(prompt: Prompt, name: str) -> list[int]:
-        try:
-            return encode_prompt(session.codec, prompt, name, session.id)
-        except ValueError as exc:  # text for a session without a tokenizer: the error named no prompt
-            if session.codec is None and str(exc) == str(no_tokenizer(session.id)):
-                raise ValueError(f"{name}: {exc}") from None
-            raise
+        return encode_prompt(session.codec, prompt, name, session.id)
 
     return _checked_ids(task, encode, getattr(backend, "vocab_size", None), getattr(backend, "context_length", None))
 
@@ -123,7 +110,10 @@ def _checked_ids(
     out = []
     for i, prompt in enumerate(task.prompts):
         name = f"task {task.name!r}: prompts[{i}]"
-        ids = encode(prompt, name)
+        try:
+            ids = encode(prompt, name)
+        except NoTokenizer as exc:  # text for a model without a tokenizer: its refusal names the model, not the prompt
+            raise NoTokenizer(f"{name}: {exc}") from None
         if not ids:
             raise ValueError(f"{name} encodes to no tokens: a prompt needs at least one")
         check_ids(ids, name, vocab)
