@@ -192,10 +192,12 @@ def _frozen(value: Any) -> Any:
     return kind.__name__, value
 
 
+@functools.cache
 def _helpers() -> tuple[Callable[..., Any], ...] | None:
     """transformers' private steps of ``apply_chat_template`` (compile; drop None fields; plain data; reasoning
     aliases), or None (warned once) if this transformers lacks one, or this jinja2 the two code generator hooks
-    ``_marked_template`` overrides (renamed, they would never be called: missing values silently unnamed)."""
+    ``_marked_template`` overrides (renamed, they would never be called: missing values silently unnamed). Found
+    once: every chat render asks."""
     try:
         utils = importlib.import_module("transformers.utils.chat_template_utils")
         generator = importlib.import_module("jinja2.compiler").CodeGenerator

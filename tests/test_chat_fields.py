@@ -260,3 +260,21 @@ def test_messages_with_a_value_json_cannot_write_render_as_transformers_does(tok
     expected = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     expected = expected["input_ids"] if hasattr(expected, "keys") else expected
     assert TokenizerCodec(tokenizer).chat(messages) == list(expected)
+
+
+def test_transformers_helpers_are_looked_up_once_not_at_each_render(tokenizer, monkeypatch):
+    """Each chat render (each prompt of each RL step, a prompt seen before too) looked up transformers' and jinja2's
+    modules again: found once, they are kept, and a module gone from ``sys.modules`` later changes nothing."""
+    import sys
+    import types
+
+    from rlnb import chat_fields
+
+    tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
+    with pytest.raises(ValueError, match="'name'"):
+        TokenizerCodec(tokenizer).chat(HI)  # the helpers found
+    name = "transformers.utils.chat_template_utils"
+    monkeypatch.setitem(sys.modules, name, types.ModuleType(name))  # looked up again: "lacks a private helper"
+    chat_fields._checked.clear()  # rendered again
+    with pytest.raises(ValueError, match="'name'"):
+        TokenizerCodec(tokenizer).chat(HI)
