@@ -12,8 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 from rlnb._options import is_integer
+from rlnb._shown import shown
 from rlnb.chat_fields import nones, refusal, rendered, renders_as_transformers
-from rlnb.prompts import a_type, check_messages, check_text
+from rlnb.prompts import SHOWN, a_type, check_messages, check_text
 from rlnb.wire.lists import only
 
 Message = Mapping[str, str]
@@ -228,10 +229,10 @@ def as_prompt(prompt: Any, name: str = "prompt", codec: Codec | None = None) -> 
             return items
         if all(is_integer(t) for t in items):
             return [int(t) for t in items]
-        shown = next(t for t in items if not is_integer(t))
+        bad = next(t for t in items if not is_integer(t))
         raise TypeError(
             f"{name} must be a string, a list of token ids, or a list of chat messages ({{'role', 'content'}}); "
-            f"it holds {shown!r}"[:300]
+            f"it holds {shown(bad, SHOWN)}"[:300]
         )
     raise TypeError(f"{name} must be a string, a list of token ids, or a list of chat messages, got {a_type(prompt)}")
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-import reprlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rlnb._options import set_int
-from rlnb.prompts import check_ids, no_room
+from rlnb._shown import shown
+from rlnb.prompts import SHOWN, check_ids, no_room
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt
 from rlnb.text import Codec, NoTokenizer, as_prompt, to_tokens
@@ -26,7 +26,7 @@ def completion_text(completion: object, reward: str) -> str:
     "'<=' not supported between instances of 'str' and 'int'"."""
     if not isinstance(completion, str):
         raise TypeError(f"{reward} reads the completion's text (a str, as rl_step passes it: session.decode(tokens, "
-                        f"skip_special=True)), got {type(completion).__name__} {reprlib.repr(completion)}")  # fmt: skip
+                        f"skip_special=True)), got {type(completion).__name__} {shown(completion, SHOWN)}")  # fmt: skip
     return completion
 
 
@@ -52,7 +52,9 @@ class Task:
 
     def __post_init__(self) -> None:
         if isinstance(self.prompts, str | bytes) or not isinstance(self.prompts, Sequence) or not self.prompts:
-            raise TypeError(f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {self.prompts!r}")
+            raise TypeError(
+                f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {shown(self.prompts, SHOWN)}"
+            )
         for i, prompt in enumerate(self.prompts):  # a bad one failed each step (each sweep trial) after its start
             if isinstance(prompt, Iterator):  # every step reads the prompts: the second would find it empty
                 raise TypeError(f"Task.prompts[{i}] is an iterator, read once: give its ids as a list")
@@ -61,7 +63,9 @@ class Task:
             if not prompt and not isinstance(prompt, str):  # no ids: every step failed, after the task was made
                 raise ValueError(f"Task.prompts[{i}] is empty ({prompt!r}): a prompt needs at least one token")
         if not callable(self.reward) or not _takes_two(self.reward):  # each step sampled first, then failed
-            raise TypeError(f"Task.reward must be a function reward(prompt, completion) -> float, got {self.reward!r}")
+            raise TypeError(
+                f"Task.reward must be a function reward(prompt, completion) -> float, got {shown(self.reward, SHOWN)}"
+            )
         set_int(self, "max_tokens", 1, name="Task.max_tokens")
         set_int(self, "group_size", 1, name="Task.group_size")
 
