@@ -32,19 +32,22 @@ _checked_lock = threading.Lock()
 
 class Rendered(NamedTuple):
     """A chat prompt rendered as transformers renders it: its text, and the first value the template printed that
-    the messages do not give (jinja's words), or None."""
+    the messages do not give (jinja's words), or None. ``text`` is None where a ``{{ ... }}`` was evaluated again
+    (``_Marks.printed``): what a stateful one did (a macro's ``{% set ns.n %}``, a ``cycler``) it did twice, and only
+    transformers' own render is its text."""
 
-    text: str
+    text: str | None
     missing: str | None
 
 
 class _Marks:
     """One render's findings: missing values turned into text (``stringified``), and those printed (``found``);
     ``marking`` while a ``{{ ... }}`` that stringified one is evaluated again, its text a private-use character that
-    ``taken`` does not hold."""
+    ``taken`` does not hold; ``again`` once one was."""
 
     def __init__(self, taken: str) -> None:
         self.marking = False
+        self.again = False
         self.stringified = 0
         self.found: list[str] = []
         self.names: dict[str, str] = {}  # the value's message (jinja's words) -> its marker
@@ -76,7 +79,7 @@ class _Marks:
             return value
         if self.stringified == before:
             return value
-        self.marking = True
+        self.marking = self.again = True
         try:
             again = str(evaluate())
         except Exception:  # noqa: BLE001 - another branch inside the expression: what it prints is unknown, not named
@@ -154,7 +157,7 @@ def _render(template: Any, chat: list[Any], specials: dict[str, Any], generation
         text = template.render(messages=chat, tools=None, documents=None, add_generation_prompt=generation, **specials)
     finally:
         _marks.reset(token)
-    return Rendered(str(text), marks.found[0] if marks.found else None)
+    return Rendered(None if marks.again else str(text), marks.found[0] if marks.found else None)
 
 
 def _exempt(value: Any) -> bool:

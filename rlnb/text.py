@@ -130,7 +130,8 @@ class TokenizerCodec:
             done = rendered(self.tokenizer, listed, add_generation_prompt)
         except Exception as exc:
             raise TemplateRefused(refusal(exc, listed)[:500]) from exc
-        if done is None or (not done.missing and not renders_as_transformers(self.tokenizer)):
+        text = done.text if done is not None and renders_as_transformers(self.tokenizer) else None
+        if done is None or (not done.missing and text is None):
             try:
                 out = self.tokenizer.apply_chat_template(listed, add_generation_prompt=add_generation_prompt,
                                                          tokenize=True)  # fmt: skip
@@ -144,8 +145,8 @@ class TokenizerCodec:
                 f"transformers would print as nothing{nones(listed)}: "
                 "give it, or make the template test it first ({% if ... is defined %})"[:500]
             )
-        if done is not None and renders_as_transformers(self.tokenizer):  # the text rendered once: its tokens
-            out = self.tokenizer(done.text, padding=False, truncation=False, max_length=None, add_special_tokens=False)
+        if text is not None:  # the text rendered once, as transformers renders it: its tokens
+            out = self.tokenizer(text, padding=False, truncation=False, max_length=None, add_special_tokens=False)
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
 

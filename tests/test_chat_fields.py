@@ -278,3 +278,20 @@ def test_transformers_helpers_are_looked_up_once_not_at_each_render(tokenizer, m
     chat_fields._checked.clear()  # rendered again
     with pytest.raises(ValueError, match="'name'"):
         TokenizerCodec(tokenizer).chat(HI)
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{% set ns = namespace(n=0) %}{% macro tag(x) %}{% set ns.n = ns.n + 1 %}{% if x|string %}y{% endif %}"
+     "{% endmacro %}{% for m in messages %}{{ tag(m.name) }}{{ ns.n }}{{ m['content'] }}{% endfor %}",
+     '{% set c = cycler("a", "b") %}{% for m in messages %}{{ c.next() ~ (m.name|string|length) }}'
+     "{{ m['content'] }}{% endfor %}"],
+    ids=["namespace-in-a-macro", "cycler"],
+)  # fmt: skip
+def test_a_missing_value_turned_into_text_by_a_stateful_expression_gives_transformers_tokens(tokenizer, template):
+    """A ``{{ ... }}`` that turns a missing value into text is evaluated again by the check (its marker in place of
+    the empty text): a macro's ``{% set ns.n %}`` or a ``cycler`` ran twice, and the tokens were of a prompt
+    transformers never renders (``2hi``, where it renders ``1hi``)."""
+    tokenizer.chat_template = template
+    chat = [*HI, {"role": "assistant", "content": "4"}, {"role": "user", "content": "again"}]
+    assert TokenizerCodec(tokenizer).chat(chat) == apply(tokenizer, chat, True)
