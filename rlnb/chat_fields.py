@@ -230,7 +230,7 @@ def _marked_template(source: str, compile_: Callable[[str], Any]) -> Any:
             if marks is None or _exempt(self):
                 return ""
             marks.stringified += 1
-            return marks.mark(self._undefined_message) if marks.marking else ""
+            return _Blank(marks.mark(self._undefined_message)) if marks.marking else ""
 
         __html__ = __str__
 
@@ -250,6 +250,41 @@ def _marked_template(source: str, compile_: Callable[[str], Any]) -> Any:
     env.code_generator_class = Printed
     env.rlnb_printed = _printed
     return env.from_string(source)
+
+
+class _Blank(str):
+    """A missing value's marker while its ``{{ ... }}`` is evaluated again: text built from it holds its character,
+    but it tests as the empty text transformers gives it (equal to ``""``, false, length 0, holding nothing), so the
+    expression takes transformers' branch (``{{ (m.name ~ ":") if not m.name|string }}`` printed ``":"``, unnamed)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:  # str's own: NotImplemented for what is not text, as for ""
+        return str.__eq__("", other)
+
+    def __ne__(self, other: object) -> bool:
+        return str.__ne__("", other)
+
+    def __lt__(self, other: str) -> bool:
+        return str.__lt__("", other)
+
+    def __le__(self, other: str) -> bool:
+        return str.__le__("", other)
+
+    def __gt__(self, other: str) -> bool:
+        return str.__gt__("", other)
+
+    def __ge__(self, other: str) -> bool:
+        return str.__ge__("", other)
+
+    def __hash__(self) -> int:
+        return hash("")
+
+    def __len__(self) -> int:
+        return 0
+
+    def __contains__(self, part: object) -> bool:
+        return part in ""
 
 
 def _printed(evaluate: Callable[[], Any]) -> Any:

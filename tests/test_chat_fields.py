@@ -295,3 +295,22 @@ def test_a_missing_value_turned_into_text_by_a_stateful_expression_gives_transfo
     tokenizer.chat_template = template
     chat = [*HI, {"role": "assistant", "content": "4"}, {"role": "user", "content": "again"}]
     assert TokenizerCodec(tokenizer).chat(chat) == apply(tokenizer, chat, True)
+
+
+@pytest.mark.parametrize(
+    "template",
+    ['{{ (m.name ~ ":") if not m.name|string else "x" }}', '{{ m.name ~ ":" if (m.name|string) == "" else "" }}',
+     '{{ (m.name|trim ~ ":") if (m.name|string|length) == 0 else "x" }}',
+     '{{ (m.name ~ ":") if "" in [m.name|string] else "x" }}'],
+)  # fmt: skip
+def test_a_missing_value_printed_on_a_branch_taken_inside_one_expression_is_named(tokenizer, template):
+    """The check's second evaluation of a ``{{ ... }}`` gave the missing value's text as a marker, which is not
+    empty: inside one expression, a test of that text (``not m.name|string``) took the other branch, and ``":hi"``,
+    the value printed as nothing, went unrefused. The marker now tests as the empty text it stands for."""
+    tokenizer.chat_template = "{% for m in messages %}" + template + "{{ m['content'] }}{% endfor %}"
+    with pytest.raises(ValueError, match=r"prints a value these messages do not give \('dict object' has no "):
+        TokenizerCodec(tokenizer).chat(HI)
+    tokenizer.chat_template = (
+        '{% for m in messages %}{{ ("named: " if m.name|string else "") }}{{ m.content }}{% endfor %}'
+    )
+    assert TokenizerCodec(tokenizer).chat(HI) == apply(tokenizer, HI, True)  # tested, not printed: as transformers
