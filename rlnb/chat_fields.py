@@ -32,19 +32,22 @@ _checked_lock = threading.Lock()
 
 class Rendered(NamedTuple):
     """A chat prompt rendered as transformers renders it: its text, and the first value the template printed that
-    the messages do not give (jinja's words), or None."""
+    the messages do not give (jinja's words), or None. ``text`` is None where a ``{{ ... }}`` was evaluated again
+    (``_Marks.printed``): what a stateful one did (a macro's ``{% set ns.n %}``, a ``cycler``) it did twice, and only
+    transformers' own render is its text."""
 
-    text: str
+    text: str | None
     missing: str | None
 
 
 class _Marks:
     """One render's findings: missing values turned into text (``stringified``), and those printed (``found``);
     ``marking`` while a ``{{ ... }}`` that stringified one is evaluated again, its text a private-use character that
-    ``taken`` does not hold."""
+    ``taken`` does not hold; ``again`` once one was."""
 
     def __init__(self, taken: str) -> None:
         self.marking = False
+        self.again = False
         self.stringified = 0
         self.found: list[str] = []
         self.names: dict[str, str] = {}  # the value's message (jinja's words) -> its marker
@@ -76,7 +79,7 @@ class _Marks:
             return value
         if self.stringified == before:
             return value
-        self.marking = True
+        self.marking = self.again = True
         try:
             again = str(evaluate())
         except Exception:  # noqa: BLE001 - another branch inside the expression: what it prints is unknown, not named
@@ -154,7 +157,7 @@ def _render(template: Any, chat: list[Any], specials: dict[str, Any], generation
         text = template.render(messages=chat, tools=None, documents=None, add_generation_prompt=generation, **specials)
     finally:
         _marks.reset(token)
-    return Rendered(str(text), marks.found[0] if marks.found else None)
+    return Rendered(None if marks.again else str(text), marks.found[0] if marks.found else None)
 
 
 def _exempt(value: Any) -> bool:
@@ -192,10 +195,12 @@ def _frozen(value: Any) -> Any:
     return kind.__name__, value
 
 
+@functools.cache
 def _helpers() -> tuple[Callable[..., Any], ...] | None:
     """transformers' private steps of ``apply_chat_template`` (compile; drop None fields; plain data; reasoning
     aliases), or None (warned once) if this transformers lacks one, or this jinja2 the two code generator hooks
-    ``_marked_template`` overrides (renamed, they would never be called: missing values silently unnamed)."""
+    ``_marked_template`` overrides (renamed, they would never be called: missing values silently unnamed). Found
+    once: every chat render asks."""
     try:
         utils = importlib.import_module("transformers.utils.chat_template_utils")
         generator = importlib.import_module("jinja2.compiler").CodeGenerator
@@ -225,7 +230,7 @@ def _marked_template(source: str, compile_: Callable[[str], Any]) -> Any:
             if marks is None or _exempt(self):
                 return ""
             marks.stringified += 1
-            return marks.mark(self._undefined_message) if marks.marking else ""
+            return _Blank(marks.mark(self._undefined_message)) if marks.marking else ""
 
         __html__ = __str__
 
@@ -245,6 +250,41 @@ def _marked_template(source: str, compile_: Callable[[str], Any]) -> Any:
     env.code_generator_class = Printed
     env.rlnb_printed = _printed
     return env.from_string(source)
+
+
+class _Blank(str):
+    """A missing value's marker while its ``{{ ... }}`` is evaluated again: text built from it holds its character,
+    but it tests as the empty text transformers gives it (equal to ``""``, false, length 0, holding nothing), so the
+    expression takes transformers' branch (``{{ (m.name ~ ":") if not m.name|string }}`` printed ``":"``, unnamed)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:  # str's own: NotImplemented for what is not text, as for ""
+        return str.__eq__("", other)
+
+    def __ne__(self, other: object) -> bool:
+        return str.__ne__("", other)
+
+    def __lt__(self, other: str) -> bool:
+        return str.__lt__("", other)
+
+    def __le__(self, other: str) -> bool:
+        return str.__le__("", other)
+
+    def __gt__(self, other: str) -> bool:
+        return str.__gt__("", other)
+
+    def __ge__(self, other: str) -> bool:
+        return str.__ge__("", other)
+
+    def __hash__(self) -> int:
+        return hash("")
+
+    def __len__(self) -> int:
+        return 0
+
+    def __contains__(self, part: str) -> bool:  # type: ignore[override]  # as str's: only text is in text
+        return part in ""
 
 
 def _printed(evaluate: Callable[[], Any]) -> Any:

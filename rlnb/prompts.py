@@ -8,14 +8,16 @@ each stays small; each check's error names the argument it refuses.
 from __future__ import annotations
 
 import os
-import reprlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rlnb import wire
 from rlnb._options import is_integer
+from rlnb._shown import shown
 
+SHOWN = 100
+"""Characters of a value that a check's error repeats (``shown``): the field and its rule stay in sight."""
 REPLACEMENT = "\ufffd"
 """What a decoder shows for bytes that are no (complete) character; a stop string holding it cannot be matched."""
 
@@ -40,16 +42,6 @@ def a_type(value: Any) -> str:
     """``value``'s type with its article, for an error: ``an int``, ``a set``."""
     name = type(value).__name__
     return f"an {name}" if name[0] in "aeiou" else f"a {name}"
-
-
-_SHOWN = reprlib.Repr()  # attributes, not arguments: Python 3.11's takes none
-_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlist, _SHOWN.maxdict = 4, 300, 300, 20, 20
-
-
-def shown(value: Any) -> str:
-    """``value``'s repr for an error, a few levels deep (a list 5,000 deep is a ``RecursionError`` in ``repr``;
-    one whose ``__repr__`` raises shows as ``<Type instance at ...>``)."""
-    return _SHOWN.repr(value)
 
 
 def token_ids(tokens: Any, name: str) -> list[int]:
@@ -101,14 +93,18 @@ def check_messages(messages: Sequence[Any], name: str = "messages") -> None:
     for i, m in enumerate(messages):
         where = f"{name}[{i}]"
         if not isinstance(m, Mapping):
-            raise ValueError(f"{where} must be a chat message ({{'role': ..., 'content': ...}}), got {shown(m)}"[:300])
+            raise ValueError(
+                f"{where} must be a chat message ({{'role': ..., 'content': ...}}), got {shown(m, SHOWN)}"[:300]
+            )
         role, content = m.get("role"), m.get("content")
         if not isinstance(role, str) or not role:
-            raise ValueError(f"{where}['role'] must be a non-empty string (e.g. 'user'), got {shown(role)}"[:300])
+            raise ValueError(
+                f"{where}['role'] must be a non-empty string (e.g. 'user'), got {shown(role, SHOWN)}"[:300]
+            )
         if not (isinstance(content, str | list) or (content is None and m.get("tool_calls"))):
             raise ValueError(
                 f"{where}['content'] must be a string (or a list of content parts; None only with tool_calls), "
-                f"got {shown(content)}"[:300]
+                f"got {shown(content, SHOWN)}"[:300]
             )
         deep = _nested_past(m, DEPTH)
         if deep is not None:

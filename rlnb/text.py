@@ -12,8 +12,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, cast, runtime_checkable
 
 from rlnb._options import is_integer
+from rlnb._shown import shown
 from rlnb.chat_fields import nones, refusal, rendered, renders_as_transformers
-from rlnb.prompts import a_type, check_messages, check_text
+from rlnb.prompts import SHOWN, a_type, check_messages, check_text
 from rlnb.wire.lists import only
 
 Message = Mapping[str, str]
@@ -42,6 +43,11 @@ class Codec(Protocol):
 class TemplateRefused(ValueError):
     """A chat template's own refusal of the messages (its ``raise_exception(...)``), or a tokenizer without one, as a
     ``ValueError``."""
+
+
+class NoTokenizer(ValueError):
+    """Text asked of a model that has no tokenizer (``NoTokenizerCodec``, ``no_tokenizer``): a type of its own, so a
+    caller that knows which prompt asked (a task's check) names it, without reading the message's words."""
 
 
 class ByteCodec:
@@ -79,13 +85,13 @@ class NoTokenizerCodec:
         return f"model {self.model!r} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
 
     def encode(self, text: str, special: bool = True) -> list[int]:
-        raise ValueError(self.refusal())
+        raise NoTokenizer(self.refusal())
 
     def decode(self, tokens: Sequence[int], skip_special: bool = False) -> str:
-        raise ValueError(self.refusal())
+        raise NoTokenizer(self.refusal())
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
-        raise ValueError(self.refusal())
+        raise NoTokenizer(self.refusal())
 
 
 class TokenizerCodec:
@@ -124,7 +130,8 @@ class TokenizerCodec:
             done = rendered(self.tokenizer, listed, add_generation_prompt)
         except Exception as exc:
             raise TemplateRefused(refusal(exc, listed)[:500]) from exc
-        if done is None or (not done.missing and not renders_as_transformers(self.tokenizer)):
+        text = done.text if done is not None and renders_as_transformers(self.tokenizer) else None
+        if done is None or (not done.missing and text is None):
             try:
                 out = self.tokenizer.apply_chat_template(listed, add_generation_prompt=add_generation_prompt,
                                                          tokenize=True)  # fmt: skip
@@ -138,8 +145,8 @@ class TokenizerCodec:
                 f"transformers would print as nothing{nones(listed)}: "
                 "give it, or make the template test it first ({% if ... is defined %})"[:500]
             )
-        if done is not None and renders_as_transformers(self.tokenizer):  # the text rendered once: its tokens
-            out = self.tokenizer(done.text, padding=False, truncation=False, max_length=None, add_special_tokens=False)
+        if text is not None:  # the text rendered once, as transformers renders it: its tokens
+            out = self.tokenizer(text, padding=False, truncation=False, max_length=None, add_special_tokens=False)
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
 
@@ -173,9 +180,9 @@ def _without_eos(tokens: Sequence[int], eos: Sequence[int]) -> Sequence[int]:
     return tokens[:-1] if len(tokens) and int(tokens[-1]) in eos else tokens
 
 
-def no_tokenizer(session_id: str) -> ValueError:
+def no_tokenizer(session_id: str) -> NoTokenizer:
     """The error for text asked of a session that has no tokenizer (a remote one without ``tokenizer=``)."""
-    return ValueError(
+    return NoTokenizer(
         f"session {session_id} has no tokenizer: pass tokenizer= to rlnb.connect to use text, or pass token ids"
     )
 
@@ -223,10 +230,10 @@ def as_prompt(prompt: Any, name: str = "prompt", codec: Codec | None = None) -> 
             return items
         if all(is_integer(t) for t in items):
             return [int(t) for t in items]
-        shown = next(t for t in items if not is_integer(t))
+        bad = next(t for t in items if not is_integer(t))
         raise TypeError(
             f"{name} must be a string, a list of token ids, or a list of chat messages ({{'role', 'content'}}); "
-            f"it holds {shown!r}"[:300]
+            f"it holds {shown(bad, SHOWN)}"[:300]
         )
     raise TypeError(f"{name} must be a string, a list of token ids, or a list of chat messages, got {a_type(prompt)}")
 

@@ -260,3 +260,57 @@ def test_messages_with_a_value_json_cannot_write_render_as_transformers_does(tok
     expected = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     expected = expected["input_ids"] if hasattr(expected, "keys") else expected
     assert TokenizerCodec(tokenizer).chat(messages) == list(expected)
+
+
+def test_transformers_helpers_are_looked_up_once_not_at_each_render(tokenizer, monkeypatch):
+    """Each chat render (each prompt of each RL step, a prompt seen before too) looked up transformers' and jinja2's
+    modules again: found once, they are kept, and a module gone from ``sys.modules`` later changes nothing."""
+    import sys
+    import types
+
+    from rlnb import chat_fields
+
+    tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
+    with pytest.raises(ValueError, match="'name'"):
+        TokenizerCodec(tokenizer).chat(HI)  # the helpers found
+    name = "transformers.utils.chat_template_utils"
+    monkeypatch.setitem(sys.modules, name, types.ModuleType(name))  # looked up again: "lacks a private helper"
+    chat_fields._checked.clear()  # rendered again
+    with pytest.raises(ValueError, match="'name'"):
+        TokenizerCodec(tokenizer).chat(HI)
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{% set ns = namespace(n=0) %}{% macro tag(x) %}{% set ns.n = ns.n + 1 %}{% if x|string %}y{% endif %}"
+     "{% endmacro %}{% for m in messages %}{{ tag(m.name) }}{{ ns.n }}{{ m['content'] }}{% endfor %}",
+     '{% set c = cycler("a", "b") %}{% for m in messages %}{{ c.next() ~ (m.name|string|length) }}'
+     "{{ m['content'] }}{% endfor %}"],
+    ids=["namespace-in-a-macro", "cycler"],
+)  # fmt: skip
+def test_a_missing_value_turned_into_text_by_a_stateful_expression_gives_transformers_tokens(tokenizer, template):
+    """A ``{{ ... }}`` that turns a missing value into text is evaluated again by the check (its marker in place of
+    the empty text): a macro's ``{% set ns.n %}`` or a ``cycler`` ran twice, and the tokens were of a prompt
+    transformers never renders (``2hi``, where it renders ``1hi``)."""
+    tokenizer.chat_template = template
+    chat = [*HI, {"role": "assistant", "content": "4"}, {"role": "user", "content": "again"}]
+    assert TokenizerCodec(tokenizer).chat(chat) == apply(tokenizer, chat, True)
+
+
+@pytest.mark.parametrize(
+    "template",
+    ['{{ (m.name ~ ":") if not m.name|string else "x" }}', '{{ m.name ~ ":" if (m.name|string) == "" else "" }}',
+     '{{ (m.name|trim ~ ":") if (m.name|string|length) == 0 else "x" }}',
+     '{{ (m.name ~ ":") if "" in [m.name|string] else "x" }}'],
+)  # fmt: skip
+def test_a_missing_value_printed_on_a_branch_taken_inside_one_expression_is_named(tokenizer, template):
+    """The check's second evaluation of a ``{{ ... }}`` gave the missing value's text as a marker, which is not
+    empty: inside one expression, a test of that text (``not m.name|string``) took the other branch, and ``":hi"``,
+    the value printed as nothing, went unrefused. The marker now tests as the empty text it stands for."""
+    tokenizer.chat_template = "{% for m in messages %}" + template + "{{ m['content'] }}{% endfor %}"
+    with pytest.raises(ValueError, match=r"prints a value these messages do not give \('dict object' has no "):
+        TokenizerCodec(tokenizer).chat(HI)
+    tokenizer.chat_template = (
+        '{% for m in messages %}{{ ("named: " if m.name|string else "") }}{{ m.content }}{% endfor %}'
+    )
+    assert TokenizerCodec(tokenizer).chat(HI) == apply(tokenizer, HI, True)  # tested, not printed: as transformers

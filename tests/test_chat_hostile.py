@@ -75,7 +75,9 @@ def test_a_value_whose_str_raises_renders_as_transformers_does(tokenizer, templa
     tokenizer.chat_template = template
     messages = [{"role": "user", "content": "hi", "name": Hostile()}]
     assert TokenizerCodec(tokenizer).chat(messages) == transformers_ids(tokenizer, messages)
-    with pytest.raises(ValueError, match=r"^messages\[0\]\['content'\] must be a string .* got <Hostile instance"):
+    with pytest.raises(
+        ValueError, match=r"^messages\[0\]\['content'\] must be a string .* got <Hostile whose repr\(\) failed>"
+    ):
         TokenizerCodec(tokenizer).chat([{"role": "user", "content": Hostile()}])
 
 

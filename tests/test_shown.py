@@ -30,3 +30,46 @@ def test_a_field_given_such_a_value_is_refused_naming_the_field():
         check_bool("record", BadRepr())
     with pytest.raises(ValueError, match="steps must be an integer in \\[1, 10\\], got <int whose repr"):
         check_int("steps", 10**5000, low=1, high=10)
+
+
+def nested(depth: int, leaf: object = "hi") -> object:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_value_nested_past_pythons_recursion_limit_shows_its_structure():
+    """``repr`` of a list 5,000 deep is a ``RecursionError``: it was shown as ``<list whose repr() failed>``, where a
+    few levels of it say what it is."""
+    assert shown(nested(5000)) == "[[[[[...]]]]]"
+    wide = [nested(5000)] * 30  # cut at 40, with no length: its whole repr is not known
+    assert shown(wide) == "[[[[[...]]]], [[[[...]]]], [[[[...]]]], ..."
+    assert shown(nested(2, 10**5000)) == "[[<int whose repr() failed>]]"  # the one value that fails, by its type
+    assert shown([BadRepr(), nested(5000)], 100) == "[<BadRepr whose repr() failed>, [[[[...]]]]]"
+
+
+@pytest.mark.parametrize(
+    ("messages", "said"),
+    [
+        ([{"role": nested(5000), "content": "hi"}], r"\['role'\] must be a non-empty string .*got \[\[\[\[\[\.\.\.\]"),
+        ([{"role": 10**5000, "content": "hi"}], r"\['role'\] must be a non-empty string .*got <int whose repr\(\) f"),
+        ([{"role": "user", "content": BadRepr()}], r"\['content'\] must be a string .*got <BadRepr whose repr\(\) f"),
+        ([{"role": "user", "content": "x" * 500}, 5], r"messages\[1\] must be a chat message .*got 5$"),
+    ],
+)
+def test_a_chat_message_holding_a_hostile_value_is_refused_naming_the_field(messages, said):
+    """The chat checks showed a value by their own ``reprlib`` rule: ``10**5000`` raised int's digit-limit
+    ``ValueError`` in place of the field's, a raising repr showed as ``<BadRepr instance at 0x...>``."""
+    from rlnb.prompts import check_messages
+
+    with pytest.raises(ValueError, match=said):
+        check_messages(messages)
+
+
+def test_a_prompt_of_ids_holding_a_deep_list_is_refused_naming_the_prompt():
+    """``as_prompt`` showed the item that is no token id by its whole repr: 5,000 lists deep, a ``RecursionError``."""
+    from rlnb.text import as_prompt
+
+    with pytest.raises(TypeError, match=r"^prompts\[2\] must be a string, .* it holds \[\[\[\[\[\.\.\.\]\]\]\]\]$"):
+        as_prompt([1, nested(5000)], "prompts[2]")

@@ -6,17 +6,18 @@ model with its tokenizer (the session's codec turns text into tokens and back).
 
 from __future__ import annotations
 
+import functools
 import inspect
-import reprlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rlnb._options import set_int
-from rlnb.prompts import check_ids, no_room
+from rlnb._shown import shown
+from rlnb.prompts import SHOWN, check_ids, no_room
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt
-from rlnb.text import Codec, NoTokenizerCodec, as_prompt, no_tokenizer, to_tokens
+from rlnb.text import Codec, NoTokenizer, as_prompt, to_tokens
 
 
 def completion_text(completion: object, reward: str) -> str:
@@ -25,7 +26,7 @@ def completion_text(completion: object, reward: str) -> str:
     "'<=' not supported between instances of 'str' and 'int'"."""
     if not isinstance(completion, str):
         raise TypeError(f"{reward} reads the completion's text (a str, as rl_step passes it: session.decode(tokens, "
-                        f"skip_special=True)), got {type(completion).__name__} {reprlib.repr(completion)}")  # fmt: skip
+                        f"skip_special=True)), got {type(completion).__name__} {shown(completion, SHOWN)}")  # fmt: skip
     return completion
 
 
@@ -51,7 +52,9 @@ class Task:
 
     def __post_init__(self) -> None:
         if isinstance(self.prompts, str | bytes) or not isinstance(self.prompts, Sequence) or not self.prompts:
-            raise TypeError(f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {self.prompts!r}")
+            raise TypeError(
+                f"Task.prompts must be a non-empty list of prompts, such as ['n='], got {shown(self.prompts, SHOWN)}"
+            )
         for i, prompt in enumerate(self.prompts):  # a bad one failed each step (each sweep trial) after its start
             if isinstance(prompt, Iterator):  # every step reads the prompts: the second would find it empty
                 raise TypeError(f"Task.prompts[{i}] is an iterator, read once: give its ids as a list")
@@ -60,7 +63,9 @@ class Task:
             if not prompt and not isinstance(prompt, str):  # no ids: every step failed, after the task was made
                 raise ValueError(f"Task.prompts[{i}] is empty ({prompt!r}): a prompt needs at least one token")
         if not callable(self.reward) or not _takes_two(self.reward):  # each step sampled first, then failed
-            raise TypeError(f"Task.reward must be a function reward(prompt, completion) -> float, got {self.reward!r}")
+            raise TypeError(
+                f"Task.reward must be a function reward(prompt, completion) -> float, got {shown(self.reward, SHOWN)}"
+            )
         set_int(self, "max_tokens", 1, name="Task.max_tokens")
         set_int(self, "group_size", 1, name="Task.group_size")
 
@@ -87,16 +92,7 @@ def task_prompt_ids(task: Task, codec: Codec, vocab: int | None, context: int | 
     the task's ``max_tokens``: ``no_room``), naming the task: the one check run before anything runs by
     ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt failed every step of every trial, and
     by ``lr_find`` before it opens a new session. ``vocab`` / ``context`` None: not known, not checked."""
-
-    def encode(prompt: Prompt, name: str) -> list[int]:
-        try:
-            return to_tokens(codec, prompt, name)
-        except ValueError as exc:  # text for a model without a tokenizer: the error named no prompt
-            if isinstance(codec, NoTokenizerCodec) and str(exc) == codec.refusal():
-                raise ValueError(f"{name}: {exc}") from None
-            raise
-
-    return _checked_ids(task, encode, vocab, context)
+    return _checked_ids(task, functools.partial(to_tokens, codec), vocab, context)
 
 
 def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
@@ -107,12 +103,7 @@ def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
     backend = session.backend
 
     def encode(prompt: Prompt, name: str) -> list[int]:
-        try:
-            return encode_prompt(session.codec, prompt, name, session.id)
-        except ValueError as exc:  # text for a session without a tokenizer: the error named no prompt
-            if session.codec is None and str(exc) == str(no_tokenizer(session.id)):
-                raise ValueError(f"{name}: {exc}") from None
-            raise
+        return encode_prompt(session.codec, prompt, name, session.id)
 
     return _checked_ids(task, encode, getattr(backend, "vocab_size", None), getattr(backend, "context_length", None))
 
@@ -123,7 +114,10 @@ def _checked_ids(
     out = []
     for i, prompt in enumerate(task.prompts):
         name = f"task {task.name!r}: prompts[{i}]"
-        ids = encode(prompt, name)
+        try:
+            ids = encode(prompt, name)
+        except NoTokenizer as exc:  # text for a model without a tokenizer: its refusal names the model, not the prompt
+            raise NoTokenizer(f"{name}: {exc}") from None
         if not ids:
             raise ValueError(f"{name} encodes to no tokens: a prompt needs at least one")
         check_ids(ids, name, vocab)
