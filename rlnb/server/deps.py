@@ -6,13 +6,13 @@ import hashlib
 import hmac
 from collections import Counter
 from collections.abc import Callable, Coroutine
-from contextlib import suppress
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.types import Message, Receive
 
 from rlnb import wire
 from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError, named
@@ -87,6 +87,33 @@ def check_request(request: Request) -> None:
             raise ServerError(400, said, param=named(name))
 
 
+class CheckedJsonRequest(Request):
+    """The request FastAPI is handed once ``read_json`` has parsed and checked its body: the public ``json()`` returns
+    that parse, and the body is replayed to whatever reads it again. Setting Starlette's private cache
+    (``request._json``) did the same until a Starlette that names it otherwise: then every body was parsed twice."""
+
+    def __init__(self, request: Request, body: bytes, parsed: Any) -> None:
+        super().__init__(request.scope, _replayed(body, request.receive))
+        self.parsed = parsed
+
+    async def json(self) -> Any:
+        return self.parsed
+
+
+def _replayed(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with the body, read already, given again first (the ASGI message it came in)."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
 class JsonRoute(APIRoute):
     """A route whose JSON body is read by ``read_json`` before FastAPI reads it: a key given twice in one object is a
     400 naming it (``json.loads`` kept the last value: ``{"base_model": "a", "base_model": "b"}`` made a resource of
@@ -100,11 +127,16 @@ class JsonRoute(APIRoute):
         async def read_then_handle(request: Request) -> Response:
             media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
             # no Content-Type at all too: a FastAPI before 0.132 parses such a body as JSON (``strict_content_type``)
-            body = await request.body() if not media or media == "application/json" or media.endswith("+json") else b""
-            with suppress(ValueError, RecursionError):  # not JSON: FastAPI decodes it again and says why
-                if body:
-                    request._json = read_json(body)  # Starlette's cache of Request.json()
-            return await handle(request)
+            if media and media != "application/json" and not media.endswith("+json"):
+                return await handle(request)
+            body = await request.body()  # kept by ``request``, which the error handlers are given
+            if not body:
+                return await handle(request)
+            try:
+                parsed = read_json(body)  # a key given twice: its ServerError, raised here
+            except (ValueError, RecursionError):  # not JSON: FastAPI decodes it again and says why
+                return await handle(request)
+            return await handle(CheckedJsonRequest(request, body, parsed))
 
         return read_then_handle
 

@@ -4,21 +4,16 @@ signed for that file and valid ``download_ttl`` seconds: ``links``)."""
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated
 
-import anyio
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse
-from starlette.types import Receive, Scope, Send
 
 from rlnb import wire
 from rlnb.history import locks
 from rlnb.server.deps import AUTHENTICATED, RegistryDep
 from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError
+from rlnb.server.opened_file import OpenedFileResponse
 from rlnb.server.ops import FileKind
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
@@ -76,8 +71,14 @@ def download_checkpoint(
     },
 )
 def checkpoint_file(
-    checkpoint_id: str, kind: FileKind, filename: str, registry: RegistryDep, sig: str = "", expires: str = ""
-) -> FileResponse:
+    checkpoint_id: str,
+    kind: FileKind,
+    filename: str,
+    registry: RegistryDep,
+    request: Request,
+    sig: str = "",
+    expires: str = "",
+) -> OpenedFileResponse:
     registry.signer.check_checkpoint_file(checkpoint_id, kind, filename, expires, sig)
     files = {f.name: f for f in registry.checkpoint_files(checkpoint_id, kind)}
     if filename not in files:
@@ -91,26 +92,4 @@ def checkpoint_file(
         log.warning("rlnb serve: checkpoint %s is not served: %s", checkpoint_id, exc)  # the operator's to mend
         said = f"checkpoint {checkpoint_id}'s file {kind}/{filename} is not a regular file (not a file rlnb saved): "
         raise ServerError(409, said + "its download is refused", param="checkpoint_id") from None
-    return OpenedFileResponse(fh, files[filename], filename)
-
-
-class OpenedFileResponse(FileResponse):
-    """A ``FileResponse`` that serves a file the route opened (``locks.regular``: a pipe or device there refused):
-    starlette's opened it again by name once the headers were sent, and a pipe put there in between was waited on
-    for ever, a worker thread and the response held."""
-
-    def __init__(self, fh: BinaryIO, path: Path, filename: str) -> None:
-        self._fh = fh
-        stat_result = os.fstat(fh.fileno())  # the headers are the opened file's
-        super().__init__(path, filename=filename, media_type="application/octet-stream", stat_result=stat_result)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._fh.close()
-
-    @asynccontextmanager
-    async def _open_file(self) -> AsyncIterator[anyio.AsyncFile[bytes]]:  # starlette's: the file, opened already
-        self._fh.seek(0)
-        yield anyio.wrap_file(self._fh)
+    return OpenedFileResponse(fh, filename, request.headers)
