@@ -277,7 +277,7 @@ class Ensemble:
         advantages = [r.advantage for m in self.live for g in rollouts[m] for r in g]
         batch = policy_batch(prompts, [r // n for r in range(B)] * K, drawn, advantages)
         width = batch.ids.shape[1]
-        lp, entropy = self.model.logprobs(batch.ids.view(K, B, width), batch.targets.view(K, B, width))
+        lp, entropy = self.model.logprobs(*(t.view(K, B, width) for t in (batch.ids, batch.targets, batch.mask != 0)))
         losses, total = member_losses(lp.view(K * B, width), entropy.view(K * B, width), batch, K, self.loss,
                                       self.loss_params, self.context_length)  # fmt: skip
         results = dict(zip(self.live, losses, strict=True))

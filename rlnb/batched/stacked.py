@@ -135,12 +135,12 @@ class StackedModel:
 
     # -- maths -------------------------------------------------------------------------------------
 
-    def logprobs(self, ids: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    def logprobs(self, ids: Tensor, targets: Tensor, where: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """``[K, B, T]`` log-prob of each target token under its member's weights, and the policy's entropy at
-        each position, for right-padded ``ids`` ``[K, B, T]`` (with causal attention, padding after a sequence
-        cannot change its positions)."""
+        each position (only where ``where`` is true, when given), for right-padded ``ids`` ``[K, B, T]`` (with
+        causal attention, padding after a sequence cannot change its positions)."""
         logits = self._forward(self.params, ids)  # (K, B, T, V)
-        return losses.logprobs_and_entropy(logits, targets)
+        return losses.logprobs_and_entropy(logits, targets, where)
 
     def decoder(self, batch: int, max_len: int) -> StackedDecoder:
         """Incremental decoding of ``members * batch`` rows: row ``k * batch + b`` is member k's row b."""

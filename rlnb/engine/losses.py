@@ -16,7 +16,7 @@ SEQUENCE_MEAN) over two half batches gives *twice* the gradient of one mean over
 the learning rate, or the advantages, if you split a batch.
 """
 
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
@@ -32,12 +32,15 @@ _SEQUENCE_MEAN = GRPO_PARAM_NAMES["agg_type"]["SEQUENCE_MEAN"]
 _RATIO_SEQUENCE = GRPO_PARAM_NAMES["ratio_type"]["SEQUENCE"]
 __all__ = [
     "InvalidLossInput",
+    "Layout",
+    "Tokens",
     "check_input",
     "check_read",
     "compute",
     "logprobs_and_entropy",
     "loss_mask",
     "mask_key",
+    "policy_loss",
     "validate",
 ]
 
@@ -92,40 +95,86 @@ def compute(
         return -torch.dot(w, torch.where(on, lp, 0.0)), _summary(on.to(lp.dtype), means, tokens=w)
 
     m = torch.cat([loss_mask(loss_type, x) for x in inputs]).to(lp.device)
+    ref = _cat(inputs, "reference_logprobs", lp.device) if loss_type == _GRPO and params["beta"] > 0 else None
+    q, adv = _cat(inputs, "logprobs", lp.device), _cat(inputs, "advantages", lp.device)
+    layout = _Joined([len(t) for t in logprobs])
+    loss, terms = policy_loss(loss_type, params, Tokens(lp, q, adv, m, ref), layout, horizon)
+    return loss, _summary(m, {**means, **terms})
+
+
+class Tokens(NamedTuple):
+    """A policy loss's per-token inputs, one layout's tensors of one shape: the policy's log-probs ``lp``
+    (differentiable), the sampler's ``q``, the advantages, the 0/1 mask ``m`` and the reference's log-probs
+    (None unless GRPO's beta > 0)."""
+
+    lp: torch.Tensor
+    q: torch.Tensor
+    adv: torch.Tensor
+    m: torch.Tensor
+    ref: torch.Tensor | None = None
+
+
+class Layout(Protocol):
+    """Where one loss's samples lie in its tensors: the reductions a policy loss needs, each layout its own
+    (a session's samples joined end to end in 1-D, a batched ensemble's ``[members, rows, width]`` padded rows)."""
+
+    samples: int
+    """Samples per loss (FIXED_HORIZON's count)."""
+
+    def total(self, x: torch.Tensor) -> torch.Tensor:
+        """Σ over a loss's tokens."""
+
+    def per_sample(self, x: torch.Tensor) -> torch.Tensor:
+        """Σ over each sample's tokens."""
+
+    def spread(self, v: torch.Tensor) -> torch.Tensor:
+        """A per-sample value on each of that sample's tokens."""
+
+    def sample_mean(self, v: torch.Tensor) -> torch.Tensor:
+        """The mean of per-sample values over a loss's samples."""
+
+
+def policy_loss(
+    loss_type: str, params: dict[str, Any], x: Tokens, layout: Layout, horizon: int
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The loss of a policy loss type (``compute``'s formulas, written once for every layout) and the per-token
+    values whose masked means are its metrics, in their order. ``params`` as from ``validate``."""
+    m = x.m
     # Neither are a masked token's inputs: neutral values there (ratio 1, advantage 0), so that what a caller
     # leaves at a prompt's positions (a -100 log-prob) cannot overflow and turn a product with the 0 mask to NaN.
     on = m != 0
-    lp = torch.where(on, lp, 0.0)
+    lp = torch.where(on, x.lp, 0.0)
     lp_held = lp.detach()
-    q = torch.where(on, _cat(inputs, "logprobs", lp.device), lp_held)
-    adv = torch.where(on, _cat(inputs, "advantages", lp.device), 0.0)
-    lens = [len(t) for t in logprobs]
+    q = torch.where(on, x.q, lp_held)
+    adv = torch.where(on, x.adv, 0.0)
     if params.get("ratio_type") == _RATIO_SEQUENCE:
-        seq_log_r = _seq_sum((lp - q) * m, lens) / _seq_sum(m, lens).clamp(min=1)
-        r = seq_log_r.exp().repeat_interleave(torch.tensor(lens, device=lp.device))
+        r = layout.spread((layout.per_sample((lp - q) * m) / layout.per_sample(m).clamp(min=1)).exp())
     else:
         r = (lp - q).exp()
 
+    means: dict[str, torch.Tensor] = {}
     if loss_type == _IMPORTANCE_SAMPLING:
-        loss = -(r * adv * m).sum()
+        loss = -layout.total(r * adv * m)
     elif loss_type == _PPO:
         lo, hi = clip_bounds(params, r.dtype)
-        loss = -(torch.minimum(r * adv, r.clamp(lo, hi) * adv) * m).sum()
+        loss = -layout.total(torch.minimum(r * adv, r.clamp(lo, hi) * adv) * m)
     elif loss_type == _CISPO:
         lo, hi = clip_bounds(params, r.dtype)
-        loss = -(r.clamp(lo, hi).detach() * adv * lp * m).sum()
+        loss = -layout.total(r.clamp(lo, hi).detach() * adv * lp * m)
     elif loss_type == _DPPO:
-        dp = lp.detach().exp() - q.exp()  # p - p_old
+        dp = lp_held.exp() - q.exp()  # p - p_old
         outside = (adv > 0) & (dp > params["delta_high"]) | (adv < 0) & (-dp > params["delta_low"])
-        loss = -(r * adv * m * ~outside).sum()
+        loss = -layout.total(r * adv * m * ~outside)
         means["loss/trust_region/masked_fraction"] = outside
     elif loss_type == _DRO:
-        loss = -((lp * adv - 0.5 * params["beta"] * (lp - q) ** 2) * m).sum()
+        loss = -layout.total((lp * adv - 0.5 * params["beta"] * (lp - q) ** 2) * m)
     else:  # GRPO
         lo, hi = clip_bounds(params, r.dtype)
         obj = torch.minimum(r * adv, r.clamp(lo, hi) * adv)
         if params["beta"] > 0:
-            d = torch.where(on, _cat(inputs, "reference_logprobs", lp.device), lp_held) - lp
+            if x.ref is None:
+                raise ValueError("GRPO with beta > 0 reads reference log-probs: none were given")
+            d = torch.where(on, x.ref, lp_held) - lp
             kl = d.exp() - d - 1
             if params["use_bias_correction_kl"]:  # the unbiased reverse-KL gradient (DeepSeek-V3.2)
                 kl = kl * r
@@ -133,16 +182,35 @@ def compute(
             means["loss/kl_ref/mean"] = kl
         token_loss = -obj * m
         if params["agg_type"] == _TOKEN_MEAN:
-            loss = token_loss.sum() / m.sum().clamp(min=1)
+            loss = layout.total(token_loss) / layout.total(m).clamp(min=1)
         elif params["agg_type"] == _SEQUENCE_MEAN:
-            loss = (_seq_sum(token_loss, lens) / _seq_sum(m, lens).clamp(min=1)).mean()
+            loss = layout.sample_mean(layout.per_sample(token_loss) / layout.per_sample(m).clamp(min=1))
         else:  # FIXED_HORIZON
-            loss = token_loss.sum() / max(len(lens) * horizon, 1)
+            loss = layout.total(token_loss) / max(layout.samples * horizon, 1)
 
     means["loss/ratio/mean"] = r
-    means["loss/sampler_kl/mean"] = q - lp.detach()
+    means["loss/sampler_kl/mean"] = q - lp_held
     means.update(clip_flags(loss_type, params, r, adv))
-    return loss, _summary(m, means)
+    return loss, means
+
+
+class _Joined:
+    """A session's layout: its samples' 1-D tensors joined end to end, of lengths ``lens``."""
+
+    def __init__(self, lens: list[int]) -> None:
+        self.lens, self.samples = lens, len(lens)
+
+    def total(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum()
+
+    def per_sample(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([chunk.sum() for chunk in x.split(self.lens)])
+
+    def spread(self, v: torch.Tensor) -> torch.Tensor:
+        return v.repeat_interleave(torch.tensor(self.lens, device=v.device))
+
+    def sample_mean(self, v: torch.Tensor) -> torch.Tensor:
+        return v.mean()
 
 
 def clip_flags(loss_type: str, params: dict[str, Any], r: torch.Tensor, adv: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -166,14 +234,26 @@ ENTROPY_ROWS = 256
 """Positions per chunk of the entropy: one chunk's probabilities at a time, not the whole batch's."""
 
 
-def logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def logprobs_and_entropy(
+    logits: torch.Tensor, targets: torch.Tensor, where: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The log-prob of each target token (differentiable) and the policy's entropy in nats at each position
     (no gradient), from ``logits`` ``[..., V]`` and ``targets`` ``[...]``. The entropy reuses the
-    log-softmax the log-probs need, a chunk of positions at a time, so it costs one pass over it."""
+    log-softmax the log-probs need, a chunk of positions at a time, so it costs one pass over it.
+
+    ``where`` (bool, ``targets``' shape): the entropy only at the positions it marks, 0 at the others, which no
+    metric reads (a batched ensemble's prompts and padding): a chunk of ``ENTROPY_ROWS`` of those positions at a
+    time, each the same sum over V, though a reduction's split over threads or GPU blocks can depend on the rows
+    in a chunk (its last bits)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     lp = logp.gather(-1, targets[..., None])[..., 0]
     with torch.no_grad():
         flat = logp.detach().reshape(-1, logp.shape[-1])
+        if where is not None:
+            entropy = flat.new_zeros(flat.shape[0])
+            for at in where.reshape(-1).nonzero()[:, 0].split(ENTROPY_ROWS):
+                entropy[at] = _entropy(flat.index_select(0, at))
+            return lp, entropy.reshape(logp.shape[:-1])
         chunks = [_entropy(c) for c in flat.split(ENTROPY_ROWS)]
         entropy = _joined(chunks).reshape(logp.shape[:-1]) if chunks else flat.new_zeros(logp.shape[:-1])
     return lp, entropy
@@ -191,10 +271,6 @@ def _cat(inputs: list[dict[str, torch.Tensor]], key: str, device: torch.device) 
 def _joined(tensors: list[torch.Tensor]) -> torch.Tensor:
     """``torch.cat``, without the copy for one sample (nothing here writes into its result in place)."""
     return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
-
-
-def _seq_sum(x: torch.Tensor, lens: list[int]) -> torch.Tensor:
-    return torch.stack([chunk.sum() for chunk in x.split(lens)])
 
 
 @torch.no_grad()

@@ -67,3 +67,27 @@ def test_a_loss_with_reference_log_probs_is_refused_by_name():
     params = {**losses.validate("LOSS_TYPE_GRPO", None, inputs, [W]), "beta": 0.1}
     with pytest.raises(ValueError, match="without reference log-probs, not LOSS_TYPE_GRPO"):
         stacked_losses("LOSS_TYPE_GRPO", params, lp, q, adv, mask, entropy, HORIZON)
+
+
+@pytest.mark.parametrize(("loss_type", "loss_params"), CASES, ids=[f"{t}-{p}" for t, p in CASES])
+def test_a_member_of_one_unpadded_rollout_gets_a_sessions_values_exactly(loss_type, loss_params):
+    """The same W tokens in both layouts (one rollout a member, a session's sample as wide as the padded row): both
+    run ``losses.policy_loss``, so loss and gradient are equal to the last bit, not only within the rounding of a
+    different sum order."""
+    _, lp, q, adv, mask, entropy = batch()
+    lp, q, adv, mask, entropy = (t[:, :1] for t in (lp, q, adv, mask, entropy))  # [K, 1, W]: one row each
+
+    def inputs_of(k):
+        return [{"target_tokens": mask[k, 0], "logprobs": q[k, 0], "advantages": adv[k, 0], "mask": mask[k, 0]}]
+
+    params = losses.validate(loss_type, loss_params, inputs_of(0), [W])
+    got, got_metrics = stacked_losses(loss_type, params, lp, q, adv, mask, entropy, HORIZON)
+    (got_grad,) = torch.autograd.grad(got.sum(), lp)
+    for k in range(K):
+        want, metrics = losses.compute(
+            loss_type, params, [lp[k, 0]], inputs_of(k), horizon=HORIZON, entropy=[entropy[k, 0]]
+        )
+        (want_grad,) = torch.autograd.grad(want, lp)
+        assert torch.equal(got[k].detach(), want.detach())
+        assert torch.equal(got_grad[k], want_grad[k])
+        assert got_metrics[k] == pytest.approx(metrics, rel=1e-6)  # each layout's own sums (a matmul, a bmm)
