@@ -4,6 +4,8 @@ On the built-in ``small`` model a decode step is dispatch-bound (its matmuls wer
 16 x 200 tokens), so what a step dispatches is what can be cut, and counts, unlike times, are the same under any
 load. The sample is the one (c) of ``bench_sampler.py`` times: 16 samples of ``n=`` at temperature 1, eager, as the
 sample handler runs it; a step's count is (a sample of 33 tokens - one of 17) / 16, so the prefill cancels.
+It also counts the work done per prompt before decoding (the batch's left padding and its uniforms, ``left_pad`` and
+``uniforms``): (that of 18 prompts - that of 2) / 16, at ``n=4`` and 200 tokens.
 
     PYTHONPATH=. .venv/bin/python bench/bench_decode_ops.py [--model small] [--rows 16]
 """
@@ -16,22 +18,10 @@ from collections import Counter
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import rlnb
 from rlnb.engine import sampling
-
-
-class Ops(TorchDispatchMode):
-    """Counts every aten op dispatched while it is on."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.ops[str(func)] += 1
-        return func(*args, **(kwargs or {}))
+from rlnb.testing.ops import OpCounter, per_step
 
 
 def sample(session: Any, rows: int, steps: int) -> tuple[Counter[str], int]:
@@ -50,7 +40,31 @@ def sample(session: Any, rows: int, steps: int) -> tuple[Counter[str], int]:
         if event == "call":
             calls[0] += 1
 
-    with Ops() as ops:
+    with OpCounter() as ops:
+        run()
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return ops.ops, calls[0]
+
+
+def before_decoding(prompts: int) -> tuple[Counter[str], int]:
+    """(aten ops, Python calls) of the work before a sample's first token for ``prompts`` prompts of 2 to 9 tokens,
+    4 samples each, 200 tokens: the left-padded batch and the uniforms."""
+    batch = [list(range(2 + i % 8)) for i in range(prompts)]
+    cpu, calls = torch.device("cpu"), [0]
+
+    def run() -> None:
+        sampling.left_pad(batch, 4, cpu)
+        sampling.uniforms(0, prompts, 4, 200, cpu)
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls[0] += 1
+
+    with OpCounter() as ops:
         run()
     sys.setprofile(profile)
     try:
@@ -68,10 +82,18 @@ def main() -> None:
     s = rlnb.connect("local", model=args.model, device="cpu", record=False, threads=1)
     sample(s, args.rows, 17)  # warm-up: first calls take paths later ones do not
     (short, short_calls), (long, long_calls) = sample(s, args.rows, 17), sample(s, args.rows, 33)
-    per_step = {op: (long[op] - short[op]) / 16 for op in long if long[op] != short[op]}
+    step = per_step(short, long, 16)
     print(f"{args.model}, {args.rows} rows, eager, torch {torch.__version__}: per decode step "
-          f"{sum(per_step.values()):.1f} aten ops, {(long_calls - short_calls) / 16:.1f} Python calls")  # fmt: skip
-    for op, n in sorted(per_step.items(), key=lambda kv: (-kv[1], kv[0])):
+          f"{sum(step.values()):.1f} aten ops, {(long_calls - short_calls) / 16:.1f} Python calls")  # fmt: skip
+    for op, n in sorted(step.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {n:6.2f}  {op}")
+    (one, one_calls), (many, many_calls) = before_decoding(2), before_decoding(18)
+    prompt = per_step(one, many, 16)
+    print(
+        f"before decoding, per prompt (n=4, 200 tokens): {sum(prompt.values()):.1f} aten ops, "
+        f"{(many_calls - one_calls) / 16:.1f} Python calls"
+    )
+    for op, n in sorted(prompt.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {n:6.2f}  {op}")
     s.close()
 

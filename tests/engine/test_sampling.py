@@ -293,3 +293,26 @@ def test_the_kv_cache_check_takes_a_containers_memory_limit_not_only_the_hosts_m
             t.sample(["n=", "ab"], num_samples=64, max_tokens=18).result()
         assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
         assert len(t.sample("n=", num_samples=64, max_tokens=18).result().results[0].sequences) == 64
+
+
+def test_a_seeds_uniforms_are_pinned_and_the_batch_is_left_padded_per_sample():
+    """A seed's tokens are a user-visible promise, and they are drawn at these uniforms: the values each prompt's own
+    generator drew when ``uniforms`` made one generator and one block per prompt (before its blocks were filled in
+    place), for a seed below 2**32, one with high bits and a negative one."""
+    from rlnb.engine.sampling import left_pad, uniforms
+
+    cpu = torch.device("cpu")
+    assert uniforms(12345, 3, 2, 2, cpu).tolist() == [
+        [0.9326963424682617, 0.3806692957878113, 0.8068746328353882, 0.35031944513320923, 0.0681377649307251,
+         0.7297577857971191],
+        [0.640727698802948, 0.22067022323608398, 0.12191975116729736, 0.17788511514663696, 0.41415321826934814,
+         0.35758572816848755],
+    ]  # fmt: skip
+    assert uniforms(2**40 + 5, 2, 1, 2, cpu).tolist() == [[0.2453378438949585, 0.25742101669311523],
+                                                          [0.783587634563446, 0.22403955459594727]]  # fmt: skip
+    assert uniforms(-1, 2, 1, 2, cpu).tolist() == [[0.4403383731842041, 0.974308967590332],
+                                                   [0.1013537049293518, 0.06760996580123901]]  # fmt: skip
+    ids, mask = left_pad([[5, 6, 7], [8]], 2, cpu)
+    assert ids.tolist() == [[5, 6, 7], [5, 6, 7], [0, 0, 8], [0, 0, 8]]
+    assert mask.tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 1], [0, 0, 1]]
+    assert ids.dtype == mask.dtype == torch.long
