@@ -102,7 +102,7 @@ def compiled_work(session: Any, rows: int, steps: int) -> None:
         graph = torch._dynamo.explain(TinyTransformer.decode_step)(
             compiled.model, torch.zeros(rows, dtype=torch.long), compiled.pos, compiled.slot, compiled.cache
         )
-        pick = torch._dynamo.explain(choice.choice)(torch.randn(rows, adapter.vocab_size), torch.rand(rows),
+        pick = torch._dynamo.explain(choice.choice)(torch.randn(rows, adapter.vocab_size), torch.rand(rows, 1),
                                                     torch.tensor(1.0), torch.tensor(1.0), -1, False, False)  # fmt: skip
     for what, ex in (("decode step", graph), ("token choice", pick)):
         kinds = Counter(g.create_fn_name() for g in ex.out_guards)

@@ -172,7 +172,7 @@ def draw(
     tokens: list[Tensor] = []
     logps: list[Tensor] = []
     hits: list[Tensor] = []
-    us = noise.unbind(0)
+    us = noise[:, :, None].unbind(0)  # each step's uniforms as a column [B, 1], as ``choice.choose`` takes them
     logits = decoder.prefill(ids, mask)
     for t in range(T):
         nxt, logp = chooser(logits, us[t], settings.temperature, settings.top_p, settings.top_k)

@@ -19,9 +19,10 @@ from rlnb.text import ByteCodec
 PER_LAYER = 21
 """aten ops per layer and step: 2 layer norms, 4 linears (t + addmm), q, k, v as one view of the projection unbound,
 2 cache writes and 2 slices of the filled slots, SDPA, the heads' re-assembly view, GELU and 2 residual adds."""
-PER_STEP = 21
+PER_STEP = 19
 """The rest of a step: 2 embeddings and their sum, the mask's slice, the next position and slot, the final norm and
-head, and the token choice at temperature 1 with its log-prob."""
+head, and the token choice at temperature 1 with its log-prob (10 ops: 12 while its uniform and token were ``[B]``
+vectors, an unsqueeze each to meet ``searchsorted`` and ``gather``)."""
 
 
 def ops(steps: int, settings: dict[str, Any]) -> Counter[str]:
