@@ -4,8 +4,13 @@ On the built-in ``small`` model a decode step is dispatch-bound (its matmuls wer
 16 x 200 tokens), so what a step dispatches is what can be cut, and counts, unlike times, are the same under any
 load. The sample is the one (c) of ``bench_sampler.py`` times: 16 samples of ``n=`` at temperature 1, eager, as the
 sample handler runs it; a step's count is (a sample of 33 tokens - one of 17) / 16, so the prefill cancels.
+It also counts the work done per prompt before decoding (the batch's left padding and its uniforms, ``left_pad`` and
+``uniforms``): (that of 18 prompts - that of 2) / 16, at ``n=4`` and 200 tokens. With ``--compiled`` (built-in
+models), what a ``compile=True`` sample of (c), 200 tokens, does that the eager one does not, counted: the guards
+dynamo checks at every call of each compiled graph (``torch._dynamo.explain``), and the key slots its decode steps
+attend over (the eager step: the filled slots; the compiled one: every slot of its bucketed cache, a fixed shape).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_decode_ops.py [--model small] [--rows 16]
+    PYTHONPATH=. .venv/bin/python bench/bench_decode_ops.py [--model small] [--rows 16] [--compiled]
 """
 
 from __future__ import annotations
@@ -16,22 +21,12 @@ from collections import Counter
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import rlnb
-from rlnb.engine import sampling
-
-
-class Ops(TorchDispatchMode):
-    """Counts every aten op dispatched while it is on."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.ops[str(func)] += 1
-        return func(*args, **(kwargs or {}))
+from rlnb.engine import choice, sampling
+from rlnb.engine.models.compiled import Compiler, bucket
+from rlnb.engine.models.tiny import TinyTransformer
+from rlnb.testing.ops import OpCounter, per_step
 
 
 def sample(session: Any, rows: int, steps: int) -> tuple[Counter[str], int]:
@@ -50,7 +45,7 @@ def sample(session: Any, rows: int, steps: int) -> tuple[Counter[str], int]:
         if event == "call":
             calls[0] += 1
 
-    with Ops() as ops:
+    with OpCounter() as ops:
         run()
     sys.setprofile(profile)
     try:
@@ -60,19 +55,87 @@ def sample(session: Any, rows: int, steps: int) -> tuple[Counter[str], int]:
     return ops.ops, calls[0]
 
 
+def before_decoding(prompts: int) -> tuple[Counter[str], int]:
+    """(aten ops, Python calls) of the work before a sample's first token for ``prompts`` prompts of 2 to 9 tokens,
+    4 samples each, 200 tokens: the left-padded batch and the uniforms."""
+    batch = [list(range(2 + i % 8)) for i in range(prompts)]
+    cpu, calls = torch.device("cpu"), [0]
+
+    def run() -> None:
+        sampling.left_pad(batch, 4, cpu)
+        sampling.uniforms(0, prompts, 4, 200, cpu)
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls[0] += 1
+
+    with OpCounter() as ops:
+        run()
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return ops.ops, calls[0]
+
+
+def compiled_work(session: Any, rows: int, steps: int) -> None:
+    """Print the guards of the compiled decode step and token choice, and the key slots a sample's decode steps attend
+    over, eager and compiled (see the module's docstring)."""
+    adapter, model, cpu = session.backend.adapter, session.backend.sampler, torch.device("cpu")
+    prompt, settings = session.encode("n="), sampling.Settings(max_tokens=steps)
+    length = bucket(len(prompt) + steps, adapter.context_length)
+    with torch.no_grad():
+        eager = adapter.decoder(model, rows, len(prompt) + steps)
+        slots, step = [0, 0], eager.step
+
+        def counted(tokens: torch.Tensor) -> torch.Tensor:
+            logits = step(tokens)
+            slots[0] += 1
+            slots[1] += eager.cache.end  # the filled slots, which the eager step attends over
+            return logits
+
+        eager.step = counted
+        sampling.generate(eager, [prompt], rows, settings, 0, adapter.codec, cpu)
+        compiled = adapter.decoder(model, rows, length, Compiler(cpu))  # its step is not called: nothing compiles
+        compiled.prefill(*sampling.left_pad([prompt], rows, cpu))
+        graph = torch._dynamo.explain(TinyTransformer.decode_step)(
+            compiled.model, torch.zeros(rows, dtype=torch.long), compiled.pos, compiled.slot, compiled.cache
+        )
+        pick = torch._dynamo.explain(choice.choice)(torch.randn(rows, adapter.vocab_size), torch.rand(rows, 1),
+                                                    torch.tensor(1.0), torch.tensor(1.0), -1, False, False)  # fmt: skip
+    for what, ex in (("decode step", graph), ("token choice", pick)):
+        kinds = Counter(g.create_fn_name() for g in ex.out_guards)
+        print(f"compiled {what}: {ex.graph_count} graph(s), {ex.graph_break_count} break(s), {ex.op_count} ops, "
+              f"{len(ex.out_guards)} guards checked at each call: {dict(kinds.most_common())}")  # fmt: skip
+    print(f"key slots attended per row, {slots[0]} decode steps: eager {slots[1]} (the filled ones), compiled "
+          f"{slots[0] * length} (all {length} of the bucketed cache): {slots[0] * length / slots[1]:.2f}x")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="small")
     parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--compiled", action="store_true", help="also count the compiled sample's guards and slots")
     args = parser.parse_args()
     s = rlnb.connect("local", model=args.model, device="cpu", record=False, threads=1)
     sample(s, args.rows, 17)  # warm-up: first calls take paths later ones do not
     (short, short_calls), (long, long_calls) = sample(s, args.rows, 17), sample(s, args.rows, 33)
-    per_step = {op: (long[op] - short[op]) / 16 for op in long if long[op] != short[op]}
+    step = per_step(short, long, 16)
     print(f"{args.model}, {args.rows} rows, eager, torch {torch.__version__}: per decode step "
-          f"{sum(per_step.values()):.1f} aten ops, {(long_calls - short_calls) / 16:.1f} Python calls")  # fmt: skip
-    for op, n in sorted(per_step.items(), key=lambda kv: (-kv[1], kv[0])):
+          f"{sum(step.values()):.1f} aten ops, {(long_calls - short_calls) / 16:.1f} Python calls")  # fmt: skip
+    for op, n in sorted(step.items(), key=lambda kv: (-kv[1], kv[0])):
         print(f"  {n:6.2f}  {op}")
+    (one, one_calls), (many, many_calls) = before_decoding(2), before_decoding(18)
+    prompt = per_step(one, many, 16)
+    print(
+        f"before decoding, per prompt (n=4, 200 tokens): {sum(prompt.values()):.1f} aten ops, "
+        f"{(many_calls - one_calls) / 16:.1f} Python calls"
+    )
+    for op, n in sorted(prompt.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {n:6.2f}  {op}")
+    if args.compiled:
+        compiled_work(s, args.rows, 200)
     s.close()
 
 

@@ -81,7 +81,7 @@ def _numbers(values: Any, name: str) -> list[float]:
     if isinstance(listed, str | bytes) or not isinstance(listed, Sequence | Iterator):
         raise TypeError(f"{name} must be a list of numbers, got {a_type(listed)}")
     listed = list(listed)
-    if not set(map(type, listed)) <= {float, int}:  # else plain numbers (an array's tolist() too): no step per item
+    if not (only(listed, float) or only(listed, int)):  # plain numbers (an array's tolist() too): no step per item
         bad = next((v for v in listed if isinstance(v, bool) or not isinstance(v, numbers.Real)), None)
         if bad is not None:
             raise TypeError(f"{name} must be numbers, got {bad!r}")

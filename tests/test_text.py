@@ -282,7 +282,7 @@ def test_an_empty_stop_string_is_refused_by_the_client_and_the_engine(s):
     """``stop=[""]`` was silently ignored here (the API gives it no meaning; a server that matches it ends every
     sequence at once): the same request ran differently on two backends."""
     from rlnb import wire
-    from rlnb.engine.inputs import sample_request
+    from rlnb.engine.sample_inputs import sample_request
     from rlnb.errors import OperationError
 
     before = len(s.history)

@@ -29,11 +29,13 @@ def choose(
     greedy: bool,
     nucleus: bool,
 ) -> Tensor:
-    """Next token per row: greedy, else top-k / top-p (``nucleus``) filtered sampling at the row's uniform ``u``
-    (inverse CDF: the first token whose cumulative probability exceeds u). ``temperature`` and ``top_p`` may be
-    0-d tensors: a compiled choice takes them as inputs, so that a new value does not compile again."""
+    """Next token per row, ``[B, 1]``: greedy, else top-k / top-p (``nucleus``) filtered sampling at the row's uniform
+    (``u`` ``[B, 1]``; inverse CDF: the first token whose cumulative probability exceeds u). Columns, not ``[B]``
+    vectors: ``searchsorted`` and ``gather`` take them as they are (an unsqueeze and a select a step fewer).
+    ``temperature`` and ``top_p`` may be 0-d tensors: a compiled choice takes them as inputs, so that a new value
+    does not compile again."""
     if greedy:
-        return logits.argmax(-1)
+        return logits.argmax(-1, keepdim=True)
     if not (isinstance(temperature, float | int) and temperature == 1):  # x / 1 is x: one op less per step
         logits = logits / temperature
     if 0 < top_k < logits.shape[-1]:
@@ -47,7 +49,7 @@ def choose(
         drop = (before >= top_p) & (before > 0)
         logits = logits.masked_fill(drop.scatter(-1, order, drop), -math.inf)
     cdf = torch.softmax(logits, dim=-1).cumsum(dim=-1)
-    token = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)[:, 0]
+    token = torch.searchsorted(cdf, u * cdf[:, -1:], right=True)
     return token.clamp(max=logits.shape[-1] - 1)  # u * total < total, so only rounding could reach V
 
 
@@ -60,10 +62,11 @@ def choice(
     greedy: bool,
     nucleus: bool,
 ) -> tuple[Tensor, Tensor]:
-    """One step's choice: each row's next token (``choose``) and its untempered log-prob."""
+    """One step's choice: each row's next token (``choose``, ``u`` ``[B, 1]``) and its untempered log-prob, ``[B]``
+    each."""
     logits = logits.float()
     token = choose(logits, temperature, top_p, top_k, u, greedy, nucleus)
-    return token, torch.log_softmax(logits, dim=-1).gather(-1, token[:, None])[:, 0]
+    return token[:, 0], torch.log_softmax(logits, dim=-1).gather(-1, token)[:, 0]
 
 
 def pick(logits: Tensor, u: Tensor, temperature: float, top_p: float, top_k: int) -> tuple[Tensor, Tensor]:
@@ -72,7 +75,7 @@ def pick(logits: Tensor, u: Tensor, temperature: float, top_p: float, top_k: int
 
 
 Pick = Callable[[Tensor, Tensor, float, float, int], tuple[Tensor, Tensor]]
-"""``pick`` or its compiled form (``compiled_pick``)."""
+"""``pick`` or its compiled form (``compiled_pick``): ``(logits [B, V], u [B, 1], temperature, top_p, top_k)``."""
 
 
 def compiled_pick(

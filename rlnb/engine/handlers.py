@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from rlnb import params as params_mod
 from rlnb import wire
-from rlnb.engine import checkpoints, choice, sampling
+from rlnb.engine import checkpoints, choice, sample_inputs, sampling
 from rlnb.engine import inputs as inputs_mod
 from rlnb.engine import losses as losses_mod
 from rlnb.engine.checkpoint_files import DiskFull
@@ -196,7 +196,7 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
         raise OperationError(
             Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
         )
-    sp, n, settings, prompts = inputs_mod.sample_request(engine.adapter, body)
+    sp, n, settings, prompts = sample_inputs.sample_request(engine.adapter, body)
     sampling.check_stop(settings.stop, engine.max_stop_strings, engine.max_stop_chars)
     seed = sp.seed if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
     longest, rows = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n

@@ -1,7 +1,13 @@
 """A request's inputs, checked and turned into tensors before any compute (``rlnb.engine.handlers``).
 
 Apart from the handlers because every kind that reads tokens shares these checks, and each error names
-the request's field: a bad request fails whole, before it can leave half-accumulated gradients.
+the request's field: a bad request fails whole, before it can leave half-accumulated gradients. A sample request's
+own checks (sampling params, ``num_samples``, prompts that leave room) are ``rlnb.engine.sample_inputs``.
+
+A sample changed after it was built (a list item set later) or made by ``model_construct`` skipped the wire's checks:
+a float id reached the embedding (``INTERNAL_ERROR``), a bool or 2.0 was read as an id in silence. Lists are checked
+in C passes (``wire.lists.only``: every item exactly an ``int``, or a ``float``), and only a list that fails them goes
+item by item, to name the first bad one or let a numpy number through.
 """
 
 from __future__ import annotations
@@ -10,35 +16,28 @@ import numbers
 import operator
 from itertools import repeat
 
-import pydantic
 import torch
 from torch import Tensor, nn
 
 from rlnb import wire
 from rlnb.engine import losses as losses_mod
-from rlnb.engine import sampling
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
-from rlnb.prompts import EMPTY_STOP, no_room
-from rlnb.text import NoTokenizerCodec
 from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX
 
 MAX_NUM_SAMPLES = 256
 """Completions per prompt in one sample operation."""
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_ID_TYPES = {int}
-"""What token ids are once the wire has checked them. A sample changed after it was built (a list item set later)
-or made by ``model_construct`` is not checked: a float reached the embedding (``INTERNAL_ERROR``), a bool or 2.0 was
-read as an id in silence."""
 
 
 def check_tokens(adapter: ModelAdapter, tokens: list[int], where: str) -> list[int]:
     """``tokens`` if they are a model input the model can read, else ``INVALID_INPUT`` naming ``where``."""
     if not tokens:
         raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
-    if not set(map(type, tokens)) <= _ID_TYPES:  # C loops: the common case costs little; else the slow path names it
+    if not only(tokens, int):  # plain ints, as the wire leaves them: one C pass; else the first non-integer is named
         odd = ((i, t) for i, t in enumerate(tokens) if not isinstance(t, numbers.Integral) or isinstance(t, bool))
         at, bad = next(odd, (None, None))  # a numpy integer is an id
         if at is not None:
@@ -62,10 +61,10 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
     vocab = adapter.vocab_size
     for i, s in enumerate(samples):
         if not isinstance(s, wire.Sample):  # a crafted body's dict: else AttributeError, INTERNAL_ERROR
-            _must_be(s, wire.Sample, f"samples[{i}]")
+            must_be(s, wire.Sample, f"samples[{i}]")
         tokens = model_tokens(s.model_input, f"samples[{i}].model_input")
-        if not isinstance(s.loss_fn_inputs, dict):  # tested here, named by ``_must_be``: a call a sample less
-            _must_be(s.loss_fn_inputs, dict, f"samples[{i}].loss_fn_inputs")
+        if not isinstance(s.loss_fn_inputs, dict):  # tested here, named by ``must_be``: a call a sample less
+            must_be(s.loss_fn_inputs, dict, f"samples[{i}].loss_fn_inputs")
         seqs.append(check_tokens(adapter, tokens, f"samples[{i}]"))
         tensors = {}
         for key, td in s.loss_fn_inputs.items():
@@ -108,24 +107,20 @@ def _well_formed(chunks: list[object]) -> bool:
 
 def _name_bad_part(model_input: object, where: str) -> None:
     """``INVALID_INPUT`` naming the first part of ``model_input`` that is not what ``_well_formed`` asks."""
-    _must_be(model_input, wire.ModelInput, where)
+    must_be(model_input, wire.ModelInput, where)
     chunks = model_input.chunks  # type: ignore[attr-defined]  # checked just above
-    _must_be(chunks, list, f"{where}.chunks")
+    must_be(chunks, list, f"{where}.chunks")
     for j, chunk in enumerate(chunks):
-        _must_be(chunk, wire.ModelInputChunk, f"{where}.chunks[{j}]")
-        _must_be(chunk.encoded_text, wire.EncodedText, f"{where}.chunks[{j}].encoded_text")
-        _must_be(chunk.encoded_text.tokens, list, f"{where}.chunks[{j}].encoded_text.tokens")
+        must_be(chunk, wire.ModelInputChunk, f"{where}.chunks[{j}]")
+        must_be(chunk.encoded_text, wire.EncodedText, f"{where}.chunks[{j}].encoded_text")
+        must_be(chunk.encoded_text.tokens, list, f"{where}.chunks[{j}].encoded_text.tokens")
 
 
-def _must_be(value: object, kind: type, where: str) -> None:
+def must_be(value: object, kind: type, where: str) -> None:
     """``INVALID_INPUT`` naming ``where`` unless ``value`` is a ``kind``."""
     if not isinstance(value, kind):
         a = "an" if kind.__name__[0] in "AEIOU" else "a"
         raise OperationError(Code.INVALID_INPUT, f"{where} must be {a} {kind.__name__}, got {type(value).__name__}")
-
-
-_NUMBER_TYPES = {int, float}
-"""What a tensor's elements are once the wire has checked them (``StrictFloat``: a number, no bool, no text)."""
 
 
 def read_tensor(td: wire.TensorData, where: str) -> Tensor:
@@ -134,33 +129,32 @@ def read_tensor(td: wire.TensorData, where: str) -> Tensor:
     A tensor that skipped the wire's validation (``model_construct``, a field set later) was read loosely: text was
     ``INTERNAL_ERROR``, a bool a number, another dtype float32, ``shape`` and the sparse fields ignored.
     ``INVALID_INPUT`` naming ``where``."""
-    if not isinstance(td, wire.TensorData):  # tested here, named by ``_must_be``: a call a tensor less
-        _must_be(td, wire.TensorData, where)
+    if not isinstance(td, wire.TensorData):  # tested here, named by ``must_be``: a call a tensor less
+        must_be(td, wire.TensorData, where)
     problem = td.layout_problem()
     if problem is not None:
         raise OperationError(Code.INVALID_INPUT, f"{where}: {problem}")
     return float32_tensor(td.data, where) if td.dtype == "float32" else _int64_tensor(td.data, where)
 
 
-def _number_types(data: object, where: str) -> set[type]:
-    """The types of ``data``'s elements, once it is a list of numbers (a numpy number is one; a bool is not), else
-    ``INVALID_INPUT`` naming ``where`` and the first element that is no number."""
+def _check_numbers(data: object, where: str) -> None:
+    """``INVALID_INPUT`` naming ``where`` unless ``data`` is a list of numbers (a numpy number is one; a bool is not),
+    naming the first element that is no number."""
     if not isinstance(data, list):
         raise OperationError(Code.INVALID_INPUT, f"{where}: data must be a list of numbers, got {type(data).__name__}")
-    types = set(map(type, data))  # C loops: the common case costs little; else the slow path names the element
-    if not types <= _NUMBER_TYPES:
-        odd = ((i, v) for i, v in enumerate(data) if not isinstance(v, numbers.Real) or isinstance(v, bool))
-        at, bad = next(odd, (None, None))
-        if at is not None:
-            said = f"{bad!r} at position {at} is {type(bad).__name__}, expected a number"
-            raise OperationError(Code.INVALID_INPUT, f"{where}: {said}")
-    return types
+    if only(data, float) or only(data, int):  # the wire's floats (``StrictFloat``), or a crafted body's ints
+        return
+    odd = ((i, v) for i, v in enumerate(data) if not isinstance(v, numbers.Real) or isinstance(v, bool))
+    at, bad = next(odd, (None, None))
+    if at is not None:
+        said = f"{bad!r} at position {at} is {type(bad).__name__}, expected a number"
+        raise OperationError(Code.INVALID_INPUT, f"{where}: {said}")
 
 
 def float32_tensor(data: list[float], where: str) -> Tensor:
-    """``data`` as float32, once each element is a number (``_number_types``); one past float32's range is inf there,
+    """``data`` as float32, once each element is a number (``_check_numbers``); one past float32's range is inf there,
     which the finiteness checks name. ``INVALID_INPUT`` naming ``where``."""
-    _number_types(data, where)
+    _check_numbers(data, where)
     try:
         return torch.tensor(data, dtype=torch.float32)
     except (OverflowError, RuntimeError, ValueError):  # an integer past any float's range (10**400)
@@ -172,10 +166,10 @@ def _int64_tensor(data: list[float], where: str) -> Tensor:
     """``data`` as int64, once each element is a whole number in int64's range. C passes over the list (``int``,
     ``==``, ``min``, ``max``), not torch ops: the wire's ids are floats, and a float64 tensor's checks were 9 ops and a
     host sync a sample (faster on 100k ids too: building a float64 tensor cost more than the passes)."""
-    types = _number_types(data, where)
+    _check_numbers(data, where)
     bad = OperationError(Code.INVALID_INPUT, f"{where}: int64 data must be integers in int64 range")
     try:
-        ids = data if types <= {int} else list(map(int, data))  # NaN and inf raise
+        ids = data if only(data, int) else list(map(int, data))  # NaN and inf raise
     except (OverflowError, ValueError):
         raise bad from None
     if ids is not data and ids != data:  # a fraction: int() dropped it
@@ -253,56 +247,3 @@ def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> Non
     how = (f"{rows} samples x {width} tokens (the longest) x {vocab} logits x {LOGIT_BYTES} bytes: float32 logits and "
            "log-softmax")  # fmt: skip
     refuse_past_free(need, device, "this batch's logits", how, "send fewer or shorter samples at once")
-
-
-def _sampling_params(sp: object) -> wire.SamplingParams:
-    """``sp`` checked by the wire's rules again: a crafted body's (``model_construct``) skipped them, and its text
-    ``max_tokens`` or ``temperature`` reached the sampler (``INTERNAL_ERROR``)."""
-    if sp is None:
-        return wire.SamplingParams()
-    _must_be(sp, wire.SamplingParams, "sampling_params")
-    try:
-        return wire.SamplingParams.model_validate(dict(sp))  # type: ignore[call-overload]
-    except pydantic.ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise OperationError(Code.INVALID_INPUT, f"sampling_params.{where}: {error['msg']}") from None
-
-
-def sample_request(
-    adapter: ModelAdapter, body: wire.SampleBody
-) -> tuple[wire.SamplingParams, int, sampling.Settings, list[list[int]]]:
-    """A sample request checked: its sampling params (defaults filled), completions per prompt, the
-    decoding settings and each prompt's tokens, which leave room for ``max_tokens`` in the context."""
-    sp = _sampling_params(body.sampling_params)
-    n = 1 if body.num_samples is None else body.num_samples
-    if type(n) is not int or not 1 <= n <= MAX_NUM_SAMPLES:  # a crafted body's "3" or 2.0 was INTERNAL_ERROR
-        raise OperationError(Code.INVALID_INPUT, f"num_samples must be an integer in [1, {MAX_NUM_SAMPLES}], got {n!r}")
-    _must_be(body.model_inputs, list, "model_inputs")
-    if not body.model_inputs:
-        raise OperationError(Code.INVALID_INPUT, "model_inputs is empty")
-    settings = sampling.Settings(
-        max_tokens=sp.max_tokens or wire.DEFAULT_MAX_TOKENS,
-        # logits are float32: a larger temperature is inf there, and a masked (-inf) logit over it NaN, so every row
-        # drew the vocabulary's last token; at float32's largest every unmasked token is as likely, the limit
-        temperature=1.0 if sp.temperature is None else min(sp.temperature, FLOAT32_MAX),
-        top_p=1.0 if sp.top_p is None else sp.top_p,
-        top_k=-1 if sp.top_k is None else sp.top_k,
-        stop=tuple(sp.stop or ()),
-        eos=adapter.codec.eos_token_ids,
-    )
-    empty = next((i for i, s in enumerate(settings.stop) if not s), None)
-    if empty is not None:  # else ignored here, where a server that matches it ends every sequence at once
-        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop[{empty}] {EMPTY_STOP}")
-    codec = adapter.codec
-    if settings.stop and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
-        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop: {codec.refusal()}")
-    context = adapter.context_length
-    prompts = []
-    for i, mi in enumerate(body.model_inputs):
-        prompt = check_tokens(adapter, model_tokens(mi, f"model_inputs[{i}]"), f"model_inputs[{i}]")
-        why = no_room(len(prompt), settings.max_tokens, context)
-        if why is not None:
-            raise OperationError(Code.INVALID_INPUT, f"model_inputs[{i}]: {why}")
-        prompts.append(prompt)
-    return sp, n, settings, prompts

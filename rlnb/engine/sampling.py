@@ -78,15 +78,14 @@ def check_cache(rows: int, length: int, per_token: int, device: torch.device) ->
 
 
 def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Token ids and attention mask ``[len(prompts) * n, longest]``: row ``i * n + j`` is sample j of prompt i."""
-    longest = max(len(p) for p in prompts)
-    ids = torch.zeros(len(prompts) * n, longest, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, p in enumerate(prompts):
-        rows = slice(i * n, (i + 1) * n)
-        ids[rows, longest - len(p) :] = torch.tensor(p, dtype=torch.long)
-        mask[rows, longest - len(p) :] = 1
-    return ids.to(device), mask.to(device)
+    """Token ids and attention mask ``[len(prompts) * n, longest]``: row ``i * n + j`` is sample j of prompt i.
+    Padded as lists, then one tensor for the batch: a tensor and two copies per prompt were torch ops per prompt."""
+    longest = max(map(len, prompts))
+    ids = [[0] * (longest - len(p)) + list(p) for p in prompts]
+    mask = [[0] * (longest - len(p)) + [1] * len(p) for p in prompts]
+    both = torch.tensor([ids, mask], dtype=torch.long).to(device)  # [2, prompts, longest]
+    both = both[:, :, None].expand(2, len(prompts), n, longest).contiguous().view(2, len(prompts) * n, longest)
+    return both[0], both[1]
 
 
 _HIGH = 0x9E3779B97F4A7C15
@@ -102,11 +101,13 @@ def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) 
     low, high = seed % 2**32, seed % 2**64 >> 32
     seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(low)).tolist()
     mix = high * _HIGH % 2**62  # odd: its low 32 bits differ for each high half, and are 0 only for 0
-    seeds = [s ^ mix for s in seeds]
-    blocks = [
-        torch.rand(steps, n, generator=torch.Generator(device=device).manual_seed(s), device=device) for s in seeds
-    ]
-    return torch.cat(blocks, dim=1)
+    # Each prompt's stream is its own generator's (CPU: a Mersenne twister; CUDA: Philox), and no torch call draws
+    # several generators' streams at once: one generator, re-seeded per prompt, fills each prompt's block in place.
+    blocks = torch.empty(prompts, steps, n, device=device)  # prompt i's block: blocks[i], contiguous as rand's own
+    generator = torch.Generator(device=device)
+    for block, s in zip(blocks.unbind(0), seeds, strict=True):
+        block.uniform_(generator=generator.manual_seed(s ^ mix))  # what torch.rand(steps, n, generator=...) draws
+    return blocks.permute(1, 0, 2).reshape(steps, prompts * n)
 
 
 @dataclass
@@ -171,7 +172,7 @@ def draw(
     tokens: list[Tensor] = []
     logps: list[Tensor] = []
     hits: list[Tensor] = []
-    us = noise.unbind(0)
+    us = noise[:, :, None].unbind(0)  # each step's uniforms as a column [B, 1], as ``choice.choose`` takes them
     logits = decoder.prefill(ids, mask)
     for t in range(T):
         nxt, logp = chooser(logits, us[t], settings.temperature, settings.top_p, settings.top_k)

@@ -155,7 +155,7 @@ def test_a_compiled_choice_compiles_once_per_kind_not_per_temperature():
     """Temperature and top_p are graph inputs: a sweep over them compiles once per kind of choice (nucleus or
     not), and every setting gives eager ``pick``'s tokens and log-probs."""
     compiler, g = Compiler(CPU), torch.Generator().manual_seed(0)
-    logits, u = torch.randn(4, 64, generator=g) * 3, torch.rand(4, generator=g)
+    logits, u = torch.randn(4, 64, generator=g) * 3, torch.rand(4, 1, generator=g)
     for temperature, top_p in [(1.0, 1.0), (0.7, 1.0), (1.3, 1.0), (0.5, 0.9), (1.0, 0.8), (2.0, 0.95)]:
         settings = sampling.Settings(max_tokens=1, temperature=temperature, top_p=top_p, top_k=20)
         got = choice.compiled_pick(compiler, settings, torch.float32, 4, 64, CPU)(logits, u, temperature, top_p, 20)

@@ -8,45 +8,36 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlnb.engine import sampling
 from rlnb.engine.models.decoders import BuiltinDecoder
 from rlnb.engine.models.tiny import KVCache, build_model
+from rlnb.testing.ops import OpCounter
+from rlnb.testing.ops import per_step as added
 from rlnb.text import ByteCodec
 
 PER_LAYER = 21
 """aten ops per layer and step: 2 layer norms, 4 linears (t + addmm), q, k, v as one view of the projection unbound,
 2 cache writes and 2 slices of the filled slots, SDPA, the heads' re-assembly view, GELU and 2 residual adds."""
-PER_STEP = 21
+PER_STEP = 19
 """The rest of a step: 2 embeddings and their sum, the mask's slice, the next position and slot, the final norm and
-head, and the token choice at temperature 1 with its log-prob."""
-
-
-class Count(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: Counter[str] = Counter()
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.ops[str(func)] += 1
-        return func(*args, **(kwargs or {}))
+head, and the token choice at temperature 1 with its log-prob (10 ops: 12 while its uniform and token were ``[B]``
+vectors, an unsqueeze each to meet ``searchsorted`` and ``gather``)."""
 
 
 def ops(steps: int, settings: dict[str, Any]) -> Counter[str]:
     model = build_model("tiny", 0)
     prompts, n = [[1, 2, 3], [4, 5]], 4
-    with torch.no_grad(), Count() as count:
+    with torch.no_grad(), OpCounter() as count:
         decoder = BuiltinDecoder(model, KVCache(model.config, 8, 3 + steps, torch.device("cpu"), torch.float32))
         sampling.draw(decoder, prompts, n, sampling.Settings(max_tokens=steps, **settings),
                       torch.rand(steps, 8), ByteCodec(), torch.device("cpu"))  # fmt: skip
     return count.ops
 
 
-def per_step(settings: dict[str, Any]) -> dict[str, int]:
+def per_step(settings: dict[str, Any]) -> dict[str, float]:
     """Ops that one more decode step adds (a long and a short sample's difference: the prefill cancels)."""
-    short, long = ops(9, settings), ops(17, settings)  # 8 more steps: with EOS one more end-of-rows check
-    return {op: (long[op] - short[op]) // 8 for op in long if long[op] != short[op]}
+    return added(ops(9, settings), ops(17, settings), 8)  # 8 more steps: with EOS one more end-of-rows check
 
 
 @pytest.mark.slow  # dispatch through a Python mode: about a second a count on a loaded machine
@@ -63,4 +54,23 @@ def test_an_eager_decode_step_dispatches_no_per_step_mask_or_buffer_work() -> No
 def test_eos_checks_cost_two_ops_a_step() -> None:
     plain, eos = per_step({}), per_step({"eos": (300,)})  # an id no row draws: every row runs to max_tokens
     extra = {op: eos.get(op, 0) - plain.get(op, 0) for op in {*plain, *eos}}
-    assert {op: k for op, k in extra.items() if k} == {"aten.isin.Tensor_Tensor": 1, "aten.bitwise_or_.Tensor": 1}
+    every = 1 / sampling.CHECK_EVERY  # whether every row has ended: one check (and host sync) every CHECK_EVERY steps
+    assert {op: k for op, k in extra.items() if k} == {"aten.isin.Tensor_Tensor": 1, "aten.bitwise_or_.Tensor": 1,
+                                                        "aten.all.default": every,
+                                                        "aten._local_scalar_dense.default": every}  # fmt: skip
+
+
+def before_decoding(prompts: int) -> Counter[str]:
+    """Ops of the batch's left padding and uniforms, ``prompts`` prompts of 1 to 5 tokens, 3 samples each."""
+    batch, cpu = [list(range(1, 2 + i % 5)) for i in range(prompts)], torch.device("cpu")
+    with OpCounter() as count:
+        sampling.left_pad(batch, 3, cpu)
+        sampling.uniforms(7, prompts, 3, 10, cpu)
+    return count.ops
+
+
+def test_the_work_before_decoding_is_one_torch_op_per_prompt():
+    """A tensor and two copies per prompt (``left_pad``) and a generator, a fill and a block to concatenate per prompt
+    (``uniforms``) were torch ops per prompt: now the batch is padded in one tensor, and each prompt's only op is the
+    fill of its uniforms from its own generator (its stream, and so a seed's tokens, as before)."""
+    assert added(before_decoding(2), before_decoding(10), 8) == {"aten.uniform_.default": 1}

@@ -96,10 +96,10 @@ def test_top_p_at_an_exact_tie_keeps_only_the_prefix_that_reaches_it():
     from rlnb.engine.choice import choose
 
     logits = torch.tensor([[math.log(2.0), 0.0, 0.0]]).expand(400, 3)
-    u = torch.linspace(0.0, 0.999, 400)
+    u = torch.linspace(0.0, 0.999, 400)[:, None]
     for top_p, kept in ((0.5, {0}), (0.75, {0, 1}), (0.8, {0, 1, 2})):
         tokens = choose(logits, 1.0, top_p, -1, u, greedy=False, nucleus=True)
-        assert set(tokens.tolist()) == kept, top_p
+        assert set(tokens[:, 0].tolist()) == kept, top_p
 
 
 def test_prompts_as_a_generator_or_arrays_are_all_sampled():
@@ -136,9 +136,9 @@ def test_a_top_p_below_float32s_smallest_keeps_the_most_likely_token(s):
     from rlnb.engine.choice import choose
 
     logits = LOGITS[None].expand(64, V)
-    u = torch.linspace(0.0, 0.999, 64)
+    u = torch.linspace(0.0, 0.999, 64)[:, None]
     for top_p in (1e-300, 1e-46, torch.tensor(1e-300)):
-        assert set(choose(logits, 1.0, top_p, -1, u, greedy=False, nucleus=True).tolist()) == {0}, top_p
+        assert set(choose(logits, 1.0, top_p, -1, u, greedy=False, nucleus=True)[:, 0].tolist()) == {0}, top_p
     assert set(draw(s, n_prompts=1, top_p=1e-300).tolist()) == {int(LOGITS.argmax())}
 
 
@@ -293,3 +293,26 @@ def test_the_kv_cache_check_takes_a_containers_memory_limit_not_only_the_hosts_m
             t.sample(["n=", "ab"], num_samples=64, max_tokens=18).result()
         assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
         assert len(t.sample("n=", num_samples=64, max_tokens=18).result().results[0].sequences) == 64
+
+
+def test_a_seeds_uniforms_are_pinned_and_the_batch_is_left_padded_per_sample():
+    """A seed's tokens are a user-visible promise, and they are drawn at these uniforms: the values each prompt's own
+    generator drew when ``uniforms`` made one generator and one block per prompt (before its blocks were filled in
+    place), for a seed below 2**32, one with high bits and a negative one."""
+    from rlnb.engine.sampling import left_pad, uniforms
+
+    cpu = torch.device("cpu")
+    assert uniforms(12345, 3, 2, 2, cpu).tolist() == [
+        [0.9326963424682617, 0.3806692957878113, 0.8068746328353882, 0.35031944513320923, 0.0681377649307251,
+         0.7297577857971191],
+        [0.640727698802948, 0.22067022323608398, 0.12191975116729736, 0.17788511514663696, 0.41415321826934814,
+         0.35758572816848755],
+    ]  # fmt: skip
+    assert uniforms(2**40 + 5, 2, 1, 2, cpu).tolist() == [[0.2453378438949585, 0.25742101669311523],
+                                                          [0.783587634563446, 0.22403955459594727]]  # fmt: skip
+    assert uniforms(-1, 2, 1, 2, cpu).tolist() == [[0.4403383731842041, 0.974308967590332],
+                                                   [0.1013537049293518, 0.06760996580123901]]  # fmt: skip
+    ids, mask = left_pad([[5, 6, 7], [8]], 2, cpu)
+    assert ids.tolist() == [[5, 6, 7], [5, 6, 7], [0, 0, 8], [0, 0, 8]]
+    assert mask.tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 1], [0, 0, 1]]
+    assert ids.dtype == mask.dtype == torch.long
