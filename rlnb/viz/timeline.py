@@ -14,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 
 from rlnb.history import History
+from rlnb.history.export import read_back
 from rlnb.viz.draw import MAX_ERROR_LABELS, STATUS_COLORS, need, new_axes, note, short
 from rlnb.viz.lines import MAX_POINTS
 from rlnb.wire import OperationStatus as Status
@@ -43,6 +44,7 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
         now = history.ended_at  # a loaded run: its unfinished bars end where its records do
     columns = ("kind", "status", "error_code", "submitted_at", "started_at", "finished_at")
     need(ops, columns, "plots.timeline draws the operations: pass a History or history.df")
+    ops = read_back(ops)  # history.to_csv read back: its times are text
     ax = new_axes(ax)
     ax.set(xlabel="seconds since the first submission", title="operations")
     if ops.empty:

@@ -239,3 +239,32 @@ def test_a_title_of_stacked_marks_leaves_every_axes_of_the_live_view_as_tall_as_
         assert axes["loss"].y1 < 0.87 * 208 - 9  # lowered under STACKED's title, the loss panel drawn before it
     finally:
         view.close()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_exported_table_read_back_by_pandas_plots_as_the_history_does(tmp_path, fmt):
+    """``history.to_csv`` / ``to_parquet`` read back with ``pd.read_csv`` / ``read_parquet`` (the demo's history.csv,
+    plotted a day later): the CSV's times are text, so every plot of it raised pandas' bare ``TypeError: operation
+    'sub' not supported for dtype 'str'``; the ``params`` column is JSON text in both, so the loss of a forward-only
+    evaluation was summed into its step's (read twice over). Both draw what the History draws."""
+    import rlnb
+    from rlnb import samples
+    from rlnb.testing import FakeBackend
+
+    s = rlnb.Session(FakeBackend("adam", loss=lambda step: 1.0 + step), runs_dir=tmp_path / "runs", run_id="r")
+    for i in range(3):
+        s.forward_backward([samples.cross_entropy(list(b"train"))])
+        if i == 1:
+            s.forward_backward([samples.cross_entropy(list(b"held"))], forward_only=True)
+        s.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+    s.sample("ab", max_tokens=2)  # no step: its row's step is empty in the file
+    s.wait()
+    s.close()
+    getattr(s.history, f"to_{fmt}")(tmp_path / f"h.{fmt}")
+    table = getattr(pd, f"read_{fmt}")(tmp_path / f"h.{fmt}")
+    drawn = plots.loss(table).get_lines()[0].get_ydata()
+    assert list(drawn) == list(plots.loss(s.history).get_lines()[0].get_ydata()) == [1.0, 2.0, 3.0]
+    assert plots.grad_norm(table).get_lines()[0].get_ydata().tolist() == [1.0, 1.0, 1.0]
+    bars = plots.timeline(table).collections
+    assert [len(c.get_paths()) for c in bars] == [len(c.get_paths()) for c in plots.timeline(s.history).collections]
+    FigureCanvasAgg(plots.overview(table)).draw()
