@@ -268,3 +268,14 @@ def test_an_exported_table_read_back_by_pandas_plots_as_the_history_does(tmp_pat
     bars = plots.timeline(table).collections
     assert [len(c.get_paths()) for c in bars] == [len(c.get_paths()) for c in plots.timeline(s.history).collections]
     FigureCanvasAgg(plots.overview(table)).draw()
+
+
+def test_a_comparison_of_one_path_or_one_history_is_refused_naming_what_it_takes(tmp_path):
+    """``plots.compare("rlnb-runs")`` (the runs folder, as ``rlnb.runs`` takes it) loaded each character as a run
+    folder: ``r is not an rlnb run folder (no ops.jsonl)``, naming neither the argument nor the fix; a History alone
+    was iterated into its records. ``rlnb.compare`` said what it takes; ``plots.compare`` now says it too."""
+    history = hand_history([1.0, 0.5], [1.0, 1.0])
+    for one in (str(tmp_path), tmp_path, history):
+        with pytest.raises(TypeError, match=r"compare takes a list of runs .*one run alone: \[run\]"):
+            plots.compare(one)
+    assert plots.compare([history]).get_lines()[0].get_ydata().tolist() == [1.0, 0.5]
