@@ -279,3 +279,22 @@ def test_a_comparison_of_one_path_or_one_history_is_refused_naming_what_it_takes
         with pytest.raises(TypeError, match=r"compare takes a list of runs .*one run alone: \[run\]"):
             plots.compare(one)
     assert plots.compare([history]).get_lines()[0].get_ydata().tolist() == [1.0, 0.5]
+
+
+def test_flags_and_times_of_the_wrong_type_are_refused_naming_the_argument():
+    """``LiveView(h, loss=None)`` / ``learning_rate="no"`` raised ``TypeError: unsupported operand type(s) for +: 'int'
+    and 'NoneType'`` (``"no"`` would have meant yes where it got through), ``plots.timeline(h, now="x")`` ``unsupported
+    operand type(s) for -: 'str' and 'float'`` and ``plots.overview(h, metrics=5)`` ``'int' object is not iterable``:
+    none named the argument."""
+    h = hand_history([1.0, 0.5], [1.0, 1.0])
+    for flag in ("loss", "learning_rate"):
+        for value in (None, "no", 1):
+            with pytest.raises(ValueError, match=f"{flag} must be True or False"):
+                LiveView(h, **{flag: value})
+    with pytest.raises(ValueError, match=r"now must be a time \(POSIX seconds, as time.time\(\) gives\) or None"):
+        plots.timeline(h, now="x")
+    with pytest.raises(TypeError, match="metrics must be the names of logged figures"):
+        plots.overview(h, metrics=5)
+    view = LiveView(h, loss=False, learning_rate=False)
+    assert set(view.panels) == {"grad_norm"}
+    view.close()
