@@ -118,7 +118,8 @@ def with_json(frame: pd.DataFrame) -> pd.DataFrame:
 
 def read_back(frame: pd.DataFrame) -> pd.DataFrame:
     """An operations table as ``to_csv`` / ``to_parquet`` wrote it and pandas read it back (``pd.read_csv``): its
-    times as UTC timestamps again (CSV keeps them as text: every plot of it raised pandas' bare ``TypeError``) and its
+    times as UTC timestamps again (CSV keeps them as text: every plot of it raised pandas' bare ``TypeError``; a column
+    of numbers is POSIX seconds, as the run folder's, and one of empty cells, NaN, no time) and its
     dict columns as dicts (JSON text in both files: an evaluation's ``forward_only`` mark went unseen, its loss summed
     into its step's). ``History.df`` itself is returned as it is; a column that holds neither is a ``ValueError``
     naming it."""
@@ -129,10 +130,11 @@ def read_back(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy(deep=False)  # the caller's table stays as it is (its attrs are kept)
     for col in times:
         try:
-            frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601")
+            numeric = pd.api.types.is_numeric_dtype(frame[col])  # POSIX seconds (a CSV's empty column: NaN)
+            frame[col] = pd.to_datetime(frame[col], utc=True, **({"unit": "s"} if numeric else {"format": "ISO8601"}))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"the operations table's {col} column holds no times, as history.to_csv writes them: "
-                             f"{str(exc).splitlines()[0]}"[:300]) from None  # fmt: skip
+                             f"{str(exc).splitlines()[0].split('. You might')[0]}"[:300]) from None  # fmt: skip
     for col in dicts:
         try:
             frame[col] = [

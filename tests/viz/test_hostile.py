@@ -268,6 +268,9 @@ def test_an_exported_table_read_back_by_pandas_plots_as_the_history_does(tmp_pat
     bars = plots.timeline(table).collections
     assert [len(c.get_paths()) for c in bars] == [len(c.get_paths()) for c in plots.timeline(s.history).collections]
     FigureCanvasAgg(plots.overview(table)).draw()
+    table["submitted_at"] = "yesterday"  # a hand edit: named, not pandas' TypeError
+    with pytest.raises(ValueError, match="the operations table's submitted_at column holds no times"):
+        plots.timeline(table)
 
 
 def test_a_comparison_of_one_path_or_one_history_is_refused_naming_what_it_takes(tmp_path):
