@@ -301,3 +301,20 @@ def test_flags_and_times_of_the_wrong_type_are_refused_naming_the_argument():
     view = LiveView(h, loss=False, learning_rate=False)
     assert set(view.panels) == {"grad_norm"}
     view.close()
+
+
+def test_a_figure_named_with_dollars_and_not_logged_yet_is_said_as_written():
+    """``plots.metric(h, "$\\nope$ cost")`` or ``LiveView(h, metrics=["$\\nope$ cost"])`` before the figure is logged:
+    the note ``no '$\\nope$ cost' logged yet`` is wrapped to its axes, and matplotlib measures a wrapped text's lines
+    as TeX whatever ``parse_math`` says: the plot failed when drawn (``ValueError: ParseException``) and the live view
+    could not be made. The note is broken into lines here, and drawn as written."""
+    h = History(config={})
+    h.log(1, acc=0.5)
+    for name in ("$\\nope$ cost", "price $5 to $10"):
+        ax = plots.metric(h, name)
+        FigureCanvasAgg(ax.figure).draw()
+        (said,) = [t.get_text() for t in ax.texts]
+        assert said.replace("\n", " ") == f"no {name!r} logged yet"
+        view = LiveView(h, metrics=[name])
+        assert view.error is None and view.panels[name].note.get_text().replace("\n", " ") == said.replace("\n", " ")
+        view.close()
