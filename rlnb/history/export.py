@@ -18,6 +18,7 @@ import pandas as pd
 from rlnb._options import refuse_dangling_link, user_path
 from rlnb.history.jsontext import config_text, line, numbers, spelled
 from rlnb.history.locks import refuse_link, write_new
+from rlnb.history.record import TIMES
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, METRICS_FILE, OPS_FILE, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
@@ -112,4 +113,33 @@ def with_json(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (a fresh ``History.df``) with its dict columns as standard JSON text, which CSV and Parquet hold."""
     for col in DICT_COLUMNS:
         frame[col] = frame[col].map(lambda d: STANDARD.encode(spelled(d)))
+    return frame
+
+
+def read_back(frame: pd.DataFrame) -> pd.DataFrame:
+    """An operations table as ``to_csv`` / ``to_parquet`` wrote it and pandas read it back (``pd.read_csv``): its
+    times as UTC timestamps again (CSV keeps them as text: every plot of it raised pandas' bare ``TypeError``; a column
+    of numbers is POSIX seconds, as the run folder's, and one of empty cells, NaN, no time) and its
+    dict columns as dicts (JSON text in both files: an evaluation's ``forward_only`` mark went unseen, its loss summed
+    into its step's). ``History.df`` itself is returned as it is; a column that holds neither is a ``ValueError``
+    naming it."""
+    times = [c for c in TIMES if c in frame and not isinstance(frame[c].dtype, pd.DatetimeTZDtype)]
+    dicts = [c for c in DICT_COLUMNS if c in frame and any(isinstance(v, str) for v in frame[c])]
+    if not times and not dicts:
+        return frame
+    frame = frame.copy(deep=False)  # the caller's table stays as it is (its attrs are kept)
+    for col in times:
+        try:
+            numeric = pd.api.types.is_numeric_dtype(frame[col])  # POSIX seconds (a CSV's empty column: NaN)
+            frame[col] = pd.to_datetime(frame[col], utc=True, **({"unit": "s"} if numeric else {"format": "ISO8601"}))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the operations table's {col} column holds no times, as history.to_csv writes them: "
+                             f"{str(exc).splitlines()[0].split('. You might')[0]}"[:300]) from None  # fmt: skip
+    for col in dicts:
+        try:
+            frame[col] = [
+                from_json_text(v) if isinstance(v, str) else v if isinstance(v, dict) else {} for v in frame[col]
+            ]
+        except ValueError as exc:
+            raise ValueError(f"the operations table's {col} column holds text that is no JSON: {exc}"[:300]) from None
     return frame

@@ -14,6 +14,7 @@ import pandas as pd
 from pandas.api.types import union_categoricals
 
 from rlnb import wire
+from rlnb.history.export import read_back
 from rlnb.history.record import CATEGORIES, COLUMNS, FLOATS, TIMES, Record, as_row, uncount
 from rlnb.history.runconfig import session_starts
 from rlnb.history.steplog import StepLog
@@ -110,7 +111,8 @@ class OpsTable:
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
     """``History.steps`` of an operations table (``History.df``, e.g. one a plot was given): its rows fed
     to a ``StepLog``, the one builder of the steps table; where later sessions continued the run, as ``History.df``
-    says in ``attrs``."""
+    says in ``attrs``. A table read back from ``history.to_csv`` / ``to_parquet`` is taken too (``read_back``)."""
+    ops = read_back(ops)
     log = StepLog()
     rows = logged.to_dict("records") if logged is not None and "step" in logged else []
     log.feed(_records(ops), rows, unfinished=False, sessions=session_starts(ops.attrs))

@@ -100,10 +100,9 @@ def compare(
     """The figure ``plots.compare`` documents."""
     if band not in ("auto", "minmax", "std", "seeds"):
         raise ValueError(f"band must be 'auto', 'minmax', 'std' or 'seeds', got {band!r}")
-    if isinstance(frame_or_histories, pd.DataFrame):
-        frame = frame_or_histories
-    else:
-        frame = compare_runs(list(frame_or_histories))
+    # not list(): a path was its characters, each "not an rlnb run folder"; compare_runs names what it takes
+    given = frame_or_histories
+    frame = given if isinstance(given, pd.DataFrame) else compare_runs(given)
     if len(frame) and y not in frame:
         shown = ", ".join(c for c in frame.columns if c not in ("run", "seed", "step"))
         raise ValueError(f"y={y!r} is not a column of these runs' steps tables; they have: {shown}")

@@ -25,7 +25,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from rlnb._options import check_int, check_seconds
+from rlnb._options import check_bool, check_int, check_seconds
 from rlnb.history import History
 from rlnb.history.figures import StepRow
 from rlnb.prompts import check_text
@@ -75,6 +75,7 @@ class LiveView:
         # thread's OverflowError, in the kernel's log)
         check_ema(ema)
         rows = check_int("rows", rows, 1)  # rows=0 said "no completed optimizer step yet" under steps that exist
+        loss, learning_rate = check_bool("loss", loss), check_bool("learning_rate", learning_rate)  # None: int + None
         self.history = history
         self.auto = metrics is None
         self.metrics: list[str] = [] if metrics is None else [metrics] if isinstance(metrics, str) else list(metrics)

@@ -23,7 +23,6 @@ from PIL import Image
 
 from rlnb.viz import placing
 from rlnb.viz.draw import Y_SPAN
-from rlnb.viz.glyphs import drawable
 from rlnb.viz.lines import MARKERS_UP_TO
 from rlnb.viz.texts import as_written, fit_legend, fit_title
 
@@ -163,7 +162,8 @@ class Panel:
         if note != self._note:
             self._note = note
             self.note.set_text(note)
-            drawable(self.note)  # a metric's name in it: CJK or emoji drew boxes
+            self.note.set_wrap(True)  # as_written may have broken an earlier note itself
+            as_written(self.note)  # a metric's name in it: CJK or emoji drew boxes, two "$" failed the draw
             self._stale = True
 
     def set_label(self, key: str, label: str) -> None:

@@ -9,7 +9,7 @@ shows loss and gradient norm first, as before.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -59,7 +59,10 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     panels = [p for p in RL_PANELS if any(c in logged.columns for c, _ in p[1])] if rl else []
     shown = {"reward", EVAL, *(c for _, lines, _ in panels for c, _ in lines)} if rl else set()
     shown |= {"loss", "grad_norm"}  # their own panels: a second one said "no 'loss' logged yet"
-    extra = [m for m in dict.fromkeys([metrics] if isinstance(metrics, str) else metrics) if m not in shown]
+    named = [metrics] if isinstance(metrics, str) else list(metrics) if isinstance(metrics, Iterable) else None
+    if named is None or not all(isinstance(m, str) for m in named):  # 5: "'int' object is not iterable"
+        raise TypeError(f"metrics must be the names of logged figures, got {metrics!r}"[:300])
+    extra = [m for m in dict.fromkeys(named) if m not in shown]
     n = (1 if rl else 0) + len(panels) + len(extra) + 2
     cols = min(COLUMNS, n)
     fig = NotebookFigure(figsize=(4.2 * cols, 3.3 * math.ceil(n / cols)), layout="constrained")

@@ -14,6 +14,7 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backend_bases import RendererBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.cbook import is_math_text
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.text import Text
@@ -29,6 +30,18 @@ def as_written(artist: Artist) -> None:
     for text in artist.findobj(Text):
         text.set_parse_math(False)
         drawable(text)
+        if text.get_wrap() and is_math_text(text.get_text()):
+            _wrap_here(text)
+
+
+def _wrap_here(text: Text) -> None:
+    """``text`` broken into lines as wide as its axes here (``wrapped``), not by matplotlib: its wrapping measures the
+    lines as TeX whatever ``parse_math`` says, so a note naming ``"$\\nope$ cost"`` failed the whole draw."""
+    figure = cast(Figure, text.get_figure(root=True))
+    room = text.axes.bbox.width if text.axes is not None else figure.bbox.width
+    font, renderer = text.get_fontproperties(), agg(figure)
+    text.set_text(wrapped(text.get_text(), lambda line: drawn_width(line, font, renderer), room))
+    text.set_wrap(False)
 
 
 def printable(name: object) -> str:

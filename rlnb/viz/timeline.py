@@ -6,6 +6,7 @@ merged below a pixel, failure labels) and none of the step panels' helpers.
 
 from __future__ import annotations
 
+import numbers
 import time
 
 import numpy as np
@@ -13,7 +14,9 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 
+from rlnb._shown import shown
 from rlnb.history import History
+from rlnb.history.export import read_back
 from rlnb.viz.draw import MAX_ERROR_LABELS, STATUS_COLORS, need, new_axes, note, short
 from rlnb.viz.lines import MAX_POINTS
 from rlnb.wire import OperationStatus as Status
@@ -38,11 +41,14 @@ def _seconds(times: pd.Series, t0: pd.Timestamp) -> np.ndarray:
 
 def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float | None = None) -> Axes:
     """The figure ``plots.timeline`` documents."""
+    if now is not None and (isinstance(now, bool) or not isinstance(now, numbers.Real)):  # "x" - t0: a bare TypeError
+        raise ValueError(f"now must be a time (POSIX seconds, as time.time() gives) or None, got {shown(now)}")
     ops = history.df if isinstance(history, History) else history
     if now is None and isinstance(history, History):
         now = history.ended_at  # a loaded run: its unfinished bars end where its records do
     columns = ("kind", "status", "error_code", "submitted_at", "started_at", "finished_at")
     need(ops, columns, "plots.timeline draws the operations: pass a History or history.df")
+    ops = read_back(ops)  # history.to_csv read back: its times are text
     ax = new_axes(ax)
     ax.set(xlabel="seconds since the first submission", title="operations")
     if ops.empty:

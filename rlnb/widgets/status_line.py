@@ -49,7 +49,8 @@ class StatusLine:
         ``step N · waits: …`` (``waits``: another panel's run or Find LR goes on it)."""
         self.waits = waits
         if session.closed:
-            self.show(f"session {session.id} is closed: connect a new one to train", error=True)
+            said = html.escape(f"session {session.id} is closed", quote=False)  # the id is its server's word
+            self.show(f"{said}: connect a new one to train", error=True)
         elif waits is not None:
             self.show(f"step {step} · waits: {html.escape(waits, quote=False)}")
         else:

@@ -65,15 +65,17 @@ def rl_figures(session: Session, task: Task, params: OptimizerParams) -> dict[st
 
 
 def log_figures(session: Session, step: int, returned: object, log: bool) -> dict[str, Any] | None:
-    """What a step function returned at ``step`` (which ran), as ``figures``, logged if ``log``. A figure that
-    ``history.log`` refuses stops the run with a ``ValueError`` naming ``step_fn`` and saying the step ran: it named
-    ``history.log``, which the person never called, and the line gave the step before, as if it had not run."""
+    """What a step function returned at ``step`` (which ran), as ``figures``, logged if ``log``, each as the float
+    logged: a value ``history.log`` takes (``torch.tensor([0.5])``, a ``Fraction``) failed the status line's format
+    after it was logged, ending the run. A figure that ``history.log`` refuses stops the run with a ``ValueError``
+    naming ``step_fn`` and saying the step ran: it named ``history.log``, which the person never called, and the line
+    gave the step before, as if it had not run."""
     figured = figures(returned)
     if not (figured and log):
         return figured
     try:
         session.history.log(step, **figured)
-        return figured
+        return {name: float(value) for name, value in figured.items()}  # each one history.log took as a float
     except ValueError as exc:
         said = str(exc).removeprefix("history.log: ")
         raise ValueError(f"step_fn's figures of step {step} were not logged (the step ran): {said}") from exc

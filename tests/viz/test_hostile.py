@@ -239,3 +239,82 @@ def test_a_title_of_stacked_marks_leaves_every_axes_of_the_live_view_as_tall_as_
         assert axes["loss"].y1 < 0.87 * 208 - 9  # lowered under STACKED's title, the loss panel drawn before it
     finally:
         view.close()
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_exported_table_read_back_by_pandas_plots_as_the_history_does(tmp_path, fmt):
+    """``history.to_csv`` / ``to_parquet`` read back with ``pd.read_csv`` / ``read_parquet`` (the demo's history.csv,
+    plotted a day later): the CSV's times are text, so every plot of it raised pandas' bare ``TypeError: operation
+    'sub' not supported for dtype 'str'``; the ``params`` column is JSON text in both, so the loss of a forward-only
+    evaluation was summed into its step's (read twice over). Both draw what the History draws."""
+    import rlnb
+    from rlnb import samples
+    from rlnb.testing import FakeBackend
+
+    s = rlnb.Session(FakeBackend("adam", loss=lambda step: 1.0 + step), runs_dir=tmp_path / "runs", run_id="r")
+    for i in range(3):
+        s.forward_backward([samples.cross_entropy(list(b"train"))])
+        if i == 1:
+            s.forward_backward([samples.cross_entropy(list(b"held"))], forward_only=True)
+        s.optim_step(rlnb.AdamParams(learning_rate=1e-3))
+    s.sample("ab", max_tokens=2)  # no step: its row's step is empty in the file
+    s.wait()
+    s.close()
+    getattr(s.history, f"to_{fmt}")(tmp_path / f"h.{fmt}")
+    table = getattr(pd, f"read_{fmt}")(tmp_path / f"h.{fmt}")
+    drawn = plots.loss(table).get_lines()[0].get_ydata()
+    assert list(drawn) == list(plots.loss(s.history).get_lines()[0].get_ydata()) == [1.0, 2.0, 3.0]
+    assert plots.grad_norm(table).get_lines()[0].get_ydata().tolist() == [1.0, 1.0, 1.0]
+    bars = plots.timeline(table).collections
+    assert [len(c.get_paths()) for c in bars] == [len(c.get_paths()) for c in plots.timeline(s.history).collections]
+    FigureCanvasAgg(plots.overview(table)).draw()
+    table["submitted_at"] = "yesterday"  # a hand edit: named, not pandas' TypeError
+    with pytest.raises(ValueError, match="the operations table's submitted_at column holds no times"):
+        plots.timeline(table)
+
+
+def test_a_comparison_of_one_path_or_one_history_is_refused_naming_what_it_takes(tmp_path):
+    """``plots.compare("rlnb-runs")`` (the runs folder, as ``rlnb.runs`` takes it) loaded each character as a run
+    folder: ``r is not an rlnb run folder (no ops.jsonl)``, naming neither the argument nor the fix; a History alone
+    was iterated into its records. ``rlnb.compare`` said what it takes; ``plots.compare`` now says it too."""
+    history = hand_history([1.0, 0.5], [1.0, 1.0])
+    for one in (str(tmp_path), tmp_path, history):
+        with pytest.raises(TypeError, match=r"compare takes a list of runs .*one run alone: \[run\]"):
+            plots.compare(one)
+    assert plots.compare([history]).get_lines()[0].get_ydata().tolist() == [1.0, 0.5]
+
+
+def test_flags_and_times_of_the_wrong_type_are_refused_naming_the_argument():
+    """``LiveView(h, loss=None)`` / ``learning_rate="no"`` raised ``TypeError: unsupported operand type(s) for +: 'int'
+    and 'NoneType'`` (``"no"`` would have meant yes where it got through), ``plots.timeline(h, now="x")`` ``unsupported
+    operand type(s) for -: 'str' and 'float'`` and ``plots.overview(h, metrics=5)`` ``'int' object is not iterable``:
+    none named the argument."""
+    h = hand_history([1.0, 0.5], [1.0, 1.0])
+    for flag in ("loss", "learning_rate"):
+        for value in (None, "no", 1):
+            with pytest.raises(ValueError, match=f"{flag} must be True or False"):
+                LiveView(h, **{flag: value})
+    with pytest.raises(ValueError, match=r"now must be a time \(POSIX seconds, as time.time\(\) gives\) or None"):
+        plots.timeline(h, now="x")
+    with pytest.raises(TypeError, match="metrics must be the names of logged figures"):
+        plots.overview(h, metrics=5)
+    view = LiveView(h, loss=False, learning_rate=False)
+    assert set(view.panels) == {"grad_norm"}
+    view.close()
+
+
+def test_a_figure_named_with_dollars_and_not_logged_yet_is_said_as_written():
+    """``plots.metric(h, "$\\nope$ cost")`` or ``LiveView(h, metrics=["$\\nope$ cost"])`` before the figure is logged:
+    the note ``no '$\\nope$ cost' logged yet`` is wrapped to its axes, and matplotlib measures a wrapped text's lines
+    as TeX whatever ``parse_math`` says: the plot failed when drawn (``ValueError: ParseException``) and the live view
+    could not be made. The note is broken into lines here, and drawn as written."""
+    h = History(config={})
+    h.log(1, acc=0.5)
+    for name in ("$\\nope$ cost", "price $5 to $10"):
+        ax = plots.metric(h, name)
+        FigureCanvasAgg(ax.figure).draw()
+        (said,) = [t.get_text() for t in ax.texts]
+        assert said.replace("\n", " ") == f"no {name!r} logged yet"
+        view = LiveView(h, metrics=[name])
+        assert view.error is None and view.panels[name].note.get_text().replace("\n", " ") == said.replace("\n", " ")
+        view.close()

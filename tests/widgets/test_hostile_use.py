@@ -242,3 +242,27 @@ def test_the_last_stop_clicked_says_where_the_person_is(fake, monkeypatch, what)
     assert a.join(DEADLINE) and a.builder.lr_finder.join(DEADLINE)
     assert focused == ["a.step" if what == "step" else "a.find"]
     a.close(), b.close()
+
+
+@pytest.mark.parametrize("value", ["tensor", "fraction"])
+def test_a_figure_that_history_log_takes_is_said_in_the_status_line_not_a_failure(fake, value):
+    """A step function returning ``{"acc": torch.tensor([0.5])}`` (a one-element tensor, as ``mean(keepdim=True)``
+    gives) or a ``Fraction``: ``history.log`` takes it as 0.5, then the status line's ``:.3g`` raised ``TypeError:
+    unsupported format string passed to Tensor.__format__`` and the run ended as failed after its first step."""
+    import fractions
+
+    import torch
+
+    given = torch.tensor([0.5]) if value == "tensor" else fractions.Fraction(1, 2)
+
+    def step(session, params):
+        session.forward_backward([rlnb.samples.cross_entropy(list(b"ab"))])
+        session.optim_step(params).result()
+        return {"acc": given}
+
+    panel = RunPanel(fake, step_fn=step, every=0.05)
+    assert panel.start(2) and panel.join(DEADLINE)
+    assert panel.error is None and fake.step == 2
+    assert "step 2 · 2 done" in panel.status.value and panel.returned == ("acc",)
+    assert fake.history.logged.acc.tolist() == [0.5, 0.5]
+    panel.close()

@@ -95,3 +95,17 @@ def test_a_listener_subscribed_after_the_close_is_called_at_once():
     assert heard == [1]
     session.close()
     assert heard == [1]  # once
+
+
+def test_a_session_id_with_markup_is_shown_as_its_text_when_the_session_closes():
+    """A session's id is the server's word (a remote one's is whatever its server answered): the closed panel's line
+    put it into the status HTML raw, so an id ``<img src=x onerror=...>`` became an element of the notebook's page
+    (the HTML widget sets its value as markup), where the "waits" and "not started" lines escape what they show."""
+    backend = FakeBackend("adam")
+    backend._info = backend._info.model_copy(update={"id": "<img src=x onerror=alert(1)>&"})
+    session = rlnb.Session(backend, record=False)
+    panel = RunPanel(session, every=0.05)
+    session.close()
+    assert "<img" not in panel.status.value and "&lt;img src=x onerror=alert(1)&gt;&amp;" in panel.status.value
+    assert text(panel.status) == "session <img src=x onerror=alert(1)>& is closed: connect a new one to train"
+    panel.close()
