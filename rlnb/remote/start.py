@@ -198,9 +198,8 @@ class Start:
                              wire.RESOURCE_ENDED)  # fmt: skip
         request = options.session_request(rid)
         create = lambda: self.client.create_session(request)  # noqa: E731
-        info = recover.create_once(
-            create, recover.sessions_since(self.client, request), self.client, "a session", "list_sessions"
-        )
+        found = recover.sessions_since(self.client, request)
+        info = recover.create_once(create, found, self.client, "a session", "list_sessions", self._adopt_session)
         self.created_session = info.id
         log.info("started training session %s on %s", info.id, rid)
         running = self.running(info.id)
@@ -222,10 +221,17 @@ class Start:
         request = options.resource_request(base_model)
         create = lambda: self.client.create_model_resources(request)  # noqa: E731
         find = recover.resources_since(self.client, request)
-        resource = recover.create_once(create, find, self.client, "a model resource", "list_model_resources")
+        resource = recover.create_once(create, find, self.client, "a model resource", "list_model_resources",
+                                       self._adopt_resource)  # fmt: skip
         self.created_resource = resource.id
         log.info("created model resource %s (%s)", resource.id, resource.base_model)
         return resource
+
+    def _adopt_session(self, info: wire.Session) -> None:  # one an interrupted create made: ``undo`` stops it
+        self.created_session = info.id
+
+    def _adopt_resource(self, resource: wire.ModelResources) -> None:
+        self.created_resource = resource.id
 
     def running(self, session_id: str) -> wire.Session:
         return self.wait(lambda: self.client.get_session(session_id), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
