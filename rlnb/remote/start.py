@@ -199,7 +199,7 @@ class Start:
         request = options.session_request(rid)
         create = lambda: self.client.create_session(request)  # noqa: E731
         found = recover.sessions_since(self.client, request)
-        info = recover.create_once(create, found, self.client, "a session", "list_sessions", self._adopt_session)
+        info = recover.create_once(create, found, self.client, "a session", "list_sessions", self._adopt)
         self.created_session = info.id
         log.info("started training session %s on %s", info.id, rid)
         running = self.running(info.id)
@@ -222,16 +222,17 @@ class Start:
         create = lambda: self.client.create_model_resources(request)  # noqa: E731
         find = recover.resources_since(self.client, request)
         resource = recover.create_once(create, find, self.client, "a model resource", "list_model_resources",
-                                       self._adopt_resource)  # fmt: skip
+                                       self._adopt)  # fmt: skip
         self.created_resource = resource.id
         log.info("created model resource %s (%s)", resource.id, resource.base_model)
         return resource
 
-    def _adopt_session(self, info: wire.Session) -> None:  # one an interrupted create made: ``undo`` stops it
-        self.created_session = info.id
-
-    def _adopt_resource(self, resource: wire.ModelResources) -> None:
-        self.created_resource = resource.id
+    def _adopt(self, made: wire.Session | wire.ModelResources) -> None:
+        """What an interrupted create made (``recover.create_once``), for ``undo`` to stop."""
+        if isinstance(made, wire.Session):
+            self.created_session = made.id
+        else:
+            self.created_resource = made.id
 
     def running(self, session_id: str) -> wire.Session:
         return self.wait(lambda: self.client.get_session(session_id), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
@@ -286,12 +287,20 @@ def _checked(
 
 def stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
     """Best-effort cleanup after a failed start; the original error is the one worth raising. The stops share one
-    ``STOP_RECONNECT`` to connect: on a dead server each one held the error back through every retry (14 s)."""
+    ``STOP_RECONNECT`` to connect: on a dead server each one held the error back through every retry (14 s). Ctrl-C
+    during them is raised with a note naming what may still run (the ids were lost with the ``connect``)."""
     until = time.monotonic() + STOP_RECONNECT
-    for stop, target in ((client.stop_session, session_id), (client.stop_model_resources, model_resources_id)):
+    stops: list[tuple[Callable[..., Any], str | None]] = [
+        (client.stop_session, session_id), (client.stop_model_resources, model_resources_id)]  # fmt: skip
+    for i, (stop, target) in enumerate(stops):
         if target is not None:
             try:
                 stop(target, reconnect_until=until)
+            except KeyboardInterrupt as exc:
+                left = " and ".join(f"{s.__name__}({t!r})" for s, t in stops[i:] if t is not None)
+                exc.add_note(f"(interrupted while stopping what the failed start created, which may still run: "
+                             f"stop it with rlnb.remote.client.APIClient({client.base_url!r}).{left})")  # fmt: skip
+                raise
             except APIError as exc:
                 log.warning("could not stop %s after a failed start (%s): it may still be running remotely", target,
                             exc)  # fmt: skip

@@ -9,6 +9,7 @@ import pytest
 import rlnb
 from rlnb import wire
 from tests.remote.test_lost_create import RESOURCES, SESSIONS, LoseAnswer, listed
+from tests.support.fake_api import error
 from tests.support.server import app_client
 
 RESOURCE_STOPPING = {wire.ModelResourcesStatus.STOPPING, wire.ModelResourcesStatus.STOPPED}
@@ -54,3 +55,26 @@ def test_ctrl_c_while_a_create_is_answered_by_a_server_that_made_nothing_says_wh
     notes = " ".join(getattr(info.value, "__notes__", []))
     assert "may have created a model resource all the same" in notes
     assert ".list_model_resources(created_by='me')" in notes
+
+
+def test_ctrl_c_while_a_failed_connect_stops_what_it_created_names_what_may_still_run(tmp_path):
+    """A ``connect`` that failed stops the resource it created; Ctrl-C then (the stop is slow) left it running, and
+    its id was nowhere: the ``KeyboardInterrupt`` now carries a note naming it and the call that stops it."""
+    with app_client(tmp_path) as c:
+
+        class RefusedThenInterrupted(LoseAnswer):  # the session is refused; the stop of the resource interrupted
+            def __call__(self, request):
+                if request.method == "POST" and request.url.path == SESSIONS:
+                    return error(400, "no session for you")
+                if request.method == "POST" and request.url.path.endswith("/stop"):
+                    raise KeyboardInterrupt
+                return super().__call__(request)
+
+        handler = RefusedThenInterrupted(c, "/nothing-lost", error(500, "unused"))
+        with handler.client() as http, pytest.raises(KeyboardInterrupt) as info:
+            rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http, record=False)
+        [resource] = listed(c, RESOURCES)
+    notes = " ".join(getattr(info.value, "__notes__", []))
+    assert resource["status"] == wire.ModelResourcesStatus.READY  # still running: the stop never reached the app
+    assert f"APIClient('http://testserver').stop_model_resources('{resource['id']}')" in notes
+    assert isinstance(info.value.__context__, rlnb.BadRequestError)  # the failure that set the clean-up off
