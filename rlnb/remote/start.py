@@ -7,65 +7,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_bool, set_int
-from rlnb.errors import APIError, OperationTimeout, RateLimitError, ResourceEnded, RlnbError, SessionClosed
+from rlnb.errors import APIError, RateLimitError, RlnbError
 from rlnb.remote import recover
 from rlnb.remote.client import APIClient
-from rlnb.remote.waiting import PollOptions, called_off, poll_interval
+from rlnb.remote.waiting import M, PollOptions, wait_until
 from rlnb.wire import OptimizerKind
 
 log = logging.getLogger("rlnb")
-
-M = TypeVar("M", wire.ModelResources, wire.Session)
 
 STOP_RECONNECT = 5.0
 """Seconds the stops that clean up (``close()``'s, and those undoing a failed ``connect``) keep trying a server that
 takes no connection, a second apart at most, before a warning names what may still run: asked once, a network blip
 left a paid resource running; retried through the whole backoff, a dead server held them 14 s each."""
-
-
-def _wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: PollOptions) -> M:
-    """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
-
-    Raises ``SessionClosed`` (a session) or ``ResourceEnded`` (a model resource) on a dead status, or on any other
-    status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
-    with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
-    seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
-    saying only "still", with no word that rlnb could not read them. ``poll.pause`` waits between polls; its True
-    ends the wait with ``RlnbError`` (then ``connect`` stops what it created, as on any failed start).
-    """
-    timeout = poll.ready_timeout
-    start = time.monotonic()
-    newer: list[str] = []  # the statuses newer than the list seen, each warned once
-    while True:
-        obj = fetch()
-        if obj.status == ready:
-            return obj
-        what = f"{type(obj).__name__} {obj.id}"
-        cls = SessionClosed if isinstance(obj, wire.Session) else ResourceEnded
-        detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
-        if obj.status in dead:
-            raise cls(f"{what} is {obj.status}{detail}")
-        known = isinstance(obj.status, StrEnum)  # else ``wire.Newer`` kept a status newer than the list
-        if obj.error is not None:  # set on a failed one only: waiting on would wait the whole timeout for nothing
-            newer_said = "" if known else ", a status rlnb does not know,"
-            raise cls(f"{what} is {obj.status}{newer_said} with an error{detail}; rlnb stopped waiting for {ready}")
-        if not known and obj.status not in newer:
-            newer.append(obj.status)
-            log.warning("rlnb: %s is %s, a status rlnb does not know: waiting on for %s", what, obj.status, ready)
-        elapsed = time.monotonic() - start
-        if elapsed >= timeout:
-            seen = f" (statuses rlnb does not know seen: {', '.join(newer)})" if newer else ""
-            raise OperationTimeout(f"{what} still {obj.status} after {timeout:g} s, not {ready}{seen}")
-        seconds = min(poll_interval(elapsed, poll.poll_min, poll.poll_max), timeout - elapsed)
-        if poll.pause is None:
-            time.sleep(seconds)
-        elif called_off(poll.pause, seconds):
-            raise RlnbError(f"{what} still {obj.status}: the wait for {ready} was called off (PollOptions.pause)")
 
 
 @dataclass(frozen=True)
@@ -238,7 +195,7 @@ class Start:
         return self.wait(lambda: self.client.get_session(session_id), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
 
     def wait(self, fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
-        return _wait_until(fetch, ready, dead, self.poll)
+        return wait_until(fetch, ready, dead, self.poll)
 
     def undo(self) -> None:
         """Stop what was created (best effort) and close the client."""
