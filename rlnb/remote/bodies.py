@@ -161,36 +161,56 @@ class Scrubber:
 
     def decode(self, response: httpx.Response, what: str) -> Any:
         """The body as JSON, every string scrubbed; ``APIError`` (no raw text chained) if it is not JSON."""
-        try:
-            text = _text(response.content)
-            data = json.loads(text)
-            return data if self._clean(text) else self.scrub(data)
-        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past Python's stack
-            detail = f"not JSON ({type(exc).__name__})"
-        raise invalid(response, what, detail)
+        data, detail = self._decoded(response)
+        if detail:  # raised where no local holds the body's text (a traceback with locals printed an echoed key)
+            raise invalid(response, what, detail)
+        return data
 
     def parse(self, response: httpx.Response, model: type[M]) -> M:
         """The body as ``model``: straight from JSON when it cannot hold a key, else decoded and scrubbed."""
+        parsed, detail = self._parsed(response, model)
+        if parsed is None:  # as ``decode``: this frame holds no body text
+            raise invalid(response, model.__name__, detail)
+        return parsed
+
+    def validate(self, response: httpx.Response, data: Any, model: type[M]) -> M:
+        """Scrubbed ``data`` as ``model``, or ``APIError`` with no chained pydantic error (it quotes the body)."""
+        parsed, detail = self._validated(data, model)
+        if parsed is None:
+            raise invalid(response, model.__name__, detail)
+        return parsed
+
+    def _decoded(self, response: httpx.Response) -> tuple[Any, str]:
+        """The scrubbed JSON and "", or None and why the body is not JSON; its text stays in this frame, which has
+        returned before anything is raised."""
+        try:
+            text = _text(response.content)
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past Python's stack
+            return None, f"not JSON ({type(exc).__name__})"
+        return (data if self._clean(text) else self.scrub(data)), ""
+
+    def _parsed(self, response: httpx.Response, model: type[M]) -> tuple[M | None, str]:
+        """``parse``'s answer, or None and what is wrong (masked)."""
         try:
             text = _text(response.content)
             clean = self._clean(text)
         except ValueError:
             clean = False
         if not clean:
-            return self.validate(response, self.decode(response, model.__name__), model)
+            data, detail = self._decoded(response)
+            return (None, detail) if detail else self._validated(data, model)
         try:
-            return model.model_validate_json(text, context=wire.FROM_SERVER)
-        except ValidationError as exc:
-            detail = self.redact(str(exc))
-        raise invalid(response, model.__name__, detail)  # outside ``except``: no __context__ keeps the body
+            return model.model_validate_json(text, context=wire.FROM_SERVER), ""
+        except ValidationError as exc:  # not raised from here: no __context__ keeps the body
+            return None, self.redact(str(exc))
 
-    def validate(self, response: httpx.Response, data: Any, model: type[M]) -> M:
-        """Scrubbed ``data`` as ``model``, or ``APIError`` with no chained pydantic error (it quotes the body)."""
+    def _validated(self, data: Any, model: type[M]) -> tuple[M | None, str]:
+        """``data`` as ``model``, or None and pydantic's error (masked; it quotes the body)."""
         try:
-            return model.model_validate(data, context=wire.FROM_SERVER)
+            return model.model_validate(data, context=wire.FROM_SERVER), ""
         except ValidationError as exc:
-            detail = self.redact(str(exc))
-        raise invalid(response, model.__name__, detail)
+            return None, self.redact(str(exc))
 
     def status_error(
         self, request: httpx.Request, response: httpx.Response, base_url: str, note: str = ""

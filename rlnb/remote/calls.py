@@ -3,12 +3,11 @@
 Every request goes through ``_send``, which applies the one ``RetryPolicy`` (no response, 408, 409, 429,
 >= 500, or whatever ``x-should-retry`` says; jittered exponential backoff honouring ``Retry-After``) and
 turns every failure into an ``rlnb.errors`` error (``_after_failure``, the one place failures are
-judged). What the server offers beyond the API (rlnb serve's long-poll and in-order execution, from its
-``rlnb-*`` response headers) and its clock are learned from its answers (``features``).
+judged). What the server offers beyond the API (rlnb serve's long-poll and in-order execution, from its ``rlnb-*``
+response headers) and its clock are learned from its answers (``features``). No redirect is followed.
 
-Every call ends by ``deadline`` seconds, all attempts and backoff included: each socket operation is
-bounded by the time left (``transport.DeadlineTransport``), so a server that drips its answer cannot hold
-a call for ever.
+Every call ends by ``deadline`` seconds, all attempts and backoff included: each socket operation is bounded by the
+time left (``transport.DeadlineTransport``), so a server that drips its answer cannot hold a call for ever.
 
 The API key lives in a ``SecretStr`` from where rlnb first receives it (``_secrets.hide``: no traceback's locals
 show it), unwrapped only into the ``Authorization`` header: it is in no repr, log line or exception message (the
@@ -219,10 +218,12 @@ class Caller:
         return request
 
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:
-        """``request`` sent, its answer streamed; off the API, without an http_client's ``auth=`` and leaving its
-        cookie jar as it was (``cookies.send_apart``); to it, with the client's own default (httpx's sentinel for it
-        is refused by an httpx-compatible client such as Starlette's TestClient, built on httpx2)."""
-        return self._http.send(request, stream=True) if trusted else cookies.send_apart(self._http, request)
+        """``request`` sent, its answer streamed; off the API by ``cookies.send_apart``; to it, with the client's own
+        ``auth`` (httpx's sentinel for it is refused by Starlette's TestClient, built on httpx2), following no redirect
+        (an http_client's ``follow_redirects=True`` took another host's answer for the API's)."""
+        if trusted:
+            return self._http.send(request, stream=True, follow_redirects=False)
+        return cookies.send_apart(self._http, request)
 
     def _trusted(self, call: Call, url: httpx.URL) -> bool:
         """Whether ``call`` gets credentials (rlnb's key, an http_client's): it asks (``auth``) of base_url's origin."""
@@ -292,7 +293,9 @@ class Caller:
         tries = f" (after {attempt + 1} attempts)" if attempt else ""
         if late or shut:
             tries += f"; {limit} passed" if late else "; its time to reconnect passed"
-        cause = self._bodies.cause(error)
+        cause = self._bodies.cause(error)  # None for one that quotes a key, which is then masked in place: the
+        if error is not None:  # frames this passes through hold it (a traceback with locals printed it)
+            self._bodies.mask(error)
         raise cls(what + tries + off, method=method, url=url, sent=not isinstance(error, UNSENT)) from cause
 
     def _parse(self, response: httpx.Response, model: type[M]) -> M:

@@ -3,60 +3,72 @@
 httpx keeps every ``Set-Cookie`` a client's responses carry, presigned ones included, and sends each to any host its
 domain matches: a storage host on the API's host name (another port: rlnb serve on loopback) or under its parent
 domain (``Domain=``) could set, replace or delete the cookies the API gets. rlnb sends a presigned request through
-the same client (its proxies, TLS settings and transport apply to storage too) and then undoes what its answer did to
-the jar (``send_apart``). The other half, no cookie of the jar going to a presigned host, is ``Caller._build``'s
-bare request.
+the same client (its proxies, TLS settings and transport apply to storage too), with the jar's policy wrapped in
+``Apart``: while this thread sends a presigned request (``send_apart``), the jar takes no cookie from its answers (a
+redirect's included); every other request's answer, another thread's (the poller's) too, is the policy's own. Putting
+the jar back as it was after the answer instead reverted a cookie the API set meanwhile in another thread. The other
+half, no cookie of the jar going to a presigned host, is ``Caller._build``'s bare request.
 """
 
 from __future__ import annotations
 
-from http.cookiejar import Cookie, CookieJar
+import contextvars
+from http.cookiejar import Cookie, CookieJar, CookiePolicy
+from typing import Any
 
 import httpx
 
-Key = tuple[str, str, str]
-"""A cookie's place in a jar: domain, path, name."""
+_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("rlnb_presigned_send", default=False)
+
+
+class Apart(CookiePolicy):
+    """``inner`` (a jar's policy, read and set through this one), but taking neither cookie protocol while this thread
+    is in ``send_apart``: the jar then makes no cookie of an answer, so it sets, replaces and deletes none."""
+
+    def __init__(self, inner: CookiePolicy) -> None:
+        object.__setattr__(self, "inner", inner)
+
+    @property
+    def netscape(self) -> bool:  # type: ignore[override]
+        return not _APART.get() and self.inner.netscape
+
+    @property
+    def rfc2965(self) -> bool:  # type: ignore[override]
+        return not _APART.get() and self.inner.rfc2965
+
+    def set_ok(self, cookie: Cookie, request: Any) -> bool:  # CookiePolicy's own raise NotImplementedError
+        return self.inner.set_ok(cookie, request)
+
+    def return_ok(self, cookie: Cookie, request: Any) -> bool:
+        return self.inner.return_ok(cookie, request)
+
+    def domain_return_ok(self, domain: str, request: Any) -> bool:
+        return self.inner.domain_return_ok(domain, request)
+
+    def path_return_ok(self, path: str, request: Any) -> bool:
+        return self.inner.path_return_ok(path, request)
+
+    def __getattr__(self, name: str) -> Any:  # hide_cookie2, rfc2109_as_netscape, ...: the inner policy's
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:  # the jar's clock (``_now``) and a user's settings
+        setattr(self.inner, name, value)
 
 
 def send_apart(http: httpx.Client, request: httpx.Request) -> httpx.Response:
-    """``request`` sent by ``http``, its answer streamed, without the client's ``auth=`` (off the API) and leaving the
-    client's cookie jar as it was for every cookie the answer names (httpx2's jar, a TestClient's, is one too)."""
-    jar = http.cookies.jar
-    before = _cookies(jar)
-    response: httpx.Response | None = None
+    """``request`` sent by ``http``, its answer streamed, without the client's ``auth=`` (off the API) and without a
+    cookie taken from its answers (httpx2's jar, a TestClient's, is a ``CookieJar`` too)."""
+    _wrap(http.cookies.jar)
+    token = _APART.set(True)
     try:
-        response = http.send(request, stream=True, auth=None)
-        return response
-    finally:  # a response hook that raised leaves no response: every change is undone then
-        _undo(jar, before, None if response is None else _names(response))
+        return http.send(request, stream=True, auth=None)
+    finally:
+        _APART.reset(token)
 
 
-def _cookies(jar: CookieJar) -> dict[Key, Cookie]:
-    """The jar's cookies by place (a cookie removed by another thread while listed is left out)."""
-    return {(c.domain, c.path, c.name): c for c in list(jar) if isinstance(c, Cookie)}
-
-
-def _names(response: httpx.Response) -> set[str]:
-    """The names of the cookies ``response`` sets or deletes (as ``http.cookiejar`` reads a ``Set-Cookie``), and the
-    redirects before it (a client that follows them kept a 307's cookies too)."""
-    return {
-        header.split(";", 1)[0].partition("=")[0].strip()
-        for each in (*response.history, response)
-        for header in each.headers.get_list("set-cookie")
-    }
-
-
-def _undo(jar: CookieJar, before: dict[Key, Cookie], names: set[str] | None) -> None:
-    """Each cookie of ``jar`` named in ``names`` (None: any) put back as ``before`` had it: one the answer added is
-    removed, one it replaced or deleted comes back. Limited to those names, an API answer that set another cookie
-    meanwhile (the poller's, in its own thread) keeps it."""
-    if names == set():
-        return
-    after = _cookies(jar)
-    for key in before.keys() | after.keys():
-        if before.get(key) is after.get(key) or (names is not None and key[2] not in names):
-            continue
-        if key in after:
-            jar.clear(*key)
-        if key in before:
-            jar.set_cookie(before[key])
+def _wrap(jar: CookieJar) -> None:
+    """``jar``'s policy wrapped in ``Apart``, once (again after a user's ``set_policy``)."""
+    with jar._cookies_lock:  # type: ignore[attr-defined]  # no public getter: CookieJar keeps it as _policy
+        policy = jar._policy  # type: ignore[attr-defined]
+        if not isinstance(policy, Apart):
+            jar.set_policy(Apart(policy))

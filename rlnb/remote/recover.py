@@ -41,12 +41,19 @@ def may_have_acted(error: APIError) -> bool:
 
 
 def create_once(
-    create: Callable[[], T], find: Callable[[float], list[T]], client: APIClient, what: str, lister: str
+    create: Callable[[], T],
+    find: Callable[[float], list[T]],
+    client: APIClient,
+    what: str,
+    lister: str,
+    adopt: Callable[[T], None],
 ) -> T:
     """``create()``; when its answer is lost, the one object ``find(since)`` lists (``since``: when it was
     sent, on the server's clock), or the original error when there is none, with a note that the server may have
     created it all the same, or may still (a slow server acts after the call's deadline), and how to find it
-    (``lister``: the ``APIClient`` method): the bare timeout left a paid resource running, unnamed."""
+    (``lister``: the ``APIClient`` method): the bare timeout left a paid resource running, unnamed. Ctrl-C while it is
+    answered is raised as it is, once the one object ``find`` lists is handed to ``adopt`` (the caller's clean-up
+    stops it): the server may have acted already, and what it made ran on, named nowhere."""
     sent = time.time()
     try:
         return create()
@@ -54,6 +61,9 @@ def create_once(
         if not may_have_acted(exc):
             raise
         lost = exc
+    except KeyboardInterrupt as exc:
+        _interrupted(find, client.server_time(sent) - SLACK, exc, client, (what, lister), adopt)
+        raise
     try:
         found = find(client.server_time(sent) - SLACK)
     except APIError as exc:
@@ -73,6 +83,35 @@ def create_once(
         f"look for it with rlnb.remote.client.APIClient({client.base_url!r}).{lister}(created_by='me'), and stop it)"
     )
     raise lost
+
+
+def _interrupted(
+    find: Callable[[float], list[T]],
+    since: float,
+    exc: KeyboardInterrupt,
+    client: APIClient,
+    names: tuple[str, str],
+    adopt: Callable[[T], None],
+) -> None:
+    """The object an interrupted create made (``find(since)``), handed to ``adopt``; else a note on ``exc`` saying
+    where to look (``names``: what was created, and the ``APIClient`` method that lists it). Another Ctrl-C ends
+    the search."""
+    what, lister = names
+    log.warning("interrupted while creating %s: looking for it, to stop it (Ctrl-C again to leave it)", what)
+    try:
+        found = find(since)
+    except APIError as error:
+        log.warning("could not list what was created: %s", error)
+        found = []
+    if len(found) == 1:
+        log.warning("the server made %s all the same (%s): it is stopped with the rest", what, found[0].id)
+        adopt(found[0])
+        return
+    made = f"made {', '.join(obj.id for obj in found)}" if found else f"may have created {what} all the same"
+    exc.add_note(
+        f"(interrupted while creating {what}: the server {made}, and rlnb stopped nothing: look for it with "
+        f"rlnb.remote.client.APIClient({client.base_url!r}).{lister}(created_by='me'), and stop it)"
+    )
 
 
 def _pages(fetch: Callable[[str | None], wire.ModelResourcesList | wire.SessionList]) -> Iterator[Any]:

@@ -7,65 +7,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_bool, set_int
-from rlnb.errors import APIError, OperationTimeout, RateLimitError, ResourceEnded, RlnbError, SessionClosed
+from rlnb.errors import APIError, RateLimitError, RlnbError
 from rlnb.remote import recover
 from rlnb.remote.client import APIClient
-from rlnb.remote.waiting import PollOptions, called_off, poll_interval
+from rlnb.remote.waiting import M, PollOptions, wait_until
 from rlnb.wire import OptimizerKind
 
 log = logging.getLogger("rlnb")
-
-M = TypeVar("M", wire.ModelResources, wire.Session)
 
 STOP_RECONNECT = 5.0
 """Seconds the stops that clean up (``close()``'s, and those undoing a failed ``connect``) keep trying a server that
 takes no connection, a second apart at most, before a warning names what may still run: asked once, a network blip
 left a paid resource running; retried through the whole backoff, a dead server held them 14 s each."""
-
-
-def _wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: PollOptions) -> M:
-    """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
-
-    Raises ``SessionClosed`` (a session) or ``ResourceEnded`` (a model resource) on a dead status, or on any other
-    status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
-    with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
-    seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
-    saying only "still", with no word that rlnb could not read them. ``poll.pause`` waits between polls; its True
-    ends the wait with ``RlnbError`` (then ``connect`` stops what it created, as on any failed start).
-    """
-    timeout = poll.ready_timeout
-    start = time.monotonic()
-    newer: list[str] = []  # the statuses newer than the list seen, each warned once
-    while True:
-        obj = fetch()
-        if obj.status == ready:
-            return obj
-        what = f"{type(obj).__name__} {obj.id}"
-        cls = SessionClosed if isinstance(obj, wire.Session) else ResourceEnded
-        detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
-        if obj.status in dead:
-            raise cls(f"{what} is {obj.status}{detail}")
-        known = isinstance(obj.status, StrEnum)  # else ``wire.Newer`` kept a status newer than the list
-        if obj.error is not None:  # set on a failed one only: waiting on would wait the whole timeout for nothing
-            newer_said = "" if known else ", a status rlnb does not know,"
-            raise cls(f"{what} is {obj.status}{newer_said} with an error{detail}; rlnb stopped waiting for {ready}")
-        if not known and obj.status not in newer:
-            newer.append(obj.status)
-            log.warning("rlnb: %s is %s, a status rlnb does not know: waiting on for %s", what, obj.status, ready)
-        elapsed = time.monotonic() - start
-        if elapsed >= timeout:
-            seen = f" (statuses rlnb does not know seen: {', '.join(newer)})" if newer else ""
-            raise OperationTimeout(f"{what} still {obj.status} after {timeout:g} s, not {ready}{seen}")
-        seconds = min(poll_interval(elapsed, poll.poll_min, poll.poll_max), timeout - elapsed)
-        if poll.pause is None:
-            time.sleep(seconds)
-        elif called_off(poll.pause, seconds):
-            raise RlnbError(f"{what} still {obj.status}: the wait for {ready} was called off (PollOptions.pause)")
 
 
 @dataclass(frozen=True)
@@ -198,9 +155,8 @@ class Start:
                              wire.RESOURCE_ENDED)  # fmt: skip
         request = options.session_request(rid)
         create = lambda: self.client.create_session(request)  # noqa: E731
-        info = recover.create_once(
-            create, recover.sessions_since(self.client, request), self.client, "a session", "list_sessions"
-        )
+        found = recover.sessions_since(self.client, request)
+        info = recover.create_once(create, found, self.client, "a session", "list_sessions", self._adopt)
         self.created_session = info.id
         log.info("started training session %s on %s", info.id, rid)
         running = self.running(info.id)
@@ -222,16 +178,24 @@ class Start:
         request = options.resource_request(base_model)
         create = lambda: self.client.create_model_resources(request)  # noqa: E731
         find = recover.resources_since(self.client, request)
-        resource = recover.create_once(create, find, self.client, "a model resource", "list_model_resources")
+        resource = recover.create_once(create, find, self.client, "a model resource", "list_model_resources",
+                                       self._adopt)  # fmt: skip
         self.created_resource = resource.id
         log.info("created model resource %s (%s)", resource.id, resource.base_model)
         return resource
+
+    def _adopt(self, made: wire.Session | wire.ModelResources) -> None:
+        """What an interrupted create made (``recover.create_once``), for ``undo`` to stop."""
+        if isinstance(made, wire.Session):
+            self.created_session = made.id
+        else:
+            self.created_resource = made.id
 
     def running(self, session_id: str) -> wire.Session:
         return self.wait(lambda: self.client.get_session(session_id), wire.SessionStatus.RUNNING, wire.SESSION_ENDED)
 
     def wait(self, fetch: Callable[[], M], ready: str, dead: frozenset[str]) -> M:
-        return _wait_until(fetch, ready, dead, self.poll)
+        return wait_until(fetch, ready, dead, self.poll)
 
     def undo(self) -> None:
         """Stop what was created (best effort) and close the client."""
@@ -280,12 +244,20 @@ def _checked(
 
 def stop_quietly(client: APIClient, session_id: str | None, model_resources_id: str | None) -> None:
     """Best-effort cleanup after a failed start; the original error is the one worth raising. The stops share one
-    ``STOP_RECONNECT`` to connect: on a dead server each one held the error back through every retry (14 s)."""
+    ``STOP_RECONNECT`` to connect: on a dead server each one held the error back through every retry (14 s). Ctrl-C
+    during them is raised with a note naming what may still run (the ids were lost with the ``connect``)."""
     until = time.monotonic() + STOP_RECONNECT
-    for stop, target in ((client.stop_session, session_id), (client.stop_model_resources, model_resources_id)):
+    stops: list[tuple[Callable[..., Any], str | None]] = [
+        (client.stop_session, session_id), (client.stop_model_resources, model_resources_id)]  # fmt: skip
+    for i, (stop, target) in enumerate(stops):
         if target is not None:
             try:
                 stop(target, reconnect_until=until)
+            except KeyboardInterrupt as exc:
+                left = " and ".join(f"{s.__name__}({t!r})" for s, t in stops[i:] if t is not None)
+                exc.add_note(f"(interrupted while stopping what the failed start created, which may still run: "
+                             f"stop it with rlnb.remote.client.APIClient({client.base_url!r}).{left})")  # fmt: skip
+                raise
             except APIError as exc:
                 log.warning("could not stop %s after a failed start (%s): it may still be running remotely", target,
                             exc)  # fmt: skip

@@ -1,17 +1,25 @@
 """How a remote session waits: ``PollOptions`` (``rlnb.connect(url, poll=...)`` or its flat keywords), their
-defaults, and ``poll_interval``, the gap between two polls. Split from ``poller`` (the poll thread) and read by
-``start`` too (a resource, then a session, being started).
+defaults, ``poll_interval``, the gap between two polls, and ``wait_until``, the wait of a start for a resource, then
+a session, to be up. Split from ``poller`` (the poll thread) and read by ``start`` too.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TypeVar
 
 import numpy as np
 
+from rlnb import wire
 from rlnb._options import OPERATION_TIMEOUT
 from rlnb._shown import shown
+from rlnb.errors import OperationTimeout, ResourceEnded, RlnbError, SessionClosed
+
+log = logging.getLogger("rlnb")
 
 POLL_MIN = 0.01
 """Seconds between the first polls of an operation (or of a resource / session being started)."""
@@ -81,3 +89,46 @@ def poll_interval(elapsed: float, poll_min: float = POLL_MIN, poll_max: float = 
     the real finish by at most ~``POLL_FRACTION`` of the time spent (or ``poll_max``).
     """
     return min(max(POLL_FRACTION * elapsed, poll_min), poll_max)
+
+
+M = TypeVar("M", wire.ModelResources, wire.Session)
+
+
+def wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: PollOptions) -> M:
+    """Poll ``fetch()`` until its status is ``ready``, with ``poll_interval`` backoff (not a fixed 10 s).
+
+    Raises ``SessionClosed`` (a session) or ``ResourceEnded`` (a model resource) on a dead status, or on any other
+    status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
+    with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
+    seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
+    saying only "still", with no word that rlnb could not read them. ``poll.pause`` waits between polls; its True
+    ends the wait with ``RlnbError`` (then ``connect`` stops what it created, as on any failed start).
+    """
+    timeout = poll.ready_timeout
+    start = time.monotonic()
+    newer: list[str] = []  # the statuses newer than the list seen, each warned once
+    while True:
+        obj = fetch()
+        if obj.status == ready:
+            return obj
+        what = f"{type(obj).__name__} {obj.id}"
+        cls = SessionClosed if isinstance(obj, wire.Session) else ResourceEnded
+        detail = f": {obj.error.code}: {obj.error.message}" if obj.error is not None else ""
+        if obj.status in dead:
+            raise cls(f"{what} is {obj.status}{detail}")
+        known = isinstance(obj.status, StrEnum)  # else ``wire.Newer`` kept a status newer than the list
+        if obj.error is not None:  # set on a failed one only: waiting on would wait the whole timeout for nothing
+            newer_said = "" if known else ", a status rlnb does not know,"
+            raise cls(f"{what} is {obj.status}{newer_said} with an error{detail}; rlnb stopped waiting for {ready}")
+        if not known and obj.status not in newer:
+            newer.append(obj.status)
+            log.warning("rlnb: %s is %s, a status rlnb does not know: waiting on for %s", what, obj.status, ready)
+        elapsed = time.monotonic() - start
+        if elapsed >= timeout:
+            seen = f" (statuses rlnb does not know seen: {', '.join(newer)})" if newer else ""
+            raise OperationTimeout(f"{what} still {obj.status} after {timeout:g} s, not {ready}{seen}")
+        seconds = min(poll_interval(elapsed, poll.poll_min, poll.poll_max), timeout - elapsed)
+        if poll.pause is None:
+            time.sleep(seconds)
+        elif called_off(poll.pause, seconds):
+            raise RlnbError(f"{what} still {obj.status}: the wait for {ready} was called off (PollOptions.pause)")

@@ -6,6 +6,7 @@ only, as it does its own key: a presigned request carries rlnb's own headers and
 import httpx
 import pytest
 
+import rlnb
 from rlnb.remote.client import APIClient
 from tests.support.fake_api import BASE
 
@@ -84,3 +85,25 @@ def test_the_clients_own_credentials_go_to_no_checkpoint_files_host(monkeypatch,
     api, storage = seen
     assert carries(api) and storage.url.host == "storage.test" and storage.url.params["sig"] == "s"
     assert not carries(storage), (str(storage.url), dict(storage.headers))
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_an_http_client_that_follows_redirects_follows_none_of_the_apis(method):
+    """httpx drops the Authorization header on a redirect to another host, but nothing else: an ``http_client=``
+    made with ``follow_redirects=True`` took the other host's answer for the API's, and a 307 sent it the POST's body
+    (training data) and the client's own credentials (``X-Api-Key``), though rlnb says it follows no redirect."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.host == "rl.test":
+            return httpx.Response(307, headers={"Location": f"http://elsewhere.test{request.url.path}"})
+        return httpx.Response(200, json={"data": []})
+
+    transport = httpx.MockTransport(handler)
+    with httpx.Client(transport=transport, follow_redirects=True, headers={"X-Api-Key": USER_KEY}) as http:
+        client = APIClient(BASE, "sk-rlnb-TEST-7f3a9c0d", http_client=http)
+        call = client.supported_models if method == "GET" else lambda: client.extend_expiry("mr-1", 3600)
+        with pytest.raises(rlnb.APIStatusError, match=r"307 Temporary Redirect: the server redirects to http://else"):
+            call()
+    assert [r.url.host for r in seen] == ["rl.test"]  # nothing went to the other host

@@ -4,6 +4,9 @@ its parent domain (``Domain=``) set cookies that then went to the API, replaced 
 keeps a presigned answer's cookies out of the jar, the user's ``http_client=`` and its own; and sends none of the
 jar's cookies to a presigned host."""
 
+import threading
+from http.cookiejar import DefaultCookiePolicy
+
 import httpx
 import pytest
 
@@ -106,3 +109,63 @@ def test_a_cookie_a_presigned_hosts_redirect_sets_never_reaches_the_api():
             client.supported_models()
         assert dict(http.cookies.items()) == {"api": "from-the-api"}
     assert [r.headers.get("cookie") for r in seen if r.url.port is None][-1] == "api=from-the-api"
+
+
+@pytest.mark.parametrize("set_cookie", [SET["the API's cookie replaced"], SET["the API's cookie deleted"]])
+def test_a_cookie_the_api_sets_during_a_presigned_request_is_kept(set_cookie):
+    """The jar used to be put back after a presigned answer as it was before the request: an API answer that set the
+    same cookie meanwhile, in another thread (the poller's), was reverted to the older value. Events order the two
+    threads: the API answers while the storage host holds its answer."""
+    storage_holding, storage_may_answer = threading.Event(), threading.Event()
+    api_value = ["first"]
+    kept: dict[str, bytes] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.port == 9000:
+            if request.method == "PUT":
+                kept[request.url.path] = request.read()
+            else:
+                storage_holding.set()
+                assert storage_may_answer.wait(30), "the test never let the storage host answer"
+            return httpx.Response(200, content=kept.get(request.url.path, b""), headers={"Set-Cookie": set_cookie})
+        cookie = {"Set-Cookie": f"api={api_value[0]}; Path=/"}
+        if request.url.path.endswith("/upload-url"):
+            storage = "http://rl.test:9000/p1?sig=s"
+            return httpx.Response(200, json={"payload_id": "p1", "upload_url": storage}, headers=cookie)
+        if request.url.path.endswith("/download-url"):
+            return httpx.Response(200, json={"download_url": "http://rl.test:9000/p1?sig=s"}, headers=cookie)
+        return httpx.Response(200, json={"data": []}, headers=cookie)
+
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(handler)) as client:
+        payload = client.upload_payload("s1", b'{"x": 1}')
+        got: list[object] = []
+        downloading = threading.Thread(target=lambda: got.append(client.download_payload("s1", payload)))
+        downloading.start()
+        try:
+            assert storage_holding.wait(30), "the download never reached the storage host"
+            api_value[0] = "second"
+            client.supported_models()  # the API replaces its cookie while the storage host holds its answer
+        finally:
+            storage_may_answer.set()
+            downloading.join(30)
+        assert not downloading.is_alive()
+        assert got == [{"x": 1}]
+        assert dict(client._http.cookies.items()) == {"api": "second"}
+
+
+def test_the_jars_own_policy_still_judges_the_apis_cookies():
+    """rlnb wraps an ``http_client=``'s cookie policy to keep presigned answers out: the user's policy (here, one that
+    blocks the API's domain) still decides for every other answer, and a later ``set_policy`` of theirs is wrapped
+    again."""
+    seen: list[httpx.Request] = []
+    transport = api_and_storage(seen, "http://rl.test:9000", "planted=from-storage")
+    with httpx.Client(transport=transport) as http:
+        http.cookies.jar.set_policy(DefaultCookiePolicy(blocked_domains=["rl.test"]))
+        with APIClient(BASE, KEY, http_client=http) as client:
+            client.download_payload("s1", client.upload_payload("s1", b'{"x": 1}'))
+            client.supported_models()
+            assert dict(http.cookies.items()) == {}  # blocked by the user's policy
+            http.cookies.jar.set_policy(DefaultCookiePolicy())
+            client.download_payload("s1", client.upload_payload("s1", b'{"x": 1}'))
+            client.supported_models()
+            assert dict(http.cookies.items()) == {"api": "from-the-api"}

@@ -1,0 +1,34 @@
+"""A server (or proxy) that echoes the API key back, in a body that is no valid answer or in the error of a
+transport that quotes the request: the error rlnb raises masks it, but a traceback that shows every frame's locals
+(IPython's verbose mode, pytest ``--showlocals``, rich) printed it from rlnb's own frames, which held the raw body
+text, or the httpx error unmasked."""
+
+import httpx
+import pytest
+
+from rlnb.errors import APIConnectionError, APIError
+from rlnb.remote.client import APIClient
+from tests.remote.test_keys_in_locals import with_locals
+from tests.support.fake_api import BASE, KEY, quick
+
+
+def connect_error(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError(f"proxy refused {request.headers['authorization']}", request=request)
+
+
+ECHOES = {
+    "a body that is not JSON": (lambda r: httpx.Response(200, text=f"<html>{r.headers['authorization']}"), APIError),
+    "JSON of the wrong shape": (lambda r: httpx.Response(200, json={"data": r.headers["authorization"]}), APIError),
+    "an httpx error quoting the key": (connect_error, APIConnectionError),
+}
+
+
+@pytest.mark.parametrize("echo", ECHOES.values(), ids=ECHOES.keys())
+def test_an_echoed_key_is_in_no_frames_locals(echo):
+    handler, error = echo
+    client = APIClient(BASE, KEY, transport=httpx.MockTransport(handler), **quick({"max_retries": 1}))
+    with client, pytest.raises(error) as info:
+        client.supported_models()
+    text = with_locals(info.value)
+    assert "rlnb/remote/" in text  # rlnb's frames, with their locals
+    assert KEY not in text
