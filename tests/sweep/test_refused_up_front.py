@@ -58,7 +58,7 @@ def test_a_prompt_the_builtin_model_cannot_read_is_refused_before_the_sweep_fold
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_prompt_is_left_to_the_session_where_only_it_knows_the_model():
+def test_a_prompt_is_left_to_the_session_where_only_it_knows_the_tokenizer():
     """A remote session whose model the service picks (no ``base_model``, a ``model_resources_id``), another service's
     model (its vocabulary and context are the service's), a module: known once a trial's session opens, and its first
     step refuses the prompt there (its row FAILED). An ``rlnb/...`` model's, and a local built-in's, are refused."""
