@@ -143,9 +143,11 @@ def test_a_trial_that_does_not_stop_within_the_grace_is_force_cancelled(local_ra
     marker = tmp_path / "stuck"
 
     def reward(prompt, completion):
+        if marker.exists():
+            return 0.0
         marker.touch()
-        deadline = time.monotonic() + 120  # a cancel that does not come: the trial ends on its own, the test fails
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 120  # a cancel that does not come: the trial ends on its own, STOPPED at its
+        while time.monotonic() < deadline:  # next step, and the test fails
             time.sleep(0.1)
         return 0.0
 
