@@ -25,11 +25,11 @@ from rlnb.params import AdamParams, OptimizerParams
 from .configs import check_distinct_params, check_variants, config_list
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
+from .new_prompts import check_sweep_prompts
 from .options import (
     ExecutorOptions,
     SearchOptions,
     TrialOptions,
-    check_builtin_prompts,
     check_connect_options,
     check_params,
 )
@@ -92,7 +92,7 @@ def sweep(
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
-    check_builtin_prompts(trial.the_task(), trial.target, options)
+    check_sweep_prompts(trial.the_task(), trial.target, options, ray=where.executor == "ray")
     _check_args(runs_dir, resume, stop, progress)
     check_bool("keep_resource", options.get("keep_resource", False))  # not each trial's FAILED row, nor a kept "no"
     configs = config_list(configs)

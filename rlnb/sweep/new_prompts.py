@@ -1,7 +1,8 @@
-"""A task's prompts checked as a session not yet opened will read them: ``lr_find`` without a session, and a
-builder's Find LR with no RunPanel. On a Hugging Face model or a remote ``target=`` a prompt it cannot read (text
-for a model without a tokenizer, one past the context, a lone surrogate) failed the range test's first step, after
-the model was loaded or a remote session started (billed) for it."""
+"""A task's prompts checked as a session not yet opened will read them: ``lr_find`` without a session, a builder's
+Find LR with no RunPanel, and a sweep's trials. On a Hugging Face model or a remote ``target=`` a prompt it cannot read
+(text for a model without a tokenizer, an id past the vocabulary, one past the context, a lone surrogate) failed the
+range test's first step, after the model was loaded or a remote session started (billed) for it, and each sweep
+trial's first step, after other trials had run for minutes."""
 
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ def check_new_session_prompts(task: Task, target: str, options: Mapping[str, Any
     """``ValueError`` / ``TypeError`` naming the prompt (``task 'x': prompts[i]``) that a new session of ``target``
     with ``options`` (``rlnb.connect``'s) cannot read, as far as its codec, vocabulary and context are known before
     it opens: a built-in model's; a Hugging Face folder or cached hub id's tokenizer (or ``tokenizer=``) and its
-    config's context; a remote ``base_model``'s (``tokenizer=``, rlnb serve's byte-level ``rlnb/...`` models, else
-    no tokenizer: token ids only, as ``connect`` makes it). A module, or a remote session whose model the service
-    picks (no ``base_model``, ``session_id=``), is known once open: its first step refuses such a prompt."""
+    config's vocabulary and context; a remote ``base_model``'s codec (``tokenizer=``, rlnb serve's byte-level
+    ``rlnb/...`` models, else no tokenizer: token ids only, as ``connect`` makes it), and an ``rlnb/...`` model's
+    vocabulary and context (another's are the service's). A module, or a remote session whose model the service picks
+    (no ``base_model``, ``model_resources_id=``, ``session_id=``), is known once open: its first step refuses such a
+    prompt."""
     from rlnb.engine.models import hf
     from rlnb.engine.models.tiny import SIZES
 
@@ -42,7 +45,8 @@ def check_new_session_prompts(task: Task, target: str, options: Mapping[str, Any
         if tokenizer is None and any((folder / name).is_file() for name in hf.TOKENIZER_FILES):
             tokenizer = hf.load_tokenizer(folder, model, trust)
         codec = _codec(tokenizer, trust) if tokenizer is not None else NoTokenizerCodec(model)
-        task_prompt_ids(task, codec, None, hf.spec_context_length(model, trust))
+        config = hf._config(folder, model, trust)  # its config alone (no weights): vocabulary and context
+        task_prompt_ids(task, codec, _vocab(config), hf.config_context_length(config))
         return
     base = given(options, "base_model", None)
     if tokenizer is not None:
@@ -52,7 +56,30 @@ def check_new_session_prompts(task: Task, target: str, options: Mapping[str, Any
     else:
         codec = ByteCodec() if base.startswith("rlnb/") else NoTokenizerCodec(base)
     builtin = SIZES.get(base.removeprefix("rlnb/")) if isinstance(base, str) and base.startswith("rlnb/") else None
-    task_prompt_ids(task, codec, None, builtin.block_size if builtin is not None else None)
+    if builtin is None:  # another service's model: its vocabulary and context are known once the session is open
+        task_prompt_ids(task, codec, None, None)
+    else:
+        task_prompt_ids(task, codec, builtin.vocab_size, builtin.block_size)
+
+
+def check_sweep_prompts(task: Task, target: str, options: Mapping[str, Any], ray: bool) -> None:
+    """``check_new_session_prompts`` for a sweep's trials, once, before its folder is made (a prompt they cannot read
+    failed each trial at its first step, after the others had run for minutes). On Ray (``ray``) a Hugging Face model
+    that cannot be loaded here may be on the workers: its trials load and check it there."""
+    from rlnb.engine.models.hf import ModelLoadError
+
+    try:
+        check_new_session_prompts(task, target, options)
+    except ModelLoadError:
+        if not ray:
+            raise
+
+
+def _vocab(config: Any) -> int | None:
+    """The vocabulary of a Hugging Face config (its text model's), None where it does not say."""
+    text = config.get_text_config() if callable(getattr(config, "get_text_config", None)) else config
+    vocab = getattr(text, "vocab_size", None)
+    return vocab if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0 else None
 
 
 def _codec(tokenizer: Any, trust: bool) -> Codec:

@@ -17,14 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb._options import check_event, check_int, check_seconds, is_integer, set_int
-from rlnb.engine.models.tiny import SIZES
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.session.connect import check_target
 from rlnb.tasks import Task, check_steps, digits_task, seed_range
-from rlnb.tasks.task import check_local_group_size, task_prompt_ids
-from rlnb.text import ByteCodec
+from rlnb.tasks.task import check_local_group_size
 
 from .executors import EXECUTORS
 from .space import MAX_CONFIGS, check_once
@@ -217,18 +215,6 @@ def given(options: Mapping[str, Any], name: str, default: Any) -> Any:
     ``default``."""
     grouped = [getattr(g, name, None) for g in options.values() if dataclasses.is_dataclass(g)]
     return options.get(name, next((v for v in grouped if v is not None), default))
-
-
-def check_builtin_prompts(task: Task, target: str, options: Mapping[str, Any]) -> None:
-    """The task's prompts as a local built-in model reads them (``task_prompt_ids``, ``run_batched``'s check), before
-    the sweep folder is made: an empty one, a lone surrogate or one past the context failed every trial. Another
-    model's tokenizer and context are known once a trial's session opens (a remote target, a Hugging Face model, a
-    module, ``tokenizer=``): each trial's first step refuses it there, its row FAILED."""
-    model = options.get("model", "tiny")
-    if target != "local" or not (isinstance(model, str) and model in SIZES) or given(options, "tokenizer", None):
-        return
-    config = SIZES[model]  # what a session of it reads: bytes, its vocabulary and block
-    task_prompt_ids(task, ByteCodec(), config.vocab_size, config.block_size)
 
 
 SET_PER_TRIAL = frozenset({"optimizer", "run_id", "seed", "history"})

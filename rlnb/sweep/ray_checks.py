@@ -1,16 +1,20 @@
 """What ``executor="ray"`` checks before it starts anything: that the trials are local, that Ray is installed,
-``resources_per_trial``, that a trial can travel to a worker, and that a Ray answers at ``address``. Each failure names
+``resources_per_trial``, that a trial can travel to a worker, that a Ray answers at ``address``, and that an
+``address`` given to a process already connected to a Ray is that Ray's (else a warning). Each failure names
 the option."""
 
 from __future__ import annotations
 
 import math
 import numbers
+import os
 import socket
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from rlnb._extras import need
+from rlnb.errors import describe
 
 RESOURCE_KEYS = ("cpu", "gpu")
 
@@ -71,3 +75,45 @@ def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
             raise ValueError(f"resources_per_trial[{key!r}] must be a finite number >= 0, got {value!r}")
     return float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
+
+
+def warn_unused_address(ray: Any, address: str | None) -> None:
+    """Warn, naming both, when ``address`` (else ``$RAY_ADDRESS``) is not the Ray this process is already connected
+    to: the trials run on that one (``ray.init`` ran before the sweep), and ``address="ray://cluster:10001"`` (or a
+    ``RAY_ADDRESS`` set for the sweep) was ignored without a word. ``"auto"`` is the Ray already running. Connected
+    through Ray Client, the address it was given is compared (``client_address``)."""
+    name = "address"
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        name, address = "RAY_ADDRESS", os.environ["RAY_ADDRESS"]
+    if address is None or address == "auto":
+        return
+    unknown = ""
+    try:
+        if ray.util.client.ray.is_connected():  # ray.init("ray://head:10001"): the GCS's address is the cluster's inner
+            here, unknown = client_address(ray)
+        else:
+            here = ray.get_runtime_context().gcs_address
+    except Exception as exc:  # noqa: BLE001 - a Ray that does not say: the warning says why it names no address
+        here, unknown = None, f"; the address of the Ray it is connected to could not be read ({describe(exc)})"
+    if here is not None and here.removeprefix("ray://") == address.removeprefix("ray://"):
+        return
+    where = f"the Ray at {here}" if here else "the Ray that ray.init(...) connected it to"
+    verb = "may not be" if unknown else "is not"  # not compared: it may be the same Ray
+    warnings.warn(f"executor='ray': {name}={address!r} {verb} used: this process is already connected to {where} "
+                  f"(ray.init ran before the sweep), and the trials run there{unknown}; call ray.shutdown() before the "
+                  f"sweep to run them at {name}", stacklevel=5)  # fmt: skip
+
+
+def client_address(ray: Any) -> tuple[str | None, str]:
+    """(``"ray://host:port"``, "") of the Ray Client connection this process has, or (None, why it is not known).
+    Ray (checked to 2.60) names that address in no public API (``ray.init``'s ``ClientContext``, the runtime context
+    and ``connection_info()`` do not; the runtime context's ``gcs_address`` is the cluster's inner one): it is read
+    from its client worker's private ``_conn_str``, and a Ray without it is said, naming its version, not compared
+    as if it were another address in silence."""
+    worker = getattr(ray.util.client.ray.get_context(), "client_worker", None)
+    conn = getattr(worker, "_conn_str", None)
+    if isinstance(conn, str) and conn:
+        return "ray://" + conn.removeprefix("ray://"), ""
+    version = getattr(ray, "__version__", "?")
+    return None, (f"; Ray {version} does not say the address of a Ray Client connection (rlnb reads its client "
+                  "worker's private _conn_str, which this Ray has not), so the two were not compared")  # fmt: skip

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from rlnb.errors import describe
 
 from . import mailbox
 from .executors import Reporter
-from .ray_checks import check_reachable, check_resources, import_ray
+from .ray_checks import check_reachable, check_resources, import_ray, warn_unused_address
 from .ray_task import MAILBOX_TIMEOUT, ray_trial
 from .trial import TrialSpec, base_row
 
@@ -79,32 +78,6 @@ def _start(ray: Any, address: str | None) -> None:
         where = "a local Ray" if address is None else f"the connection to the Ray at address={address!r}"
         raise RuntimeError(f"executor='ray': {where} did not start ({describe(exc)}); call ray.init(...) yourself "
                            "before the sweep, or use executor='threads'") from exc  # fmt: skip
-
-
-def warn_unused_address(ray: Any, address: str | None) -> None:
-    """Warn, naming both, when ``address`` (else ``$RAY_ADDRESS``) is not the Ray this process is already connected
-    to: the trials run on that one (``ray.init`` ran before the sweep), and ``address="ray://cluster:10001"`` (or a
-    ``RAY_ADDRESS`` set for the sweep) was ignored without a word. ``"auto"`` is the Ray already running. Connected
-    through Ray Client, the address it was given is compared (Ray names it in no public API: its client worker's)."""
-    name = "address"
-    if address is None and os.environ.get("RAY_ADDRESS"):
-        name, address = "RAY_ADDRESS", os.environ["RAY_ADDRESS"]
-    if address is None or address == "auto":
-        return
-    try:
-        client = ray.util.client.ray
-        if client.is_connected():  # ray.init("ray://head:10001"): the GCS's address is the cluster's inner one
-            here = "ray://" + client.get_context().client_worker._conn_str
-        else:
-            here = ray.get_runtime_context().gcs_address
-    except Exception:  # noqa: BLE001 - a Ray that does not say: the warning names no address then
-        here = None
-    if here is not None and here.removeprefix("ray://") == address.removeprefix("ray://"):
-        return
-    where = f"the Ray at {here}" if here else "the Ray that ray.init(...) connected it to"
-    warnings.warn(f"executor='ray': {name}={address!r} is not used: this process is already connected to {where} "
-                  "(ray.init ran before the sweep), and the trials run there; call ray.shutdown() before the sweep to "
-                  f"run them at {name}", stacklevel=5)  # fmt: skip
 
 
 def post_office(ray: Any) -> Any:

@@ -131,6 +131,43 @@ def test_stop_ends_running_trials_at_their_next_step(local_ray, tmp_path):
     assert trials.reason.iloc[2] == "stopped before it started"  # never submitted: two run at a time
 
 
+def test_a_trial_that_does_not_stop_within_the_grace_is_force_cancelled(local_ray, tmp_path, monkeypatch):
+    """A reward that does not return: after Stop the trial never reaches its next step, and its task is force-cancelled
+    ``STOP_GRACE`` seconds on (1 s here), its row STOPPED saying so, the sweep returned. A Ray trial is local
+    (``executor="ray"`` refuses a remote target: test_refused_up_front.py), so no kept model resource (``KeptResource``,
+    a remote trial's) is left running by the cancel; the killed worker's temporary folder is the next trial's to
+    remove (test_hostile.py)."""
+    from rlnb.sweep import ray_executor
+
+    monkeypatch.setattr(ray_executor, "STOP_GRACE", 1.0)
+    marker = tmp_path / "stuck"
+
+    def reward(prompt, completion):
+        if marker.exists():
+            return 0.0
+        marker.touch()
+        deadline = time.monotonic() + 120  # a cancel that does not come: the trial ends on its own, STOPPED at its
+        while time.monotonic() < deadline:  # next step, and the test fails
+            time.sleep(0.1)
+        return 0.0
+
+    stop = threading.Event()
+
+    def watch():
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    trials = sweep(BASE, steps=3, task=Task("stuck", [[104, 105]], reward), executor="ray", stop=stop,
+                   runs_dir=tmp_path, progress=False)  # fmt: skip
+    watcher.join()
+    assert marker.exists()
+    assert list(trials.status) == ["STOPPED"] and list(trials.reason) == ["cancelled: did not stop within 1 s"]
+
+
 def test_stop_cancels_tasks_still_queued_in_ray(local_ray, tmp_path):
     """Another job holds both CPUs, so the sweep's two tasks wait in Ray's queue: Stop cancels them
     (and the third trial is never submitted)."""

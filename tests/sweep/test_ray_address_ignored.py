@@ -3,6 +3,7 @@ address was ignored without a word. Ray's own connection is faked (no cluster is
 yes, the runtime context names the Ray it is on, and ``cluster_resources`` ends the executor's start right after
 the connection step."""
 
+import inspect
 import types
 import warnings
 
@@ -97,3 +98,28 @@ def test_through_ray_client_the_address_it_was_given_is_compared(ray_client_at, 
         pytest.raises(Connected),
     ):
         RayExecutor(tmp_path, None, address="ray://other:10001")
+
+
+def test_a_ray_client_whose_address_cannot_be_read_is_said_not_taken_for_another(ray_at, tmp_path, monkeypatch):
+    """Ray names a Ray Client connection's address in no public API; rlnb reads its client worker's private
+    ``_conn_str``. A Ray without it warned "is not used" of the very address it was connected to, naming no reason (an
+    ``except Exception`` took the missing attribute for a Ray that does not say): now the warning says the address
+    could not be compared, naming Ray's version and the attribute."""
+    ray = pytest.importorskip("ray")
+    ray_at("10.0.0.5:6379")
+    client = ray.util.client.ray
+    monkeypatch.setattr(client, "is_connected", lambda: True)
+    monkeypatch.setattr(client, "get_context", lambda: types.SimpleNamespace(client_worker=object()))
+    said = rf"address='ray://head:10001' may not be used: .*; Ray {ray.__version__} does not say the address of a Ray "
+    said += r"Client connection \(rlnb reads its client worker's private _conn_str"
+    with pytest.warns(UserWarning, match=said), pytest.raises(Connected):
+        RayExecutor(tmp_path, None, address="ray://head:10001")
+
+
+def test_the_installed_ray_keeps_the_ray_client_address_where_it_is_read():
+    """The private attribute ``client_address`` reads is set by the installed Ray's client worker: an upgrade that
+    drops it fails here, not silently in a user's sweep."""
+    ray = pytest.importorskip("ray")
+    from ray.util.client.worker import Worker
+
+    assert "self._conn_str = conn_str" in inspect.getsource(Worker.__init__), ray.__version__

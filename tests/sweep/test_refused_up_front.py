@@ -9,12 +9,13 @@ import types
 from pathlib import Path
 
 import pytest
+import torch
 
 import rlnb
 from rlnb.engine.options import ModelOptions
 from rlnb.remote.start import SessionOptions
 from rlnb.sweep import TrialOptions, ablate, sweep
-from rlnb.sweep.options import check_builtin_prompts
+from rlnb.sweep.new_prompts import check_sweep_prompts
 from rlnb.tasks import Task
 
 BASE = rlnb.AdamParams(learning_rate=3e-3)
@@ -58,15 +59,37 @@ def test_a_prompt_the_builtin_model_cannot_read_is_refused_before_the_sweep_fold
 
 
 def test_a_prompt_is_left_to_the_session_where_only_it_knows_the_tokenizer():
-    """A remote target, a Hugging Face model, a module or a ``tokenizer=``: the tokenizer and context are known once a
-    trial's session opens, and its first step refuses the prompt there (its row FAILED), as before."""
-    bad = Task("bad", ["a" * 100_000], lambda prompt, completion: 0.0)
-    check_builtin_prompts(bad, NOWHERE, {})
-    check_builtin_prompts(bad, "local", {"model": "some/hf-model"})
-    check_builtin_prompts(bad, "local", {"model": "tiny", "tokenizer": "some/tokenizer"})
-    check_builtin_prompts(bad, "local", {"model_options": ModelOptions(tokenizer="some/tokenizer")})
+    """A remote session whose model the service picks (no ``base_model``, a ``model_resources_id``), another service's
+    model (its vocabulary and context are the service's), a module: known once a trial's session opens, and its first
+    step refuses the prompt there (its row FAILED). An ``rlnb/...`` model's, and a local built-in's, are refused."""
+    long = Task("bad", [[7] * 100_000], lambda prompt, completion: 0.0)
+    check_sweep_prompts(long, NOWHERE, {}, ray=False)
+    check_sweep_prompts(long, NOWHERE, {"base_model": "org/model-a"}, ray=False)
+    check_sweep_prompts(long, NOWHERE, {"base_model": "rlnb/tiny", "model_resources_id": "mr-1"}, ray=False)
+    check_sweep_prompts(long, "local", {"model": torch.nn.Linear(2, 2)}, ray=False)
+    with pytest.raises(ValueError, match=r"^task 'bad': prompts\[0\]: 100000 tokens \+ max_tokens \d+ exceed .* 256$"):
+        check_sweep_prompts(long, NOWHERE, {"base_model": "rlnb/tiny"}, ray=False)
     with pytest.raises(ValueError, match="exceed the model's context of 256"):
-        check_builtin_prompts(bad, "local", {"model_options": ModelOptions()})
+        check_sweep_prompts(long, "local", {"model_options": ModelOptions()}, ray=False)
+
+
+def test_a_token_past_a_remote_builtin_models_vocabulary_is_refused_before_the_sweep_folder(tmp_path):
+    """rlnb serve's ``rlnb/tiny`` reads 256 byte tokens: a prompt holding token 300 failed every trial at its first
+    step, each after a model resource and a session were started (billed) for it."""
+    bad = Task("ids", [[104, 105], [104, 300]], lambda prompt, completion: 0.0)
+    with pytest.raises(ValueError, match=r"^task 'ids': prompts\[1\]: token 300 is outside the vocabulary \[0, 256\)$"):
+        sweep(BASE, task=bad, target=NOWHERE, api_key="sk-any-key", base_model="rlnb/tiny", steps=1, runs_dir=tmp_path,
+              progress=False)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_text_for_a_remote_model_without_a_tokenizer_is_refused_before_the_sweep_folder(tmp_path):
+    """A remote ``base_model`` given no ``tokenizer=`` takes token ids only: each trial started a session and failed
+    its first step ("session ... has no tokenizer", naming no prompt)."""
+    with pytest.raises(ValueError, match=r"^task 'digits': prompts\[0\]: model 'org/model-a' has no tokenizer: pass "):
+        sweep(BASE, target=NOWHERE, api_key="sk-any-key", base_model="org/model-a", steps=1, runs_dir=tmp_path,
+              progress=False)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("call", ["sweep", "ablate"])
