@@ -9,7 +9,7 @@ import torch
 
 import rlnb
 from rlnb.engine import choice, sampling
-from rlnb.engine.models.compiled import BUCKET, Compiler, bucket
+from rlnb.engine.models.compiled import BUCKET, WINDOWS, Compiler, bucket, window
 from rlnb.engine.models.decoders import DECODE_ATTENTION, HFDecoder, RecomputeDecoder
 from rlnb.engine.models.factory import build_adapter
 
@@ -57,6 +57,47 @@ def test_an_eager_step_attends_over_the_filled_slots_only():
     longest = max(map(len, PROMPTS))
     decode(adapter, adapter.decoder(model, 9, longest + 30), PROMPTS, max_tokens=5)
     assert seen == [longest, longest + 1, longest + 2, longest + 3, longest + 4]  # the prompts, then 4 steps
+
+
+@pytest.mark.slow  # ~2 s of importing torch._dynamo (Compiler.wrap's config patch), though nothing compiles
+def test_a_compiled_step_attends_over_a_window_of_the_filled_slots(monkeypatch):
+    """The compiled step attends over the filled slots rounded up to a window (64, 128 of a 128-slot cache), not
+    over every slot (2.51x the eager attention on ``small``, 16 x 200): one graph per window, each compile recorded
+    with its window, the eager tokens. ``torch.compile`` stubbed out (compiling is slow): the steps it would get."""
+    from rlnb.engine.models import compiled, tiny
+
+    monkeypatch.setattr(compiled, "_compiled", lambda fn, device: fn)
+    monkeypatch.setattr(compiled, "_SEEN", set())
+    monkeypatch.setattr(compiled, "_EAGER", set())
+    seen, attend = [], tiny.one_query_attention
+
+    def attention(q, k, v, **kw):
+        seen.append(k.shape[2])
+        return attend(q, k, v, **kw)
+
+    monkeypatch.setattr(tiny, "one_query_attention", attention)
+    adapter = build_adapter("tiny", seed=3, device=CPU)
+    model, compiler, prompts = adapter.module.eval(), Compiler(CPU), [list(b"n="), list(b"the loss goes down " * 3)]
+    got = decode(adapter, adapter.decoder(model, 6, 128, compiler), prompts, max_tokens=12, top_p=0.9)
+    want = decode(adapter, adapter.decoder(model, 6, 128), prompts, max_tokens=12, top_p=0.9)
+    assert_same_samples(got, want)
+    layers = adapter.module.config.n_layer
+    assert len(seen) == 11 * layers  # 11 steps after the prompts' token, filling slots 58 to 68 of 128
+    assert seen[::layers] == [64] * 7 + [128] * 4
+    assert [(c["what"], c["length"], c["window"]) for c in compiler.compiles] == [
+        ("decode step", 128, 64),
+        ("decode step", 128, 128),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("filled", "length", "want"),
+    [(1, 64, 64), (64, 64, 64), (3, 256, 64), (65, 256, 128), (202, 256, 256), (1, 1024, 256), (700, 1024, 768),
+     (129, 300, 256), (290, 300, 300)],
+)  # fmt: skip
+def test_windows_are_the_filled_slots_rounded_up_at_most_four_a_cache(filled, length, want):
+    assert window(filled, length) == want
+    assert len({window(f, length) for f in range(1, length + 1)}) <= WINDOWS
 
 
 @pytest.mark.slow  # a second decode with a static cache (~1 s); the static-cache concept stays fast in the test above
@@ -107,6 +148,31 @@ def test_compiled_sampling_gives_the_eager_tokens_and_records_its_compiles(tmp_p
     written = json.loads((tmp_path / "compiled" / "config.json").read_text())
     assert written["compile"] is True and written.get("compiles", []) == paid
     assert json.loads((tmp_path / "eager" / "config.json").read_text())["compile"] is False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # three decode-step compiles: minutes on a loaded 2-core machine
+def test_a_compiled_sample_across_windows_gives_the_eager_tokens_one_graph_a_window():
+    """150 tokens after an 18-token prompt fill slots 19 to 167 of a 192-slot cache: three attention windows (64,
+    128, 192), each one compiled graph and one recorded compile; the eager tokens, log-probs to 1e-5."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    from rlnb.engine.models.tiny import TinyTransformer
+
+    def graphs() -> int:
+        return len(_debug_get_cache_entry_list(TinyTransformer.decode_step.__code__))
+
+    prompts, kw = ["n=", "the loss goes down"], {"model": "tiny", "seed": 2, "device": "cpu", "record": False}
+    with rlnb.connect("local", **kw) as eager:
+        want = eager.sample(prompts, num_samples=3, max_tokens=150, seed=7).result()
+    with rlnb.connect("local", compile=True, **kw) as s:
+        before = graphs()
+        got = s.sample(prompts, num_samples=3, max_tokens=150, seed=7).result(1400)  # a shape no other test makes
+        steps = [c for c in s.backend.engine.compiler.compiles if c["what"] == "decode step"]
+        assert graphs() - before == 3
+    assert max(len(q.tokens) for r in want.results for q in r.sequences) == 150  # no early stop: every window
+    assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
+    assert [(c["batch"], c["length"], c["window"]) for c in steps] == [(6, 192, 64), (6, 192, 128), (6, 192, 192)]
 
 
 @pytest.mark.slow

@@ -167,9 +167,12 @@ class BuiltinAdapter(ModelAdapter):
             cache = KVCache(self.module.config, batch, max_len, self.device, model_dtype(self.module))
             return BuiltinDecoder(base, cache)
         cache = compiler.cache(("builtin", batch, max_len), lambda: self._static_cache(batch, max_len))
-        step = compiler.wrap(
-            TinyTransformer.decode_step, "decode step", architecture(base), batch=batch, length=max_len
-        )
+        arch = architecture(base)
+
+        def step(window: int) -> Any:  # one graph per attention window (``compiled.window``)
+            shape = {"batch": batch, "length": max_len, "window": window}
+            return compiler.wrap(TinyTransformer.decode_step, "decode step", arch, **shape)
+
         return BuiltinDecoder(base, cache, step)
 
     def kv_bytes_per_token(self) -> int:

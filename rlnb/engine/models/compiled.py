@@ -13,6 +13,8 @@ Compiling costs seconds to minutes, paid once per process and shape: torch cache
 function and input shapes (and inductor its kernels on disk, so a later process pays less). Cache lengths
 are rounded up to a multiple of ``BUCKET`` slots (``bucket``), so that samples of nearby lengths share one
 graph; a new batch size or length bucket compiles again (up to ``RECOMPILE_LIMIT`` graphs per function). The
+built-in model's step attends over a window of the cache, not all of it (``window``): one graph per window a
+sample reaches, at most ``WINDOWS`` per batch size and length. The
 sampling settings a token choice reads as numbers (temperature, top_p) are tensors, so new values do not compile
 again (``choice.compiled_pick``). Every compile's time is measured, logged and kept
 in ``Compiler.compiles`` (the run's config.json records them). The compiled step gives the same tokens as
@@ -42,10 +44,13 @@ log = logging.getLogger("rlnb")
 
 BUCKET = 64
 """Cache lengths of compiled samples are rounded up to a multiple of this many slots."""
-RECOMPILE_LIMIT = 64
-"""Graphs torch may keep per compiled function in a process, where its default is 8: each batch size and length
-bucket of a decode step is one graph, and so is each kind of token choice. Past the limit torch logs a warning
-and runs the new shape eager."""
+WINDOWS = 4
+"""Attention windows of a compiled built-in decode step per cache (``window``): the graphs one batch size and length
+bucket may compile."""
+RECOMPILE_LIMIT = 128
+"""Graphs torch may keep per compiled function in a process, where its default is 8: each batch size, length
+bucket and attention window of a decode step is one graph (32 batch-and-length shapes of ``WINDOWS`` windows), and
+so is each kind of token choice. Past the limit torch logs a warning and runs the new shape eager."""
 
 _LOCK = threading.Lock()
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
@@ -62,6 +67,15 @@ def check_compile(compile: object) -> bool:
 def bucket(length: int, limit: int) -> int:
     """``length`` rounded up to a multiple of ``BUCKET``, but not past ``limit`` (the model's context)."""
     return max(length, min(-(-length // BUCKET) * BUCKET, limit))
+
+
+def window(filled: int, length: int) -> int:
+    """The key slots a compiled decode step attends over once ``filled`` slots of a ``length``-slot cache hold
+    tokens: ``filled`` rounded up to a multiple of ``length / WINDOWS`` (itself a multiple of ``BUCKET``), at most
+    ``length``. Attending over every slot did 2.51x the eager step's attention work on a 16 x 200 sample of
+    ``small`` (``bench/bench_decode_ops.py --compiled``); each window is a fixed shape, so one graph each."""
+    size = -(-length // (WINDOWS * BUCKET)) * BUCKET
+    return min(-(-filled // size) * size, length)
 
 
 def _compiled(fn: Callable[..., Any], device: torch.device) -> Callable[..., Any]:

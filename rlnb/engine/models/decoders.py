@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
+from rlnb.engine.models.compiled import window
 from rlnb.engine.models.tiny import KVCache, TinyTransformer
 
 
@@ -45,11 +46,16 @@ class RecomputeDecoder:
 
 class BuiltinDecoder:
     """The built-in model's cached decoding: the prompts as one plain call, then one static-shape
-    ``decode_step`` per token (see ``KVCache``), the model's own or a compiled one (``compiled.Compiler``)."""
+    ``decode_step`` per token (see ``KVCache``), the model's own or a compiled one (``compiled.Compiler``).
 
-    def __init__(self, model: TinyTransformer, cache: KVCache, step: Callable[..., Tensor] | None = None) -> None:
-        self.model, self.cache = model, cache
-        self.decode_step = step or TinyTransformer.decode_step
+    An eager step attends over the filled slots. A compiled one attends over a window of them rounded up
+    (``compiled.window``), with ``steps(window)`` its graph for that window: fixed shapes, a few graphs a sample."""
+
+    def __init__(
+        self, model: TinyTransformer, cache: KVCache, steps: Callable[[int], Callable[..., Tensor]] | None = None
+    ) -> None:
+        self.model, self.cache, self.steps = model, cache, steps
+        self.windows: dict[int, Callable[..., Tensor]] = {}
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
         logits = self.model(ids, mask, self.cache)[:, -1]
@@ -61,9 +67,14 @@ class BuiltinDecoder:
 
     def step(self, tokens: Tensor) -> Tensor:
         self.filled += 1
-        if not self.cache.compiled:  # eager: attend over the filled slots only (a compiled step keeps its shapes)
-            self.cache.end = self.filled
-        logits = self.decode_step(self.model, tokens, self.pos, self.slot, self.cache)
+        if self.steps is None:
+            self.cache.end, decode_step = self.filled, TinyTransformer.decode_step
+        else:
+            self.cache.end = window(self.filled, self.cache.real.shape[1])
+            if self.cache.end not in self.windows:
+                self.windows[self.cache.end] = self.steps(self.cache.end)
+            decode_step = self.windows[self.cache.end]
+        logits = decode_step(self.model, tokens, self.pos, self.slot, self.cache)
         self.pos, self.slot = self.pos + 1, self.slot + 1
         return logits
 

@@ -179,10 +179,11 @@ class TinyTransformer(nn.Module):
     def decode_step(self, tokens: Tensor, pos: Tensor, slot: Tensor, cache: KVCache) -> Tensor:
         """Logits ``[B, V]`` after one new token per row, ``tokens`` ``[B]`` at positions ``pos`` ``[B]``, written at
         cache slot ``slot`` (a 1-element tensor): a static-shape step (see ``KVCache``). A query sees the real
-        slots up to its own."""
-        if cache.end is None:  # all the slots, a fixed shape: those past ``slot`` hidden
-            slots = torch.arange(cache.real.shape[1], device=tokens.device)
-            mask = (cache.real & (slots <= slot))[:, None, None, :]  # (B, 1, 1, max_len)
+        slots up to its own, among the first ``cache.end`` (None: all)."""
+        if cache.compiled or cache.end is None:  # a fixed number of slots, some still empty: those past ``slot`` hidden
+            end = cache.real.shape[1] if cache.end is None else cache.end
+            slots = torch.arange(end, device=tokens.device)
+            mask = (cache.real[:, :end] & (slots <= slot))[:, None, None, :]  # (B, 1, 1, end)
         else:  # the filled slots only: the prefill's additive mask (``KVCache.fill``), a view
             mask = cache.bias[..., : cache.end]
         cache.slot = slot
@@ -210,13 +211,13 @@ class KVCache:
 
     Two ways to write. A plain call (``slot`` None) appends its T new keys/values at ``length`` and attends
     over the filled slots. A static step (``slot`` a 1-element tensor, see ``TinyTransformer.decode_step``)
-    writes one token at that slot and attends over all ``max_len`` slots, the mask hiding the rest: every
-    shape is fixed by the cache, so one compiled step (``torch.compile``) serves a whole sample.
-    ``real`` ``[B, max_len]`` marks the slots that hold real tokens (not left padding). A ``compiled`` cache's
-    static steps attend with ``one_query_attention`` (plain ops that fuse, slower than the fused kernel eagerly).
-    An eager static step may attend over only the first ``end`` slots (the filled ones: ``BuiltinDecoder`` sets
-    it), where a compiled one must keep its shapes: attention over all 202 slots of a 16 x 200 sample was 40% of
-    the eager step on ``small``."""
+    writes one token at that slot and attends over the first ``end`` slots (None: all ``max_len``), the mask
+    hiding those past it: every shape is fixed by the cache and ``end``, so one compiled step (``torch.compile``)
+    serves every step of a window (``compiled.window``). ``real`` ``[B, max_len]`` marks the slots that hold real
+    tokens (not left padding). A ``compiled`` cache's static steps attend with ``one_query_attention`` (plain ops
+    that fuse, slower than the fused kernel eagerly). An eager step's ``end`` is the filled slots
+    (``BuiltinDecoder`` sets it): attention over all 202 slots of a 16 x 200 sample was 40% of the eager step on
+    ``small``."""
 
     def __init__(
         self,
