@@ -45,7 +45,7 @@ def check_new_session_prompts(task: Task, target: str, options: Mapping[str, Any
         if tokenizer is None and any((folder / name).is_file() for name in hf.TOKENIZER_FILES):
             tokenizer = hf.load_tokenizer(folder, model, trust)
         codec = _codec(tokenizer, trust) if tokenizer is not None else NoTokenizerCodec(model)
-        config = hf._config(folder, model, trust)  # its config alone (no weights): vocabulary and context
+        config = hf.load_config(folder, model, trust)  # its config alone (no weights): vocabulary and context
         task_prompt_ids(task, codec, _vocab(config), hf.config_context_length(config))
         return
     base = given(options, "base_model", None)

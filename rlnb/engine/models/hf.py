@@ -144,10 +144,11 @@ def _quiet(transformers: Any) -> Iterator[None]:
 
 def spec_context_length(spec: str, trust_remote_code: bool = False) -> int | None:
     """A model's context length from its ``config.json`` alone (no weights loaded), by folder or hub id."""
-    return config_context_length(_config(resolve(spec), spec, trust_remote_code))
+    return config_context_length(load_config(resolve(spec), spec, trust_remote_code))
 
 
-def _config(path: Path, spec: str, trust_remote_code: bool) -> Any:
+def load_config(path: Path, spec: str, trust_remote_code: bool) -> Any:
+    """A model's transformers config from its folder alone (no weights), or ``ModelLoadError`` naming the file."""
     transformers = require_transformers()
     check_code(path, spec, trust_remote_code)
     try:
@@ -187,7 +188,7 @@ def load_weights(path: Path, spec: str, dtype: torch.dtype | str, trust_remote_c
     checkpoint's), every weight of it read from the folder: one it lacks (transformers would make it up, random)
     or whose shape differs from the config's is a ``ModelLoadError`` naming it. Also reloads a merged checkpoint."""
     transformers = require_transformers()
-    config = _config(path, spec, trust_remote_code)
+    config = load_config(path, spec, trust_remote_code)
     arch = getattr(config, "architectures", None) or [type(config).__name__]
     problem, headless = "", False
     with _quiet(transformers):
