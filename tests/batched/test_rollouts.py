@@ -2,13 +2,15 @@
 seed as a sweep checks one, and the caller's callbacks raise their own errors."""
 
 import math
+import sys
 import threading
 
 import pytest
 import torch
 
 from rlnb import wire
-from rlnb.batched.rollouts import PolicyBatch, member_losses
+from rlnb.batched.rollouts import DrawnLists, PolicyBatch, member_losses, sample_output
+from rlnb.engine.sampling import LENGTH, STOP, Drawn
 
 
 def one_row_each(sampler_logprobs: list[float]) -> PolicyBatch:
@@ -112,3 +114,52 @@ def test_an_ensemble_out_of_memory_fails_every_member_saying_to_run_fewer(monkey
         assert r.status == "FAILED" and r.reason is not None
         assert r.reason.startswith(f"{wire.OperationErrorCode.RESOURCE_EXHAUSTED}: out of memory: [enforce fail")
         assert r.reason.endswith("(an ensemble of 3 members trains them all at once: run fewer per call)")
+
+
+def test_a_members_sample_record_is_the_validated_output_built_with_few_python_calls_a_row():
+    """A member's sample record is built for each of its rows at every step, so its cost grows with the members:
+    ``model_construct`` left to fill a default looks it up with ~5 Python calls a field (``routed_experts_key``,
+    ``text``), 11 calls a row. Given every field and which of them a sample sets, it is one call a row, and the
+    record is the same as the validated output (values, and the fields a dump with ``exclude_unset`` writes)."""
+    gen = torch.Generator().manual_seed(0)
+    prompts, n, steps = 3, 4, 5
+    drawn = Drawn(torch.randint(0, 256, (2 * prompts * n, steps), generator=gen),
+                  torch.randn(2 * prompts * n, steps, generator=gen), torch.randint(1, steps + 1, (2 * prompts * n,),
+                  generator=gen), torch.rand(2 * prompts * n, generator=gen) < 0.5)  # fmt: skip
+    lists = DrawnLists.of(drawn)
+    rows = range(prompts * n, 2 * prompts * n)  # the second member's
+    calls: list[str] = []
+
+    def count(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "call":
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(count)
+    try:
+        out = sample_output(lists, prompts, n, rows, version=7)
+    finally:
+        sys.setprofile(None)
+    assert len(calls) <= 2 * len(rows), f"{len(calls)} Python calls for {len(rows)} rows"
+    expected = wire.SampleOutput(
+        results=[
+            wire.SampleResult(
+                policy_segments=[wire.PolicyVersionSegment(start_token=0, version=7)],
+                sequences=[
+                    wire.SampledSequence(
+                        tokens=lists.tokens[r][: lists.lengths[r]],
+                        logprobs=lists.logprobs[r][: lists.lengths[r]],
+                        stop_reason=STOP if lists.stopped[r] else LENGTH,
+                        prompt_cache_hit_tokens=0,
+                    )
+                    for r in rows[p * n : (p + 1) * n]
+                ],
+            )
+            for p in range(prompts)
+        ]
+    )
+    assert out == expected
+    for got, want in zip(out.results, expected.results, strict=True):
+        for a, b in zip(got.sequences, want.sequences, strict=True):
+            assert a.model_fields_set == b.model_fields_set and a.__dict__ == b.__dict__
+    assert out.model_dump(exclude_unset=True) == expected.model_dump(exclude_unset=True)
+    assert out.model_dump_json() == expected.model_dump_json()

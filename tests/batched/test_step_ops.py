@@ -18,9 +18,11 @@ from rlnb.batched.optim import StackedOptimizer
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.models.tiny import TinyConfig, build_model
 
-PER_MEMBER = 120
-"""Ops an added member may add to a step (``bench_batched.py --ops``, 16 members of the demo: 77, of which 66 are the
-engine's per-prompt loops in sampling and the member's sample record; 345 before the losses were stacked)."""
+PER_MEMBER = 25
+"""Ops an added member may add to a step (here, 8 members and group size 4: 17.4, was 71.4 before the engine made the
+work before decoding one op a prompt; ``bench_batched.py --ops``, 16 members of the demo: 22, of which 12 are the
+engine's ``sampling.uniforms`` for the member's seed and 10 the entropy's chunks of its positions; 345 before the
+losses were stacked)."""
 
 
 class OpCount(TorchDispatchMode):
