@@ -59,6 +59,24 @@ def failure(exc: Exception, classify: Classify = _unknown) -> tuple[Code, str]:
     return Code.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
 
 
+_OPERATION = wire.Operation
+_NEW, _SET = object.__new__, object.__setattr__
+_WITH_OUTPUT, _WITHOUT_OUTPUT = frozenset({"id", "status", "output"}), frozenset({"id", "status"})
+
+
+def _envelope(op_id: str, status: Status, output: Any = None, fields_set: frozenset[str] = _WITHOUT_OUTPUT) -> Any:
+    """``wire.Operation(id=op_id, status=status[, output=output])``, of values the worker made itself (a uuid, a
+    member, what the operation returned: an ``Output`` field is ``Any``), built as pydantic's ``model_construct`` builds
+    it, in one Python call: validating it ran ``Newer``'s validator too, and ``model_construct`` makes a dozen calls.
+    ``fields_set``: the fields given (``to_json_dict`` writes those)."""
+    env = _NEW(_OPERATION)
+    _SET(env, "__dict__", {"id": op_id, "status": status, "output": output, "error": None})
+    _SET(env, "__pydantic_fields_set__", set(fields_set))
+    _SET(env, "__pydantic_extra__", {})
+    _SET(env, "__pydantic_private__", None)
+    return env
+
+
 @dataclass
 class _Job:
     kind: wire.OperationKind
@@ -80,10 +98,13 @@ class Worker:
 
     def submit(self, kind: wire.OperationKind, body: Any, listener: Listener) -> None:
         """Queue one operation and report it PENDING (or FAILED at once if the worker is closed)."""
-        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=Status.PENDING)
+        env = _envelope(str(uuid.uuid4()), Status.PENDING)
         job = _Job(kind, body, env, listener)
         with self._lock:
-            self._notify(job)
+            try:  # each report's listener called here, not through a helper: a Python call less a report
+                listener(env)
+            except Exception:  # noqa: BLE001 - a listener's failure (e.g. disk full) must not stop the session
+                _listener_failed(job)
             if self.closed:
                 self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session is stopped"))
                 return
@@ -132,10 +153,11 @@ class Worker:
             if self.closed:  # stopped while this waited in the queue: it never runs
                 self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran"))
                 continue
-            # A new envelope per change (a listener may keep the one it was given); built, not copied:
-            # pydantic's model_copy costs more than validating these two fields.
-            job.env = wire.Operation(id=job.env.id, status=Status.RUNNING)
-            self._notify(job)
+            job.env = _envelope(job.env.id, Status.RUNNING)  # a new one per change: a listener may keep the last
+            try:
+                job.listener(job.env)
+            except Exception:  # noqa: BLE001 - as in ``submit``
+                _listener_failed(job)
             try:
                 output = self._run_op(job.kind, job.body, self.cancelled)
             except Exception as exc:  # noqa: BLE001 - any failure is the operation's, never the worker's
@@ -148,15 +170,16 @@ class Worker:
         if error is not None:
             job.env = wire.Operation.failed(job.env.id, *error)
         else:
-            job.env = wire.Operation(id=job.env.id, status=Status.COMPLETED, output=output)
-        self._notify(job)
-
-    @staticmethod
-    def _notify(job: _Job) -> None:
+            job.env = _envelope(job.env.id, Status.COMPLETED, output, _WITH_OUTPUT)
         try:
             job.listener(job.env)
-        except Exception:  # noqa: BLE001 - a listener's failure (e.g. disk full) must not stop the session
-            log.exception("rlnb: a listener failed on %s %s; the operation goes on", job.kind, job.env.status)
+        except Exception:  # noqa: BLE001 - as in ``submit``
+            _listener_failed(job)
+
+
+def _listener_failed(job: _Job) -> None:
+    """Log the error a listener raised on ``job``'s latest report; the operation goes on."""
+    log.exception("rlnb: a listener failed on %s %s; the operation goes on", job.kind, job.env.status)
 
 
 _LIVE: weakref.WeakSet[Worker] = weakref.WeakSet()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import threading
 import time
+from _thread import RLock  # threading.RLock is a Python function that returns this: a call per operation
 from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
@@ -32,21 +32,32 @@ class Operation(Generic[T]):
         kind: wire.OperationKind,
         on_update: Callable[[wire.Operation[Any], float], None] | None = None,
         transform: Callable[[Any], T] | None = None,
+        *,
+        held: bool = False,
     ):
         self.kind = kind
         self._transform = transform
         self.id = ""
         self.submitted_at = time.time()
-        self._env: wire.Operation[Any] = wire.Operation(id="", status=wire.OperationStatus.PENDING)
+        self._env: wire.Operation[Any] | None = None
+        """The latest report; None before the first (``envelope`` then makes a PENDING one: no envelope built per
+        operation that its first report replaces before anyone reads it)."""
         self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._ended = False
-        """Whether ``_take`` has ended the future (set just after it, by the one thread that reports): each report reads
-        it, where a ``Future.done()`` took its lock, 3 Python calls, five times a step. ``done()`` asks the future."""
-        self._lock = threading.Lock()
+        """Whether ``_update`` has ended the future (set just after it, by the one thread that reports): each report
+        reads it, where a ``Future.done()`` took its lock, 3 Python calls, five times a step. ``done()`` asks the
+        future."""
+        self._lock = RLock()  # ``_release`` replays held reports through ``_update``, holding it
         self._on_update = on_update
-        self._held: list[tuple[wire.Operation[Any], float]] | None = None  # reports kept back (``_hold``)
+        self._held: list[tuple[wire.Operation[Any], float]] | None = [] if held else None
+        """Reports kept back until ``_release`` (``held``)."""
+        self._on_failed: Callable[[], None] | None = None
+        """Called once its FAILED report is recorded (a session's optim-step: it made no step)."""
         self._reporter: Callable[[], bool] | None = None
         """Whether the caller is the thread that reports this operation (a session's worker or poller)."""
+        self._owner: object = None
+        """What the operation keeps alive while it is queued or runs (its session: the interpreter's exit still closes
+        a session whose handle was let go)."""
 
     def __repr__(self) -> str:
         return f"<Operation {self.kind} {self.id} {wire.short_name(self.status)}>"
@@ -54,17 +65,21 @@ class Operation(Generic[T]):
     @property
     def status(self) -> wire.OperationStatus:
         """The status last reported (``wire.OperationStatus``)."""
-        return self._env.status
+        env = self._env
+        return wire.OperationStatus.PENDING if env is None else env.status
 
     @property
     def envelope(self) -> wire.Operation[Any]:
-        """The latest operation envelope, as the API returns it."""
-        return self._env
+        """The latest operation envelope, as the API returns it (PENDING, with no id, before the backend's first
+        report)."""
+        env = self._env
+        return wire.Operation(id="", status=wire.OperationStatus.PENDING) if env is None else env
 
     @property
     def error(self) -> wire.OperationError | None:
         """The API's error object (``code``, ``message``) once the operation has failed; None otherwise."""
-        return self._env.error
+        env = self._env
+        return None if env is None else env.error
 
     def done(self) -> bool:
         """Whether the operation has ended (completed or failed); never blocks."""
@@ -91,34 +106,31 @@ class Operation(Generic[T]):
         on, and is recorded, as ``result()``'s timeout leaves it."""
         return asyncio.shield(asyncio.wrap_future(self._future)).__await__()
 
-    def _hold(self) -> None:
-        """Keep the reports that arrive from now on until ``_release``: a session holds them while it submits,
-        under its lock, where a listener that submits in turn (on the PENDING report the submitting thread
-        gets) waited for that lock for ever."""
-        with self._lock:
-            self._held = []
-
     def _release(self) -> None:
-        """Take the reports held since ``_hold``, in the order they came, and those after as they come."""
+        """Take the reports held since the operation was made (``held=True``: a session holds them while it submits,
+        under its lock, where a listener that submits in turn, on the PENDING report the submitting thread gets, waited
+        for that lock for ever), in the order they came, and those after as they come."""
         with self._lock:
             held, self._held = self._held or [], None
             try:
                 while held:
-                    self._take(*held.pop(0))
+                    self._update(*held.pop(0))
             finally:  # a Ctrl-C in a listener on this thread: the reports after it still count (the result too)
                 for env, at in held:
-                    self._take(env, at)
+                    self._update(env, at)
 
-    def _update(self, env: wire.Operation[Any]) -> None:
-        """Take a status report from the backend (any thread); ignores reports after the end."""
+    def _update(self, env: wire.Operation[Any], at: float | None = None) -> None:
+        """Take a status report from the backend (any thread), seen at ``at`` (None: now; ``_release`` gives a held
+        report's own); ignores reports after the end. One call a report: it records the report (``on_update``) and
+        ends the future itself."""
         with self._lock:
+            if at is None:
+                at = time.time()
             if self._held is not None:
-                self._held.append((env, time.time()))
-            else:
-                self._take(env, time.time())
-
-    def _take(self, env: wire.Operation[Any], at: float) -> None:
-        if not self._ended:
+                self._held.append((env, at))
+                return
+            if self._ended:
+                return
             self._env = env
             self.id = env.id
             if self._on_update is not None:
@@ -134,6 +146,11 @@ class Operation(Generic[T]):
             if status == wire.OperationStatus.FAILED:
                 err = env.error or wire.OperationError()
                 failure = OperationFailed(err.code, err.message, operation_id=env.id, kind=self.kind)
+                if self._on_failed is not None:
+                    try:
+                        self._on_failed()
+                    except Exception:  # as ``on_update``'s
+                        log.exception("recording %s %s failed", self.kind, env.id)
             elif self._transform is not None and output is not None:
                 try:
                     output = self._transform(output)
