@@ -64,12 +64,14 @@ _NEW, _SET = object.__new__, object.__setattr__
 _WITH_OUTPUT, _WITHOUT_OUTPUT = frozenset({"id", "status", "output"}), frozenset({"id", "status"})
 
 
-def _envelope(op_id: str, status: Status, output: Any = None, fields_set: frozenset[str] = _WITHOUT_OUTPUT) -> Any:
+def _envelope(
+    op_id: str, status: Status, output: Any = None, fields_set: frozenset[str] = _WITHOUT_OUTPUT
+) -> wire.Operation[Any]:
     """``wire.Operation(id=op_id, status=status[, output=output])``, of values the worker made itself (a uuid, a
     member, what the operation returned: an ``Output`` field is ``Any``), built as pydantic's ``model_construct`` builds
     it, in one Python call: validating it ran ``Newer``'s validator too, and ``model_construct`` makes a dozen calls.
     ``fields_set``: the fields given (``to_json_dict`` writes those)."""
-    env = _NEW(_OPERATION)
+    env: wire.Operation[Any] = _NEW(_OPERATION)
     _SET(env, "__dict__", {"id": op_id, "status": status, "output": output, "error": None})
     _SET(env, "__pydantic_fields_set__", set(fields_set))
     _SET(env, "__pydantic_extra__", {})
@@ -106,7 +108,7 @@ class Worker:
             except Exception:  # noqa: BLE001 - a listener's failure (e.g. disk full) must not stop the session
                 _listener_failed(job)
             if self.closed:
-                self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session is stopped"))
+                _fail(job, Code.SESSION_NOT_ACTIVE, "the session is stopped")
                 return
             self._queue.put(job)
 
@@ -151,7 +153,7 @@ class Worker:
                 job.set()
                 continue
             if self.closed:  # stopped while this waited in the queue: it never runs
-                self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran"))
+                _fail(job, Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
                 continue
             job.env = _envelope(job.env.id, Status.RUNNING)  # a new one per change: a listener may keep the last
             try:
@@ -161,20 +163,23 @@ class Worker:
             try:
                 output = self._run_op(job.kind, job.body, self.cancelled)
             except Exception as exc:  # noqa: BLE001 - any failure is the operation's, never the worker's
-                self._finish(job, error=failure(exc, self._classify))
+                job.env = wire.Operation.failed(job.env.id, *failure(exc, self._classify))
             else:
-                self._finish(job, output=output)
+                job.env = _envelope(job.env.id, Status.COMPLETED, output, _WITH_OUTPUT)
+            try:
+                job.listener(job.env)
+            except Exception:  # noqa: BLE001 - as in ``submit``
+                _listener_failed(job)
         _LIVE.discard(self)
 
-    def _finish(self, job: _Job, output: Any = None, error: tuple[Code, str] | None = None) -> None:
-        if error is not None:
-            job.env = wire.Operation.failed(job.env.id, *error)
-        else:
-            job.env = _envelope(job.env.id, Status.COMPLETED, output, _WITH_OUTPUT)
-        try:
-            job.listener(job.env)
-        except Exception:  # noqa: BLE001 - as in ``submit``
-            _listener_failed(job)
+
+def _fail(job: _Job, code: Code, message: str) -> None:
+    """Report ``job`` FAILED without running it (the worker is closed)."""
+    job.env = wire.Operation.failed(job.env.id, code, message)
+    try:
+        job.listener(job.env)
+    except Exception:  # noqa: BLE001 - as in ``submit``
+        _listener_failed(job)
 
 
 def _listener_failed(job: _Job) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from _thread import RLock  # threading.RLock is a Python function that returns this: a call per operation
+from _thread import RLock, allocate_lock  # threading.RLock is a Python function that returns an RLock: a call
 from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
@@ -42,11 +42,16 @@ class Operation(Generic[T]):
         self._env: wire.Operation[Any] | None = None
         """The latest report; None before the first (``envelope`` then makes a PENDING one: no envelope built per
         operation that its first report replaces before anyone reads it)."""
-        self._future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._ended = False
-        """Whether ``_update`` has ended the future (set just after it, by the one thread that reports): each report
-        reads it, where a ``Future.done()`` took its lock, 3 Python calls, five times a step. ``done()`` asks the
-        future."""
+        """Whether the operation has ended: set once, under ``_lock``, once its outcome (``_output`` or ``_failure``) is
+        set and before ``_done`` is released."""
+        self._output: Any = None
+        self._failure: Exception | None = None
+        # Its end, where a ``concurrent.futures.Future`` (a Condition, in Python) cost 26 Python calls a step to make,
+        # end and wait for: a plain lock, held until the end (C calls only).
+        self._done = allocate_lock()
+        self._done.acquire()
+        self._awaited: list[concurrent.futures.Future[T]] | None = None  # ``await``'s futures, ended with it
         self._lock = RLock()  # ``_release`` replays held reports through ``_update``, holding it
         self._on_update = on_update
         self._held: list[tuple[wire.Operation[Any], float]] | None = [] if held else None
@@ -83,28 +88,48 @@ class Operation(Generic[T]):
 
     def done(self) -> bool:
         """Whether the operation has ended (completed or failed); never blocks."""
-        return self._future.done()  # not ``_ended``: set just after, a result() that returned could see False
+        return self._ended
 
     def result(self, timeout: float | None = None) -> T:
         """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``. ``timeout``:
         seconds >= 0, or None (or infinity) for no limit; anything else is a ``ValueError`` naming it."""
         limit = check_timeout("timeout", timeout)
-        if limit is None and not self._future.done() and self._reporter is not None and self._reporter():
+        if limit is None and not self._ended and self._reporter is not None and self._reporter():
             raise RuntimeError(
                 f"{self.kind} {self.id}: result() without a timeout on the thread that runs and reports the session's "
                 "operations (in a history callback) would wait for ever, and hang the session: submit from the "
                 "callback without waiting, and wait on another thread"
             )
+        # Taken even once ended: the lock, not the interpreter's, orders the outcome's writes before these reads
+        if not self._done.acquire(True, -1 if limit is None else limit):
+            raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s")
+        self._done.release()  # for the next one waiting
+        failure = self._failure
+        if failure is None:
+            return self._output
         try:
-            return self._future.result(limit)
-        except concurrent.futures.TimeoutError:
-            raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s") from None
+            raise failure
+        finally:
+            del self, failure  # as ``Future.result``: the traceback's frame keeps no cycle through the failure
 
     def __await__(self) -> Generator[Any, None, T]:
         """``await op`` in asyncio code: the output, or ``OperationFailed``, without blocking the event loop.
         Cancelling the awaiting task (``asyncio.wait_for``'s timeout) stops the wait, not the operation: it goes
         on, and is recorded, as ``result()``'s timeout leaves it."""
-        return asyncio.shield(asyncio.wrap_future(self._future)).__await__()
+        return asyncio.shield(asyncio.wrap_future(self._future())).__await__()
+
+    def _future(self) -> concurrent.futures.Future[T]:
+        """A future that ends with the operation (asyncio wraps only those): made for each ``await``, not for every
+        operation."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._lock:
+            if not self._ended:
+                if self._awaited is None:
+                    self._awaited = []
+                self._awaited.append(future)
+                return future
+        _end(future, self._output, self._failure)
+        return future
 
     def _release(self) -> None:
         """Take the reports held since the operation was made (``held=True``: a session holds them while it submits,
@@ -156,8 +181,16 @@ class Operation(Generic[T]):
                     output = self._transform(output)
                 except Exception as exc:  # noqa: BLE001 - reaches the caller of result(), not the backend
                     failure = exc
-            if failure is not None:
-                self._future.set_exception(failure)
-            else:
-                self._future.set_result(output)
-            self._ended = True  # the one place: just after the future ended
+            self._output, self._failure = output, failure
+            self._ended = True  # the one place: after the outcome, before ``_done`` lets ``result()`` read it
+            self._done.release()
+            for future in self._awaited or ():
+                _end(future, output, failure)
+
+
+def _end(future: concurrent.futures.Future[Any], output: Any, failure: Exception | None) -> None:
+    """End an ``await``'s future with the operation's outcome (shielded: nothing cancels it)."""
+    if failure is not None:
+        future.set_exception(failure)
+    else:
+        future.set_result(output)
