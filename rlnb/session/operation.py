@@ -93,7 +93,7 @@ class Operation(Generic[T]):
     def result(self, timeout: float | None = None) -> T:
         """Wait for the end; return the output, or raise ``OperationFailed`` / ``OperationTimeout``. ``timeout``:
         seconds >= 0, or None (or infinity) for no limit; anything else is a ``ValueError`` naming it."""
-        limit = check_timeout("timeout", timeout)
+        limit = None if timeout is None else check_timeout("timeout", timeout)  # None: no call
         if limit is None and not self._ended and self._reporter is not None and self._reporter():
             raise RuntimeError(
                 f"{self.kind} {self.id}: result() without a timeout on the thread that runs and reports the session's "
@@ -147,7 +147,7 @@ class Operation(Generic[T]):
     def _update(self, env: wire.Operation[Any], at: float | None = None) -> None:
         """Take a status report from the backend (any thread), seen at ``at`` (None: now; ``_release`` gives a held
         report's own); ignores reports after the end. One call a report: it records the report (``on_update``) and
-        ends the future itself."""
+        ends the operation itself."""
         with self._lock:
             if at is None:
                 at = time.time()

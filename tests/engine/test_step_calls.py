@@ -24,7 +24,7 @@ sample, a check per part of a model input, a lambda per report, ``done()`` per s
 checked twice); 429 later, 364 after the third (a call per nested dict of a record line and two for its encoder, the
 run store's checks and write a call each per line, a loss's required params and other losses' fields read per
 forward-backward, pydantic's ``model_fields`` property); 363 later, 357 after a history's reports skipped telling
-no listener; 295 after the fourth (a report a chain of seven calls, now the operation's one and the history's; the
+no listener; 292 after the fourth (a report a chain of seven calls, now the operation's one and the history's; the
 worker's envelopes validated; a ``concurrent.futures.Future`` per operation, 26 calls a step to make, end and wait
 for): the bound leaves room for checks to come, not for those costs to return."""
 
