@@ -67,3 +67,16 @@ def test_the_worker_builds_its_envelopes_as_validation_builds_them_without_runni
         assert env == made and type(env) is type(made)
         assert env.model_fields_set == made.model_fields_set and env.__pydantic_extra__ == made.__pydantic_extra__
         assert env.to_json_dict() == made.to_json_dict() and env.model_dump_json() == made.model_dump_json()
+
+
+def test_operation_ids_are_distinct_version_4_uuids_as_uuid4_spells_them():
+    """The worker makes its ids from ``os.urandom`` itself (``uuid.uuid4`` was three Python calls an operation)."""
+    import uuid
+
+    from rlnb.engine.worker import _operation_id
+
+    ids = [_operation_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for op_id in ids:
+        made = uuid.UUID(op_id)
+        assert made.version == 4 and made.variant == uuid.RFC_4122 and str(made) == op_id
