@@ -395,7 +395,7 @@ def test_every_wait_on_an_operation_gets_its_outcome_whenever_it_began(tmp_path)
 def test_an_operation_held_keeps_its_session_open_for_the_exit():
     """The exit closes the sessions still open, which ``open_sessions.OPEN`` holds weakly: a script that let go of its
     session but holds one of its operations must still find that session closed, its records with it, at exit. So an
-    operation's hook is its session's own (``Session._recorded``), not only the order it was submitted in."""
+    operation keeps its session (``Operation._owner``), not only the order it was submitted in."""
     import gc
     import weakref
 

@@ -22,12 +22,11 @@ with fake operations.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
-import uuid
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from rlnb import _exit, wire
@@ -59,12 +58,39 @@ def failure(exc: Exception, classify: Classify = _unknown) -> tuple[Code, str]:
     return Code.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
 
 
-@dataclass
-class _Job:
-    kind: wire.OperationKind
-    body: Any
-    env: wire.Operation[Any]
-    listener: Listener
+_OPERATION = wire.Operation
+_NEW, _SET = object.__new__, object.__setattr__
+_WITH_OUTPUT, _WITHOUT_OUTPUT = frozenset({"id", "status", "output"}), frozenset({"id", "status"})
+
+
+def _envelope(
+    op_id: str, status: Status, output: Any = None, fields_set: frozenset[str] = _WITHOUT_OUTPUT
+) -> wire.Operation[Any]:
+    """``wire.Operation(id=op_id, status=status[, output=output])``, of values the worker made itself (a uuid, a
+    member, what the operation returned: an ``Output`` field is ``Any``), built as pydantic's ``model_construct`` builds
+    it, in one Python call: validating it ran ``Newer``'s validator too, and ``model_construct`` makes a dozen calls.
+    ``fields_set``: the fields given (``to_json_dict`` writes those)."""
+    env: wire.Operation[Any] = _NEW(_OPERATION)
+    _SET(env, "__dict__", {"id": op_id, "status": status, "output": output, "error": None})
+    _SET(env, "__pydantic_fields_set__", set(fields_set))
+    _SET(env, "__pydantic_extra__", {})
+    _SET(env, "__pydantic_private__", None)
+    return env
+
+
+_Job = tuple[wire.OperationKind, Any, str, Listener]
+"""A queued operation: its kind, body, id and listener (a tuple: a dataclass's ``__init__`` was a Python call)."""
+
+
+def _operation_id() -> str:
+    """A new operation id: a version-4 UUID's string, from ``os.urandom`` as ``uuid.uuid4`` makes it, in one Python call
+    (``uuid4``, ``UUID.__init__`` and ``UUID.__str__`` were three)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = "89ab"
+"""The UUID variant's hex digit (RFC 4122: the top bits 10) for the 2 random bits left in it."""
 
 
 class Worker:
@@ -76,23 +102,27 @@ class Worker:
         self.closed = False
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
+        self._ident = self._thread.ident  # ``runs_here``: ``current_thread()`` and ``Thread.ident`` are Python calls
         _LIVE.add(self)
 
     def submit(self, kind: wire.OperationKind, body: Any, listener: Listener) -> None:
         """Queue one operation and report it PENDING (or FAILED at once if the worker is closed)."""
-        env: wire.Operation[Any] = wire.Operation(id=str(uuid.uuid4()), status=Status.PENDING)
-        job = _Job(kind, body, env, listener)
+        op_id = _operation_id()
+        env = _envelope(op_id, Status.PENDING)
         with self._lock:
-            self._notify(job)
+            try:  # each report's listener called here, not through a helper: a Python call less a report
+                listener(env)
+            except Exception:  # noqa: BLE001 - a listener's failure (e.g. disk full) must not stop the session
+                _listener_failed(kind, env)
             if self.closed:
-                self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session is stopped"))
+                _fail(kind, op_id, listener, Code.SESSION_NOT_ACTIVE, "the session is stopped")
                 return
-            self._queue.put(job)
+            self._queue.put((kind, body, op_id, listener))
 
     def runs_here(self) -> bool:
         """Whether the caller is this worker's thread (a listener it is telling): waiting there for an operation
         would wait for ever."""
-        return threading.current_thread() is self._thread
+        return threading.get_ident() == self._ident
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until everything queued so far has finished; False if ``timeout`` passed first."""
@@ -129,34 +159,40 @@ class Worker:
             if isinstance(job, threading.Event):
                 job.set()
                 continue
+            kind, body, op_id, listener = job
             if self.closed:  # stopped while this waited in the queue: it never runs
-                self._finish(job, error=(Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran"))
+                _fail(kind, op_id, listener, Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
                 continue
-            # A new envelope per change (a listener may keep the one it was given); built, not copied:
-            # pydantic's model_copy costs more than validating these two fields.
-            job.env = wire.Operation(id=job.env.id, status=Status.RUNNING)
-            self._notify(job)
+            env = _envelope(op_id, Status.RUNNING)  # a new one per change: a listener may keep the last
             try:
-                output = self._run_op(job.kind, job.body, self.cancelled)
+                listener(env)
+            except Exception:  # noqa: BLE001 - as in ``submit``
+                _listener_failed(kind, env)
+            try:
+                output = self._run_op(kind, body, self.cancelled)
             except Exception as exc:  # noqa: BLE001 - any failure is the operation's, never the worker's
-                self._finish(job, error=failure(exc, self._classify))
+                env = wire.Operation.failed(op_id, *failure(exc, self._classify))
             else:
-                self._finish(job, output=output)
+                env = _envelope(op_id, Status.COMPLETED, output, _WITH_OUTPUT)
+            try:
+                listener(env)
+            except Exception:  # noqa: BLE001 - as in ``submit``
+                _listener_failed(kind, env)
         _LIVE.discard(self)
 
-    def _finish(self, job: _Job, output: Any = None, error: tuple[Code, str] | None = None) -> None:
-        if error is not None:
-            job.env = wire.Operation.failed(job.env.id, *error)
-        else:
-            job.env = wire.Operation(id=job.env.id, status=Status.COMPLETED, output=output)
-        self._notify(job)
 
-    @staticmethod
-    def _notify(job: _Job) -> None:
-        try:
-            job.listener(job.env)
-        except Exception:  # noqa: BLE001 - a listener's failure (e.g. disk full) must not stop the session
-            log.exception("rlnb: a listener failed on %s %s; the operation goes on", job.kind, job.env.status)
+def _fail(kind: wire.OperationKind, op_id: str, listener: Listener, code: Code, message: str) -> None:
+    """Report an operation FAILED without running it (the worker is closed)."""
+    env = wire.Operation.failed(op_id, code, message)
+    try:
+        listener(env)
+    except Exception:  # noqa: BLE001 - as in ``submit``
+        _listener_failed(kind, env)
+
+
+def _listener_failed(kind: wire.OperationKind, env: wire.Operation[Any]) -> None:
+    """Log the error a listener raised on an operation's report ``env``; the operation goes on."""
+    log.exception("rlnb: a listener failed on %s %s; the operation goes on", kind, env.status)
 
 
 _LIVE: weakref.WeakSet[Worker] = weakref.WeakSet()

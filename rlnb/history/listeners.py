@@ -13,8 +13,8 @@ log = logging.getLogger("rlnb")
 
 class Listeners(Generic[T]):
     """Callbacks called with each new item, in the order they subscribed. ``callbacks``: read it (not a call) to
-    skip ``tell`` when it is empty, as a history's reports do (6 Python calls a step with no listener); ``add``
-    changes it."""
+    skip ``tell`` when it is empty, as a history's reports (6 Python calls a step with no listener) and table reads
+    do; ``add`` changes it."""
 
     def __init__(self) -> None:
         self.callbacks: list[Callable[[T], None]] = []

@@ -41,7 +41,8 @@ class HistoryViews:
     @property
     def logged(self) -> pd.DataFrame:
         """The figures given to ``log()``, one row per call."""
-        self._read_listeners.tell(None)
+        if self._read_listeners.callbacks:  # none (most runs): no call, as ``History.update`` skips an empty tell
+            self._read_listeners.tell(None)
         with self._lock:
             rows = list(self._logged)
         return pd.DataFrame(rows, columns=None if rows else ["step"])
@@ -55,7 +56,8 @@ class HistoryViews:
 
         Incremental: the rows of operations that had finished are kept from the previous call, so
         during a run only the newer ones are built again."""
-        self._read_listeners.tell(None)
+        if self._read_listeners.callbacks:
+            self._read_listeners.tell(None)
         frame = self._ops_table.frame(self._records)
         frame.attrs.update(session_attrs(self.config))
         return frame
@@ -66,7 +68,8 @@ class HistoryViews:
         pre-clip grad norm(s), clip threshold, learning rate, ``step_time_s`` (its compute time: how
         long its operations were running, ``rlnb.history.timing``) and ``queue_s`` (how long they waited
         behind others), the weights version published after it, and your logged figures."""
-        self._read_listeners.tell(None)
+        if self._read_listeners.callbacks:
+            self._read_listeners.tell(None)
         return self.step_log.frame()
 
     def save(self, path: str | Path) -> Path:

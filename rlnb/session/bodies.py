@@ -18,6 +18,9 @@ from rlnb.prompts import check_ids, check_room, stop_list
 from rlnb.session.backend import Backend
 from rlnb.text import Codec, NoTokenizerCodec
 
+_CHUNK_TOKENS = operator.attrgetter("encoded_text.tokens")
+"""A chunk's token ids (C: a generator was two Python calls a forward-backward)."""
+
 
 def forward_backward_body(
     backend: Backend,
@@ -35,7 +38,7 @@ def forward_backward_body(
         raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
     context = getattr(backend, "max_seq_length", getattr(backend, "context_length", None))
     for i, s in enumerate(batch):
-        n = sum(len(c.encoded_text.tokens) for c in s.model_input.chunks)  # ``.tokens`` would join every chunk
+        n = sum(map(len, map(_CHUNK_TOKENS, s.model_input.chunks)))  # ``.tokens`` would join every chunk
         if context is not None and n > context:
             raise ValueError(f"samples[{i}] has {n} tokens, more than the model's context of {context}")
     return wire.ForwardBackwardBody(

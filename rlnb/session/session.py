@@ -173,12 +173,7 @@ class Session:
         """One operation, in submission order (``Submissions.submit``); a closed session takes none."""
         if self._closed:
             raise SessionClosed(f"session {self.id} is closed")
-        return self._ops.submit(kind, body, self._recorded, params, transform, mismatch)
-
-    def _recorded(self, rec: Any, env: wire.Operation[Any], at: float) -> None:
-        """A report recorded (``Submissions.recorded``). As its operation's hook, it keeps the session alive while the
-        operation is held or runs, so that the interpreter's exit still closes a session whose handle was let go."""
-        self._ops.recorded(rec, env, at)
+        return self._ops.submit(kind, body, self, params, transform, mismatch)  # kept alive by what it submitted
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every operation submitted so far has finished (COMPLETED or FAILED); ``OperationTimeout``

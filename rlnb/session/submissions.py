@@ -20,9 +20,6 @@ from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.wire import OperationKind as Kind
 
-Recorded = Callable[[Any, wire.Operation[Any], float], None]
-"""How one operation's report is recorded: its history record, the new envelope, and when it came."""
-
 
 class Submissions:
     """The operations a ``Session`` submitted, in order. ``steps_submitted``: its optim-steps so far, from the step the
@@ -35,19 +32,22 @@ class Submissions:
         self._lock = threading.Lock()
         self._pending: deque[Operation[Any]] = deque()
 
-    def submit(self, kind: Kind, body: wire._Model | None, recorded: Recorded, params: dict[str, Any] | None = None,
+    def submit(self, kind: Kind, body: wire._Model | None, owner: object, params: dict[str, Any] | None = None,
                transform: Any = None, mismatch: Callable[[Any], str | None] | None = None,
                ) -> Operation[Any]:  # fmt: skip
-        """``recorded``: the operation's hook for its reports (``Session._recorded``, which ends in ``recorded`` here);
-        ``mismatch(output)``: why a COMPLETED output does not answer the request; it then ends FAILED, saying so."""
-        op: Operation[Any] = Operation(kind, transform=transform)
-        op._reporter = getattr(self.backend, "runs_here", None)
-        op._hold()  # its listeners hear of it once the lock is released: they may submit too
+        """``owner``: what the operation keeps alive until it ends (its ``Session``); ``mismatch(output)``: why a
+        COMPLETED output does not answer the request; it then ends FAILED, saying so."""
+        op: Operation[Any] = Operation(kind, transform=transform, held=True)  # its listeners hear of it once the lock
+        op._reporter = getattr(self.backend, "runs_here", None)  # is released: they may submit too
+        op._owner = owner
         try:
             with self._lock:  # one order for the step counter, the history and the backend queue
-                with self._failed_lock:  # a failure counted and its records lowered (``recorded``) at once
+                with self._failed_lock:  # a failure counted and its records lowered (``step_failed``) at once
                     rec = self.history.new(kind, self.steps_submitted - self.steps_failed, params, at=op.submitted_at)
-                op._on_update = functools.partial(recorded, rec)  # C: a lambda was a Python call a report
+                # Each report goes to the history at once (C: a partial, where a lambda was a Python call a report)
+                op._on_update = functools.partial(self.history.update, rec)
+                if kind == Kind.OPTIM_STEP:
+                    op._on_failed = functools.partial(self.step_failed, rec)
                 # returns at once (a remote backend POSTs from its own thread); input it cannot even encode
                 # raises here, recorded FAILED
                 self.backend.submit(kind, body, op._update if mismatch is None else _checked(op, mismatch))
@@ -62,14 +62,13 @@ class Submissions:
             op._release()
         return op
 
-    def recorded(self, rec: Any, env: wire.Operation[Any], at: float) -> None:
-        """Record a report; a FAILED optim-step reached no step: what follows it feeds the step it failed to make,
-        what is submitted from now on and what was submitted behind it alike (``History.uncount_step``)."""
-        self.history.update(rec, env, at)
-        if rec.kind == Kind.OPTIM_STEP and env.status == wire.OperationStatus.FAILED:
-            with self._failed_lock:  # its report may come on the worker's thread or the submitting one
-                self.steps_failed += 1
-                self.history.uncount_step(rec)
+    def step_failed(self, rec: Any) -> None:
+        """The optim-step ``rec`` FAILED (its report recorded, or that failed): it reached no step, so what follows it
+        feeds the step it failed to make, what is submitted from now on and what was submitted behind it alike
+        (``History.uncount_step``)."""
+        with self._failed_lock:  # its report may come on the worker's thread or the submitting one
+            self.steps_failed += 1
+            self.history.uncount_step(rec)
 
     def wait(self, timeout: float | None = None) -> None:
         """``Session.wait``: every operation submitted so far finished, or ``OperationTimeout`` after ``timeout`` s."""

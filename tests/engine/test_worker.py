@@ -1,5 +1,6 @@
 """The worker's own bookkeeping: the envelopes it reports for each status change."""
 
+import sys
 import threading
 
 from rlnb import wire
@@ -26,3 +27,56 @@ def test_each_status_change_is_a_new_envelope_with_the_same_id_and_the_output_at
     assert len({id(env) for env in seen}) == 3 and len({env.id for env in seen}) == 1
     assert seen[0].output is None and seen[1].output is None and seen[2].output == {"echo": 7}
     assert seen[2].model_fields_set == {"id", "status", "output"}
+
+
+def test_the_worker_builds_its_envelopes_as_validation_builds_them_without_running_a_validator():
+    """The worker's own values (a uuid, a member, the output) are trusted: building each of its three envelopes ran
+    ``Newer``'s validator, a Python call a report. What it builds is what validation builds, field for field."""
+    from rlnb.wire.base import _newer
+
+    seen: list[wire.Operation] = []
+    done = threading.Event()
+    validated = [0]
+
+    def count(frame, event, arg):
+        if event == "call" and frame.f_code is _newer.__code__:
+            validated[0] += 1
+
+    def listener(env: wire.Operation) -> None:
+        seen.append(env)
+        if env.status == Status.COMPLETED:
+            done.set()
+
+    threading.setprofile(count)  # the worker's thread, started now
+    try:
+        worker = Worker(lambda kind, body, cancelled: {"echo": body}, name="rlnb-test-worker")
+    finally:
+        threading.setprofile(None)
+    try:
+        sys.setprofile(count)
+        try:
+            worker.submit(wire.OperationKind.SAMPLE, 7, listener)
+            assert done.wait(30)
+        finally:
+            sys.setprofile(None)
+    finally:
+        worker.close(30)
+    assert validated[0] == 0 and len(seen) == 3
+    for env, given in zip(seen, [{}, {}, {"output": {"echo": 7}}], strict=True):
+        made = wire.Operation(id=env.id, status=env.status, **given)
+        assert env == made and type(env) is type(made)
+        assert env.model_fields_set == made.model_fields_set and env.__pydantic_extra__ == made.__pydantic_extra__
+        assert env.to_json_dict() == made.to_json_dict() and env.model_dump_json() == made.model_dump_json()
+
+
+def test_operation_ids_are_distinct_version_4_uuids_as_uuid4_spells_them():
+    """The worker makes its ids from ``os.urandom`` itself (``uuid.uuid4`` was three Python calls an operation)."""
+    import uuid
+
+    from rlnb.engine.worker import _operation_id
+
+    ids = [_operation_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for op_id in ids:
+        made = uuid.UUID(op_id)
+        assert made.version == 4 and made.variant == uuid.RFC_4122 and str(made) == op_id
