@@ -21,6 +21,8 @@ from rlnb.errors import OperationFailed, OperationTimeout
 
 T = TypeVar("T")
 log = logging.getLogger("rlnb")
+BATON = 0.5
+"""Seconds a waiter waits for ``_done`` before it looks at ``_ended`` again (``Operation._wait``)."""
 
 
 class Operation(Generic[T]):
@@ -100,10 +102,8 @@ class Operation(Generic[T]):
                 "operations (in a history callback) would wait for ever, and hang the session: submit from the "
                 "callback without waiting, and wait on another thread"
             )
-        # Taken even once ended: the lock, not the interpreter's, orders the outcome's writes before these reads
-        if not self._done.acquire(True, -1 if limit is None else limit):
+        if not self._ended and not self._wait(limit):  # ``_ended`` is set after the outcome, on the ending thread
             raise OperationTimeout(f"{self.kind} {self.id} still {self.status} after {timeout} s")
-        self._done.release()  # for the next one waiting
         failure = self._failure
         if failure is None:
             return self._output
@@ -111,6 +111,22 @@ class Operation(Generic[T]):
             raise failure
         finally:
             del self, failure  # as ``Future.result``: the traceback's frame keeps no cycle through the failure
+
+    def _wait(self, limit: float | None) -> bool:
+        """Whether the operation ended within ``limit`` seconds (None: no limit). ``_done`` is passed from waiter to
+        waiter; one that a Ctrl-C stops between taking it and passing it on (or an end stopped between ``_ended`` and
+        its release, on the thread that replays held reports) leaves it taken: the other waiters wait in chunks of
+        ``BATON`` seconds and see ``_ended`` after one, instead of waiting for ever."""
+        deadline = None if limit is None else time.monotonic() + limit
+        while True:
+            chunk = BATON if deadline is None else min(BATON, max(0.0, deadline - time.monotonic()))
+            if self._done.acquire(True, chunk):
+                self._done.release()  # for the next one waiting
+                return True
+            if self._ended:
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
     def __await__(self) -> Generator[Any, None, T]:
         """``await op`` in asyncio code: the output, or ``OperationFailed``, without blocking the event loop.
