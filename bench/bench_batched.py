@@ -21,10 +21,10 @@ best fp32 matmul rate at the same thread count (512 x 512, best of 20). 16 trial
 their FLOPs at that rate, whatever the overhead; the target asks for 3x one trial's wall time.
 
 Ops (``--ops``, no timing, so it holds on a loaded machine): the torch ops (aten calls, as
-``TorchDispatchMode`` sees them) dispatched by the second step of an ensemble of 1, 4 and 16 of the trials, per
-step phase, and what each added member adds: a count that grows with the members is a loop over them. Also the
-elements the ops wrote (every output of an op that is not a view, ``_unsafe_view`` included): one that grows
-faster than the members is a copy that batching should not need.
+``rlnb.testing.ops.OpCounter`` sees them) dispatched by the second step of an ensemble of 1, 4 and 16 of the
+trials, per step phase, and what each added member adds: a count that grows with the members is a loop over them.
+Also the elements the ops wrote (``OpCounter``'s ``written``: every output of an op that is not a view,
+``_unsafe_view`` included): one that grows faster than the members is a copy that batching should not need.
 
 Members (``--members``): an ensemble of one member too, so the 16-member run splits into the ensemble's fixed
 cost and what each member adds; with ``--floor``, a member's matmuls at the ensemble's own rate beside it.
@@ -180,22 +180,8 @@ def marginal(alone_s: float, one_s: float, batched_s: float, matmul_s: tuple[flo
 
 def step_ops(k: int) -> dict[str, int]:
     """Torch ops of the second step of an ensemble of the first ``k`` trials: the whole step and each phase."""
-    from torch.utils import _pytree as pytree
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     from rlnb.batched.ensemble import Ensemble
-
-    class Count(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.n = self.written = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            self.n += 1
-            out = func(*args, **(kwargs or {}))
-            if not func.is_view and func.overloadpacket is not torch.ops.aten._unsafe_view:  # a view, unmarked
-                self.written += sum(t.numel() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
-            return out
+    from rlnb.testing.ops import OpCounter
 
     counts: dict[str, int] = {}
     originals = {name: getattr(Ensemble, name) for name in ("_step", "_sample", "_forward_backward", "_update")}
@@ -204,10 +190,10 @@ def step_ops(k: int) -> dict[str, int]:
         def run(self: Ensemble, *args: object) -> object:
             if self.records[self.live[0]].step != 1:  # the second step only (its first op is recorded as step 1)
                 return originals[name](self, *args)
-            with Count() as count:
+            with OpCounter(elements=True) as count:
                 out = originals[name](self, *args)
-            counts[name] = counts.get(name, 0) + count.n
-            counts[name + " written"] = counts.get(name + " written", 0) + count.written
+            counts[name] = counts.get(name, 0) + sum(count.ops.values())
+            counts[name + " written"] = counts.get(name + " written", 0) + sum(count.written.values())
             return out
 
         return run

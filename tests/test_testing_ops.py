@@ -28,3 +28,37 @@ def test_per_step_is_the_difference_of_two_runs_per_added_step_without_equal_cou
     assert per_step(Counter({"aten.cat.default": 3}), Counter(), 1) == {"aten.cat.default": -3.0}
     with pytest.raises(ValueError, match="steps must be >= 1, got 0"):
         per_step(short, long, 0)
+
+
+def test_with_elements_the_counter_adds_the_elements_each_op_reads_and_writes_and_none_for_a_view():
+    x, y = torch.ones(3, 4), torch.ones(4)
+    with OpCounter(elements=True) as count:
+        z = x.exp()  # reads 12, writes 12
+        z.view(12)  # a view: neither
+        t = z.t().contiguous()  # t is a view; its copy (clone) reads and writes 12
+        s = (t.T * y).sum(-1)  # mul reads 12 + 4, writes 12; sum reads 12, writes 3
+        total = s.sum()  # another overload of sum: reads 3, writes 1
+    assert count.read == Counter(
+        {
+            "aten.exp.default": 12,
+            "aten.clone.default": 12,
+            "aten.mul.Tensor": 16,
+            "aten.sum.dim_IntList": 12,
+            "aten.sum.default": 3,
+        }
+    )
+    assert count.written == Counter(
+        {
+            "aten.exp.default": 12,
+            "aten.clone.default": 12,
+            "aten.mul.Tensor": 12,
+            "aten.sum.dim_IntList": 3,
+            "aten.sum.default": 1,
+        }
+    )
+    assert count.ops["aten.sum.default"] == count.ops["aten.sum.dim_IntList"] == 1 and count.packets()["aten.sum"] == 2
+    assert count.packets()["aten.view"] == 1 and "aten.view.default" not in count.packets()
+    assert torch.equal(s, torch.full((3,), 4 * torch.e)) and torch.equal(total, s.sum())
+    with OpCounter() as plain:  # without: names only
+        x.exp()
+    assert plain.ops == Counter({"aten.exp.default": 1}) and not plain.read and not plain.written

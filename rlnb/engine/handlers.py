@@ -103,8 +103,10 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
     )
     forward_only = bool(body.forward_only)
+    counted = [losses_mod.loss_mask(loss_type, x) for x in inputs]  # the tokens the loss and its metrics read
     with torch.set_grad_enabled(not forward_only), evaluating(engine.trainer, forward_only):
-        lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs])
+        targets = [x["target_tokens"] for x in inputs]
+        lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, targets, counted)
         loss, metrics = losses_mod.compute(
             loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy
         )  # FIXED_HORIZON's constant: the session's maximum sequence length
@@ -117,12 +119,12 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
             wire.LossFnOutput(
                 tensors={
                     "logprobs": wire.TensorData(
-                        data=torch.where(losses_mod.loss_mask(loss_type, x) != 0, lp.detach(), 0.0).tolist(),  # +0.0
+                        data=torch.where(m != 0, lp.detach(), 0.0).tolist(),  # +0.0 where not counted
                         dtype="float32",
                     )
                 }
             )
-            for lp, x in zip(lps, inputs, strict=True)
+            for lp, m in zip(lps, counted, strict=True)
         ]
     return wire.ForwardBackwardResult(loss=value, metrics=metrics, loss_fn_outputs=outputs)
 
@@ -133,7 +135,7 @@ def custom_forward_backward(
     seqs, inputs = inputs_mod.read_samples(engine.adapter, body.samples)
     losses_mod.check_read(None, inputs)
     grads = inputs_mod.custom_gradients(seqs, inputs, body.gradients)  # w·g, or zero where the mask is
-    lps, _ = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs])
+    lps, _ = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs], None)
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
     surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
     return wire.CustomForwardBackwardResult()

@@ -211,22 +211,44 @@ def custom_gradients(
 
 
 def logprobs(
-    adapter: ModelAdapter, model: nn.Module, seqs: list[list[int]], targets: list[Tensor]
-) -> tuple[list[Tensor], list[Tensor]]:
-    """Log-prob of each target token and the policy's entropy at each position, one 1-D tensor per sample.
+    adapter: ModelAdapter, model: nn.Module, seqs: list[list[int]], targets: list[Tensor], counted: list[Tensor] | None
+) -> tuple[list[Tensor], list[Tensor] | None]:
+    """Log-prob of each target token, one 1-D tensor per sample, and the policy's entropy at the positions
+    ``counted`` marks (one 0/1 mask per sample, ``losses.loss_mask``: the tokens its loss counts, the only ones
+    ``loss/entropy/mean`` reads; 0 at the others), or None where ``counted`` is None (a custom forward-backward has
+    no metrics): an entropy is V values of work a position, so prompts and padding cost none.
     Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
     change its positions."""
     lens = [len(s) for s in seqs]
     width = max(lens)
     check_logits(len(seqs), width, adapter.vocab_size, adapter.device)
     idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=adapter.device)
-    tgt = targets[0][None] if len(targets) == 1 else torch.nn.utils.rnn.pad_sequence(targets, batch_first=True)
-    tgt = tgt.to(adapter.device)
+    # each sample's positions before its padding: a few ops for the batch, where padding row by row was 4 a sample
+    valid = torch.arange(width) < torch.tensor(lens)[:, None] if len(seqs) > 1 else None
+    tgt = _padded(targets, valid)
+    if counted is None:
+        where: Tensor | None = torch.zeros(tgt.shape, dtype=torch.bool, device=adapter.device)
+    else:
+        m = counted[0] if valid is None else _padded(counted, valid)
+        # every position counted (no prompt, no padding): none to skip, so none to select
+        where = None if bool(m.all()) else (m != 0).reshape(tgt.shape).to(adapter.device)
+    tgt = tgt.to(adapter.device)  # before the forward: a copy from the host waits for the device
     logits = adapter.forward(model, idx)  # (B, T, V)
-    lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt)
+    lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt, where)
     if len(lens) == 1:
-        return [lp[0].cpu()], [entropy[0].cpu()]
-    return [lp[b, :n].cpu() for b, n in enumerate(lens)], [entropy[b, :n].cpu() for b, n in enumerate(lens)]
+        return [lp[0].cpu()], None if counted is None else [entropy[0].cpu()]
+    lps = [lp[b, :n].cpu() for b, n in enumerate(lens)]
+    return lps, None if counted is None else [entropy[b, :n].cpu() for b, n in enumerate(lens)]
+
+
+def _padded(rows: list[Tensor], valid: Tensor | None) -> Tensor:
+    """1-D tensors (on the CPU) as the rows of one, 0 past each one's length: ``valid`` marks the positions before
+    (None: one row)."""
+    if valid is None:
+        return rows[0][None]
+    out = rows[0].new_zeros(valid.shape)
+    out[valid] = torch.cat(rows)
+    return out
 
 
 LOGIT_BYTES = 8

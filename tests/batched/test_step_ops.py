@@ -5,11 +5,8 @@ grows with K), and decoding must not copy the KV cache at every token."""
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import rlnb
 from rlnb.batched import Member, run_batched
@@ -17,28 +14,13 @@ from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.optim import StackedOptimizer
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.models.tiny import TinyConfig, build_model
+from rlnb.testing.ops import OpCounter
 
 PER_MEMBER = 25
 """Ops an added member may add to a step (here, 8 members and group size 4: 17.4, was 71.4 before the engine made the
 work before decoding one op a prompt; ``bench_batched.py --ops``, 16 members of the demo: 22, of which 12 are the
 engine's ``sampling.uniforms`` for the member's seed and 10 the entropy's chunks of its positions; 345 before the
 losses were stacked)."""
-
-
-class OpCount(TorchDispatchMode):
-    """Every aten op dispatched, by name, and the elements each ``clone`` wrote (a strided input made contiguous)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: collections.Counter[str] = collections.Counter()
-        self.cloned = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
-        out = func(*args, **(kwargs or {}))
-        if func.overloadpacket is torch.ops.aten.clone:
-            self.cloned += out.numel()
-        return out
 
 
 def step_ops(monkeypatch: pytest.MonkeyPatch, members: int) -> int:
@@ -49,7 +31,7 @@ def step_ops(monkeypatch: pytest.MonkeyPatch, members: int) -> int:
     def counting(self: Ensemble, i: int) -> None:
         if i != 1:
             return step(self, i)
-        with OpCount() as count:
+        with OpCounter() as count:
             step(self, i)
         counted.append(sum(count.ops.values()))
 
@@ -82,12 +64,13 @@ def test_a_decoding_step_does_not_copy_the_members_kv_cache():
     decoder.prefill(
         torch.randint(0, 256, (members * rows, prompt)), torch.ones(members * rows, prompt, dtype=torch.long)
     )
-    with OpCount() as count:
+    with OpCounter(elements=True) as count:
         for _ in range(tokens):  # which tokens does not matter: the test counts copies, not choices
             logits = decoder.step(torch.zeros(members * rows, dtype=torch.long))
     queries = tokens * config.n_layer * members * rows * config.n_embd  # each token's queries, every layer
-    assert count.ops["aten.bmm"] >= 2 * config.n_layer * tokens  # the count sees the attention's products
-    assert count.cloned <= queries, f"{count.cloned} elements copied in {tokens} steps; the queries are {queries}"
+    cloned = count.written["aten.clone.default"]  # a strided input made contiguous
+    assert count.packets()["aten.bmm"] >= 2 * config.n_layer * tokens  # the count sees the attention's products
+    assert cloned <= queries, f"{cloned} elements copied in {tokens} steps; the queries are {queries}"
     assert logits.shape == (members * rows, config.vocab_size)
 
 
@@ -103,9 +86,9 @@ def test_the_gradients_are_multiplied_only_when_a_member_clips():
 
     def grad_passes(clips: list[float]) -> tuple[int, list[float]]:
         hps = [rlnb.AdamParams(grad_clip_norm=c).resolved() for c in clips]
-        with OpCount() as count:
+        with OpCounter() as count:
             stats = optimizer.step(hps, optimizer.norms())
-        return count.ops["aten.mul_"], [s.clip_coef for s in stats]
+        return count.packets()["aten.mul_"], [s.clip_coef for s in stats]
 
     before = model.grad.clone()
     passes, coefs = grad_passes([2 * norm, 2 * norm])

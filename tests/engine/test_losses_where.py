@@ -5,22 +5,12 @@ import math
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlnb.engine import losses
+from rlnb.testing.ops import OpCounter
 
-
-class ExpCount(TorchDispatchMode):
-    """Counts the values each ``exp`` reads: the entropy's p = e^log p (the log-softmax is one op of its own)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.values = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten.exp.default:
-            self.values += args[0].numel()
-        return func(*args, **(kwargs or {}))
+EXP = "aten.exp.default"
+"""The entropy's p = e^log p (the log-softmax is one op of its own): the values it reads are the entropy's work."""
 
 
 def test_the_entropy_is_computed_only_where_asked_and_equals_the_full_one_there():
@@ -33,11 +23,11 @@ def test_the_entropy_is_computed_only_where_asked_and_equals_the_full_one_there(
     where = torch.rand(3, 300, generator=g) < 0.6  # ~540 positions: 3 chunks with it
     where[0, 5] = True
     nan_logits = torch.where(where[..., None], logits, math.nan)
-    with ExpCount() as full:
+    with OpCounter(elements=True) as full:
         lp_all, entropy_all = losses.logprobs_and_entropy(logits, targets)
-    with ExpCount() as some:
+    with OpCounter(elements=True) as some:
         lp, entropy = losses.logprobs_and_entropy(nan_logits.requires_grad_(), targets, where)
-    assert (full.values, some.values) == (900 * 13, int(where.sum()) * 13)  # the work: only the rows asked for
+    assert (full.read[EXP], some.read[EXP]) == (900 * 13, int(where.sum()) * 13)  # the work: only the rows asked for
     assert torch.equal(lp[where], lp_all[where]) and lp.requires_grad
     assert torch.equal(entropy[where], entropy_all[where])  # the same sum over V of each row, on this CPU
     assert torch.equal(entropy[~where], torch.zeros(int((~where).sum())))
