@@ -62,7 +62,7 @@ def dimension(name: str, spec: Any) -> Dimension:
         spec = tuple(scalar(v) for v in spec)
     dim: Dimension
     if isinstance(spec, Categorical):
-        dim = Categorical(tuple(scalar(c) for c in spec.choices))
+        dim = Categorical(tuple(scalar(c) for c in _choices(name, spec.choices)))
     elif isinstance(spec, Float | Int):
         dim = spec
     elif isinstance(spec, list):
@@ -87,6 +87,16 @@ def dimension(name: str, spec: Any) -> Dimension:
     else:
         check_once(f"space[{name!r}]", dim.choices)
     return dim
+
+
+def _choices(name: str, choices: Any) -> Iterable[Any]:
+    """A ``Categorical``'s choices, or a ``ValueError`` naming ``name``: ``Categorical("adam")`` tried "a", "d", "a"
+    and "m" (refused as "'a' more than once"), ``Categorical("12")`` the texts "1" and "2", ``Categorical(5)`` was a
+    bare "'int' object is not iterable"."""
+    if isinstance(choices, str | bytes | Mapping) or not isinstance(choices, Iterable):
+        raise ValueError(f"space[{name!r}]: Categorical takes a list of choices, such as "
+                         f"Categorical(['adam', 'muon']), got {choices!r}"[:300])  # fmt: skip
+    return choices
 
 
 def _numeric_ends(name: str, dim: Float | Int) -> Float | Int:
