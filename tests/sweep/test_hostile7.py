@@ -23,3 +23,24 @@ def test_a_categorical_of_a_tuple_or_range_still_reads():
         "muon",
     )
     assert random_search(3, newton_schulz_steps=Categorical(range(3, 6)), seed=1)
+
+
+def test_converting_a_tensor_rate_reads_its_number():
+    """A 0-d tensor (a rate read off a schedule or an optimizer's param group) was "invalid: must be a finite number
+    > 0"; numpy's was taken."""
+    import torch
+
+    from rlnb.sweep import convert_muon_lr
+
+    assert convert_muon_lr(torch.tensor(0.02), "original", "match_adam", [(8, 8)]) == pytest.approx(
+        0.02 / (0.2 * 8**0.5)
+    )
+
+
+@pytest.mark.parametrize(("lr", "from_", "to"), [(1e308, "match_adam", "original"), (5e-324, "original", "match_adam")])
+def test_a_rate_converted_past_what_a_float_holds_is_refused(lr, from_, to):
+    """1e308 came back as inf, 5e-324 as 0.0, in silence: no rate a session takes."""
+    from rlnb.sweep import convert_muon_lr
+
+    with pytest.raises(ValueError, match=r"learning_rate = .* units, no rate a float can hold"):
+        convert_muon_lr(lr, from_, to, [(4, 40000)])
