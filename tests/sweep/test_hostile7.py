@@ -44,3 +44,17 @@ def test_a_rate_converted_past_what_a_float_holds_is_refused(lr, from_, to):
 
     with pytest.raises(ValueError, match=r"learning_rate = .* units, no rate a float can hold"):
         convert_muon_lr(lr, from_, to, [(4, 40000)])
+
+
+@pytest.mark.parametrize("ax", [5, "figure"])
+def test_plotting_a_range_test_on_what_is_no_axes_names_ax(ax):
+    """``found.plot(ax=fig)`` (a Figure, not its axes) was "'Figure' object has no attribute 'plot'", as
+    ``search_plot``'s was before it checked ``ax``."""
+    from rlnb.sweep import LRFind
+    from rlnb.viz.plots import NotebookFigure
+
+    found = LRFind([1e-3, 1e-2], [1.0, 0.5], [1.0, 0.5], None, "loss", "adam", None, "no clear suggestion: few steps")
+    given = NotebookFigure() if ax == "figure" else ax
+    with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+        found.plot(ax=given)
+    assert found.plot().get_xscale() == "log"
