@@ -28,6 +28,7 @@ import pandas as pd
 from rlnb.history import History
 from rlnb.params import OptimizerParams
 
+from .configs import applied, config_list
 from .driver import sweep
 from .figures import check_column, check_trials, keyed, search_plot
 from .find_lr import LRFind, lr_find
@@ -76,7 +77,7 @@ def ablate(
     ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over its COMPLETED trials
     (``count`` of them) with its delta against the baseline, and how many trials ``failed`` and were ``stopped``."""
     check_params(base)
-    _check_ablation(changes, metric)
+    _check_ablation(base, changes, metric)
     variants = {BASELINE: {}, **{name: dict(change) for name, change in changes.items()}}
     if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does
         group = sweep_options.get("trial_options")
@@ -95,8 +96,9 @@ def ablate(
     return trials, summary
 
 
-def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
-    """Before the sweep: a bad ``metric`` was a ``KeyError`` once every trial had run, and the table was lost."""
+def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
+    """Before the sweep: a bad ``metric`` was a ``KeyError`` once every trial had run, and the table was lost; a bad
+    change is an ``InvalidParams`` naming its variant."""
     if metric not in METRIC_COLUMNS:
         raise ValueError(f"metric must be one of {', '.join(METRIC_COLUMNS)}, got {metric!r}")
     if not isinstance(changes, Mapping):
@@ -111,6 +113,7 @@ def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> No
         if not change:  # its trials shared the baseline's label and seeds: rlnb.compare refused them as one line
             raise ValueError(f"changes[{name!r}] is empty: it repeats {BASELINE!r}, the unchanged run every ablation "
                              "has; give it a changed field")  # fmt: skip
+        applied(f"changes[{name!r}]", base, config_list([change])[0])  # as the sweep reads it (nested, numpy)
     if BASELINE in changes:  # it replaced the baseline itself, and every delta was against that change
         raise ValueError(f"changes: {BASELINE!r} is the name of the unchanged run; name your variant otherwise")
 

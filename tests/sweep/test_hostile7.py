@@ -58,3 +58,31 @@ def test_plotting_a_range_test_on_what_is_no_axes_names_ax(ax):
     with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
         found.plot(ax=given)
     assert found.plot().get_xscale() == "log"
+
+
+def test_an_ablation_with_a_typod_field_names_its_variant(tmp_path):
+    """``ablate`` of ten variants, one with ``wieght_decay``: "AdamParams.wieght_decay = 0.0 is invalid: unknown
+    field" named no variant (nor did a value out of range)."""
+    from rlnb.errors import InvalidParams
+    from rlnb.sweep import ablate
+
+    changes = {"higher lr": {"learning_rate": 1e-2}, "no decay": {"wieght_decay": 0.0}}
+    with pytest.raises(
+        InvalidParams, match=r"^changes\['no decay'\]: AdamParams.wieght_decay = 0.0 is invalid: unknown"
+    ):
+        ablate(rlnb.AdamParams(), changes, seeds=[0], steps=1, progress=False, runs_dir=tmp_path)
+    with pytest.raises(InvalidParams, match=r"^changes\['adam lr'\]: MuonParams.adam.learning_rate = -1.0 is invalid"):
+        ablate(rlnb.MuonParams(), {"adam lr": {"adam": {"learning_rate": -1.0}}}, runs_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # before any sweep folder
+
+
+def test_a_sweeps_bad_config_is_named_by_its_place_in_the_list(tmp_path):
+    """A grid's or a hand-made list's config with a bad value named neither the config nor its place."""
+    from rlnb.errors import InvalidParams
+    from rlnb.sweep import sweep
+
+    configs = [{"learning_rate": 1e-3}, {"learning_rate": 1e-2, "beta1": 1.5}]
+    with pytest.raises(InvalidParams, match=r"^configs\[1\]: AdamParams.beta1 = 1.5 is invalid") as raised:
+        sweep(rlnb.AdamParams(), configs, steps=1, progress=False, runs_dir=tmp_path)
+    assert raised.value.errors[0][:2] == ("beta1", 1.5)
+    assert list(tmp_path.iterdir()) == []
