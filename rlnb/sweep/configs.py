@@ -9,11 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rlnb._scalars import scalar
-from rlnb.errors import InvalidParams
 from rlnb.params import OptimizerParams
 from rlnb.prompts import check_text
 
-from .space import MAX_CONFIGS, apply, check_fields
+from .space import MAX_CONFIGS, applied, check_fields
 
 
 def config_list(configs: Any) -> list[dict[str, Any]] | None:
@@ -81,15 +80,3 @@ def check_distinct_params(base: OptimizerParams, configs: Sequence[Mapping[str, 
         if j != i:
             raise ValueError(f"configs[{j}] {dict(configs[j])!r} and configs[{i}] {dict(config)!r} send the same "
                              f"params ({body}): the same trial would run twice; drop one")  # fmt: skip
-
-
-def applied(where: str, base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
-    """``apply``, its ``InvalidParams`` naming ``where`` (the config, or ``ablate``'s variant): one typo'd field among a
-    grid's configs or an ablation's changes was "AdamParams.wieght_decay = 0.0 is invalid: unknown field", naming
-    neither."""
-    try:
-        return apply(base, config)
-    except InvalidParams as exc:
-        field = f".{exc.errors[0][0]} = "  # each line is "<owner>.<field> = ..." (an owner: "MuonParams.adam")
-        owner = str(exc).partition(field)[0]
-        raise InvalidParams(f"{where}: {owner}", exc.errors) from None

@@ -86,3 +86,17 @@ def test_a_sweeps_bad_config_is_named_by_its_place_in_the_list(tmp_path):
         sweep(rlnb.AdamParams(), configs, steps=1, progress=False, runs_dir=tmp_path)
     assert raised.value.errors[0][:2] == ("beta1", 1.5)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_search_spaces_bad_bound_names_its_field_and_the_optimizer_that_refuses_it():
+    """``{"optimizer": ["adam", "muon"], "momentum": [0.9]}`` was "AdamParams.momentum = 0.9 is invalid: unknown
+    field", naming neither the space's field nor that Adam is the choice that lacks it."""
+    from rlnb.errors import InvalidParams
+
+    with pytest.raises(InvalidParams, match=r"^space\['beta1'\]: AdamParams.beta1 = 1.5 is invalid"):
+        parse_space(rlnb.AdamParams(), {"beta1": [0.9, 1.5]})
+    space = {"optimizer": ["adam", "muon"], "momentum": [0.9]}
+    with pytest.raises(
+        InvalidParams, match=r"^space\['momentum'\] with optimizer 'adam': AdamParams.momentum = 0.9 is"
+    ):
+        parse_space(rlnb.AdamParams(), space)
