@@ -28,7 +28,7 @@ import pandas as pd
 from rlnb.history import History
 from rlnb.params import OptimizerParams
 
-from .configs import config_list
+from .configs import flat_config
 from .driver import sweep
 from .figures import check_column, check_trials, keyed, search_plot
 from .find_lr import LRFind, lr_find
@@ -113,7 +113,7 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
         if not change:  # its trials shared the baseline's label and seeds: rlnb.compare refused them as one line
             raise ValueError(f"changes[{name!r}] is empty: it repeats {BASELINE!r}, the unchanged run every ablation "
                              "has; give it a changed field")  # fmt: skip
-        applied(f"changes[{name!r}]", base, config_list([change])[0])  # as the sweep reads it (nested, numpy)
+        applied(f"changes[{name!r}]", base, flat_config(change))  # as the sweep reads it (nested, numpy)
     if BASELINE in changes:  # it replaced the baseline itself, and every delta was against that change
         raise ValueError(f"changes: {BASELINE!r} is the name of the unchanged run; name your variant otherwise")
 
