@@ -100,3 +100,28 @@ def test_a_search_spaces_bad_bound_names_its_field_and_the_optimizer_that_refuse
         InvalidParams, match=r"^space\['momentum'\] with optimizer 'adam': AdamParams.momentum = 0.9 is"
     ):
         parse_space(rlnb.AdamParams(), space)
+
+
+def test_a_trials_row_whose_result_was_edited_to_no_number_reads_as_nan_and_keeps_the_table(tmp_path):
+    """``"final_reward": "0.9x"`` (or a list) typed into ``trials.jsonl``: the resumed sweep ran every trial left,
+    then raised pandas' bare "could not convert string to float: '0.9x'" building its table, which was lost."""
+    import json
+    import warnings
+    from pathlib import Path
+
+    from rlnb.sweep import grid, sweep
+
+    base, configs = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0), grid(learning_rate=[1e-3, 2e-3])
+    first = sweep(base, configs, steps=1, runs_dir=tmp_path, progress=False)
+    rows_file = Path(first.attrs["path"]) / "trials.jsonl"
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines()]
+    rows[0]["final_reward"], rows[1]["wall_s"] = "0.9x", [1]
+    rows_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = sweep(base, configs, steps=1, resume=rows_file.parent, progress=False)
+    messages = [str(w.message) for w in caught]
+    assert any(f"{rows_file} line 1: trial 0's final_reward '0.9x' is no number" in m for m in messages), messages
+    assert any(f"{rows_file} line 2: trial 1's wall_s [1] is no number" in m for m in messages), messages
+    assert list(again.trial) == [0, 1] and again.final_reward.isna().tolist() == [True, False]
+    assert again.wall_s.isna().tolist() == [False, True] and again.final_loss.tolist() == first.final_loss.tolist()
