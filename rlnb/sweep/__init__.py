@@ -121,7 +121,7 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
     where the trials name one, as ``ablate``'s do): mean, std, min and max of ``metric`` over the COMPLETED trials,
-    and how many trials ended otherwise."""
+    how many trials ended otherwise, and how many COMPLETED with no ``metric`` (NaN: ``no_value``)."""
     check_trials(trials, "summarize")
     check_column(trials, "metric", metric, numeric=True)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
@@ -133,6 +133,10 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
     table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none
     table["count"] = table["count"].fillna(0).astype(int)  # completed keeps its row
     table["not_completed"] = groups["status"].apply(lambda s: int((s != "COMPLETED").sum()))
+    # a COMPLETED trial without a value (a diverged seed: its loss NaN at every step of the window) was in neither
+    # count: the mean of the other seeds stood for the config, "count 2, not_completed 0" for three seeds
+    blank = trials.assign(no_value=(trials.status == "COMPLETED") & trials[metric].isna())
+    table["no_value"] = blank.groupby(keys, dropna=False, sort=False)["no_value"].sum().astype(int)
     table.attrs["metric"] = metric
     try:
         return table.sort_index()

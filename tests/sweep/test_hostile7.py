@@ -125,3 +125,24 @@ def test_a_trials_row_whose_result_was_edited_to_no_number_reads_as_nan_and_keep
     assert any(f"{rows_file} line 2: trial 1's wall_s [1] is no number" in m for m in messages), messages
     assert list(again.trial) == [0, 1] and again.final_reward.isna().tolist() == [True, False]
     assert again.wall_s.isna().tolist() == [False, True] and again.final_loss.tolist() == first.final_loss.tolist()
+
+
+def test_summarize_counts_a_completed_trial_without_a_value():
+    """A seed that diverged (its loss NaN at every step of the window: ``value`` NaN) COMPLETED, and was in neither
+    ``count`` nor ``not_completed``: the config read "count 2, not_completed 0" for three seeds, its mean the two
+    others'."""
+    import math
+
+    import pandas as pd
+
+    from rlnb.sweep import summarize
+
+    trials = pd.DataFrame({
+        "trial": [0, 1, 2, 3], "label": ["a"] * 3 + ["b"], "learning_rate": [1e-3] * 3 + [1e-2], "seed": [0, 1, 2, 0],
+        "status": ["COMPLETED"] * 3 + ["FAILED"], "value": [0.5, 0.7, math.nan, math.nan],
+    })  # fmt: skip
+    table = summarize(trials, "value")
+    assert table.loc[1e-3, ["count", "not_completed", "no_value"]].tolist() == [2, 0, 1]
+    assert table.loc[1e-2, ["count", "not_completed", "no_value"]].tolist() == [0, 1, 0]
+    two = summarize(trials.assign(momentum=[0.9, 0.9, 0.9, 0.95]), "value")  # several config columns
+    assert two["no_value"].tolist() == [1, 0] and two["count"].tolist() == [2, 0]
