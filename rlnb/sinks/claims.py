@@ -36,7 +36,17 @@ _writing: set[tuple[str, str]] = set()
 
 def folder() -> Path:
     """Where the lock files are: the user's own folder in the temporary folder (read each time: tests move it)."""
-    return Path(tempfile.gettempdir()) / f"rlnb-sink-claims-{getpass.getuser()}"
+    return Path(tempfile.gettempdir()) / f"rlnb-sink-claims-{_user()}"
+
+
+def _user() -> str:
+    """The user's name, or ``uid<n>`` where the user has none: a container run as a uid outside ``/etc/passwd``
+    (``docker run --user 12345``, OpenShift), with no ``$USER``, made ``getpass.getuser`` raise ``KeyError``
+    (``OSError`` from Python 3.13), which dropped every sink at its run's start and failed every ``rlnb.export``."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid{os.getuid()}"
 
 
 @dataclass

@@ -7,7 +7,10 @@ import re
 
 from rlnb._secrets import redact
 
-_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^/\s:@]*:)[^@\s/]*@")
+_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^/\s:]*:)[^\s/]*@")
+"""A URL's password: up to the authority's last ``@``, as Python's ``urlsplit`` reads it (and the libraries send it): a
+user named by an e-mail address (``http://bob@corp.com:pw@host``) showed the password whole, one with an ``@`` in it
+(``p@ss``) showed its end."""
 _QUERY_SECRET = re.compile(r"([?&;][\w.-]*(?:token|key|secret|password|passwd|pwd|sig|signature|auth)[\w.-]*=)"
                            r"[^&;#\s'\"]+", re.IGNORECASE)  # fmt: skip
 """A URL query parameter that carries a secret: Trackio's ``server_url`` holds ``?write_token=...``."""

@@ -28,12 +28,13 @@ import pandas as pd
 from rlnb.history import History
 from rlnb.params import OptimizerParams
 
+from .configs import flat_config
 from .driver import sweep
 from .figures import check_column, check_trials, keyed, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
-from .space import BASELINE, Categorical, Float, Int, apply, grid, label, random_search
+from .space import BASELINE, Categorical, Float, Int, applied, apply, grid, label, random_search
 from .trial import METRIC_COLUMNS, RESULT_COLUMNS, REWARD_WINDOW
 
 __all__ = [
@@ -76,7 +77,7 @@ def ablate(
     ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over its COMPLETED trials
     (``count`` of them) with its delta against the baseline, and how many trials ``failed`` and were ``stopped``."""
     check_params(base)
-    _check_ablation(changes, metric)
+    _check_ablation(base, changes, metric)
     variants = {BASELINE: {}, **{name: dict(change) for name, change in changes.items()}}
     if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does
         group = sweep_options.get("trial_options")
@@ -95,8 +96,9 @@ def ablate(
     return trials, summary
 
 
-def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
-    """Before the sweep: a bad ``metric`` was a ``KeyError`` once every trial had run, and the table was lost."""
+def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
+    """Before the sweep: a bad ``metric`` was a ``KeyError`` once every trial had run, and the table was lost; a bad
+    change is an ``InvalidParams`` naming its variant."""
     if metric not in METRIC_COLUMNS:
         raise ValueError(f"metric must be one of {', '.join(METRIC_COLUMNS)}, got {metric!r}")
     if not isinstance(changes, Mapping):
@@ -111,6 +113,7 @@ def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> No
         if not change:  # its trials shared the baseline's label and seeds: rlnb.compare refused them as one line
             raise ValueError(f"changes[{name!r}] is empty: it repeats {BASELINE!r}, the unchanged run every ablation "
                              "has; give it a changed field")  # fmt: skip
+        applied(f"changes[{name!r}]", base, flat_config(change))  # as the sweep reads it (nested, numpy)
     if BASELINE in changes:  # it replaced the baseline itself, and every delta was against that change
         raise ValueError(f"changes: {BASELINE!r} is the name of the unchanged run; name your variant otherwise")
 
@@ -118,7 +121,7 @@ def _check_ablation(changes: Mapping[str, Mapping[str, Any]], metric: str) -> No
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
     where the trials name one, as ``ablate``'s do): mean, std, min and max of ``metric`` over the COMPLETED trials,
-    and how many trials ended otherwise."""
+    how many trials ended otherwise, and how many COMPLETED with no ``metric`` (NaN: ``no_value``)."""
     check_trials(trials, "summarize")
     check_column(trials, "metric", metric, numeric=True)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
@@ -130,6 +133,10 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
     table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none
     table["count"] = table["count"].fillna(0).astype(int)  # completed keeps its row
     table["not_completed"] = groups["status"].apply(lambda s: int((s != "COMPLETED").sum()))
+    # a COMPLETED trial without a value (a diverged seed: its loss NaN at every step of the window) was in neither
+    # count: the mean of the other seeds stood for the config, "count 2, not_completed 0" for three seeds
+    blank = trials.assign(no_value=(trials.status == "COMPLETED") & trials[metric].isna())
+    table["no_value"] = blank.groupby(keys, dropna=False, sort=False)["no_value"].sum().astype(int)
     table.attrs["metric"] = metric
     try:
         return table.sort_index()

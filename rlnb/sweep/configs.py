@@ -12,13 +12,13 @@ from rlnb._scalars import scalar
 from rlnb.params import OptimizerParams
 from rlnb.prompts import check_text
 
-from .space import MAX_CONFIGS, apply, check_fields
+from .space import MAX_CONFIGS, applied, check_fields
 
 
 def config_list(configs: Any) -> list[dict[str, Any]] | None:
     """``sweep``'s ``configs`` as a list of at most ``MAX_CONFIGS`` dicts, read once: a generator ran its trials
     and was recorded in ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was
-    dict()'s "dictionary update sequence element #0 has length 1". Each config as ``_flat`` spells it."""
+    dict()'s "dictionary update sequence element #0 has length 1". Each config as ``flat_config`` spells it."""
     if configs is None:
         return None
     if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
@@ -36,7 +36,7 @@ def config_list(configs: Any) -> list[dict[str, Any]] | None:
         if not isinstance(config, Mapping):
             raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
         check_fields(f"configs[{i}]", [key for key in config if not isinstance(key, str)])  # {5: ...}: AttributeError
-    return [_flat(c) for c in listed]
+    return [flat_config(c) for c in listed]
 
 
 def check_variants(variants: Any, configs: list[dict[str, Any]] | None) -> list[str] | None:
@@ -56,7 +56,7 @@ def check_variants(variants: Any, configs: list[dict[str, Any]] | None) -> list[
     return names
 
 
-def _flat(config: Mapping[str, Any]) -> dict[str, Any]:
+def flat_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """A config with a nested group spelt as its dotted fields (``{"adam": {"learning_rate": 1e-3}}`` is
     ``{"adam.learning_rate": 1e-3}``: its dict in a table column was unhashable to ``summarize``), each value a plain
     number (``np.float32`` went to JSON files as "0.001")."""
@@ -75,7 +75,7 @@ def check_distinct_params(base: OptimizerParams, configs: Sequence[Mapping[str, 
     an unset field is the target's default, which a remote service may choose otherwise."""
     seen: dict[str, int] = {}
     for i, config in enumerate(configs):
-        body = json.dumps(apply(base, config).request_body(), sort_keys=True)
+        body = json.dumps(applied(f"configs[{i}]", base, config).request_body(), sort_keys=True)
         j = seen.setdefault(body, i)
         if j != i:
             raise ValueError(f"configs[{j}] {dict(configs[j])!r} and configs[{i}] {dict(config)!r} send the same "

@@ -23,10 +23,16 @@ MARKERS = {"COMPLETED": ("o", "C0"), "PRUNED": ("x", "C3"), "FAILED": ("s", "0.3
 
 
 def _axes(ax: Axes | None) -> Axes:
-    """``ax``, or new axes; anything else (``ax=5``, a Figure) was an ``AttributeError`` from the first draw."""
+    """``ax``, or new axes."""
+    check_axes(ax)
+    return ax if ax is not None else NotebookFigure(figsize=(5, 3), layout="constrained").add_subplot()
+
+
+def check_axes(ax: object) -> None:
+    """``TypeError`` unless ``ax`` is matplotlib ``Axes`` or None: anything else (``ax=5``, a Figure) was an
+    ``AttributeError`` from the first draw (``search_plot``, ``LRFind.plot``)."""
     if ax is not None and not isinstance(ax, Axes):
         raise TypeError(f"ax must be a matplotlib Axes (such as fig.add_subplot()) or None, got {ax!r}"[:300])
-    return ax if ax is not None else NotebookFigure(figsize=(5, 3), layout="constrained").add_subplot()
 
 
 def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax: Axes | None = None) -> Axes:

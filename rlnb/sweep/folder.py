@@ -219,7 +219,8 @@ def begin(
                           f"so its trial runs again: {text[:80]!r}", stacklevel=3)  # fmt: skip
             continue
         if _is_row(row):  # its numbers' "NaN" / "Infinity" as the floats; text (a label "NaN") as written
-            rows.append({k: number(v) if k in METRIC_COLUMNS else v for k, v in row.items()})
+            rows.append(_numbers(f"{rows_path} line {n}", {k: number(v) if k in METRIC_COLUMNS else v
+                                                            for k, v in row.items()}))  # fmt: skip
         else:  # a line edited by hand: a KeyError ('status') ended the resume
             warnings.warn(f"{rows_path} line {n} is not a trial's row (an object with an integer 'trial' and a "
                           f"'status' of {', '.join(TERMINAL)}); skipped: {text[:80]!r}", stacklevel=3)  # fmt: skip
@@ -255,6 +256,17 @@ def _as_planned(folder: Path, row: dict[str, Any], plan: dict[str, Any]) -> dict
     warnings.warn(f"{folder / ROWS_FILE}: trial {row['trial']}'s row differs from the sweep's plan (edited by hand?) "
                   f"in {'; '.join(differ)}; the plan's is kept, as the trial ran with it", stacklevel=4)  # fmt: skip
     return {**{k: v for k, v in row.items() if k not in extra}, **plan}
+
+
+def _numbers(where: str, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with each result that is no number (``"final_reward": "0.9x"``, a list: a hand edit) as NaN, warned
+    about: the table's float columns refused it with pandas' bare "could not convert string to float" once every
+    trial left had run, and the resumed sweep's table was lost."""
+    bad = [k for k in METRIC_COLUMNS if not (row.get(k) is None or type(row[k]) in (int, float))]
+    if bad:
+        warnings.warn(f"{where}: trial {row['trial']}'s {', '.join(f'{k} {row[k]!r}'[:80] for k in bad)} is no number "
+                      "(edited by hand?); read as NaN", stacklevel=4)  # fmt: skip
+    return row | dict.fromkeys(bad, math.nan)
 
 
 def _is_row(row: Any) -> bool:

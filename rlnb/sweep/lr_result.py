@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from rlnb.params import OptimizerParams
 from rlnb.viz.plots import NotebookFigure
 
+from .figures import check_axes
 from .lr_curve import why_none
 from .trial import Objective
 
@@ -61,6 +62,7 @@ class LRFind:
 
     def plot(self, ax: Axes | None = None) -> Axes:
         """The objective per step and smoothed against the learning rate (log x), the suggestion dashed."""
+        check_axes(ax)  # a Figure was "'Figure' object has no attribute 'plot'"
         if ax is None:
             return self.figure().axes[0]
         ax.plot(self.lrs, self.values, ".", color="0.6", label=f"{self.objective} per step")

@@ -14,6 +14,7 @@ import numpy as np
 from torch import nn
 
 from rlnb._options import is_integer
+from rlnb._scalars import scalar
 from rlnb.engine.models.factory import roles
 from rlnb.engine.models.tiny import SIZES, build_model
 from rlnb.engine.optim.muon import MATCH_ADAM_RMS
@@ -73,6 +74,7 @@ def convert_muon_lr(lr: float, from_: str, to: str, shapes: Shapes | str | nn.Mo
     ratio differs between matrices, so the factor is the geometric mean of s_from/s_to weighted by each
     matrix's number of elements: the typical weight moves as before.
     """
+    lr = scalar(lr)  # a 0-d tensor (a rate read off a schedule) was "invalid: must be a finite number > 0"
     if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not (lr > 0 and math.isfinite(lr)):
         raise ValueError(f"learning_rate = {lr!r} is invalid: must be a finite number > 0")
     dims = muon_shapes(shapes) if isinstance(shapes, str | nn.Module | Session) else _dims(shapes)
@@ -80,7 +82,11 @@ def convert_muon_lr(lr: float, from_: str, to: str, shapes: Shapes | str | nn.Mo
         raise ValueError("no Muon matrices to convert for")
     weights = np.array([r * c for r, c in dims], dtype=float)
     logs = np.array([math.log(_scale(from_, r, c) / _scale(to, r, c)) for r, c in dims])
-    return float(lr * math.exp(float(weights @ logs / weights.sum())))
+    converted = float(lr) * math.exp(float(weights @ logs / weights.sum()))
+    if not (converted > 0 and math.isfinite(converted)):  # 1e308 came back as inf, 5e-324 as 0.0, in silence
+        raise ValueError(f"learning_rate = {lr!r} in {from_!r} units is {converted!r} in {to!r} units, no rate a "
+                         "float can hold (past 1.8e308, or under 5e-324)")  # fmt: skip
+    return converted
 
 
 def _dims(shapes: Any) -> list[tuple[int, int]]:

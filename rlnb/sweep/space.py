@@ -20,6 +20,7 @@ from typing import Any
 from rlnb import wire
 from rlnb._options import check_bool, check_int, is_integer
 from rlnb._scalars import scalar
+from rlnb.errors import InvalidParams
 from rlnb.params import MUON_ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
 
 from .keys import config_key
@@ -62,7 +63,7 @@ def dimension(name: str, spec: Any) -> Dimension:
         spec = tuple(scalar(v) for v in spec)
     dim: Dimension
     if isinstance(spec, Categorical):
-        dim = Categorical(tuple(scalar(c) for c in spec.choices))
+        dim = Categorical(tuple(scalar(c) for c in _choices(name, spec.choices)))
     elif isinstance(spec, Float | Int):
         dim = spec
     elif isinstance(spec, list):
@@ -87,6 +88,16 @@ def dimension(name: str, spec: Any) -> Dimension:
     else:
         check_once(f"space[{name!r}]", dim.choices)
     return dim
+
+
+def _choices(name: str, choices: Any) -> Iterable[Any]:
+    """A ``Categorical``'s choices, or a ``ValueError`` naming ``name``: ``Categorical("adam")`` tried "a", "d", "a"
+    and "m" (refused as "'a' more than once"), ``Categorical("12")`` the texts "1" and "2", ``Categorical(5)`` was a
+    bare "'int' object is not iterable"."""
+    if isinstance(choices, str | bytes | Mapping) or not isinstance(choices, Iterable):
+        raise ValueError(f"space[{name!r}]: Categorical takes a list of choices, such as "
+                         f"Categorical(['adam', 'muon']), got {choices!r}"[:300])  # fmt: skip
+    return choices
 
 
 def _numeric_ends(name: str, dim: Float | Int) -> Float | Int:
@@ -141,10 +152,11 @@ def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Di
     if not isinstance(kinds, Categorical):
         raise ValueError(f"space['optimizer'] must be a list of 'adam' / 'muon', got {kinds}")
     for kind in kinds.choices:
-        apply(base, {"optimizer": kind})
-        for name, dim in dims.items():
+        applied("space['optimizer']", base, {"optimizer": kind})
+        for name, dim in dims.items():  # Adam's "momentum": named with the optimizer that lacks it
+            where = f"space[{name!r}] with optimizer {kind!r}" if "optimizer" in space else f"space[{name!r}]"
             for value in dim.choices if isinstance(dim, Categorical) else (dim.low, dim.high):
-                apply(base, {"optimizer": kind, name: value})
+                applied(where, base, {"optimizer": kind, name: value})
     return {name: kinds if name == "optimizer" else dims[name] for name in space}
 
 
@@ -241,6 +253,18 @@ def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
         else:
             data[key] = value
     return cls(**data)
+
+
+def applied(where: str, base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
+    """``apply``, its ``InvalidParams`` naming ``where`` (the config, or ``ablate``'s variant): one typo'd field among a
+    grid's configs or an ablation's changes was "AdamParams.wieght_decay = 0.0 is invalid: unknown field", naming
+    neither."""
+    try:
+        return apply(base, config)
+    except InvalidParams as exc:
+        field = f".{exc.errors[0][0]} = "  # each line is "<owner>.<field> = ..." (an owner: "MuonParams.adam")
+        owner = str(exc).partition(field)[0]
+        raise InvalidParams(f"{where}: {owner}", exc.errors) from None
 
 
 BASELINE = "baseline"

@@ -29,3 +29,28 @@ def test_resuming_a_search_whose_study_file_is_damaged_or_gone_is_refused_naming
         sweep(ADAM, resume=folder, **SEARCH)
     assert (folder / "trials.jsonl").read_text() == rows  # nothing ran
     assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["trial-000-seed0", "trial-001-seed0"]
+
+
+@pytest.mark.slow  # Optuna
+def test_resuming_a_search_whose_study_file_holds_none_of_its_trials_is_refused_naming_it(tmp_path):
+    """An empty ``study.db`` (a copy to another machine cut short, a sync tool's placeholder) or another search's
+    (copied over it, its study renamed by hand) was read as a new study: the search began again under the recorded
+    trials' numbers, and their rows were dropped from the table as "not a trial of this sweep" (hostile7)."""
+    folder = Path(sweep(ADAM, runs_dir=tmp_path, **SEARCH).attrs["path"])
+    rows = (folder / "trials.jsonl").read_text()
+    study = folder / "study.db"
+    study.write_bytes(b"")
+    refused = rf"resume: {study} holds no trials of this search \(an empty file, or another study's\), but the " \
+              r"search recorded 2 trials"  # fmt: skip
+    with pytest.raises(ValueError, match=refused):
+        sweep(ADAM, resume=folder, **SEARCH)
+    import optuna
+
+    storage = f"sqlite:///{study}"
+    assert optuna.study.get_all_study_names(storage) == []  # the study made in it is gone again
+    optuna.create_study(study_name="another search", storage=storage).ask()
+    with pytest.raises(ValueError, match=refused):
+        sweep(ADAM, resume=folder, **SEARCH)
+    assert optuna.study.get_all_study_names(storage) == ["another search"]  # left as it was found
+    assert (folder / "trials.jsonl").read_text() == rows  # nothing ran
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["trial-000-seed0", "trial-001-seed0"]
