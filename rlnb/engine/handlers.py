@@ -108,7 +108,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
         targets = [x["target_tokens"] for x in inputs]
         lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, targets, counted)
         loss, metrics = losses_mod.compute(
-            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy
+            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy, counted=counted
         )  # FIXED_HORIZON's constant: the session's maximum sequence length
     value = finite_loss(loss, metrics)
     if not forward_only:

@@ -53,8 +53,10 @@ def compute(
     *,
     horizon: int,
     entropy: list[torch.Tensor] | None = None,
+    counted: list[torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Loss to call .backward() on, and float metrics. logprobs[i] is lp of sample i; params as from validate.
+    """Loss to call .backward() on, and float metrics. logprobs[i] is lp of sample i; params as from validate;
+    ``counted[i]``, if the caller made it already, is ``loss_mask(loss_type, inputs[i])`` (made here otherwise).
 
     cross-entropy:       L = -Σ w·lp                        (token-weighted sum; w = `weights`, fractional ok)
     importance sampling: L = -Σ r·A·m
@@ -94,7 +96,7 @@ def compute(
         on = w != 0
         return -torch.dot(w, torch.where(on, lp, 0.0)), _summary(on.to(lp.dtype), means, tokens=w)
 
-    m = torch.cat([loss_mask(loss_type, x) for x in inputs]).to(lp.device)
+    m = torch.cat(counted if counted is not None else [loss_mask(loss_type, x) for x in inputs]).to(lp.device)
     ref = _cat(inputs, "reference_logprobs", lp.device) if loss_type == _GRPO and params["beta"] > 0 else None
     q, adv = _cat(inputs, "logprobs", lp.device), _cat(inputs, "advantages", lp.device)
     layout = _Joined([len(t) for t in logprobs])
