@@ -77,16 +77,22 @@ def convert_muon_lr(lr: float, from_: str, to: str, shapes: Shapes | str | nn.Mo
     lr = scalar(lr)  # a 0-d tensor (a rate read off a schedule) was "invalid: must be a finite number > 0"
     if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not (lr > 0 and math.isfinite(lr)):
         raise ValueError(f"learning_rate = {lr!r} is invalid: must be a finite number > 0")
+    converted = float(lr) * muon_lr_factor(from_, to, shapes)
+    if not (converted > 0 and math.isfinite(converted)):  # 1e308 came back as inf, 5e-324 as 0.0, in silence
+        raise ValueError(f"learning_rate = {lr!r} in {from_!r} units is {converted!r} in {to!r} units, no rate a "
+                         "float can hold (past 1.8e308, or under 5e-324)")  # fmt: skip
+    return converted
+
+
+def muon_lr_factor(from_: str, to: str, shapes: Shapes | str | nn.Module | Any = "tiny") -> float:
+    """The factor ``convert_muon_lr`` multiplies a rate by (``shapes`` as it takes them), for a caller that must show
+    a converted rate past what a float holds instead of refusing it (the builder's units switch marks it invalid)."""
     dims = muon_shapes(shapes) if isinstance(shapes, str | nn.Module | Session) else _dims(shapes)
     if not dims:
         raise ValueError("no Muon matrices to convert for")
     weights = np.array([r * c for r, c in dims], dtype=float)
     logs = np.array([math.log(_scale(from_, r, c) / _scale(to, r, c)) for r, c in dims])
-    converted = float(lr) * math.exp(float(weights @ logs / weights.sum()))
-    if not (converted > 0 and math.isfinite(converted)):  # 1e308 came back as inf, 5e-324 as 0.0, in silence
-        raise ValueError(f"learning_rate = {lr!r} in {from_!r} units is {converted!r} in {to!r} units, no rate a "
-                         "float can hold (past 1.8e308, or under 5e-324)")  # fmt: skip
-    return converted
+    return math.exp(float(weights @ logs / weights.sum()))
 
 
 def _dims(shapes: Any) -> list[tuple[int, int]]:

@@ -116,7 +116,7 @@ def convert_units(lr: LearningRate, old: str, new: str, shapes: Any) -> str:
     must say, or "". Converted back, the rate is the one typed (0.0123 came back 0.012300000000000002, and 5e-324,
     0 in match_adam units, came back 0); a rate that is not a finite number > 0 is left as it is, and said (inf
     raised from the dropdown's observer, to the kernel's log only)."""
-    from rlnb.sweep import convert_muon_lr
+    from rlnb.sweep.muon_lr import muon_lr_factor
 
     v = lr.value
     if lr.units.get(old) == v and new in lr.units:
@@ -124,7 +124,7 @@ def convert_units(lr: LearningRate, old: str, new: str, shapes: Any) -> str:
         return ""
     if not (math.isfinite(v) and v > 0):
         return f"✗ Muon lr {v:g} was not converted to {new} units: only a finite rate > 0 converts; type it in {new}"
-    out = convert_muon_lr(v, old, new, shapes)
+    out = float(v) * muon_lr_factor(old, new, shapes)  # convert_muon_lr's product, shown even past a float
     lr.units = {old: v, new: out}
     lr.value = out
     if math.isfinite(out) and out > 0:

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from rlnb.sweep import convert_muon_lr
+from rlnb.sweep.muon_lr import muon_lr_factor
 from rlnb.widgets import OptimizerBuilder
 from rlnb.widgets.describe import rate
 
@@ -48,8 +49,10 @@ def test_units_switched_there_and_back_give_back_the_rate_typed(typed):
     lr.value = typed
     b.lr_finder.scaling.value = "match_adam"
     there = lr.value
-    assert there == convert_muon_lr(typed, "original", "match_adam", "tiny")
+    assert there == typed * muon_lr_factor("original", "match_adam", "tiny")
     if not (math.isfinite(there) and there > 0):  # beyond a float: refused, naming the field, and said
+        with pytest.raises(ValueError, match="no rate a float can hold"):
+            convert_muon_lr(typed, "original", "match_adam", "tiny")  # the function refuses; the form shows it
         assert not b.valid and any("learning_rate" in e for e in b.errors)
         assert "beyond a float" in html.unescape(b.lr_finder.status.value)
     b.lr_finder.scaling.value = "original"
