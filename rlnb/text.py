@@ -65,6 +65,8 @@ class ByteCodec:
         if skip_special:
             tokens = _without_eos(tokens, self.eos_token_ids)
         runs = _known_runs(tokens, 256)  # a custom model's vocabulary may be larger than the bytes
+        if len(runs) == 1 and (only := runs[0]) is not None:  # every id a byte: its text, with no call a run
+            return bytes(only).decode("utf-8", errors="replace")
         return "".join(UNKNOWN if r is None else bytes(r).decode("utf-8", errors="replace") for r in runs)
 
     def chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
@@ -154,7 +156,7 @@ class TokenizerCodec:
 def _known_runs(tokens: Sequence[int], size: int | None) -> list[list[int] | None]:
     """``tokens`` as runs of ids in ``[0, size)``, each id outside it a None between them (one run when all are
     known, found at C speed)."""
-    ids = [int(t) for t in tokens]
+    ids = list(map(int, tokens))
     if size is None or not ids or (min(ids) >= 0 and max(ids) < size):
         return [ids]
     runs: list[list[int] | None] = [[]]

@@ -19,7 +19,7 @@ from rlnb._scalars import scalar
 from rlnb.history.figures import checked_step
 from rlnb.history.jsontext import number
 from rlnb.history.reading import read_jsonl
-from rlnb.history.record import fits_float, fits_int64, warn_bad
+from rlnb.history.record import INT64, fits_float, fits_int64, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE, OPS_FILE
 from rlnb.prompts import escaped, surrogate
 
@@ -38,6 +38,8 @@ completion's tokens, ``truncated`` whether it reached ``max_tokens`` before a st
 TEXTS = ("prompt", "completion")
 """The text columns: valid Unicode only. A lone surrogate (``"\\ud800"``) failed every ``completions`` table of the
 run, loaded again or not (pandas' text columns hold UTF-8)."""
+_ROW = {name: kind for name, kind in COLUMNS.items() if name != "step"}.keys()
+"""A given row's columns (its ``step`` is the one given)."""
 
 
 class CompletionLog:
@@ -85,6 +87,10 @@ def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
     table cannot hold (``COLUMNS``' types, each one given and no other; a float may be None, for NaN; ``length`` >= 0):
     before anything is kept. A row's own ``step`` is the one given; a numpy or torch scalar is the value it holds."""
     step = checked_step("history.log_completions", step)
+    rows = list(rows)
+    plain = _plain(step, rows)
+    if plain is not None:
+        return plain
     batch = []
     for i, given in enumerate(rows):
         if isinstance(given, Mapping):  # numpy and torch scalars as what they hold (np.float32 rewards were refused)
@@ -99,6 +105,30 @@ def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
             problem = bad[0]
             raise ValueError(f"history.log_completions: rows[{i}]: {problem}; a row holds {kinds}"[:400])
         batch.append(line)
+    return batch
+
+
+def _plain(step: int, rows: list[Any]) -> list[dict[str, Any]] | None:
+    """``checked``'s rows when each is a plain ``dict`` of exactly the columns but ``step``, each value of its column's
+    exact type and range with valid Unicode texts (``completion_rows``' rows, and most of a user's), else None: the same
+    checks as ``checked``'s, with no call a value (it runs for every completion of every step; a row that is anything
+    else gets ``checked``'s every conversion and its error)."""
+    batch = []
+    for given in rows:
+        if type(given) is not dict or given.keys() != _ROW:
+            return None
+        g, p, c, r = given["group"], given["prompt"], given["completion"], given["reward"]
+        a, n, t = given["advantage"], given["length"], given["truncated"]
+        if not (type(g) is int and -INT64 <= g < INT64 and type(n) is int and 0 <= n < INT64 and type(t) is bool
+                and type(p) is str and type(c) is str and type(r) is float and type(a) is float):  # fmt: skip
+            return None
+        if not (p.isascii() and c.isascii()):  # a lone surrogate is no ASCII; encode finds one
+            try:
+                p.encode()
+                c.encode()
+            except UnicodeEncodeError:
+                return None
+        batch.append({"step": step, **given})
     return batch
 
 

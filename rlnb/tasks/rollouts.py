@@ -17,7 +17,7 @@ import reprlib
 import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from rlnb import wire
@@ -63,8 +63,8 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
         raise ValueError(f"scale must be one of {', '.join(get_args(AdvantageScale))}, got {scale!r}")
     if isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable):  # "10" was read as the rewards 1 and 0
         raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
-    values = [_number(r, f"rewards[{i}] is") for i, r in enumerate(rewards)]
-    if not all(math.isfinite(r) for r in values):  # no advantage can be made of them: NaN, for the caller to refuse
+    values = [r if type(r) is float else _number(r, f"rewards[{i}] is") for i, r in enumerate(rewards)]
+    if not all(map(math.isfinite, values)):  # no advantage can be made of them: NaN, for the caller to refuse
         return [math.nan] * len(values)
     if not values or min(values) == max(values):
         return [0.0] * len(values)
@@ -92,7 +92,7 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
 def _exponent(values: Sequence[float]) -> int:
     """``e`` such that every value over ``2**e`` lies in (-1, 1) (0 for values below 1): scaling by a power of two
     changes no bit, and a sum of such values, or of their squares, cannot overflow."""
-    return max(math.frexp(max((abs(v) for v in values), default=0.0))[1], 0)
+    return max(math.frexp(max(map(abs, values), default=0.0))[1], 0)
 
 
 def finite_mean(values: Sequence[float]) -> float:
@@ -160,9 +160,12 @@ def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale
     for group in groups:
         rewards = [_reward(task, r.prompt, r.completion) for r in group]
         advantages = group_advantages(rewards, scale)
-        if not all(math.isfinite(a) for a in advantages):
+        if not all(map(math.isfinite, advantages)):
             raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
-        scored.append([replace(r, reward=w, advantage=a) for r, w, a in zip(group, rewards, advantages, strict=True)])
+        scored.append([  # not dataclasses.replace: 3 Python calls a completion, its constructor 1
+            Rollout(r.group, r.prompt, r.completion, r.tokens, r.truncated, w, a)
+            for r, w, a in zip(group, rewards, advantages, strict=True)
+        ])  # fmt: skip
     return scored
 
 
@@ -208,15 +211,16 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
         raise ValueError("no completions to measure")
     rewards = [r.reward for r in rollouts]
     lengths = [len(r.tokens) for r in rollouts]
+    # fmean of a list, not a generator: the same sum and count, with no Python call an element (a completion)
     out = {
         "reward": finite_mean(rewards),
         "reward_std": finite_stdev(rewards) if len(rewards) > 1 else math.nan,
-        "frac_reward_zero_std": statistics.fmean(_zero_std(g) for g in groups),
+        "frac_reward_zero_std": statistics.fmean([_zero_std(g) for g in groups]),
         "completions/mean_length": statistics.fmean(lengths),
         "completions/min_length": float(min(lengths)),
         "completions/max_length": float(max(lengths)),
-        "completions/clipped_ratio": statistics.fmean(r.truncated for r in rollouts),
-        "completions/distinct_mean": statistics.fmean(len({r.tokens for r in g}) for g in groups),
+        "completions/clipped_ratio": statistics.fmean([r.truncated for r in rollouts]),
+        "completions/distinct_mean": statistics.fmean([len({r.tokens for r in g}) for g in groups]),
     }
     lm = loss_metrics or {}
     for name, key in (("entropy", "loss/entropy/mean"), ("kl", "loss/kl_ref/mean")):
