@@ -30,11 +30,14 @@ def completion_text(completion: object, reward: str) -> str:
     return completion
 
 
+_DIGITS = frozenset("0123456789")
+
+
 def digit_fraction(text: str) -> float:
     """Fraction of the characters of ``text`` that are the ASCII digits 0-9 (0 for empty text). Other digits
     (full-width ``８``, Arabic-Indic ``٨``, ``²``) count as non-digits: ``str.isdigit`` would reward them."""
     text = completion_text(text, "digit_fraction")
-    return sum("0" <= c <= "9" for c in text) / max(len(text), 1)
+    return sum(map(_DIGITS.__contains__, text)) / max(len(text), 1)  # C calls only: ~9 Python calls a text before
 
 
 @dataclass
