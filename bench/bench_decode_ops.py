@@ -34,13 +34,21 @@ def sample(session: Any, rows: int, steps: int) -> tuple[Counter[str], int]:
     """(aten ops, Python calls) of one eager sample of ``rows`` x ``steps`` tokens, each counted on its own run
     (the op counter's own Python calls not among the calls)."""
     adapter, model = session.backend.adapter, session.backend.sampler
-    prompt, calls = session.encode("n="), [0]
+    prompt = session.encode("n=")
 
     def run() -> None:
         with torch.no_grad():
             decoder = adapter.decoder(model, rows, len(prompt) + steps)
             settings = sampling.Settings(max_tokens=steps)
             sampling.generate(decoder, [prompt], rows, settings, 0, adapter.codec, adapter.device)
+
+    return counted(run)
+
+
+def counted(run: Any) -> tuple[Counter[str], int]:
+    """(aten ops, Python calls) of ``run()``, each counted on its own run (the op counter's own Python calls not among
+    the calls)."""
+    calls = [0]
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
@@ -60,24 +68,13 @@ def before_decoding(prompts: int) -> tuple[Counter[str], int]:
     """(aten ops, Python calls) of the work before a sample's first token for ``prompts`` prompts of 2 to 9 tokens,
     4 samples each, 200 tokens: the left-padded batch and the uniforms."""
     batch = [list(range(2 + i % 8)) for i in range(prompts)]
-    cpu, calls = torch.device("cpu"), [0]
+    cpu = torch.device("cpu")
 
     def run() -> None:
         sampling.left_pad(batch, 4, cpu)
         sampling.uniforms(0, prompts, 4, 200, cpu)
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            calls[0] += 1
-
-    with OpCounter() as ops:
-        run()
-    sys.setprofile(profile)
-    try:
-        run()
-    finally:
-        sys.setprofile(None)
-    return ops.ops, calls[0]
+    return counted(run)
 
 
 def compiled_work(session: Any, rows: int, steps: int) -> None:

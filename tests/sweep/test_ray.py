@@ -57,6 +57,21 @@ def local_ray():
     assert had_home_ray or not home_ray.exists(), "Ray wrote to ~/.ray"
 
 
+def stop_once_made(marker: Path) -> tuple[threading.Event, threading.Thread]:
+    """A Stop set once ``marker`` exists (a trial's reward made it in a worker), or after 60 s; its watcher thread."""
+    stop = threading.Event()
+
+    def watch() -> None:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return stop, watcher
+
+
 def test_trials_run_as_ray_tasks_and_their_histories_come_back(local_ray, tmp_path):
     trials = sweep(
         BASE, grid(learning_rate=[1e-3, 3e-3]), seeds=[0, 1], steps=2, executor="ray", runs_dir=tmp_path,
@@ -106,16 +121,7 @@ def test_stop_ends_running_trials_at_their_next_step(local_ray, tmp_path):
         marker.touch()
         return float(len(completion)) / 8
 
-    stop = threading.Event()
-
-    def watch():
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        stop.set()
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    stop, watcher = stop_once_made(marker)
     start = time.monotonic()
     trials = sweep(
         BASE, grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=40, task=Task("mark", [[104, 105]], reward),
@@ -151,16 +157,7 @@ def test_a_trial_that_does_not_stop_within_the_grace_is_force_cancelled(local_ra
             time.sleep(0.1)
         return 0.0
 
-    stop = threading.Event()
-
-    def watch():
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        stop.set()
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
+    stop, watcher = stop_once_made(marker)
     trials = sweep(BASE, steps=3, task=Task("stuck", [[104, 105]], reward), executor="ray", stop=stop,
                    runs_dir=tmp_path, progress=False)  # fmt: skip
     watcher.join()
