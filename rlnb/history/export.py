@@ -26,7 +26,7 @@ from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, METRICS_FILE, OPS_
 
 DICT_COLUMNS = ("metrics", "params")
 SESSION = "session"
-"""The column ``with_json`` adds: which session of a continued run submitted the operation (0 for the first), the
+"""The column ``with_sessions`` adds: which session of a continued run submitted the operation (0 for the first), the
 boundaries ``df.attrs`` holds and CSV cannot carry; ``read_back`` rebuilds them from it."""
 SAVING = ".saving"
 """The suffix of a file ``save`` is writing: renamed into place once every file is written."""
@@ -116,15 +116,22 @@ def from_json_text(text: str) -> Any:
 
 
 def with_json(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (a fresh ``History.df``) with its dict columns as standard JSON text, which CSV and Parquet hold, and
-    its ``session`` column (``SESSION``): a CSV keeps no ``attrs``, and a continued run read back from one added the
-    dead session's unstepped loss to the next session's first step."""
+    """``frame`` (a fresh ``History.df``) with its dict columns as standard JSON text, which CSV and Parquet hold."""
     for col in DICT_COLUMNS:
         frame[col] = frame[col].map(lambda d: STANDARD.encode(spelled(d)))
-    submitted = (frame["submitted_at"] - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    return frame
+
+
+def with_sessions(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (a fresh ``History.df``) with its ``session`` column (``SESSION``) from its ``attrs``: a CSV keeps no
+    ``attrs``, and a continued run read back from one added the dead session's unstepped loss to the next session's
+    first step."""
     session = pd.Series(0, index=frame.index, dtype="int64")
     for start in session_starts(frame.attrs):
-        session += (frame["seq"] >= start.seq) if start.seq is not None else (submitted >= (start.at or 0.0))
+        if start.seq is not None:
+            session += frame["seq"] >= start.seq
+        else:  # a run an older rlnb continued: by time (``SessionStart.begins``)
+            session += (frame["submitted_at"] - pd.Timestamp(0, tz="UTC")).dt.total_seconds() >= (start.at or 0.0)
     frame[SESSION] = session
     return frame
 
@@ -185,7 +192,7 @@ def read_back(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _boundaries(frame: pd.DataFrame) -> dict[str, list[Any]]:
     """Where later sessions continued the run (``df.attrs``' ``continued_seq`` / ``continued_at``), from the ``session``
-    column ``with_json`` wrote: each session begins at the first operation of its number or a later one's."""
+    column ``with_sessions`` wrote: each session begins at the first operation of its number or a later one's."""
     session = pd.to_numeric(frame[SESSION], errors="coerce")
     if session.isna().any() or (session < 0).any():
         raise ValueError("the operations table's session column holds something other than a session's number (0, 1, "

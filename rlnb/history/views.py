@@ -14,7 +14,7 @@ import pandas as pd
 
 from rlnb._extras import need
 from rlnb.history.completion_log import CompletionLog
-from rlnb.history.export import save_run, with_json, write_whole
+from rlnb.history.export import save_run, with_json, with_sessions, write_whole
 from rlnb.history.listeners import Listeners
 from rlnb.history.record import Record, as_row
 from rlnb.history.runconfig import session_attrs
@@ -86,13 +86,13 @@ class HistoryViews:
         completions are not in it: ``logged`` and ``completions`` are tables of their own, ``save`` keeps all. Its
         ``session`` column numbers the sessions of a continued run (``read_back`` rebuilds ``df.attrs`` from it). A
         file is replaced whole once the new one is written (``write_whole``): a full disk leaves the old one."""
-        frame = with_json(self.df)
+        frame = with_sessions(with_json(self.df))
         write_whole(path, lambda out: frame.to_csv(out, index=False, compression=_compression(path)))
 
     def to_parquet(self, path: str | Path) -> None:
         """``df`` as Parquet: needs pyarrow (``pip install rlnb[parquet]``); dict columns as JSON text."""
         need("pyarrow", "parquet", "to_parquet")  # pandas' own error names no extra
-        frame = with_json(self.df)
+        frame = with_sessions(with_json(self.df))
         write_whole(path, lambda out: frame.to_parquet(out, index=False))
 
     def _repr_html_(self) -> str:
