@@ -140,11 +140,18 @@ def write_whole(path: Any, render: Callable[[Any], object]) -> None:
     """Write a whole file at ``path`` by ``render`` (``to_csv`` of a buffer): rendered in memory, written under a new
     name beside it and synced (``write_new``), then renamed over it. Written in place, a full disk left a truncated
     file where the last good export was, which pandas read as fewer rows without a word; now that file stays. A
-    file-like ``path`` (a buffer pandas takes) is written as it is."""
-    if not isinstance(path, str | os.PathLike):
+    file-like ``path`` (a buffer pandas takes) or a URL (``s3://``, which pandas opens by fsspec) is written as pandas
+    writes it, and so is a named pipe or a device (nothing there to keep); a symbolic link is written through, to its
+    target, as pandas did."""
+    if not isinstance(path, str | os.PathLike) or "://" in os.fsdecode(path):
         render(path)
         return
-    file = user_path("path", path)
+    file = Path(os.path.realpath(user_path("path", path)))
+    if file.exists() and not file.is_file() and not file.is_dir():
+        render(str(file))
+        return
+    if not file.parent.is_dir():  # else write_new's error named the .saving file
+        raise FileNotFoundError(f"cannot write {file}: its folder {file.parent} does not exist")
     buffer = io.BytesIO()
     render(buffer)
     new = file.with_name(file.name + SAVING)

@@ -111,3 +111,29 @@ def test_a_csv_of_a_continued_run_keeps_its_sessions_steps_apart(tmp_path):
     shuffled = read.sample(frac=1, random_state=0)  # the first operation of a session by number, not by row
     assert steps_table(shuffled.sort_values("seq"))[["step", "loss"]].to_dict("records") == expected
     os.remove(tmp_path / "ops.csv")
+
+
+def test_an_export_goes_through_a_link_into_a_pipe_and_names_a_missing_folder(tmp_path):
+    """Written whole, an export still goes where pandas wrote it: through a symbolic link into its target (the link
+    kept), into a named pipe as it is read; a folder that does not exist is named (not the file written beside)."""
+    import threading
+
+    session = rlnb.Session(FakeBackend())
+    steps(session, 1)
+    target, link = tmp_path / "target.csv", tmp_path / "latest.csv"
+    target.write_text("old")
+    link.symlink_to(target)
+    session.history.to_csv(link)
+    assert link.is_symlink() and list(pd.read_csv(target).seq) == [0, 1]
+    with pytest.raises(FileNotFoundError, match=f"its folder {tmp_path / 'gone'} does not exist"):
+        session.history.to_csv(tmp_path / "gone" / "ops.csv")
+    if hasattr(os, "mkfifo"):
+        pipe = tmp_path / "pipe"
+        os.mkfifo(pipe)
+        read: list[bytes] = []
+        reader = threading.Thread(target=lambda: read.append(pipe.read_bytes()), daemon=True)
+        reader.start()
+        session.history.to_csv(pipe)
+        reader.join(timeout=30)
+        assert read and read[0].startswith(b"seq,kind") and pipe.exists() and not pipe.is_file()
+    session.close()
