@@ -74,10 +74,15 @@ def _row(run: Path) -> dict[str, Any]:
 def runs(path: str | Path | None = None) -> pd.DataFrame:
     """The runs under a folder (default ``./rlnb-runs``), newest first, one row each. A run that cannot be
     read is listed with its ``error`` (None for the others), and so is a folder that cannot be looked into (another
-    user's run), except ``lost+found``, a file system's own."""
+    user's run), except ``lost+found``, a file system's own. The default folder missing is an empty listing (a
+    notebook listing its runs before the first); a folder named that is missing is a ``FileNotFoundError`` naming
+    it, as ``completions`` and ``History.load`` say of theirs: a mistyped name listed no runs, as if none were there."""
     if path == "":  # Path("") is the working folder: an unset variable listed it (connect's runs_dir refuses '')
         raise ValueError("runs: path must be a runs folder's path or None (./rlnb-runs), got ''")
     root = user_path("path", path) if path is not None else default_runs_dir()
+    if path is not None and not root.exists():
+        raise FileNotFoundError(f"runs: no folder {str(root)!r} (from {str(Path.cwd())!r}): give the runs folder a "
+                                "session's runs_dir= named, or rlnb.runs() for the default one")  # fmt: skip
     if root.exists() and not root.is_dir():  # a bare NotADirectoryError from iterdir()
         raise ValueError(f"runs: path {str(root)!r} is a file, not a runs folder")
     if (root / OPS_FILE).exists():  # a run folder itself listed no runs

@@ -7,9 +7,11 @@ operations table as CSV or Parquet, its dict columns (``metrics``, ``params``) a
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +19,15 @@ import pandas as pd
 
 from rlnb._options import refuse_dangling_link, user_path
 from rlnb.history.jsontext import config_text, line, numbers, spelled
-from rlnb.history.locks import refuse_link, write_new
+from rlnb.history.locks import fsync, refuse_link, write_new
 from rlnb.history.record import TIMES
+from rlnb.history.runconfig import session_starts
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, METRICS_FILE, OPS_FILE, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
+SESSION = "session"
+"""The column ``with_sessions`` adds: which session of a continued run submitted the operation (0 for the first), the
+boundaries ``df.attrs`` holds and CSV cannot carry; ``read_back`` rebuilds them from it."""
 SAVING = ".saving"
 """The suffix of a file ``save`` is writing: renamed into place once every file is written."""
 
@@ -116,6 +122,49 @@ def with_json(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def with_sessions(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (a fresh ``History.df``) with its ``session`` column (``SESSION``) from its ``attrs``: a CSV keeps no
+    ``attrs``, and a continued run read back from one added the dead session's unstepped loss to the next session's
+    first step."""
+    session = pd.Series(0, index=frame.index, dtype="int64")
+    for start in session_starts(frame.attrs):
+        if start.seq is not None:
+            session += frame["seq"] >= start.seq
+        else:  # a run an older rlnb continued: by time (``SessionStart.begins``)
+            session += (frame["submitted_at"] - pd.Timestamp(0, tz="UTC")).dt.total_seconds() >= (start.at or 0.0)
+    frame[SESSION] = session
+    return frame
+
+
+def write_whole(path: Any, render: Callable[[Any], object]) -> None:
+    """Write a whole file at ``path`` by ``render`` (``to_csv`` of a buffer): rendered in memory, written under a new
+    name beside it and synced (``write_new``), then renamed over it. Written in place, a full disk left a truncated
+    file where the last good export was, which pandas read as fewer rows without a word; now that file stays. A
+    file-like ``path`` (a buffer pandas takes) or a URL (``s3://``, which pandas opens by fsspec) is written as pandas
+    writes it, and so is a named pipe or a device (nothing there to keep); a symbolic link is written through, to its
+    target, as pandas did."""
+    if not isinstance(path, str | os.PathLike) or "://" in os.fsdecode(path):
+        render(path)
+        return
+    file = Path(os.path.realpath(user_path("path", path)))
+    if file.exists() and not file.is_file() and not file.is_dir():
+        render(str(file))
+        return
+    if not file.parent.is_dir():  # else write_new's error named the .saving file
+        raise FileNotFoundError(f"cannot write {file}: its folder {file.parent} does not exist")
+    buffer = io.BytesIO()
+    render(buffer)
+    new = file.with_name(file.name + SAVING)
+    write_new(new, buffer.getvalue(), sync=True)
+    try:
+        os.replace(new, file)
+    except BaseException:
+        new.unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):  # the rename on the disk too; a folder that cannot be opened keeps it anyway
+        fsync(file.parent)
+
+
 def read_back(frame: pd.DataFrame) -> pd.DataFrame:
     """An operations table as ``to_csv`` / ``to_parquet`` wrote it and pandas read it back (``pd.read_csv``): its
     times as UTC timestamps again (CSV keeps them as text: every plot of it raised pandas' bare ``TypeError``; a column
@@ -125,7 +174,8 @@ def read_back(frame: pd.DataFrame) -> pd.DataFrame:
     naming it."""
     times = [c for c in TIMES if c in frame and not isinstance(frame[c].dtype, pd.DatetimeTZDtype)]
     dicts = [c for c in DICT_COLUMNS if c in frame and any(isinstance(v, str) for v in frame[c])]
-    if not times and not dicts:
+    sessions = SESSION in frame and "continued_seq" not in frame.attrs
+    if not times and not dicts and not sessions:
         return frame
     frame = frame.copy(deep=False)  # the caller's table stays as it is (its attrs are kept)
     for col in times:
@@ -142,4 +192,22 @@ def read_back(frame: pd.DataFrame) -> pd.DataFrame:
             ]
         except ValueError as exc:
             raise ValueError(f"the operations table's {col} column holds text that is no JSON: {exc}"[:300]) from None
+    if sessions:
+        frame.attrs.update(_boundaries(frame))
     return frame
+
+
+def _boundaries(frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """Where later sessions continued the run (``df.attrs``' ``continued_seq`` / ``continued_at``), from the ``session``
+    column ``with_sessions`` wrote: each session begins at the first operation of its number or a later one's."""
+    session = pd.to_numeric(frame[SESSION], errors="coerce")
+    if session.isna().any() or (session < 0).any():
+        raise ValueError("the operations table's session column holds something other than a session's number (0, 1, "
+                         "...), as history.to_csv writes it")  # fmt: skip
+    seqs: list[Any] = []
+    ats: list[Any] = []
+    for n in range(1, (int(session.max()) if len(session) else 0) + 1):
+        first = frame.loc[session >= n, "seq"].idxmin()  # by number: a table sorted otherwise keeps its sessions
+        seqs.append(int(frame.at[first, "seq"]))
+        ats.append((frame.at[first, "submitted_at"] - pd.Timestamp(0, tz="UTC")).total_seconds())
+    return {"continued_at": ats, "continued_seq": seqs}

@@ -29,13 +29,14 @@ from rlnb._options import check_int
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.figures import NO_STEP, logged_figures
 from rlnb.history.listeners import Listeners
-from rlnb.history.record import Record, as_row, fold_envelope
+from rlnb.history.record import FOLDS, Record, as_row, start_unseen
 from rlnb.history.runconfig import check_annotation, session_starts
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
 from rlnb.history.steplog import StepLog
 from rlnb.history.store import RunStore
 from rlnb.history.tables import OpsTable
 from rlnb.history.views import HistoryViews
+from rlnb.prompts import escaped
 
 __all__ = ["History", "RunContinuedWarning"]
 
@@ -172,14 +173,32 @@ class History(HistoryViews):
         return rec
 
     def update(self, rec: Record, env: wire.Operation[Any], at: float) -> None:
-        """Fold an operation envelope into its record, write it down, then tell the listeners."""
+        """Fold an operation envelope, seen at ``at``, into its record (its id, status, times, error and output),
+        write it down, then tell the listeners."""
         with self._lock:
             was_done = rec.status in wire.TERMINAL_STATUSES
             if was_done:  # a finished record changed again: a cached frame may hold its old state
                 self._ops_table.refinished()
-            fold_envelope(rec, env, at, self._last_finished)
+            # the envelope folded into the record here, not in a function of its own: 6 Python calls a step (issue 20)
+            rec.op_id = env.id if env.id.isascii() else escaped(env.id)  # a lone surrogate as its escape
+            rec.status = str(env.status)
+            if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
+                rec.started_at = at
             if env.status in wire.TERMINAL_STATUSES:
+                rec.finished_at = at
+                if math.isnan(rec.started_at):  # never seen RUNNING: between two polls of a remote session
+                    rec.started_at = start_unseen(rec, at, self._last_finished)
                 self._last_finished = max(self._last_finished, at)
+            if env.error is not None:
+                code, message = env.error.code, env.error.message
+                rec.error_code, rec.error_message = (
+                    None if code is None else str(code),
+                    message and (message if message.isascii() else escaped(message)),
+                )
+            if env.output is not None:  # its figures, by its kind's ``FOLDS`` (keyed by members, found by the string)
+                fold = FOLDS.get(rec.kind)
+                if fold is not None:
+                    fold(rec, env.output)
             if not was_done and rec.status in wire.TERMINAL_STATUSES:
                 self.step_log.finished(rec)
             elif was_done:  # finished twice (rare): the step log starts over from the records

@@ -1,7 +1,7 @@
 """One operation's record: the ``Record`` fields, the one place the record format lives, and how a
 record is written (``as_row``), read back from a run folder (``from_row``: values of the wrong type are left
-out, not trusted) and filled from an operation's envelope (``fold_envelope``: its status, times, error and
-output, by its kind's ``_FOLDS``).
+out, not trusted) and filled from an operation's envelope (``History.update``: its status, times, error and
+output, by its kind's ``FOLDS``).
 
 Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
 Together's optim-step returns only ``step``, so a remote session has no gradient norm.
@@ -237,7 +237,7 @@ def _fold_sample(rec: Record, out: wire.SampleOutput) -> None:
         rec.weights_version = out.results[0].policy_segments[-1].version
 
 
-_FOLDS: dict[str, Callable[[Record, Any], None]] = {
+FOLDS: dict[str, Callable[[Record, Any], None]] = {
     wire.OperationKind.FORWARD_BACKWARD: _fold_forward_backward,
     wire.OperationKind.OPTIM_STEP: _fold_optim_step,
     wire.OperationKind.WEIGHTS_SYNC: _fold_weights_sync,
@@ -260,28 +260,7 @@ def uncount(records: list[Record], failed: Record) -> list[Record]:
     return lowered[::-1]
 
 
-def fold_envelope(rec: Record, env: wire.Operation[Any], at: float, last_finished: float) -> None:
-    """Fold an operation's envelope, seen at ``at``, into its record: its id, status, times, error and output
-    (``last_finished``: when the operation before it was last seen to end)."""
-    rec.op_id = env.id if env.id.isascii() else escaped(env.id)  # ``_text``, without its call on every report
-    rec.status = str(env.status)
-    if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):
-        rec.started_at = at
-    if env.status in wire.TERMINAL_STATUSES:
-        rec.finished_at = at
-        if math.isnan(rec.started_at):  # never seen RUNNING: between two polls of a remote session
-            rec.started_at = _start_unseen(rec, at, last_finished)
-    if env.error is not None:
-        code = env.error.code
-        message = env.error.message
-        rec.error_code, rec.error_message = None if code is None else str(code), message and _text(message)
-    if env.output is not None:  # its figures, by its kind's ``_FOLDS`` (keyed by members, found by the plain string)
-        fold = _FOLDS.get(rec.kind)
-        if fold is not None:
-            fold(rec, env.output)
-
-
-def _start_unseen(rec: Record, at: float, last_finished: float) -> float:
+def start_unseen(rec: Record, at: float, last_finished: float) -> float:
     """When an operation first seen finished started: a session runs its operations in order, so a
     completed one ran from when the one before it ended (or its submission, if later) — to within a
     poll, where ``at`` alone would make its compute time 0 and count it all as waiting. One that

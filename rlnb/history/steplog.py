@@ -143,7 +143,8 @@ class StepLog:
         """``rec`` has just reached a terminal status (call once per operation, after ``submitted``)."""
         with self._lock:
             segment = self._segment_of.pop(rec.seq, self._segments)  # a weights-sync's: the optim-step before it
-            self._times.setdefault(self._home(segment), []).append(
+            home = self._home(segment) if self._into else segment  # no call where no step kept its gradients
+            self._times.setdefault(home, []).append(
                 op_times(rec.kind, float(rec.submitted_at), float(rec.started_at), float(rec.finished_at))
             )
             finish = self._FINISHED.get(rec.kind)
@@ -157,7 +158,7 @@ class StepLog:
         return segment
 
     def _forward_backward_finished(self, rec: Any, done: bool, segment: int) -> None:
-        segment = self._home(segment)
+        segment = self._home(segment) if self._into else segment
         left = self._open_fb.pop(segment, 0) - 1
         if left > 0:
             self._open_fb[segment] = left

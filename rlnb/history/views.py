@@ -5,6 +5,7 @@ its notebook display, and all of it written out (``save``, ``to_csv``, ``to_parq
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pandas as pd
 
 from rlnb._extras import need
 from rlnb.history.completion_log import CompletionLog
-from rlnb.history.export import save_run, with_json
+from rlnb.history.export import save_run, with_json, with_sessions, write_whole
 from rlnb.history.listeners import Listeners
 from rlnb.history.record import Record, as_row
 from rlnb.history.runconfig import session_attrs
@@ -82,13 +83,26 @@ class HistoryViews:
 
     def to_csv(self, path: str | Path) -> None:
         """Write ``df`` (one row per operation) to a CSV file; dict columns as JSON text. The logged figures and
-        completions are not in it: ``logged`` and ``completions`` are tables of their own, ``save`` keeps all."""
-        with_json(self.df).to_csv(path, index=False)
+        completions are not in it: ``logged`` and ``completions`` are tables of their own, ``save`` keeps all. Its
+        ``session`` column numbers the sessions of a continued run (``read_back`` rebuilds ``df.attrs`` from it). A
+        file is replaced whole once the new one is written (``write_whole``): a full disk leaves the old one."""
+        frame = with_sessions(with_json(self.df))
+        write_whole(path, lambda out: frame.to_csv(out, index=False, compression=_compression(path)))
 
     def to_parquet(self, path: str | Path) -> None:
         """``df`` as Parquet: needs pyarrow (``pip install rlnb[parquet]``); dict columns as JSON text."""
         need("pyarrow", "parquet", "to_parquet")  # pandas' own error names no extra
-        with_json(self.df).to_parquet(path, index=False)
+        frame = with_sessions(with_json(self.df))
+        write_whole(path, lambda out: frame.to_parquet(out, index=False))
 
     def _repr_html_(self) -> str:
         return summary_html(self.df, self.steps, str(self.config.get("run_id", "")))
+
+
+def _compression(path: Any) -> Any:
+    """The compression pandas gives a CSV file by its name (``.csv.gz``), which a buffer has no name to say."""
+    if not isinstance(path, str | os.PathLike):
+        return "infer"
+    from pandas.io.common import infer_compression
+
+    return infer_compression(os.fspath(path), "infer")

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from rlnb import samples, wire
 from rlnb.engine.backend import LocalBackend
 from rlnb.history import History, RunContinuedWarning
 from rlnb.history.catalog import compare, runs
+from rlnb.history.paths import RUNS_DIR_ENV
 from rlnb.history.tables import steps_table
 from rlnb.testing import FakeBackend
 from tests.support.steps_reference import steps_table as reference_steps
@@ -686,7 +688,20 @@ def test_a_nameless_figure_and_a_runs_path_that_is_no_folder_are_refused(tmp_pat
         rlnb.runs(afile)
     with pytest.raises(TypeError, match="path must be a path"):
         rlnb.runs(5)
-    assert rlnb.runs(tmp_path / "none yet").empty
+    with pytest.raises(FileNotFoundError, match=f"runs: no folder {re.escape(repr(str(tmp_path / 'rlnb-run')))}"):
+        rlnb.runs(tmp_path / "rlnb-run")  # a typo of rlnb-runs listed no runs, as if none were there
+
+
+def test_the_default_runs_folder_missing_is_an_empty_listing(tmp_path, monkeypatch):
+    """A notebook lists its runs before the first: ``rlnb.runs()`` of a default folder not made yet is empty, where a
+    folder named that is missing is refused (``rlnb.runs("rlnb-run")``, a typo, listed nothing without a word)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(RUNS_DIR_ENV, raising=False)
+    assert rlnb.runs().empty and list(rlnb.runs().columns)[:2] == ["run_id", "path"]
+    monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "none yet"))
+    assert rlnb.runs().empty
+    with pytest.raises(FileNotFoundError, match=r"rlnb.runs\(\) for the default one"):
+        rlnb.runs(tmp_path / "none yet")
 
 
 def test_a_figure_name_that_is_not_valid_unicode_is_refused_and_an_old_run_holding_one_loads_without_it(tmp_path):
