@@ -23,6 +23,7 @@ from rlnb import _exit
 from rlnb._options import user_path
 from rlnb.sinks import wandb_file
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkError
+from rlnb.sinks.watched import Watched, lost_from
 
 MODES = ("offline", "online")
 STEP_KEY, FAILURE_KEY = "step", "failed_operation"
@@ -172,20 +173,22 @@ class WandB(Sink):
 class _Writer:
     def __init__(self, run: Any, offline: bool = False):
         self.run = run
-        self._folder = Path(run.dir).parent if offline else None  # offline-run-*: the run's only copy
         self._file = Path(run.settings.sync_file) if offline else None
+        # offline-run-*: the run's only copy; its .wandb file by identity, as the other sinks' files: a check that the
+        # folder exists missed the file deleted alone, and the folder deleted and made anew
+        self._watched = Watched(self._file, self._file.parent) if self._file is not None else None
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
 
-    def _check(self) -> None:
-        """An offline run's folder deleted while the run is written (``rm -rf wandb``): W&B went on writing into the
-        deleted file, and nothing said that every step since was lost. That drops the sink, with a warning."""
-        if self._folder is not None and not self._folder.exists():
-            raise FileNotFoundError(f"{self._folder} was deleted while the run was written to it: nothing written "
-                                    "since reaches W&B (rlnb.export writes the whole run again)")  # fmt: skip
+    def _check(self, lost: str) -> None:
+        """An offline run's file deleted while the run is written (``rm -rf wandb``, or the file alone): W&B went on
+        writing into the deleted file, and nothing said that every step since was lost. That drops the sink, with a
+        warning naming what was deleted (``Watched.check``)."""
+        if self._watched is not None:
+            self._watched.check(lost)
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
-        self._check()
+        self._check(lost_from(points, failures))
         for point in points:
             self.run.log({STEP_KEY: point.step, **{key(k): v for k, v in point.values.items()}})
         for fail in failures:
@@ -198,7 +201,7 @@ class _Writer:
 
         before = _size(self._file)
         self.run.finish()
-        self._check()
+        self._check("the run's end was")
         if self._file is not None:  # the exit record is written after finish(): it lies past ``before``
             wandb_file.wait_ended(self._file, stream.CLOSE_TIMEOUT, start=before)
 

@@ -75,7 +75,8 @@ def ablate(
 
     ``seeds``: default the ``seeds`` of a ``trial_options`` group if one is given, else (0, 1, 2). Returns
     ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over its COMPLETED trials
-    (``count`` of them) with its delta against the baseline, and how many trials ``failed`` and were ``stopped``."""
+    (``count`` of them) with its delta against the baseline, how many trials ``failed`` and were ``stopped``, how many
+    COMPLETED with no ``metric`` (``no_value``) and how many ``diverged`` (their loss went NaN / inf)."""
     check_params(base)
     _check_ablation(base, changes, metric)
     variants = {BASELINE: {}, **{name: dict(change) for name, change in changes.items()}}
@@ -92,6 +93,7 @@ def ablate(
     ended = trials.groupby("variant")["status"]  # a stopped trial is no failure: it runs again on resume
     summary["failed"] = ended.apply(lambda s: int((s == "FAILED").sum()))
     summary["stopped"] = ended.apply(lambda s: int((s == "STOPPED").sum()))
+    summary[["no_value", "diverged"]] = _flags(trials, ["variant"], metric).reindex(list(variants)).fillna(0)
     summary.attrs["metric"] = metric
     return trials, summary
 
@@ -121,7 +123,8 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
     """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
     where the trials name one, as ``ablate``'s do): mean, std, min and max of ``metric`` over the COMPLETED trials,
-    how many trials ended otherwise, and how many COMPLETED with no ``metric`` (NaN: ``no_value``)."""
+    how many trials ended otherwise, how many COMPLETED with no ``metric`` (NaN: ``no_value``) and how many
+    ``diverged`` (their loss went NaN / inf: ``diverged_at`` in their rows)."""
     check_trials(trials, "summarize")
     check_column(trials, "metric", metric, numeric=True)
     keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
@@ -133,15 +136,21 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
     table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none
     table["count"] = table["count"].fillna(0).astype(int)  # completed keeps its row
     table["not_completed"] = groups["status"].apply(lambda s: int((s != "COMPLETED").sum()))
-    # a COMPLETED trial without a value (a diverged seed: its loss NaN at every step of the window) was in neither
-    # count: the mean of the other seeds stood for the config, "count 2, not_completed 0" for three seeds
-    blank = trials.assign(no_value=(trials.status == "COMPLETED") & trials[metric].isna())
-    table["no_value"] = blank.groupby(keys, dropna=False, sort=False)["no_value"].sum().astype(int)
+    table[["no_value", "diverged"]] = _flags(trials, keys, metric)
     table.attrs["metric"] = metric
     try:
         return table.sort_index()
     except TypeError:  # a config column mixing text and numbers (an edited table): pandas' bare '<' error
         return table  # in the order the configs first appear
+
+
+def _flags(trials: pd.DataFrame, keys: list[Any], metric: str) -> pd.DataFrame:
+    """Per group, how many trials COMPLETED with no ``metric`` (NaN: ``no_value``; in neither count, the mean of the
+    other seeds stood for the config, "count 2, not_completed 0" for three seeds) and how many ``diverged`` (a loss gone
+    NaN / inf, ``diverged_at``: its reward may still be finite, and counted)."""
+    diverged = trials["diverged_at"].notna() if "diverged_at" in trials else False
+    flags = trials.assign(no_value=(trials.status == "COMPLETED") & trials[metric].isna(), diverged=diverged)
+    return flags.groupby(keys, dropna=False, sort=False)[["no_value", "diverged"]].sum().astype(int)
 
 
 def histories(trials: pd.DataFrame) -> list[History]:

@@ -205,7 +205,7 @@ class BatchedExecutor:
 
     def _row(self, spec: TrialSpec, result: MemberResult) -> dict[str, Any]:
         row = base_row(spec, result.status, result.reason)
-        row.update(summary(result.history, result.rewards, result.losses, spec.objective))
+        row.update(summary(result.history, result.rewards, result.losses, spec.objective, result.reason))
         row["wall_s"] = result.wall_s
         return row
 

@@ -131,7 +131,7 @@ def sweep(
             from .optuna_search import OptunaSource
 
             source = OptunaSource(folder, dims, study.n_trials, make_spec, sampler=study.sampler, pruner=study.pruner,
-                                  objective=trial.objective, steps=trial.steps, recorded=len(previous))  # fmt: skip
+                                  objective=trial.objective, steps=trial.steps, recorded=previous)  # fmt: skip
             reporter = source.report
         else:
             source = Plan([make_spec(i, c) for i, (c, _) in enumerate(plan)], finished)  # configs × seeds

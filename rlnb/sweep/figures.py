@@ -40,7 +40,8 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     per status; ``x`` by default the learning rate, else (a space without it) the first numeric parameter
     searched, named in the title (it was a ``ValueError`` saying ``learning_rate`` is not a column); the best
     completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and named in
-    the legend. Titled "no finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
+    the legend; a trial whose loss went NaN / inf (``diverged_at``) is ringed in red and never starred. Titled "no
+    finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
     draws them by status; an Optuna search stopped before its first trial (a table with no rows, nor the columns of
     its space) draws empty axes, not an error naming a column it has no row to hold."""
     ylabel = f"{trials.attrs.get('objective', 'reward')} (mean of the last 5 steps)" if y == "value" else y
@@ -58,8 +59,12 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         marker, color = MARKERS.get(str(status), ("o", "C1"))
         label = f"{str(status).lower()} ({len(group)})"
         ax.scatter(group[x], group[y], marker=marker, color=color, label=label, zorder=2)
+    diverged = trials["diverged_at"].notna() if "diverged_at" in trials else pd.Series(False, index=trials.index)
+    if diverged.any():  # its reward may be finite, even the best: ringed, and never starred
+        ax.scatter(trials[x][diverged], trials[y][diverged], marker="o", s=120, facecolor="none", edgecolor="C3",
+                   zorder=3, label=f"diverged ({int(diverged.sum())})")  # fmt: skip
     # by position: two sweeps' tables concatenated share index labels, and .loc gave rows, not a row
-    done = trials[(trials.status == "COMPLETED") & trials[y].notna()].reset_index(drop=True)
+    done = trials[(trials.status == "COMPLETED") & trials[y].notna() & ~diverged].reset_index(drop=True)
     if len(done):
         best = done.loc[done[y].idxmax() if _maximise(trials, y) else done[y].idxmin()]
         at = f"{best[x]:.2g}" if isinstance(best[x], numbers.Real) else str(best[x])  # x="optimizer": text

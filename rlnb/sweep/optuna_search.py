@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -76,7 +76,7 @@ class OptunaSource:
         pruner: Any,
         objective: Objective,
         steps: int,
-        recorded: int = 0,  # the trials' rows the sweep folder has (a resume's)
+        recorded: Sequence[dict[str, Any]] = (),  # the trials' rows the sweep folder has (a resume's)
     ):
         optuna = self._optuna = import_optuna()
         self._lock = threading.Lock()
@@ -88,7 +88,7 @@ class OptunaSource:
             self.study = open_study(
                 optuna,
                 folder / STUDY_FILE,
-                recorded,
+                len(recorded),
                 storage=storage_url(folder / STUDY_FILE),
                 study_name=STUDY_NAME,
                 direction="maximize" if objective == "reward" else "minimize",
@@ -103,21 +103,28 @@ class OptunaSource:
         self._make_spec = make_spec
         self._objective = objective
         self._trials: dict[int, Any] = {}
-        finished = self.done_before = self._requeue_stopped()
+        finished = self.done_before = self._requeue_stopped({r["trial"]: r for r in recorded})
         if n_trials is None:  # sampler="grid" (check_search): the grid's size
             n_trials = math.prod(len(v) for v in grid_values(dims).values())
         self.total = n_trials
         self._left = max(0, n_trials - finished)
 
-    def _requeue_stopped(self) -> int:
+    def _requeue_stopped(self, rows: Mapping[int, dict[str, Any]]) -> int:
         """Resume: trials stopped by the user, or left RUNNING by a process that died, are asked again
-        with the same params and seed. Returns how many trials already finished for real."""
+        with the same params and seed. Returns how many trials already finished for real. A RUNNING trial whose row
+        the folder has (the process died between writing it and telling the study) is told from that row: it ran
+        again, and its new row replaced the finished one."""
         state = self._optuna.trial.TrialState
         trials = self.study.get_trials(deepcopy=False)
         rerun = {t.user_attrs.get(RERUN_ATTR) for t in trials}
         self._known = {t.number: t for t in trials}
         finished = 0
         for t in trials:
+            row = rows.get(t.number)
+            if t.state == state.RUNNING and row is not None and row["status"] != "STOPPED":
+                self._tell(t.number, row)
+                finished += 1
+                continue
             if t.state == state.RUNNING:
                 self.study.tell(t.number, state=state.FAIL)  # its process is gone
             elif t.state != state.FAIL or not t.user_attrs.get(STOPPED_ATTR):
@@ -170,18 +177,22 @@ class OptunaSource:
 
     def finish(self, row: dict[str, Any]) -> None:
         """Tell the study how the trial ended (a STOPPED one is marked to run again on resume)."""
-        state = self._optuna.trial.TrialState
         with self._lock:
             trial = self._trials.pop(row["trial"])
             trial.set_user_attr("rlnb_status", row["status"])
             if row.get("run_path"):
                 trial.set_user_attr("rlnb_run_path", row["run_path"])
-            value = row.get("value", math.nan)
-            if row["status"] == "COMPLETED" and math.isfinite(value):
-                self.study.tell(trial, value)
-            elif row["status"] == "PRUNED":
-                self.study.tell(trial, state=state.PRUNED)
-            else:
-                if row["status"] == "STOPPED":
-                    trial.set_user_attr(STOPPED_ATTR, True)
-                self.study.tell(trial, state=state.FAIL)
+            if row["status"] == "STOPPED":
+                trial.set_user_attr(STOPPED_ATTR, True)
+            self._tell(trial, row)
+
+    def _tell(self, trial: Any, row: dict[str, Any]) -> None:
+        """Tell the study ``trial`` (its ``Trial``, or its number) ended as ``row`` says."""
+        state = self._optuna.trial.TrialState
+        value = row.get("value", math.nan)
+        if row["status"] == "COMPLETED" and isinstance(value, int | float) and math.isfinite(value):
+            self.study.tell(trial, value)
+        elif row["status"] == "PRUNED":
+            self.study.tell(trial, state=state.PRUNED)
+        else:
+            self.study.tell(trial, state=state.FAIL)

@@ -4,7 +4,8 @@ becomes validated optimizer params. A list of configs given to ``sweep`` is read
 Config keys are optimizer fields (``"learning_rate"``, ``"momentum"``, ...; ``"adam.learning_rate"`` for
 Muon's AdamW sub-params) plus ``"optimizer"`` (``"adam"`` / ``"muon"``). A search space maps the same
 keys to a dimension: ``Float(lo, hi, log=True)``, ``Int(lo, hi)``, ``Categorical([...])``, or the
-shorthands ``(lo, hi)``, ``(lo, hi, "log")``, ``(lo, hi, "int")`` and ``[choices]``.
+shorthands ``(lo, hi)``, ``(lo, hi, "log")``, ``(lo, hi, "int")`` and ``[choices]``; ``(lo, hi)`` of an integer
+field (``newton_schulz_steps``) is ``Int(lo, hi)``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numbers
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from rlnb import wire
 from rlnb._options import check_bool, check_int, is_integer
@@ -77,6 +78,7 @@ def dimension(name: str, spec: Any) -> Dimension:
             f"space[{name!r}] must be a list of choices, (lo, hi), (lo, hi, 'log'), (lo, hi, 'int'), "
             f"Float, Int or Categorical; got {spec!r}"
         )
+    dim = _integer_field(name, spec, dim)
     if isinstance(dim, Float | Int):
         dim = _numeric_ends(name, dim)
         if not (math.isfinite(dim.low) and math.isfinite(dim.high) and dim.low < dim.high):
@@ -88,6 +90,30 @@ def dimension(name: str, spec: Any) -> Dimension:
     else:
         check_once(f"space[{name!r}]", dim.choices)
     return dim
+
+
+def _field_types(annotation: Any) -> set[type]:
+    """The types a field's annotation names (``int`` of ``Optional[Annotated[int, ...]]``)."""
+    if isinstance(annotation, type):
+        return {annotation}
+    return set().union(*(_field_types(a) for a in get_args(annotation)))
+
+
+INT_FIELDS = frozenset(
+    n for cls in PARAMS.values() for n, f in cls.model_fields.items() if int in _field_types(f.annotation)
+)
+"""The integer fields (``newton_schulz_steps``): a real range drew floats that every trial then refused."""
+
+
+def _integer_field(name: str, spec: Any, dim: Dimension) -> Dimension:
+    """``dim``, drawing integers for an integer field: ``(3, 6)`` is ``Int(3, 6)``; a range with a non-integer end,
+    ``"log"`` or a ``Float`` is a ``ValueError`` naming the field (it drew floats, which the sweep refused)."""
+    if name not in INT_FIELDS or not isinstance(dim, Float):
+        return dim
+    if isinstance(spec, tuple) and len(spec) == 2 and all(is_integer(v) for v in spec):
+        return Int(int(spec[0]), int(spec[1]))
+    raise ValueError(f"space[{name!r}]: {name} is an integer field: give an integer range, such as (3, 6, 'int') or "
+                     f"Int(3, 6), got {spec!r}"[:300])  # fmt: skip
 
 
 def _choices(name: str, choices: Any) -> Iterable[Any]:

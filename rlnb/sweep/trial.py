@@ -26,6 +26,7 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
 from rlnb.tasks.rollouts import finite_mean
+from rlnb.wire import OperationErrorCode
 
 from .slot import Control, KeptResource, SlotWait, Stopped, paused
 from .space import label
@@ -44,7 +45,7 @@ TERMINAL = ("COMPLETED", "FAILED", "PRUNED", "STOPPED")
 """Every status a trial's row can end with."""
 RESULT_COLUMNS = frozenset(
     {"trial", "variant", "label", "seed", "status", "reason", "steps_done", "final_loss", "best_loss", "final_reward",
-     "best_reward", "value", "run_path", "wall_s", "executor", "host", "not_batched"}
+     "best_reward", "value", "run_path", "wall_s", "executor", "host", "not_batched", "diverged_at"}
 )  # fmt: skip
 """Every column of a trial's row that is not part of its config (the config's own fields are the others)."""
 METRIC_COLUMNS = ("final_reward", "best_reward", "value", "final_loss", "best_loss", "steps_done", "wall_s")
@@ -150,23 +151,42 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
         if session is not None:
             session.wait()
             session.close()
-    row.update(summary(session.history if session is not None else None, rewards, losses, spec.objective))
+    history = session.history if session is not None else None
+    row.update(summary(history, rewards, losses, spec.objective, row["reason"]))
     row["wall_s"] = time.perf_counter() - start
     return row
 
 
-def summary(history: History | None, rewards: list[float], losses: list[float], objective: Objective) -> dict[str, Any]:
-    """The result columns of a trial's row, from its run's History and its per-step rewards and losses."""
+def summary(
+    history: History | None, rewards: list[float], losses: list[float], objective: Objective, reason: str | None = None
+) -> dict[str, Any]:
+    """The result columns of a trial's row, from its run's History, its per-step rewards and losses, and why it ended
+    (``reason``). A loss gone NaN / inf is ``diverged_at`` that step (1-based; the step a ``NON_FINITE_LOSS`` failure
+    refused counts), and ``final_loss`` is NaN when the last step's loss was not finite: it was the last finite loss,
+    and a run that diverged read as healthy."""
     recorded = list(history.steps["loss"].dropna()) if history is not None else []
+    at = diverged_at(losses, reason)
+    last_bad = at is not None and (at > len(losses) or not math.isfinite(losses[-1]))
+    finite = [v for v in recorded if math.isfinite(v)]
     return {
         "steps_done": len(rewards),
-        "final_loss": float(recorded[-1]) if recorded else math.nan,
-        "best_loss": float(min(recorded)) if recorded else math.nan,
+        "final_loss": float(recorded[-1]) if recorded and not last_bad else math.nan,
+        "best_loss": float(min(finite)) if finite else math.nan,
         "final_reward": objective_value("reward", rewards, losses),
         "best_reward": max(rewards) if rewards else math.nan,
         "value": objective_value(objective, rewards, losses),
         "run_path": str(history.path) if history is not None and history.path else None,
+        "diverged_at": at,
     }
+
+
+def diverged_at(losses: list[float], reason: str | None) -> int | None:
+    """The first step (1-based) whose loss was not finite: one a step reported, else the step that failed
+    ``NON_FINITE_LOSS`` (the local engine refuses such a step; a remote one may complete it); None if none."""
+    bad = next((i + 1 for i, v in enumerate(losses) if not math.isfinite(v)), None)
+    if bad is None and reason is not None and reason.startswith(f"{OperationErrorCode.NON_FINITE_LOSS.value}:"):
+        return len(losses) + 1
+    return bad
 
 
 def own_modules(options: dict[str, Any]) -> dict[str, Any]:

@@ -183,6 +183,34 @@ def test_a_wandb_offline_run_folder_deleted_while_it_is_written_drops_the_sink_i
         assert sink.holds(RunInfo(deleted_before, None, {})) is None
 
 
+@pytest.mark.slow  # W&B's wandb-core process
+@pytest.mark.parametrize("how", ["file alone", "folder made anew"])
+def test_a_wandb_offline_file_deleted_alone_or_its_folder_made_anew_drops_the_sink(tmp_path, how):
+    """Only the offline run's folder was checked, by existence: the ``.wandb`` file deleted alone, or the folder deleted
+    and made again, went unnoticed, and W&B wrote every later step into a deleted file. The file is watched by
+    identity, as the other sinks' are: the next write raises naming what was deleted and the first step lost."""
+    writer = sinks.WandB("gone", dir=tmp_path / "wb").open(RunInfo("r", None, {"seed": 0}))
+    writer.write([Point(1, {"loss": 1.0}, 0.0)], [])
+    (folder,) = (tmp_path / "wb" / "wandb").glob("offline-run-*")
+    end = time.monotonic() + LOADED_MACHINE_TIMEOUT
+    while not any(folder.glob("*.wandb")):  # wandb-core makes it
+        assert time.monotonic() < end, f"no .wandb file in {folder} within {LOADED_MACHINE_TIMEOUT} s"
+        time.sleep(0.05)
+    (file,) = folder.glob("*.wandb")
+    writer.write([Point(2, {"loss": 0.8}, 0.0)], [])  # watched from here at the latest
+    if how == "file alone":
+        file.unlink()
+    else:
+        shutil.rmtree(folder)
+        folder.mkdir()
+    named = file if how == "file alone" else folder
+    said = rf"^{re.escape(str(named))} was deleted while the run was written to it: the points from step 3 on were not"
+    with pytest.raises(FileNotFoundError, match=said):
+        writer.write([Point(3, {"loss": 0.5}, 0.0)], [])
+    with pytest.raises(FileNotFoundError, match="the run's end was not written there"):
+        writer.close()
+
+
 @pytest.mark.slow  # MLflow's store
 def test_mlflow_finds_a_run_it_holds_whatever_quotes_its_name_has(tmp_path):
     """A run id may hold ``'`` and ``"`` (a folder name): MLflow's filter strings quote with one or the other, so a

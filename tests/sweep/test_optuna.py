@@ -225,6 +225,40 @@ def test_a_killed_search_resumes(tmp_path):
     assert math.isfinite(again.final_reward.iloc[1])
 
 
+class _Crash(Exception):
+    """The process dying between a trial's row written and the study told."""
+
+
+@pytest.mark.slow  # an Optuna study of several trials
+def test_a_search_that_died_after_writing_a_trials_row_resumes_from_the_row_not_running_it_again(tmp_path, monkeypatch):
+    """The row is appended to trials.jsonl before the study is told: a crash between them left the trial RUNNING,
+    and the resume asked its params again, ran it a second time, and its new row replaced the completed one."""
+    from rlnb.sweep.optuna_search import OptunaSource
+
+    told = OptunaSource.finish
+
+    def dies_at_the_second(self, row):
+        if row["trial"] == 1:
+            raise _Crash()
+        told(self, row)
+
+    monkeypatch.setattr(OptunaSource, "finish", dies_at_the_second)
+    args = dict(space={"learning_rate": (1e-4, 1e-2, "log")}, search="optuna", steps=1, n_trials=2, progress=False)
+    with pytest.raises(_Crash):
+        sweep(ADAM, runs_dir=tmp_path, **args)
+    monkeypatch.undo()
+    (folder,) = tmp_path.iterdir()
+    rows = [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
+    assert [(r["trial"], r["status"]) for r in rows] == [(0, "COMPLETED"), (1, "COMPLETED")]
+    again = sweep(ADAM, resume=folder, **args)
+    assert list(again.trial) == [0, 1] and (again.status == "COMPLETED").all()
+    assert Path(again.run_path.iloc[1]) == folder / rows[1]["run_path"] and again.wall_s.iloc[1] == rows[1]["wall_s"]
+    assert len((folder / "trials.jsonl").read_text().splitlines()) == 2
+    study = study_of(again)
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
+    assert study.trials[1].value == rows[1]["value"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["exp?1", "a%2Fb", "a%3Fb", "{SCHEMA_VERSION} #1"])
 def test_the_study_is_stored_in_the_sweep_folder_whatever_the_runs_dir_is_called(tmp_path, name):
