@@ -22,6 +22,7 @@ from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
 
+from .applying import apply
 from .configs import check_distinct_params, check_variants, config_list
 from .dispatch import Plan, Progress, start
 from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
@@ -33,7 +34,7 @@ from .options import (
     check_connect_options,
     check_params,
 )
-from .space import MAX_TRIALS, Categorical, apply, check_once, parse_space
+from .space import MAX_TRIALS, Categorical, check_once, parse_space
 from .space_text import recorded_space, same_space
 from .trial import TrialSpec
 
