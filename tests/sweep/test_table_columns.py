@@ -4,8 +4,6 @@ trial (pandas' ``<NA>``), never ``3.0`` beside ``NaN``."""
 import math
 from pathlib import Path
 
-import pandas as pd
-
 from rlnb.sweep.folder import table
 
 
@@ -27,4 +25,3 @@ def test_a_table_of_rows_without_step_counts_still_has_them_as_integer_columns(t
     """A sweep stopped before its first trial: no rows, the columns there all the same (summaries read them)."""
     out = table([], tmp_path, "final_reward", set())
     assert out["diverged_at"].dtype == "Int64" and out["steps_done"].dtype == "Int64" and len(out) == 0
-    assert isinstance(out, pd.DataFrame)
