@@ -362,7 +362,7 @@ def test_serve_announces_the_address_a_client_takes(monkeypatch, capsys):
     ``base_url``), which add ``/v1/rl`` themselves, every call was a 404 on ``/v1/rl/v1/rl/...``."""
     import socket
 
-    from rlnb.remote.calls import API_PREFIX
+    from rlnb.remote.call_spec import API_PREFIX
 
     monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: sock.close())
     with socket.socket() as probe:

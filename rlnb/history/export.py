@@ -73,11 +73,14 @@ def save_run(
             if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
                 texts.append((name, lines))
         for name, text in texts:  # under names no reader takes, then renamed: a save killed part way made a folder
-            write_new(folder / (name + SAVING), text.encode("utf-8"))  # that loaded as a run without its figures, and
-            written.append(folder / (name + SAVING))  # refused a retry; never through a link left there (refused)
-        for name, _ in texts:  # ops.jsonl last: the folder is a run once every file is in place
-            (folder / (name + SAVING)).replace(folder / name)
+            write_new(folder / (name + SAVING), text.encode("utf-8"), sync=True)  # that loaded as a run without its
+            written.append(folder / (name + SAVING))  # figures, and refused a retry; never through a link left there;
+        for name, _ in texts:  # synced: a power loss after the renames left them empty. ops.jsonl last: the folder
+            (folder / (name + SAVING)).replace(folder / name)  # is a run once every file is in place
             written.append(folder / name)
+        for synced in (folder, *(f.parent for f in made)):  # the renames, and each folder made, on the disk too
+            with contextlib.suppress(OSError):  # a folder that cannot be opened (Windows) keeps them anyway
+                fsync(synced)
     except BaseException:
         _remove(written, made)
         raise

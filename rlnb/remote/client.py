@@ -25,7 +25,7 @@ from rlnb._options import set_int
 from rlnb.errors import APIError, APIStatusError
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
-from rlnb.remote.calls import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call
+from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call
 from rlnb.remote.checkpoints import CheckpointCalls
 from rlnb.remote.endpoints import json_body, list_params, seg
 from rlnb.remote.resources import ResourceCalls
@@ -77,7 +77,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
 
     Args:
         base_url: e.g. ``https://api.together.ai`` or ``http://127.0.0.1:8000`` (``rlnb serve``);
-            default ``$TOGETHER_BASE_URL``, then ``calls.DEFAULT_BASE_URL``. Paths are under ``/v1/rl``.
+            default ``$TOGETHER_BASE_URL``, then ``call_spec.DEFAULT_BASE_URL``. Paths are under ``/v1/rl``.
         api_key: sent as ``Authorization: Bearer``; default ``$TOGETHER_API_KEY`` (none: no header).
         timeout: per socket operation; ignored when ``http_client`` is given (its own applies).
         deadline: seconds one call may take in all, retries included (plus a long-poll's wait). The

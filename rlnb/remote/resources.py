@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from rlnb import wire
 from rlnb.errors import BadRequestError
-from rlnb.remote.calls import Call
+from rlnb.remote.call_spec import Call
 from rlnb.remote.endpoints import Endpoints, json_body, list_params, seg
 
 

@@ -7,7 +7,7 @@ deadline of the request in progress (``deadline(at)``, set by the client around 
 the socket operation fails with httpcore's ``ReadTimeout`` (or ``WriteTimeout`` / ``ConnectTimeout``),
 which httpx raises as its own timeout and rlnb as ``APITimeoutError``. Connecting (TCP and TLS) may be
 bounded sooner (``deadline(at, connect_by)``): a stop's retries end with its reconnect window
-(``calls.Call.reconnect_until``).
+(``call_spec.Call.reconnect_until``).
 
 ``Proxies`` are those the environment names (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, less ``NO_PROXY``, read
 with ``urllib.request`` as httpx reads them), each a ``DeadlineTransport`` beside the client's own, which takes the

@@ -28,13 +28,14 @@ import pandas as pd
 from rlnb.history import History
 from rlnb.params import OptimizerParams
 
+from .applying import BASELINE, applied, apply, label
 from .configs import flat_config
 from .driver import sweep
 from .figures import check_column, check_trials, keyed, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
-from .space import BASELINE, Categorical, Float, Int, applied, apply, grid, label, random_search
+from .space import Categorical, Float, Int, grid, random_search
 from .trial import METRIC_COLUMNS, RESULT_COLUMNS, REWARD_WINDOW
 
 __all__ = [

@@ -12,7 +12,8 @@ from rlnb._scalars import scalar
 from rlnb.params import OptimizerParams
 from rlnb.prompts import check_text
 
-from .space import MAX_CONFIGS, applied, check_fields
+from .applying import applied
+from .space import MAX_CONFIGS, check_fields
 
 
 def config_list(configs: Any) -> list[dict[str, Any]] | None:

@@ -22,8 +22,10 @@ from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
 
+from .applying import apply
 from .configs import check_distinct_params, check_variants, config_list
 from .dispatch import Plan, Progress, start
+from .fingerprint import same_task
 from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
 from .new_prompts import check_sweep_prompts
 from .options import (
@@ -33,7 +35,7 @@ from .options import (
     check_connect_options,
     check_params,
 )
-from .space import MAX_TRIALS, Categorical, apply, check_once, parse_space
+from .space import MAX_TRIALS, Categorical, check_once, parse_space
 from .space_text import recorded_space, same_space
 from .trial import TrialSpec
 
@@ -114,7 +116,8 @@ def sweep(
         recorded = {**settings(base, configs, trial, study, the_task, options), "variants": names}
         # what the space means: (1e-4, 1e-2, "log") on resume of Float(1e-4, 1e-2, log=True) was refused
         recorded["space"] = recorded_space(dims)
-        previous = begin(folder, recorded, resume is not None, same={"space": lambda stored: same_space(dims, stored)})
+        same = {"space": lambda stored: same_space(dims, stored), "task_detail": lambda t: same_task(the_task, t)}
+        previous = begin(folder, recorded, resume is not None, same=same)
 
         def make_spec(n: int, config: dict[str, Any], seed_of: int | None = None) -> TrialSpec:
             """Trial ``n``, with the seed of trial ``seed_of`` (default ``n``): an Optuna trial asked again after a

@@ -294,6 +294,9 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
         # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
         # and search_plot then raised (ablate losing its table)
         out[col] = out[col].astype(float) if col in out else math.nan
+    for col in ("steps_done", "diverged_at"):  # step counts: 3, not 3.0 beside NaN (a fraction typed in: float)
+        counts = pd.to_numeric(out[col], errors="coerce") if col in out else pd.Series(math.nan, index=out.index)
+        out[col] = counts.astype("Int64") if (counts.dropna() % 1 == 0).all() else counts
     out["run_path"] = [run_path(folder, p) for p in out["run_path"]] if "run_path" in out else None
     out.attrs.update(path=str(folder), objective=objective)
     return out

@@ -1,5 +1,5 @@
-"""What a sweep varies: configs (grid, random), search spaces (floats, ints, choices), and how a config
-becomes validated optimizer params. A list of configs given to ``sweep`` is read and checked by ``configs``.
+"""What a sweep varies: configs (grid, random) and search spaces (floats, ints, choices); ``applying`` makes a config
+validated optimizer params. A list of configs given to ``sweep`` is read and checked by ``configs``.
 
 Config keys are optimizer fields (``"learning_rate"``, ``"momentum"``, ...; ``"adam.learning_rate"`` for
 Muon's AdamW sub-params) plus ``"optimizer"`` (``"adam"`` / ``"muon"``). A search space maps the same
@@ -18,12 +18,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from rlnb import wire
 from rlnb._options import check_bool, check_int, is_integer
 from rlnb._scalars import scalar
-from rlnb.errors import InvalidParams
 from rlnb.params import MUON_ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
 
+from .applying import applied
 from .keys import config_key
 
 
@@ -263,41 +262,3 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     drawn_from = dict(space) or "an empty space"
     raise ValueError(f"random_search: {n} distinct configs asked, but {n * REDRAWS} draws from {drawn_from} gave "
                      f"{len(configs)}: draw fewer, or use grid(...)")  # fmt: skip
-
-
-def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
-    """``base`` with the config's optimizer fields set (validated: a bad value raises before any run)."""
-    kind = config.get("optimizer", "adam" if isinstance(base, AdamParams) else "muon")
-    cls = PARAMS[wire.optimizer_kind(kind, "config 'optimizer'")]
-    data = base.model_dump(exclude_unset=True) if isinstance(base, cls) else {}  # another kind starts from defaults
-    for key, value in config.items():
-        if key == "optimizer":
-            continue
-        head, _, sub = key.partition(".")
-        if sub:
-            data.setdefault(head, {})[sub] = value
-        else:
-            data[key] = value
-    return cls(**data)
-
-
-def applied(where: str, base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
-    """``apply``, its ``InvalidParams`` naming ``where`` (the config, or ``ablate``'s variant): one typo'd field among a
-    grid's configs or an ablation's changes was "AdamParams.wieght_decay = 0.0 is invalid: unknown field", naming
-    neither."""
-    try:
-        return apply(base, config)
-    except InvalidParams as exc:
-        field = f".{exc.errors[0][0]} = "  # each line is "<owner>.<field> = ..." (an owner: "MuonParams.adam")
-        owner = str(exc).partition(field)[0]
-        raise InvalidParams(f"{where}: {owner}", exc.errors) from None
-
-
-BASELINE = "baseline"
-"""The name of the base config unchanged: its label, and ``ablate``'s variant of it (one was "base", the other
-"baseline")."""
-
-
-def label(config: Mapping[str, Any]) -> str:
-    """A short readable name for a config (floats to 3 significant digits; ``BASELINE`` for no change)."""
-    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in config.items()) or BASELINE

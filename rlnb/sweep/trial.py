@@ -28,8 +28,8 @@ from rlnb.tasks import SEED_STRIDE, Task, rl_step
 from rlnb.tasks.rollouts import finite_mean
 from rlnb.wire import OperationErrorCode
 
+from .applying import label
 from .slot import Control, KeptResource, SlotWait, Stopped, paused
-from .space import label
 
 RATE_LIMIT_WAIT = (0.2, 5.0)
 """Seconds to wait before retrying a session the provider refused with 429 (doubling, capped)."""

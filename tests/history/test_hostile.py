@@ -115,8 +115,8 @@ for i in range(50):
     history.log(i, reward=0.5)
 write_new = export.write_new
 
-def write_then_stop(file, data):  # the kill lands right after the operations are written
-    write_new(file, data)
+def write_then_stop(file, data, **kwargs):  # the kill lands right after the operations are written
+    write_new(file, data, **kwargs)
     if file.name.startswith("ops.jsonl"):
         print("wrote", flush=True)
         sys.stdin.read()

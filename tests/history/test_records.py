@@ -663,10 +663,10 @@ def _disk_full_at_ops(monkeypatch):
     own, then renames it); returns the real write."""
     write_new = export.write_new
 
-    def full(file, data):
+    def full(file, data, **kwargs):
         if file.name.startswith("ops.jsonl"):
             raise OSError(28, "No space left on device")
-        return write_new(file, data)
+        return write_new(file, data, **kwargs)
 
     monkeypatch.setattr(export, "write_new", full)
     return write_new

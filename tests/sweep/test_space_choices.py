@@ -9,10 +9,10 @@ from rlnb.sweep.space import MAX_CONFIGS, parse_space
 
 
 def test_a_search_space_of_more_choices_than_trials_is_refused_naming_the_field(monkeypatch):
-    import rlnb.sweep.space as space
+    import rlnb.sweep.applying as applying
 
     checked = []
-    monkeypatch.setattr(space, "apply", lambda base, config: checked.append(config))
+    monkeypatch.setattr(applying, "apply", lambda base, config: checked.append(config))
     many = [1e-5 * (1 + i / MAX_CONFIGS) for i in range(MAX_CONFIGS + 1)]
     with pytest.raises(ValueError, match=r"space\['learning_rate'\] lists 10001 choices: at most 10000"):
         parse_space(rlnb.AdamParams(), {"learning_rate": many})

@@ -1,0 +1,62 @@
+"""What one call of the API is (``Call``: what ``calls.Caller._send`` needs besides the client's settings), the
+defaults every client starts from (base URL, timeouts, deadline), and which failures say a request did not act: apart
+from the send path, which reads them, so that a call can be described by the endpoints without it."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import httpx
+
+DEFAULT_BASE_URL = "https://api.together.ai"
+"""Used when neither ``base_url`` nor ``$TOGETHER_BASE_URL`` is given (the SDK's default)."""
+ENV_BASE_URL = "TOGETHER_BASE_URL"
+ENV_API_KEY = "TOGETHER_API_KEY"
+API_PREFIX = "/v1/rl"
+USER_AGENT = "rlnb"
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+"""Per socket operation (the SDK's): operations are asynchronous, so no request should take long."""
+DEFAULT_DEADLINE = 120.0
+"""Seconds one API call may take in all — every attempt, retry backoff and byte of the answer (plus a
+long-poll's wait): a server that drips its answer, or keeps failing, cannot hold a call longer."""
+
+
+REFUSED = frozenset({408, 409, 429})
+"""Statuses that say the server did not act on the request (a create may be sent again after them)."""
+UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+"""Failures before a request's first byte left: a create may be sent again after them."""
+HOPELESS = (httpx.LocalProtocolError, httpx.UnsupportedProtocol)
+"""Failures that the same request meets every time (it cannot be built; a scheme the transport cannot send): never
+retried (an ``UnsupportedProtocol`` was tried 6 times over 14 s, and counted as a create that may have acted)."""
+
+
+def check_seconds(name: str, value: object) -> None:
+    """``ValueError`` naming ``name`` unless ``value`` is a finite number of seconds > 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+
+
+class Call(NamedTuple):
+    """One request to send: what ``Caller._send`` needs besides the client's own settings."""
+
+    method: str
+    url: str
+    """Absolute, or a path under ``API_PREFIX``."""
+    content: bytes | None = None
+    params: dict[str, str] | None = None
+    idempotency_key: str | None = None
+    auth: bool = True
+    """False for presigned URLs: they must not see the key."""
+    wait: float = 0.0
+    """Seconds the server may hold the answer (long-poll): added to the read timeout."""
+    idempotent: bool = True
+    """False for a create that takes no Idempotency-Key: once it may have reached the server it is not
+    sent again (retried only when no connection was made, or on 408 / 409 / 429, which refuse it)."""
+    until: float | None = None
+    """A ``time.monotonic()`` by which the call ends, if sooner than its deadline (a poll within its failure
+    window)."""
+    reconnect_until: float | None = None
+    """A ``time.monotonic()`` after which a connection that cannot be made is not tried again, and by which a retry
+    ends connecting (the stops that clean up, ``start.STOP_RECONNECT``: a dead server held them through every
+    retry's backoff, 14 s); None: retried as any failure, within the deadline."""
