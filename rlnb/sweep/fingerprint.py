@@ -13,10 +13,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import io
 import json
 import re
 import sys
 import textwrap
+import tokenize
 import types
 import warnings
 from collections.abc import Callable
@@ -95,14 +97,20 @@ def _code_of(fn: Any, text: Callable[[types.CodeType], bytes]) -> bytes:
 
 
 def _source(code: types.CodeType) -> bytes:
-    """The function's source text, dedented; not a lambda's, which for one written in the ``sweep(...)`` call is the
-    whole call, ``resume=`` included."""
+    """The function's source as its tokens, comments, blank lines and spacing left out (an edited comment is the same
+    reward, as the bytecode said); not a lambda's, which for one written in the ``sweep(...)`` call is the whole call,
+    ``resume=`` included."""
     if code.co_name == "<lambda>":
         raise _NoSource
     try:
-        return textwrap.dedent(inspect.getsource(code)).encode()
-    except (OSError, TypeError):
+        text = textwrap.dedent(inspect.getsource(code))
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type not in _NOT_CODE]
+    except (OSError, TypeError, SyntaxError, tokenize.TokenError):
         raise _NoSource from None
+    return "\0".join(f"{t.type}:{t.string}" for t in tokens).encode()
+
+
+_NOT_CODE = frozenset({tokenize.COMMENT, tokenize.NL})
 
 
 def _plain_only(values: list[Any]) -> list[Any]:

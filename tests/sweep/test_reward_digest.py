@@ -85,3 +85,28 @@ def test_a_sweep_folder_copied_to_another_python_resumes(tmp_path, monkeypatch):
         sweep(base, configs, steps=1, resume=first.attrs["path"], progress=False, task=_other)
     again = sweep(base, configs, steps=1, resume=first.attrs["path"], progress=False, task=_reward)
     assert list(again.status) == ["COMPLETED", "COMPLETED"]
+
+
+def _commented(prompt, completion):
+    # a comment, and spacing, a reader may edit
+    return float(completion.startswith("1"))
+
+
+def _commented_edited(prompt, completion):
+    # the comment reworded: the same reward
+
+    return float( completion.startswith( "1" ) )  # fmt: skip
+
+
+def _changed(prompt, completion):
+    # the same comment
+    return float(completion.startswith("2"))
+
+
+def test_an_edited_comment_or_spacing_is_the_same_reward_and_an_edited_expression_is_not():
+    """The source's tokens are digested, comments, blank lines and spacing left out (the bytecode ignored them too)."""
+    detail = fingerprint._source(_commented.__code__)
+    assert fingerprint._source(_commented_edited.__code__) != detail  # the names differ: the def line is code
+    strip = lambda d: d.split(b"\0", 3)[3]  # noqa: E731 - after `def`, the name and `(`
+    assert strip(fingerprint._source(_commented_edited.__code__)) == strip(detail)
+    assert strip(fingerprint._source(_changed.__code__)) != strip(detail)
