@@ -135,9 +135,9 @@ class StepParams:
         if (
             last is not None
             and last[0] is params
-            and last[1] == params.__dict__  # type: ignore[union-attr]
-            and last[2] == [*map(type, params.__dict__.values())]  # type: ignore[union-attr]
-            and last[3] == params.__pydantic_fields_set__  # type: ignore[union-attr]
+            and last[1] == params.__dict__
+            and last[2] == [*map(type, params.__dict__.values())]
+            and last[3] == params.__pydantic_fields_set__
         ):
             return last[4], {**last[5]}
         taken = params_for(self.optimizer, params)
@@ -146,7 +146,8 @@ class StepParams:
             fields = dict(params.__dict__)
             self._last = (params, fields, [*map(type, fields.values())], set(params.__pydantic_fields_set__), body,
                           recorded)  # fmt: skip
-        return body, {**recorded}
+            return body, {**recorded}
+        return body, recorded
 
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:
