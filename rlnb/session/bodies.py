@@ -88,7 +88,8 @@ def _own(sample: wire.Sample) -> wire.Sample:
     return wire.Sample.model_validate(data)
 
 
-_EXTRA = operator.attrgetter("__pydantic_extra__")
+_EXTRA, _DICT = operator.attrgetter("__pydantic_extra__"), operator.attrgetter("__dict__")
+_ENCODED_TEXT = operator.attrgetter("encoded_text")
 
 
 def _fields(sample: wire.Sample) -> dict[str, Any] | None:
@@ -100,7 +101,10 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
     chunks = getattr(given, "chunks", None)
     if type(inputs) is not dict or type(chunks) is not list:
         return None
-    texts = [getattr(c, "encoded_text", None) for c in chunks]
+    try:
+        texts = list(map(_ENCODED_TEXT, chunks))  # C, where a comprehension was a Python call a forward-backward
+    except AttributeError:  # not a chunk: the dump takes it
+        return None
     parts = [sample, given, *chunks, *texts, *inputs.values()]
     kinds = [wire.Sample, wire.ModelInput, *[wire.ModelInputChunk] * len(chunks), *[wire.EncodedText] * len(texts)]
     kinds += [wire.TensorData] * len(inputs)
@@ -113,7 +117,7 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
     return {
         **sample.__dict__,
         "model_input": model_input,
-        "loss_fn_inputs": {k: dict(t.__dict__) for k, t in inputs.items()},
+        "loss_fn_inputs": dict(zip(inputs, map(dict, map(_DICT, inputs.values())), strict=True)),  # C, as ``texts``
     }
 
 
