@@ -40,3 +40,44 @@ def test_an_on_record_callback_that_raises_on_a_failed_optim_step_still_counts_i
         ("forward-backward", "COMPLETED", 0),  # it said 1: the failure was not counted
         ("optim-step", "COMPLETED", 1),
     ]
+
+
+def test_the_same_params_given_again_keep_their_check_and_any_change_is_checked_again():
+    """A loop's ``hp`` given to each optim-step is checked once (``StepParams``, ~30 Python calls a step): a change to
+    it after, through its checks or past them, still reaches the next step or is refused, and each record holds its
+    own params."""
+    backend = FakeBackend()
+    s = rlnb.Session(backend, record=False)
+    hp = rlnb.AdamParams(learning_rate=1e-3)
+    try:
+        s.optim_step(hp).result(timeout=30)
+        s.optim_step(hp).result(timeout=30)
+        s.optim_step(hp).result(timeout=30)
+        hp.learning_rate = 2e-3  # through its checks
+        s.optim_step(hp).result(timeout=30)
+        object.__setattr__(hp, "learning_rate", -5.0)  # past them: refused, as a new object's check refuses it
+        with pytest.raises(rlnb.InvalidParams, match=r"learning_rate = -5.0 is invalid"):
+            s.optim_step(hp)
+        object.__setattr__(hp, "learning_rate", 3e-3)
+        s.optim_step(hp).result(timeout=30)
+        hp.__pydantic_fields_set__.discard("learning_rate")  # unset past its checks: the default, not 3e-3
+        s.optim_step(hp).result(timeout=30)
+        hp.__pydantic_fields_set__.add("learning_rate")
+        object.__setattr__(hp, "weight_decay", 0)  # an int where None was: checked again, a float in the body
+        hp.__pydantic_fields_set__.add("weight_decay")
+        s.optim_step(hp).result(timeout=30)
+        hp.learning_rate = 1.0
+        s.optim_step(hp).result(timeout=30)
+        object.__setattr__(hp, "learning_rate", True)  # equal to 1.0, but no number: its type is compared too
+        with pytest.raises(rlnb.InvalidParams, match=r"learning_rate = True is invalid"):
+            s.optim_step(hp)
+    finally:
+        s.close()
+    bodies = [body.adam_params for kind, body in backend.submitted if kind == wire.OperationKind.OPTIM_STEP]
+    assert [b.learning_rate for b in bodies] == [1e-3, 1e-3, 1e-3, 2e-3, 3e-3, None, 3e-3, 1.0]
+    assert type(bodies[-2].weight_decay) is float and bodies[-2].weight_decay == 0.0
+    assert all(b is not hp for b in bodies)  # a checked copy: a later change does not reach a queued step
+    records = s.history.records
+    assert [r.params.get("learning_rate") for r in records] == [1e-3, 1e-3, 1e-3, 2e-3, 3e-3, None, 3e-3, 1.0]
+    records[1].params["learning_rate"] = 9.0  # each record its own dict
+    assert records[0].params["learning_rate"] == records[2].params["learning_rate"] == 1e-3

@@ -219,13 +219,14 @@ def logprobs(
     no metrics): an entropy is V values of work a position, so prompts and padding cost none.
     Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
     change its positions."""
-    lens = [len(s) for s in seqs]
+    lens = list(map(len, seqs))  # C calls, where comprehensions were 2 Python calls a forward-backward (issue 20)
     width = max(lens)
     check_logits(len(seqs), width, adapter.vocab_size, adapter.device)
-    idx = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=adapter.device)
+    padded = seqs if min(lens) == width else [s + [0] * (width - len(s)) for s in seqs]  # none to pad: no call
+    idx = torch.tensor(padded, device=adapter.device)
     # each sample's positions before its padding: a few ops for the batch, where padding row by row was 4 a sample
     valid = torch.arange(width) < torch.tensor(lens)[:, None] if len(seqs) > 1 else None
-    tgt = _padded(targets, valid)
+    tgt = targets[0][None] if valid is None else _padded(targets, valid)
     if counted is None:
         where: Tensor | None = torch.zeros(tgt.shape, dtype=torch.bool, device=adapter.device)
     else:
@@ -241,11 +242,8 @@ def logprobs(
     return lps, None if counted is None else [entropy[b, :n].cpu() for b, n in enumerate(lens)]
 
 
-def _padded(rows: list[Tensor], valid: Tensor | None) -> Tensor:
-    """1-D tensors (on the CPU) as the rows of one, 0 past each one's length: ``valid`` marks the positions before
-    (None: one row)."""
-    if valid is None:
-        return rows[0][None]
+def _padded(rows: list[Tensor], valid: Tensor) -> Tensor:
+    """1-D tensors (on the CPU) as the rows of one, 0 past each one's length: ``valid`` marks the positions before."""
     out = rows[0].new_zeros(valid.shape)
     out[valid] = torch.cat(rows)
     return out

@@ -29,7 +29,7 @@ from rlnb._options import check_int
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.figures import NO_STEP, logged_figures
 from rlnb.history.listeners import Listeners
-from rlnb.history.record import FOLDS, Record, as_row, start_unseen
+from rlnb.history.record import FOLDS, Record, start_unseen
 from rlnb.history.runconfig import check_annotation, session_starts
 from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
 from rlnb.history.steplog import StepLog
@@ -169,7 +169,7 @@ class History(HistoryViews):
             self._records.append(rec)
             self.step_log.submitted(rec)
         if self.store:
-            self.store.write_op(as_row(rec))
+            self.store.write_record(rec)
         return rec
 
     def update(self, rec: Record, env: wire.Operation[Any], at: float) -> None:
@@ -204,7 +204,7 @@ class History(HistoryViews):
             elif was_done:  # finished twice (rare): the step log starts over from the records
                 self._replay(unfinished=True)
         if self.store and env.status in wire.TERMINAL_STATUSES:
-            self.store.write_op(as_row(rec))  # RUNNING is not written: the final line carries started_at too
+            self.store.write_record(rec)  # RUNNING is not written: the final line carries started_at too
         if self._listeners.callbacks:  # none (most runs): no call at all; told outside the lock, as before
             self._listeners.tell(rec)
 

@@ -25,7 +25,7 @@ NON_FINITE = {text: float(text) for text in wire.NON_FINITE_JSON}
 _C_ENCODER = getattr(json.encoder, "c_make_encoder", None)  # not in json.encoder's __all__: None where it is absent
 LINE = json.JSONEncoder(separators=(",", ":"), default=str, allow_nan=False)
 """The encoder of a ``.jsonl`` line: compact, and never a bare ``NaN`` (``spelled`` comes first)."""
-_LINE_CHUNKS = (
+LINE_CHUNKS = (
     _C_ENCODER(None, str, encode_basestring_ascii, None, ":", ",", False, False, False)
     if _C_ENCODER is not None  # CPython's C encoder; an interpreter without it takes ``LINE`` itself
     else lambda value, _level: LINE.iterencode(value)
@@ -39,7 +39,7 @@ def line(row: dict[str, Any]) -> str:
     floats ``spelled``. Never an error: what the encoder refuses (a key JSON has no text for, ``writable``) is written
     as ``writable`` makes it. It raised into the writer: a record's line, a trial's row, a server's state were lost."""
     try:
-        return "".join(_LINE_CHUNKS(spelled(row), 0)) + "\n"
+        return "".join(LINE_CHUNKS(spelled(row), 0)) + "\n"
     except (ValueError, TypeError, RecursionError):  # rare: kept off the line of every step
         return LINE.encode({_key(k): writable(v) for k, v in row.items()}) + "\n"
 

@@ -94,11 +94,12 @@ edit) is kept written as its escape. It failed ``History.df`` (pandas' text colu
 load of the run, ``rlnb.runs()`` and the plots too."""
 
 
-_FIELDS = operator.attrgetter(*COLUMNS)
+ROW_FIELDS = operator.attrgetter(*COLUMNS)
+"""A record's values, in ``COLUMNS`` order (C: one call)."""
 
 
 def as_row(rec: Record) -> dict[str, Any]:
-    return dict(zip(COLUMNS, _FIELDS(rec), strict=True))  # one Python call: a record is written twice a step
+    return dict(zip(COLUMNS, ROW_FIELDS(rec), strict=True))  # one Python call: a record is written twice a step
 
 
 INT64 = 2**63

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rlnb import wire
 from rlnb._options import check_int
 from rlnb._scalars import scalar
-from rlnb.params import AdamParams, OptimizerParams
+from rlnb.params import AdamParams, OptimizerParams, params_for
 from rlnb.prompts import check_ids, check_room, stop_list
 from rlnb.session.backend import Backend
 from rlnb.text import Codec, NoTokenizerCodec
@@ -88,7 +88,8 @@ def _own(sample: wire.Sample) -> wire.Sample:
     return wire.Sample.model_validate(data)
 
 
-_EXTRA = operator.attrgetter("__pydantic_extra__")
+_EXTRA, _DICT = operator.attrgetter("__pydantic_extra__"), operator.attrgetter("__dict__")
+_ENCODED_TEXT = operator.attrgetter("encoded_text")
 
 
 def _fields(sample: wire.Sample) -> dict[str, Any] | None:
@@ -100,7 +101,10 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
     chunks = getattr(given, "chunks", None)
     if type(inputs) is not dict or type(chunks) is not list:
         return None
-    texts = [getattr(c, "encoded_text", None) for c in chunks]
+    try:
+        texts = list(map(_ENCODED_TEXT, chunks))  # C, where a comprehension was a Python call a forward-backward
+    except AttributeError:  # not a chunk: the dump takes it
+        return None
     parts = [sample, given, *chunks, *texts, *inputs.values()]
     kinds = [wire.Sample, wire.ModelInput, *[wire.ModelInputChunk] * len(chunks), *[wire.EncodedText] * len(texts)]
     kinds += [wire.TensorData] * len(inputs)
@@ -113,8 +117,41 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
     return {
         **sample.__dict__,
         "model_input": model_input,
-        "loss_fn_inputs": {k: dict(t.__dict__) for k, t in inputs.items()},
+        "loss_fn_inputs": dict(zip(inputs, map(dict, map(_DICT, inputs.values())), strict=True)),  # C, as ``texts``
     }
+
+
+class StepParams:
+    """A session's optim-step bodies and recorded params, from the params given (``params_for``: a checked copy). The
+    same ``AdamParams`` object given again, unchanged (a training loop's ``hp``), keeps its last check, body and
+    recorded params: its fields, their types and the fields set are compared (C calls), where checking it again cost
+    ~30 Python calls a step. A change, even one past its checks (``object.__setattr__``), is checked afresh."""
+
+    def __init__(self, optimizer: wire.OptimizerKind) -> None:
+        self.optimizer = optimizer
+        self._last: tuple[Any, ...] | None = None
+        """The last ``AdamParams`` given, its fields, their types and its fields set as they were, its body and its
+        recorded params."""
+
+    def __call__(self, params: OptimizerParams | dict[str, Any] | None) -> tuple[wire.OptimStepBody, dict[str, Any]]:
+        """The body of an optim-step with ``params``, and the params its record holds (a new dict each time)."""
+        last = self._last  # one read: another thread's step replaces it whole
+        if (
+            last is not None
+            and last[0] is params
+            and last[1] == params.__dict__
+            and last[2] == [*map(type, params.__dict__.values())]
+            and last[3] == params.__pydantic_fields_set__
+        ):
+            return last[4], {**last[5]}
+        taken = params_for(self.optimizer, params)
+        body, recorded = optim_step_body(taken), taken.model_dump(exclude_unset=True)
+        if type(params) is AdamParams:  # not Muon's: its ``adam`` is an object that may change inside
+            fields = dict(params.__dict__)
+            self._last = (params, fields, [*map(type, fields.values())], set(params.__pydantic_fields_set__), body,
+                          recorded)  # fmt: skip
+            return body, {**recorded}
+        return body, recorded
 
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:

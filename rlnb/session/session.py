@@ -24,7 +24,13 @@ from rlnb.history.runs import warn_continued, warn_in_memory
 from rlnb.params import OptimizerParams, params_for
 from rlnb.prompts import prompt_list
 from rlnb.session.backend import Backend
-from rlnb.session.bodies import forward_backward_body, optim_step_body, sample_body, sample_mismatch, weights_sync_body
+from rlnb.session.bodies import (
+    StepParams,
+    forward_backward_body,
+    sample_body,
+    sample_mismatch,
+    weights_sync_body,
+)
 from rlnb.session.closing import CloseListeners
 from rlnb.session.open_sessions import OPEN, close_keeping, refuse_shared_history
 from rlnb.session.operation import Operation
@@ -74,6 +80,7 @@ class Session:
             history.memory_only_said = True
         self.history = history
         self.optimizer = backend.optimizer
+        self._step_params = StepParams(self.optimizer)
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
         self._ops = Submissions(backend, history, self.id, int(info.step))
@@ -214,8 +221,8 @@ class Session:
         # A checked copy (params_for): the operation runs later, and params are mutable (``p.learning_rate = ...`` in a
         # loop changed the steps still queued, while the history recorded the rates they were submitted with); params
         # made by pydantic's model_construct were never checked (``rlnb serve`` refused them, this engine stepped).
-        taken: OptimizerParams = self.check_params(params)
-        return self._submit(Kind.OPTIM_STEP, optim_step_body(taken), params=taken.model_dump(exclude_unset=True))
+        body, recorded = self._step_params(params)  # the same params unchanged: checked once (``StepParams``)
+        return self._submit(Kind.OPTIM_STEP, body, params=recorded)
 
     def weights_sync(self, sync_type: str = "synchronous") -> Operation[wire.WeightsSyncResult]:
         """Publish the trainer's current weights to the sampler; returns the new ``weights_version``."""

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # builds a session and runs 30 profiled steps
 
 TEXT = list(b"hello world, this is a training step of rlnb")
 STEPS = 10
-BOUND = 290
+BOUND = 242
 """Python calls outside torch per forward-backward + optim-step + result(): 752 before issue 20's cuts (a call per
 record field to spell its floats, a path join per line written, a dtype check per gradient, a ``Future.done()`` per
 status report or ``done()``), 464 after; 469 later, 425 after the second cut (a generator per part of a submitted
@@ -27,7 +27,11 @@ forward-backward, pydantic's ``model_fields`` property); 363 later, 357 after a 
 no listener; 285 after the fourth (a report a chain of seven calls, now the operation's one and the history's; the
 worker's envelopes validated; a ``concurrent.futures.Future`` per operation, 26 calls a step to make, end and wait
 for; ``uuid.uuid4``); 293 later, 284 after the fifth (``fold_envelope`` folded into ``History.update``, 6; the step
-log's ``_home`` called only where an optim-step kept its gradients, 3): the bound leaves room for checks to come, not
+log's ``_home`` called only where an optim-step kept its gradients, 3); 252 after the sixth (the same ``AdamParams``
+given again unchanged keeps its check, body and recorded params, 32), 244 after the run store's record lines
+made in ``RunStore.write_record`` (``as_row`` and ``line``, 8), 241 after a
+forward-backward's logprobs pad only what needs it (3), 239 after a sample's copy reads its texts and inputs by
+``map`` (2): the bound leaves room for checks to come, not
 for those costs to return."""
 
 

@@ -127,6 +127,10 @@ def test_a_submitted_sample_is_copied_and_checked_whatever_its_parts_are():
     subclass.loss_fn_inputs["weights"].data[1] = math.nan
     with pytest.raises(ValueError, match=r"samples\[0\]\.loss_fn_inputs\.weights: .*finite"):
         sample_list([subclass])
+    chunk_dict = base.model_copy(deep=True)  # a chunk with no ``encoded_text`` attribute: the dump takes it too
+    chunk_dict.model_input.chunks[0] = {"encoded_text": {"tokens": [9, 8, 7]}}
+    copied = sample_list([chunk_dict])[0].model_input.chunks[0]
+    assert type(copied) is rlnb.wire.ModelInputChunk and copied.encoded_text.tokens == [9, 8, 7]
 
 
 class _LooksLikeTensorData(type):

@@ -139,3 +139,25 @@ def test_a_line_spells_each_nested_dicts_non_finite_floats_and_keeps_its_other_v
         "deep": {"d": {"x": "NaN"}},
         "empty": {},
     }
+
+
+OPS_SHA256 = "c5b114c644a568d048cf9368c3e77c7e4f01540f160ceb079375720096796bde"
+"""``ops.jsonl`` of ``record`` and the optim-step below, as rlnb wrote it before a record's row and line were made in
+``RunStore.write_record`` (issue 20: 8 Python calls a step fewer): 7 lines, 3116 bytes."""
+
+
+def test_the_run_store_writes_a_records_lines_byte_for_byte_as_before(tmp_path):
+    """Every byte of ``ops.jsonl`` pinned: non-finite figures spelled, at the top and nested in ``params``, a key JSON
+    has no text for (``line``'s fallback), a set, non-ASCII ids and keys, a line at submission, RUNNING left out."""
+    import hashlib
+
+    history = History.create({"optimizer": "adam"}, tmp_path, "r")
+    record(history)
+    params = {"learning_rate": 1e-3, "nested": {"a": math.nan, "b": [math.inf, 1]}, "tags": {1}, math.nan: "key"}
+    rec = history.new(wire.OperationKind.OPTIM_STEP, 1, {**params, "é": "ü"}, 1.7e9 + 5)
+    history.update(rec, wire.Operation(id="op-é", status=wire.OperationStatus.RUNNING), 1.7e9 + 6)
+    output = wire.OptimStepResult(step=1, metrics={"grad_norm": math.nan, "lr": 1e-3})
+    history.update(rec, wire.Operation(id="op-é", status=DONE, output=output), 1.7e9 + 7)
+    history.close()
+    written = (tmp_path / "r" / "ops.jsonl").read_bytes()
+    assert (hashlib.sha256(written).hexdigest(), len(written)) == (OPS_SHA256, 3116), written.decode()
