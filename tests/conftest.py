@@ -1,7 +1,9 @@
 """Shared fixtures: a real `rlnb serve` subprocess on loopback, runs under a temporary folder, Hugging Face
 models. Helpers that tests import live in tests/support/."""
 
+import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,10 +37,21 @@ def _ctrl_c_raises() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(scope="session")
+def _runs_root(tmp_path_factory) -> Iterator[Iterator[Path]]:
+    """A fresh runs folder for each test that does not ask for ``tmp_path``, under one folder of the session."""
+    root = tmp_path_factory.mktemp("runs")
+    yield (root / str(n) for n in itertools.count())
+
+
 @pytest.fixture(autouse=True)
-def _runs_in_tmp(tmp_path, monkeypatch):
-    """Sessions record their runs under a temporary folder, not ./rlnb-runs."""
-    monkeypatch.setenv("RLNB_RUNS_DIR", str(tmp_path / "rlnb-runs"))
+def _runs_in_tmp(request, monkeypatch, _runs_root):
+    """Sessions record their runs under a temporary folder, not ./rlnb-runs: the test's ``tmp_path`` where it asks
+    for one, else a folder of its own under the session's. Making a ``tmp_path`` for every test scanned pytest's
+    base folder, one entry more per test, each time (a millisecond a test late in a run)."""
+    asks = "tmp_path" in request.fixturenames
+    runs = request.getfixturevalue("tmp_path") / "rlnb-runs" if asks else next(_runs_root)
+    monkeypatch.setenv("RLNB_RUNS_DIR", str(runs))
 
 
 @pytest.fixture(scope="session")

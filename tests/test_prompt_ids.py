@@ -8,7 +8,7 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.testing import FakeBackend
-from tests.wire.test_inputs import python_calls
+from tests.support.calls import python_calls
 
 
 @pytest.fixture

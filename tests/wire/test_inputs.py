@@ -4,44 +4,13 @@ most of its building and submitting there), and keep every rule of the item-by-i
 import enum
 import gc
 import math
-import sys
 
 import numpy as np
 import pytest
 
 from rlnb import samples, wire
 from rlnb.session.bodies import sample_list
-
-
-def python_calls(fn, settle=None, tries=3):
-    """The fewest Python function calls (generator steps included) ``fn()`` made on this thread in ``tries`` runs,
-    ``settle()`` run uncounted after each. Calls that are no work of ``fn``'s vary from run to run: a finalizer of an
-    earlier test's garbage run by a collection, a report another thread delivered on this one while it submitted.
-    Garbage is collected before each run and collection held off during it; the fewest is ``fn``'s own count."""
-    counts = []
-    gc.collect()
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(tries):
-            calls = 0
-
-            def count(frame, event, arg):
-                nonlocal calls
-                calls += event == "call"
-
-            sys.setprofile(count)
-            try:
-                fn()
-            finally:
-                sys.setprofile(None)
-            counts.append(calls)
-            if settle is not None:
-                settle()
-    finally:
-        if collecting:
-            gc.enable()
-    return min(counts)
+from tests.support.calls import python_calls
 
 
 def test_counting_calls_leaves_out_the_finalizers_of_earlier_garbage():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rlnb import wire
-from tests.wire.test_inputs import python_calls
+from tests.support.calls import python_calls
 
 
 def answer(tokens):

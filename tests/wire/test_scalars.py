@@ -7,7 +7,7 @@ import torch
 from pydantic import ValidationError
 
 from rlnb import wire
-from tests.wire.test_inputs import python_calls
+from tests.support.calls import python_calls
 
 
 class _SaysItIsInt(type):
