@@ -64,11 +64,8 @@ def create_once(
     except KeyboardInterrupt as exc:
         _interrupted(find, client.server_time(sent) - SLACK, exc, client, (what, lister), adopt)
         raise
-    try:
-        found = find(client.server_time(sent) - SLACK)
-    except APIError as exc:
-        log.warning("the answer to creating %s was lost (%s), and listing failed too: %s", what, lost, exc)
-        found = []
+    found = _listed(find, client.server_time(sent) - SLACK, f"the answer to creating {what} was lost ({lost}), and "
+                    "listing failed too")  # fmt: skip
     if len(found) == 1:
         log.warning("the answer to creating %s was lost (%s); found it by listing: %s", what, lost, found[0].id)
         return found[0]
@@ -80,7 +77,7 @@ def create_once(
         ) from lost
     lost.add_note(
         f"(the server may have created {what} all the same, or may still, and rlnb cannot stop what it cannot name: "
-        f"look for it with rlnb.remote.client.APIClient({client.base_url!r}).{lister}(created_by='me'), and stop it)"
+        f"{_look_for(client, lister)})"
     )
     raise lost
 
@@ -98,20 +95,28 @@ def _interrupted(
     the search."""
     what, lister = names
     log.warning("interrupted while creating %s: looking for it, to stop it (Ctrl-C again to leave it)", what)
-    try:
-        found = find(since)
-    except APIError as error:
-        log.warning("could not list what was created: %s", error)
-        found = []
+    found = _listed(find, since, "could not list what was created")
     if len(found) == 1:
         log.warning("the server made %s all the same (%s): it is stopped with the rest", what, found[0].id)
         adopt(found[0])
         return
     made = f"made {', '.join(obj.id for obj in found)}" if found else f"may have created {what} all the same"
-    exc.add_note(
-        f"(interrupted while creating {what}: the server {made}, and rlnb stopped nothing: look for it with "
-        f"rlnb.remote.client.APIClient({client.base_url!r}).{lister}(created_by='me'), and stop it)"
-    )
+    exc.add_note(f"(interrupted while creating {what}: the server {made}, and rlnb stopped nothing: "
+                 f"{_look_for(client, lister)})")  # fmt: skip
+
+
+def _listed(find: Callable[[float], list[T]], since: float, failed: str) -> list[T]:
+    """``find(since)``, or none (``failed``, and why, logged) when listing fails too."""
+    try:
+        return find(since)
+    except APIError as exc:
+        log.warning("%s: %s", failed, exc)
+        return []
+
+
+def _look_for(client: APIClient, lister: str) -> str:
+    """Where a user finds what rlnb could not name (``lister``: the ``APIClient`` method that lists it)."""
+    return f"look for it with rlnb.remote.client.APIClient({client.base_url!r}).{lister}(created_by='me'), and stop it"
 
 
 def _pages(fetch: Callable[[str | None], wire.ModelResourcesList | wire.SessionList]) -> Iterator[Any]:
