@@ -143,7 +143,7 @@ class Ensemble:
             message += f" (an ensemble of {len(self.live)} members trains them all at once: run fewer per call)"
         for m in self.live:
             self.records[m].abandon(message, code)
-        self._end(list(self.live), "FAILED", f"{code}: {message}")
+        self._end(list(self.live), "FAILED", wire.failure_reason(code, message))
 
     def _end(self, members: list[int], status: str, reason: str | None) -> None:
         """``members`` leave the ensemble with their final result (their weights as they are now), ``on_done`` told."""

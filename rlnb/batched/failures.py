@@ -119,7 +119,7 @@ def fail_optim_step(
     if refused is not None:  # as the engine's optim-step checks them first, whatever the forward-backward did
         rec.fail(opt, Code.INVALID_INPUT, refused)
         rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
-        reason = f"{Code.INVALID_INPUT}: {refused}"
+        reason = wire.failure_reason(Code.INVALID_INPUT, refused)
     elif fb_error is not None:  # no gradients: the step completes and changes nothing
         rec.step += 1
         stats = no_gradient(hp)
@@ -130,7 +130,7 @@ def fail_optim_step(
         message = NonFiniteGradient(grad_norm, non_finite).dropped()
         rec.fail(opt, Code.NON_FINITE_LOSS, message)
         rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
-        reason = f"{Code.NON_FINITE_LOSS}: {message}"
+        reason = wire.failure_reason(Code.NON_FINITE_LOSS, message)
     else:
         return None
     rec.publish(sync)

@@ -24,6 +24,7 @@ from rlnb.tasks.task import task_prompt_ids
 from rlnb.text import Codec
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
+from rlnb.wire import failure_reason
 
 
 @dataclass
@@ -78,7 +79,7 @@ class Sampler:
         for k, m in enumerate(live):
             if not finite[k]:  # as the sample handler fails it
                 records[m].fail(ops[m], Code.NON_FINITE_LOSS, DIVERGED)
-                failed[m] = f"{Code.NON_FINITE_LOSS}: {DIVERGED}"
+                failed[m] = failure_reason(Code.NON_FINITE_LOSS, DIVERGED)
                 continue
             out = sample_output(lists, P, n, range(k * P * n, (k + 1) * P * n), records[m].step)
             records[m].complete(ops[m], out)

@@ -26,7 +26,7 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
 from rlnb.tasks.rollouts import finite_mean
-from rlnb.wire import OperationErrorCode
+from rlnb.wire import OperationErrorCode, failed_with, failure_reason
 
 from .applying import label
 from .slot import Control, KeptResource, SlotWait, Stopped, paused
@@ -136,7 +136,7 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
                 row.update(status="PRUNED", reason=verdict)
                 break
     except OperationFailed as exc:
-        row.update(status="FAILED", reason=f"{exc.code}: {exc.message}")
+        row.update(status="FAILED", reason=failure_reason(exc.code, exc.message))
     except Stopped as exc:  # with its notes (a resource kept running, named)
         row.update(
             status="STOPPED", reason="; ".join(["stopped while waiting for a session", *getattr(exc, "__notes__", ())])
@@ -184,7 +184,7 @@ def diverged_at(losses: list[float], reason: str | None) -> int | None:
     """The first step (1-based) whose loss was not finite: one a step reported, else the step that failed
     ``NON_FINITE_LOSS`` (the local engine refuses such a step; a remote one may complete it); None if none."""
     bad = next((i + 1 for i, v in enumerate(losses) if not math.isfinite(v)), None)
-    if bad is None and reason is not None and reason.startswith(f"{OperationErrorCode.NON_FINITE_LOSS.value}:"):
+    if bad is None and failed_with(reason, OperationErrorCode.NON_FINITE_LOSS):
         return len(losses) + 1
     return bad
 
