@@ -23,6 +23,7 @@ from rlnb.engine.memory import free_memory
 from rlnb.engine.models.tiny import TinyConfig
 from rlnb.errors import describe
 from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire import failure_reason
 
 T = TypeVar("T")
 
@@ -90,19 +91,23 @@ def build_members(
         free, where = room(device)
         need = (i + 1) * each - (i - 1) * held  # as check_memory counts: the i - 1 modules built since are in use now
         if free is not None and need > free:
-            return built, (
-                f"{Code.RESOURCE_EXHAUSTED}: member {i}'s model was not built: with it the {i + 1} members built so "
+            return built, failure_reason(
+                Code.RESOURCE_EXHAUSTED,
+                f"member {i}'s model was not built: with it the {i + 1} members built so "
                 f"far need ~{need / 2**30:.2f} GiB more (~{each / 2**20:.1f} MiB each), more than the "
                 f"{free / 2**30:.2f} GiB {where} now (the memory shrank since the ensemble's start); members {i} to "
-                f"{members - 1} did not train: run them again, or fewer at once"
+                f"{members - 1} did not train: run them again, or fewer at once",
             )
         try:
             built.append(build(i))
         except (torch.OutOfMemoryError, MemoryError) as exc:
             return (
                 built,
-                f"{Code.RESOURCE_EXHAUSTED}: member {i}'s model could not be built ({describe(exc)}); "
-                f"members {i} to {members - 1} did not train: run them again, or fewer at once",
+                failure_reason(
+                    Code.RESOURCE_EXHAUSTED,
+                    f"member {i}'s model could not be built ({describe(exc)}); "
+                    f"members {i} to {members - 1} did not train: run them again, or fewer at once",
+                ),
             )
     return built, None
 
