@@ -18,9 +18,11 @@ import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, Literal, get_args
 
 from rlnb import wire
+from rlnb.tasks import exact
 from rlnb.tasks.task import Task
 
 AdvantageScale = Literal["sample_std", "population_std", "none"]
@@ -63,18 +65,20 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
         raise ValueError(f"scale must be one of {', '.join(get_args(AdvantageScale))}, got {scale!r}")
     if isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable):  # "10" was read as the rewards 1 and 0
         raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
-    values = [r if type(r) is float else _number(r, f"rewards[{i}] is") for i, r in enumerate(rewards)]
+    values = list(rewards)
+    if not set(map(type, values)) <= {float}:  # floats (a reward's, always) taken as they are: no call a reward
+        values = [r if type(r) is float else _number(r, f"rewards[{i}] is") for i, r in enumerate(values)]
     if not all(map(math.isfinite, values)):  # no advantage can be made of them: NaN, for the caller to refuse
         return [math.nan] * len(values)
     if not values or min(values) == max(values):
         return [0.0] * len(values)
     e = _exponent(values)  # the sums of rewards near 1e308 overflow: work on them over 2**e, exactly as they are
-    unit = [math.ldexp(r, -e) for r in values]
+    unit = list(map(math.ldexp, values, repeat(-e)))
     mean = statistics.fmean(unit)
     if scale == "sample_std":
-        std = statistics.stdev(unit) + math.ldexp(ADVANTAGE_EPS, -e)
+        std = exact.stdev(unit) + math.ldexp(ADVANTAGE_EPS, -e)
     elif scale == "population_std":
-        std = statistics.pstdev(unit)
+        std = exact.pstdev(unit)
         if std <= math.ldexp(ZERO_STD, -e):
             return [0.0] * len(values)
     else:  # not divided: each reward's distance from the mean, which a float may not hold
@@ -99,15 +103,15 @@ def finite_mean(values: Sequence[float]) -> float:
     """``statistics.fmean(values)`` of finite values, without its ``OverflowError`` when their sum passes a float's
     largest (three rewards of 1e308)."""
     e = _exponent(values)
-    return math.ldexp(statistics.fmean([math.ldexp(v, -e) for v in values]), e)
+    return math.ldexp(statistics.fmean(list(map(math.ldexp, values, repeat(-e)))), e)
 
 
 def finite_stdev(values: Sequence[float]) -> float:
-    """``statistics.stdev(values)`` of finite values, without overflowing on their squares; ``inf`` when the std
-    itself passes a float's largest."""
+    """``statistics.stdev(values)`` of finite values (``exact.stdev``: the same bits), computed on them over a power
+    of two as ever; ``inf`` when the std itself passes a float's largest."""
     e = _exponent(values)
     try:
-        return math.ldexp(statistics.stdev([math.ldexp(v, -e) for v in values]), e)
+        return math.ldexp(exact.stdev(list(map(math.ldexp, values, repeat(-e)))), e)
     except OverflowError:
         return math.inf
 
