@@ -27,6 +27,7 @@ from rlnb.tasks.task import Task
 
 AdvantageScale = Literal["sample_std", "population_std", "none"]
 """How ``group_advantages`` scales a group's centred rewards."""
+_SCALES: tuple[str, ...] = get_args(AdvantageScale)
 ADVANTAGE_EPS = 1e-4
 """TRL's epsilon in (r - mean) / (std + eps)."""
 ZERO_STD = 1e-8
@@ -61,8 +62,8 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     bit of the result; with ``"none"``, an advantage no float holds is a ``ValueError`` naming the rewards. A reward
     that is no number a float holds (text, which ``float`` reads; ``10**400``) is a ``TypeError`` naming it.
     """
-    if scale not in get_args(AdvantageScale):
-        raise ValueError(f"scale must be one of {', '.join(get_args(AdvantageScale))}, got {scale!r}")
+    if scale not in _SCALES:
+        raise ValueError(f"scale must be one of {', '.join(_SCALES)}, got {scale!r}")
     if isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable):  # "10" was read as the rewards 1 and 0
         raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
     values = list(rewards)
@@ -162,7 +163,7 @@ def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale
     them)."""
     scored = []
     for group in groups:
-        rewards = [_reward(task, r.prompt, r.completion) for r in group]
+        rewards = _rewards(task, group)
         advantages = group_advantages(rewards, scale)
         if not all(map(math.isfinite, advantages)):
             raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
@@ -179,21 +180,30 @@ def prompt_texts(task: Task, tokens: Sequence[Sequence[int]], decode: Callable[[
     return [p if isinstance(p, str) else decode(ids) for p, ids in zip(task.prompts, tokens, strict=True)]
 
 
-def _reward(task: Task, prompt: str, completion: str) -> float:
-    """``task.reward(prompt, completion)`` as a finite float: a real number, a bool (``completion == answer``), or
-    numpy's or torch's one (a reward model's score, a one-element tensor). Anything else — a string such as '0.5'
-    (a reward that returns text is a bug), a complex, NaN, inf, an int past float — is an error naming the task and
-    the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s ``OverflowError``). What
-    the reward raises is raised as it is, with a note naming them (a bare ``KeyError`` named nothing)."""
-    try:
-        value = task.reward(prompt, completion)
-    except Exception as exc:  # its own type, for the caller's except clauses; the note says where it came from
-        exc.add_note(f"raised by task {task.name!r}: reward({prompt!r}, {completion!r})")
-        raise
-    number = _number(value, f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned", "it must return")
-    if not math.isfinite(number):  # no advantage can be made of it
-        raise ValueError(f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {number}; it must be finite")
-    return number
+def _rewards(task: Task, group: Sequence[Rollout]) -> list[float]:
+    """``task.reward(prompt, completion)`` of each rollout as a finite float: a real number, a bool (``completion ==
+    answer``), or numpy's or torch's one (a reward model's score, a one-element tensor). Anything else — a string such
+    as '0.5' (a reward that returns text is a bug), a complex, NaN, inf, an int past float — is an error naming the
+    task and the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s
+    ``OverflowError``). What the reward raises is raised as it is, with a note naming them (a bare ``KeyError`` named
+    nothing). One loop a group: the reward's own call is the only Python call a float reward costs."""
+    reward, rewards = task.reward, []
+    for r in group:
+        try:
+            value = reward(r.prompt, r.completion)
+        except Exception as exc:  # its own type, for the caller's except clauses; the note says where it came from
+            exc.add_note(f"raised by task {task.name!r}: reward({r.prompt!r}, {r.completion!r})")
+            raise
+        if type(value) is not float:
+            value = _number(
+                value, f"task {task.name!r}: reward({r.prompt!r}, {r.completion!r}) returned", "it must return"
+            )
+        if not math.isfinite(value):  # no advantage can be made of it
+            raise ValueError(
+                f"task {task.name!r}: reward({r.prompt!r}, {r.completion!r}) returned {value}; it must be finite"
+            )
+        rewards.append(value)
+    return rewards
 
 
 def _number(value: Any, said: str, must: str = "a reward must be") -> float:
