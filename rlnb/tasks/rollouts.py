@@ -18,7 +18,8 @@ import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import Any, Literal, get_args
 
 from rlnb import wire
@@ -134,6 +135,9 @@ class Rollout:
     advantage: float
 
 
+_REWARD, _TOKENS, _TRUNCATED = attrgetter("reward"), attrgetter("tokens"), attrgetter("truncated")
+
+
 def unscored(
     prompts: Sequence[str], results: Sequence[wire.SampleResult], decode: Callable[[Sequence[int]], str]
 ) -> list[list[Rollout]]:
@@ -220,21 +224,22 @@ def _number(value: Any, said: str, must: str = "a reward must be") -> float:
 
 def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str, float] | None) -> dict[str, float]:
     """The step's RL metrics (``RL_METRICS``) from its scored groups and its forward-backward's loss metrics."""
-    rollouts = [r for g in groups for r in g]
+    rollouts = list(chain.from_iterable(groups))
     if not rollouts:
         raise ValueError("no completions to measure")
-    rewards = [r.reward for r in rollouts]
-    lengths = [len(r.tokens) for r in rollouts]
-    # fmean of a list, not a generator: the same sum and count, with no Python call an element (a completion)
+    rewards = list(map(_REWARD, rollouts))
+    lengths = list(map(len, map(_TOKENS, rollouts)))
+    # fmean of a list, not a generator; fields read by map and attrgetter: no Python call a completion, nor a group
+    # but the zero-std flag's and the distinct count's
     out = {
         "reward": finite_mean(rewards),
         "reward_std": finite_stdev(rewards) if len(rewards) > 1 else math.nan,
-        "frac_reward_zero_std": statistics.fmean([_zero_std(g) for g in groups]),
+        "frac_reward_zero_std": statistics.fmean([_zero_std(list(map(_REWARD, g))) for g in groups]),
         "completions/mean_length": statistics.fmean(lengths),
         "completions/min_length": float(min(lengths)),
         "completions/max_length": float(max(lengths)),
-        "completions/clipped_ratio": statistics.fmean([r.truncated for r in rollouts]),
-        "completions/distinct_mean": statistics.fmean([len({r.tokens for r in g}) for g in groups]),
+        "completions/clipped_ratio": statistics.fmean(list(map(_TRUNCATED, rollouts))),
+        "completions/distinct_mean": statistics.fmean([len(set(map(_TOKENS, g))) for g in groups]),
     }
     lm = loss_metrics or {}
     for name, key in (("entropy", "loss/entropy/mean"), ("kl", "loss/kl_ref/mean")):
@@ -246,9 +251,10 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
     return out
 
 
-def _zero_std(group: Sequence[Rollout]) -> float:
-    rewards = [r.reward for r in group]
-    return float(len(rewards) < 2 or finite_stdev(rewards) <= ZERO_STD)
+def _zero_std(rewards: list[float]) -> float:
+    """1.0 where a group's rewards do not vary: one reward, all equal (their std is exactly 0, not computed), or a
+    std of at most ``ZERO_STD``."""
+    return float(len(rewards) < 2 or min(rewards) == max(rewards) or finite_stdev(rewards) <= ZERO_STD)
 
 
 def completion_rows(groups: Sequence[Sequence[Rollout]]) -> list[dict[str, Any]]:
