@@ -47,7 +47,7 @@ def _root_of_variance(values: Sequence[float], ddof: int) -> float:
     the integer ``num * (scale // den)`` over ``scale``: with n values, integer sum ``s`` and sum of squares ``q``,
     the sum of squared deviations is ``(n*q - s*s) / (n * scale**2)``, exactly. An ``OverflowError`` where the root
     passes a float's largest, as ``statistics`` raises it."""
-    nums, dens = zip(*map(_RATIO, values), strict=True)  # NaN: ValueError, inf: OverflowError, both naming it
+    nums, dens = zip(*map(_RATIO, values), strict=True)  # NaN: ValueError, inf: OverflowError (float's own)
     scale = max(dens)
     ints = list(map(operator.mul, nums, map(operator.floordiv, repeat(scale), dens)))
     n = len(ints)
