@@ -7,7 +7,7 @@ itself not counted), per step phase, and prints what each added member adds, gro
 ``rlnb`` package or module, or a library: ``statistics``, ``fractions``, ``pydantic``, ...). Counts, not times: the
 same on any machine load (a call's cost differs by call; a count only says where a member's Python runs).
 
-    python bench/bench_batched_calls.py [--top 12]
+    python bench/bench_batched_calls.py [--top 12] [--functions]
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ def place(filename: str) -> str:
     return filename.rsplit("/", 1)[-1].removesuffix(".py")
 
 
-def step_calls(k: int) -> dict[str, collections.Counter[str]]:
-    """Python calls of each phase of the second step of an ensemble of the first ``k`` trials, by ``place``."""
+def step_calls(k: int, functions: bool = False) -> dict[str, collections.Counter[str]]:
+    """Python calls of each phase of the second step of an ensemble of the first ``k`` trials, by ``place`` (with
+    ``functions``: by ``place`` and the function's name)."""
     counts: dict[str, collections.Counter[str]] = {}
     originals = {name: getattr(Ensemble, name) for name in PHASES}
 
@@ -50,7 +51,8 @@ def step_calls(k: int) -> dict[str, collections.Counter[str]]:
 
             def hook(frame, event, arg):  # type: ignore[no-untyped-def]
                 if event == "call":
-                    calls[place(frame.f_code.co_filename)] += 1
+                    code = frame.f_code
+                    calls[place(code.co_filename) + (f" {code.co_name}" if functions else "")] += 1
 
             sys.setprofile(hook)
             try:
@@ -75,10 +77,11 @@ def step_calls(k: int) -> dict[str, collections.Counter[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--top", type=int, default=12, help="places shown per phase")
+    parser.add_argument("--functions", action="store_true", help="count by place and function name")
     args = parser.parse_args()
     print("command: python " + " ".join(sys.argv))
     step_calls(2)  # warm-up: first calls import and cache
-    one, many = step_calls(1), step_calls(16)
+    one, many = step_calls(1, args.functions), step_calls(16, args.functions)
     total = sum(sum(many[p].values()) - sum(one[p].values()) for p in PHASES) / 15
     print(f"each added member adds {total:.0f} Python calls a step (second step, 1 vs 16 members)")
     for p in PHASES:

@@ -7,10 +7,12 @@ record with what a sample operation returns, then its rewards and group advantag
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import Tensor
 
 from rlnb.batched.failures import own_errors
 from rlnb.batched.recorder import Recorder
@@ -52,14 +54,13 @@ class Sampler:
         device: torch.device,
     ) -> None:
         self.codec, self.task, self.group_size, self.device = codec, task, group_size, device
+        # what a reward reads, as rl_step decodes it: no ending EOS, no special tokens (a partial: no Python call of
+        # its own a completion, as a method was)
+        self.completion_text: Callable[[Sequence[int]], str] = functools.partial(codec.decode, skip_special=True)
         self.prompts = task_prompt_ids(task, codec, vocab_size, context_length)  # before any member runs
         self.prompt_texts = prompt_texts(task, self.prompts, self.completion_text)
         self.longest = max(len(p) for p in self.prompts) + task.max_tokens
         self.settings = Settings(max_tokens=task.max_tokens, temperature=float(temperature), eos=codec.eos_token_ids)
-
-    def completion_text(self, tokens: Sequence[int]) -> str:
-        """What a reward reads, as ``rl_step`` decodes it: no ending EOS, no special tokens."""
-        return self.codec.decode(tokens, skip_special=True)
 
     def sample(self, model: StackedModel, records: dict[int, Recorder], seeds: Sequence[int]) -> Sampled:
         """The samples of the members of ``records`` (rows of ``model``, in order), each drawn with its step seed
@@ -70,7 +71,7 @@ class Sampler:
         ops = {m: records[m].submit(Kind.SAMPLE) for m in live}
         for m in live:
             records[m].running(ops[m])
-        noise = torch.cat([uniforms(s, P, n, T, self.device) for s in seeds], dim=1)  # member k: columns k*P*n...
+        noise = members_uniforms(seeds, P, n, T, self.device)
         decoder = model.decoder(P * n, self.longest)
         drawn = draw(decoder, self.prompts * len(live), n, self.settings, noise, self.codec, self.device)
         finite = drawn.finite().view(len(live), -1).all(dim=1).tolist()
@@ -94,3 +95,16 @@ class Sampler:
             keep = torch.tensor(rows, dtype=torch.long)
             drawn = Drawn(drawn.tokens[keep], drawn.logprobs[keep], drawn.lengths[keep], drawn.stopped[keep])
         return Sampled(rollouts, drawn, failed)
+
+
+def members_uniforms(seeds: Sequence[int], prompts: int, n: int, steps: int, device: torch.device) -> Tensor:
+    """``[steps, len(seeds) * prompts * n]``: member k's columns ``k*prompts*n ...`` are ``uniforms(seeds[k], ...)``,
+    what its trial alone draws. A seed's block is drawn once (``uniforms``: a generator seeded per prompt, ~12 ops)
+    and copied to each member that has it: an ensemble of one seed's learning rates (a sweep's usual grid) draws one
+    block for all its members, in one gather (``tests/batched/test_rollouts.py`` compares with each seed's own)."""
+    distinct = list(dict.fromkeys(seeds))
+    blocks = torch.cat([uniforms(s, prompts, n, steps, device) for s in distinct], dim=1)
+    if len(distinct) == len(seeds):
+        return blocks
+    which = torch.tensor([distinct.index(s) for s in seeds], device=device)
+    return blocks.view(steps, len(distinct), prompts * n).index_select(1, which).view(steps, -1)

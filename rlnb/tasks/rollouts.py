@@ -18,13 +18,17 @@ import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import attrgetter
 from typing import Any, Literal, get_args
 
 from rlnb import wire
+from rlnb.tasks import exact
 from rlnb.tasks.task import Task
 
 AdvantageScale = Literal["sample_std", "population_std", "none"]
 """How ``group_advantages`` scales a group's centred rewards."""
+_SCALES: tuple[str, ...] = get_args(AdvantageScale)
 ADVANTAGE_EPS = 1e-4
 """TRL's epsilon in (r - mean) / (std + eps)."""
 ZERO_STD = 1e-8
@@ -59,22 +63,24 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     bit of the result; with ``"none"``, an advantage no float holds is a ``ValueError`` naming the rewards. A reward
     that is no number a float holds (text, which ``float`` reads; ``10**400``) is a ``TypeError`` naming it.
     """
-    if scale not in get_args(AdvantageScale):
-        raise ValueError(f"scale must be one of {', '.join(get_args(AdvantageScale))}, got {scale!r}")
+    if scale not in _SCALES:
+        raise ValueError(f"scale must be one of {', '.join(_SCALES)}, got {scale!r}")
     if isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable):  # "10" was read as the rewards 1 and 0
         raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
-    values = [r if type(r) is float else _number(r, f"rewards[{i}] is") for i, r in enumerate(rewards)]
+    values = list(rewards)
+    if not set(map(type, values)) <= {float}:  # floats (a reward's, always) taken as they are: no call a reward
+        values = [r if type(r) is float else _number(r, f"rewards[{i}] is") for i, r in enumerate(values)]
     if not all(map(math.isfinite, values)):  # no advantage can be made of them: NaN, for the caller to refuse
         return [math.nan] * len(values)
     if not values or min(values) == max(values):
         return [0.0] * len(values)
     e = _exponent(values)  # the sums of rewards near 1e308 overflow: work on them over 2**e, exactly as they are
-    unit = [math.ldexp(r, -e) for r in values]
+    unit = list(map(math.ldexp, values, repeat(-e)))
     mean = statistics.fmean(unit)
     if scale == "sample_std":
-        std = statistics.stdev(unit) + math.ldexp(ADVANTAGE_EPS, -e)
+        std = exact.stdev(unit) + math.ldexp(ADVANTAGE_EPS, -e)
     elif scale == "population_std":
-        std = statistics.pstdev(unit)
+        std = exact.pstdev(unit)
         if std <= math.ldexp(ZERO_STD, -e):
             return [0.0] * len(values)
     else:  # not divided: each reward's distance from the mean, which a float may not hold
@@ -99,15 +105,15 @@ def finite_mean(values: Sequence[float]) -> float:
     """``statistics.fmean(values)`` of finite values, without its ``OverflowError`` when their sum passes a float's
     largest (three rewards of 1e308)."""
     e = _exponent(values)
-    return math.ldexp(statistics.fmean([math.ldexp(v, -e) for v in values]), e)
+    return math.ldexp(statistics.fmean(list(map(math.ldexp, values, repeat(-e)))), e)
 
 
 def finite_stdev(values: Sequence[float]) -> float:
-    """``statistics.stdev(values)`` of finite values, without overflowing on their squares; ``inf`` when the std
-    itself passes a float's largest."""
+    """``statistics.stdev(values)`` of finite values (``exact.stdev``: the same bits), computed on them over a power
+    of two as ever; ``inf`` when the std itself passes a float's largest."""
     e = _exponent(values)
     try:
-        return math.ldexp(statistics.stdev([math.ldexp(v, -e) for v in values]), e)
+        return math.ldexp(exact.stdev(list(map(math.ldexp, values, repeat(-e)))), e)
     except OverflowError:
         return math.inf
 
@@ -127,6 +133,9 @@ class Rollout:
     """It reached ``max_tokens`` before EOS or a stop string."""
     reward: float
     advantage: float
+
+
+_REWARD, _TOKENS, _TRUNCATED = attrgetter("reward"), attrgetter("tokens"), attrgetter("truncated")
 
 
 def unscored(
@@ -158,7 +167,7 @@ def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale
     them)."""
     scored = []
     for group in groups:
-        rewards = [_reward(task, r.prompt, r.completion) for r in group]
+        rewards = _rewards(task, group)
         advantages = group_advantages(rewards, scale)
         if not all(map(math.isfinite, advantages)):
             raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
@@ -175,21 +184,30 @@ def prompt_texts(task: Task, tokens: Sequence[Sequence[int]], decode: Callable[[
     return [p if isinstance(p, str) else decode(ids) for p, ids in zip(task.prompts, tokens, strict=True)]
 
 
-def _reward(task: Task, prompt: str, completion: str) -> float:
-    """``task.reward(prompt, completion)`` as a finite float: a real number, a bool (``completion == answer``), or
-    numpy's or torch's one (a reward model's score, a one-element tensor). Anything else — a string such as '0.5'
-    (a reward that returns text is a bug), a complex, NaN, inf, an int past float — is an error naming the task and
-    the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s ``OverflowError``). What
-    the reward raises is raised as it is, with a note naming them (a bare ``KeyError`` named nothing)."""
-    try:
-        value = task.reward(prompt, completion)
-    except Exception as exc:  # its own type, for the caller's except clauses; the note says where it came from
-        exc.add_note(f"raised by task {task.name!r}: reward({prompt!r}, {completion!r})")
-        raise
-    number = _number(value, f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned", "it must return")
-    if not math.isfinite(number):  # no advantage can be made of it
-        raise ValueError(f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {number}; it must be finite")
-    return number
+def _rewards(task: Task, group: Sequence[Rollout]) -> list[float]:
+    """``task.reward(prompt, completion)`` of each rollout as a finite float: a real number, a bool (``completion ==
+    answer``), or numpy's or torch's one (a reward model's score, a one-element tensor). Anything else — a string such
+    as '0.5' (a reward that returns text is a bug), a complex, NaN, inf, an int past float — is an error naming the
+    task and the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s
+    ``OverflowError``). What the reward raises is raised as it is, with a note naming them (a bare ``KeyError`` named
+    nothing). One loop a group: the reward's own call is the only Python call a float reward costs."""
+    reward, rewards = task.reward, []
+    for r in group:
+        try:
+            value = reward(r.prompt, r.completion)
+        except Exception as exc:  # its own type, for the caller's except clauses; the note says where it came from
+            exc.add_note(f"raised by task {task.name!r}: reward({r.prompt!r}, {r.completion!r})")
+            raise
+        if type(value) is not float:
+            value = _number(
+                value, f"task {task.name!r}: reward({r.prompt!r}, {r.completion!r}) returned", "it must return"
+            )
+        if not math.isfinite(value):  # no advantage can be made of it
+            raise ValueError(
+                f"task {task.name!r}: reward({r.prompt!r}, {r.completion!r}) returned {value}; it must be finite"
+            )
+        rewards.append(value)
+    return rewards
 
 
 def _number(value: Any, said: str, must: str = "a reward must be") -> float:
@@ -206,21 +224,22 @@ def _number(value: Any, said: str, must: str = "a reward must be") -> float:
 
 def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str, float] | None) -> dict[str, float]:
     """The step's RL metrics (``RL_METRICS``) from its scored groups and its forward-backward's loss metrics."""
-    rollouts = [r for g in groups for r in g]
+    rollouts = list(chain.from_iterable(groups))
     if not rollouts:
         raise ValueError("no completions to measure")
-    rewards = [r.reward for r in rollouts]
-    lengths = [len(r.tokens) for r in rollouts]
-    # fmean of a list, not a generator: the same sum and count, with no Python call an element (a completion)
+    rewards = list(map(_REWARD, rollouts))
+    lengths = list(map(len, map(_TOKENS, rollouts)))
+    # fmean of a list, not a generator; fields read by map and attrgetter: no Python call a completion, nor a group
+    # but the zero-std flag's and the distinct count's
     out = {
         "reward": finite_mean(rewards),
         "reward_std": finite_stdev(rewards) if len(rewards) > 1 else math.nan,
-        "frac_reward_zero_std": statistics.fmean([_zero_std(g) for g in groups]),
+        "frac_reward_zero_std": statistics.fmean([_zero_std(list(map(_REWARD, g))) for g in groups]),
         "completions/mean_length": statistics.fmean(lengths),
         "completions/min_length": float(min(lengths)),
         "completions/max_length": float(max(lengths)),
-        "completions/clipped_ratio": statistics.fmean([r.truncated for r in rollouts]),
-        "completions/distinct_mean": statistics.fmean([len({r.tokens for r in g}) for g in groups]),
+        "completions/clipped_ratio": statistics.fmean(list(map(_TRUNCATED, rollouts))),
+        "completions/distinct_mean": statistics.fmean([len(set(map(_TOKENS, g))) for g in groups]),
     }
     lm = loss_metrics or {}
     for name, key in (("entropy", "loss/entropy/mean"), ("kl", "loss/kl_ref/mean")):
@@ -232,9 +251,10 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
     return out
 
 
-def _zero_std(group: Sequence[Rollout]) -> float:
-    rewards = [r.reward for r in group]
-    return float(len(rewards) < 2 or finite_stdev(rewards) <= ZERO_STD)
+def _zero_std(rewards: list[float]) -> float:
+    """1.0 where a group's rewards do not vary: one reward, all equal (their std is exactly 0, not computed), or a
+    std of at most ``ZERO_STD``."""
+    return float(len(rewards) < 2 or min(rewards) == max(rewards) or finite_stdev(rewards) <= ZERO_STD)
 
 
 def completion_rows(groups: Sequence[Sequence[Rollout]]) -> list[dict[str, Any]]:

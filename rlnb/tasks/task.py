@@ -36,7 +36,8 @@ _DIGITS = frozenset("0123456789")
 def digit_fraction(text: str) -> float:
     """Fraction of the characters of ``text`` that are the ASCII digits 0-9 (0 for empty text). Other digits
     (full-width ``８``, Arabic-Indic ``٨``, ``²``) count as non-digits: ``str.isdigit`` would reward them."""
-    text = completion_text(text, "digit_fraction")
+    if not isinstance(text, str):  # checked here: a call to ``completion_text`` was a Python call a completion
+        completion_text(text, "digit_fraction")
     return sum(map(_DIGITS.__contains__, text)) / max(len(text), 1)  # C calls only: ~9 Python calls a text before
 
 

@@ -1,9 +1,9 @@
 """The central claim of batched trials, in the fast tier: an ensemble of K members gives each member what K separate
 runs give (``tests/batched/test_batched.py`` checks it at length, slow tier). Two members that differ in seed and
-learning rate, and K = 1, train 2 light steps (~1.5 s in all) and are compared with the same trial alone on a
-local session: rewards exactly (identical sampled tokens), losses to 1e-8 absolute, weights to 1e-3 of each
-tensor's largest entry (measured: up to 3.4e-4; the vmapped forward rounds differently from a session's, and
-Adam's update of a near-zero gradient magnifies that)."""
+learning rate, K = 1, and two that share a seed (its uniforms drawn once for both) train 2 light steps (~2 s in all)
+and are compared with the same trial alone on a local session: rewards exactly (identical sampled tokens), losses to
+1e-8 absolute, weights to 1e-3 of each tensor's largest entry (measured: up to 3.4e-4; the vmapped forward rounds
+differently from a session's, and Adam's update of a near-zero gradient magnifies that)."""
 
 from __future__ import annotations
 
@@ -38,8 +38,12 @@ def alone(member: Member) -> tuple[list[float], list[float], pd.DataFrame, dict[
     [
         [Member(rlnb.AdamParams(learning_rate=3e-3), seed=0), Member(rlnb.AdamParams(learning_rate=1e-2), seed=5)],
         [Member(rlnb.AdamParams(learning_rate=3e-3), seed=2)],
+        [  # a seed shared by two members is drawn once for both (``sampler.members_uniforms``)
+            Member(rlnb.AdamParams(learning_rate=3e-3), seed=1),
+            Member(rlnb.AdamParams(learning_rate=1e-2), seed=1),
+        ],
     ],
-    ids=["two", "one"],
+    ids=["two", "one", "shared-seed"],
 )
 def test_each_member_equals_its_trial_run_alone(members):
     results = run_batched("tiny", "adam", members, steps=STEPS, group_size=GROUP, device="cpu", threads=1,

@@ -17,7 +17,7 @@ from rlnb import wire
 from rlnb.history import History
 from rlnb.history.completion_log import checked
 from rlnb.tasks import Task, score, unscored
-from rlnb.tasks.rollouts import completion_rows
+from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
 from rlnb.text import ByteCodec
 
 EOS = 300
@@ -93,8 +93,9 @@ def python_calls(fn: Callable[[], object]) -> int:
 
 
 def test_a_steps_completions_are_decoded_scored_and_checked_with_few_python_calls_each():
-    """Checking rlnb's own rows: no call a row (was 25). Decoding: 3 calls a completion (was 6). Scoring: 4 a
-    completion, the reward's own call included, and 13 a group (was 6 and 28: ``dataclasses.replace``, generators)."""
+    """Checking rlnb's own rows: no call a row (was 25). Decoding: 3 calls a completion (was 6). Scoring: 2 a
+    completion, the reward's own call and the ``Rollout``, and 8 a group (was 6 and 28: ``dataclasses.replace``,
+    generators; then 4 and 13: a call to check each reward, ``typing.get_args``)."""
     raw, scored = batch()
     rows = completion_rows(scored) * 4  # 48 rows: a step of 6 prompts, 8 completions each
     assert python_calls(lambda: checked(1, rows)) < 10
@@ -102,7 +103,19 @@ def test_a_steps_completions_are_decoded_scored_and_checked_with_few_python_call
     tokens = [t for group in TOKENS for t in group]
     assert python_calls(lambda: [codec.decode(t, True) for t in tokens]) <= 2 + 3 * len(tokens)
     task = Task("digits", PROMPTS, lambda p, c: 0.5 * len(c))
-    assert python_calls(lambda: score(task, raw)) <= 2 + 4 * len(tokens) + 13 * len(TOKENS)
+    assert python_calls(lambda: score(task, raw)) <= 2 + 2 * len(tokens) + 8 * len(TOKENS)
+
+
+def test_a_steps_metrics_cost_a_few_python_calls_a_group_and_none_a_completion():
+    """``step_metrics`` of 6 groups of 8 (a demo step): 36 calls (56 with a call a group to list its rewards and one to
+    count its distinct completions, 73 before ``exact``: ``statistics`` itself not counted). A group whose rewards
+    are all equal does not compute their std."""
+    groups = [
+        [Rollout(i, "p", "c", (1, j % 3), j % 2 == 0, (i * j % 9) / 8, 0.0) for j in range(8)] for i in range(6)
+    ]  # fmt: skip
+    groups[0] = [Rollout(0, "p", "c", (1,), False, 0.5, 0.0)] * 8  # all equal: its flag without a std
+    assert python_calls(lambda: step_metrics(groups, None)) <= 10 + 5 * len(groups)
+    assert step_metrics(groups, None)["frac_reward_zero_std"] == 1 / 6
 
 
 @pytest.mark.parametrize(
