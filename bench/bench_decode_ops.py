@@ -9,9 +9,10 @@ It also counts the work done per prompt before decoding (the batch's left paddin
 models), what a ``compile=True`` sample of (c), 200 tokens, does that the eager one does not, counted: the guards
 dynamo checks at every call of each compiled graph (``torch._dynamo.explain``), and the key slots its decode steps
 attend over (the eager step: the filled slots; the compiled one: its window of the bucketed cache, the filled slots
-rounded up, ``compiled.window``; before decode4 every slot of it).
+rounded up, ``compiled.window``; before decode4 every slot of it). With ``--hf 3m`` (or ``21m``), only the same
+counts for a ``compile=True`` sample of ``bench_sampler.py`` (a)'s Qwen3 shape, 16 x 160 (``hf_compiled_work``).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_decode_ops.py [--model small] [--rows 16] [--compiled]
+    PYTHONPATH=. .venv/bin/python bench/bench_decode_ops.py [--model small] [--rows 16] [--compiled] [--hf 3m]
 """
 
 from __future__ import annotations
@@ -114,12 +115,74 @@ def compiled_work(session: Any, rows: int, steps: int) -> None:
           f"(before decode4) {slots[0] * length}: {slots[0] * length / slots[1]:.2f}x")  # fmt: skip
 
 
+def hf_compiled_work(size: str, rows: int, steps: int) -> None:
+    """(a)'s ``compile=True`` sample of a Qwen3 shape (``bench_sampler.SIZES``), counted as ``compiled_work`` counts
+    the built-in one: the key slots its decode steps attend over (the eager steps' ``DynamicCache``: the filled
+    slots; a compiled step's ``StaticCache``: all its slots before decode5, a window of them since), measured on
+    the attention's keys with the compiled steps run eager (same caches and slices, nothing compiles); and the ops
+    and guards of the first window's graph, and of the whole-cache graph it replaced."""
+    from bench_sampler import prompts_for, qwen3
+    from transformers import StaticCache
+
+    from rlnb.engine.models import compiled as compiled_module
+    from rlnb.engine.models.decoders import HFDecoder, hf_step
+    from rlnb.engine.models.hf_window import WindowedCache
+
+    s = rlnb.connect("local", model=qwen3(size), device="cpu", record=False, threads=1)
+    adapter, model, cpu = s.backend.adapter, s.backend.sampler, torch.device("cpu")
+    prompts, settings = prompts_for(adapter.vocab_size, rows), sampling.Settings(max_tokens=steps)
+    length = bucket(max(map(len, prompts)) + steps, adapter.context_length)
+    keys: list[int] = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kw: Any) -> torch.Tensor:
+        keys.append(k.shape[2])
+        return sdpa(q, k, v, **kw)
+
+    def attended(decoder: Any) -> int:
+        """Key slots per row over the decode steps of one sample (the prefill's left out)."""
+        keys.clear()
+        sampling.generate(decoder, prompts, 1, settings, 0, adapter.codec, cpu)
+        layers = model.config.num_hidden_layers
+        return sum(keys[layers::layers])
+
+    compiled_module._compiled = lambda fn, device: fn  # the compiled steps' code, run eager: nothing compiles
+    torch.nn.functional.scaled_dot_product_attention = attention
+    try:
+        with torch.no_grad():
+            eager = attended(adapter.decoder(model, rows, length))
+            whole = attended(HFDecoder(model, (StaticCache(config=model.config, max_cache_len=length), length)))
+            windowed = attended(adapter.decoder(model, rows, length, Compiler(cpu)))
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = sdpa
+    print(f"Qwen3 {size}, {rows} x {steps}: key slots attended per row over {steps - 1} decode steps: eager {eager} "
+          f"(the filled ones), compiled before decode5 {whole} (all {length} slots): {whole / eager:.2f}x, "
+          f"compiled windows {windowed}: {windowed / eager:.2f}x")  # fmt: skip
+    ids, mask = sampling.left_pad(prompts, 1, cpu)
+    with torch.no_grad():
+        for name, cache in (("whole cache", StaticCache(config=model.config, max_cache_len=length)),
+                            ("first window", WindowedCache(model.config, length))):  # fmt: skip
+            decoder = HFDecoder(model, (cache, length), (lambda w: hf_step) if name == "first window" else None)
+            decoder.prefill(ids, mask)
+            if name == "first window":
+                cache.attend(window(decoder.filled + 1, length))
+            ex = torch._dynamo.explain(hf_step)(model, ids[:, -1], decoder.mask, decoder.last, cache)
+            kinds = Counter(g.create_fn_name() for g in ex.out_guards)
+            print(f"compiled Qwen3 decode step, {name}: {ex.graph_count} graph(s), {ex.graph_break_count} break(s), "
+                  f"{ex.op_count} ops, {len(ex.out_guards)} guards a call: {dict(kinds.most_common(4))}")  # fmt: skip
+    s.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="small")
     parser.add_argument("--rows", type=int, default=16)
     parser.add_argument("--compiled", action="store_true", help="also count the compiled sample's guards and slots")
+    parser.add_argument("--hf", metavar="SIZE", help="only count a compiled Qwen3 sample of (a) (3m, 21m): 16 x 160")
     args = parser.parse_args()
+    if args.hf:
+        hf_compiled_work(args.hf, args.rows, 160)
+        return
     s = rlnb.connect("local", model=args.model, device="cpu", record=False, threads=1)
     sample(s, args.rows, 17)  # warm-up: first calls take paths later ones do not
     (short, short_calls), (long, long_calls) = sample(s, args.rows, 17), sample(s, args.rows, 33)

@@ -189,6 +189,63 @@ def test_a_static_cache_decodes_hf_models_as_the_recompute(hf_dirs):
     assert_same_samples(static, plain)
 
 
+@pytest.mark.slow  # transformers
+def test_a_compiled_hf_step_attends_over_a_window_of_the_filled_slots(hf_dirs, monkeypatch):
+    """As the built-in model's: a compiled Qwen3 step attends over the filled slots rounded up to a window (64, 128
+    of a 128-slot ``StaticCache``), not every slot; one graph per window, each compile recorded with its window; the
+    eager tokens. ``torch.compile`` stubbed out (compiling is slow): the steps it would get."""
+    from rlnb.engine.models import compiled
+
+    monkeypatch.setattr(compiled, "_compiled", lambda fn, device: fn)
+    monkeypatch.setattr(compiled, "_SEEN", set())
+    monkeypatch.setattr(compiled, "_EAGER", set())
+    seen, sdpa = [], torch.nn.functional.scaled_dot_product_attention
+
+    def attention(q, k, v, **kw):
+        seen.append(k.shape[2])
+        return sdpa(q, k, v, **kw)
+
+    with rlnb.connect("local", model=hf_dirs["qwen3"], seed=1, device="cpu", record=False) as s:
+        adapter, model, compiler = s.backend.adapter, s.backend.sampler, Compiler(CPU)
+        prompts = [list(range(5, 10)), list(range(5, 63))]  # 58 slots filled by the prompts
+        want = decode(adapter, adapter.decoder(model, 6, 128), prompts, max_tokens=12, top_p=0.9)
+        monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", attention)
+        got = decode(adapter, adapter.decoder(model, 6, 128, compiler), prompts, max_tokens=12, top_p=0.9)
+        layers = model.config.num_hidden_layers
+    assert_same_samples(got, want)
+    assert len(seen) == 12 * layers  # the prompts, then 11 steps filling slots 59 to 69 of 128
+    assert seen[::layers] == [64] * 7 + [128] * 5
+    assert [(c["what"], c["length"], c["window"]) for c in compiler.compiles] == [
+        ("decode step", 128, 64),
+        ("decode step", 128, 128),
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # two decode-step compiles: minutes on a loaded 2-core machine
+def test_a_compiled_hf_sample_across_windows_gives_the_eager_tokens_one_graph_a_window(hf_dirs):
+    """70 tokens after a short prompt fill two windows (64, 128) of a 128-slot ``StaticCache``: each one compiled
+    graph and one recorded compile; the eager tokens, log-probs to 1e-5."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    from rlnb.engine.models.decoders import hf_step
+
+    def graphs() -> int:
+        return len(_debug_get_cache_entry_list(hf_step.__code__))
+
+    kw = {"model": hf_dirs["qwen3"], "seed": 1, "device": "cpu", "record": False}
+    with rlnb.connect("local", **kw) as eager:
+        want = eager.sample(["n="], num_samples=5, max_tokens=70, seed=3).result()
+    with rlnb.connect("local", compile=True, **kw) as s:
+        before = graphs()
+        got = s.sample(["n="], num_samples=5, max_tokens=70, seed=3).result(1400)  # a shape no other test makes
+        steps = [c for c in s.backend.engine.compiler.compiles if c["what"] == "decode step"]
+        assert graphs() - before == 2
+    assert max(len(q.tokens) for r in want.results for q in r.sequences) == 70  # no early stop: both windows
+    assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
+    assert [(c["batch"], c["length"], c["window"]) for c in steps] == [(5, 128, 64), (5, 128, 128)]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_compiled_hf_sampling_gives_the_eager_tokens(hf_dirs):

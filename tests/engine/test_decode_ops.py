@@ -74,3 +74,49 @@ def test_the_work_before_decoding_is_one_torch_op_per_prompt():
     (``uniforms``) were torch ops per prompt: now the batch is padded in one tensor, and each prompt's only op is the
     fill of its uniforms from its own generator (its stream, and so a seed's tokens, as before)."""
     assert added(before_decoding(2), before_decoding(10), 8) == {"aten.uniform_.default": 1}
+
+
+def outside_the_step(decoder: Any, step: Any, steps: int = 3) -> tuple[Counter[str], list[int]]:
+    """The ops ``decoder`` dispatches around ``steps`` calls of its step function ``step`` (run uncounted: what a
+    compiled graph does is not a dispatch of its own), and the first row's position after each step."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def uncounted(*args: Any) -> Any:
+        with _disable_current_modes():
+            return step(*args)
+
+    decoder.steps = lambda window: uncounted
+    tokens, seen = torch.tensor([7, 8, 9]), []
+    with torch.no_grad():
+        decoder.prefill(
+            torch.tensor([[1, 2, 3], [0, 4, 5], [0, 0, 6]]), torch.tensor([[1, 1, 1], [0, 1, 1], [0, 0, 1]])
+        )
+        with OpCounter() as count:
+            for _ in range(steps):
+                decoder.step(tokens)
+                with _disable_current_modes():
+                    seen.append(int(getattr(decoder, "pos", getattr(decoder, "last", None))[0]))
+    return count.ops, seen
+
+
+def test_a_compiled_builtin_step_dispatches_nothing_outside_its_graph() -> None:
+    """The next position and slot were 2 adds after each compiled step, outside its graph: the step now advances them
+    in place, inside it (the same positions: tokens unchanged, ``test_compiled``)."""
+    model = build_model("tiny", 0)
+    cache = KVCache(model.config, 3, 64, torch.device("cpu"), torch.float32, compiled=True)
+    ops, positions = outside_the_step(BuiltinDecoder(model, cache, lambda w: None), type(model).decode_step)
+    assert ops == Counter() and positions == [4, 5, 6]  # row 0's prompt: 3 tokens, so its first new one is at 3
+
+
+@pytest.mark.slow  # transformers
+def test_a_compiled_hf_step_dispatches_nothing_outside_its_graph(hf_dirs: dict[str, str]) -> None:
+    """As the built-in step: the next position (an add after each compiled step) is advanced inside the step."""
+    from transformers import AutoModelForCausalLM
+
+    from rlnb.engine.models.decoders import HFDecoder, hf_step
+    from rlnb.engine.models.hf_window import WindowedCache
+
+    model = AutoModelForCausalLM.from_pretrained(hf_dirs["qwen3"]).eval()
+    decoder = HFDecoder(model, (WindowedCache(model.config, 64), 64), lambda w: None)
+    ops, positions = outside_the_step(decoder, hf_step)
+    assert ops == Counter() and positions == [3, 4, 5]  # the prompt's last at 2: each step's token one on

@@ -13,8 +13,8 @@ Compiling costs seconds to minutes, paid once per process and shape: torch cache
 function and input shapes (and inductor its kernels on disk, so a later process pays less). Cache lengths
 are rounded up to a multiple of ``BUCKET`` slots (``bucket``), so that samples of nearby lengths share one
 graph; a new batch size or length bucket compiles again (up to ``RECOMPILE_LIMIT`` graphs per function). The
-built-in model's step attends over a window of the cache, not all of it (``window``): one graph per window a
-sample reaches, at most ``WINDOWS`` per batch size and length. The
+step attends over a window of the cache, not all of it (``window``; transformers' ``StaticCache`` through
+``hf_window.WindowedCache``): one graph per window a sample reaches, at most ``WINDOWS`` per batch size and length. The
 sampling settings a token choice reads as numbers (temperature, top_p) are tensors, so new values do not compile
 again (``choice.compiled_pick``). Every compile's time is measured, logged and kept
 in ``Compiler.compiles`` (the run's config.json records them). The compiled step gives the same tokens as
@@ -45,12 +45,13 @@ log = logging.getLogger("rlnb")
 BUCKET = 64
 """Cache lengths of compiled samples are rounded up to a multiple of this many slots."""
 WINDOWS = 4
-"""Attention windows of a compiled built-in decode step per cache (``window``): the graphs one batch size and length
-bucket may compile."""
-RECOMPILE_LIMIT = 128
+"""Attention windows of a compiled decode step per cache (``window``): the graphs one batch size and length bucket
+may compile."""
+RECOMPILE_LIMIT = 256
 """Graphs torch may keep per compiled function in a process, where its default is 8: each batch size, length
-bucket and attention window of a decode step is one graph (32 batch-and-length shapes of ``WINDOWS`` windows), and
-so is each kind of token choice. Past the limit torch logs a warning and runs the new shape eager."""
+bucket and attention window of a decode step is one graph (64 batch-and-length shapes of ``WINDOWS`` windows), and
+so is each kind of token choice. 256 is also torch's own cap on a function's graphs
+(``accumulated_recompile_limit``). Past the limit torch logs a warning and runs the new shape eager."""
 
 _LOCK = threading.Lock()
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}

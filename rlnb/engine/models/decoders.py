@@ -74,34 +74,41 @@ class BuiltinDecoder:
             if self.cache.end not in self.windows:
                 self.windows[self.cache.end] = self.steps(self.cache.end)
             decode_step = self.windows[self.cache.end]
-        logits = decode_step(self.model, tokens, self.pos, self.slot, self.cache)
-        self.pos, self.slot = self.pos + 1, self.slot + 1
-        return logits
+        return decode_step(self.model, tokens, self.pos, self.slot, self.cache)  # advances pos and slot
 
 
 class HFDecoder:
     """transformers 5.x incremental decoding: the model's cache passed as ``cache=``, explicit position ids
     (learned-position models such as GPT-2 need them with left padding). With ``static`` (compiled
-    decoding) a ``StaticCache`` of ``max_len`` slots and a fixed-length mask: every step has the same shapes."""
+    decoding) a ``StaticCache`` of ``max_len`` slots and a fixed-length mask: every step has the same shapes.
+    With ``steps`` too, the cache is a ``hf_window.WindowedCache`` and each step attends over a window of its slots
+    (``compiled.window``), ``steps(window)`` its graph for that window: a few graphs a sample, as ``BuiltinDecoder``."""
 
     def __init__(
-        self, model: nn.Module, static: tuple[Any, int] | None = None, step: Callable[..., Tensor] | None = None
+        self,
+        model: nn.Module,
+        static: tuple[Any, int] | None = None,
+        steps: Callable[[int], Callable[..., Tensor]] | None = None,
     ) -> None:
         """``static``: a ``StaticCache`` and its number of slots."""
         from transformers import DynamicCache
 
-        self.model = model
+        self.model, self.steps = model, steps
         self.cache: Any
         self.cache, self.max_len = static if static is not None else (DynamicCache(), 0)
-        self.decode_step = step or hf_step
+        self.windows: dict[int, Callable[..., Tensor]] = {}
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.last = positions(mask)[:, -1]
+        self.last = positions(mask)[:, -1].contiguous()  # advanced in place by each step (``hf_step``)
+        self.filled = ids.shape[1]
         if self.max_len:  # the mask covers every slot from the start; the causal part hides the future ones
             self.mask = mask.new_ones(mask.shape[0], self.max_len)
             self.mask[:, : mask.shape[1]] = mask
         else:
             self.mask = mask
+        if self.steps is not None:
+            self.end = window(self.filled, self.max_len)
+            self.cache.attend(self.end)
         out = self.model(
             input_ids=ids,
             attention_mask=self.mask,
@@ -113,10 +120,19 @@ class HFDecoder:
         return out.logits[:, -1]
 
     def step(self, tokens: Tensor) -> Tensor:
+        self.filled += 1
+        decode_step = hf_step
         if not self.max_len:
             self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
-        self.last = self.last + 1
-        return self.decode_step(self.model, tokens, self.mask, self.last, self.cache)
+        elif self.steps is not None:
+            end = window(self.filled, self.max_len)
+            if end != self.end:
+                self.end = end
+                self.cache.attend(end)
+            if end not in self.windows:
+                self.windows[end] = self.steps(end)
+            decode_step = self.windows[end]
+        return decode_step(self.model, tokens, self.mask, self.last, self.cache)
 
 
 PROMPT_LOGIT_BYTES = 1 << 28
@@ -137,7 +153,9 @@ def hf_prompt_logits(model: nn.Module, ids: Tensor, vocab: int) -> Iterator[Tens
 
 
 def hf_step(model: nn.Module, tokens: Tensor, mask: Tensor, pos: Tensor, cache: Any) -> Tensor:
-    """Next-token logits ``[B, V]`` after ``tokens`` ``[B]`` at positions ``pos`` (the step ``HFDecoder`` compiles)."""
+    """Next-token logits ``[B, V]`` after ``tokens`` ``[B]`` at the positions after ``pos``, which it advances in
+    place (the step ``HFDecoder`` compiles: inside its graph, that add costs no dispatch of its own)."""
+    pos.add_(1)
     out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=pos[:, None], cache=cache, use_cache=True)
     return out.logits[:, -1]
 

@@ -45,13 +45,16 @@ class HFAdapter(ModelAdapter):
     def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
         if compiler is None:
             return HFDecoder(model)
-        from transformers import StaticCache
+        from rlnb.engine.models.hf_window import WindowedCache
 
         base = unwrap(model)  # peft's wrapper adds nothing to a LoRA forward, and would be compiled too
         use_decode_attention(base)  # the sampler copy's own config: the trainer keeps transformers' sdpa
-        config = base.config
-        cache = compiler.cache(("hf", batch, max_len), lambda: StaticCache(config=config, max_cache_len=max_len))
-        step = compiler.wrap(hf_step, "decode step", architecture(base), batch=batch, length=max_len)
+        config, arch = base.config, architecture(base)
+        cache = compiler.cache(("hf", batch, max_len), lambda: WindowedCache(config, max_len))
+
+        def step(window: int) -> Any:  # one graph per attention window (``compiled.window``)
+            return compiler.wrap(hf_step, "decode step", arch, batch=batch, length=max_len, window=window)
+
         return HFDecoder(base, (cache, max_len), step)
 
     def prompt_logits(self, model: nn.Module, ids: Tensor) -> Iterator[Tensor]:

@@ -179,7 +179,8 @@ class TinyTransformer(nn.Module):
     def decode_step(self, tokens: Tensor, pos: Tensor, slot: Tensor, cache: KVCache) -> Tensor:
         """Logits ``[B, V]`` after one new token per row, ``tokens`` ``[B]`` at positions ``pos`` ``[B]``, written at
         cache slot ``slot`` (a 1-element tensor): a static-shape step (see ``KVCache``). A query sees the real
-        slots up to its own, among the first ``cache.end`` (None: all)."""
+        slots up to its own, among the first ``cache.end`` (None: all). It advances ``pos`` and ``slot`` in place
+        for the next step: inside a compiled graph those adds cost no dispatch of their own."""
         if cache.compiled or cache.end is None:  # a fixed number of slots, some still empty: those past ``slot`` hidden
             end = cache.real.shape[1] if cache.end is None else cache.end
             slots = torch.arange(end, device=tokens.device)
@@ -191,6 +192,8 @@ class TinyTransformer(nn.Module):
         for i, block in enumerate(self.blocks):
             x = cast(Block, block).step(x, mask, cache, i)  # a ModuleList yields Modules
         cache.slot = None
+        pos.add_(1)
+        slot.add_(1)
         return self.lm_head(self.ln_f(x))
 
 
