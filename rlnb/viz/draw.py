@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 
 from rlnb import wire
 from rlnb.history import History
+from rlnb.history.figures import STEP_COLUMNS
 from rlnb.history.tables import steps_table
 from rlnb.viz import placing
 from rlnb.viz.lines import decimate, series
@@ -88,6 +89,22 @@ def note(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", wrap=True, color="0.35")
 
 
+def not_logged(name: str) -> str:
+    """The note of a figure's panel while none of it has come."""
+    return f"no {name!r} logged yet"
+
+
+def all_nan(name: str, logged: int | None = None, *, per_step: bool = False, where: str = "") -> str:
+    """The note of a panel whose every value is NaN, said as what happened: it said "no 'loss' logged" (or "no loss
+    reported") under a run that logged or reported a NaN each time. A logged figure was ``logged`` times (``None``:
+    how often is not known); a column of the steps table (``per_step``) is NaN at a step that had no value as at one
+    whose value was NaN, so it says only that."""
+    if per_step:
+        return f"{name!r} is NaN at every step{where}"
+    times = "" if logged is None else f" {logged} time{'' if logged == 1 else 's'}"
+    return f"{name!r} logged{times}, all NaN{where}"
+
+
 def _na_reason(ops: pd.DataFrame) -> str | None:
     reasons = ops["na_reason"].dropna()
     return str(reasons.iloc[-1]) if len(reasons) else None
@@ -119,7 +136,7 @@ def loss_panel(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
     need(steps, ("step", "loss"), STEPS_TABLE)
     ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
     if not steps["loss"].notna().any():  # empty axes said nothing, where the norm's panel beside them said why
-        note(ax, "no completed optimizer step yet" if steps.empty else "no loss reported")
+        note(ax, "no completed optimizer step yet" if steps.empty else all_nan("loss", per_step=True))
         return ax
     series(ax, steps["step"], steps["loss"], ema, "C0", "loss")
     return ax
@@ -153,8 +170,11 @@ def logged_rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
 
 def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes:
     ax.set(xlabel="optimizer step", ylabel=printable(name), title=printable(name))
-    if name not in frame.columns or not frame[name].notna().any():
-        note(ax, f"no {name!r} logged yet")
+    if name not in frame.columns or frame.empty:
+        note(ax, not_logged(name))
+        return ax
+    if not frame[name].notna().any():  # the column is there: the figure was logged (or the step reported it)
+        note(ax, all_nan(name, per_step=name in STEP_COLUMNS))
         return ax
     rows = logged_rows(frame, name)
     series(ax, rows["step"], rows[name], ema, "C2", printable(name))

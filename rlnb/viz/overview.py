@@ -19,7 +19,16 @@ from matplotlib.figure import Figure
 from rlnb.history import History
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz import placing
-from rlnb.viz.draw import NotebookFigure, grad_norm_panel, logged_rows, loss_panel, metric_panel, steps_of
+from rlnb.viz.draw import (
+    NotebookFigure,
+    all_nan,
+    grad_norm_panel,
+    logged_rows,
+    loss_panel,
+    metric_panel,
+    note,
+    steps_of,
+)
 from rlnb.viz.lines import MAX_POINTS, extremes, series
 
 COLUMNS = 4
@@ -90,6 +99,8 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
     rows = logged_rows(frame, "reward")
     series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
+    if rows.empty:  # every reward NaN: bare axes said nothing
+        note(ax, all_nan("reward"))
     title = "reward"
     if EVAL in frame.columns:
         acc = logged_rows(frame, EVAL)

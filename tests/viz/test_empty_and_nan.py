@@ -1,0 +1,78 @@
+"""What a plot says when it has nothing to draw: a comparison of no runs (or of a table that is no comparison), and a
+figure that came only as NaN, which the plots called "not logged" though it was."""
+
+import math
+import os
+
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+import pandas as pd
+import pytest
+
+import rlnb
+from rlnb.history import History
+from rlnb.viz import plots
+from rlnb.viz.live import LiveView
+from tests.viz.test_plots import hand_history
+
+NAN = math.nan
+
+
+def texts(ax):
+    return [t.get_text().replace("\n", " ") for t in ax.texts]
+
+
+def test_a_comparison_of_no_runs_says_so_on_its_axes_as_an_empty_overview_does():
+    """``plots.compare(rlnb.compare([]))`` drew bare axes, where ``plots.overview(History())`` says why."""
+    assert texts(plots.compare(rlnb.compare([]))) == ["no runs to compare"]
+    assert texts(plots.compare([])) == ["no runs to compare"]
+    assert texts(plots.compare([History()])) == ["no steps in these runs yet"]
+    assert texts(plots.compare([History()], y="reward")) == ["no steps in these runs yet"]
+
+
+@pytest.mark.parametrize("table", ["logged", "steps", "nothing"])
+def test_a_table_that_is_no_comparison_is_refused_naming_what_compare_takes(table):
+    """``plots.compare(h.logged)`` of an empty history was a bare ``KeyError: 'run'``."""
+    h = History()
+    frame = {"logged": h.logged, "steps": h.steps, "nothing": pd.DataFrame()}[table]
+    with pytest.raises(
+        ValueError, match=r"by='run' is not a column of this table: plots\.compare takes rlnb\.compare\(\[h1, h2\]\)"
+    ):
+        plots.compare(frame)
+
+
+def test_a_figure_logged_only_as_nan_is_said_so_not_called_unlogged():
+    """A figure logged at every step, each time NaN, was "no 'acc' logged yet" in every plot."""
+    h = hand_history([1.0, 2.0, 3.0])
+    for step in (1, 2, 3):
+        h.log(step, acc=NAN)
+    h.log(3, other=1.0)  # a row of its own: acc is NaN there too, though not logged there
+    assert texts(plots.metric(h, "acc")) == ["'acc' logged, all NaN"]
+    assert texts(plots.overview(h, metrics=["acc"]).axes[2]) == ["'acc' logged, all NaN"]
+    assert texts(plots.metric(h, "never")) == ["no 'never' logged yet"]
+    view = LiveView(h, metrics=("acc",), every=0)
+    try:
+        assert view.panels["acc"].note.get_text().replace("\n", " ") == "'acc' logged 3 times, all NaN"
+    finally:
+        view.close()
+
+
+def test_a_reward_logged_only_as_nan_is_said_on_the_overviews_reward_panel():
+    """An RL run's reward panel was bare axes when every reward was NaN."""
+    h = hand_history([0.0, 0.0])
+    h.log(1, reward=NAN)
+    h.log(2, reward=NAN)
+    assert texts(plots.overview(h).axes[0]) == ["'reward' logged, all NaN"]
+
+
+def test_a_loss_nan_at_every_step_is_said_so_not_that_none_was_reported():
+    """Every forward-backward reported a NaN loss: the plots said "no loss reported" and "no 'loss' logged"."""
+    h = hand_history([NAN, NAN])
+    assert texts(plots.loss(h)) == ["'loss' is NaN at every step"]
+    assert texts(plots.metric(h, "loss")) == ["'loss' is NaN at every step"]
+    assert texts(plots.compare([h])) == ["'loss' is NaN at every step of these runs"]
+    view = LiveView(h, every=0)
+    try:
+        assert view.panels["loss"].note.get_text().replace("\n", " ") == "'loss' is NaN at every step"
+    finally:
+        view.close()
