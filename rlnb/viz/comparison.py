@@ -20,7 +20,7 @@ from matplotlib.font_manager import FontProperties
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import placing
-from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, new_axes, note
+from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, new_axes, note, numbers
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
 from rlnb.viz.texts import agg, drawn_width, printable, shortened
 
@@ -119,6 +119,8 @@ def compare(
     if len(frame) and y not in frame:
         shown = ", ".join(c for c in frame.columns if c not in ("run", "seed", "step"))
         raise ValueError(f"y={y!r} is not a column of these runs' steps tables; they have: {shown}")
+    if len(frame):
+        frame = frame.assign(**{y: numbers(frame, y)})  # a text in it: named, not pandas' bare "could not convert"
     own = ax is None
     ax = new_axes(ax)
     ax.set(xlabel="optimizer step", ylabel=printable(y), title=f"{printable(y)} by {printable(by)}")

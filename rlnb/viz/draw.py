@@ -163,9 +163,28 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
 
 
 def logged_rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The rows of ``frame`` where ``name`` was logged: a figure logged in a ``history.log`` call of its own (an eval
-    accuracy every 10 steps) is NaN in the others' rows, and drawn with them it was dots between gaps, no line."""
-    return frame[["step", name]].dropna()
+    """The rows of ``frame`` where ``name`` was logged, as numbers (``numbers``), in step order: a figure logged in a
+    ``history.log`` call of its own (an eval accuracy every 10 steps) is NaN in the others' rows, and drawn with them
+    it was dots between gaps, no line; one logged late (step 5, then 2) was a line going back across the axes."""
+    rows = frame[["step", name]].dropna()
+    return rows.assign(**{name: numbers(rows, name)}).sort_values("step", kind="stable")
+
+
+def numbers(frame: pd.DataFrame, name: str) -> pd.Series:
+    """``frame[name]`` as floats, or a ``ValueError`` naming the figure, the first value that is no number and its
+    step: a table read back from a file or built by hand whose figure held a text was pandas' bare "could not convert
+    string to float: 'x'"."""
+    column = frame[name]
+    if column.dtype != object:
+        return column
+    values = pd.to_numeric(column, errors="coerce")
+    bad = values.isna() & column.notna()
+    if bad.any():
+        i = bad.idxmax()
+        at = f" at step {frame.at[i, 'step']}" if "step" in frame else ""
+        raise ValueError(f"{name!r} holds {column[i]!r}{at}, not a number: plots draw numbers (history.log takes "
+                         "only numbers; a table read back from a file may hold text)"[:300])  # fmt: skip
+    return values.astype(float)
 
 
 def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes:

@@ -27,6 +27,7 @@ from rlnb.viz.draw import (
     loss_panel,
     metric_panel,
     note,
+    numbers,
     steps_of,
 )
 from rlnb.viz.lines import MAX_POINTS, extremes, series
@@ -120,8 +121,8 @@ def _lines(
         rows = logged_rows(frame, column)
         series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
     if band is not None and set(band) <= set(frame.columns):
-        rows = frame[["step", *band]].dropna()
-        low, high = rows[band[0]].to_numpy(dtype=float), rows[band[1]].to_numpy(dtype=float)
+        rows = frame[["step", *band]].dropna().sort_values("step", kind="stable")  # logged late: in step order
+        low, high = (numbers(rows, b).to_numpy(dtype=float) for b in band)
         keep = extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps drew 100k vertices
         ax.fill_between(
             rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0, label="min-max"

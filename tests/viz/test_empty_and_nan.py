@@ -76,3 +76,31 @@ def test_a_loss_nan_at_every_step_is_said_so_not_that_none_was_reported():
         assert view.panels["loss"].note.get_text().replace("\n", " ") == "'loss' is NaN at every step"
     finally:
         view.close()
+
+
+def test_a_figure_logged_out_of_step_order_is_drawn_in_step_order():
+    """An evaluation logged late (step 5, then 2, 9, 1) was drawn in the order logged: a line going back and forth
+    across the axes, where ``compare`` of the same run drew it by step."""
+    h = hand_history([1.0, 2.0])
+    for step in (5, 2, 9, 1):
+        h.log(step, acc=float(step), reward=float(step))
+    expected = [[1.0, 1.0], [2.0, 2.0], [5.0, 5.0], [9.0, 9.0]]
+    assert plots.metric(h, "acc").lines[0].get_xydata().tolist() == expected
+    assert plots.overview(h).axes[0].lines[0].get_xydata().tolist() == expected  # the reward panel
+    assert plots.compare([h], y="acc").lines[0].get_xydata().tolist() == expected
+
+
+@pytest.mark.parametrize("plot", ["metric", "overview", "compare", "ema"])
+def test_a_figure_column_holding_text_is_refused_naming_the_column_and_step(plot):
+    """A table read back from a file, or built by hand, whose figure holds a text: a bare "could not convert string
+    to float: 'x'" naming neither the figure nor where."""
+    frame = pd.DataFrame({"run": "a", "seed": 0, "step": [1, 2, 3], "acc": [0.5, 0.6, "x"], "reward": 1.0})
+    draw = {
+        "metric": lambda: plots.metric(frame, "acc"),
+        "overview": lambda: plots.overview(frame.assign(loss=1.0, grad_norm=1.0, grad_norm_muon=NAN,
+                                                        grad_norm_adam=NAN, grad_clip_norm=0.0), metrics=["acc"]),
+        "compare": lambda: plots.compare(frame, y="acc"),
+        "ema": lambda: plots.metric(frame, "acc", ema=0.5),
+    }[plot]  # fmt: skip
+    with pytest.raises(ValueError, match=r"^'acc' holds 'x' at step 3, not a number: plots draw numbers"):
+        draw()
