@@ -104,3 +104,24 @@ def test_a_figure_column_holding_text_is_refused_naming_the_column_and_step(plot
     }[plot]  # fmt: skip
     with pytest.raises(ValueError, match=r"^'acc' holds 'x' at step 3, not a number: plots draw numbers"):
         draw()
+
+
+def test_a_live_view_draws_a_figure_logged_late_in_step_order():
+    """The live view fed each logged point in the order logged: an evaluation logged late went back across the panel,
+    where the static plots draw it by step."""
+    h = hand_history([1.0, 2.0])
+    view = LiveView(h, metrics=("acc", "reward"), every=0)
+    try:
+        for step in (5, 2):
+            h.log(step, acc=float(step), reward=float(step), **{"eval/accuracy": step / 10})
+        view.refresh()
+        for step in (9, 1):
+            h.log(step, acc=float(step), reward=float(step), **{"eval/accuracy": step / 10})
+        view.refresh()
+        for name in ("acc", "reward"):
+            assert view.panels[name].lines[name].get_xydata()[:, 0].tolist() == [1.0, 2.0, 5.0, 9.0]
+        held_out = view.panels["reward"].lines["eval/accuracy"].get_xydata()[:, 0].tolist()
+        assert held_out == [1.0, 2.0, 5.0, 9.0]
+        assert plots.metric(h, "acc").lines[0].get_xydata()[:, 0].tolist() == [1.0, 2.0, 5.0, 9.0]
+    finally:
+        view.close()
