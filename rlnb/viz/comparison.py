@@ -20,7 +20,7 @@ from matplotlib.font_manager import FontProperties
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import placing
-from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, new_axes, note, numbers
+from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, check_name, new_axes, note, numbers
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
 from rlnb.viz.texts import agg, drawn_width, printable, shortened
 
@@ -109,6 +109,8 @@ def compare(
     band: str = "auto",
 ) -> Axes:
     """The figure ``plots.compare`` documents."""
+    check_name("y", y)
+    check_name("by", by)
     if band not in ("auto", "minmax", "std", "seeds"):
         raise ValueError(f"band must be 'auto', 'minmax', 'std' or 'seeds', got {band!r}")
     # not list(): a path was its characters, each "not an rlnb run folder"; compare_runs names what it takes

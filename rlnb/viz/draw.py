@@ -128,6 +128,15 @@ def need(table: pd.DataFrame, columns: tuple[str, ...], give: str) -> None:
                          f"{', '.join(map(str, table.columns)) or 'none'}): {give}")  # fmt: skip
 
 
+def check_name(field: str, value: object) -> str:
+    """``value``, the name of a figure or column, or a ``TypeError`` naming ``field``: ``plots.metric(h, ["acc"])`` and
+    ``compare(by=["run"])`` were pandas' bare "unhashable type: 'list'", ``plots.metric(h, 5)`` a panel saying "no 5
+    logged yet" (``history.log`` names each figure by a str)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be the name of a column (a str), got {type(value).__name__}: {value!r}"[:300])
+    return value
+
+
 STEPS_TABLE = "pass a History, history.df or history.steps; plots.metric draws a logged figure"
 """What a plot of the steps table asks for in place of another table."""
 

@@ -125,3 +125,18 @@ def test_a_live_view_draws_a_figure_logged_late_in_step_order():
         assert plots.metric(h, "acc").lines[0].get_xydata()[:, 0].tolist() == [1.0, 2.0, 5.0, 9.0]
     finally:
         view.close()
+
+
+@pytest.mark.parametrize(
+    "call, field",
+    [(lambda h: plots.metric(h, ["acc"]), "name"), (lambda h: plots.metric(h, 5), "name"),
+     (lambda h: plots.compare([h], y=["loss"]), "y"), (lambda h: plots.compare([h], by=["run"]), "by"),
+     (lambda h: plots.compare([h], y=None), "y")],
+)  # fmt: skip
+def test_a_figure_or_column_named_by_no_text_is_refused_naming_the_argument(call, field):
+    """``plots.metric(h, ["acc"])`` and ``compare(by=["run"])`` were pandas' bare "unhashable type: 'list'", and
+    ``plots.metric(h, 5)`` a panel saying "no 5 logged yet" (``overview`` and ``LiveView`` refuse such names)."""
+    h = hand_history([1.0])
+    h.log(1, acc=0.5)
+    with pytest.raises(TypeError, match=rf"^{field} must be the name of a column \(a str\), got "):
+        call(h)
