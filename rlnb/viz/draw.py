@@ -15,6 +15,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from pandas.api.types import is_datetime64_any_dtype, is_numeric_dtype
 
 from rlnb import wire
 from rlnb.history import History
@@ -184,9 +185,9 @@ def numbers(frame: pd.DataFrame, name: str) -> pd.Series:
     step: a table read back from a file or built by hand whose figure held a text was pandas' bare "could not convert
     string to float: 'x'"."""
     column = frame[name]
-    if column.dtype != object:
+    if is_numeric_dtype(column.dtype) or is_datetime64_any_dtype(column.dtype):
         return column
-    values = pd.to_numeric(column, errors="coerce")
+    values = pd.to_numeric(column.astype(object), errors="coerce")  # a text, "string" or categorical column
     bad = values.isna() & column.notna()
     if bad.any():
         i = bad.idxmax()

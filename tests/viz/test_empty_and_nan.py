@@ -90,20 +90,22 @@ def test_a_figure_logged_out_of_step_order_is_drawn_in_step_order():
     assert plots.compare([h], y="acc").lines[0].get_xydata().tolist() == expected
 
 
-@pytest.mark.parametrize("plot", ["metric", "overview", "compare", "ema"])
+@pytest.mark.parametrize("plot", ["metric", "overview", "compare", "ema", "string", "category"])
 def test_a_figure_column_holding_text_is_refused_naming_the_column_and_step(plot):
     """A table read back from a file, or built by hand, whose figure holds a text: a bare "could not convert string
     to float: 'x'" naming neither the figure nor where."""
-    frame = pd.DataFrame({"run": "a", "seed": 0, "step": [1, 2, 3], "acc": [0.5, 0.6, "x"], "reward": 1.0})
+    acc = {"string": pd.array(["0.5", "0.6", "x"], dtype="string"), "category": pd.Categorical(["0.5", "0.6", "x"])}
+    frame = pd.DataFrame({"run": "a", "seed": 0, "step": [1, 2, 3], "acc": acc.get(plot, [0.5, 0.6, "x"]), "reward": 1})
     draw = {
         "metric": lambda: plots.metric(frame, "acc"),
         "overview": lambda: plots.overview(frame.assign(loss=1.0, grad_norm=1.0, grad_norm_muon=NAN,
                                                         grad_norm_adam=NAN, grad_clip_norm=0.0), metrics=["acc"]),
         "compare": lambda: plots.compare(frame, y="acc"),
         "ema": lambda: plots.metric(frame, "acc", ema=0.5),
-    }[plot]  # fmt: skip
+    }.get(plot, lambda: plots.metric(frame, "acc"))  # fmt: skip
     with pytest.raises(ValueError, match=r"^'acc' holds 'x' at step 3, not a number: plots draw numbers"):
         draw()
+    assert plots.metric(frame[:2], "acc").lines[0].get_xydata().tolist() == [[1.0, 0.5], [2.0, 0.6]]  # texts of numbers
 
 
 def test_a_live_view_draws_a_figure_logged_late_in_step_order():
