@@ -5,7 +5,6 @@ names such a field, for ``TokenizerCodec.chat`` to refuse; its text is the promp
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import importlib
 import sys
@@ -15,17 +14,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
-"""A tokenizer's own tokens a template may print: one it lacks (Qwen's BOS) is the tokenizer's design, not a field
-the messages forgot, and prints as nothing, as in transformers."""
-PRIVATE_USE = range(0xF0000, 0x110000)
-"""Planes 15 and 16: where a ``{{ ... }}`` turned a missing value into text, it is evaluated again with that text one
-of these (one per value) that no message, special token or the template holds; the value is named only if the
-character then reaches what it prints. ``{% if m.name|string %}`` and ``|length`` print no text of it."""
+from rlnb._chat_marks import CURRENT, Marks, marked_template
+
 CHECKED = 256
 """Renders kept, per template, special tokens, messages and generation prompt: RL samples the same prompts each
 step, and a prompt seen before is not rendered again."""
-_marks: contextvars.ContextVar[_Marks] = contextvars.ContextVar("rlnb_chat_fields_marks")
 _checked: OrderedDict[Any, Rendered] = OrderedDict()
 _checked_lock = threading.Lock()
 
@@ -33,63 +26,11 @@ _checked_lock = threading.Lock()
 class Rendered(NamedTuple):
     """A chat prompt rendered as transformers renders it: its text, and the first value the template printed that
     the messages do not give (jinja's words), or None. ``text`` is None where a ``{{ ... }}`` was evaluated again
-    (``_Marks.printed``): what a stateful one did (a macro's ``{% set ns.n %}``, a ``cycler``) it did twice, and only
+    (``Marks.printed``): what a stateful one did (a macro's ``{% set ns.n %}``, a ``cycler``) it did twice, and only
     transformers' own render is its text."""
 
     text: str | None
     missing: str | None
-
-
-class _Marks:
-    """One render's findings: missing values turned into text (``stringified``), and those printed (``found``);
-    ``marking`` while a ``{{ ... }}`` that stringified one is evaluated again, its text a private-use character that
-    ``taken`` does not hold; ``again`` once one was."""
-
-    def __init__(self, taken: str) -> None:
-        self.marking = False
-        self.again = False
-        self.stringified = 0
-        self.found: list[str] = []
-        self.names: dict[str, str] = {}  # the value's message (jinja's words) -> its marker
-        held = set(taken)
-        self._free = (c for c in map(chr, PRIVATE_USE) if c not in held)
-
-    def mark(self, name: str) -> str:
-        import jinja2
-
-        if name not in self.names:
-            free = next(self._free, None)
-            if free is None:  # over 130,000 distinct private-use characters in the messages
-                raise jinja2.UndefinedError(f"{name}, with no private-use character left to mark it")
-            self.names[name] = free
-        return self.names[name]
-
-    def printed(self, evaluate: Callable[[], Any]) -> Any:
-        """A ``{{ ... }}``'s value, as transformers evaluates it; a missing value it prints, as it is or as part of
-        its text, noted in ``found``."""
-        import jinja2
-
-        if self.marking:  # a macro's output inside a ``{{ ... }}`` evaluated again
-            return evaluate()
-        before = self.stringified
-        value = evaluate()
-        if isinstance(value, jinja2.Undefined):
-            if not _exempt(value):
-                self.found.append(value._undefined_message)
-            return value
-        if self.stringified == before:
-            return value
-        self.marking = self.again = True
-        try:
-            again = str(evaluate())
-        except Exception:  # noqa: BLE001 - another branch inside the expression: what it prints is unknown, not named
-            return value
-        finally:
-            self.marking = False
-        marked = [name for name, mark in self.names.items() if mark in again]
-        if marked and "".join(c for c in again if c not in self.names.values()) == str(value):
-            self.found.append(marked[0])  # the same text but for the markers: they are where the value printed
-        return value
 
 
 def rendered(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_prompt: bool) -> Rendered | None:
@@ -113,7 +54,7 @@ def rendered(tokenizer: Any, messages: Sequence[dict[str, Any]], add_generation_
         if key is not None and key in _checked:
             _checked.move_to_end(key)
             return _checked[key]
-    found = _render(_marked_template(source, compile_), chat, specials, add_generation_prompt, source)
+    found = _render(marked_template(source, compile_), chat, specials, add_generation_prompt, source)
     if key is not None:
         with _checked_lock:
             _checked[key] = found
@@ -151,20 +92,13 @@ def refusal(exc: Exception, messages: Sequence[Mapping[str, Any]]) -> str:
 
 def _render(template: Any, chat: list[Any], specials: dict[str, Any], generation: bool, source: str) -> Rendered:
     """``template``'s text for ``chat``, and the first missing value printed."""
-    marks = _Marks("".join(_texts([chat, specials])) + source)
-    token = _marks.set(marks)
+    marks = Marks("".join(_texts([chat, specials])) + source)
+    token = CURRENT.set(marks)
     try:
         text = template.render(messages=chat, tools=None, documents=None, add_generation_prompt=generation, **specials)
     finally:
-        _marks.reset(token)
+        CURRENT.reset(token)
     return Rendered(None if marks.again else str(text), marks.found[0] if marks.found else None)
-
-
-def _exempt(value: Any) -> bool:
-    """A special token the tokenizer lacks (``{{ bos_token }}``): prints as nothing, by the tokenizer's design."""
-    import jinja2.utils
-
-    return value._undefined_obj is jinja2.utils.missing and value._undefined_name in SPECIAL_TOKENS
 
 
 def _texts(value: Any) -> Iterator[str]:
@@ -198,98 +132,19 @@ def _frozen(value: Any) -> Any:
 @functools.cache
 def _helpers() -> tuple[Callable[..., Any], ...] | None:
     """transformers' private steps of ``apply_chat_template`` (compile; drop None fields; plain data; reasoning
-    aliases), or None (warned once) if this transformers lacks one, or this jinja2 the two code generator hooks
-    ``_marked_template`` overrides (renamed, they would never be called: missing values silently unnamed). Found
+    aliases), or None (warned once) if this transformers lacks one, or this jinja2 the code generator hooks
+    ``marked_template`` overrides (renamed, they would never be called: missing values silently unnamed). Found
     once: every chat render asks."""
     try:
         utils = importlib.import_module("transformers.utils.chat_template_utils")
         generator = importlib.import_module("jinja2.compiler").CodeGenerator
-        generator._output_child_pre, generator._output_child_post  # noqa: B018 - AttributeError if renamed
+        generator._output_child_pre, generator._output_child_post, generator.visit_Concat  # noqa: B018 - AttributeError if renamed
 
         return (utils._compile_jinja_template, utils._normalize_chat_messages, utils._plain_template_data,
                 utils._alias_reasoning_fields)  # fmt: skip
     except (ImportError, AttributeError) as exc:
         _warn_unchecked(repr(exc))
         return None
-
-
-@functools.lru_cache(maxsize=16)
-def _marked_template(source: str, compile_: Callable[[str], Any]) -> Any:
-    """``source`` compiled in transformers' environment, each ``{{ ... }}`` evaluated through the render's
-    ``_Marks.printed``, and a missing value's text counted (empty, as in transformers; while marking, its marker)."""
-    import jinja2
-
-    class MarkedUndefined(jinja2.Undefined):
-        """Missing (false, empty, not defined) as jinja's default is; its text counted, and while marking, its
-        marker."""
-
-        __slots__ = ()
-
-        def __str__(self) -> str:
-            marks = _marks.get(None)
-            if marks is None or _exempt(self):
-                return ""
-            marks.stringified += 1
-            return _Blank(marks.mark(self._undefined_message)) if marks.marking else ""
-
-        __html__ = __str__
-
-    env = compile_(source).environment.overlay(undefined=MarkedUndefined)
-
-    class Printed(env.code_generator_class):  # type: ignore[name-defined]
-        """Wraps each ``{{ ... }}``'s expression in ``environment.rlnb_printed(lambda: ...)``."""
-
-        def _output_child_pre(self, node: Any, frame: Any, finalize: Any) -> None:
-            super()._output_child_pre(node, frame, finalize)
-            self.write("environment.rlnb_printed(lambda: ")
-
-        def _output_child_post(self, node: Any, frame: Any, finalize: Any) -> None:
-            self.write(")")
-            super()._output_child_post(node, frame, finalize)
-
-    env.code_generator_class = Printed
-    env.rlnb_printed = _printed
-    return env.from_string(source)
-
-
-class _Blank(str):
-    """A missing value's marker while its ``{{ ... }}`` is evaluated again: text built from it holds its character,
-    but it tests as the empty text transformers gives it (equal to ``""``, false, length 0, holding nothing), so the
-    expression takes transformers' branch (``{{ (m.name ~ ":") if not m.name|string }}`` printed ``":"``, unnamed)."""
-
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:  # str's own: NotImplemented for what is not text, as for ""
-        return str.__eq__("", other)
-
-    def __ne__(self, other: object) -> bool:
-        return str.__ne__("", other)
-
-    def __lt__(self, other: str) -> bool:
-        return str.__lt__("", other)
-
-    def __le__(self, other: str) -> bool:
-        return str.__le__("", other)
-
-    def __gt__(self, other: str) -> bool:
-        return str.__gt__("", other)
-
-    def __ge__(self, other: str) -> bool:
-        return str.__ge__("", other)
-
-    def __hash__(self) -> int:
-        return hash("")
-
-    def __len__(self) -> int:
-        return 0
-
-    def __contains__(self, part: str) -> bool:  # type: ignore[override]  # as str's: only text is in text
-        return part in ""
-
-
-def _printed(evaluate: Callable[[], Any]) -> Any:
-    marks = _marks.get(None)
-    return evaluate() if marks is None else marks.printed(evaluate)
 
 
 @functools.cache

@@ -301,12 +301,15 @@ def test_a_missing_value_turned_into_text_by_a_stateful_expression_gives_transfo
     "template",
     ['{{ (m.name ~ ":") if not m.name|string else "x" }}', '{{ m.name ~ ":" if (m.name|string) == "" else "" }}',
      '{{ (m.name|trim ~ ":") if (m.name|string|length) == 0 else "x" }}',
-     '{{ (m.name ~ ":") if "" in [m.name|string] else "x" }}'],
+     '{{ (m.name ~ ":") if "" in [m.name|string] else "x" }}',
+     '{{ (m.name ~ ":") if ("a" ~ m.name) == "a" else "x" }}', '{{ (m.name ~ ":") if ("a" + m.name|string) == "a" }}',
+     '{{ (m.name ~ ":") if (m.name ~ "b")|length == 1 else "x" }}'],
 )  # fmt: skip
 def test_a_missing_value_printed_on_a_branch_taken_inside_one_expression_is_named(tokenizer, template):
     """The check's second evaluation of a ``{{ ... }}`` gave the missing value's text as a marker, which is not
     empty: inside one expression, a test of that text (``not m.name|string``) took the other branch, and ``":hi"``,
-    the value printed as nothing, went unrefused. The marker now tests as the empty text it stands for."""
+    the value printed as nothing, went unrefused. The marker now tests as the empty text it stands for,
+    and so does text joined to it by ``~`` or ``+`` (``"a" ~ m.name`` was "a" and a marker, unequal to ``"a"``)."""
     tokenizer.chat_template = "{% for m in messages %}" + template + "{{ m['content'] }}{% endfor %}"
     with pytest.raises(ValueError, match=r"prints a value these messages do not give \('dict object' has no "):
         TokenizerCodec(tokenizer).chat(HI)
@@ -314,3 +317,18 @@ def test_a_missing_value_printed_on_a_branch_taken_inside_one_expression_is_name
         '{% for m in messages %}{{ ("named: " if m.name|string else "") }}{{ m.content }}{% endfor %}'
     )
     assert TokenizerCodec(tokenizer).chat(HI) == apply(tokenizer, HI, True)  # tested, not printed: as transformers
+    tokenizer.chat_template = (
+        '{% for m in messages %}{{ m.name ~ ":" if ("a" ~ m.name) != "a" }}{{ m.content }}{% endfor %}'
+    )
+    assert TokenizerCodec(tokenizer).chat(HI) == apply(tokenizer, HI, True)  # joined text tested: not printed either
+
+
+def test_an_inline_if_whose_test_fails_and_has_no_else_prints_nothing_as_in_transformers(tokenizer):
+    """``{{ "sys: " if m.role == "system" }}`` for a user message prints nothing by design (jinja's implicit else):
+    it was refused as "a value these messages do not give", though the messages lack nothing."""
+    chat = [*HI, {"role": "assistant", "content": "4"}]
+    tokenizer.chat_template = '{% for m in messages %}{{ "sys: " if m.role == "system" }}{{ m.content }}{% endfor %}'
+    assert TokenizerCodec(tokenizer).chat(chat) == apply(tokenizer, chat, True)
+    tokenizer.chat_template = '{% for m in messages %}{{ m.name if m.role == "user" }}{{ m.content }}{% endfor %}'
+    with pytest.raises(ValueError, match=r"prints a value these messages do not give \('dict object' has no "):
+        TokenizerCodec(tokenizer).chat(chat)  # the branch taken prints a missing value: still named

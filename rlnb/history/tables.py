@@ -111,12 +111,24 @@ class OpsTable:
 def steps_table(ops: pd.DataFrame, logged: pd.DataFrame | None = None) -> pd.DataFrame:
     """``History.steps`` of an operations table (``History.df``, e.g. one a plot was given): its rows fed
     to a ``StepLog``, the one builder of the steps table; where later sessions continued the run, as ``History.df``
-    says in ``attrs``. A table read back from ``history.to_csv`` / ``to_parquet`` is taken too (``read_back``)."""
+    says in ``attrs``. A table read back from ``history.to_csv`` / ``to_parquet`` is taken too (``read_back``), its rows
+    in any order (fed in the order of their ``seq``)."""
     ops = read_back(ops)
+    starts = session_starts(ops.attrs)
+    ops = in_run_order(ops)
     log = StepLog()
     rows = logged.to_dict("records") if logged is not None and "step" in logged else []
-    log.feed(_records(ops), rows, unfinished=False, sessions=session_starts(ops.attrs))
+    log.feed(_records(ops), rows, unfinished=False, sessions=starts)
     return log.frame()
+
+
+def in_run_order(ops: pd.DataFrame) -> pd.DataFrame:
+    """``ops`` with its rows in the order the operations were submitted (their ``seq``): sorted by another column
+    (``df.sort_values("kind")``, a spreadsheet), its rows fed as they stood summed every loss into step 1, and the
+    timeline's lanes and "latest" failures went by the rows' order."""
+    if "seq" not in ops or ops["seq"].is_monotonic_increasing:
+        return ops
+    return ops.sort_values("seq", kind="stable")
 
 
 def _records(ops: pd.DataFrame) -> list[Record]:

@@ -20,7 +20,7 @@ from matplotlib.font_manager import FontProperties
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import placing
-from rlnb.viz.draw import STD_BAND_MIN_SEEDS, new_axes, note
+from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, check_name, new_axes, note, numbers
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
 from rlnb.viz.texts import agg, drawn_width, printable, shortened
 
@@ -89,6 +89,17 @@ def _legend_inside(ax: Axes, handles: list[Artist], names: list[str]) -> None:
     placing.legend(ax, handles, shown, loc="best", fontsize=size, ncols=cols)
 
 
+def _no_column(frame: pd.DataFrame, by: str) -> str:
+    """What ``compare`` says of a table without its ``by`` column: another of the columns to group by, or (no ``run``
+    column: ``history.steps`` or ``history.logged`` of one run) what it takes instead."""
+    if "run" in frame:
+        shown = ", ".join(c for c in frame.columns if c not in ("seed", "step"))
+        return f"by={by!r} is not a column of these runs' table; group by 'run' or one of: {shown}"
+    has = ", ".join(map(str, frame.columns)) or "none"
+    return (f"by={by!r} is not a column of this table: plots.compare takes rlnb.compare([h1, h2]) or a list of runs, "
+            f"plots.metric draws one run (this table has {has})")[:300]  # fmt: skip
+
+
 def compare(
     frame_or_histories: pd.DataFrame | Iterable[History | str],
     y: str = "loss",
@@ -98,19 +109,20 @@ def compare(
     band: str = "auto",
 ) -> Axes:
     """The figure ``plots.compare`` documents."""
+    check_name("y", y)
+    check_name("by", by)
     if band not in ("auto", "minmax", "std", "seeds"):
         raise ValueError(f"band must be 'auto', 'minmax', 'std' or 'seeds', got {band!r}")
     # not list(): a path was its characters, each "not an rlnb run folder"; compare_runs names what it takes
     given = frame_or_histories
     frame = given if isinstance(given, pd.DataFrame) else compare_runs(given)
+    if by not in frame:  # before the emptiness: compare(h.logged) of a new run was a bare KeyError: 'run'
+        raise ValueError(_no_column(frame, by))
     if len(frame) and y not in frame:
         shown = ", ".join(c for c in frame.columns if c not in ("run", "seed", "step"))
         raise ValueError(f"y={y!r} is not a column of these runs' steps tables; they have: {shown}")
-    if len(frame) and by not in frame:
-        raise ValueError(
-            f"by={by!r} is not a column of these runs' table; group by 'run' or one of: "
-            f"{', '.join(c for c in frame.columns if c not in ('seed', 'step'))}"
-        )
+    if len(frame):
+        frame = frame.assign(**{y: numbers(frame, y)})  # a text in it: named, not pandas' bare "could not convert"
     own = ax is None
     ax = new_axes(ax)
     ax.set(xlabel="optimizer step", ylabel=printable(y), title=f"{printable(y)} by {printable(by)}")
@@ -163,10 +175,12 @@ def compare(
                 low, high = np.maximum(low, mean - std), np.minimum(high, mean + std)
         keep = extremes(low, high, MAX_POINTS)
         ax.fill_between(x[keep], low[keep], high[keep], color=color, alpha=0.25, lw=0)
-    if missing and len(missing) == frame[by].nunique(dropna=False):
-        note(ax, f"no {y!r} logged in these runs")
+    if frame.empty:  # bare axes said nothing, where an overview of an empty history says why
+        note(ax, "no steps in these runs yet" if set(frame.columns) - {"run", "seed", "step"} else "no runs to compare")
+    elif missing and len(missing) == frame[by].nunique(dropna=False):  # a run that never logged y is NaN there too
+        note(ax, all_nan(y, per_step=True, where=" of these runs"))
     elif missing:
-        ax.set_title(f"{printable(y)} by {printable(by)}\n(none logged: {', '.join(missing)})", fontsize="small")
+        ax.set_title(f"{printable(y)} by {printable(by)}\n(all NaN: {', '.join(missing)})", fontsize="small")
     if handles:
         _legend(ax, handles, names, own)
     return ax

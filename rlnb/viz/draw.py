@@ -15,9 +15,11 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from pandas.api.types import is_datetime64_any_dtype, is_numeric_dtype
 
 from rlnb import wire
 from rlnb.history import History
+from rlnb.history.figures import STEP_COLUMNS
 from rlnb.history.tables import steps_table
 from rlnb.viz import placing
 from rlnb.viz.lines import decimate, series
@@ -88,6 +90,22 @@ def note(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", wrap=True, color="0.35")
 
 
+def not_logged(name: str) -> str:
+    """The note of a figure's panel while none of it has come."""
+    return f"no {name!r} logged yet"
+
+
+def all_nan(name: str, logged: int | None = None, *, per_step: bool = False, where: str = "") -> str:
+    """The note of a panel whose every value is NaN, said as what happened: it said "no 'loss' logged" (or "no loss
+    reported") under a run that logged or reported a NaN each time. A logged figure was ``logged`` times (``None``:
+    how often is not known); a column of the steps table (``per_step``) is NaN at a step that had no value as at one
+    whose value was NaN, so it says only that."""
+    if per_step:
+        return f"{name!r} is NaN at every step{where}"
+    times = "" if logged is None else f" {logged} time{'' if logged == 1 else 's'}"
+    return f"{name!r} logged{times}, all NaN{where}"
+
+
 def _na_reason(ops: pd.DataFrame) -> str | None:
     reasons = ops["na_reason"].dropna()
     return str(reasons.iloc[-1]) if len(reasons) else None
@@ -111,6 +129,15 @@ def need(table: pd.DataFrame, columns: tuple[str, ...], give: str) -> None:
                          f"{', '.join(map(str, table.columns)) or 'none'}): {give}")  # fmt: skip
 
 
+def check_name(field: str, value: object) -> str:
+    """``value``, the name of a figure or column, or a ``TypeError`` naming ``field``: ``plots.metric(h, ["acc"])`` and
+    ``compare(by=["run"])`` were pandas' bare "unhashable type: 'list'", ``plots.metric(h, 5)`` a panel saying "no 5
+    logged yet" (``history.log`` names each figure by a str)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be the name of a column (a str), got {type(value).__name__}: {value!r}"[:300])
+    return value
+
+
 STEPS_TABLE = "pass a History, history.df or history.steps; plots.metric draws a logged figure"
 """What a plot of the steps table asks for in place of another table."""
 
@@ -119,7 +146,7 @@ def loss_panel(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
     need(steps, ("step", "loss"), STEPS_TABLE)
     ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
     if not steps["loss"].notna().any():  # empty axes said nothing, where the norm's panel beside them said why
-        note(ax, "no completed optimizer step yet" if steps.empty else "no loss reported")
+        note(ax, "no completed optimizer step yet" if steps.empty else all_nan("loss", per_step=True))
         return ax
     series(ax, steps["step"], steps["loss"], ema, "C0", "loss")
     return ax
@@ -146,15 +173,37 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
 
 
 def logged_rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The rows of ``frame`` where ``name`` was logged: a figure logged in a ``history.log`` call of its own (an eval
-    accuracy every 10 steps) is NaN in the others' rows, and drawn with them it was dots between gaps, no line."""
-    return frame[["step", name]].dropna()
+    """The rows of ``frame`` where ``name`` was logged, as numbers (``numbers``), in step order: a figure logged in a
+    ``history.log`` call of its own (an eval accuracy every 10 steps) is NaN in the others' rows, and drawn with them
+    it was dots between gaps, no line; one logged late (step 5, then 2) was a line going back across the axes."""
+    rows = frame[["step", name]].dropna()
+    return rows.assign(**{name: numbers(rows, name)}).sort_values("step", kind="stable")
+
+
+def numbers(frame: pd.DataFrame, name: str) -> pd.Series:
+    """``frame[name]`` as floats, or a ``ValueError`` naming the figure, the first value that is no number and its
+    step: a table read back from a file or built by hand whose figure held a text was pandas' bare "could not convert
+    string to float: 'x'"."""
+    column = frame[name]
+    if is_numeric_dtype(column.dtype) or is_datetime64_any_dtype(column.dtype):
+        return column
+    values = pd.to_numeric(column.astype(object), errors="coerce")  # a text, "string" or categorical column
+    bad = values.isna() & column.notna()
+    if bad.any():
+        i = bad.idxmax()
+        at = f" at step {frame.at[i, 'step']}" if "step" in frame else ""
+        raise ValueError(f"{name!r} holds {column[i]!r}{at}, not a number: plots draw numbers (history.log takes "
+                         "only numbers; a table read back from a file may hold text)"[:300])  # fmt: skip
+    return values.astype(float)
 
 
 def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes:
     ax.set(xlabel="optimizer step", ylabel=printable(name), title=printable(name))
-    if name not in frame.columns or not frame[name].notna().any():
-        note(ax, f"no {name!r} logged yet")
+    if name not in frame.columns or frame.empty:
+        note(ax, not_logged(name))
+        return ax
+    if not frame[name].notna().any():  # the column is there: the figure was logged (or the step reported it)
+        note(ax, all_nan(name, per_step=name in STEP_COLUMNS))
         return ax
     rows = logged_rows(frame, name)
     series(ax, rows["step"], rows[name], ema, "C2", printable(name))

@@ -247,21 +247,35 @@ class LiveView:
             self.series["grad_clip_norm"].add(row.step, clip if clip > 0 else math.nan)  # 0 = clipping off
         if rows:
             changed |= {"loss", "grad_norm", "learning_rate"} & set(self.panels)
+        late: set[str] = set()
         for entry in logs:
             for name, value in entry.items():
                 if name == "step":
                     continue
                 if name == EVAL_ACCURACY and name in self.series and name not in self.metrics:  # on the reward panel
-                    self.series[name].add(entry["step"], value)
+                    self._add(name, entry["step"], value, late)
                     changed.add("reward")
                     continue
                 if self.auto and name not in self.panels and name not in RL_TABLE:
                     self.metrics.append(name)
                     self._add_panel(name, name, "C2" if len(self.metrics) == 1 else f"C{(len(self.metrics) + 3) % 10}")
                 if name in self.metrics:
-                    self.series[name].add(entry["step"], value)
+                    self._add(name, entry["step"], value, late)
                     changed.add(name)
+        for name in late:  # logged late (an evaluation of step 2 after step 5's): fed again, in step order
+            points = sorted(((e["step"], e[name]) for e in self.history.step_log.logged_since(0) if name in e),
+                            key=lambda point: point[0])  # fmt: skip
+            self.series[name] = Series(self.ema)
+            self.series[name].extend(*zip(*points, strict=True))
         return changed
+
+    def _add(self, name: str, step: int, value: float, late: set[str]) -> None:
+        """``name``'s point fed to its line, and ``name`` put in ``late`` where its step comes before the line's last
+        one (fed so, the line went back across the panel: it is then fed again, in step order)."""
+        line = self.series[name]
+        if line.n and step < line.last_x:
+            late.add(name)
+        line.add(step, value)
 
     def _draw_panel(self, name: str) -> None:
         self.images[name].value = draw_panel(

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from rlnb.tasks import EVAL_ACCURACY
-from rlnb.viz.draw import CLIP_HEADROOM
+from rlnb.viz.draw import CLIP_HEADROOM, all_nan, not_logged
 from rlnb.viz.lines import inf_label, inf_marks
 from rlnb.viz.livefig import Panel
 from rlnb.viz.series import Series
@@ -105,7 +105,7 @@ def draw_panel(
         lo, hi = _clip(panel, series["grad_clip_norm"], lo, hi)
         panel.legend([*named, "grad_clip_norm", *infs], inside=not panel.beside)
     elif not math.isfinite(hi) and not infs:
-        note = f"no {name!r} logged yet" if logged else "no completed optimizer step yet"
+        note = _empty(name, series[name].n, logged=logged)
     if name != "grad_norm":  # a legend inside once the held-out accuracy or an infinity is there
         held_out = [EVAL_ACCURACY] if EVAL_ACCURACY in panel.lines and series[EVAL_ACCURACY].n else []
         panel.legend([*named, *held_out, *infs] if held_out or infs else [], inside=True)
@@ -113,6 +113,13 @@ def draw_panel(
     panel.set_note(note)
     panel.set_limits(x_last, lo, hi)
     return panel.render()
+
+
+def _empty(name: str, came: int, *, logged: bool) -> str:
+    """Why the panel of ``name`` has no line, where ``came`` points came and none was a number."""
+    if not came:
+        return not_logged(name) if logged else "no completed optimizer step yet"
+    return all_nan(name, came) if logged else all_nan(name, per_step=True)
 
 
 def _clip(panel: Panel, clip: Series, lo: float, hi: float) -> tuple[float, float]:

@@ -19,7 +19,17 @@ from matplotlib.figure import Figure
 from rlnb.history import History
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz import placing
-from rlnb.viz.draw import NotebookFigure, grad_norm_panel, logged_rows, loss_panel, metric_panel, steps_of
+from rlnb.viz.draw import (
+    NotebookFigure,
+    all_nan,
+    grad_norm_panel,
+    logged_rows,
+    loss_panel,
+    metric_panel,
+    note,
+    numbers,
+    steps_of,
+)
 from rlnb.viz.lines import MAX_POINTS, extremes, series
 
 COLUMNS = 4
@@ -90,6 +100,8 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
     rows = logged_rows(frame, "reward")
     series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
+    if rows.empty:  # every reward NaN: bare axes said nothing
+        note(ax, all_nan("reward"))
     title = "reward"
     if EVAL in frame.columns:
         acc = logged_rows(frame, EVAL)
@@ -109,8 +121,8 @@ def _lines(
         rows = logged_rows(frame, column)
         series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
     if band is not None and set(band) <= set(frame.columns):
-        rows = frame[["step", *band]].dropna()
-        low, high = rows[band[0]].to_numpy(dtype=float), rows[band[1]].to_numpy(dtype=float)
+        rows = frame[["step", *band]].dropna().sort_values("step", kind="stable")  # logged late: in step order
+        low, high = (numbers(rows, b).to_numpy(dtype=float) for b in band)
         keep = extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps drew 100k vertices
         ax.fill_between(
             rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0, label="min-max"

@@ -35,6 +35,7 @@ from rlnb.viz.draw import (
     STD_BAND_MIN_SEEDS,
     STEPS_TABLE,
     NotebookFigure,
+    check_name,
     grad_norm_panel,
     loss_panel,
     metric_panel,
@@ -128,6 +129,7 @@ def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Ax
 def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, ema: float | None = None) -> Axes:
     """A figure given to ``history.log(step, name=...)`` (e.g. ``"reward"``), per logged row, or a column of the
     steps table (``"learning_rate"``, ``"step_time_s"``), per optimizer step."""
+    check_name("name", name)
     frame = history.logged if isinstance(history, History) else history
     if isinstance(history, History) and name not in frame.columns and name in history.steps.columns:
         frame = history.steps  # it said "no 'learning_rate' logged yet" under a run that reported one every step

@@ -17,6 +17,7 @@ from matplotlib.collections import PolyCollection
 from rlnb._shown import shown
 from rlnb.history import History
 from rlnb.history.export import read_back
+from rlnb.history.tables import in_run_order
 from rlnb.viz.draw import MAX_ERROR_LABELS, STATUS_COLORS, need, new_axes, note, short
 from rlnb.viz.lines import MAX_POINTS
 from rlnb.wire import OperationStatus as Status
@@ -48,7 +49,7 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
         now = history.ended_at  # a loaded run: its unfinished bars end where its records do
     columns = ("kind", "status", "error_code", "submitted_at", "started_at", "finished_at")
     need(ops, columns, "plots.timeline draws the operations: pass a History or history.df")
-    ops = read_back(ops)  # history.to_csv read back: its times are text
+    ops = in_run_order(read_back(ops))  # history.to_csv read back: its times are text
     ax = new_axes(ax)
     ax.set(xlabel="seconds since the first submission", title="operations")
     if ops.empty:

@@ -285,9 +285,11 @@ def test_compare_draws_a_metric_logged_every_few_steps_and_leaves_out_runs_witho
         ax = plots.compare(frame, y="acc", band=band)
         assert ax.lines[0].get_label() == "a (2 seeds)"
         np.testing.assert_allclose(xy(ax.lines[0]), [[3, 0.8], [6, 1.1]])  # mean over the seeds
-        assert "b" not in [ln.get_label() for ln in ax.lines] and "none logged: b" in ax.get_title()
+        assert "b" not in [ln.get_label() for ln in ax.lines] and "all NaN: b" in ax.get_title()
     nothing = plots.compare(frame[frame.run == "b"], y="acc")
-    assert [t.get_text() for t in nothing.texts] == ["no 'acc' logged in these runs"] and nothing.get_legend() is None
+    assert [t.get_text() for t in nothing.texts] == [
+        "'acc' is NaN at every step of these runs"
+    ] and nothing.get_legend() is None
 
 
 def test_compare_dashes_the_mean_past_the_last_step_every_seed_reached():
