@@ -63,7 +63,7 @@ def classify(exc: Exception) -> OperationError | None:
 def finite_loss(loss: torch.Tensor, metrics: dict[str, float]) -> float:
     """The loss's value, before any backward; ``NON_FINITE_LOSS`` if it or a metric is not finite (a finite loss
     can still carry an overflowed ratio, whose gradient would be NaN). Batched trials' members check the same."""
-    value = float(loss.detach())
+    value = loss.item()  # no ``detach`` first: an op, and ``item`` records no gradient
     if not math.isfinite(value):
         raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
     bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
@@ -104,12 +104,14 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     )
     forward_only = bool(body.forward_only)
     counted = [losses_mod.loss_mask(loss_type, x) for x in inputs]  # the tokens the loss and its metrics read
+    whole = losses_mod.counts_all(counted)
     with torch.set_grad_enabled(not forward_only), evaluating(engine.trainer, forward_only):
         targets = [x["target_tokens"] for x in inputs]
-        lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, targets, counted)
+        lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, targets, counted, whole)
+        horizon = engine.adapter.context_length  # FIXED_HORIZON's constant: the session's maximum sequence length
         loss, metrics = losses_mod.compute(
-            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy, counted=counted
-        )  # FIXED_HORIZON's constant: the session's maximum sequence length
+            loss_type, loss_params, lps, inputs, horizon=horizon, entropy=entropy, counted=counted, whole=whole
+        )
     value = finite_loss(loss, metrics)
     if not forward_only:
         loss.backward()
