@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rlnb import wire
 from rlnb._options import check_int
 from rlnb._scalars import scalar
-from rlnb.params import AdamParams, MuonParams, OptimizerParams, params_for
+from rlnb.params import AdamParams, OptimizerParams, params_for, params_state
 from rlnb.prompts import check_ids, check_room, stop_list
 from rlnb.session.backend import Backend
 from rlnb.text import Codec, NoTokenizerCodec
@@ -131,15 +131,15 @@ class StepParams:
     def __init__(self, optimizer: wire.OptimizerKind) -> None:
         self.optimizer = optimizer
         self._last: tuple[Any, ...] | None = None
-        """The last params given, its ``_state`` as it was, its body and its recorded params."""
+        """The last params given, its ``params_state`` as it was, its body and its recorded params."""
 
     def __call__(self, params: OptimizerParams | dict[str, Any] | None) -> tuple[wire.OptimStepBody, dict[str, Any]]:
         """The body of an optim-step with ``params``, and the params its record holds (a new dict each time, a Muon's
         ``adam`` dict too)."""
         last = self._last  # one read: another thread's step replaces it whole
-        if last is None or last[0] is not params or last[1] != _state(params):
+        if last is None or last[0] is not params or last[1] != params_state(params):
             taken = params_for(self.optimizer, params)
-            last = (params, _state(params), optim_step_body(taken), taken.model_dump(exclude_unset=True))
+            last = (params, params_state(params), optim_step_body(taken), taken.model_dump(exclude_unset=True))
             if last[1] is None:  # a dict, or a subclass (its own state): checked afresh each time
                 return last[2], last[3]
             self._last = last
@@ -147,21 +147,6 @@ class StepParams:
         if recorded.get("adam") is not None:
             recorded["adam"] = {**recorded["adam"]}
         return last[2], recorded
-
-
-def _state(params: object) -> tuple[Any, ...] | None:
-    """What the check of a plain ``AdamParams`` or ``MuonParams`` read, as it is now (copies): its fields, their
-    types, the fields set and, for a Muon, the same of its ``adam`` (an object that may change inside); else None."""
-    if type(params) is not AdamParams and type(params) is not MuonParams:
-        return None
-    fields = dict(params.__dict__)
-    adam = fields.get("adam")
-    return (
-        fields,
-        [*map(type, fields.values())],
-        set(params.__pydantic_fields_set__),
-        None if adam is None else _state(adam),
-    )
 
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:
