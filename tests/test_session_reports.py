@@ -9,6 +9,8 @@ import pytest
 
 import rlnb
 from rlnb import samples, wire
+from rlnb.params import params_for
+from rlnb.session import bodies
 from rlnb.testing import FakeBackend
 
 BATCH = [samples.cross_entropy([1, 2, 3])]
@@ -81,3 +83,43 @@ def test_the_same_params_given_again_keep_their_check_and_any_change_is_checked_
     assert [r.params.get("learning_rate") for r in records] == [1e-3, 1e-3, 1e-3, 2e-3, 3e-3, None, 3e-3, 1.0]
     records[1].params["learning_rate"] = 9.0  # each record its own dict
     assert records[0].params["learning_rate"] == records[2].params["learning_rate"] == 1e-3
+
+
+def test_the_same_muon_params_given_again_keep_their_check_and_a_change_to_their_adam_is_checked_again(monkeypatch):
+    """A loop's ``MuonParams`` given to each optim-step is checked once, as ``AdamParams`` is (``StepParams``): a change
+    to it or inside its ``adam`` (through their checks or past them), or another ``adam``, is checked again and reaches
+    the next step or is refused; each record holds its own params, its ``adam`` dict too."""
+    checks = []
+    monkeypatch.setattr(bodies, "params_for", lambda kind, p: checks.append(p) or params_for(kind, p))
+    backend = FakeBackend("muon")
+    s = rlnb.Session(backend, record=False)
+    hp = rlnb.MuonParams(learning_rate=0.02, adam=rlnb.AdamParams(learning_rate=1e-3))
+    try:
+        for _ in range(3):
+            s.optim_step(hp).result(timeout=30)
+        assert len(checks) == 1  # the same object, unchanged: its first check kept
+        hp.adam.learning_rate = 2e-3  # inside its adam, through its checks
+        s.optim_step(hp).result(timeout=30)
+        object.__setattr__(hp.adam, "learning_rate", -5.0)  # past them: refused, as a new object's check refuses it
+        with pytest.raises(rlnb.InvalidParams, match=r"learning_rate = -5.0 is invalid"):
+            s.optim_step(hp)
+        object.__setattr__(hp.adam, "learning_rate", 1.0)
+        s.optim_step(hp).result(timeout=30)
+        object.__setattr__(hp.adam, "learning_rate", True)  # equal to 1.0, but no number: its type is compared too
+        with pytest.raises(rlnb.InvalidParams, match=r"learning_rate = True is invalid"):
+            s.optim_step(hp)
+        hp.adam = rlnb.AdamParams(learning_rate=3e-3)  # another adam
+        s.optim_step(hp).result(timeout=30)
+        hp.momentum = 0.5  # its own field
+        s.optim_step(hp).result(timeout=30)
+        s.optim_step(hp).result(timeout=30)
+    finally:
+        s.close()
+    assert len(checks) == 7  # one a change (and each refusal), none for the repeats
+    bodies_sent = [body.muon_params for kind, body in backend.submitted if kind == wire.OperationKind.OPTIM_STEP]
+    assert [b.adam.learning_rate for b in bodies_sent] == [1e-3] * 3 + [2e-3, 1.0, 3e-3, 3e-3, 3e-3]
+    assert [b.momentum for b in bodies_sent] == [None] * 6 + [0.5, 0.5]
+    assert all(b is not hp and b.adam is not hp.adam for b in bodies_sent)  # checked copies
+    records = s.history.records
+    records[1].params["adam"]["learning_rate"] = 9.0  # each record its own adam dict
+    assert records[0].params["adam"]["learning_rate"] == records[2].params["adam"]["learning_rate"] == 1e-3

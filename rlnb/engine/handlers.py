@@ -63,7 +63,7 @@ def classify(exc: Exception) -> OperationError | None:
 def finite_loss(loss: torch.Tensor, metrics: dict[str, float]) -> float:
     """The loss's value, before any backward; ``NON_FINITE_LOSS`` if it or a metric is not finite (a finite loss
     can still carry an overflowed ratio, whose gradient would be NaN). Batched trials' members check the same."""
-    value = float(loss.detach())
+    value = loss.item()  # no ``detach`` first: an op, and ``item`` records no gradient
     if not math.isfinite(value):
         raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
     bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
@@ -104,12 +104,14 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     )
     forward_only = bool(body.forward_only)
     counted = [losses_mod.loss_mask(loss_type, x) for x in inputs]  # the tokens the loss and its metrics read
+    whole = losses_mod.counts_all(counted)
     with torch.set_grad_enabled(not forward_only), evaluating(engine.trainer, forward_only):
         targets = [x["target_tokens"] for x in inputs]
-        lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, targets, counted)
+        lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, targets, counted, whole)
+        horizon = engine.adapter.context_length  # FIXED_HORIZON's constant: the session's maximum sequence length
         loss, metrics = losses_mod.compute(
-            loss_type, loss_params, lps, inputs, horizon=engine.adapter.context_length, entropy=entropy, counted=counted
-        )  # FIXED_HORIZON's constant: the session's maximum sequence length
+            loss_type, loss_params, lps, inputs, horizon=horizon, entropy=entropy, counted=counted, whole=whole
+        )
     value = finite_loss(loss, metrics)
     if not forward_only:
         loss.backward()
@@ -146,8 +148,7 @@ def custom_forward_backward(
 
 def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Event) -> wire.OptimStepResult:
     try:
-        hp = params_mod.resolve(engine.kind, body)
-        engine.optim.check(hp)
+        hp = step_hyperparams(engine, body)
     except ValueError as exc:  # the other optimizer's params, or an eps these weights cannot take
         raise OperationError(Code.INVALID_INPUT, str(exc)) from None
     try:
@@ -158,6 +159,21 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
     engine.optim.zero_grad()
     engine.step += 1
     return wire.OptimStepResult(step=engine.step, metrics=optim_metrics(stats, hp))
+
+
+def step_hyperparams(engine: Engine, body: wire.OptimStepBody) -> params_mod.Hyperparams:
+    """``body``'s hyperparameters, resolved and checked for this session's optimizer (a ``ValueError`` saying why
+    not). The same body object again, holding what it held (a loop's one ``hp``, for which ``session.bodies.StepParams``
+    gives one body), takes the last ones: ~10 Python calls a step fewer. A body of other params classes (``rlnb serve``
+    parses a new one a request) is resolved each time."""
+    held = (dict(body.__dict__), params_mod.params_state(body.adam_params or body.muon_params))
+    last = engine.resolved
+    if last is not None and last[0] is body and held[1] is not None and last[1] == held:
+        return last[2]
+    hp = params_mod.resolve(engine.kind, body)
+    engine.optim.check(hp)
+    engine.resolved = (body, held, hp)
+    return hp
 
 
 def optim_metrics(stats: StepStats, hp: params_mod.Hyperparams) -> dict[str, float]:

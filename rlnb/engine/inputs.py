@@ -211,12 +211,18 @@ def custom_gradients(
 
 
 def logprobs(
-    adapter: ModelAdapter, model: nn.Module, seqs: list[list[int]], targets: list[Tensor], counted: list[Tensor] | None
+    adapter: ModelAdapter,
+    model: nn.Module,
+    seqs: list[list[int]],
+    targets: list[Tensor],
+    counted: list[Tensor] | None,
+    whole: bool = False,
 ) -> tuple[list[Tensor], list[Tensor] | None]:
     """Log-prob of each target token, one 1-D tensor per sample, and the policy's entropy at the positions
     ``counted`` marks (one 0/1 mask per sample, ``losses.loss_mask``: the tokens its loss counts, the only ones
     ``loss/entropy/mean`` reads; 0 at the others), or None where ``counted`` is None (a custom forward-backward has
-    no metrics): an entropy is V values of work a position, so prompts and padding cost none.
+    no metrics): an entropy is V values of work a position, so prompts and padding cost none. ``whole``: every
+    position of ``counted`` is 1 (``losses.counts_all``, which the caller asked once for this and the loss).
     Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
     change its positions."""
     lens = list(map(len, seqs))  # C calls, where comprehensions were 2 Python calls a forward-backward (issue 20)
@@ -230,9 +236,12 @@ def logprobs(
     if counted is None:
         where: Tensor | None = torch.zeros(tgt.shape, dtype=torch.bool, device=adapter.device)
     else:
-        m = counted[0] if valid is None else _padded(counted, valid)
         # every position counted (no prompt, no padding): none to skip, so none to select
-        where = None if bool(m.all()) else (m != 0).reshape(tgt.shape).to(adapter.device)
+        if whole and min(lens) == width:
+            where = None
+        else:
+            m = counted[0] if valid is None else _padded(counted, valid)
+            where = (m != 0).reshape(tgt.shape).to(adapter.device)
     tgt = tgt.to(adapter.device)  # before the forward: a copy from the host waits for the device
     logits = adapter.forward(model, idx)  # (B, T, V)
     lp, entropy = losses_mod.logprobs_and_entropy(logits, tgt, where)

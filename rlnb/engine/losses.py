@@ -37,6 +37,7 @@ __all__ = [
     "check_input",
     "check_read",
     "compute",
+    "counts_all",
     "logprobs_and_entropy",
     "loss_mask",
     "mask_key",
@@ -54,9 +55,11 @@ def compute(
     horizon: int,
     entropy: list[torch.Tensor] | None = None,
     counted: list[torch.Tensor] | None = None,
+    whole: bool = False,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Loss to call .backward() on, and float metrics. logprobs[i] is lp of sample i; params as from validate;
-    ``counted[i]``, if the caller made it already, is ``loss_mask(loss_type, inputs[i])`` (made here otherwise).
+    ``counted[i]``, if the caller made it already, is ``loss_mask(loss_type, inputs[i])`` (made here otherwise);
+    ``whole``: the caller knows every position counts (``counts_all``), so no weight is 0 and none to skip.
 
     cross-entropy:       L = -Σ w·lp                        (token-weighted sum; w = `weights`, fractional ok)
     importance sampling: L = -Σ r·A·m
@@ -93,8 +96,8 @@ def compute(
     # banned token in a prompt) would turn its product with the 0 weight into NaN and fail the step NON_FINITE_LOSS.
     if loss_type == _CROSS_ENTROPY:
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
-        on = w != 0
-        return -torch.dot(w, torch.where(on, lp, 0.0)), _summary(on.to(lp.dtype), means, tokens=w)
+        on = _joined(counted).to(lp.device) if counted is not None else (w != 0).to(lp.dtype)  # w's 0/1 mask
+        return -torch.dot(w, lp if whole else torch.where(w != 0, lp, 0.0)), _summary(on, means, tokens=w)
 
     m = torch.cat(counted if counted is not None else [loss_mask(loss_type, x) for x in inputs]).to(lp.device)
     ref = _cat(inputs, "reference_logprobs", lp.device) if loss_type == _GRPO and params["beta"] > 0 else None
@@ -249,21 +252,28 @@ def logprobs_and_entropy(
     in a chunk (its last bits)."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     lp = logp.gather(-1, targets[..., None])[..., 0]
-    with torch.no_grad():
-        flat = logp.detach().reshape(-1, logp.shape[-1])
+    with torch.no_grad():  # a view of it, no ``detach`` (an op): nothing here records a gradient
+        flat = logp.reshape(-1, logp.shape[-1])
         if where is not None:
             entropy = flat.new_zeros(flat.shape[0])
             for at in where.reshape(-1).nonzero()[:, 0].split(ENTROPY_ROWS):
                 entropy[at] = _entropy(flat.index_select(0, at))
             return lp, entropy.reshape(logp.shape[:-1])
-        chunks = [_entropy(c) for c in flat.split(ENTROPY_ROWS)]
-        entropy = _joined(chunks).reshape(logp.shape[:-1]) if chunks else flat.new_zeros(logp.shape[:-1])
+        # one chunk: no ``split`` (an op) of what is one already
+        chunks = [_entropy(c) for c in flat.split(ENTROPY_ROWS)] if len(flat) > ENTROPY_ROWS else [_entropy(flat)]
+        entropy = _joined(chunks).reshape(logp.shape[:-1])
     return lp, entropy
 
 
 def _entropy(logp: torch.Tensor) -> torch.Tensor:
     """-Σ p·log p over the last axis; a log-prob of -inf (p = 0) adds 0, not NaN."""
     return -(logp.exp() * logp.clamp(min=torch.finfo(logp.dtype).min)).sum(-1)
+
+
+def counts_all(counted: list[torch.Tensor]) -> bool:
+    """Whether every position of every sample counts (``loss_mask``'s masks all 1): no prompt, no 0 weight, so a loss
+    and the entropy skip none (one host sync a forward-backward, shared by ``inputs.logprobs`` and ``compute``)."""
+    return bool(_joined(counted).all())
 
 
 def _cat(inputs: list[dict[str, torch.Tensor]], key: str, device: torch.device) -> torch.Tensor:

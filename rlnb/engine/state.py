@@ -48,6 +48,9 @@ class Engine:
     sample_rng: torch.Generator = field(default_factory=torch.Generator)
     training_checkpoints: list[wire.TrainingCheckpoint] = field(default_factory=list)
     inference_checkpoints: list[wire.InferenceCheckpoint] = field(default_factory=list)
+    resolved: tuple[Any, ...] | None = None
+    """The last optim-step body, what it held (``params.params_state``) and its checked hyperparameters
+    (``handlers.step_hyperparams``)."""
     changed_at: datetime | None = None
     """When an operation last changed the session's own fields (``wire.CHANGES_SESSION``): its ``updated_at``."""
 

@@ -43,6 +43,7 @@ from .classes import (
     MuonParams,
     OptimizerParams,
     params_for,
+    params_state,
 )
 from .hyperparams import (
     ADAM_DEFAULTS,
@@ -79,5 +80,6 @@ __all__ = [
     "check_hyperparams",
     "decay_rule_holds",
     "params_for",
+    "params_state",
     "resolve",
 ]

@@ -249,3 +249,20 @@ def rebuilt(params: OptimizerParams) -> OptimizerParams:
     if isinstance(adam, AdamParams):  # taken as it is by MuonParams: its own fields are checked again
         fields["adam"] = {name: getattr(adam, name, None) for name in adam.model_fields_set}
     return type(params)(**fields)
+
+
+def params_state(params: object) -> tuple[Any, ...] | None:
+    """What a plain ``AdamParams`` or ``MuonParams`` holds now (copies), to tell whether the same object given again
+    has changed since it was checked or resolved: its fields, their types, the fields set and, for a Muon, the same of
+    its ``adam`` (an object that may change inside). None for anything else (a dict, a subclass, the wire's classes):
+    no state to trust."""
+    if type(params) is not AdamParams and type(params) is not MuonParams:
+        return None
+    fields = dict(params.__dict__)
+    adam = fields.get("adam")
+    return (
+        fields,
+        [*map(type, fields.values())],
+        set(params.__pydantic_fields_set__),
+        None if adam is None else params_state(adam),
+    )

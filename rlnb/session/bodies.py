@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from rlnb import wire
 from rlnb._options import check_int
 from rlnb._scalars import scalar
-from rlnb.params import AdamParams, OptimizerParams, params_for
+from rlnb.params import AdamParams, OptimizerParams, params_for, params_state
 from rlnb.prompts import check_ids, check_room, stop_list
 from rlnb.session.backend import Backend
 from rlnb.text import Codec, NoTokenizerCodec
@@ -123,35 +123,30 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
 
 class StepParams:
     """A session's optim-step bodies and recorded params, from the params given (``params_for``: a checked copy). The
-    same ``AdamParams`` object given again, unchanged (a training loop's ``hp``), keeps its last check, body and
-    recorded params: its fields, their types and the fields set are compared (C calls), where checking it again cost
-    ~30 Python calls a step. A change, even one past its checks (``object.__setattr__``), is checked afresh."""
+    same ``AdamParams`` or ``MuonParams`` object given again, unchanged (a training loop's ``hp``), keeps its last
+    check, body and recorded params: its fields, their types and the fields set are compared (C calls), a Muon's
+    ``adam`` object's too, where checking it again cost ~30 Python calls a step. A change, even one past its checks
+    (``object.__setattr__``), or another ``adam`` object, is checked afresh."""
 
     def __init__(self, optimizer: wire.OptimizerKind) -> None:
         self.optimizer = optimizer
         self._last: tuple[Any, ...] | None = None
-        """The last ``AdamParams`` given, its fields, their types and its fields set as they were, its body and its
-        recorded params."""
+        """The last params given, its ``params_state`` as it was, its body and its recorded params."""
 
     def __call__(self, params: OptimizerParams | dict[str, Any] | None) -> tuple[wire.OptimStepBody, dict[str, Any]]:
-        """The body of an optim-step with ``params``, and the params its record holds (a new dict each time)."""
+        """The body of an optim-step with ``params``, and the params its record holds (a new dict each time, a Muon's
+        ``adam`` dict too)."""
         last = self._last  # one read: another thread's step replaces it whole
-        if (
-            last is not None
-            and last[0] is params
-            and last[1] == params.__dict__
-            and last[2] == [*map(type, params.__dict__.values())]
-            and last[3] == params.__pydantic_fields_set__
-        ):
-            return last[4], {**last[5]}
-        taken = params_for(self.optimizer, params)
-        body, recorded = optim_step_body(taken), taken.model_dump(exclude_unset=True)
-        if type(params) is AdamParams:  # not Muon's: its ``adam`` is an object that may change inside
-            fields = dict(params.__dict__)
-            self._last = (params, fields, [*map(type, fields.values())], set(params.__pydantic_fields_set__), body,
-                          recorded)  # fmt: skip
-            return body, {**recorded}
-        return body, recorded
+        if last is None or last[0] is not params or last[1] != params_state(params):
+            taken = params_for(self.optimizer, params)
+            last = (params, params_state(params), optim_step_body(taken), taken.model_dump(exclude_unset=True))
+            if last[1] is None:  # a dict, or a subclass (its own state): checked afresh each time
+                return last[2], last[3]
+            self._last = last
+        recorded = {**last[3]}
+        if recorded.get("adam") is not None:
+            recorded["adam"] = {**recorded["adam"]}
+        return last[2], recorded
 
 
 def optim_step_body(params: OptimizerParams) -> wire.OptimStepBody:

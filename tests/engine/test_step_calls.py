@@ -10,13 +10,15 @@ import threading
 import pytest
 
 import rlnb
-from rlnb import samples, wire
+from rlnb import params, samples, wire
+from rlnb.engine import handlers
+from rlnb.errors import OperationError
 
 pytestmark = pytest.mark.slow  # builds a session and runs 30 profiled steps
 
 TEXT = list(b"hello world, this is a training step of rlnb")
 STEPS = 10
-BOUND = 242
+BOUND = 234
 """Python calls outside torch per forward-backward + optim-step + result(): 752 before issue 20's cuts (a call per
 record field to spell its floats, a path join per line written, a dtype check per gradient, a ``Future.done()`` per
 status report or ``done()``), 464 after; 469 later, 425 after the second cut (a generator per part of a submitted
@@ -31,21 +33,30 @@ log's ``_home`` called only where an optim-step kept its gradients, 3); 252 afte
 given again unchanged keeps its check, body and recorded params, 32), 244 after the run store's record lines
 made in ``RunStore.write_record`` (``as_row`` and ``line``, 8), 241 after a
 forward-backward's logprobs pad only what needs it (3), 239 after a sample's copy reads its texts and inputs by
-``map`` (2): the bound leaves room for checks to come, not
-for those costs to return."""
+``map`` (2); 242 later, 233 after the worker resolved and checked a step's body once while the same body came back
+unchanged (``handlers.step_hyperparams``, 10), 230 after AdamW's step became the engine's own
+(``rlnb.engine.optim.adamw``: 7 of torch's ``typing.cast`` calls, for 4 of its own): the bound leaves room for
+checks to come, not for those costs to return."""
 
 
-def _counted_session(tmp_path, count):
+MUON_BOUND = 273
+"""The same for a Muon session's step with its one ``MuonParams``: 322 while its check, body and recorded params were
+made afresh each step (``StepParams`` kept them for ``AdamParams`` only) and the worker resolved its body each time,
+272 after, 269 with the engine's own AdamW step."""
+
+
+def _counted_session(tmp_path, count, optimizer="adam"):
     """A local ``tiny`` session (one thread, recording on) whose worker, started as it connects, runs ``count`` as its
     profile function too."""
     threading.setprofile(count)
     try:
-        return rlnb.connect("local", model="tiny", device="cpu", runs_dir=str(tmp_path), threads=1)
+        return rlnb.connect("local", model="tiny", device="cpu", runs_dir=str(tmp_path), threads=1, optimizer=optimizer)
     finally:
         threading.setprofile(None)
 
 
-def test_a_recorded_local_step_makes_few_python_calls_outside_torch(tmp_path):
+@pytest.mark.parametrize("optimizer", ["adam", "muon"])
+def test_a_recorded_local_step_makes_few_python_calls_outside_torch(tmp_path, optimizer):
     counted = [0]
     on = threading.Event()
 
@@ -53,8 +64,9 @@ def test_a_recorded_local_step_makes_few_python_calls_outside_torch(tmp_path):
         if event == "call" and on.is_set() and "/torch/" not in frame.f_code.co_filename:
             counted[0] += 1
 
-    session = _counted_session(tmp_path, count)
-    batch, hp = [samples.cross_entropy(TEXT)], rlnb.AdamParams(learning_rate=1e-3)
+    session = _counted_session(tmp_path, count, optimizer)
+    hp = rlnb.AdamParams(learning_rate=1e-3) if optimizer == "adam" else rlnb.MuonParams(learning_rate=0.02)
+    batch, bound = [samples.cross_entropy(TEXT)], BOUND if optimizer == "adam" else MUON_BOUND
 
     def step():
         session.forward_backward(batch)
@@ -75,7 +87,7 @@ def test_a_recorded_local_step_makes_few_python_calls_outside_torch(tmp_path):
         session.close()
     assert len(session.history.records) == 2 * (5 + STEPS)  # the steps ran and were recorded
     per_step = counted[0] / STEPS
-    assert 50 < per_step < BOUND, per_step  # some calls were counted: the profile saw the step
+    assert 50 < per_step < bound, per_step  # some calls were counted: the profile saw the step
 
 
 def test_a_record_listener_hears_every_report_and_none_subscribed_costs_no_call(tmp_path):
@@ -110,3 +122,40 @@ def test_a_record_listener_hears_every_report_and_none_subscribed_costs_no_call(
     assert told[0] > 0  # the profile saw the subscribed listener told
     done = wire.OperationStatus.COMPLETED.value
     assert [seq for seq, status in heard if status == done] == [2, 3], heard  # both, the forward-backward first
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_the_same_step_body_is_resolved_once_and_a_change_inside_it_again(tmp_path, monkeypatch, kind):
+    """The worker resolves and checks an optim-step body once while the same object comes back holding what it held
+    (``handlers.step_hyperparams``: a loop's one ``hp`` gives one body); a change inside it, even past its checks, is
+    resolved and checked again: an ``eps`` these float32 weights read as 0 is refused, a new rate is stepped with."""
+    resolved, resolve = [], params.resolve
+    monkeypatch.setattr(handlers.params_mod, "resolve", lambda k, b: resolved.append(b) or resolve(k, b))
+    session = rlnb.connect("local", model="tiny", device="cpu", optimizer=kind, record=False, threads=1)
+    engine, cancelled = session.backend.engine, threading.Event()
+    fb = wire.ForwardBackwardBody(samples=[samples.cross_entropy(TEXT)], loss=wire.loss_config("cross_entropy", None))
+    adam = rlnb.AdamParams(learning_rate=1e-3)
+    hp = adam if kind == "adam" else rlnb.MuonParams(learning_rate=0.02, adam=adam)
+    body = wire.OptimStepBody.model_construct(**{f"{kind}_params": hp})
+
+    def step(body: wire.OptimStepBody) -> None:
+        handlers.run(engine, wire.OperationKind.FORWARD_BACKWARD, fb, cancelled)
+        handlers.run(engine, wire.OperationKind.OPTIM_STEP, body, cancelled)
+
+    try:
+        for _ in range(3):
+            step(body)
+        assert len(resolved) == 1
+        object.__setattr__(adam, "eps", 1e-50)  # past its checks, inside the body (a Muon's: inside its adam)
+        adam.__pydantic_fields_set__.add("eps")
+        with pytest.raises(OperationError, match=r"eps 1e-50 is 0 in float32"):
+            step(body)
+        object.__setattr__(adam, "eps", 1e-8)
+        adam.learning_rate = 5e-3
+        step(body)
+        assert engine.optim._adamw.param_groups[0]["lr"] == 5e-3  # the new rate stepped with
+        step(wire.OptimStepBody.model_construct(**{f"{kind}_params": hp}))  # another body: resolved afresh
+        step(body)  # and back: afresh too (the last body is the one kept)
+    finally:
+        session.close()
+    assert len(resolved) == 5
