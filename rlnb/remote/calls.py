@@ -50,7 +50,7 @@ from rlnb.remote.features import ServerFeatures as ServerFeatures  # where it wa
 from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
-from rlnb.remote.urls import check_base_url
+from rlnb.remote.urls import check_base_url, warn_cleartext
 
 log = logging.getLogger("rlnb")
 
@@ -89,6 +89,8 @@ class Caller:
         own = httpx.URL(self.base_url)
         self._origin = (own.scheme, own.host, own.port)
         self._api_key = _secrets.take_key(api_key, ENV_API_KEY)
+        if self._api_key is not None:
+            warn_cleartext(self.base_url)  # once per client, at its making: each call would repeat it
         self._bodies = bodies.Scrubber(self._api_key)
         most = check_int("max_response_bytes", max_response_bytes, 1, optional=True)  # 2.5 and np.int64 too
         self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if most is None else most

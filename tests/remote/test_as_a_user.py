@@ -52,8 +52,8 @@ def test_a_base_url_with_whitespace_or_that_no_url_parser_takes_is_refused_namin
 @pytest.mark.parametrize(
     ("url", "sent_to"),
     [
-        ("http://rl.test/", "http://rl.test/v1/rl/supported-models"),
-        ("http://rl.test/proxy/", "http://rl.test/proxy/v1/rl/supported-models"),
+        ("https://rl.test/", "https://rl.test/v1/rl/supported-models"),
+        ("https://rl.test/proxy/", "https://rl.test/proxy/v1/rl/supported-models"),
         ("http://[::1]:8000", "http://[::1]:8000/v1/rl/supported-models"),
         ("HTTPS://RL.test", "https://rl.test/v1/rl/supported-models"),
     ],
@@ -104,11 +104,14 @@ def test_the_proxy_the_environment_names_is_taken_as_httpx_and_the_sdk_take_it(m
     ``NO_PROXY`` still keeps a host off it."""
     with fake_proxy() as (proxy, lines):
         monkeypatch.setenv("HTTP_PROXY", proxy)
-        with APIClient("http://rl.test:8000", api_key=KEY, max_retries=0) as client:
+        with pytest.warns(rlnb.CleartextKeyWarning, match="rl.test:8000"):  # the key goes over plain http://
+            client = APIClient("http://rl.test:8000", api_key=KEY, max_retries=0)
+        with client:
             assert client.supported_models().data == []
         assert lines == [b"GET http://rl.test:8000/v1/rl/supported-models HTTP/1.1"]
         monkeypatch.setenv("NO_PROXY", "rl.test")
-        client = APIClient("http://rl.test:8000", api_key=KEY, max_retries=0, timeout=2.0)
+        with pytest.warns(rlnb.CleartextKeyWarning):
+            client = APIClient("http://rl.test:8000", api_key=KEY, max_retries=0, timeout=2.0)
         with client, pytest.raises(rlnb.APIConnectionError) as info:  # no such host: straight there, not the proxy
             client.supported_models()
         assert len(lines) == 1 and "proxy" not in str(info.value)
