@@ -45,6 +45,7 @@ from rlnb.remote.call_spec import (
     USER_AGENT,
     Call,
     check_seconds,
+    check_timeout,
 )
 from rlnb.remote.features import ServerFeatures as ServerFeatures  # where it was first
 from rlnb.remote.features import ServerInfo
@@ -76,8 +77,7 @@ class Caller:
     ):
         api_key = _secrets.hide(api_key)  # first: no traceback's locals show it from here on
         check_seconds("deadline", deadline)
-        if not isinstance(timeout, httpx.Timeout):
-            check_seconds("timeout", timeout)
+        check_timeout(timeout)
         max_retries = check_int("max_retries", max_retries, 0, optional=True)
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")
