@@ -64,7 +64,7 @@ def warn_cleartext(url: str) -> None:
     over the office network, a hotel Wi-Fi). It names the host, never the key; https and this machine's loopback (a
     local ``rlnb serve``, an SSH tunnel's end) are quiet."""
     parts = urlsplit(url)
-    if parts.scheme.lower() != "http" or loopback(parts.hostname or ""):
+    if parts.scheme.lower() != "http" or _stays_here(parts.hostname or ""):
         return
     warnings.warn(
         CleartextKeyWarning(
@@ -75,3 +75,15 @@ def warn_cleartext(url: str) -> None:
         ),
         stacklevel=user_stacklevel(),
     )
+
+
+def _stays_here(host: str) -> bool:
+    """Whether a request to ``host`` never leaves this machine: its loopback, also as an IPv4-mapped IPv6 address
+    (``[::ffff:127.0.0.1]``), or the unspecified address (``0.0.0.0``, ``[::]``: what a server bound to every interface
+    prints, which the kernel routes here)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return loopback(host)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or address.is_unspecified or (mapped is not None and mapped.is_loopback)

@@ -40,6 +40,9 @@ def test_a_key_sent_over_plain_http_to_another_host_warns_once_naming_the_host_n
         ("http://127.9.8.7:8000", KEY),  # all of 127.0.0.0/8
         ("http://[::1]:8000", KEY),
         ("http://LocalHost:8000", KEY),
+        ("http://[::ffff:127.0.0.1]:8000", KEY),
+        ("http://0.0.0.0:8000", KEY),  # what a server bound to every interface prints; the kernel routes it here
+        ("http://[::]:8000", KEY),
         ("http://10.1.2.3:8000", None),  # no key: nothing secret goes over the wire
     ],
 )
