@@ -1,5 +1,5 @@
-"""Answers a proxy garbles: a 2xx to an operation POST whose envelope cannot be read (truncated, HTML, no id), and a
-3xx without a ``Location``."""
+"""Answers a proxy garbles: a 2xx to an operation POST or poll whose envelope cannot be read (truncated, HTML, no id),
+and a 3xx without a ``Location``."""
 
 import httpx
 import pytest
@@ -50,6 +50,37 @@ def test_an_answer_unreadable_every_time_fails_saying_the_operation_may_run():
     said = info.value.message
     assert "not a valid Operation" in said and "may run this optim-step" in said and "asked 2 more times" in said
     assert said.count("POST https://rl.test/") == 1 and len(fake.calls("POST", "optim-step")) == 3
+
+
+def session_garbling_polls(fake: FakeAPI, times: int, **retries: int) -> rlnb.Session:
+    """A session on ``fake`` whose first ``times`` answers to an operation's poll are a proxy's page with a 200."""
+    rid = fake.add_resource({"adam": {}})
+    left = [times]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.method == "GET" and "/operations/" in request.url.path and left[0]:
+            left[0] -= 1
+            return httpx.Response(200, content=GARBLED["a proxy's page"])
+        return response
+
+    return rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid,
+                        ready_timeout=5, record=False, **FAST_POLL, **quick(retries))  # fmt: skip
+
+
+def test_an_unreadable_poll_answer_is_polled_again():
+    """One garbled poll failed the operation ("polling failed: ... not JSON") while the server ran it on."""
+    fake = FakeAPI(ready_after=1)
+    with session_garbling_polls(fake, 2) as s:
+        assert s.optim_step(rlnb.AdamParams(learning_rate=1e-3)).result(timeout=10).step == 1
+
+
+def test_a_poll_answer_unreadable_every_time_fails_after_max_retries_in_a_row():
+    fake = FakeAPI(ready_after=1)
+    with session_garbling_polls(fake, 99, max_retries=2) as s, pytest.raises(rlnb.OperationFailed) as info:
+        s.optim_step(rlnb.AdamParams(learning_rate=1e-3)).result(timeout=10)
+    assert "polling failed" in info.value.message and "3 answers in a row could not be read" in info.value.message
+    assert len(fake.calls("GET", "/operations/")) == 3
 
 
 @pytest.mark.parametrize("status", [301, 302, 304, 307])
