@@ -55,6 +55,19 @@ def check_timeout(timeout: object) -> None:
                 ) from None
 
 
+def doubled_prefix(base_url: str) -> str:
+    """Words for a 404 when ``base_url`` already ends in the API's ``/v1`` or ``/v1/rl`` (the server URL of the API
+    reference, ``https://api.together.ai/v1``), which rlnb adds itself: every call went to ``/v1/v1/rl/...`` and
+    failed "404 no route" naming neither; else ""."""
+    base = base_url.rstrip("/")
+    for tail in (API_PREFIX, "/v1"):
+        if base.lower().endswith(tail) and "/" in base.split("://", 1)[-1]:
+            return (
+                f" (base_url ends in {tail}, and rlnb adds {API_PREFIX} itself: pass base_url={base[: -len(tail)]!r})"
+            )
+    return ""
+
+
 class Call(NamedTuple):
     """One request to send: what ``Caller._send`` needs besides the client's own settings."""
 

@@ -46,6 +46,7 @@ from rlnb.remote.call_spec import (
     Call,
     check_seconds,
     check_timeout,
+    doubled_prefix,
 )
 from rlnb.remote.features import ServerFeatures as ServerFeatures  # where it was first
 from rlnb.remote.features import ServerInfo
@@ -252,6 +253,8 @@ class Caller:
             request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
         if response is not None:
             note = self.retry.unheeded(response.headers) + off
+            if response.status_code == 404 and call.auth:  # a call of the API (not a presigned URL's)
+                note += doubled_prefix(self.base_url)
             raise self._bodies.status_error(request, response, self.base_url, note)
         cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
         tries = f" (after {attempt + 1} attempts)" if attempt else ""

@@ -224,3 +224,16 @@ def test_a_server_killed_mid_poll_and_restarted_on_its_port_is_said_plainly(capl
             s.optim_step().result(30)
         s.close()
     assert f"session {s.backend.session_id} was already gone" in caplog.text
+
+
+@pytest.mark.parametrize("base", ["https://rl.test/v1", "https://rl.test/v1/rl/", "https://rl.test/V1"])
+def test_a_base_url_ending_in_the_apis_own_prefix_gets_a_404_that_says_which_to_pass(base):
+    """The API reference's server URL is ``https://api.together.ai/v1``: passed as base_url, every call went to
+    ``/v1/v1/rl/...`` and failed "404 no route GET /v1/v1/rl/model-resources", naming neither."""
+    transport = httpx.MockTransport(FakeAPI())
+    said = r"ends in /v(1|1/rl), and rlnb adds /v1/rl itself: pass base_url='https://rl\.test'\)$"
+    with pytest.raises(rlnb.NotFoundError, match=said):
+        rlnb.connect(base, api_key=KEY, transport=transport, base_model="org/model-a", record=False)
+    with APIClient("https://rl.test", KEY, transport=transport) as client, pytest.raises(rlnb.NotFoundError) as info:
+        client.get_session("sess-404")  # a 404 of the API itself: no word of base_url
+    assert "base_url" not in str(info.value)
