@@ -253,6 +253,8 @@ class Caller:
             request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
         if response is not None:
             note = self.retry.unheeded(response.headers) + off
+            if retry and late and attempt < self.retry.max_retries:  # it failed at once, saying only "429 ..."
+                note += f"; not retried: the wait before a retry ({delay:.3g} s) would pass {limit}"
             if response.status_code == 404 and call.auth:  # a call of the API (not a presigned URL's)
                 note += doubled_prefix(self.base_url)
             raise self._bodies.status_error(request, response, self.base_url, note)

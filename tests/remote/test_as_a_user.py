@@ -197,6 +197,19 @@ def test_a_retry_after_within_max_retry_after_or_none_is_not_named(header):
     assert str(info.value).endswith(": 429 busy")
 
 
+def test_a_retry_after_past_the_calls_deadline_is_named_in_the_error_it_ends_with():
+    """A 429 asking for 50 s, with 10 s of deadline: it failed at once "429 slow down" (5 retries left), no word of
+    why it was not retried."""
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(
+        lambda request: sent.append(request) or error(429, "slow down", **{"retry-after": "50"})
+    )
+    with APIClient(BASE, KEY, transport=transport, deadline=10) as client, pytest.raises(rlnb.RateLimitError) as info:
+        client.supported_models()
+    said = ": 429 slow down; not retried: the wait before a retry (50 s) would pass the call's deadline (10 s)"
+    assert str(info.value).endswith(said) and len(sent) == 1
+
+
 @pytest.mark.slow  # two rlnb serve processes
 def test_a_server_killed_mid_poll_and_restarted_on_its_port_is_said_plainly(caplog):
     """The network drops mid-poll (the server is killed, then restarted on the same port without its state): what
