@@ -22,6 +22,8 @@
     OperationError                        raised inside the engine to end an operation FAILED with a code
     └── Cancelled                         the session stopped while the operation ran
 
+``CleartextKeyWarning`` (a ``UserWarning``) is the one warning here: a key sent unencrypted (``rlnb.remote.urls``).
+
 Messages carry the method, URL, status and the server's message — never an API key.
 """
 
@@ -95,6 +97,11 @@ def describe(exc: BaseException) -> str:
         said = f"{type(exc).__name__} (its message could not be made)"
     notes = [note for note in getattr(exc, "__notes__", ()) if isinstance(note, str)]
     return "; ".join([said, *notes])
+
+
+class CleartextKeyWarning(UserWarning):
+    """An API key is about to be sent over plain http:// to a host other than this machine (``rlnb.connect``,
+    ``APIClient``): it crosses the network unencrypted. Given once per client, naming the host, never the key."""
 
 
 class ResourceEnded(RlnbError):

@@ -37,6 +37,37 @@ def check_seconds(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
 
 
+def check_timeout(timeout: object) -> None:
+    """``ValueError`` naming the field unless ``timeout`` is a finite number of seconds > 0 (``check_seconds``) or an
+    ``httpx.Timeout`` whose every field is one or None (no per-socket limit; the call's deadline still holds). A
+    ``Timeout(-1)`` or NaN was taken, then every request raised the socket's bare "Timeout value out of range"; a
+    ``Timeout(0)`` failed every connect, retried, as "Operation now in progress"."""
+    if not isinstance(timeout, httpx.Timeout):
+        check_seconds("timeout", timeout)
+        return
+    for name, value in timeout.as_dict().items():
+        if value is not None:
+            try:
+                check_seconds(f"timeout.{name}", value)
+            except ValueError as exc:
+                raise ValueError(
+                    f"{exc} (None: no limit per socket operation, the call's deadline still ends it)"
+                ) from None
+
+
+def doubled_prefix(base_url: str) -> str:
+    """Words for a 404 when ``base_url`` already ends in the API's ``/v1`` or ``/v1/rl`` (the server URL of the API
+    reference, ``https://api.together.ai/v1``), which rlnb adds itself: every call went to ``/v1/v1/rl/...`` and
+    failed "404 no route" naming neither; else ""."""
+    base = base_url.rstrip("/")
+    for tail in (API_PREFIX, "/v1"):
+        if base.lower().endswith(tail) and "/" in base.split("://", 1)[-1]:
+            return (
+                f" (base_url ends in {tail}, and rlnb adds {API_PREFIX} itself: pass base_url={base[: -len(tail)]!r})"
+            )
+    return ""
+
+
 class Call(NamedTuple):
     """One request to send: what ``Caller._send`` needs besides the client's own settings."""
 

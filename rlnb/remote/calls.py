@@ -45,12 +45,14 @@ from rlnb.remote.call_spec import (
     USER_AGENT,
     Call,
     check_seconds,
+    check_timeout,
+    doubled_prefix,
 )
 from rlnb.remote.features import ServerFeatures as ServerFeatures  # where it was first
 from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
-from rlnb.remote.urls import check_base_url
+from rlnb.remote.urls import check_base_url, warn_cleartext
 
 log = logging.getLogger("rlnb")
 
@@ -76,8 +78,7 @@ class Caller:
     ):
         api_key = _secrets.hide(api_key)  # first: no traceback's locals show it from here on
         check_seconds("deadline", deadline)
-        if not isinstance(timeout, httpx.Timeout):
-            check_seconds("timeout", timeout)
+        check_timeout(timeout)
         max_retries = check_int("max_retries", max_retries, 0, optional=True)
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")
@@ -89,6 +90,8 @@ class Caller:
         own = httpx.URL(self.base_url)
         self._origin = (own.scheme, own.host, own.port)
         self._api_key = _secrets.take_key(api_key, ENV_API_KEY)
+        if self._api_key is not None:
+            warn_cleartext(self.base_url)  # once per client, at its making: each call would repeat it
         self._bodies = bodies.Scrubber(self._api_key)
         most = check_int("max_response_bytes", max_response_bytes, 1, optional=True)  # 2.5 and np.int64 too
         self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if most is None else most
@@ -250,6 +253,10 @@ class Caller:
             request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
         if response is not None:
             note = self.retry.unheeded(response.headers) + off
+            if retry and late and attempt < self.retry.max_retries:  # it failed at once, saying only "429 ..."
+                note += f"; not retried: the wait before a retry ({delay:.3g} s) would pass {limit}"
+            if response.status_code == 404 and call.auth:  # a call of the API (not a presigned URL's)
+                note += doubled_prefix(self.base_url)
             raise self._bodies.status_error(request, response, self.base_url, note)
         cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
         tries = f" (after {attempt + 1} attempts)" if attempt else ""

@@ -13,6 +13,7 @@ and results that name a ``payload_id`` are fetched and merged before they are pa
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import httpx
 
 from rlnb import wire
 from rlnb._options import set_int
-from rlnb.errors import APIError, APIStatusError
+from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
 from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call
@@ -30,6 +31,8 @@ from rlnb.remote.checkpoints import CheckpointCalls
 from rlnb.remote.endpoints import json_body, list_params, seg
 from rlnb.remote.resources import ResourceCalls
 from rlnb.remote.retry import RetryPolicy
+
+log = logging.getLogger("rlnb")
 
 
 @dataclass(frozen=True)
@@ -173,12 +176,33 @@ class APIClient(ResourceCalls, CheckpointCalls):
         return PreparedOperation(kind, content, key)
 
     def send_operation(self, session_id: str, op: PreparedOperation) -> wire.Operation[Any]:
-        """Send a prepared operation (its upload first, if any); its envelope."""
+        """Send a prepared operation (its upload first, if any); its envelope. A 2xx whose envelope cannot be read (a
+        proxy's truncated or garbled answer, one without an id) is asked again with the same ``Idempotency-Key``, which
+        the API answers with the operation it took, up to ``max_retries`` times: failed at once, the operation ran on
+        the server while its record said FAILED (an optim-step applied and never recorded)."""
         content = op.content
         if op.upload is not None and op.inline is not None:
             content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
         call = Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
-        return self._operation(session_id, op.kind, self._send(call), None)
+        for again in range(self.max_retries + 1):
+            response = self._send(call)
+            try:
+                return self._operation(session_id, op.kind, response, None)
+            except (APIConnectionError, APIStatusError):
+                raise  # a payload's download that failed: no word on the envelope
+            except APIError as exc:
+                unread = exc
+                log.info("%s; asking again with its Idempotency-Key (%d of %d)", exc, again + 1, self.max_retries)
+        said = str(unread).removeprefix(f"{unread.method} {unread.url}: ")
+        tries = (
+            f"also when asked {self.max_retries} more times" if self.max_retries else "and max_retries=0 asks no more"
+        )
+        raise APIError(
+            f"{said}; the server took the POST ({response.status_code}) and may run this {op.kind}: its answer could "
+            f"not be read, {tries} with the same Idempotency-Key",
+            method=unread.method,
+            url=unread.url,
+        )
 
     def get_operation(
         self,

@@ -18,7 +18,8 @@ the session has failed for ``poll_failure_window`` seconds, counted from the fir
 the window ends (a poll's retries end with it),
 saying so: polls go one at a time, and one per operation against a server that never answers would
 take a whole deadline each. A 404 — the server no longer knows the
-operation, e.g. it restarted without its state — fails it at once (``SESSION_NOT_ACTIVE``).
+operation, e.g. it restarted without its state — fails it at once (``SESSION_NOT_ACTIVE``). An answer that cannot be
+read (not JSON, not an envelope of this operation) is polled again, up to the client's ``max_retries`` in a row.
 
 How long it waits (``PollOptions``, ``poll_interval``) is ``rlnb.remote.waiting``'s.
 """
@@ -53,6 +54,8 @@ class InFlight:
     """time.monotonic() of the next poll."""
     ended: bool = False
     """Reported FAILED with the whole session (``Poller._fail_all``): no longer polled."""
+    unread: int = 0
+    """Polls in a row whose answer could not be read (``Poller._poll``)."""
 
 
 class Poller:
@@ -168,9 +171,17 @@ class Poller:
                     return
                 log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
                 env, transient = op.env, True
-        except APIError as exc:  # an unparsable response: not worth repeating
-            env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc}")
+        except APIError as exc:  # an unreadable answer (a proxy's page, a garbled body): polled again a few times
+            op.unread += 1  # (once, it failed an operation the server went on running), then it fails
+            if op.unread <= self.client.max_retries:
+                log.warning("polling %s %s: %s; polling again (%d of %d)", op.kind, op.env.id, exc, op.unread,
+                            self.client.max_retries)  # fmt: skip
+                env, transient = op.env, True
+            else:
+                why = f"polling failed: {exc} ({op.unread} answers in a row could not be read; the server may run it)"
+                env = wire.Operation.failed(op.env.id, None, why)
         else:
+            op.unread = 0
             self._failing_since, self._last_failure = None, None
             self._newer(op, env.status)
         now = time.monotonic()

@@ -32,6 +32,7 @@ import httpcore
 import httpx
 
 from rlnb import _secrets
+from rlnb.remote.urls import loopback
 
 _DEADLINE: contextvars.ContextVar[tuple[float | None, float | None]] = contextvars.ContextVar(
     "rlnb_request_deadline", default=(None, None)
@@ -160,7 +161,7 @@ class Proxies:
     def proxy_for(self, url: httpx.URL) -> str | None:
         """The scheme whose proxy a request to ``url`` goes through; None: straight there. A proxy's own loopback is
         not this machine's: ``rlnb serve`` here is reached directly, as Go does."""
-        if not self._urls or _loopback(url.host) or _within(url.host, self._networks):
+        if not self._urls or loopback(url.host) or _within(url.host, self._networks):
             return None
         if any(urllib.request.proxy_bypass(host) for host in (url.host, url.netloc.decode())):
             return None  # NO_PROXY (read by urllib at each request): a name and its subdomains, an address, a :port
@@ -211,16 +212,6 @@ def _within(host: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Netw
     except ValueError:
         return False
     return any(address in network for network in networks)
-
-
-def _loopback(host: str) -> bool:
-    """Whether ``host`` is this machine: ``localhost``, ``127.0.0.0/8``, ``::1``."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def shown(url: str) -> str:

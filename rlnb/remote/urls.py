@@ -1,13 +1,17 @@
 """``check_base_url``: the one check of a base URL, shared by ``APIClient`` (``base_url``, ``$TOGETHER_BASE_URL``) and
-``rlnb.connect`` / ``sweep`` (their ``target``, before anything quotes it). Apart from ``calls`` so that a local
-session's check does not import httpx.
+``rlnb.connect`` / ``sweep`` (their ``target``, before anything quotes it), and ``warn_cleartext``, the client's
+warning that its key would cross the network unencrypted. Apart from ``calls`` so that a local session's check does not
+import httpx.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import warnings
 from urllib.parse import urlsplit
 
 from rlnb import _secrets
+from rlnb.errors import CleartextKeyWarning, user_stacklevel
 
 
 def check_base_url(url: str, name: str) -> str:
@@ -42,3 +46,44 @@ def check_base_url(url: str, name: str) -> str:
     if not parts.hostname:
         raise ValueError(f"{name} {url!r} names no host: use an http(s)://host[:port] URL")
     return url
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` is this machine: ``localhost``, ``127.0.0.0/8``, ``::1``."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_cleartext(url: str) -> None:
+    """A ``CleartextKeyWarning`` when ``url`` (a checked base URL, which a key is sent to) is plain http:// to another
+    machine: the Authorization header crosses the network readable by anyone on the path (a colleague's ``rlnb serve``
+    over the office network, a hotel Wi-Fi). It names the host, never the key; https and this machine's loopback (a
+    local ``rlnb serve``, an SSH tunnel's end) are quiet."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "http" or _stays_here(parts.hostname or ""):
+        return
+    warnings.warn(
+        CleartextKeyWarning(
+            f"rlnb: the API key is sent to {parts.netloc} over plain http://, unencrypted: anyone on the network "
+            "between here and there can read it and use it. Use an https:// URL, or reach the server through an SSH "
+            f"tunnel (ssh -L 8000:127.0.0.1:8000 {parts.hostname}, then http://127.0.0.1:8000); on a network you "
+            "trust, silence it with warnings.filterwarnings('ignore', category=rlnb.CleartextKeyWarning)"
+        ),
+        stacklevel=user_stacklevel(),
+    )
+
+
+def _stays_here(host: str) -> bool:
+    """Whether a request to ``host`` never leaves this machine: its loopback, also as an IPv4-mapped IPv6 address
+    (``[::ffff:127.0.0.1]``), or the unspecified address (``0.0.0.0``, ``[::]``: what a server bound to every interface
+    prints, which the kernel routes here)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return loopback(host)
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or address.is_unspecified or (mapped is not None and mapped.is_loopback)

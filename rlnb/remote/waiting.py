@@ -6,6 +6,7 @@ a session, to be up. Split from ``poller`` (the poll thread) and read by ``start
 from __future__ import annotations
 
 import logging
+import numbers
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +57,10 @@ class PollOptions:
     pause: Callable[[float], bool] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        for name in ("poll_min", "poll_max", "ready_timeout", "operation_timeout", "poll_failure_window"):
+            value = getattr(self, name)  # "30" raised a bare TypeError naming no field; True was taken as 1 s
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise ValueError(f"{name} must be a number of seconds > 0, got {shown(value)}")
         if not 0 < self.poll_min <= self.poll_max:
             raise ValueError(f"need 0 < poll_min <= poll_max, got {self.poll_min}, {self.poll_max}")
         for name in ("ready_timeout", "operation_timeout", "poll_failure_window"):

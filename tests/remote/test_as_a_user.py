@@ -52,8 +52,8 @@ def test_a_base_url_with_whitespace_or_that_no_url_parser_takes_is_refused_namin
 @pytest.mark.parametrize(
     ("url", "sent_to"),
     [
-        ("http://rl.test/", "http://rl.test/v1/rl/supported-models"),
-        ("http://rl.test/proxy/", "http://rl.test/proxy/v1/rl/supported-models"),
+        ("https://rl.test/", "https://rl.test/v1/rl/supported-models"),
+        ("https://rl.test/proxy/", "https://rl.test/proxy/v1/rl/supported-models"),
         ("http://[::1]:8000", "http://[::1]:8000/v1/rl/supported-models"),
         ("HTTPS://RL.test", "https://rl.test/v1/rl/supported-models"),
     ],
@@ -104,11 +104,14 @@ def test_the_proxy_the_environment_names_is_taken_as_httpx_and_the_sdk_take_it(m
     ``NO_PROXY`` still keeps a host off it."""
     with fake_proxy() as (proxy, lines):
         monkeypatch.setenv("HTTP_PROXY", proxy)
-        with APIClient("http://rl.test:8000", api_key=KEY, max_retries=0) as client:
+        with pytest.warns(rlnb.CleartextKeyWarning, match="rl.test:8000"):  # the key goes over plain http://
+            client = APIClient("http://rl.test:8000", api_key=KEY, max_retries=0)
+        with client:
             assert client.supported_models().data == []
         assert lines == [b"GET http://rl.test:8000/v1/rl/supported-models HTTP/1.1"]
         monkeypatch.setenv("NO_PROXY", "rl.test")
-        client = APIClient("http://rl.test:8000", api_key=KEY, max_retries=0, timeout=2.0)
+        with pytest.warns(rlnb.CleartextKeyWarning):
+            client = APIClient("http://rl.test:8000", api_key=KEY, max_retries=0, timeout=2.0)
         with client, pytest.raises(rlnb.APIConnectionError) as info:  # no such host: straight there, not the proxy
             client.supported_models()
         assert len(lines) == 1 and "proxy" not in str(info.value)
@@ -194,6 +197,19 @@ def test_a_retry_after_within_max_retry_after_or_none_is_not_named(header):
     assert str(info.value).endswith(": 429 busy")
 
 
+def test_a_retry_after_past_the_calls_deadline_is_named_in_the_error_it_ends_with():
+    """A 429 asking for 50 s, with 10 s of deadline: it failed at once "429 slow down" (5 retries left), no word of
+    why it was not retried."""
+    sent: list[httpx.Request] = []
+    transport = httpx.MockTransport(
+        lambda request: sent.append(request) or error(429, "slow down", **{"retry-after": "50"})
+    )
+    with APIClient(BASE, KEY, transport=transport, deadline=10) as client, pytest.raises(rlnb.RateLimitError) as info:
+        client.supported_models()
+    said = ": 429 slow down; not retried: the wait before a retry (50 s) would pass the call's deadline (10 s)"
+    assert str(info.value).endswith(said) and len(sent) == 1
+
+
 @pytest.mark.slow  # two rlnb serve processes
 def test_a_server_killed_mid_poll_and_restarted_on_its_port_is_said_plainly(caplog):
     """The network drops mid-poll (the server is killed, then restarted on the same port without its state): what
@@ -221,3 +237,16 @@ def test_a_server_killed_mid_poll_and_restarted_on_its_port_is_said_plainly(capl
             s.optim_step().result(30)
         s.close()
     assert f"session {s.backend.session_id} was already gone" in caplog.text
+
+
+@pytest.mark.parametrize("base", ["https://rl.test/v1", "https://rl.test/v1/rl/", "https://rl.test/V1"])
+def test_a_base_url_ending_in_the_apis_own_prefix_gets_a_404_that_says_which_to_pass(base):
+    """The API reference's server URL is ``https://api.together.ai/v1``: passed as base_url, every call went to
+    ``/v1/v1/rl/...`` and failed "404 no route GET /v1/v1/rl/model-resources", naming neither."""
+    transport = httpx.MockTransport(FakeAPI())
+    said = r"ends in /v(1|1/rl), and rlnb adds /v1/rl itself: pass base_url='https://rl\.test'\)$"
+    with pytest.raises(rlnb.NotFoundError, match=said):
+        rlnb.connect(base, api_key=KEY, transport=transport, base_model="org/model-a", record=False)
+    with APIClient("https://rl.test", KEY, transport=transport) as client, pytest.raises(rlnb.NotFoundError) as info:
+        client.get_session("sess-404")  # a 404 of the API itself: no word of base_url
+    assert "base_url" not in str(info.value)

@@ -15,7 +15,7 @@ from rlnb.remote.client import APIClient
 from tests.support.fake_api import BASE, KEY, quick
 
 CID = "ckpt-1"
-STORAGE = "http://storage.test"
+STORAGE = "https://storage.test"
 DOWNLOAD = f"/v1/rl/checkpoints/{CID}/download"
 
 

@@ -154,12 +154,12 @@ def test_operation_output_parses_to_the_kinds_result_model():
 
 def test_base_url_and_key_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("TOGETHER_API_KEY", KEY)
-    monkeypatch.setenv("TOGETHER_BASE_URL", "http://env.test/")
+    monkeypatch.setenv("TOGETHER_BASE_URL", "https://env.test/")
     seen = Scripted([])
     with APIClient(transport=httpx.MockTransport(seen)) as client:
         client.supported_models()
     request = seen.seen[0][1]
-    assert str(request.url) == "http://env.test/v1/rl/supported-models"
+    assert str(request.url) == "https://env.test/v1/rl/supported-models"
     assert request.headers["Authorization"] == f"Bearer {KEY}"
 
 
@@ -229,7 +229,7 @@ def test_400_is_not_retried_and_keeps_the_servers_message_and_param():
     assert len(flaky.seen) == 1
     exc = info.value
     assert exc.status_code == 400 and exc.param == "loss.type" and exc.type == "invalid_request_error"
-    assert "loss.type must be a LOSS_TYPE_*" in str(exc) and "POST http://rl.test/v1/rl/" in str(exc)
+    assert "loss.type must be a LOSS_TYPE_*" in str(exc) and "POST https://rl.test/v1/rl/" in str(exc)
 
 
 def test_a_non_json_error_body_still_gives_a_status_error():
@@ -557,7 +557,7 @@ def test_a_refused_submission_fails_its_operation_and_the_history_shows_it():
             op.result(timeout=10)
         del fake.route
     assert info.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
-    assert "429" in info.value.message and "POST http://rl.test/v1/rl/training-sessions/" in info.value.message
+    assert "429" in info.value.message and "POST https://rl.test/v1/rl/training-sessions/" in info.value.message
     rec = session.history.records[0]
     assert rec.status == OPS + "FAILED" and "session cap" in rec.error_message
 
@@ -675,7 +675,7 @@ def test_large_bodies_go_through_the_side_channel_as_the_sdk_sends_them():
     assert (upload_url.method, upload_url.url.path) == ("POST", f"/v1/rl/training-sessions/{sid}/payloads/upload-url")
     assert upload_url.content == b"" and "Idempotency-Key" not in upload_url.headers
     assert upload_url.headers["Authorization"] == f"Bearer {KEY}"
-    assert put.method == "PUT" and str(put.url) == "http://storage.test/pl-3?sig=s"
+    assert put.method == "PUT" and str(put.url) == "https://storage.test/pl-3?sig=s"
     assert "Authorization" not in put.headers and put.headers["Content-Type"] == "application/json"
     assert json.loads(put.content) == {"loss": full["loss"], "samples": full["samples"]}  # as the SDK uploads it
     assert len(posts) == 2 and posts[0].headers["Idempotency-Key"] == posts[1].headers["Idempotency-Key"]

@@ -28,7 +28,8 @@ def test_a_saved_checkpoint_is_listed_got_and_downloaded_whole(tmp_path):
     sent = []
     with app_client(tmp_path / "ckpt", public_url="http://testserver", token=TOKEN) as http:
         http.event_hooks["request"].append(lambda r: sent.append((r.url.path, "Authorization" in r.headers)))
-        c = APIClient("http://testserver", TOKEN, http_client=http)
+        with pytest.warns(rlnb.CleartextKeyWarning, match="testserver"):  # a token over http:// to another host
+            c = APIClient("http://testserver", TOKEN, http_client=http)
         request = wire.CreateModelResourcesRequest(base_model="rlnb/tiny", lora_enabled=True)
         assert c.estimate_cost(request).currency == "USD"
         rid = c.create_model_resources(request).id

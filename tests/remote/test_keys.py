@@ -132,4 +132,4 @@ def test_a_base_url_with_credentials_from_the_environment_is_named_as_the_variab
         APIClient(api_key=KEY, transport=recording()[1])
     assert "hunter2" not in str(info.value)
     client = APIClient(BASE + "/path@v1", api_key=KEY, transport=recording()[1])  # an @ after the host: no user info
-    assert repr(client).startswith("<APIClient http://rl.test/path@v1 ")
+    assert repr(client).startswith("<APIClient https://rl.test/path@v1 ")

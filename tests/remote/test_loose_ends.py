@@ -123,7 +123,8 @@ def test_the_api_key_goes_to_base_urls_origin_only():
 
 def test_an_operation_whose_result_sits_behind_an_http_url_under_https_fails_naming_it():
     fake = FakeAPI(ready_after=1)
-    fake.offload = True  # results come through the side channel, whose URLs the fake makes http://
+    fake.offload = True  # results come through the side channel
+    fake.storage = "http://storage.test"  # whose URLs are http://
     rid = fake.add_resource({"adam": {}})
     s = rlnb.connect("https://rl.test", api_key=KEY, transport=httpx.MockTransport(fake), model_resources_id=rid,
                      ready_timeout=5, record=False, **FAST_POLL)  # fmt: skip

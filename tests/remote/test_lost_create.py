@@ -158,20 +158,20 @@ def test_a_create_the_server_acts_on_after_the_deadline_is_raised_with_how_to_fi
 
 def test_a_scheme_the_transport_cannot_send_is_raised_at_once_as_unsent(caplog):
     """A transport that cannot send the URL's scheme (httpx's ``UnsupportedProtocol``: a transport of your own that
-    takes https only, say) fails the same way every time, before a byte leaves: it was retried 6 times over 14 s,
+    takes http only, say) fails the same way every time, before a byte leaves: it was retried 6 times over 14 s,
     and a create's error said ``sent=True`` (it may have acted), so ``connect`` went looking for a lost one."""
     calls: list[httpx.Request] = []
 
-    def https_only(request: httpx.Request) -> httpx.Response:
+    def http_only(request: httpx.Request) -> httpx.Response:
         calls.append(request)
         raise httpx.UnsupportedProtocol(f"Request URL has an unsupported protocol '{request.url.scheme}://'.")
 
-    transport = httpx.MockTransport(https_only)
+    transport = httpx.MockTransport(http_only)
     with APIClient(BASE, KEY, transport=transport, **quick({"max_retries": 3})) as client:
         for call in (client.supported_models, lambda: client.create_model_resources(wire.CreateModelResourcesRequest(
                 base_model="m"))):  # fmt: skip
             calls.clear()
-            with pytest.raises(rlnb.APIConnectionError, match=r"scheme is 'http': the transport cannot") as info:
+            with pytest.raises(rlnb.APIConnectionError, match=r"scheme is 'https': the transport cannot") as info:
                 call()
             assert len(calls) == 1 and info.value.sent is False and type(info.value) is rlnb.APIConnectionError
     with caplog.at_level("INFO", logger="rlnb"), pytest.raises(rlnb.APIConnectionError) as info:

@@ -33,6 +33,11 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
         ({"poll_min": 0.5, "poll_max": 0.1}, ValueError, r"need 0 < poll_min <= poll_max, got 0\.5, 0\.1"),
         ({"operation_timeout": 0}, ValueError, "operation_timeout must be > 0 seconds"),
         ({"poll_failure_window": -1.0}, ValueError, "poll_failure_window must be > 0 seconds"),
+        # a bare TypeError ("'<=' not supported between ...") naming no field, or True taken as 1 s
+        ({"poll_max": "30"}, ValueError, "poll_max must be a number of seconds > 0, got '30'"),
+        ({"ready_timeout": "60"}, ValueError, "ready_timeout must be a number of seconds > 0, got '60'"),
+        ({"poll_min": True}, ValueError, "poll_min must be a number of seconds > 0, got True"),
+        ({"operation_timeout": None}, ValueError, "operation_timeout must be a number of seconds > 0, got None"),
         ({"optimizer": "sgd"}, ValueError, "optimizer must be one of adam, muon"),
         ({"lora": "yes"}, ValueError, "lora"),
         ({"muon_scaling": "original"}, ValueError, "muon_scaling applies to optimizer='muon' only"),

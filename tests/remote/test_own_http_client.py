@@ -10,7 +10,7 @@ import rlnb
 from rlnb.remote.client import APIClient
 from tests.support.fake_api import BASE
 
-STORAGE = "http://storage.test"
+STORAGE = "https://storage.test"
 USER_KEY = "user-gateway-key-0123456789"
 
 

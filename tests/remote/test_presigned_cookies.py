@@ -15,8 +15,8 @@ from tests.support.fake_api import BASE, KEY
 
 API_COOKIE = "api=from-the-api; Path=/"
 STORAGES = {
-    "the API's host on another port": ("http://rl.test:9000", ""),
-    "a sibling host under Domain=": ("http://files.rl.test", "; Domain=rl.test"),
+    "the API's host on another port": ("https://rl.test:9000", ""),
+    "a sibling host under Domain=": ("https://files.rl.test", "; Domain=rl.test"),
 }
 SET = {
     "a new cookie": "planted=from-storage",
@@ -77,7 +77,7 @@ def test_a_response_hook_that_raises_on_a_presigned_answer_leaves_the_jar_as_it_
         if response.request.url.port == 9000:
             raise RuntimeError("the hook refused the storage answer")
 
-    transport = api_and_storage(seen, "http://rl.test:9000", "planted=from-storage")
+    transport = api_and_storage(seen, "https://rl.test:9000", "planted=from-storage")
     with httpx.Client(transport=transport, event_hooks={"response": [hook]}) as http:
         with APIClient(BASE, KEY, http_client=http) as client:
             client.supported_models()
@@ -91,7 +91,7 @@ def test_a_cookie_a_presigned_hosts_redirect_sets_never_reaches_the_api():
     """An ``http_client=`` that follows redirects kept the cookies of each answer on the way: only the last answer's
     were undone, so a storage host's 307 replaced the API's cookie."""
     seen: list[httpx.Request] = []
-    inner = api_and_storage(seen, "http://rl.test:9000", "planted=from-storage")
+    inner = api_and_storage(seen, "https://rl.test:9000", "planted=from-storage")
 
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.port == 9000 and request.method == "GET" and "moved" not in request.url.path:
@@ -130,10 +130,10 @@ def test_a_cookie_the_api_sets_during_a_presigned_request_is_kept(set_cookie):
             return httpx.Response(200, content=kept.get(request.url.path, b""), headers={"Set-Cookie": set_cookie})
         cookie = {"Set-Cookie": f"api={api_value[0]}; Path=/"}
         if request.url.path.endswith("/upload-url"):
-            storage = "http://rl.test:9000/p1?sig=s"
+            storage = "https://rl.test:9000/p1?sig=s"
             return httpx.Response(200, json={"payload_id": "p1", "upload_url": storage}, headers=cookie)
         if request.url.path.endswith("/download-url"):
-            return httpx.Response(200, json={"download_url": "http://rl.test:9000/p1?sig=s"}, headers=cookie)
+            return httpx.Response(200, json={"download_url": "https://rl.test:9000/p1?sig=s"}, headers=cookie)
         return httpx.Response(200, json={"data": []}, headers=cookie)
 
     with APIClient(BASE, KEY, transport=httpx.MockTransport(handler)) as client:
@@ -158,7 +158,7 @@ def test_the_jars_own_policy_still_judges_the_apis_cookies():
     blocks the API's domain) still decides for every other answer, and a later ``set_policy`` of theirs is wrapped
     again."""
     seen: list[httpx.Request] = []
-    transport = api_and_storage(seen, "http://rl.test:9000", "planted=from-storage")
+    transport = api_and_storage(seen, "https://rl.test:9000", "planted=from-storage")
     with httpx.Client(transport=transport) as http:
         http.cookies.jar.set_policy(DefaultCookiePolicy(blocked_domains=["rl.test"]))
         with APIClient(BASE, KEY, http_client=http) as client:

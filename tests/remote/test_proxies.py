@@ -15,7 +15,6 @@ import pytest
 from rlnb.errors import APITimeoutError
 from rlnb.remote.client import APIClient
 from rlnb.remote.transport import DeadlineTransport, Proxies, Route
-from tests.support.fake_api import KEY
 
 RLNB = Path(__file__).resolve().parents[2] / "rlnb"
 PROXY = "http://proxy.rl.test:3128"
@@ -129,7 +128,7 @@ def test_behind_a_proxy_the_client_builds_only_the_transports_its_requests_take(
 
     monkeypatch.setattr(DeadlineTransport, "__init__", counted)
     environment.setenv("HTTP_PROXY", PROXY)
-    with APIClient("http://api.rl.test", KEY) as client:
+    with APIClient("http://api.rl.test") as client:  # no key: none goes over http:// (CleartextKeyWarning)
         assert len(built) == 2  # straight there, and through the one proxy
         assert "through the proxy" in client._proxies.said(httpx.URL("http://api.rl.test/"))
 
@@ -165,7 +164,7 @@ def test_a_request_through_the_proxy_ends_by_its_deadline(environment):
     """httpx's timeouts are per socket operation: a proxy that drips its answer never trips them. The proxied route
     is a ``DeadlineTransport`` too, so the call's deadline ends it, and its error names the proxy."""
     environment.setenv("HTTP_PROXY", _dripping_proxy())
-    client = APIClient("http://api.rl.test", KEY, deadline=0.3, max_retries=0)
+    client = APIClient("http://api.rl.test", deadline=0.3, max_retries=0)  # no key: none goes over http://
     with pytest.raises(APITimeoutError, match="through the proxy http://127.0.0.1") as info, client:
         client.supported_models()
     assert "deadline" in str(info.value)

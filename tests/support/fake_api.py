@@ -12,7 +12,7 @@ import httpx
 from rlnb.remote.client import RetryPolicy
 
 KEY = "sk-rlnb-TEST-7f3a9c0d"
-BASE = "http://rl.test"
+BASE = "https://rl.test"  # https: a key sent to another host over http:// warns (CleartextKeyWarning)
 NOW = "2025-01-01T00:00:00Z"
 FAST_POLL = {"poll_min": 0.002, "poll_max": 0.02}
 OPS = "TRAINING_OPERATION_STATUS_"
@@ -39,6 +39,8 @@ class FakeAPI:
         """Answer with rlnb serve's headers (long-poll, in-order execution)."""
         self.payloads: dict[str, bytes] = {}
         self.offload = False
+        self.storage = "https://storage.test"
+        """Where the presigned payload URLs point."""
         """Completed forward-backward outputs keep only ``loss`` inline, the rest behind a payload_id."""
         self.ready_after = ready_after
         self.op_states = list(op_states)
@@ -116,8 +118,8 @@ class FakeAPI:
         if m := re.fullmatch(r"/training-sessions/([^/]+)/payloads/(upload-url|([^/]+)/download-url)", path):
             if m[2] == "upload-url":
                 pid = f"pl-{next(self.ids)}"
-                return httpx.Response(200, json={"payload_id": pid, "upload_url": f"http://storage.test/{pid}?sig=s"})
-            return httpx.Response(200, json={"download_url": f"http://storage.test/{m[3]}?sig=s"})
+                return httpx.Response(200, json={"payload_id": pid, "upload_url": f"{self.storage}/{pid}?sig=s"})
+            return httpx.Response(200, json={"download_url": f"{self.storage}/{m[3]}?sig=s"})
         body = json.loads(request.content) if request.content else None
         if body and body.get("payload_id"):
             body = {**body, **json.loads(self.payloads[body["payload_id"]])}
