@@ -59,6 +59,10 @@ def hide_option(options: dict[str, Any]) -> None:
         options["api_key"] = hide(options["api_key"])
 
 
+_SCHEMES = frozenset({"bearer", "basic", "token"})
+"""Authorization schemes a key copied from a header line starts with."""
+
+
 def check_key(key: object, name: str) -> None:
     """Nothing, unless ``key`` (a str or ``SecretStr``) is neither (``TypeError``), holds a character an HTTP header
     cannot carry as written (``ValueError``): whitespace (a key read from a file keeps its newline), a control or a
@@ -74,6 +78,9 @@ def check_key(key: object, name: str) -> None:
             what = "whitespace" if char.isspace() else what
             rest = key.get_secret_value()[i:].isspace()  # a bool: no local holds the key
             hint = " (a key read from a file keeps its newline: strip it)" if rest else ""
+            if char == " " and key.get_secret_value()[:i].lower() in _SCHEMES:  # "Bearer sk-..." from a curl line
+                scheme = key.get_secret_value()[:i]  # one of _SCHEMES: no part of the key
+                hint = f" (rlnb writes the Authorization header itself: pass the key without '{scheme} ')"
             raise ValueError(
                 f"{name} holds {what} at position {i} of its {len(key)} characters{hint}: an API key is printable "
                 "ASCII without spaces"

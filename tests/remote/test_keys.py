@@ -52,6 +52,16 @@ def test_a_bad_key_from_the_environment_is_named_as_the_variable(monkeypatch):
     assert KEY not in str(info.value)
 
 
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "Basic"])
+def test_a_key_given_with_its_header_scheme_is_told_to_drop_it(scheme):
+    """``api_key="Bearer sk-..."`` (copied from a curl line) was refused as "whitespace at position 6" with no hint:
+    the message now says to pass the key alone, still without quoting it."""
+    sent, transport = recording()
+    with pytest.raises(ValueError, match=rf"position {len(scheme)} .*pass the key without '{scheme} '") as info:
+        rlnb.connect(BASE, api_key=f"{scheme} {KEY}", transport=transport, record=False)
+    assert sent == [] and KEY not in everything_in(info.value)
+
+
 @pytest.mark.parametrize("key", ["Q", "Qz7", "sk-Qz7x"])
 def test_a_key_too_short_to_be_one_is_refused_at_connect_without_quoting_it(key, monkeypatch):
     """tnb U6: ``api_key="k"`` was sent, and masking it made every "k" of an error "***" ("Name or service not
