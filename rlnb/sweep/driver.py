@@ -26,7 +26,7 @@ from .applying import apply
 from .configs import check_distinct_params, check_variants, config_list
 from .dispatch import Plan, Progress, start
 from .fingerprint import same_task
-from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
+from .folder import begin, held, new_folder, settings, trial_run_id
 from .new_prompts import check_sweep_prompts
 from .options import (
     ExecutorOptions,
@@ -35,6 +35,7 @@ from .options import (
     check_connect_options,
     check_params,
 )
+from .rows import planned_rows, table
 from .space import MAX_TRIALS, Categorical, check_once, parse_space
 from .space_text import recorded_space, same_space
 from .trial import TrialSpec

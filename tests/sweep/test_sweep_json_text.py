@@ -11,7 +11,8 @@ import pytest
 
 import rlnb
 from rlnb.sweep import grid, sweep
-from rlnb.sweep.folder import append_row, begin
+from rlnb.sweep.folder import begin
+from rlnb.sweep.rows import append_row
 from rlnb.tasks import Task
 from tests.support.pipes import refusal_in_time
 
