@@ -19,7 +19,7 @@ from rlnb._options import refuse_dangling_link
 from rlnb.history import default_runs_dir, new_run_id
 from rlnb.history.jsontext import config_text, spelled
 from rlnb.history.locks import hold_lock, refuse_pipe, regular, release, write_new
-from rlnb.history.reading import loads
+from rlnb.history.reading import loads, read_config
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
 
@@ -169,3 +169,19 @@ def trial_run_id(folder: Path, trial: int, seed: int) -> str:
         attempt += 1
         run_id = f"trial-{trial:03d}-seed{seed}-r{attempt}"
     return run_id
+
+
+def run_pythons(folder: Path) -> set[str]:
+    """The Python versions (``3.11``) the folder's trial runs recorded in their ``config.json``: which Python made a
+    folder whose ``sweep.json`` does not say (an older rlnb's reward digest, by bytecode)."""
+    found = set()
+    for run in folder.glob("trial-*"):
+        try:
+            config, _ = read_config(run, say=False)
+        except OSError:  # unreadable: it tells nothing
+            continue
+        versions = config.get("versions")
+        python = versions.get("python") if isinstance(versions, dict) else None
+        if isinstance(python, str):
+            found.add(".".join(python.split(".")[:2]))
+    return found
