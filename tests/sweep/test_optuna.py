@@ -257,6 +257,8 @@ def test_a_search_that_died_after_writing_a_trials_row_resumes_from_the_row_not_
     study = study_of(again)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
     assert study.trials[1].value == rows[1]["value"]
+    assert [t.user_attrs["rlnb_status"] for t in study.trials] == ["COMPLETED", "COMPLETED"]  # marked as finish marks
+    assert Path(study.trials[1].user_attrs["rlnb_run_path"]) == folder / rows[1]["run_path"]
 
 
 @pytest.mark.slow

@@ -1,0 +1,50 @@
+"""An Optuna trial left RUNNING by a process that died between appending its row to ``trials.jsonl`` and telling the
+study: the resume tells the study from the row, and marks the trial as ``finish`` does (``rlnb_status``,
+``rlnb_run_path``, and ``rlnb_stopped`` for a STOPPED row). Without the marks a recovered trial had no status or run
+in the study, and a recovered STOPPED trial, FAIL unmarked, was counted as finished by the next resume: one trial
+of ``n_trials`` less ran."""
+
+import pytest
+
+from rlnb.params import AdamParams
+from rlnb.sweep.optuna_search import STOPPED_ATTR, OptunaSource
+from rlnb.sweep.space import parse_space
+
+optuna = pytest.importorskip("optuna")
+DIMS = parse_space(AdamParams(), {"learning_rate": (1e-4, 1e-1, "log")})
+
+
+def source(folder, recorded=()) -> OptunaSource:
+    return OptunaSource(folder, DIMS, 4, lambda n, config, seed_of: (n, config, seed_of), sampler="random",
+                        pruner=None, objective="reward", steps=1, recorded=recorded)  # fmt: skip
+
+
+def died_running(folder) -> int:
+    """A search that asked trial 0 and died before telling the study how it ended: its number."""
+    n, _, _ = source(folder).next_spec()
+    return n
+
+
+@pytest.mark.slow  # an Optuna study on disk, opened three times
+def test_a_trial_recovered_from_its_completed_row_is_marked_as_a_finished_one(tmp_path):
+    n = died_running(tmp_path)
+    row = {"trial": n, "status": "COMPLETED", "value": 0.5, "run_path": "trial-000-seed0"}
+    (tmp_path / "trial-000-seed0").mkdir()
+    resumed = source(tmp_path, [row])
+    (trial,) = resumed.study.trials
+    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.value == 0.5
+    assert trial.user_attrs == {"rlnb_status": "COMPLETED", "rlnb_run_path": str(tmp_path / "trial-000-seed0")}
+    assert resumed.done_before == 1
+
+
+@pytest.mark.slow  # an Optuna study on disk, opened three times
+def test_a_trial_recovered_from_its_stopped_row_is_marked_stopped_and_not_counted_finished_later(tmp_path):
+    n = died_running(tmp_path)
+    resumed = source(tmp_path, [{"trial": n, "status": "STOPPED", "run_path": None}])
+    trial = resumed.study.trials[n]  # and its rerun, waiting
+    assert trial.user_attrs == {"rlnb_status": "STOPPED", STOPPED_ATTR: True}
+    assert resumed.done_before == 0
+    rerun, config, seed_of = resumed.next_spec()  # asked again, then stopped too
+    assert seed_of == n
+    resumed.finish({"trial": rerun, "status": "STOPPED"})
+    assert source(tmp_path, [{"trial": n, "status": "STOPPED"}, {"trial": rerun, "status": "STOPPED"}]).done_before == 0
