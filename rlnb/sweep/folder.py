@@ -37,6 +37,11 @@ with others is refused (``muon_scaling="match_adam"`` on resume ran the rest of 
 units, in one table). Keys, sinks, timeouts, threads and the like may differ on resume."""
 
 
+ALWAYS = ("search", "base", "configs", "space", "sampler", "pruner", "objective", "seeds", "steps", "task", "target")
+"""The settings every rlnb's ``sweep.json`` has recorded: one without them was edited by hand. Those recorded since
+(``schedule``, ``options``, ``task_detail``, ``variants``) an older folder lacks, and are not compared there."""
+
+
 def new_folder(runs_dir: str | Path | None) -> Path:
     root = Path(runs_dir).expanduser() if runs_dir is not None else default_runs_dir()
     refuse_dangling_link("runs_dir", root)  # mkdir said "[Errno 17] File exists", naming no argument
@@ -152,7 +157,12 @@ def begin(
     if not isinstance(stored, dict):  # a list or null: `k in stored` compared nothing, or raised a TypeError
         raise ValueError(f"resume: {path} is not a sweep's settings (a JSON object), got {type(stored).__name__}")
     now = json.loads(config_text(settings))  # as written: a NaN setting is "NaN" on both sides (NaN != NaN)
-    # a key the stored settings lack was not recorded by the rlnb that made the folder: nothing to compare
+    lacking = [k for k in ALWAYS if k in now and k not in stored]  # removed by hand: resumed with any value of it
+    if lacking:
+        raise ValueError(f"resume: {path} lacks {', '.join(lacking)}, which every rlnb records (edited by hand?), so "
+                         "this sweep's arguments cannot be checked against it: put it back as the sweep had it, or "
+                         "start a new sweep")  # fmt: skip
+    # another key the stored settings lack was not recorded by the older rlnb that made the folder: nothing to compare
     differs = {
         k for k in now if k in stored and now[k] != stored[k] and not (same and k in same and same[k](stored[k]))
     }
