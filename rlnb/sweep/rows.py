@@ -56,6 +56,11 @@ def read_rows(folder: Path) -> list[dict[str, Any]]:
         rows_file = open(rows_path, "rb", opener=no_follow)  # noqa: SIM115 - closed below, or by refuse_shared
     except FileNotFoundError:
         return []
+    except IsADirectoryError:  # bare, as sweep.json's was
+        raise IsADirectoryError(
+            f"resume: {rows_path} is a folder, not a file: it must hold the rows of the sweep's "
+            "finished trials; move it away to run them all again, or start a new sweep"
+        ) from None
     refuse_shared(rows_file, rows_path)  # each row would be appended into the other name's file too
     with rows_file:
         data = rows_file.read()
