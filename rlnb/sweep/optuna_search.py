@@ -28,7 +28,8 @@ STUDY_NAME = "rlnb-sweep"
 """Fixed, so that a resumed sweep finds its study (and Hyperband's brackets are reproducible)."""
 STUDY_FILE = "study.db"
 STOPPED_ATTR, RERUN_ATTR, SEED_OF_ATTR = "rlnb_stopped", "rlnb_rerun_of", "rlnb_seed_of"
-"""Trial attributes: stopped by the user; asked again for that trial; runs with that (first) trial's seed."""
+"""Trial attributes: stopped (by the user, or by its process dying: to run again); asked again for that trial; runs
+with that (first) trial's seed."""
 
 
 def import_optuna() -> Any:
@@ -130,8 +131,9 @@ class OptunaSource:
                 if row["status"] != "STOPPED":
                     finished += 1
                     continue
-            elif t.state == state.RUNNING:
-                self.study.tell(t.number, state=state.FAIL)  # its process is gone
+            elif t.state == state.RUNNING:  # its process is gone: marked, or a later resume counted it finished
+                self._storage_setter(t.number)(STOPPED_ATTR, True)
+                self.study.tell(t.number, state=state.FAIL)
             elif t.state != state.FAIL or not t.user_attrs.get(STOPPED_ATTR):
                 finished += t.state in (state.COMPLETE, state.PRUNED, state.FAIL)
                 continue

@@ -48,3 +48,18 @@ def test_a_trial_recovered_from_its_stopped_row_is_marked_stopped_and_not_counte
     assert seed_of == n
     resumed.finish({"trial": rerun, "status": "STOPPED"})
     assert source(tmp_path, [{"trial": n, "status": "STOPPED"}, {"trial": rerun, "status": "STOPPED"}]).done_before == 0
+
+
+@pytest.mark.slow  # an Optuna study on disk, opened three times
+def test_a_trial_killed_twice_before_its_row_is_asked_again_each_time_and_never_counted_finished(tmp_path):
+    """A trial left RUNNING without a row (its process killed mid-trial) was told FAIL and asked again, unmarked:
+    killed again, the next resume counted the first attempt as finished, and the search ran one trial less."""
+    n = died_running(tmp_path)
+    resumed = source(tmp_path)
+    assert resumed.done_before == 0
+    rerun, _, seed_of = resumed.next_spec()  # killed during it too: neither finished nor told
+    assert seed_of == n
+    again = source(tmp_path)
+    assert again.done_before == 0 and again.total == 4
+    last, _, seed_of = again.next_spec()
+    assert last == rerun + 1 and seed_of == n  # the rerun asked again, with the first attempt's seed
