@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from urllib.parse import quote
 
 from rlnb._extras import need
 
-from .rows import run_path
+from .rows import ROWS_FILE, run_path
 from .samplers import SAMPLER_SEED, grid_values, make_pruner, make_sampler
 from .space import Dimension, Float, Int
 from .study_file import open_study
@@ -122,7 +123,7 @@ class OptunaSource:
         trials = self.study.get_trials(deepcopy=False)
         rerun = {t.user_attrs.get(RERUN_ATTR) for t in trials}
         self._known = {t.number: t for t in trials}
-        finished = 0
+        finished, lost = 0, []
         for t in trials:
             row = rows.get(t.number)
             if t.state == state.RUNNING and row is not None:
@@ -135,11 +136,18 @@ class OptunaSource:
                 self._storage_setter(t.number)(STOPPED_ATTR, True)
                 self.study.tell(t.number, state=state.FAIL)
             elif t.state != state.FAIL or not t.user_attrs.get(STOPPED_ATTR):
-                finished += t.state in (state.COMPLETE, state.PRUNED, state.FAIL)
+                done = t.state in (state.COMPLETE, state.PRUNED, state.FAIL)
+                finished += done
+                lost += [t.number] if done and row is None else []
                 continue
             if t.number not in rerun and t.params:
                 first = t.user_attrs.get(SEED_OF_ATTR, t.number)  # a rerun stopped again: its first attempt's
                 self.study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number, SEED_OF_ATTR: first})
+        if lost:  # trials.jsonl deleted, or a line broken by hand: an empty table, without a word
+            warnings.warn(f"{self._folder / STUDY_FILE} holds {len(lost)} finished trial{'s' * (len(lost) > 1)} "
+                          f"({', '.join(map(str, lost[:10]))}) that {ROWS_FILE} has no row of (deleted, or edited?): "
+                          "they count towards n_trials and are not run again, but the table lacks them; their runs "
+                          "are in the sweep folder", stacklevel=4)  # fmt: skip
         return finished
 
     def _storage_setter(self, number: int) -> Callable[[str, Any], None]:

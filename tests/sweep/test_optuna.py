@@ -290,9 +290,11 @@ def test_a_resumed_search_draws_new_points_not_the_ones_it_drew(tmp_path, sample
 
     dims = parse_space(ADAM, {"learning_rate": (1e-4, 1e-1, "log")})
 
+    rows: list[dict] = []  # what trials.jsonl has: the resume reads them
+
     def source():
         return OptunaSource(tmp_path, dims, 4, lambda n, config, seed_of: (n, config), sampler=sampler, pruner=None,
-                            objective="reward", steps=1)  # fmt: skip
+                            objective="reward", steps=1, recorded=list(rows))  # fmt: skip
 
     drawn = []
     for _ in range(2):  # the first sweep, then its resume
@@ -300,5 +302,6 @@ def test_a_resumed_search_draws_new_points_not_the_ones_it_drew(tmp_path, sample
         for _ in range(2):
             n, config = study.next_spec()
             drawn.append(config["learning_rate"])
-            study.finish({"trial": n, "status": "COMPLETED", "value": config["learning_rate"]})
+            rows.append({"trial": n, "status": "COMPLETED", "value": config["learning_rate"]})
+            study.finish(rows[-1])
     assert len(set(drawn)) == 4, drawn

@@ -4,6 +4,8 @@ study: the resume tells the study from the row, and marks the trial as ``finish`
 in the study, and a recovered STOPPED trial, FAIL unmarked, was counted as finished by the next resume: one trial
 of ``n_trials`` less ran."""
 
+import warnings
+
 import pytest
 
 from rlnb.params import AdamParams
@@ -63,3 +65,19 @@ def test_a_trial_killed_twice_before_its_row_is_asked_again_each_time_and_never_
     assert again.done_before == 0 and again.total == 4
     last, _, seed_of = again.next_spec()
     assert last == rerun + 1 and seed_of == n  # the rerun asked again, with the first attempt's seed
+
+
+@pytest.mark.slow  # an Optuna study on disk, opened twice
+def test_finished_trials_whose_rows_are_gone_are_warned_about(tmp_path):
+    """``trials.jsonl`` deleted (or a finished trial's line broken by hand): the study's finished trials count
+    towards ``n_trials`` but are in no table, and the resume returned an empty one without a word."""
+    first = source(tmp_path)
+    for _ in range(2):
+        n, _, _ = first.next_spec()
+        first.finish({"trial": n, "status": "COMPLETED", "value": 0.5})
+    with pytest.warns(UserWarning, match=r"study\.db holds 1 finished trial \(1\) that trials\.jsonl has no row of"):
+        resumed = source(tmp_path, [{"trial": 0, "status": "COMPLETED", "value": 0.5}])
+    assert resumed.done_before == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every finished trial has its row: not a word
+        source(tmp_path, [{"trial": n, "status": "COMPLETED", "value": 0.5} for n in (0, 1)])
