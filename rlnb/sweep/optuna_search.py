@@ -135,7 +135,8 @@ class OptunaSource:
             elif t.state == state.RUNNING:  # its process is gone: marked, or a later resume counted it finished
                 self._storage_setter(t.number)(STOPPED_ATTR, True)
                 self.study.tell(t.number, state=state.FAIL)
-            elif t.state != state.FAIL or not t.user_attrs.get(STOPPED_ATTR):
+            elif t.state != state.FAIL or not (t.user_attrs.get(STOPPED_ATTR) or t.number in rerun):
+                # finished: not stopped or killed and asked again (an older rlnb told a killed one FAIL unmarked)
                 done = t.state in (state.COMPLETE, state.PRUNED, state.FAIL)
                 finished += done
                 lost += [t.number] if done and row is None else []

@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from rlnb.params import AdamParams
-from rlnb.sweep.optuna_search import STOPPED_ATTR, OptunaSource
+from rlnb.sweep.optuna_search import RERUN_ATTR, SEED_OF_ATTR, STOPPED_ATTR, OptunaSource
 from rlnb.sweep.space import parse_space
 
 optuna = pytest.importorskip("optuna")
@@ -81,3 +81,15 @@ def test_finished_trials_whose_rows_are_gone_are_warned_about(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every finished trial has its row: not a word
         source(tmp_path, [{"trial": n, "status": "COMPLETED", "value": 0.5} for n in (0, 1)])
+
+
+@pytest.mark.slow  # an Optuna study on disk, opened twice
+def test_an_older_rlnbs_unmarked_killed_trial_that_was_asked_again_is_not_counted_finished(tmp_path):
+    """An older rlnb told a killed trial FAIL without a mark and asked it again: that first attempt is no finished
+    trial (nor a finished trial whose row is missing)."""
+    older = source(tmp_path)
+    trial = older.study.ask(older._distributions)  # killed; an older rlnb's resume then did as follows
+    older.study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+    older.study.enqueue_trial(trial.params, user_attrs={RERUN_ATTR: trial.number, SEED_OF_ATTR: trial.number})
+    older.study.ask(older._distributions)  # the rerun, killed too
+    assert source(tmp_path).done_before == 0
