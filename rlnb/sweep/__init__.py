@@ -113,10 +113,11 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
         if not isinstance(change, Mapping):
             raise TypeError(f"changes[{name!r}] must be a dict of changed fields, such as {{'learning_rate': 1e-2}}, "
                             f"got {change!r}")  # fmt: skip
-        if not change:  # its trials shared the baseline's label and seeds: rlnb.compare refused them as one line
+        flat = flat_config(f"changes[{name!r}]", change)  # as the sweep reads it (nested, numpy)
+        if not flat:  # its trials shared the baseline's label and seeds: rlnb.compare refused them as one line
             raise ValueError(f"changes[{name!r}] is empty: it repeats {BASELINE!r}, the unchanged run every ablation "
                              "has; give it a changed field")  # fmt: skip
-        applied(f"changes[{name!r}]", base, flat_config(change))  # as the sweep reads it (nested, numpy)
+        applied(f"changes[{name!r}]", base, flat)
     if BASELINE in changes:  # it replaced the baseline itself, and every delta was against that change
         raise ValueError(f"changes: {BASELINE!r} is the name of the unchanged run; name your variant otherwise")
 

@@ -36,8 +36,7 @@ def config_list(configs: Any) -> list[dict[str, Any]] | None:
     for i, config in enumerate(listed):
         if not isinstance(config, Mapping):
             raise TypeError(f"configs[{i}] must be a dict of fields, such as {{'learning_rate': 1e-3}}, got {config!r}")
-        check_fields(f"configs[{i}]", [key for key in config if not isinstance(key, str)])  # {5: ...}: AttributeError
-    return [flat_config(c) for c in listed]
+    return [flat_config(f"configs[{i}]", c) for i, c in enumerate(listed)]
 
 
 def check_variants(variants: Any, configs: list[dict[str, Any]] | None) -> list[str] | None:
@@ -57,10 +56,12 @@ def check_variants(variants: Any, configs: list[dict[str, Any]] | None) -> list[
     return names
 
 
-def flat_config(config: Mapping[str, Any]) -> dict[str, Any]:
+def flat_config(where: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """A config with a nested group spelt as its dotted fields (``{"adam": {"learning_rate": 1e-3}}`` is
     ``{"adam.learning_rate": 1e-3}``: its dict in a table column was unhashable to ``summarize``), each value a plain
-    number (``np.float32`` went to JSON files as "0.001")."""
+    number (``np.float32`` went to JSON files as "0.001"). A field that is no text is refused naming ``where``
+    (``{5: 0.1}`` was an ``AttributeError`` from deep in ``apply``)."""
+    check_fields(where, [key for key in config if not isinstance(key, str)])
     out: dict[str, Any] = {}
     for key, value in config.items():
         if isinstance(value, Mapping):

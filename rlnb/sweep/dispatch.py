@@ -13,8 +13,8 @@ from typing import Any
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
 from .executors import ABANDONED, Executor, ThreadExecutor, route
-from .folder import append_row
 from .options import ExecutorOptions, SearchOptions
+from .rows import append_row
 from .trial import TrialSpec, base_row, identity
 
 Progress = Callable[[int, int, dict[str, Any]], None]

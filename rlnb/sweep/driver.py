@@ -26,7 +26,7 @@ from .applying import apply
 from .configs import check_distinct_params, check_variants, config_list
 from .dispatch import Plan, Progress, start
 from .fingerprint import same_task
-from .folder import begin, held, new_folder, planned_rows, settings, table, trial_run_id
+from .folder import begin, held, new_folder, run_pythons, settings, trial_run_id
 from .new_prompts import check_sweep_prompts
 from .options import (
     ExecutorOptions,
@@ -35,6 +35,7 @@ from .options import (
     check_connect_options,
     check_params,
 )
+from .rows import planned_rows, table
 from .space import MAX_TRIALS, Categorical, check_once, parse_space
 from .space_text import recorded_space, same_space
 from .trial import TrialSpec
@@ -116,7 +117,10 @@ def sweep(
         recorded = {**settings(base, configs, trial, study, the_task, options), "variants": names}
         # what the space means: (1e-4, 1e-2, "log") on resume of Float(1e-4, 1e-2, log=True) was refused
         recorded["space"] = recorded_space(dims)
-        same = {"space": lambda stored: same_space(dims, stored), "task_detail": lambda t: same_task(the_task, t)}
+        same = {
+            "space": lambda stored: same_space(dims, stored),
+            "task_detail": lambda t: same_task(the_task, t, lambda: run_pythons(folder)),  # which Python made it
+        }
         previous = begin(folder, recorded, resume is not None, same=same)
 
         def make_spec(n: int, config: dict[str, Any], seed_of: int | None = None) -> TrialSpec:

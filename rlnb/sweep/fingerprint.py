@@ -6,7 +6,9 @@ objects).
 The code is digested by its source text where Python has it (a function in a file or a notebook cell): the same on
 every Python, so a sweep folder copied to a machine with another Python resumes. A lambda, or a function without
 source (``python -c``), is digested by its bytecode, which each Python minor version compiles differently: the
-detail names that version, and a resume on another one is warned about, not refused (nothing there can tell)."""
+detail names that version, and a resume on another one is warned about, not refused (nothing there can tell): so
+is an older rlnb's folder (its bytecode digest unlabelled) whose runs say another Python made it, and a reward
+recorded by its source that has none where the sweep resumes (``python -c``, a REPL)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import textwrap
 import tokenize
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from rlnb.tasks import Task
@@ -48,23 +50,56 @@ def task_detail(task: Task) -> str:
         return _detail(task, BYTECODE, _bytecode)
 
 
-def same_task(task: Task, stored: Any) -> bool:
+def same_task(task: Task, stored: Any, made_on: Callable[[], Collection[str]]) -> bool:
     """Whether a recorded ``task_detail`` is ``task``'s: as written now, by its bytecode on this Python (a folder
-    made where the source was missing), or as an older rlnb wrote it (unlabelled, bytecode). One recorded by the
-    bytecode of another Python whose name, prompts and lengths match is taken with a warning: its code cannot be
-    compared (refused, a copied folder could never resume)."""
+    made where the source was missing), or as an older rlnb wrote it (unlabelled, bytecode). One whose reward cannot
+    be compared, its name, prompts and lengths the same, is taken with a warning naming what was not checked (refused,
+    a copied folder could never resume): another Python's bytecode (an older rlnb's on a Python ``made_on`` says:
+    the versions the folder's runs recorded), or a source this reward has none of here."""
     bytecode = _detail(task, BYTECODE, _bytecode)
     if stored in (task_detail(task), bytecode, _detail(task, None, _bytecode)):
         return True
     then, now = DETAIL.fullmatch(str(stored)), DETAIL.fullmatch(bytecode)
-    other = then is not None and (then["how"] or "").startswith("bytecode, Python ") and then["how"] != BYTECODE
-    if then is None or now is None or not other:  # this Python's bytecode that differs: another reward
+    if then is None or now is None or (then["name"], then["rest"]) != (now["name"], now["rest"]):
+        return False  # another reward's name, other prompts or lengths
+    if then["how"] == "source":  # a source here that differs is another reward
+        missing = "source, which Python cannot give here (a function typed into python -c or a REPL)"
+        where = "define it in a file or a notebook cell"
+        return task_detail(task) == bytecode and _unchecked(now["name"], missing, where)
+    if then["how"] is None:
+        return _older(now["name"], set(made_on()))
+    if then["how"] == BYTECODE:  # this Python's bytecode that differs: another reward
         return False
-    if (then["name"], then["rest"]) != (now["name"], now["rest"]):
+    python = then["how"].rpartition(" ")[2]
+    return _unchecked(now["name"], f"{then['how']}, which this Python ({PYTHON}) compiles differently",
+                      f"resume on Python {python}")  # fmt: skip
+
+
+def _older(name: str, pythons: set[str]) -> bool:
+    """An older rlnb's digest (bytecode, its Python unnamed) that differs from this Python's: taken with a warning
+    when the folder's runs say another Python made it; refused when they say this one (the reward changed), or
+    saying how to go on when none says."""
+    if not pythons:
+        raise ValueError(
+            f"resume: task_detail: the reward {name} was recorded by an older rlnb by its bytecode, "
+            f"without naming the Python, and no trial's run in the folder says which Python it was; this "
+            f"Python ({PYTHON}) compiles it to another digest, so the reward changed or the folder was "
+            "made on another Python: resume it on the Python that made it, or start a new sweep"
+        )
+    if PYTHON in pythons:
         return False
-    warnings.warn(f"resume: the reward {now['name']} was recorded by its {then['how']}, which this Python ({PYTHON}) "
-                  "compiles differently: it cannot be compared, and is taken as the same; resume on Python "
-                  f"{then['how'].rpartition(' ')[2]} to have it checked", stacklevel=4)  # fmt: skip
+    made = ", ".join(sorted(pythons))
+    return _unchecked(name, f"bytecode on Python {made} (by an older rlnb), which this Python ({PYTHON}) compiles "
+                      "differently", f"resume on Python {made}")  # fmt: skip
+
+
+def _unchecked(name: str, recorded: str, checked: str) -> bool:
+    """Warn that the reward ``name``, recorded so, could not be compared; it is taken as the same."""
+    warnings.warn(
+        f"resume: the reward {name} was recorded by its {recorded}: it was not checked against the one "
+        f"the sweep ran with, and is taken as the same; {checked} to have it checked",
+        stacklevel=5,
+    )
     return True
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from urllib.parse import quote
 
 from rlnb._extras import need
 
+from .rows import ROWS_FILE, run_path
 from .samplers import SAMPLER_SEED, grid_values, make_pruner, make_sampler
 from .space import Dimension, Float, Int
 from .study_file import open_study
@@ -27,7 +29,8 @@ STUDY_NAME = "rlnb-sweep"
 """Fixed, so that a resumed sweep finds its study (and Hyperband's brackets are reproducible)."""
 STUDY_FILE = "study.db"
 STOPPED_ATTR, RERUN_ATTR, SEED_OF_ATTR = "rlnb_stopped", "rlnb_rerun_of", "rlnb_seed_of"
-"""Trial attributes: stopped by the user; asked again for that trial; runs with that (first) trial's seed."""
+"""Trial attributes: stopped (by the user, or by its process dying: to run again); asked again for that trial; runs
+with that (first) trial's seed."""
 
 
 def import_optuna() -> Any:
@@ -85,7 +88,7 @@ class OptunaSource:
         level = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line in the notebook
         try:
-            self.study = open_study(
+            self.study, self._storage = open_study(
                 optuna,
                 folder / STUDY_FILE,
                 len(recorded),
@@ -102,6 +105,7 @@ class OptunaSource:
         self.sampler = self.study.sampler = make_sampler(optuna, sampler, dims, SAMPLER_SEED + len(self.study.trials))
         self._make_spec = make_spec
         self._objective = objective
+        self._folder = folder
         self._trials: dict[int, Any] = {}
         finished = self.done_before = self._requeue_stopped({r["trial"]: r for r in recorded})
         if n_trials is None:  # sampler="grid" (check_search): the grid's size
@@ -112,28 +116,47 @@ class OptunaSource:
     def _requeue_stopped(self, rows: Mapping[int, dict[str, Any]]) -> int:
         """Resume: trials stopped by the user, or left RUNNING by a process that died, are asked again
         with the same params and seed. Returns how many trials already finished for real. A RUNNING trial whose row
-        the folder has (the process died between writing it and telling the study) is told from that row: it ran
-        again, and its new row replaced the finished one."""
+        the folder has (the process died between writing it and telling the study) is marked and told from that row,
+        as ``finish`` would have: it ran again, its new row replacing the finished one; a STOPPED one unmarked was
+        counted finished by the next resume."""
         state = self._optuna.trial.TrialState
         trials = self.study.get_trials(deepcopy=False)
         rerun = {t.user_attrs.get(RERUN_ATTR) for t in trials}
         self._known = {t.number: t for t in trials}
-        finished = 0
+        finished, lost = 0, []
         for t in trials:
             row = rows.get(t.number)
-            if t.state == state.RUNNING and row is not None and row["status"] != "STOPPED":
-                self._tell(t.number, row)
-                finished += 1
-                continue
-            if t.state == state.RUNNING:
-                self.study.tell(t.number, state=state.FAIL)  # its process is gone
-            elif t.state != state.FAIL or not t.user_attrs.get(STOPPED_ATTR):
-                finished += t.state in (state.COMPLETE, state.PRUNED, state.FAIL)
+            if t.state == state.RUNNING and row is not None:
+                recovered = {**row, "run_path": run_path(self._folder, row.get("run_path"))}
+                self._told(self._storage_setter(t.number), t.number, recovered)
+                if row["status"] != "STOPPED":
+                    finished += 1
+                    continue
+            elif t.state == state.RUNNING:  # its process is gone: marked, or a later resume counted it finished
+                self._storage_setter(t.number)(STOPPED_ATTR, True)
+                self.study.tell(t.number, state=state.FAIL)
+            elif t.state != state.FAIL or not (t.user_attrs.get(STOPPED_ATTR) or t.number in rerun):
+                # finished: not stopped or killed and asked again (an older rlnb told a killed one FAIL unmarked)
+                done = t.state in (state.COMPLETE, state.PRUNED, state.FAIL)
+                finished += done
+                lost += [t.number] if done and row is None else []
                 continue
             if t.number not in rerun and t.params:
                 first = t.user_attrs.get(SEED_OF_ATTR, t.number)  # a rerun stopped again: its first attempt's
                 self.study.enqueue_trial(t.params, user_attrs={RERUN_ATTR: t.number, SEED_OF_ATTR: first})
+        if lost:  # trials.jsonl deleted, or a line broken by hand: an empty table, without a word
+            warnings.warn(f"{self._folder / STUDY_FILE} holds {len(lost)} finished trial{'s' * (len(lost) > 1)} "
+                          f"({', '.join(map(str, lost[:10]))}) that {ROWS_FILE} has no row of (deleted, or edited?): "
+                          "they count towards n_trials and are not run again, but the table lacks them; their runs "
+                          "are in the sweep folder", stacklevel=4)  # fmt: skip
         return finished
+
+    def _storage_setter(self, number: int) -> Callable[[str, Any], None]:
+        """``set_user_attr`` for the trial ``number`` of this study, through its storage (no ``Trial`` is made for a
+        trial asked by a process that is gone)."""
+        storage = self._storage
+        trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(STUDY_NAME), number)
+        return lambda key, value: storage.set_trial_user_attr(trial_id, key, value)
 
     def expected(self, trial: int) -> dict[str, Any] | None:
         """The identifying columns of ``trial``'s row as the study has them (its params, and the seed it ran with),
@@ -179,12 +202,16 @@ class OptunaSource:
         """Tell the study how the trial ended (a STOPPED one is marked to run again on resume)."""
         with self._lock:
             trial = self._trials.pop(row["trial"])
-            trial.set_user_attr("rlnb_status", row["status"])
-            if row.get("run_path"):
-                trial.set_user_attr("rlnb_run_path", row["run_path"])
-            if row["status"] == "STOPPED":
-                trial.set_user_attr(STOPPED_ATTR, True)
-            self._tell(trial, row)
+            self._told(trial.set_user_attr, trial, row)
+
+    def _told(self, set_attr: Callable[[str, Any], None], trial: Any, row: dict[str, Any]) -> None:
+        """Mark ``trial`` (its ``Trial``, or its number) with the row's status and run, then tell the study."""
+        set_attr("rlnb_status", row["status"])
+        if row.get("run_path"):
+            set_attr("rlnb_run_path", row["run_path"])
+        if row["status"] == "STOPPED":
+            set_attr(STOPPED_ATTR, True)
+        self._tell(trial, row)
 
     def _tell(self, trial: Any, row: dict[str, Any]) -> None:
         """Tell the study ``trial`` (its ``Trial``, or its number) ended as ``row`` says."""

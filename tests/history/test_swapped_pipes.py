@@ -13,6 +13,7 @@ from rlnb.history import History, locks, reading
 from rlnb.server import state
 from rlnb.server.state import Journal, StateDirError
 from rlnb.sweep import folder as sweep_folder
+from rlnb.sweep import rows as sweep_rows
 from tests.support.pipes import refusal_in_time
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
@@ -41,9 +42,9 @@ def test_a_sweeps_settings_swapped_for_a_pipe_are_refused_on_resume(tmp_path, mo
 
 def test_a_sweeps_rows_swapped_for_a_pipe_are_refused_on_resume(tmp_path, monkeypatch):
     sweep_folder.begin(tmp_path, {"steps": 1}, resume=False)
-    sweep_folder.append_row(tmp_path, {"trial": 0, "status": "COMPLETED"})
-    target = tmp_path / sweep_folder.ROWS_FILE
-    swap_after_check(monkeypatch, sweep_folder, target)
+    sweep_rows.append_row(tmp_path, {"trial": 0, "status": "COMPLETED"})
+    target = tmp_path / sweep_rows.ROWS_FILE
+    swap_after_check(monkeypatch, sweep_rows, target)
     said = refusal_in_time(lambda: sweep_folder.begin(tmp_path, {"steps": 1}, resume=True), target)
     assert f"{target} is a named pipe, not a file" in str(said), said
 

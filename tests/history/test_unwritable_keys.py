@@ -15,6 +15,7 @@ from rlnb.history.jsontext import line
 from rlnb.history.store import COMPLETIONS_FILE, METRICS_FILE, RunStore
 from rlnb.server.state import Journal
 from rlnb.sweep import folder as sweep_folder
+from rlnb.sweep import rows as sweep_rows
 
 ODD = {math.nan: 1.0, np.int64(2): 2.0, (1, 2): 3.0, -math.inf: 4.0, 1.5: 5.0, None: 6.0}
 """Keys JSON has no text for, or Python's json spells as a bare ``NaN`` (not JSON): a dict's keys as given."""
@@ -67,7 +68,7 @@ def test_figures_and_completions_lines_with_odd_keys_are_written(tmp_path):
 
 def test_a_trials_row_with_odd_keys_is_written_and_read_back_on_resume(tmp_path):
     sweep_folder.begin(tmp_path, {"steps": 1}, resume=False)
-    sweep_folder.append_row(tmp_path, {"trial": 0, "status": "COMPLETED", "extra": ODD})
+    sweep_rows.append_row(tmp_path, {"trial": 0, "status": "COMPLETED", "extra": ODD})
     (row,) = sweep_folder.begin(tmp_path, {"steps": 1}, resume=True)
     assert row["extra"] == AS_READ
 

@@ -257,6 +257,8 @@ def test_a_search_that_died_after_writing_a_trials_row_resumes_from_the_row_not_
     study = study_of(again)
     assert [t.state for t in study.trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
     assert study.trials[1].value == rows[1]["value"]
+    assert [t.user_attrs["rlnb_status"] for t in study.trials] == ["COMPLETED", "COMPLETED"]  # marked as finish marks
+    assert Path(study.trials[1].user_attrs["rlnb_run_path"]) == folder / rows[1]["run_path"]
 
 
 @pytest.mark.slow
@@ -288,9 +290,11 @@ def test_a_resumed_search_draws_new_points_not_the_ones_it_drew(tmp_path, sample
 
     dims = parse_space(ADAM, {"learning_rate": (1e-4, 1e-1, "log")})
 
+    rows: list[dict] = []  # what trials.jsonl has: the resume reads them
+
     def source():
         return OptunaSource(tmp_path, dims, 4, lambda n, config, seed_of: (n, config), sampler=sampler, pruner=None,
-                            objective="reward", steps=1)  # fmt: skip
+                            objective="reward", steps=1, recorded=list(rows))  # fmt: skip
 
     drawn = []
     for _ in range(2):  # the first sweep, then its resume
@@ -298,5 +302,6 @@ def test_a_resumed_search_draws_new_points_not_the_ones_it_drew(tmp_path, sample
         for _ in range(2):
             n, config = study.next_spec()
             drawn.append(config["learning_rate"])
-            study.finish({"trial": n, "status": "COMPLETED", "value": config["learning_rate"]})
+            rows.append({"trial": n, "status": "COMPLETED", "value": config["learning_rate"]})
+            study.finish(rows[-1])
     assert len(set(drawn)) == 4, drawn

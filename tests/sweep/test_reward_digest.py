@@ -36,8 +36,8 @@ def test_a_function_with_source_has_the_same_detail_on_another_python(monkeypatc
     here = task_detail(task)
     assert here.startswith(f"reward {__name__}._reward (source, ")
     another_pythons_bytecode(monkeypatch)
-    assert task_detail(task) == here and same_task(task, here)
-    assert not same_task(Task("custom", ["1+0="], _other, 8), here)
+    assert task_detail(task) == here and same_task(task, here, set)
+    assert not same_task(Task("custom", ["1+0="], _other, 8), here, set)
 
 
 def test_a_lambda_is_digested_by_its_bytecode_naming_the_python():
@@ -53,8 +53,8 @@ def test_a_folder_of_an_older_rlnb_still_resumes_on_the_same_python():
     task = Task("custom", ["1+0="], _reward, 8)
     older = fingerprint._detail(task, None, fingerprint._bytecode)
     assert "(source" not in older and "bytecode" not in older
-    assert same_task(task, older) and not same_task(Task("custom", ["1+0="], _other, 8), older)
-    assert not same_task(task, older.replace("1 prompts", "2 prompts")) and not same_task(task, None)
+    assert same_task(task, older, set) and not same_task(Task("custom", ["1+0="], _other, 8), older, set)
+    assert not same_task(task, older.replace("1 prompts", "2 prompts"), set) and not same_task(task, None, set)
 
 
 def test_a_lambdas_folder_from_another_python_is_taken_with_a_warning(monkeypatch):
@@ -63,13 +63,13 @@ def test_a_lambdas_folder_from_another_python_is_taken_with_a_warning(monkeypatc
     there = task_detail(task)
     monkeypatch.undo()
     with pytest.warns(UserWarning, match=r"recorded by its bytecode, Python 3\.99, .*resume on Python 3\.99"):
-        assert same_task(task, there)
+        assert same_task(task, there, set)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # another reward's name, or other prompts: refused, without a word
-        assert not same_task(Task("custom", ["1+0="], _other, 8), there)
-        assert not same_task(Task("custom", ["2+0="], lambda p, c: 1.0, 8), there)
+        assert not same_task(Task("custom", ["1+0="], _other, 8), there, set)
+        assert not same_task(Task("custom", ["2+0="], lambda p, c: 1.0, 8), there, set)
         here = task_detail(Task("custom", ["1+0="], lambda p, c: 2.0, 8))  # this Python's, of another lambda
-        assert not same_task(task, here)
+        assert not same_task(task, here, set)
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ import pytest
 
 import rlnb
 from rlnb.sweep import grid, sweep
-from rlnb.sweep.folder import append_row, begin
+from rlnb.sweep.folder import begin
+from rlnb.sweep.rows import append_row
 from rlnb.tasks import Task
 from tests.support.pipes import refusal_in_time
 
@@ -135,3 +136,11 @@ def test_a_resumed_sweeps_settings_that_are_a_folder_are_refused_naming_resume(t
     (folder / "sweep.json").mkdir(parents=True)
     with pytest.raises(IsADirectoryError, match=r"^resume: .*sweep\.json is a folder, not a file"):
         sweep(BASE, grid(learning_rate=[1e-3]), steps=1, resume=folder, progress=False)
+
+
+def test_a_resumed_sweeps_rows_that_are_a_folder_are_refused_naming_resume(tmp_path):
+    """``trials.jsonl`` made a folder: a bare ``IsADirectoryError``, as ``sweep.json``'s was."""
+    begin(tmp_path, SETTINGS, resume=False)
+    (tmp_path / "trials.jsonl").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"^resume: .*trials\.jsonl is a folder, not a file: .*start a new"):
+        begin(tmp_path, SETTINGS, resume=True)

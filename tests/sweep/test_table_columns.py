@@ -4,7 +4,7 @@ trial (pandas' ``<NA>``), never ``3.0`` beside ``NaN``."""
 import math
 from pathlib import Path
 
-from rlnb.sweep.folder import table
+from rlnb.sweep.rows import table
 
 
 def row(trial: int, **result) -> dict:
