@@ -36,6 +36,10 @@ def hold_lock(file: Path, busy: str) -> IO[str]:
     file system that cannot lock, the handle is returned unlocked, with a ``LockUnsupportedWarning``."""
     refuse_link(file)  # its pid would be written over the target: a user's notes, in a run folder from elsewhere
     refuse_pipe(file)  # opened, it failed with io's "File or stream is not seekable.", naming no file
+    if file.is_dir():  # open's bare "[Errno 21] Is a directory"
+        raise IsADirectoryError(
+            errno.EISDIR, f"{file} is a folder, not a lock file: move it away, rlnb writes its lock there"
+        )
     fh = open(file, "a+", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - held open for the lock's life
     refuse_shared(fh, file)  # its pid would be written over another name's file (a cp -al copy's lock)
     try:

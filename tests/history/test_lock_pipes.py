@@ -24,3 +24,16 @@ def test_a_lock_file_that_is_a_named_pipe_is_refused_naming_it(tmp_path, name, t
     os.mkfifo(tmp_path / name)
     said = refusal_in_time(lambda: take(tmp_path), tmp_path / name, kind)
     assert f"{tmp_path / name} is a named pipe, not a file" in str(said), said
+
+
+@pytest.mark.parametrize(
+    ("name", "take", "kind"),
+    [("run.lock", lock_run, OSError), ("sweep.lock", lambda folder: lock(folder, resume=False), OSError),
+     ("state.lock", Journal, StateDirError)],
+)  # fmt: skip
+def test_a_lock_file_that_is_a_folder_is_refused_naming_it(tmp_path, name, take, kind):
+    """leftovers6 found it: a ``sweep.lock`` that is a folder raised the bare ``IsADirectoryError`` of ``open``."""
+    (tmp_path / name).mkdir()
+    with pytest.raises(kind) as info:
+        take(tmp_path)
+    assert f"{tmp_path / name} is a folder, not a lock file" in str(info.value), info.value
