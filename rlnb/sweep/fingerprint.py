@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Callable, Collection
 from typing import Any
 
+from rlnb.errors import user_stacklevel
 from rlnb.tasks import Task
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -98,7 +99,7 @@ def _unchecked(name: str, recorded: str, checked: str) -> bool:
     warnings.warn(
         f"resume: the reward {name} was recorded by its {recorded}: it was not checked against the one "
         f"the sweep ran with, and is taken as the same; {checked} to have it checked",
-        stacklevel=5,
+        stacklevel=user_stacklevel(),
     )
     return True
 

@@ -72,8 +72,9 @@ def test_a_reward_without_source_now_resumes_a_folder_that_recorded_its_source_w
     no_source = Task("custom", ["1+0="], typed("_reward"), 8)
     assert "(bytecode, " in task_detail(no_source)
     with pytest.warns(UserWarning, match=r"_reward was recorded by its source, which Python cannot give here .*"
-                                         r"not checked.*define it in a file or a notebook cell"):  # fmt: skip
+                                         r"not checked.*define it in a file or a notebook cell") as caught:  # fmt: skip
         assert same_task(no_source, here, set)
+    assert caught[0].filename == __file__  # the caller's line, not one inside rlnb or pytest
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # another name, or other prompts: refused as before
         assert not same_task(Task("custom", ["1+0="], typed("_other"), 8), here, set)
@@ -105,6 +106,7 @@ def test_an_older_rlnbs_sweep_folder_copied_to_another_python_resumes(tmp_path, 
         sweep(base, configs, steps=1, resume=folder, progress=False, task=_reward)
     config = json.loads((folder / "trial-000-seed0" / "config.json").read_text())
     (folder / "trial-000-seed0" / "config.json").write_text(json.dumps({**config, "versions": {"python": "3.99.0"}}))
-    with pytest.warns(UserWarning, match=r"on Python 3\.99"):
+    with pytest.warns(UserWarning, match=r"on Python 3\.99") as caught:
         again = sweep(base, configs, steps=1, resume=folder, progress=False, task=_reward)
+    assert [w.filename for w in caught if "3.99" in str(w.message)] == [__file__]  # the user's sweep(...) line
     assert list(again.status) == ["COMPLETED", "COMPLETED"]
