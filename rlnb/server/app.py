@@ -53,8 +53,9 @@ class Advertise:
 
 
 def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
-    """Runs the inactivity reaper while the app serves; closes every session at shutdown, giving their running
-    operations ``STOP_DEADLINE`` seconds, or until ``app.state.hurry`` is set (a second Ctrl-C)."""
+    """Runs the inactivity reaper (which also mends a journal that failed) while the app serves; closes every session
+    at shutdown, giving their running operations ``STOP_DEADLINE`` seconds, or until ``app.state.hurry`` is set (a
+    second Ctrl-C)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -63,6 +64,7 @@ def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
         def reap() -> None:
             while not stop.wait(registry.settings.reap_interval):
                 registry.reap()
+                registry.mend_journal()  # a journal that failed (a full disk) is written again without a new change
 
         reaper = threading.Thread(target=reap, name="rlnb-reaper", daemon=True)
         reaper.start()
