@@ -203,6 +203,11 @@ def _serve_app(
               "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
     address = f"http://{url_host(reachable(args.host))}:{args.port}"
+    if args.public_url is None and reachable(args.host) != args.host:  # a wildcard: the links name this machine
+        print(f"rlnb serve: warning: --host {args.host} takes requests from other machines, but its presigned links "
+              f"(checkpoint downloads, and the uploads the SDK makes of bodies over 0.5 MiB) name {address}, which "
+              f"only this machine reaches: give --public-url http://ADDRESS:{args.port}, the address the other "
+              "machines use", file=sys.stderr)  # fmt: skip
     try:  # connections made once it is announced wait for uvicorn's accept: they were refused until uvicorn listened
         sock.listen()
         print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
