@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ipaddress
 import os
 import shutil
 import signal
@@ -164,6 +163,7 @@ def _serve_app(
     """The server until it is stopped: its exit code, and whether operations were abandoned still running."""
     from rlnb.server.app import app_for, bind, reachable, url_host
     from rlnb.server.app import run as listen
+    from rlnb.server.hosts import loopback
     from rlnb.server.state import StateDirError
 
     try:
@@ -197,7 +197,7 @@ def _serve_app(
     except BaseException:  # Ctrl-C or SIGTERM during a model's load: the port is let go at once
         sock.close()
         raise
-    if args.token is None and not _loopback(args.host):
+    if args.token is None and not loopback(args.host):
         print(f"rlnb serve: warning: --host {args.host} takes requests from other machines and there is no --token: "
               "anyone who reaches this port can train, sample and download checkpoints; give --token, or --host "
               "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
@@ -232,13 +232,3 @@ def _serve_app(
             f"{' in --state-dir' if args.state_dir else ''})"
         )
     return code, bool(abandoned)
-
-
-def _loopback(host: str) -> bool:
-    """Whether ``host`` takes connections from this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:  # a wildcard is an address; a name (this machine's, a LAN's) may be reached from elsewhere
-        return False

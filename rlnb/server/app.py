@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -18,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rlnb.server import stopping
 from rlnb.server.errors import EncodedSlash, install_error_handlers
 from rlnb.server.faults import FaultInjector
+from rlnb.server.hosts import OwnNames, host_name, loopback
 from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import truthful_openapi
 from rlnb.server.registry import Registry
@@ -116,7 +118,9 @@ def create_app(
     app.add_middleware(Advertise)
     if settings.fail_rate:
         app.add_middleware(FaultInjector, rate=settings.fail_rate, seed=settings.fail_seed)
-    app.add_middleware(BodyLimit, settings=settings)  # outermost: before anything reads a body
+    app.add_middleware(BodyLimit, settings=settings)  # before anything reads a body
+    if settings.host_names is not None:  # outermost: a request to another name is read no further
+        app.add_middleware(OwnNames, names=settings.host_names)
     return app
 
 
@@ -127,10 +131,13 @@ def serve(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
 
 
 def app_for(host: str, port: int, **options: Any) -> FastAPI:
-    """``create_app(**options)`` as ``serve(host, port)`` builds it. Separate so that ``rlnb serve`` can
+    """``create_app(**options)`` as ``serve(host, port)`` builds it (on loopback without a token: answering its own
+    names only, ``hosts``). Separate so that ``rlnb serve`` can
     report a bad option (``ValueError``) or state directory (``OSError``, ``StateDirError``) before it
     starts listening."""
     options.setdefault("public_url", f"http://{url_host(reachable(host))}:{port}")  # http://::1:8000 is no URL
+    if options.get("token") is None and loopback(host):  # this machine's own: a rebound name is no name of it
+        options.setdefault("host_names", frozenset({host.lower(), host_name(urlsplit(options["public_url"]).netloc)}))
     return create_app(**options)
 
 

@@ -52,6 +52,9 @@ class ServerSettings:
     public_url: str = "http://127.0.0.1:8000"
     """Where clients reach this server: presigned URLs are built on it, never on a request's Host header
     (``serve`` sets it from its host and port)."""
+    host_names: frozenset[str] | None = None
+    """The ``Host`` names requests may give besides loopback ones (``hosts.OwnNames``); None: any. ``rlnb serve`` sets
+    it on a loopback address without a token (its default), against DNS rebinding: its ``--public-url``'s name."""
     download_ttl: int = 3600
     """Seconds a presigned checkpoint download URL stays valid."""
     payload_ttl: int = 3600
