@@ -6,6 +6,7 @@ of whoever runs the server. Such a server answers only its loopback names and it
 from __future__ import annotations
 
 import ipaddress
+import socket
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
@@ -23,6 +24,10 @@ def loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host.strip("[]").split("%")[0]).is_loopback
     except ValueError:
+        pass
+    try:  # IPv4's short forms, which the socket layer binds: 127.1 and 2130706433 are 127.0.0.1
+        return ipaddress.ip_address(socket.inet_aton(host)).is_loopback
+    except OSError:
         return False
 
 

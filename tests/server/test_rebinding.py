@@ -46,3 +46,24 @@ def test_a_token_a_public_url_or_another_host_lets_other_names_in(monkeypatch, o
     with TestClient(served(monkeypatch, *options), base_url=f"http://{host}") as c:
         headers = {"Authorization": "Bearer a-long-enough-token"}
         assert c.get("/v1/rl/training-sessions", headers=headers).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("host", "answer"),
+    [
+        ("127.1", True),
+        ("2130706433", True),
+        ("127.0.0.1", True),
+        ("::1", True),
+        ("localhost", True),
+        ("0", False),
+        ("0.0.0.0", False),
+        ("10.1", False),
+    ],
+)
+def test_loopback_addresses_in_the_short_forms_the_socket_layer_takes_are_loopback(host, answer):
+    """``--host 127.1`` binds this machine's loopback (the socket layer reads IPv4's short forms), yet it was warned as
+    taking requests from other machines, and answered any Host."""
+    from rlnb.server.hosts import loopback
+
+    assert loopback(host) is answer
