@@ -1,11 +1,14 @@
 """What ``rlnb serve`` says as it starts: the address a client takes, and a warning when anyone may reach it."""
 
+import socket
+
 import pytest
 
 from rlnb.cli import main
 from rlnb.testing import free_port
 
 WARNING = "takes requests from other machines and there is no --token"
+LINKS = "which only this machine reaches: give --public-url"
 
 
 @pytest.mark.parametrize(
@@ -27,10 +30,37 @@ def test_serve_on_every_interface_without_a_token_warns_and_announces_an_address
     port = free_port()
     assert main(["serve", "--device", "cpu", "--port", str(port), *options]) == 0
     captured = capsys.readouterr()
-    assert (WARNING in captured.err) == warned and captured.err.count("\n") == warned
+    assert (WARNING in captured.err) == warned
+    assert captured.err.count("\n") == warned + ("0.0.0.0" in options)  # and the presigned links' warning
     announced = captured.out.splitlines()[0].split()[2]
     host = "localhost" if "localhost" in options else "127.0.0.1"
     assert announced == f"http://{host}:{port}" == served[0].state.registry.settings.public_url
+
+
+@pytest.mark.parametrize(
+    "options, warned",
+    [
+        (["--host", "0.0.0.0", "--token", "a-long-enough-token"], True),
+        (["--host", "::", "--token", "a-long-enough-token"], True),
+        (["--host", "0.0.0.0", "--token", "a-long-enough-token", "--public-url", "http://rl.lan:8000"], False),
+        (["--host", "127.0.0.1"], False),
+    ],
+)
+def test_serve_on_every_interface_without_a_public_url_warns_that_its_links_name_this_machine(
+    options, warned, monkeypatch, capsys
+):
+    """``--host 0.0.0.0`` (a team's workstation) made presigned links on ``http://127.0.0.1:P`` without a word: another
+    machine's checkpoint download, and the SDK's upload of a body over 0.5 MiB, went to that machine's own loopback
+    (refused, or to whatever listens there)."""
+    if options[1] == "::" and not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: sock.close())
+    port = free_port()
+    assert main(["serve", "--device", "cpu", "--port", str(port), *options]) == 0
+    err = capsys.readouterr().err
+    assert (LINKS in err) == warned
+    if warned:
+        assert f"name http://127.0.0.1:{port}" in err and f"--host {options[1]} " in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("command", ["demo", "serve"])

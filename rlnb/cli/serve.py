@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ipaddress
 import os
 import shutil
 import signal
@@ -164,6 +163,7 @@ def _serve_app(
     """The server until it is stopped: its exit code, and whether operations were abandoned still running."""
     from rlnb.server.app import app_for, bind, reachable, url_host
     from rlnb.server.app import run as listen
+    from rlnb.server.hosts import loopback
     from rlnb.server.state import StateDirError
 
     try:
@@ -197,12 +197,17 @@ def _serve_app(
     except BaseException:  # Ctrl-C or SIGTERM during a model's load: the port is let go at once
         sock.close()
         raise
-    if args.token is None and not _loopback(args.host):
+    if args.token is None and not loopback(args.host):
         print(f"rlnb serve: warning: --host {args.host} takes requests from other machines and there is no --token: "
               "anyone who reaches this port can train, sample and download checkpoints; give --token, or --host "
               "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
     # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
     address = f"http://{url_host(reachable(args.host))}:{args.port}"
+    if args.public_url is None and reachable(args.host) != args.host:  # a wildcard: the links name this machine
+        print(f"rlnb serve: warning: --host {args.host} takes requests from other machines, but its presigned links "
+              f"(checkpoint downloads, and the uploads the SDK makes of bodies over 0.5 MiB) name {address}, which "
+              f"only this machine reaches: give --public-url http://ADDRESS:{args.port}, the address the other "
+              "machines use", file=sys.stderr)  # fmt: skip
     try:  # connections made once it is announced wait for uvicorn's accept: they were refused until uvicorn listened
         sock.listen()
         print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
@@ -227,13 +232,3 @@ def _serve_app(
             f"{' in --state-dir' if args.state_dir else ''})"
         )
     return code, bool(abandoned)
-
-
-def _loopback(host: str) -> bool:
-    """Whether ``host`` takes connections from this machine only (``localhost``, ``127.0.0.0/8``, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.split("%")[0]).is_loopback
-    except ValueError:  # a wildcard is an address; a name (this machine's, a LAN's) may be reached from elsewhere
-        return False

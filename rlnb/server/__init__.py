@@ -10,7 +10,8 @@ Layout: ``settings`` (every limit), ``limits`` (checking them on each request), 
 backends are built; ``resources`` and ``ops``: its model-resources and operations / checkpoints halves),
 ``records`` (what it keeps per object, pagination), ``state`` (the journal of ``--state-dir``), ``links``
 (presigned URLs), ``payloads`` (the large-body side channel), ``routes/`` (one router per resource,
-``Depends`` for state and token), ``openapi``, ``app`` (``create_app``, ``serve``).
+``Depends`` for state and token), ``openapi``, ``hosts`` (the ``Host`` names a loopback server without a token
+answers), ``app`` (``create_app``, ``serve``).
 
 Beyond Together's API it offers a long-poll (``GET .../operations/{kind}/{id}?wait=S``), advertised with
 the ``rlnb-long-poll-max-wait`` and ``rlnb-in-order`` headers, and ``metrics`` on optim-step results.

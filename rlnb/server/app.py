@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -18,6 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rlnb.server import stopping
 from rlnb.server.errors import EncodedSlash, install_error_handlers
 from rlnb.server.faults import FaultInjector
+from rlnb.server.hosts import OwnNames, host_name, loopback
 from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import truthful_openapi
 from rlnb.server.registry import Registry
@@ -53,8 +55,9 @@ class Advertise:
 
 
 def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
-    """Runs the inactivity reaper while the app serves; closes every session at shutdown, giving their running
-    operations ``STOP_DEADLINE`` seconds, or until ``app.state.hurry`` is set (a second Ctrl-C)."""
+    """Runs the inactivity reaper (which also mends a journal that failed) while the app serves; closes every session
+    at shutdown, giving their running operations ``STOP_DEADLINE`` seconds, or until ``app.state.hurry`` is set (a
+    second Ctrl-C)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -63,6 +66,7 @@ def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
         def reap() -> None:
             while not stop.wait(registry.settings.reap_interval):
                 registry.reap()
+                registry.mend_journal()  # a journal that failed (a full disk) is written again without a new change
 
         reaper = threading.Thread(target=reap, name="rlnb-reaper", daemon=True)
         reaper.start()
@@ -114,7 +118,9 @@ def create_app(
     app.add_middleware(Advertise)
     if settings.fail_rate:
         app.add_middleware(FaultInjector, rate=settings.fail_rate, seed=settings.fail_seed)
-    app.add_middleware(BodyLimit, settings=settings)  # outermost: before anything reads a body
+    app.add_middleware(BodyLimit, settings=settings)  # before anything reads a body
+    if settings.host_names is not None:  # outermost: a request to another name is read no further
+        app.add_middleware(OwnNames, names=settings.host_names)
     return app
 
 
@@ -125,10 +131,13 @@ def serve(host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
 
 
 def app_for(host: str, port: int, **options: Any) -> FastAPI:
-    """``create_app(**options)`` as ``serve(host, port)`` builds it. Separate so that ``rlnb serve`` can
+    """``create_app(**options)`` as ``serve(host, port)`` builds it (on loopback without a token: answering its own
+    names only, ``hosts``). Separate so that ``rlnb serve`` can
     report a bad option (``ValueError``) or state directory (``OSError``, ``StateDirError``) before it
     starts listening."""
     options.setdefault("public_url", f"http://{url_host(reachable(host))}:{port}")  # http://::1:8000 is no URL
+    if options.get("token") is None and loopback(host):  # this machine's own: a rebound name is no name of it
+        options.setdefault("host_names", frozenset({host.lower(), host_name(urlsplit(options["public_url"]).netloc)}))
     return create_app(**options)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 from collections import Counter
 from collections.abc import Callable, Coroutine
@@ -37,7 +36,7 @@ def current_user(
         return "local-user"
     if creds is None or not hmac.compare_digest(creds.credentials.encode(), token.encode()):
         raise ServerError(401, "missing or invalid API key")
-    return "user-" + hashlib.sha256(token.encode()).hexdigest()[:12]
+    return registry.signer.user(token)
 
 
 REPEATABLE = frozenset({"status"})

@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rlnb import wire
@@ -87,6 +88,15 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ServerError)
     def _server_error(request: Request, exc: ServerError) -> JSONResponse:
         return error_response(exc.status, exc.message, exc.type, exc.param, exc.retry)
+
+    @app.exception_handler(ClientDisconnect)
+    def _client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        """The client went away before its body arrived in full (a notebook interrupted mid-upload): no bug of the
+        server's, which uvicorn logged as one ("Exception in ASGI application", a 60-line traceback) at each. What the
+        request held is let go by its route (an upload's reservation); the answer goes to nobody."""
+        return error_response(
+            400, "the client disconnected before its request's body arrived in full", ERROR_TYPES[400]
+        )
 
     @app.exception_handler(Exception)
     def _unexpected(request: Request, exc: Exception) -> JSONResponse:

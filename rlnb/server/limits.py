@@ -171,6 +171,7 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             "(max_sample_prompt_tokens): split it",
             param="model_inputs",
         )
+    check_prompt_logprobs(settings, body)
     stop = sp.stop or []
     if len(stop) > settings.max_stop_strings:
         raise ServerError(
@@ -196,6 +197,21 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
                 400, f"sampling_params.stop.{i} holds U+FFFD, which decoded text shows for bytes that are no "
                 "character yet: it could never match", param=f"sampling_params.stop.{i}",
             )  # fmt: skip
+
+
+def check_prompt_logprobs(settings: ServerSettings, body: wire.SampleBody) -> None:
+    """The prompt log-probs a sample returns (one per prompt token, and ``topk_prompt_logprobs`` more), whatever its
+    ``num_samples``: they are kept with the operation, and 0.6 MB of prompts asked for 65 MB of them."""
+    each, topk = int(bool(body.prompt_logprobs)) + (body.topk_prompt_logprobs or 0), body.topk_prompt_logprobs or 0
+    tokens = sum(len(prompt.tokens) for prompt in body.model_inputs)
+    if tokens * each > settings.max_prompt_logprobs:
+        per = f"(1 + topk_prompt_logprobs {topk})" if body.prompt_logprobs else f"topk_prompt_logprobs {topk}"
+        per = per if topk else "1 (prompt_logprobs)"
+        raise ServerError(
+            400, f"this sample returns {tokens} prompt tokens x {per} = {tokens * each} prompt log-probs; the limit "
+            f"is {settings.max_prompt_logprobs} per request (max_prompt_logprobs): split it, or ask fewer top ones",
+            param="topk_prompt_logprobs" if topk else "prompt_logprobs",
+        )  # fmt: skip
 
 
 def check_labels(settings: ServerSettings, display_name: str | None, metadata: wire.SessionMetadata | None) -> None:

@@ -32,6 +32,12 @@ class Signer:
         """An absolute URL on the configured address."""
         return f"{self.public_url}{path}" + (f"?{urlencode(query)}" if query else "")
 
+    def user(self, token: str) -> str:
+        """The creator id of a caller holding ``token`` (``created_by``), keyed with the server's key: the token's plain
+        SHA-256 (its first 12 digits) was in every answer and in the state journal, an offline check of guessed tokens.
+        The key is kept with ``--state-dir``: the id stays the same across restarts."""
+        return "user-" + self._sign("user", token)[:12]
+
     def _sign(self, *parts: str) -> str:
         return hmac.new(self._key, "\n".join(parts).encode(), hashlib.sha256).hexdigest()
 

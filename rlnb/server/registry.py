@@ -61,6 +61,10 @@ def restarted(status: wire.SessionStatus) -> str:
     return NEVER_BUILT if status == wire.SessionStatus.CREATING else RESTARTED.format(status=status)
 
 
+JOURNAL_RETRY = 30.0
+"""Seconds between tries to write a journal that failed (a full disk) again: each writes the whole registry."""
+
+
 class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
     """Everything ``rlnb serve`` knows. ``clock`` (seconds since the epoch) is injectable for expiry tests."""
 
@@ -76,6 +80,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         (``_build_later``): a stop waits for them (``stopping.settle``)."""
         self._unclosed: list[SessionRecord] = []
         """Stopped sessions whose backends wait for a thread to close them on (``_close_later`` could start none)."""
+        self._mend_at = 0.0
+        """When a journal that failed may next be written again (``mend_journal``), by ``clock``."""
         self.abandoned: list[stopping.Abandoned] | None = None
         """Once closed: the operations the stop gave up on (``close``)."""
         self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
@@ -108,6 +114,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         else:
             self.abandoned = stopping.abandon(self, timeout, hurry)
         if self.journal is not None:
+            self._mend_at = 0.0  # a journal that failed gets a last try, whatever the time since the one before
+            self.mend_journal()
             self.journal.close()
         return self.abandoned
 
@@ -119,10 +127,22 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
 
     def _save(self, kind: str, data: Any) -> None:
         """Journal one object's new state (under the lock, so lines keep the order of changes)."""
-        if self.journal is not None:
+        if self.journal is not None and self.journal.failed:  # the change is in memory: the mended journal has it
+            self.mend_journal()
+        elif self.journal is not None:
             self.journal.append(kind, data.model_dump(mode="json") if isinstance(data, wire._Model) else data)
             if self.journal.too_long():  # what is in memory is the newest state: it replaces every line before
                 self.journal.rewrite(self._entries())
+
+    def mend_journal(self) -> None:
+        """Write a journal that failed (a full disk) again, whole, from memory, at most every ``JOURNAL_RETRY`` seconds
+        (at a change, and at the reaper's turn). It stopped for good: a restart lost every change after the failure,
+        and removed the checkpoints saved since, as a killed server's never journaled."""
+        with self.lock:
+            if self.journal is None or not self.journal.failed or self.clock() < self._mend_at:
+                return
+            self._mend_at = self.clock() + JOURNAL_RETRY
+            self.journal.rewrite(self._entries())
 
     def _save_op(self, s: SessionRecord, op: OpRecord) -> None:
         if self.journal is not None:

@@ -52,6 +52,9 @@ class ServerSettings:
     public_url: str = "http://127.0.0.1:8000"
     """Where clients reach this server: presigned URLs are built on it, never on a request's Host header
     (``serve`` sets it from its host and port)."""
+    host_names: frozenset[str] | None = None
+    """The ``Host`` names requests may give besides loopback ones (``hosts.OwnNames``); None: any. ``rlnb serve`` sets
+    it on a loopback address without a token (its default), against DNS rebinding: its ``--public-url``'s name."""
     download_ttl: int = 3600
     """Seconds a presigned checkpoint download URL stays valid."""
     payload_ttl: int = 3600
@@ -101,6 +104,10 @@ class ServerSettings:
     max_sample_prompt_tokens: int = 131072
     """What one sample request prefills: prompts x num_samples x its longest prompt's tokens (every row is
     padded to the longest; 400 past it). 2,000 prompts of 250 tokens took the server from 0.4 to 2.4 GB."""
+    max_prompt_logprobs: int = 1 << 20
+    """Prompt log-probs one sample request returns: its prompts' tokens x (1 with ``prompt_logprobs`` +
+    ``topk_prompt_logprobs``), 400 past it. 512 prompts of 255 tokens with 20 top log-probs (a 0.6 MB body) answered
+    65 MB of JSON and kept ~300 MB of memory with the operation."""
     max_stop_strings: int = wire.MAX_STOP_STRINGS
     """Stop strings of one sample request (400 past it)."""
     max_stop_chars: int = wire.MAX_STOP_CHARS
@@ -154,6 +161,7 @@ _BYTES = ("max_body_bytes", "max_payload_bytes", "max_session_payload_bytes", "m
           "max_label_bytes")  # fmt: skip
 _COUNTS = ("full_session_cap", "lora_session_cap", "max_lora_rank", "max_batch_size", "max_live_resources",
            "max_live_sessions", "max_session_uploads", "max_sample_tokens", "max_sample_prompt_tokens",
+           "max_prompt_logprobs",
            "max_stop_strings", "max_stop_chars", "max_kept_operations")  # fmt: skip
 LIMITS: dict[str, int] = (
     dict.fromkeys(_COUNTS, COUNT_MAX) | dict.fromkeys(_BYTES, BYTES_MAX)

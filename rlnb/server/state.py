@@ -16,7 +16,9 @@ as the float by the wire's models; an older rlnb's bare ``Infinity`` still reads
 folder's files are: never through a link (``locks.write_new``, ``locks.appending``); a journal that is a symbolic link
 stops the start, naming it.
 
-A journal that cannot be written (a full disk) is logged once; the server goes on in memory.
+A journal that cannot be written (a full disk) is logged once; the server goes on in memory and tries now and then
+to write it again, whole (``Registry.mend_journal``): it stopped writing for good, so a restart lost every change after
+the failure and removed the checkpoints saved since as never journaled.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class Journal:
             raise StateDirError(f"cannot keep the server's state in {directory}: {exc}") from None
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
-        self.failed = False
+        self.failed = self.closed = False
         self.compact_lines = self.appended = 0  # the journal's lines at its last rewrite, and since
 
     def signing_key(self) -> bytes:
@@ -139,10 +141,11 @@ class Journal:
         return {kind: list(objs.values()) for kind, objs in latest.items()}
 
     def rewrite(self, entries: list[tuple[str, Any]]) -> None:
-        """Replace the journal by these entries (written then renamed), and append after them from now on."""
+        """Replace the journal by these entries (written then renamed), and append after them from now on. After a
+        failure (``failed``) this is what writes the journal again, whole: the registry calls it now and then."""
         path, tmp = self.dir / JOURNAL, self.dir / (JOURNAL + ".tmp")
         with self._lock:
-            if self.failed:
+            if self.closed:
                 return
             try:
                 text = "".join(line({kind: data}) for kind, data in entries)
@@ -154,6 +157,10 @@ class Journal:
                 self.compact_lines, self.appended = len(entries), 0
             except OSError as exc:
                 self._fail(exc)
+                return
+            if self.failed:
+                self.failed = False
+                log.warning("rlnb serve writes its state to %s again (every change since it failed included)", self.dir)
 
     def too_long(self) -> bool:
         """Whether the lines appended since the last rewrite call for another (``COMPACT_AFTER``)."""
@@ -172,8 +179,15 @@ class Journal:
                 self._fail(exc)
 
     def _fail(self, exc: OSError) -> None:
+        """Stop appending (a line cut short may end the file) until a ``rewrite`` replaces the journal; said once."""
+        if self._fh is not None:
+            with contextlib.suppress(OSError):  # its unwritten lines are in memory: the rewrite writes them
+                self._fh.close()
+            self._fh = None
+        if not self.failed:
+            log.error("rlnb serve cannot write its state to %s (%s); it goes on in memory and writes it again, whole, "
+                      "once it can", self.dir, exc)  # fmt: skip
         self.failed = True
-        log.error("rlnb serve cannot write its state to %s (%s); it goes on in memory", self.dir, exc)
 
     def close(self) -> None:
         with self._lock:
@@ -182,6 +196,7 @@ class Journal:
                     self._fh.close()
             release(self._lock_file)  # unlocked first: a process forked by the server held it on after a close
             self._fh = None  # a line after the close (an abandoned operation's worker, at last) is not written
+            self.closed = True  # nor a rewrite: the folder is another server's to own now
 
 
 class _OpLines:
