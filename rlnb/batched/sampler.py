@@ -18,7 +18,7 @@ from rlnb.batched.failures import own_errors
 from rlnb.batched.recorder import Recorder
 from rlnb.batched.rollouts import DrawnLists, sample_output
 from rlnb.batched.stacked import StackedModel
-from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
+from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, seeds_uniforms
 from rlnb.errors import describe
 from rlnb.tasks import Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, unscored
@@ -99,11 +99,12 @@ class Sampler:
 
 def members_uniforms(seeds: Sequence[int], prompts: int, n: int, steps: int, device: torch.device) -> Tensor:
     """``[steps, len(seeds) * prompts * n]``: member k's columns ``k*prompts*n ...`` are ``uniforms(seeds[k], ...)``,
-    what its trial alone draws. A seed's block is drawn once (``uniforms``: a generator seeded per prompt, ~12 ops)
-    and copied to each member that has it: an ensemble of one seed's learning rates (a sweep's usual grid) draws one
-    block for all its members, in one gather (``tests/batched/test_rollouts.py`` compares with each seed's own)."""
+    what its trial alone draws. Each distinct seed's block is drawn once, all into one buffer (``seeds_uniforms``: a
+    randint and a generator seeded per prompt a seed, the buffer's allocation and reshape shared), and copied to each
+    member that has it: an ensemble of one seed's learning rates (a sweep's usual grid) draws one block for all its
+    members, in one gather (``tests/batched/test_rollouts.py`` compares with each seed's own)."""
     distinct = list(dict.fromkeys(seeds))
-    blocks = torch.cat([uniforms(s, prompts, n, steps, device) for s in distinct], dim=1)
+    blocks = seeds_uniforms(distinct, prompts, n, steps, device)
     if len(distinct) == len(seeds):
         return blocks
     which = torch.tensor([distinct.index(s) for s in seeds], device=device)
