@@ -21,9 +21,9 @@ from rlnb.batched.stacked import StackedModel
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, seeds_uniforms
 from rlnb.errors import describe
 from rlnb.tasks import Task
-from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, unscored
+from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score_texts, unscored
 from rlnb.tasks.task import task_prompt_ids
-from rlnb.text import Codec
+from rlnb.text import Codec, decode_all
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
 from rlnb.wire import failure_reason
@@ -54,8 +54,8 @@ class Sampler:
         device: torch.device,
     ) -> None:
         self.codec, self.task, self.group_size, self.device = codec, task, group_size, device
-        # what a reward reads, as rl_step decodes it: no ending EOS, no special tokens (a partial: no Python call of
-        # its own a completion, as a method was)
+        # what a reward reads, as rl_step decodes it: no ending EOS, no special tokens (a step's completions go
+        # through ``decode_all``, the same texts; this decodes the prompts and a failed step's rows)
         self.completion_text: Callable[[Sequence[int]], str] = functools.partial(codec.decode, skip_special=True)
         self.prompts = task_prompt_ids(task, codec, vocab_size, context_length)  # before any member runs
         self.prompt_texts = prompt_texts(task, self.prompts, self.completion_text)
@@ -84,10 +84,11 @@ class Sampler:
                 continue
             out = sample_output(lists, P, n, range(k * P * n, (k + 1) * P * n), records[m].step)
             records[m].complete(ops[m], out)
-            groups = unscored(self.prompt_texts, out.results, self.completion_text)
+            texts = decode_all(self.codec, [s.tokens for r in out.results for s in r.sequences], skip_special=True)
             try:  # rewards and group advantages as rl_step computes them
-                rollouts[m] = score(self.task, groups)
+                rollouts[m] = score_texts(self.task, self.prompt_texts, out.results, texts)
             except own_errors() as exc:  # the user's reward function, or advantages that cannot train
+                groups = unscored(self.prompt_texts, out.results, self.completion_text)  # the rows it keeps
                 records[m].history.log_completions(records[m].step + 1, completion_rows(groups))
                 failed[m] = describe(exc)  # an exception whose str() raises is named by its type
         if failed:  # their rows leave the batch too
