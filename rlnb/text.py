@@ -158,7 +158,8 @@ def decode_all(codec: Codec, sequences: Sequence[Sequence[int]], skip_special: b
     """``codec.decode(s, skip_special)`` of each of ``sequences``, the same texts, with no Python call a sequence when
     every id is a known int: bytes decoded in one loop, a tokenizer's ``batch_decode`` (a step's completions, each a
     reward reads, cost 3 calls each through ``decode``). Anything else goes through ``decode``, its errors its own."""
-    size, batch = 256, None
+    size: int | None = 256
+    batch = None
     if isinstance(codec, TokenizerCodec):
         size, batch = codec.size, getattr(codec.tokenizer, "batch_decode", None)
     eos = codec.eos_token_ids if skip_special else ()
