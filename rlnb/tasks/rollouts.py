@@ -65,7 +65,8 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     """
     if scale not in _SCALES:
         raise ValueError(f"scale must be one of {', '.join(_SCALES)}, got {scale!r}")
-    if isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable):  # "10" was read as the rewards 1 and 0
+    # "10" was read as the rewards 1 and 0; a list (a step's, always) skips the ABC check, a Python call a group
+    if type(rewards) is not list and (isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable)):
         raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
     values = list(rewards)
     if not set(map(type, values)) <= {float}:  # floats (a reward's, always) taken as they are: no call a reward
