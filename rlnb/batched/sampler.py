@@ -2,7 +2,8 @@
 
 As ``rl_step`` samples for a session: the task's prompts as tokens, one ``sampling.draw`` over every member's
 prompts (row k*B + b is member k's row b, drawn from the member's own ``uniforms`` block), each member's sample
-record with what a sample operation returns, then its rewards and group advantages (``rlnb.tasks.score``).
+record with what a sample operation returns, then its rewards and group advantages
+(``rlnb.tasks.rollouts.score_texts``).
 """
 
 from __future__ import annotations
