@@ -25,11 +25,14 @@ Ops (``--ops``, no timing, so it holds on a loaded machine): the torch ops (aten
 trials, per step phase, and what each added member adds: a count that grows with the members is a loop over them.
 Also the elements the ops wrote (``OpCounter``'s ``written``: every output of an op that is not a view,
 ``_unsafe_view`` included): one that grows faster than the members is a copy that batching should not need.
+With ``--own-seeds``, member k has seed k (the trials above share seed 0, whose uniforms are drawn once for all):
+what an added member of its own seed costs.
 
 Members (``--members``): an ensemble of one member too, so the 16-member run splits into the ensemble's fixed
 cost and what each member adds; with ``--floor``, a member's matmuls at the ensemble's own rate beside it.
 
     python bench/bench_batched.py [--reps 3] [--threads N] [--no-sequential] [--floor] [--members] [--ops]
+                                  [--own-seeds]
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ TARGET = 3.0
 
 
 THREADS: int | None = None  # --threads; None: the thread policy decides
+OWN_SEEDS = False  # --own-seeds (with --ops): member k of seed k, not every member of seed 0
 
 
 def alone(lr: float, runs_dir: str) -> None:
@@ -201,7 +205,10 @@ def step_ops(k: int) -> dict[str, int]:
     try:
         for name in originals:
             setattr(Ensemble, name, counted(name))
-        members = [Member(rlnb.AdamParams(learning_rate=lr), seed=0) for lr in LEARNING_RATES[:k]]
+        members = [
+            Member(rlnb.AdamParams(learning_rate=lr), seed=i if OWN_SEEDS else 0)
+            for i, lr in enumerate(LEARNING_RATES[:k])
+        ]
         run_batched("tiny", "adam", members, steps=2, device="cpu", threads=THREADS)
     finally:
         for name, fn in originals.items():
@@ -237,9 +244,10 @@ def main() -> None:
         "--members", action="store_true", help="also time an ensemble of one member: what each added member costs"
     )
     parser.add_argument("--ops", action="store_true", help="count torch ops a step at 1, 4, 16 members; no timing")
+    parser.add_argument("--own-seeds", action="store_true", help="with --ops: member k of seed k (else all seed 0)")
     args = parser.parse_args()
-    global THREADS
-    THREADS = args.threads
+    global THREADS, OWN_SEEDS
+    THREADS, OWN_SEEDS = args.threads, args.own_seeds
     print("command: python " + " ".join(sys.argv))
     print(
         f"machine: {os.cpu_count()} CPUs, torch {torch.__version__}, threads "
@@ -250,6 +258,7 @@ def main() -> None:
         f"{LEARNING_RATES[-1]:.0e}) batched vs one trial alone (lr {LEARNING_RATES[8]:.2g})"
     )
     if args.ops:
+        print(f"    ops: members of {'their own seeds (member k: seed k)' if OWN_SEEDS else 'one seed (0)'}")
         ops()
         return
     settings: dict[str, Callable[[str], object]] = {"alone": lambda d: alone(LEARNING_RATES[8], d), "batched": batched}

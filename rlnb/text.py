@@ -9,6 +9,7 @@ it asks which kind of model it is talking to.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any, Protocol, cast, runtime_checkable
 
 from rlnb._options import is_integer
@@ -151,6 +152,25 @@ class TokenizerCodec:
             out = self.tokenizer(text, padding=False, truncation=False, max_length=None, add_special_tokens=False)
         ids = out["input_ids"] if isinstance(out, Mapping) else out
         return [int(t) for t in ids]
+
+
+def decode_all(codec: Codec, sequences: Sequence[Sequence[int]], skip_special: bool = False) -> list[str]:
+    """``codec.decode(s, skip_special)`` of each of ``sequences``, the same texts, with no Python call a sequence when
+    every id is a known int: bytes decoded in one loop, a tokenizer's ``batch_decode`` (a step's completions, each a
+    reward reads, cost 3 calls each through ``decode``). Anything else goes through ``decode``, its errors its own."""
+    size: int | None = 256
+    batch = None
+    if isinstance(codec, TokenizerCodec):
+        size, batch = codec.size, getattr(codec.tokenizer, "batch_decode", None)
+    eos = codec.eos_token_ids if skip_special else ()
+    ids = [s[:-1] if s and s[-1] in eos else s for s in map(list, sequences)]
+    flat = list(chain.from_iterable(ids))
+    known = only(flat, int) and (not flat or (min(flat) >= 0 and (size is None or max(flat) < size)))
+    if known and isinstance(codec, ByteCodec):
+        return [bytes(s).decode("utf-8", errors="replace") for s in ids]
+    if known and ids and isinstance(codec, TokenizerCodec) and callable(batch):
+        return list(map(str, batch(ids, skip_special_tokens=skip_special)))
+    return [codec.decode(s, skip_special) for s in sequences]
 
 
 def _known_runs(tokens: Sequence[int], size: int | None) -> list[list[int] | None]:

@@ -370,3 +370,72 @@ def test_stop_strings_past_rlnb_serves_limits_are_refused_in_process_naming_the_
     assert len(s.sample("ab", max_tokens=2, stop=most).result().results[0].sequences) == 1
     limits = ServerSettings(device="cpu")
     assert (limits.max_stop_strings, limits.max_stop_chars) == (wire.MAX_STOP_STRINGS, wire.MAX_STOP_CHARS)
+
+
+SEQUENCES = [  # ASCII, UTF-8, an invalid byte, an ending EOS (257), one mid-way, nothing, an EOS alone
+    [72, 105],
+    [99, 97, 102, 195, 169],
+    [255, 65],
+    [65, 66, 257],
+    [65, 257, 66],
+    [],
+    [257],
+    [226, 156],  # a character cut short
+]
+
+
+class Batched(Chars):
+    """``Chars`` with a ``batch_decode`` that says how often it ran: ``decode_all`` decodes a step's completions
+    with it, in one call."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def batch_decode(self, sequences: list[list[int]], skip_special_tokens: bool = False) -> list[str]:
+        self.batches.append(len(sequences))
+        return [self.decode(s, skip_special_tokens) for s in sequences]
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_decode_all_gives_each_sequences_decode(skip):
+    """A step's completions decoded at once (no Python call a completion) read as ``decode`` reads each: the byte
+    codec's (ids past a byte or below 0, numpy's ints, floats and bools go through ``decode``) and a
+    tokenizer's (its ``batch_decode`` when it has one and every id is known, else ``decode``'s replacement)."""
+    from rlnb.text import decode_all
+
+    byte = ByteCodec(eos_token_ids=[257])
+    for seqs in (SEQUENCES[:3] + [[65, 66, 0]], [[65, 300, 66], [65]], [np.array([65, 66]), (67,)], [[]]):
+        assert decode_all(byte, seqs, skip) == [byte.decode(s, skip) for s in seqs], seqs
+    assert decode_all(byte, [], skip) == []
+    assert decode_all(byte, [[65, 257]], skip) == (["A"] if skip else ["A\ufffd"])
+    odd = [[65.5, 66], [True, 66]]  # what no check refused reads as decode reads it
+    assert decode_all(byte, odd, skip) == [byte.decode(s, skip) for s in odd]
+    plain, batched = TokenizerCodec(Chars()), TokenizerCodec(Batched())
+    for seqs in (SEQUENCES, [[65, 300, 66], [65]], [[]]):
+        want = [plain.decode(s, skip) for s in seqs]
+        assert decode_all(plain, seqs, skip) == want and decode_all(batched, seqs, skip) == want, seqs
+    assert batched.tokenizer.batches == [len(SEQUENCES), 1]  # the unknown id 300 went through decode
+    assert decode_all(byte, SEQUENCES, skip) == [byte.decode(s, skip) for s in SEQUENCES]
+    newline = ByteCodec(eos_token_ids=[10])  # an EOS that is a byte: left out, or kept, as decode does
+    lines = [[65, 10], [10, 66], [10], [66, 10, 10]]
+    want = ["A", "\nB", "", "B\n"] if skip else ["A\n", "\nB", "\n", "B\n\n"]
+    assert decode_all(newline, lines, skip) == [newline.decode(s, skip) for s in lines] == want
+
+
+@pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers
+def test_decode_all_gives_each_sequences_decode_with_a_hugging_face_tokenizer(tmp_path):
+    """With a byte-level BPE tokenizer (special tokens, EOS, a padded vocabulary's spare ids): the same texts."""
+    from transformers import AutoTokenizer
+
+    from rlnb.text import decode_all
+    from tests.support import hf_models
+
+    hf_models.build_tokenizer(tmp_path)
+    codec = TokenizerCodec(AutoTokenizer.from_pretrained(tmp_path))
+    texts = ["the model answers 42!", "café ✓ n=7", "", "a notebook drives"]
+    seqs = [codec.encode(t) + list(codec.eos_token_ids) for t in texts] + [[1, 5, 0, 2, 7], [2], []]
+    for skip in (True, False):
+        want = [codec.decode(s, skip) for s in seqs]
+        assert decode_all(codec, seqs, skip) == want
+        assert decode_all(codec, [*seqs, [65, hf_models.VOCAB - 1]], skip)[:-1] == want  # an id past the tokens
+    assert decode_all(codec, seqs, True)[:2] == texts[:2]

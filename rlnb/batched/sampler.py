@@ -2,7 +2,8 @@
 
 As ``rl_step`` samples for a session: the task's prompts as tokens, one ``sampling.draw`` over every member's
 prompts (row k*B + b is member k's row b, drawn from the member's own ``uniforms`` block), each member's sample
-record with what a sample operation returns, then its rewards and group advantages (``rlnb.tasks.score``).
+record with what a sample operation returns, then its rewards and group advantages
+(``rlnb.tasks.rollouts.score_texts``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from rlnb.batched.failures import own_errors
 from rlnb.batched.recorder import Recorder
 from rlnb.batched.rollouts import DrawnLists, sample_output
 from rlnb.batched.stacked import StackedModel
-from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, uniforms
+from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, seeds_uniforms
 from rlnb.errors import describe
 from rlnb.tasks import Task
-from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score, unscored
+from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score_texts, unscored
 from rlnb.tasks.task import task_prompt_ids
-from rlnb.text import Codec
+from rlnb.text import Codec, decode_all
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
 from rlnb.wire import failure_reason
@@ -54,8 +55,8 @@ class Sampler:
         device: torch.device,
     ) -> None:
         self.codec, self.task, self.group_size, self.device = codec, task, group_size, device
-        # what a reward reads, as rl_step decodes it: no ending EOS, no special tokens (a partial: no Python call of
-        # its own a completion, as a method was)
+        # what a reward reads, as rl_step decodes it: no ending EOS, no special tokens (a step's completions go
+        # through ``decode_all``, the same texts; this decodes the prompts and a failed step's rows)
         self.completion_text: Callable[[Sequence[int]], str] = functools.partial(codec.decode, skip_special=True)
         self.prompts = task_prompt_ids(task, codec, vocab_size, context_length)  # before any member runs
         self.prompt_texts = prompt_texts(task, self.prompts, self.completion_text)
@@ -84,10 +85,11 @@ class Sampler:
                 continue
             out = sample_output(lists, P, n, range(k * P * n, (k + 1) * P * n), records[m].step)
             records[m].complete(ops[m], out)
-            groups = unscored(self.prompt_texts, out.results, self.completion_text)
+            texts = decode_all(self.codec, [s.tokens for r in out.results for s in r.sequences], skip_special=True)
             try:  # rewards and group advantages as rl_step computes them
-                rollouts[m] = score(self.task, groups)
+                rollouts[m] = score_texts(self.task, self.prompt_texts, out.results, texts)
             except own_errors() as exc:  # the user's reward function, or advantages that cannot train
+                groups = unscored(self.prompt_texts, out.results, self.completion_text)  # the rows it keeps
                 records[m].history.log_completions(records[m].step + 1, completion_rows(groups))
                 failed[m] = describe(exc)  # an exception whose str() raises is named by its type
         if failed:  # their rows leave the batch too
@@ -99,11 +101,12 @@ class Sampler:
 
 def members_uniforms(seeds: Sequence[int], prompts: int, n: int, steps: int, device: torch.device) -> Tensor:
     """``[steps, len(seeds) * prompts * n]``: member k's columns ``k*prompts*n ...`` are ``uniforms(seeds[k], ...)``,
-    what its trial alone draws. A seed's block is drawn once (``uniforms``: a generator seeded per prompt, ~12 ops)
-    and copied to each member that has it: an ensemble of one seed's learning rates (a sweep's usual grid) draws one
-    block for all its members, in one gather (``tests/batched/test_rollouts.py`` compares with each seed's own)."""
+    what its trial alone draws. Each distinct seed's block is drawn once, all into one buffer (``seeds_uniforms``: a
+    randint and a generator seeded per prompt a seed, the buffer's allocation and reshape shared), and copied to each
+    member that has it: an ensemble of one seed's learning rates (a sweep's usual grid) draws one block for all its
+    members, in one gather (``tests/batched/test_rollouts.py`` compares with each seed's own)."""
     distinct = list(dict.fromkeys(seeds))
-    blocks = torch.cat([uniforms(s, prompts, n, steps, device) for s in distinct], dim=1)
+    blocks = seeds_uniforms(distinct, prompts, n, steps, device)
     if len(distinct) == len(seeds):
         return blocks
     which = torch.tensor([distinct.index(s) for s in seeds], device=device)

@@ -98,16 +98,23 @@ def uniforms(seed: int, prompts: int, n: int, steps: int, device: torch.device) 
     torch's CPU generator reads 32 bits of a seed (``s`` and ``s + 2**32`` drew the same): the low half seeds the
     prompts' seeds, and the high half (two's complement) is mixed into each of them (``_HIGH``; a seed below 2**32
     draws as before), so that seeds differing only above bit 32 — ``s`` and ``s - 2**63`` — draw differently."""
-    low, high = seed % 2**32, seed % 2**64 >> 32
-    seeds = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(low)).tolist()
-    mix = high * _HIGH % 2**62  # odd: its low 32 bits differ for each high half, and are 0 only for 0
+    return seeds_uniforms((seed,), prompts, n, steps, device)
+
+
+def seeds_uniforms(seeds: Sequence[int], prompts: int, n: int, steps: int, device: torch.device) -> Tensor:
+    """``[steps, len(seeds) * prompts * n]``: columns ``k * prompts * n ...`` are ``uniforms(seeds[k], ...)``, bit for
+    bit, all filled in one buffer (batched trials of their own seeds: one allocation and one reshape, not one each)."""
     # Each prompt's stream is its own generator's (CPU: a Mersenne twister; CUDA: Philox), and no torch call draws
     # several generators' streams at once: one generator, re-seeded per prompt, fills each prompt's block in place.
-    blocks = torch.empty(prompts, steps, n, device=device)  # prompt i's block: blocks[i], contiguous as rand's own
-    generator = torch.Generator(device=device)
-    for block, s in zip(blocks.unbind(0), seeds, strict=True):
-        block.uniform_(generator=generator.manual_seed(s ^ mix))  # what torch.rand(steps, n, generator=...) draws
-    return blocks.permute(1, 0, 2).reshape(steps, prompts * n)
+    blocks = torch.empty(len(seeds) * prompts, steps, n, device=device)  # seed k's prompt i: blocks[k * prompts + i]
+    each = iter(blocks.unbind(0))  # contiguous [steps, n] each, as torch.rand(steps, n)'s own
+    cpu, generator = torch.Generator(), torch.Generator(device=device)
+    for seed in seeds:
+        low, high = seed % 2**32, seed % 2**64 >> 32
+        mix = high * _HIGH % 2**62  # odd: its low 32 bits differ for each high half, and are 0 only for 0
+        for s in torch.randint(2**62, (prompts,), generator=cpu.manual_seed(low)).tolist():
+            next(each).uniform_(generator=generator.manual_seed(s ^ mix))  # what torch.rand(steps, n, ...) draws
+    return blocks.permute(1, 0, 2).reshape(steps, len(seeds) * prompts * n)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from rlnb.tasks.rollouts import (
     Rollout,
     completion_rows,
     prompt_texts,
-    score,
+    score_texts,
     step_metrics,
     unscored,
 )
@@ -110,11 +110,12 @@ def rl_step(
     def plain(tokens: Sequence[int]) -> str:  # what a reward reads: no EOS, no special tokens
         return session.decode(tokens, skip_special=True)
 
-    groups = unscored(prompt_texts(task, prompts, plain), sampled.results, plain)
-    try:
-        groups = score(task, groups, advantage_scale)
+    plain_prompts = prompt_texts(task, prompts, plain)
+    texts = [plain(s.tokens) for r in sampled.results for s in r.sequences]
+    try:  # each rollout built once, scored (``unscored`` then ``score`` built it twice)
+        groups = score_texts(task, plain_prompts, sampled.results, texts, advantage_scale)
     except Exception:  # the user's reward (or advantages that cannot train): the completions are kept unscored
-        _keep_failed(session, groups)
+        _keep_failed(session, unscored(plain_prompts, sampled.results, plain))
         raise
     batch = [
         samples.policy(ids, list(seq.tokens), seq.logprobs or [], r.advantage)

@@ -65,7 +65,8 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     """
     if scale not in _SCALES:
         raise ValueError(f"scale must be one of {', '.join(_SCALES)}, got {scale!r}")
-    if isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable):  # "10" was read as the rewards 1 and 0
+    # "10" was read as the rewards 1 and 0; a list (a step's, always) skips the ABC check, a Python call a group
+    if type(rewards) is not list and (isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable)):
         raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
     values = list(rewards)
     if not set(map(type, values)) <= {float}:  # floats (a reward's, always) taken as they are: no call a reward
@@ -136,6 +137,7 @@ class Rollout:
 
 
 _REWARD, _TOKENS, _TRUNCATED = attrgetter("reward"), attrgetter("tokens"), attrgetter("truncated")
+_PROMPT, _COMPLETION, _SEQUENCES = attrgetter("prompt"), attrgetter("completion"), attrgetter("sequences")
 
 
 def unscored(
@@ -167,7 +169,7 @@ def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale
     them)."""
     scored = []
     for group in groups:
-        rewards = _rewards(task, group)
+        rewards = _rewards(task, map(_PROMPT, group), map(_COMPLETION, group))
         advantages = group_advantages(rewards, scale)
         if not all(map(math.isfinite, advantages)):
             raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
@@ -178,33 +180,57 @@ def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale
     return scored
 
 
+def score_texts(
+    task: Task,
+    prompts: Sequence[str],
+    results: Sequence[wire.SampleResult],
+    texts: Sequence[str],
+    scale: AdvantageScale = "sample_std",
+) -> list[list[Rollout]]:
+    """``score(task, unscored(prompts, results, decode), scale)``, given ``texts``, each completion's ``decode`` in
+    order (``rlnb.text.decode_all``): the same rollouts, each built once rather than unscored first. Raises as
+    ``score``; a caller that keeps a failed step's rows builds them with ``unscored``."""
+    if len(texts) != (count := sum(map(len, map(_SEQUENCES, results)))):
+        raise ValueError(f"{len(texts)} texts for {count} completions")
+    scored, at = [], 0
+    for i, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
+        group, at = texts[at : at + len(result.sequences)], at + len(result.sequences)
+        rewards = _rewards(task, repeat(prompt), group)
+        advantages = group_advantages(rewards, scale)
+        if not all(map(math.isfinite, advantages)):
+            raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
+        scored.append([
+            Rollout(i, prompt, c, tuple(s.tokens), s.stop_reason == wire.STOP_REASON_LENGTH, w, a)
+            for s, c, w, a in zip(result.sequences, group, rewards, advantages, strict=True)
+        ])  # fmt: skip
+    return scored
+
+
 def prompt_texts(task: Task, tokens: Sequence[Sequence[int]], decode: Callable[[Sequence[int]], str]) -> list[str]:
     """What a reward reads as each of ``task``'s prompts: its own text, or its tokens (``tokens[i]``) decoded
     by ``decode``, which drops special tokens: a tokenizer's BOS is no part of the prompt a reward parses."""
     return [p if isinstance(p, str) else decode(ids) for p, ids in zip(task.prompts, tokens, strict=True)]
 
 
-def _rewards(task: Task, group: Sequence[Rollout]) -> list[float]:
-    """``task.reward(prompt, completion)`` of each rollout as a finite float: a real number, a bool (``completion ==
+def _rewards(task: Task, prompts: Iterable[str], completions: Iterable[str]) -> list[float]:
+    """``task.reward(prompt, completion)`` of each pair as a finite float: a real number, a bool (``completion ==
     answer``), or numpy's or torch's one (a reward model's score, a one-element tensor). Anything else — a string such
     as '0.5' (a reward that returns text is a bug), a complex, NaN, inf, an int past float — is an error naming the
     task and the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s
     ``OverflowError``). What the reward raises is raised as it is, with a note naming them (a bare ``KeyError`` named
     nothing). One loop a group: the reward's own call is the only Python call a float reward costs."""
     reward, rewards = task.reward, []
-    for r in group:
+    for prompt, completion in zip(prompts, completions, strict=False):  # prompts may be endless: repeat(prompt)
         try:
-            value = reward(r.prompt, r.completion)
+            value = reward(prompt, completion)
         except Exception as exc:  # its own type, for the caller's except clauses; the note says where it came from
-            exc.add_note(f"raised by task {task.name!r}: reward({r.prompt!r}, {r.completion!r})")
+            exc.add_note(f"raised by task {task.name!r}: reward({prompt!r}, {completion!r})")
             raise
         if type(value) is not float:
-            value = _number(
-                value, f"task {task.name!r}: reward({r.prompt!r}, {r.completion!r}) returned", "it must return"
-            )
+            value = _number(value, f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned", "it must return")
         if not math.isfinite(value):  # no advantage can be made of it
             raise ValueError(
-                f"task {task.name!r}: reward({r.prompt!r}, {r.completion!r}) returned {value}; it must be finite"
+                f"task {task.name!r}: reward({prompt!r}, {completion!r}) returned {value}; it must be finite"
             )
         rewards.append(value)
     return rewards

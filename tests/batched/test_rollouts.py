@@ -170,15 +170,16 @@ def test_a_members_sample_record_is_the_validated_output_built_with_few_python_c
 
 def test_members_uniforms_are_each_seeds_own_and_a_shared_seed_is_drawn_once(monkeypatch):
     """Member k's columns are what ``uniforms`` draws for its seed alone (a trial alone draws those), whichever
-    members share it; a seed several members share is drawn once (was once a member: ~12 ops each)."""
+    members share it; a seed several members share is drawn once (was once a member: ~12 ops each), and the distinct
+    seeds in one buffer (was a block each, then a ``cat``)."""
     cpu = torch.device("cpu")
     seeds = [7, 2**40 + 7, 7, -3, 2**40 + 7, 7]
     got = members_uniforms(seeds, 3, 2, 5, cpu)
     assert got.shape == (5, len(seeds) * 6)
     for k, s in enumerate(seeds):
         assert torch.equal(got[:, k * 6 : (k + 1) * 6], sampling.uniforms(s, 3, 2, 5, cpu)), (k, s)
-    drawn: list[int] = []
-    real = sampler.uniforms
-    monkeypatch.setattr(sampler, "uniforms", lambda s, *rest: drawn.append(s) or real(s, *rest))
+    drawn: list[list[int]] = []
+    real = sampler.seeds_uniforms
+    monkeypatch.setattr(sampler, "seeds_uniforms", lambda s, *rest: drawn.append(list(s)) or real(s, *rest))
     members_uniforms(seeds, 3, 2, 5, cpu)
-    assert drawn == [7, 2**40 + 7, -3]
+    assert drawn == [[7, 2**40 + 7, -3]]  # one buffer for every distinct seed

@@ -16,11 +16,11 @@ from rlnb.batched.stacked import StackedModel
 from rlnb.engine.models.tiny import TinyConfig, build_model
 from rlnb.testing.ops import OpCounter
 
-PER_MEMBER = 25
-"""Ops an added member of its own seed may add to a step (here, 8 members and group size 4: 17.4, was 71.4 before the
-engine made the work before decoding one op a prompt; 16 members of the demo of their own seeds: 22, of which 12 are
-the engine's ``sampling.uniforms`` for the member's seed and 10 the entropy's chunks of its positions; 345 before the
-losses were stacked)."""
+PER_MEMBER = 14
+"""Ops an added member of its own seed may add to a step (here, 8 members and group size 4: 12.4, 17.4 before its
+uniforms were drawn into the other members' buffer (``sampling.seeds_uniforms``: its seed's randint and a fill a
+prompt, no allocation, reshape or ``cat`` of its own), 71.4 before the engine made the work before decoding one op a
+prompt; 345 before the losses were stacked)."""
 
 PER_MEMBER_ONE_SEED = 8
 """The same for members of one seed (a learning-rate grid), whose uniforms are drawn once for all of them

@@ -316,3 +316,27 @@ def test_a_seeds_uniforms_are_pinned_and_the_batch_is_left_padded_per_sample():
     assert ids.tolist() == [[5, 6, 7], [5, 6, 7], [0, 0, 8], [0, 0, 8]]
     assert mask.tolist() == [[1, 1, 1], [1, 1, 1], [0, 0, 1], [0, 0, 1]]
     assert ids.dtype == mask.dtype == torch.long
+
+
+def test_many_seeds_uniforms_are_each_seeds_own_bit_for_bit():
+    """``seeds_uniforms`` fills one buffer for several seeds (batched trials of their own seeds): seed k's columns
+    are, bit for bit, what each of its prompts' generators draws as ``torch.rand(steps, n)`` (the pinned values'
+    recipe, rebuilt here apart from ``uniforms``), and the same seed's block does not depend on its neighbours."""
+    from rlnb.engine.sampling import _HIGH, seeds_uniforms, uniforms
+
+    def alone(seed: int, prompts: int, n: int, steps: int) -> torch.Tensor:
+        low, mix = seed % 2**32, (seed % 2**64 >> 32) * _HIGH % 2**62
+        subs = torch.randint(2**62, (prompts,), generator=torch.Generator().manual_seed(low)).tolist()
+        blocks = [torch.rand(steps, n, generator=torch.Generator().manual_seed(s ^ mix)) for s in subs]
+        return torch.cat(blocks, dim=1)
+
+    cpu = torch.device("cpu")
+    seeds = [12345, 2**40 + 5, -1, 0, 2**63 - 1, -(2**63), 12345]
+    got = seeds_uniforms(seeds, 3, 2, 4, cpu)
+    assert got.shape == (4, len(seeds) * 6)
+    for k, seed in enumerate(seeds):
+        want = alone(seed, 3, 2, 4)
+        assert torch.equal(got[:, k * 6 : (k + 1) * 6], want), (k, seed)
+        assert torch.equal(uniforms(seed, 3, 2, 4, cpu), want), seed
+    assert not torch.equal(got[:, :6], got[:, 6:12])
+    assert seeds_uniforms([], 3, 2, 4, cpu).shape == (4, 0)

@@ -17,8 +17,8 @@ from rlnb import wire
 from rlnb.history import History
 from rlnb.history.completion_log import checked
 from rlnb.tasks import Task, score, unscored
-from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
-from rlnb.text import ByteCodec
+from rlnb.tasks.rollouts import Rollout, completion_rows, score_texts, step_metrics
+from rlnb.text import ByteCodec, decode_all
 
 EOS = 300
 STOP = next(r for r in get_args(wire.StopReason) if r != wire.STOP_REASON_LENGTH)
@@ -30,11 +30,10 @@ TOKENS = [  # ASCII, UTF-8 (é), an invalid byte (U+FFFD), an EOS, nothing at al
 ]
 
 
-def batch() -> tuple[list[list[Any]], list[list[Any]]]:
-    """A step of three groups of four as ``rl_step`` and a batched member make it: sampled, decoded with the byte
-    codec (EOS left out), not yet scored (NaN rewards, as kept when a reward raises), then scored."""
+def results() -> list[wire.SampleResult]:
+    """A step's samples: three groups of four, ``TOKENS``."""
     segments = [wire.PolicyVersionSegment(start_token=0, version=0)]
-    results = [
+    return [
         wire.SampleResult(
             policy_segments=segments,
             sequences=[
@@ -46,10 +45,18 @@ def batch() -> tuple[list[list[Any]], list[list[Any]]]:
         )  # fmt: skip
         for group in TOKENS
     ]
+
+
+def digits(prompt: str, completion: str) -> float:
+    return sum(ch.isdigit() for ch in completion) / max(len(completion), 1)
+
+
+def batch() -> tuple[list[list[Any]], list[list[Any]]]:
+    """The step as ``unscored`` and ``score`` make it: decoded with the byte codec (EOS left out), not yet scored
+    (NaN rewards, as kept when a reward raises), then scored."""
     codec = ByteCodec(eos_token_ids=[EOS])
-    raw = unscored(PROMPTS, results, lambda t: codec.decode(t, True))
-    task = Task("digits", PROMPTS, lambda p, c: sum(ch.isdigit() for ch in c) / max(len(c), 1))
-    return raw, score(task, raw)
+    raw = unscored(PROMPTS, results(), lambda t: codec.decode(t, True))
+    return raw, score(Task("digits", PROMPTS, digits), raw)
 
 
 def written(tmp_path: Any, name: str, rows_of_steps: list[list[Any]]) -> tuple[bytes, pd.DataFrame]:
@@ -94,8 +101,8 @@ def python_calls(fn: Callable[[], object]) -> int:
 
 def test_a_steps_completions_are_decoded_scored_and_checked_with_few_python_calls_each():
     """Checking rlnb's own rows: no call a row (was 25). Decoding: 3 calls a completion (was 6). Scoring: 2 a
-    completion, the reward's own call and the ``Rollout``, and 8 a group (was 6 and 28: ``dataclasses.replace``,
-    generators; then 4 and 13: a call to check each reward, ``typing.get_args``)."""
+    completion, the reward's own call and the ``Rollout``, and 7 a group (was 6 and 28: ``dataclasses.replace``,
+    generators; then 4 and 13: a call to check each reward, ``typing.get_args``; then 8: ``isinstance`` of an ABC)."""
     raw, scored = batch()
     rows = completion_rows(scored) * 4  # 48 rows: a step of 6 prompts, 8 completions each
     assert python_calls(lambda: checked(1, rows)) < 10
@@ -103,7 +110,44 @@ def test_a_steps_completions_are_decoded_scored_and_checked_with_few_python_call
     tokens = [t for group in TOKENS for t in group]
     assert python_calls(lambda: [codec.decode(t, True) for t in tokens]) <= 2 + 3 * len(tokens)
     task = Task("digits", PROMPTS, lambda p, c: 0.5 * len(c))
-    assert python_calls(lambda: score(task, raw)) <= 2 + 2 * len(tokens) + 8 * len(TOKENS)
+    assert python_calls(lambda: score(task, raw)) <= 2 + 2 * len(tokens) + 7 * len(TOKENS)
+
+
+def test_a_steps_completions_are_decoded_at_once_and_each_rollout_built_once():
+    """What a batched member and ``rl_step`` do now: ``decode_all`` (no call a completion, was 3 through ``decode``)
+    and ``score_texts`` (each ``Rollout`` built once, scored; ``unscored`` then ``score`` built it twice): the
+    reward's own call and the ``Rollout``'s a completion, and 7 a group (the old way: 6 a completion and 8 a group)."""
+    codec, sampled = ByteCodec(eos_token_ids=[EOS]), results()
+    task = Task("digits", PROMPTS, lambda p, c: 0.5 * len(c))
+    tokens = [s.tokens for r in sampled for s in r.sequences]
+    calls = python_calls(lambda: score_texts(task, PROMPTS, sampled, decode_all(codec, tokens, skip_special=True)))
+    assert calls <= 8 + 2 * len(tokens) + 7 * len(TOKENS), calls
+
+
+def test_score_texts_gives_what_unscored_then_score_give():
+    """The same rollouts, and the same errors: a reward's own (with its note), a non-finite reward, and texts that
+    are not one a completion."""
+    codec, sampled = ByteCodec(eos_token_ids=[EOS]), results()
+    texts = decode_all(codec, [s.tokens for r in sampled for s in r.sequences], skip_special=True)
+    raw, scored = batch()
+    task = Task("digits", PROMPTS, digits)
+    assert score_texts(task, PROMPTS, sampled, texts) == scored
+    assert score_texts(task, PROMPTS, sampled, texts, "none") == score(task, raw, "none")
+    assert [r.completion for g in scored for r in g] == texts and scored[0][2].completion == "é\ufffd"
+
+    def raises(prompt: str, completion: str) -> float:
+        return {"4": 1.0}[completion]
+
+    for reward in (raises, lambda p, c: math.nan if c == "4" else 0.0):
+        bad = Task("bad", PROMPTS, reward)
+        with pytest.raises((KeyError, ValueError)) as new:
+            score_texts(bad, PROMPTS, sampled, texts)
+        with pytest.raises((KeyError, ValueError)) as old:
+            score(bad, raw)
+        assert type(new.value) is type(old.value) and str(new.value) == str(old.value)
+        assert getattr(new.value, "__notes__", None) == getattr(old.value, "__notes__", None)
+    with pytest.raises(ValueError, match="11 texts for 12 completions"):
+        score_texts(task, PROMPTS, sampled, texts[:-1])
 
 
 def test_a_steps_metrics_cost_a_few_python_calls_a_group_and_none_a_completion():
