@@ -9,12 +9,11 @@ def python_calls(fn, settle=None, tries=3):
     """The fewest Python function calls (generator steps included) ``fn()`` made on this thread in ``tries`` runs,
     ``settle()`` run uncounted after each. Calls that are no work of ``fn``'s vary from run to run: a finalizer of an
     earlier test's garbage run by a collection, a report another thread delivered on this one while it submitted.
-    Collection is held off during each run, so no finalizer runs in it; the youngest generation is collected before
-    (a full pass walked everything the earlier tests of the process left alive: 0.3 s a count late in a run; the
-    middle one, up to 400,000 objects under the root conftest's thresholds, 50 ms). The fewest is ``fn``'s own
-    count."""
+    Collection is held off during each run, so no finalizer runs in it; the young generations are collected before
+    (a full pass walked everything the earlier tests of the process left alive: 0.3 s a count late in a run). The
+    fewest is ``fn``'s own count."""
     counts = []
-    gc.collect(0)
+    gc.collect(1)
     collecting = gc.isenabled()
     gc.disable()
     try:
