@@ -7,6 +7,7 @@ import pytest
 
 from rlnb import wire
 from rlnb.errors import OperationTimeout
+from rlnb.session import operation
 from rlnb.session.operation import BATON, Operation
 
 
@@ -22,7 +23,8 @@ def test_a_wait_after_a_waiter_was_interrupted_holding_the_end_returns_at_once()
     assert op.result(timeout=10 * BATON) == {"x": 1}  # was a 5 s wait and OperationTimeout (no timeout: for ever)
 
 
-def test_a_waiter_already_waiting_sees_an_end_whose_release_was_interrupted():
+def test_a_waiter_already_waiting_sees_an_end_whose_release_was_interrupted(monkeypatch):
+    monkeypatch.setattr(operation, "BATON", BATON / 10)  # the same hand-over, a tenth of the wait for it
     op: Operation[object] = Operation(wire.OperationKind.SAMPLE)
     got: list[object] = []
     waiter = threading.Thread(target=lambda: got.append(op.result(timeout=60)), daemon=True)
