@@ -267,3 +267,37 @@ def test_connect_and_concepts_name_every_option_group_connect_takes():
     concepts = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
     for text in (docstring.value if docstring else "", concepts):
         assert sorted(g for g in groups if not re.search(rf"\b{g}\b", text)) == []
+
+
+HISTORY = re.compile(
+    r"\bround \d+\b|\bsession \d+\b|\bissue \d+\b|\bused to\b|\bit said\b|\(it was\b|; it was\b|\bwhere it was\b"
+    r"|\bthis page gave\b",
+    re.I,
+)
+"""Wording that tells what rlnb did once ("it used to ...", "(it was a bare KeyError)", "in round 3, session 21"):
+that belongs in bench/README.md and the notes, and in docs/reliability.md's rows, not in the user pages."""
+
+
+def test_the_user_pages_say_what_the_library_does_not_what_it_did():
+    """After 29 sessions the pages carried ~150 clauses of history ("used to", "(it was ...)", "session 28"), which a
+    reader has to read past to learn what happens now: the README and docs/*.md (reliability.md aside) hold none."""
+    pages = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*.md")) if p.name != "reliability.md")]
+    found = [
+        f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+        for page in pages
+        for text in [page.read_text(encoding="utf-8")]
+        for m in HISTORY.finditer(text)
+    ]
+    assert found == [], "history in the user pages:\n" + "\n".join(found)
+
+
+def test_every_docs_page_is_in_the_site_nav_and_linked_from_the_readme():
+    """A page no link reaches is a page no reader finds: each docs/*.md is in mkdocs.yml's nav (the site) and linked
+    from the README (GitHub, where the README is the home page)."""
+    nav = set(re.findall(r"^\s*- (?:[^:\n]+: )?(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M))
+    readme_links = {t.partition("#")[0] for t in re.findall(r"\]\(([^)\s]+)", (ROOT / "README.md").read_text("utf-8"))}
+    pages = [p.relative_to(ROOT / "docs").as_posix() for p in sorted((ROOT / "docs").rglob("*.md"))]
+    assert len(pages) >= 15, "docs pages went missing: update this test"
+    assert [p for p in pages if p not in nav] == [], "pages missing from mkdocs.yml's nav"
+    top = [p for p in pages if "/" not in p or p == "api/index.md"]
+    assert [p for p in top if f"docs/{p}" not in readme_links] == [], "pages the README does not link"
