@@ -301,3 +301,20 @@ def test_every_docs_page_is_in_the_site_nav_and_linked_from_the_readme():
     assert [p for p in pages if p not in nav] == [], "pages missing from mkdocs.yml's nav"
     top = [p for p in pages if "/" not in p or p == "api/index.md"]
     assert [p for p in top if f"docs/{p}" not in readme_links] == [], "pages the README does not link"
+
+
+def test_the_optimizers_page_gives_the_defaults_the_engine_uses():
+    """docs/optimizers.md's table is where a reader looks up what an unset field means: each row's default must be
+    ``ADAM_DEFAULTS`` / ``MUON_DEFAULTS``, the values the engine fills in."""
+    from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS
+
+    page = (ROOT / "docs" / "optimizers.md").read_text(encoding="utf-8")
+    given: dict[tuple[str, str], float] = {}
+    for opt, fields, default in re.findall(r"^\| (Adam|Muon) ([^|]+?) \| [^|]+ \| ([^|]+) \|$", page, re.M):
+        names = re.findall(r"`(\w+)`", fields)
+        values = re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", default)
+        for name, value in zip(names, values, strict=False):
+            given[(opt, name)] = float(value)
+    expected = {("Adam", k): float(v) for k, v in ADAM_DEFAULTS.items()}
+    expected |= {("Muon", k): float(v) for k, v in MUON_DEFAULTS.items()}
+    assert given == expected
