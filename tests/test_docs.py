@@ -318,3 +318,18 @@ def test_the_optimizers_page_gives_the_defaults_the_engine_uses():
     expected = {("Adam", k): float(v) for k, v in ADAM_DEFAULTS.items()}
     expected |= {("Muon", k): float(v) for k, v in MUON_DEFAULTS.items()}
     assert given == expected
+
+
+def test_the_extras_table_names_every_extra_pyproject_has():
+    """docs/getting-started.md's extras table is the one list of what each install brings: every extra in
+    pyproject.toml has its row, no row names an extra that is gone, and `all` leaves out exactly what its row says."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    table = page[page.index("| extra | brings | for |") :].split("\n\n")[0].splitlines()[2:]
+    rows = {name: line for line in table for name in re.findall(r"`([\w-]+)`", line.split("|")[1])}
+    assert sorted(rows) == sorted(extras)
+    in_all = set(re.fullmatch(r"rlnb\[([\w,-]+)\]", extras["all"][0]).group(1).split(","))  # type: ignore[union-attr]
+    left_out = set(re.findall(r"`([\w-]+)`", rows["all"].split("|")[2]))
+    assert in_all == set(extras) - {"all", "docs", "dev"} - left_out
