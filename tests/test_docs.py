@@ -333,3 +333,19 @@ def test_the_extras_table_names_every_extra_pyproject_has():
     in_all = set(re.fullmatch(r"rlnb\[([\w,-]+)\]", extras["all"][0]).group(1).split(","))  # type: ignore[union-attr]
     left_out = set(re.findall(r"`([\w-]+)`", rows["all"].split("|")[2]))
     assert in_all == set(extras) - {"all", "docs", "dev"} - left_out
+
+
+def test_the_architecture_page_gives_the_layers_test_project_holds():
+    """docs/architecture.md's layer table is the map a contributor follows: it must be tests/test_project.py's
+    ``LAYERS`` (read from its source: a test module never imports another), which left `_chat_marks` off the page."""
+    tree = ast.parse((ROOT / "tests" / "test_project.py").read_text(encoding="utf-8"))
+    layers = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["LAYERS"]
+    )
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = re.findall(r"^\| (\d+) \| (.+) \|$", page, re.M)
+    assert [(int(n), sorted(re.findall(r"`(\w+)`", names))) for n, names in table] == [
+        (i, sorted(layer)) for i, layer in enumerate(layers)
+    ]
