@@ -349,3 +349,31 @@ def test_the_architecture_page_gives_the_layers_test_project_holds():
     assert [(int(n), sorted(re.findall(r"`(\w+)`", names))) for n, names in table] == [
         (i, sorted(layer)) for i, layer in enumerate(layers)
     ]
+
+
+DOTTED = re.compile(r"(?<![\w/.-])rlnb(?:\.[A-Za-z_]\w*)+(?!\w|\.?<)")
+"""A dotted ``rlnb.x.y`` name in prose (not a file such as ``rlnb.json``, nor a tag such as ``rlnb.failure.<seq>``)."""
+
+
+def test_every_rlnb_name_the_pages_give_exists():
+    """docs/history.md named ``rlnb.completions``, which is ``rlnb.history.completions``: each dotted rlnb name the
+    README and the user pages give must be a module, class, function or attribute there (read from the source, as
+    the API reference is, so no torch import)."""
+    pages = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "reliability.md")]
+    missing, checked = [], 0
+    for page in pages:
+        for name in sorted(set(DOTTED.findall(page.read_text(encoding="utf-8")))):
+            if name.rsplit(".", 1)[1] in {"json", "jsonl", "md", "py", "X"}:
+                continue
+            checked += 1
+            obj: griffe.Object | griffe.Alias = _package()
+            for part in name.split(".")[1:]:
+                if obj.is_attribute:  # a value's own method (``RETRYING.get``): past what rlnb defines
+                    break
+                if part not in obj.members:
+                    missing.append(f"{page.name}: {name}")
+                    break
+                obj = obj.members[part]
+                obj = obj.final_target if obj.is_alias else obj
+    assert checked > 50, "the pages name few rlnb names: update this test"
+    assert missing == []
