@@ -267,3 +267,113 @@ def test_connect_and_concepts_name_every_option_group_connect_takes():
     concepts = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
     for text in (docstring.value if docstring else "", concepts):
         assert sorted(g for g in groups if not re.search(rf"\b{g}\b", text)) == []
+
+
+HISTORY = re.compile(
+    r"\bround \d+\b|\bsession \d+\b|\bissue \d+\b|\bused to\b|\bit said\b|\(it was\b|; it was\b|\bwhere it was\b"
+    r"|\bthis page gave\b",
+    re.I,
+)
+"""Wording that tells what rlnb did once ("it used to ...", "(it was a bare KeyError)", "in round 3, session 21"):
+that belongs in bench/README.md and the notes, and in docs/reliability.md's rows, not in the user pages."""
+
+
+def test_the_user_pages_say_what_the_library_does_not_what_it_did():
+    """After 29 sessions the pages carried ~150 clauses of history ("used to", "(it was ...)", "session 28"), which a
+    reader has to read past to learn what happens now: the README and docs/*.md (reliability.md aside) hold none."""
+    pages = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").rglob("*.md")) if p.name != "reliability.md")]
+    found = [
+        f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+        for page in pages
+        for text in [page.read_text(encoding="utf-8")]
+        for m in HISTORY.finditer(text)
+    ]
+    assert found == [], "history in the user pages:\n" + "\n".join(found)
+
+
+def test_every_docs_page_is_in_the_site_nav_and_linked_from_the_readme():
+    """A page no link reaches is a page no reader finds: each docs/*.md is in mkdocs.yml's nav (the site) and linked
+    from the README (GitHub, where the README is the home page)."""
+    nav = set(re.findall(r"^\s*- (?:[^:\n]+: )?(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M))
+    readme_links = {t.partition("#")[0] for t in re.findall(r"\]\(([^)\s]+)", (ROOT / "README.md").read_text("utf-8"))}
+    pages = [p.relative_to(ROOT / "docs").as_posix() for p in sorted((ROOT / "docs").rglob("*.md"))]
+    assert len(pages) >= 15, "docs pages went missing: update this test"
+    assert [p for p in pages if p not in nav] == [], "pages missing from mkdocs.yml's nav"
+    top = [p for p in pages if "/" not in p or p == "api/index.md"]
+    assert [p for p in top if f"docs/{p}" not in readme_links] == [], "pages the README does not link"
+
+
+def test_the_optimizers_page_gives_the_defaults_the_engine_uses():
+    """docs/optimizers.md's table is where a reader looks up what an unset field means: each row's default must be
+    ``ADAM_DEFAULTS`` / ``MUON_DEFAULTS``, the values the engine fills in."""
+    from rlnb.params import ADAM_DEFAULTS, MUON_DEFAULTS
+
+    page = (ROOT / "docs" / "optimizers.md").read_text(encoding="utf-8")
+    given: dict[tuple[str, str], float] = {}
+    for opt, fields, default in re.findall(r"^\| (Adam|Muon) ([^|]+?) \| [^|]+ \| ([^|]+) \|$", page, re.M):
+        names = re.findall(r"`(\w+)`", fields)
+        values = re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", default)
+        for name, value in zip(names, values, strict=False):
+            given[(opt, name)] = float(value)
+    expected = {("Adam", k): float(v) for k, v in ADAM_DEFAULTS.items()}
+    expected |= {("Muon", k): float(v) for k, v in MUON_DEFAULTS.items()}
+    assert given == expected
+
+
+def test_the_extras_table_names_every_extra_pyproject_has():
+    """docs/getting-started.md's extras table is the one list of what each install brings: every extra in
+    pyproject.toml has its row, no row names an extra that is gone, and `all` leaves out exactly what its row says."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    table = page[page.index("| extra | brings | for |") :].split("\n\n")[0].splitlines()[2:]
+    rows = {name: line for line in table for name in re.findall(r"`([\w-]+)`", line.split("|")[1])}
+    assert sorted(rows) == sorted(extras)
+    in_all = set(re.fullmatch(r"rlnb\[([\w,-]+)\]", extras["all"][0]).group(1).split(","))  # type: ignore[union-attr]
+    left_out = set(re.findall(r"`([\w-]+)`", rows["all"].split("|")[2]))
+    assert in_all == set(extras) - {"all", "docs", "dev"} - left_out
+
+
+def test_the_architecture_page_gives_the_layers_test_project_holds():
+    """docs/architecture.md's layer table is the map a contributor follows: it must be tests/test_project.py's
+    ``LAYERS`` (read from its source: a test module never imports another), which left `_chat_marks` off the page."""
+    tree = ast.parse((ROOT / "tests" / "test_project.py").read_text(encoding="utf-8"))
+    layers = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["LAYERS"]
+    )
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = re.findall(r"^\| (\d+) \| (.+) \|$", page, re.M)
+    assert [(int(n), sorted(re.findall(r"`(\w+)`", names))) for n, names in table] == [
+        (i, sorted(layer)) for i, layer in enumerate(layers)
+    ]
+
+
+DOTTED = re.compile(r"(?<![\w/.-])rlnb(?:\.[A-Za-z_]\w*)+(?!\w|\.?<)")
+"""A dotted ``rlnb.x.y`` name in prose (not a file such as ``rlnb.json``, nor a tag such as ``rlnb.failure.<seq>``)."""
+
+
+def test_every_rlnb_name_the_pages_give_exists():
+    """docs/history.md named ``rlnb.completions``, which is ``rlnb.history.completions``: each dotted rlnb name the
+    README and the user pages give must be a module, class, function or attribute there (read from the source, as
+    the API reference is, so no torch import)."""
+    pages = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "reliability.md")]
+    missing, checked = [], 0
+    for page in pages:
+        for name in sorted(set(DOTTED.findall(page.read_text(encoding="utf-8")))):
+            if name.rsplit(".", 1)[1] in {"json", "jsonl", "md", "py", "X"}:
+                continue
+            checked += 1
+            obj: griffe.Object | griffe.Alias = _package()
+            for part in name.split(".")[1:]:
+                if obj.is_attribute:  # a value's own method (``RETRYING.get``): past what rlnb defines
+                    break
+                if part not in obj.members:
+                    missing.append(f"{page.name}: {name}")
+                    break
+                obj = obj.members[part]
+                obj = obj.final_target if obj.is_alias else obj
+    assert checked > 50, "the pages name few rlnb names: update this test"
+    assert missing == []
