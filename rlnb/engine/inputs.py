@@ -167,15 +167,13 @@ def _int64_tensor(data: list[float], where: str) -> Tensor:
     ``==``, ``min``, ``max``), not torch ops: the wire's ids are floats, and a float64 tensor's checks were 9 ops and a
     host sync a sample (faster on 100k ids too: building a float64 tensor cost more than the passes)."""
     _check_numbers(data, where)
-    bad = OperationError(Code.INVALID_INPUT, f"{where}: int64 data must be integers in int64 range")
     try:
         ids = data if only(data, int) else list(map(int, data))  # NaN and inf raise
     except (OverflowError, ValueError):
-        raise bad from None
-    if ids is not data and ids != data:  # a fraction: int() dropped it
-        raise bad
-    if ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX):
-        raise bad
+        ids = None
+    # a fraction (int() dropped it), NaN, inf, or out of range; the error made only then (a call a step)
+    if ids is None or (ids is not data and ids != data) or (ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX)):
+        raise OperationError(Code.INVALID_INPUT, f"{where}: int64 data must be integers in int64 range")
     return torch.tensor(ids, dtype=torch.int64)
 
 

@@ -187,7 +187,8 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
             raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; its fields: {fields}")
     if params:
         params = _wire_names(params)  # only GRPO has these fields: the unknown ones were refused above
-    missing = [f for f in spec.required_params if f not in (params or {})]  # pydantic's bare "Field required"
+    # pydantic's bare "Field required"; no comprehension (a Python call) where the loss requires none
+    missing = [f for f in spec.required_params if f not in (params or {})] if spec.required_params else []
     if missing:
         raise ValueError(
             f"loss.{spec.params_field} is required for {spec.type} ({', '.join(missing)}: no default); "
