@@ -103,7 +103,7 @@ def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[st
     for key in given:
         if key not in fields:
             raise InvalidLossInput(f"unknown param {key!r} for {spec.type} (allowed: {', '.join(fields) or 'none'})")
-    if spec.params is not None:
+    if spec.params is not None and (given or spec.required_params):  # nothing given, nothing required: the defaults
         try:
             spec.params.model_validate(given)
         except ValidationError as exc:

@@ -274,11 +274,12 @@ def _entropy(logp: torch.Tensor) -> torch.Tensor:
 def counts_all(counted: list[torch.Tensor]) -> bool:
     """Whether every position of every sample counts (``loss_mask``'s masks all 1): no prompt, no 0 weight, so a loss
     and the entropy skip none (one host sync a forward-backward, shared by ``inputs.logprobs`` and ``compute``)."""
-    return bool(_joined(counted).all())
+    return bool((counted[0] if len(counted) == 1 else torch.cat(counted)).all())  # ``_joined``, a call a step less
 
 
 def _cat(inputs: list[dict[str, torch.Tensor]], key: str, device: torch.device) -> torch.Tensor:
-    return _joined(list(map(itemgetter(key), inputs))).to(device)  # C: a comprehension was a Python call
+    # ``_joined`` inlined, and ``map`` where a comprehension was: 2 Python calls an input
+    return (inputs[0][key] if len(inputs) == 1 else torch.cat(list(map(itemgetter(key), inputs)))).to(device)
 
 
 def _joined(tensors: list[torch.Tensor]) -> torch.Tensor:

@@ -123,8 +123,9 @@ def arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] = 
     out: list[dict[str, Any]] = []
     for key, value in data.items():
         field = model.__pydantic_fields__.get(str(key))  # ``model_fields`` is a class property: 2 calls a read
-        sub = _params_model(field) if field is not None else None
-        if sub is not None and isinstance(value, Mapping):
+        # a params object's model looked for only where a dict is given: 2 Python calls a loss name's body
+        sub = _params_model(field) if field is not None and isinstance(value, Mapping) else None
+        if sub is not None:
             out += arrays(sub, value, (*loc, str(key)))
         elif field is not None and getattr(value, "shape", ()) != ():
             out.append({"loc": (*loc, str(key)), "input": value, "type": "float_type"})
