@@ -84,7 +84,10 @@ def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> 
     ``rlnb serve`` does with a 400: a forward-backward of ``loss_type``, or a custom-forward-backward
     (None). Apart from ``validate``, which checks a loss's own inputs."""
     spec = wire.LOSSES.get(loss_type) if loss_type is not None else None
+    read = wire.LOSS_READS[loss_type] if loss_type in wire.LOSS_READS else wire.LOSS_READS[None]
     for i, x in enumerate(inputs):
+        if x.keys() <= read:  # every key read (C): nothing to name
+            continue
         for key in wire.unread_inputs(loss_type, x):
             if key in wire.LOSS_INPUT_DTYPES and spec is not None:
                 reads = ", ".join((*spec.required, *spec.optional))
