@@ -37,7 +37,7 @@ def forward_backward_body(
     batch = sample_list(samples)
     if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
         raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
-    context = getattr(backend, "max_seq_length", _UNSET)
+    context: Any = getattr(backend, "max_seq_length", _UNSET)
     if context is _UNSET:  # asked only then: a property's read is a Python call a step
         context = getattr(backend, "context_length", None)
     for i, s in enumerate(batch):
