@@ -18,7 +18,6 @@ from rlnb.prompts import check_ids, check_room, stop_list
 from rlnb.session.backend import Backend
 from rlnb.text import Codec, NoTokenizerCodec
 
-_UNSET = object()
 _CHUNK_TOKENS = operator.attrgetter("encoded_text.tokens")
 """A chunk's token ids (C: a generator was two Python calls a forward-backward)."""
 
@@ -37,9 +36,7 @@ def forward_backward_body(
     batch = sample_list(samples)
     if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
         raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
-    context: Any = getattr(backend, "max_seq_length", _UNSET)
-    if context is _UNSET:  # asked only then: a property's read is a Python call a step
-        context = getattr(backend, "context_length", None)
+    context = getattr(backend, "max_seq_length", getattr(backend, "context_length", None))
     for i, s in enumerate(batch):
         n = sum(map(len, map(_CHUNK_TOKENS, s.model_input.chunks)))  # ``.tokens`` would join every chunk
         if context is not None and n > context:

@@ -4,6 +4,7 @@ several lines per field, with its link."""
 
 from __future__ import annotations
 
+import functools
 import reprlib
 import types
 import typing
@@ -94,8 +95,10 @@ def bound_text(bound: Ge | Gt | Le | Lt | None) -> str | None:
     return f"{sign} {getattr(bound, value)}"
 
 
+@functools.lru_cache(maxsize=1024)
 def _params_model(field: FieldInfo) -> type[_Model] | None:
-    """The wire model a field holds (``grpo_params``' ``GrpoLossParams``), or None."""
+    """The wire model a field holds (``grpo_params``' ``GrpoLossParams``), or None. Kept per field (a ``FieldInfo``,
+    hashed by identity), in C: its generator was 2 Python calls a forward-backward's body."""
     args = getattr(field.annotation, "__args__", ())
     return next((a for a in args if isinstance(a, type) and issubclass(a, _Model)), None)
 
@@ -123,9 +126,8 @@ def arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] = 
     out: list[dict[str, Any]] = []
     for key, value in data.items():
         field = model.__pydantic_fields__.get(str(key))  # ``model_fields`` is a class property: 2 calls a read
-        # a params object's model looked for only where a dict is given: 2 Python calls a loss name's body
-        sub = _params_model(field) if field is not None and isinstance(value, Mapping) else None
-        if sub is not None:
+        sub = _params_model(field) if field is not None else None
+        if sub is not None and isinstance(value, Mapping):
             out += arrays(sub, value, (*loc, str(key)))
         elif field is not None and getattr(value, "shape", ()) != ():
             out.append({"loc": (*loc, str(key)), "input": value, "type": "float_type"})
