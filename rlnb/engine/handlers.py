@@ -8,16 +8,17 @@ half-accumulated gradients.
 
 from __future__ import annotations
 
-import contextlib
 import math
+import operator
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from rlnb import params as params_mod
 from rlnb import wire
@@ -66,8 +67,8 @@ def finite_loss(loss: torch.Tensor, metrics: dict[str, float]) -> float:
     value = loss.item()  # no ``detach`` first: an op, and ``item`` records no gradient
     if not math.isfinite(value):
         raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
-    bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
-    if bad is not None:
+    if not all(map(math.isfinite, metrics.values())):  # C passes; a generator was a Python call a step
+        bad = next(k for k, v in metrics.items() if not math.isfinite(v))
         raise OperationError(
             Code.NON_FINITE_LOSS,
             f"{bad} is {metrics[bad]} (are loss_fn_inputs' logprobs far from the policy's?); no gradients were "
@@ -76,18 +77,7 @@ def finite_loss(loss: torch.Tensor, metrics: dict[str, float]) -> float:
     return value
 
 
-@contextlib.contextmanager
-def evaluating(model: nn.Module, on: bool) -> Iterator[None]:
-    """``model`` in eval mode while ``on`` (a forward-only evaluation): LoRA's dropout (or a custom module's) off,
-    so the same evaluation gives the same loss every time; training mode again after."""
-    training = on and model.training
-    if training:
-        model.eval()
-    try:
-        yield
-    finally:
-        if training:
-            model.train()
+_TARGETS = operator.itemgetter("target_tokens")
 
 
 def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: threading.Event) -> Any:
@@ -100,18 +90,28 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
     seqs, inputs = inputs_mod.read_samples(engine.adapter, body.samples)
     losses_mod.check_read(loss_type, inputs)
     loss_params = losses_mod.validate(
-        loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, [len(s) for s in seqs]
+        loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, list(map(len, seqs))
     )
     forward_only = bool(body.forward_only)
-    counted = [losses_mod.loss_mask(loss_type, x) for x in inputs]  # the tokens the loss and its metrics read
+    # the tokens the loss and its metrics read (``map``s, not comprehensions: a Python call each, issue 20)
+    counted = list(map(losses_mod.loss_mask, repeat(loss_type), inputs))
     whole = losses_mod.counts_all(counted)
-    with torch.set_grad_enabled(not forward_only), evaluating(engine.trainer, forward_only):
-        targets = [x["target_tokens"] for x in inputs]
-        lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, targets, counted, whole)
-        horizon = engine.adapter.context_length  # FIXED_HORIZON's constant: the session's maximum sequence length
-        loss, metrics = losses_mod.compute(
-            loss_type, loss_params, lps, inputs, horizon=horizon, entropy=entropy, counted=counted, whole=whole
-        )
+    # A forward-only evaluation runs in eval mode: LoRA's dropout (or a custom module's) off, so the same evaluation
+    # gives the same loss every time; training mode again after. A ``try``, not a context manager: 6 calls a step.
+    evaluating = forward_only and engine.trainer.training
+    if evaluating:
+        engine.trainer.eval()
+    try:
+        with torch.set_grad_enabled(not forward_only):
+            targets = list(map(_TARGETS, inputs))
+            lps, entropy = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, targets, counted, whole)
+            horizon = engine.adapter.context_length  # FIXED_HORIZON's constant: the session's maximum sequence length
+            loss, metrics = losses_mod.compute(
+                loss_type, loss_params, lps, inputs, horizon=horizon, entropy=entropy, counted=counted, whole=whole
+            )
+    finally:
+        if evaluating:
+            engine.trainer.train()
     value = finite_loss(loss, metrics)
     if not forward_only:
         loss.backward()
@@ -184,12 +184,13 @@ def optim_metrics(stats: StepStats, hp: params_mod.Hyperparams) -> dict[str, flo
         "clip_coef": stats.clip_coef,
         "learning_rate": stats.learning_rate,
     }
-    extra = {
-        "grad_norm/muon": stats.grad_norm_muon,
-        "grad_norm/adam": stats.grad_norm_adam,
-        "adam/learning_rate": stats.adam_learning_rate,
-    }
-    metrics.update({k: v for k, v in extra.items() if v is not None})
+    # each extra one where it is set, in this order: ``if``s, where a comprehension was a Python call a step
+    if stats.grad_norm_muon is not None:
+        metrics["grad_norm/muon"] = stats.grad_norm_muon
+    if stats.grad_norm_adam is not None:
+        metrics["grad_norm/adam"] = stats.grad_norm_adam
+    if stats.adam_learning_rate is not None:
+        metrics["adam/learning_rate"] = stats.adam_learning_rate
     return metrics
 
 

@@ -137,18 +137,22 @@ def read_tensor(td: wire.TensorData, where: str) -> Tensor:
     return float32_tensor(td.data, where) if td.dtype == "float32" else _int64_tensor(td.data, where)
 
 
-def _check_numbers(data: object, where: str) -> None:
+def _check_numbers(data: object, where: str) -> bool:
     """``INVALID_INPUT`` naming ``where`` unless ``data`` is a list of numbers (a numpy number is one; a bool is not),
-    naming the first element that is no number."""
+    naming the first element that is no number. Whether it holds plain floats only (the wire's), so that
+    ``_int64_tensor`` does not ask again."""
     if not isinstance(data, list):
         raise OperationError(Code.INVALID_INPUT, f"{where}: data must be a list of numbers, got {type(data).__name__}")
-    if only(data, float) or only(data, int):  # the wire's floats (``StrictFloat``), or a crafted body's ints
-        return
+    if only(data, float):  # the wire's floats (``StrictFloat``)
+        return True
+    if only(data, int):  # a crafted body's ints
+        return False
     odd = ((i, v) for i, v in enumerate(data) if not isinstance(v, numbers.Real) or isinstance(v, bool))
     at, bad = next(odd, (None, None))
     if at is not None:
         said = f"{bad!r} at position {at} is {type(bad).__name__}, expected a number"
         raise OperationError(Code.INVALID_INPUT, f"{where}: {said}")
+    return False
 
 
 def float32_tensor(data: list[float], where: str) -> Tensor:
@@ -166,16 +170,14 @@ def _int64_tensor(data: list[float], where: str) -> Tensor:
     """``data`` as int64, once each element is a whole number in int64's range. C passes over the list (``int``,
     ``==``, ``min``, ``max``), not torch ops: the wire's ids are floats, and a float64 tensor's checks were 9 ops and a
     host sync a sample (faster on 100k ids too: building a float64 tensor cost more than the passes)."""
-    _check_numbers(data, where)
-    bad = OperationError(Code.INVALID_INPUT, f"{where}: int64 data must be integers in int64 range")
+    floats = _check_numbers(data, where)
     try:
-        ids = data if only(data, int) else list(map(int, data))  # NaN and inf raise
+        ids = list(map(int, data)) if floats or not only(data, int) else data  # NaN and inf raise
     except (OverflowError, ValueError):
-        raise bad from None
-    if ids is not data and ids != data:  # a fraction: int() dropped it
-        raise bad
-    if ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX):
-        raise bad
+        ids = None
+    # a fraction (int() dropped it), NaN, inf, or out of range; the error made only then (a call a step)
+    if ids is None or (ids is not data and ids != data) or (ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX)):
+        raise OperationError(Code.INVALID_INPUT, f"{where}: int64 data must be integers in int64 range")
     return torch.tensor(ids, dtype=torch.int64)
 
 

@@ -84,7 +84,10 @@ def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> 
     ``rlnb serve`` does with a 400: a forward-backward of ``loss_type``, or a custom-forward-backward
     (None). Apart from ``validate``, which checks a loss's own inputs."""
     spec = wire.LOSSES.get(loss_type) if loss_type is not None else None
+    read = wire.LOSS_READS[loss_type] if loss_type in wire.LOSS_READS else wire.LOSS_READS[None]
     for i, x in enumerate(inputs):
+        if x.keys() <= read:  # every key read (C): nothing to name
+            continue
         for key in wire.unread_inputs(loss_type, x):
             if key in wire.LOSS_INPUT_DTYPES and spec is not None:
                 reads = ", ".join((*spec.required, *spec.optional))
@@ -97,12 +100,13 @@ def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> 
 def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:
     """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in. A bad value is said
     as rlnb's client says it (``wire.one_line``: the body's field, its value and its rule), every bad field at once."""
-    given = {k: v for k, v in (params or {}).items() if v is not None}
+    # no params (cross-entropy's, most steps): no comprehension, which is a Python call even over nothing
+    given = {k: v for k, v in params.items() if v is not None} if params else {}
     fields: dict[str, Any] = dict(spec.params.__pydantic_fields__) if spec.params is not None else {}  # no property
     for key in given:
         if key not in fields:
             raise InvalidLossInput(f"unknown param {key!r} for {spec.type} (allowed: {', '.join(fields) or 'none'})")
-    if spec.params is not None:
+    if spec.params is not None and (given or spec.required_params):  # nothing given, nothing required: the defaults
         try:
             spec.params.model_validate(given)
         except ValidationError as exc:
@@ -113,7 +117,9 @@ def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[st
     out = {**spec.defaults, **given}
     if out.get("agg_type") == _UNSPECIFIED_AGG:  # protobuf's "unset": the default aggregation
         out["agg_type"] = spec.defaults["agg_type"]
-    return {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in out.items()}
+    return (
+        {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in out.items()} if out else out
+    )
 
 
 def check_input(where: str, key: str, t: Any, n: int, read: torch.Tensor | None = None) -> None:

@@ -16,6 +16,7 @@ SEQUENCE_MEAN) over two half batches gives *twice* the gradient of one mean over
 the learning rate, or the advantages, if you split a batch.
 """
 
+from operator import itemgetter
 from typing import Any, NamedTuple, Protocol
 
 import torch
@@ -273,11 +274,12 @@ def _entropy(logp: torch.Tensor) -> torch.Tensor:
 def counts_all(counted: list[torch.Tensor]) -> bool:
     """Whether every position of every sample counts (``loss_mask``'s masks all 1): no prompt, no 0 weight, so a loss
     and the entropy skip none (one host sync a forward-backward, shared by ``inputs.logprobs`` and ``compute``)."""
-    return bool(_joined(counted).all())
+    return bool((counted[0] if len(counted) == 1 else torch.cat(counted)).all())  # ``_joined``, a call a step less
 
 
 def _cat(inputs: list[dict[str, torch.Tensor]], key: str, device: torch.device) -> torch.Tensor:
-    return _joined([x[key] for x in inputs]).to(device)
+    # ``_joined`` inlined, and ``map`` where a comprehension was: 2 Python calls an input
+    return (inputs[0][key] if len(inputs) == 1 else torch.cat(list(map(itemgetter(key), inputs)))).to(device)
 
 
 def _joined(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -291,8 +293,12 @@ def _summary(m: torch.Tensor, means: dict[str, torch.Tensor], tokens: torch.Tens
     denominator of 0 counts as 1). Every sum is a row of one product with ``m``, brought to the host in one
     transfer: on a GPU each ``.item()`` would wait for the device, and on a CPU each small op costs more than
     its arithmetic. ``tokens`` must be 0 where ``m`` is (cross-entropy's weights), so that Σ tokens·m = Σ tokens."""
-    rows = [m, *([tokens] if tokens is not None else []), *(x.to(m.dtype) for x in means.values())]
+    rows = [m] if tokens is None else [m, tokens]
+    for x in means.values():  # a loop, where a generator and a comprehension were 3 Python calls a step
+        rows.append(x.to(m.dtype))
     sums = (torch.stack(rows) @ m).tolist()
     count = sums.pop(0)
-    total = sums.pop(0) if tokens is not None else count
-    return {"loss/tokens": total, **{k: v / max(count, 1.0) for k, v in zip(means, sums, strict=True)}}
+    out = {"loss/tokens": sums.pop(0) if tokens is not None else count}
+    for k, v in zip(means, sums, strict=True):
+        out[k] = v / max(count, 1.0)
+    return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from itertools import chain
+from operator import attrgetter
 from typing import Annotated, Any, Literal, TypeAlias, get_args
 
 from pydantic import ValidatorFunctionWrapHandler, WrapValidator, field_serializer, model_validator
@@ -94,6 +95,9 @@ class ModelInputChunk(_Model):
     encoded_text: EncodedText
 
 
+_CHUNK_TOKENS = attrgetter("encoded_text.tokens")
+
+
 class ModelInput(_Model):
     """A prompt or a training sequence as the API sends it: a list of token chunks."""
 
@@ -107,7 +111,7 @@ class ModelInput(_Model):
     @property
     def tokens(self) -> list[int]:
         """All chunks' tokens, concatenated."""
-        return list(chain.from_iterable(c.encoded_text.tokens for c in self.chunks))
+        return list(chain.from_iterable(map(_CHUNK_TOKENS, self.chunks)))  # C: a generator was 2 calls a step
 
 
 class Sample(_Model):

@@ -30,6 +30,7 @@ __all__ = [
     "LOSS_INPUT_DTYPES",
     "LOSS_NAMES",
     "LOSS_PARAMS_FIELD",
+    "LOSS_READS",
     "CispoLossParams",
     "CrossEntropyLossParams",
     "DppoLossParams",
@@ -149,9 +150,21 @@ def unread_inputs(loss_type: str | None, keys: Iterable[str]) -> list[str]:
     read (cross-entropy weighs tokens by ``weights`` only, never by ``mask``). ``loss_type`` is the
     forward-backward's loss, None for a custom-forward-backward (which reads ``target_tokens`` and
     ``weights`` or ``mask``). Another loss's inputs may ride along, so that one batch serves several."""
-    spec = LOSSES.get(loss_type) if loss_type is not None else None
+    read = LOSS_READS[loss_type] if loss_type in LOSS_READS else LOSS_READS[None]
+    return [key for key in keys if key not in read]
+
+
+def _reads(spec: LossSpec | None) -> frozenset[str]:
+    """The ``loss_fn_inputs`` keys an operation of ``spec`` reads (None: a custom-forward-backward): every known key,
+    less the token mask a loss does not read."""
     masks = {"weights", "mask"} - set((*spec.required, *spec.optional) if spec is not None else ())
-    return [key for key in keys if key not in LOSS_INPUT_DTYPES or (spec is not None and key in masks)]
+    return frozenset(LOSS_INPUT_DTYPES.keys() - masks if spec is not None else LOSS_INPUT_DTYPES)
+
+
+LOSS_READS: dict[str | None, frozenset[str]] = {None: _reads(None), **{t: _reads(s) for t, s in LOSSES.items()}}
+"""Wire loss type (None: a custom-forward-backward) → the ``loss_fn_inputs`` keys it reads; any other key is one
+``unread_inputs`` refuses. A set to compare a sample's keys with (C), where the engine asked ``unread_inputs`` of every
+sample (2 Python calls a forward-backward)."""
 
 
 def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] | None = None) -> LossConfig:
@@ -187,7 +200,8 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
             raise ValueError(f"{spec.name} params have no field {', '.join(map(repr, unknown))}; its fields: {fields}")
     if params:
         params = _wire_names(params)  # only GRPO has these fields: the unknown ones were refused above
-    missing = [f for f in spec.required_params if f not in (params or {})]  # pydantic's bare "Field required"
+    # pydantic's bare "Field required"; no comprehension (a Python call) where the loss requires none
+    missing = [f for f in spec.required_params if f not in (params or {})] if spec.required_params else []
     if missing:
         raise ValueError(
             f"loss.{spec.params_field} is required for {spec.type} ({', '.join(missing)}: no default); "

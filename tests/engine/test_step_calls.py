@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # builds a session and runs 30 profiled steps
 
 TEXT = list(b"hello world, this is a training step of rlnb")
 STEPS = 10
-BOUND = 234
+BOUND = 195
 """Python calls outside torch per forward-backward + optim-step + result(): 752 before issue 20's cuts (a call per
 record field to spell its floats, a path join per line written, a dtype check per gradient, a ``Future.done()`` per
 status report or ``done()``), 464 after; 469 later, 425 after the second cut (a generator per part of a submitted
@@ -35,14 +35,19 @@ made in ``RunStore.write_record`` (``as_row`` and ``line``, 8), 241 after a
 forward-backward's logprobs pad only what needs it (3), 239 after a sample's copy reads its texts and inputs by
 ``map`` (2); 242 later, 233 after the worker resolved and checked a step's body once while the same body came back
 unchanged (``handlers.step_hyperparams``, 10), 230 after AdamW's step became the engine's own
-(``rlnb.engine.optim.adamw``: 7 of torch's ``typing.cast`` calls, for 4 of its own): the bound leaves room for
-checks to come, not for those costs to return."""
+(``rlnb.engine.optim.adamw``: 7 of torch's ``typing.cast`` calls, for 4 of its own); 231 later, 207 after the
+comprehensions and generators of a step's path became ``map``s and loops (a Python call each in Python 3.11, 11 of
+them) and a forward-only evaluation's eval mode a ``try`` (its context manager, 6), 194 after the run store spelled a
+record's row in a loop (``spelled`` and its comprehension a line, 8) and 5 more checks asked once or only where
+needed, 192 after the engine's check of unread inputs compared a sample's keys with ``wire.LOSS_READS`` (2), 191 after
+``wire.rules._params_model`` kept its answer per field (1 net): the
+bound leaves room for checks to come, not for those costs to return."""
 
 
-MUON_BOUND = 273
+MUON_BOUND = 234
 """The same for a Muon session's step with its one ``MuonParams``: 322 while its check, body and recorded params were
 made afresh each step (``StepParams`` kept them for ``AdamParams`` only) and the worker resolved its body each time,
-272 after, 269 with the engine's own AdamW step."""
+272 after, 269 with the engine's own AdamW step; 270 later, 230 after the cuts ``BOUND`` tells of."""
 
 
 def _counted_session(tmp_path, count, optimizer="adam"):
