@@ -98,6 +98,24 @@ checked without a Python call (``type`` and ``math.isfinite`` mapped): a call an
 cost a training step 16 Python calls."""
 
 
+def row_line(row: dict[str, Any]) -> str:
+    """``line(row)``, the same bytes, for a row whose values are mostly plain (a record's): ``row`` is spelled in
+    place by a loop, ``spelled``'s dict case without its call and comprehension (8 Python calls a training step,
+    issue 20); a value other than a finite float or a dict of them is spelled by ``spelled``."""
+    for k, v in row.items():  # a value replaced, none added: the iteration stands
+        if type(v) in _AS_IS:
+            continue
+        if type(v) is float:
+            if not math.isfinite(v):
+                row[k] = _BY_SIGN[(v > 0) - (v < 0)]
+        elif not (type(v) is dict and {*map(type, v.values())} <= _FLOAT and all(map(math.isfinite, v.values()))):
+            row[k] = spelled(v)
+    try:
+        return "".join(LINE_CHUNKS(row, 0)) + "\n"
+    except (ValueError, TypeError, RecursionError):  # rare: ``line`` writes what the encoder refuses
+        return line(row)
+
+
 def spelled(value: Any) -> Any:
     """``value`` with each non-finite float in it as its ``NON_FINITE`` string."""
     if isinstance(value, float):

@@ -19,12 +19,11 @@ import os
 import threading
 import warnings
 from collections.abc import Iterator
-from math import isfinite
 from pathlib import Path
 from typing import IO, Any
 
 from rlnb.errors import RunLocked
-from rlnb.history.jsontext import _AS_IS, _BY_SIGN, _FLOAT, LINE_CHUNKS, config_text, line, spelled
+from rlnb.history.jsontext import config_text, line, row_line
 from rlnb.history.locks import appending, hold_lock, release, write_new
 from rlnb.history.record import COLUMNS, ROW_FIELDS
 
@@ -105,24 +104,9 @@ class RunStore:
         self._append("_ops", OPS_FILE, line(row))
 
     def write_record(self, rec: Any) -> None:
-        """``write_op(as_row(rec))``, the record's row and its line (``jsontext.line``) made here: a record is written
-        twice, and those two calls were 8 Python calls a step (issue 20). The same bytes."""
-        row = dict(zip(COLUMNS, ROW_FIELDS(rec), strict=True))
-        # ``spelled(row)`` in place, its dict case inlined: a loop, where its call and comprehension were 8 Python
-        # calls a step (issue 20); a value other than a finite float or a dict of them is spelled by the function
-        for k, v in row.items():  # a value replaced, none added: the iteration stands
-            if type(v) in _AS_IS:
-                continue
-            if type(v) is float:
-                if not isfinite(v):
-                    row[k] = _BY_SIGN[(v > 0) - (v < 0)]
-            elif not (type(v) is dict and {*map(type, v.values())} <= _FLOAT and all(map(isfinite, v.values()))):
-                row[k] = spelled(v)
-        try:
-            text = "".join(LINE_CHUNKS(row, 0)) + "\n"
-        except (ValueError, TypeError, RecursionError):  # rare: ``line`` writes what the encoder refuses
-            text = line(row)
-        self._append("_ops", OPS_FILE, text)
+        """``write_op(as_row(rec))``, the record's row made here and its line by ``jsontext.row_line``: a record is
+        written twice, and ``as_row`` and ``line`` were 8 Python calls a step (issue 20). The same bytes."""
+        self._append("_ops", OPS_FILE, row_line(dict(zip(COLUMNS, ROW_FIELDS(rec), strict=True))))
 
     def write_metrics(self, row: dict[str, Any]) -> None:
         self._append("_metrics", METRICS_FILE, line(row))
