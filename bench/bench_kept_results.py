@@ -1,0 +1,79 @@
+"""Memory of `rlnb serve` under large sample results: a session keeps its finished operations up to
+``max_kept_result_bytes`` of JSON, not only ``max_kept_operations`` of them (a 64 x 8 x 128-token sample, 1.8 MB of
+JSON, added ~15 MB of server memory each, for good).
+
+One session on the built-in model runs ``--samples`` samples of ``--prompts`` x ``--num-samples`` x
+``--max-tokens`` tokens, each waited for, twice: with ``max_kept_result_bytes`` at ``--kept-mb`` MB, then unbounded
+(the old behaviour). RSS (read from /proc after a gc) before and after, and the operations still kept. Counts, not
+timings.
+
+    .venv/bin/python bench/bench_kept_results.py [--samples 12] [--prompts 64] [--num-samples 8] [--max-tokens 128]
+        [--kept-mb 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from bench.bench_server_memory import rss_mb, running  # noqa: E402
+from rlnb import wire  # noqa: E402
+from rlnb.server import create_app  # noqa: E402
+from rlnb.server.settings import BYTES_MAX  # noqa: E402
+
+
+def measure(args: argparse.Namespace, budget: int) -> tuple[float, float, int, int]:
+    """RSS before and after the samples, bytes of JSON of one result, and how many results are still kept."""
+    prompts = [wire.ModelInput.from_tokens([5 + i % 50, 7]).to_json_dict() for i in range(args.prompts)]
+    body = {"model_inputs": prompts, "num_samples": args.num_samples,
+            "sampling_params": {"max_tokens": args.max_tokens, "temperature": 1.0}}  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        TestClient(create_app(device="cpu", checkpoint_dir=tmp, max_kept_result_bytes=budget)) as c,
+    ):
+        c.base_url = c.base_url.join("/v1/rl")
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+        sid = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])
+        ops, size, before = f"/training-sessions/{sid}/operations/sample", 0, rss_mb()
+        for _ in range(args.samples):
+            env = c.post(ops, json=body, headers={"Idempotency-Key": str(uuid.uuid4())}).json()
+            deadline = time.monotonic() + 600
+            while (got := c.get(f"{ops}/{env['id']}", params={"wait": 5}).json())["status"] not in (
+                wire.TERMINAL_STATUSES
+            ):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"sample {env['id']} still {got['status']} after 600 s")
+            assert got["status"] == wire.OperationStatus.COMPLETED, got
+            size = len(json.dumps(got, separators=(",", ":")))
+        kept = len(c.app.state.registry.session(sid).finished)  # type: ignore[attr-defined]
+        return before, rss_mb(), size, kept
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=12)
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--num-samples", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--kept-mb", type=float, default=8)
+    args = parser.parse_args()
+    print(f"$ python bench/bench_kept_results.py {' '.join(sys.argv[1:])}")
+    for name, budget in ((f"max_kept_result_bytes={args.kept_mb:g} MB", int(args.kept_mb * 1e6)),
+                         ("unbounded (the old behaviour)", BYTES_MAX)):  # fmt: skip
+        before, after, size, kept = measure(args, budget)
+        print(f"{name}: {args.samples} samples of {size / 1e6:.2f} MB of JSON; {kept} kept; RSS {before:.0f} MB -> "
+              f"{after:.0f} MB (+{after - before:.0f} MB)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
