@@ -154,10 +154,12 @@ class ServerSettings:
             refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
+        from rlnb.server.state import refuse_foreign_state_dir
 
         resolve_device(self.device)  # a device that is not there stops the server before it listens
         if self.checkpoint_dir is not None:  # nor does a folder that cannot hold checkpoints
             object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
+            refuse_foreign_state_dir(self.checkpoint_dir, self.state_dir)
 
 
 COUNT_MAX, BYTES_MAX, SECONDS_MAX, TTL_MAX = 2**31 - 1, 2**63 - 1, 86_400, 7 * 86_400
