@@ -122,7 +122,8 @@ class ServerSettings:
     max_kept_result_bytes: int = 64 << 20
     """Bytes of JSON the finished operations each session keeps may hold, the newest (older ones are let go as past
     ``max_kept_operations``; the newest is always kept, whatever its size): a count alone let a 64 x 8 x 128-token
-    sample (1.8 MB of JSON, ~15 MB of server memory) be kept 10,000 times. Memory is ~8x the JSON."""
+    sample (1.7 MB of JSON, ~5 MB of server memory as objects) be kept 10,000 times. Memory is ~3x the JSON kept
+    (``bench/bench_kept_results.py``)."""
     result_offload_bytes: int | None = None
     """Offload operation results larger than this through ``payloads/{id}/download-url``, as the service
     may; None (default) keeps every result inline, which low-level clients need."""
