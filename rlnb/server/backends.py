@@ -10,6 +10,7 @@ from typing import Any
 from rlnb import wire
 from rlnb.server.records import SessionBackend
 from rlnb.server.settings import ServerSettings
+from rlnb.server.state import CHECKPOINTS
 
 
 def checkpoint_dir(settings: ServerSettings) -> Path | None:
@@ -17,7 +18,7 @@ def checkpoint_dir(settings: ServerSettings) -> Path | None:
     restarts), else each session's own temporary folder."""
     if settings.checkpoint_dir is not None:
         return settings.checkpoint_dir
-    return settings.state_dir / "checkpoints" if settings.state_dir is not None else None
+    return settings.state_dir / CHECKPOINTS if settings.state_dir is not None else None
 
 
 def make_backend(

@@ -6,6 +6,7 @@ it, for request validation and for Starlette's own errors all answer with the sa
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 from urllib.parse import unquote
@@ -121,7 +122,9 @@ def install_error_handlers(app: FastAPI) -> None:
         said = why if param and why.startswith(param) else f"{param or 'request'}: {why}"  # words, which name the field
         if first.get("type") in _BOUND_BROKEN and (span := _range(request, tuple(first["loc"]))) is not None:
             got = str(first.get("input"))  # pydantic named the one bound it broke
-            said += f" (allowed: {span}" + (f"; got {got})" if len(got) <= MAX_SHOWN_DIGITS else ")")
+            if isinstance(first.get("input"), float) and math.isnan(first["input"]):  # it broke every comparison
+                said, got = f"{param}: NaN is not allowed", ""  # pydantic named the one bound it tried first
+            said += f" (allowed: {span}" + (f"; got {got})" if got and len(got) <= MAX_SHOWN_DIGITS else ")")
         return error_response(400, said, ERROR_TYPES[400], param)
 
     @app.exception_handler(StarletteHTTPException)

@@ -14,6 +14,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from rlnb import wire
+
 UNUSED_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
 
@@ -46,10 +48,22 @@ def declared_range(spec: dict[str, Any], method: str, path: str, loc: tuple[Any,
         node, names = (params[0]["schema"] if params else {}), names[1:]
     for name in names:
         node = _member(spec, node, name)
-    for option in [node, *node.get("anyOf", [])]:
-        option = _resolved(spec, option)
-        if "minimum" in option and "maximum" in option:
-            return f"{_number(option['minimum'])}..{_number(option['maximum'])}"
+    return _span(spec, node)
+
+
+def _span(spec: dict[str, Any], node: dict[str, Any]) -> str | None:
+    """``LOW..HIGH``, or ``[LOW, HIGH)`` and the like where a bound is exclusive, of ``node`` or of one of its options
+    (``anyOf``, nested: an int64 field also takes a decimal string, and may be null); None where none has both."""
+    node = _resolved(spec, node)
+    low = node.get("minimum", node.get("exclusiveMinimum"))
+    high = node.get("maximum", node.get("exclusiveMaximum"))
+    if low is not None and high is not None:
+        if "minimum" in node and "maximum" in node:
+            return f"{_number(low)}..{_number(high)}"
+        return f"{'[' if 'minimum' in node else '('}{_number(low)}, {_number(high)}{']' if 'maximum' in node else ')'}"
+    for option in node.get("anyOf", []):
+        if (span := _span(spec, option)) is not None:
+            return span
     return None
 
 
@@ -70,4 +84,9 @@ def _member(spec: dict[str, Any], node: dict[str, Any], name: Any) -> dict[str, 
 
 
 def _number(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else value
+    """``1.0`` as ``1``; int64's bounds exactly: FastAPI's schema holds them as floats, and the high one read
+    9223372036854775808 (past int64)."""
+    for bound in (wire.INT64_MAX, -wire.INT64_MAX - 1):
+        if value == float(bound):
+            return bound
+    return value if isinstance(value, int) or not float(value).is_integer() else int(value)

@@ -27,8 +27,9 @@ FileKind = Literal["merged", "adapter"]
 
 def gone(settings: ServerSettings) -> str:
     """Why an operation is no longer kept."""
-    n = settings.max_kept_operations
-    return f"a session keeps its newest {n:,} finished operation{'s' * (n != 1)}: max_kept_operations"
+    n, budget = settings.max_kept_operations, settings.max_kept_result_bytes
+    count = f"its newest {n:,} finished operation{'s' * (n != 1)} (max_kept_operations)"
+    return f"a session keeps {count}, as long as they hold at most {budget:,} bytes of JSON (max_kept_result_bytes)"
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
@@ -93,7 +94,7 @@ class OperationsMixin(RegistryCore):
                 op = s.ops[env.id] = OpRecord(kind, env, key=key, fingerprint=fingerprint)
                 s.keys[key] = env.id
                 self._save_op(s, op)
-                s.finish(env.id, self.settings.max_kept_operations)
+                s.finish(env.id, *self.settings.kept())
                 return env
             if s.backend is None:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id", retry=True)
@@ -138,7 +139,7 @@ class OperationsMixin(RegistryCore):
             if new or env.status in wire.TERMINAL_STATUSES:
                 self._save_op(s, op)
             if env.status in wire.TERMINAL_STATUSES and env.id not in s.finished:
-                s.finish(env.id, self.settings.max_kept_operations)
+                s.finish(env.id, *self.settings.kept())
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_wake, fut)
 

@@ -3,9 +3,10 @@
 A session holds its backend (model, optimizer, worker thread) only while it is active: when it stops, its
 last view is kept (``final``) and the backend is let go, so a stopped session costs a few records.
 
-A session keeps its newest ``max_kept_operations`` finished operations (``SessionRecord.finish``); an older one
-is let go, leaving its id, kind and Idempotency-Key (a tombstone of ~300 bytes), so that a GET or a retry of it
-is answered clearly. The Together API reference states no retention rule for operations (nor for keys).
+A session keeps its newest ``max_kept_operations`` finished operations, as long as their envelopes hold at most
+``max_kept_result_bytes`` of JSON (``SessionRecord.finish``); an older one is let go, leaving its id, kind and
+Idempotency-Key (a tombstone of ~300 bytes), so that a GET or a retry of it is answered clearly. The Together API
+reference states no retention rule for operations (nor for keys).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ class OpRecord:
     """The Idempotency-Key it was submitted with."""
     fingerprint: str = ""
     """Of the body it was submitted with (``limits.fingerprint``): the key is bound to it."""
+    size: int = 0
+    """Bytes of its envelope as JSON, once finished (counted against ``max_kept_result_bytes``)."""
     abandoned: bool = False
     """Recorded FAILED by a stop that gave up on it (``stopping.abandon``): what its worker reports later is not."""
 
@@ -78,15 +81,31 @@ class SessionRecord:
     """Ids of the finished (COMPLETED, FAILED) operations in ``ops``, oldest first."""
     dropped: dict[str, wire.OperationKind] = field(default_factory=dict)
     """Operations let go by ``finish``: id → kind (their keys stay in ``keys``)."""
+    kept_bytes: int = 0
+    """The ``size`` of the operations in ``finished``, together."""
 
-    def finish(self, op_id: str, keep: int) -> None:
-        """Note that an operation ended, and let the oldest finished ones go past the newest ``keep``. A pending
+    def finish(self, op_id: str, keep: int, budget: int) -> None:
+        """Note that an operation ended, and let the oldest finished ones go past the newest ``keep``, or past
+        ``budget`` bytes of JSON (the newest stays, whatever its size: its result is yet to be fetched). A pending
         or running one is never let go; a long-poll holds its record, and waits only on unfinished ones."""
+        self.ended(op_id)
+        self.trim(keep, budget)
+
+    def ended(self, op_id: str) -> None:
+        """Count a finished operation in ``finished`` and ``kept_bytes``, letting none go (a restart trims later)."""
+        op = self.ops[op_id]
+        op.size = len(op.env.model_dump_json())
         self.finished[op_id] = None
-        while len(self.finished) > keep:
+        self.kept_bytes += op.size
+
+    def trim(self, keep: int, budget: int) -> None:
+        """Let the oldest finished operations go past the newest ``keep`` or ``budget`` bytes (see ``finish``)."""
+        while len(self.finished) > keep or (self.kept_bytes > budget and len(self.finished) > 1):
             old = next(iter(self.finished))
             del self.finished[old]
-            self.dropped[old] = self.ops.pop(old).kind
+            op = self.ops.pop(old)
+            self.kept_bytes -= op.size
+            self.dropped[old] = op.kind
 
     def op_line(self, op: OpRecord) -> dict[str, Any]:
         """An operation as the state journal keeps it."""

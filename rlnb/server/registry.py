@@ -170,7 +170,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
             for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
                 why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
                 op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
-                s.finish(op.env.id, self.settings.max_kept_operations)
+                s.finish(op.env.id, *self.settings.kept())
+            s.trim(*self.settings.kept())
         for rid in list(self.resources):  # STOPPING at the stop: its sessions have ended now
             self._stopped_once_idle(rid)
         assert self.journal is not None

@@ -89,7 +89,7 @@ class ResourcesMixin(RegistryCore):
         with self.lock:
             res = self._resource(rid)
             if res.status != wire.ModelResourcesStatus.READY:
-                raise ServerError(409, f"model resource {rid} is {res.status}, not ready")
+                raise ServerError(409, f"model resource {rid} is {res.status}, not ready", param="model_resources_id")
             self._expire_later(res, self.now() + timedelta(seconds=seconds))
             self._save("resource", res)
             return res.model_copy(deep=True)

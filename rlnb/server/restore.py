@@ -68,10 +68,10 @@ def restore(saved: dict[str, list[dict[str, Any]]], checkpoints: Path) -> Restor
             kind = wire.OperationKind(data["kind"])
             env = wire.ENVELOPES[kind].model_validate(data["env"])
             s.ops[env.id] = OpRecord(kind, env, key=data["key"], fingerprint=data["fingerprint"])
-            if env.status in wire.TERMINAL_STATUSES:
-                s.finished[env.id] = None
             if data["key"]:
                 s.keys[data["key"]] = env.id
+            if env.status in wire.TERMINAL_STATUSES:
+                s.ended(env.id)  # trimmed to max_kept_result_bytes once the progress is read
     for s in registry.sessions.values():
         if s.status in wire.SESSION_HOLDS_SLOT:  # its last view may predate operations that completed after it
             s.final = progress(s, list(registry.checkpoints.values()), floors.get(s.id, (0, 0)))

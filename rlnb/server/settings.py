@@ -119,9 +119,18 @@ class ServerSettings:
     """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
     Idempotency-Key a 409): a session kept every operation's record, and an RL run of 10,000 steps makes ~40,000,
     each ~3 KB or more (a sample's holds its tokens and logprobs). Pending and running ones are always kept."""
+    max_kept_result_bytes: int = 64 << 20
+    """Bytes of JSON the finished operations each session keeps may hold, the newest (older ones are let go as past
+    ``max_kept_operations``; the newest is always kept, whatever its size): a count alone let a 64 x 8 x 128-token
+    sample (1.7 MB of JSON, ~5 MB of server memory as objects) be kept 10,000 times. Memory is ~3x the JSON kept
+    (``bench/bench_kept_results.py``)."""
     result_offload_bytes: int | None = None
     """Offload operation results larger than this through ``payloads/{id}/download-url``, as the service
     may; None (default) keeps every result inline, which low-level clients need."""
+
+    def kept(self) -> tuple[int, int]:
+        """What a session keeps of its finished operations: ``max_kept_operations``, ``max_kept_result_bytes``."""
+        return self.max_kept_operations, self.max_kept_result_bytes
 
     def __post_init__(self) -> None:
         for name, high in LIMITS.items():
@@ -146,10 +155,12 @@ class ServerSettings:
             refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
+        from rlnb.server.state import refuse_foreign_state_dir
 
         resolve_device(self.device)  # a device that is not there stops the server before it listens
         if self.checkpoint_dir is not None:  # nor does a folder that cannot hold checkpoints
             object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
+            refuse_foreign_state_dir(self.checkpoint_dir, self.state_dir)
 
 
 COUNT_MAX, BYTES_MAX, SECONDS_MAX, TTL_MAX = 2**31 - 1, 2**63 - 1, 86_400, 7 * 86_400
@@ -158,7 +169,7 @@ URL's lifetime (a week, as S3's presigned URLs): ``body_timeout=1e300`` was take
 _SECONDS = ("body_timeout", "body_idle_timeout")
 _TTLS = ("download_ttl", "payload_ttl")
 _BYTES = ("max_body_bytes", "max_payload_bytes", "max_session_payload_bytes", "max_total_payload_bytes",
-          "max_label_bytes")  # fmt: skip
+          "max_label_bytes", "max_kept_result_bytes")  # fmt: skip
 _COUNTS = ("full_session_cap", "lora_session_cap", "max_lora_rank", "max_batch_size", "max_live_resources",
            "max_live_sessions", "max_session_uploads", "max_sample_tokens", "max_sample_prompt_tokens",
            "max_prompt_logprobs",

@@ -50,7 +50,7 @@ from rlnb.history.locks import (
 
 log = logging.getLogger("rlnb")
 
-JOURNAL, KEY_FILE, LOCK_FILE = "registry.jsonl", "signing.key", "state.lock"
+JOURNAL, KEY_FILE, LOCK_FILE, CHECKPOINTS = "registry.jsonl", "signing.key", "state.lock", "checkpoints"
 KINDS = ("resource", "session", "op", "checkpoint", "dropped")
 
 
@@ -224,6 +224,23 @@ class _OpLines:
             out = gone["env"].get("output") if gone["env"]["status"] == wire.OperationStatus.COMPLETED else None
             facts = {k: out[k] for k in ("step", "weights_version") if isinstance(out, dict) and k in out}
             self.dropped[old] = {"session": sid, "id": old, "kind": gone["kind"], "key": gone["key"], **facts}
+
+
+def refuse_foreign_state_dir(checkpoints: Path, own: Path | None) -> None:
+    """A ``ValueError`` naming both if ``checkpoints`` is the ``checkpoints`` folder of a state folder other than
+    ``own``: that server's restart removes the checkpoints it never journaled from it, this server's with them. (The
+    rest of a state folder, and folders below its ``checkpoints``, are never cleared: a checkpoint folder there is
+    taken.)"""
+    folder = checkpoints.resolve()
+    state = folder.parent
+    if folder.name != CHECKPOINTS or (own is not None and Path(own).resolve() == state):
+        return
+    if any(os.path.lexists(state / name) for name in (LOCK_FILE, JOURNAL)):
+        raise ValueError(
+            f"checkpoint_dir {folder} is the checkpoint folder of {state}, the state folder of another rlnb serve (it "
+            f"holds {LOCK_FILE} or {JOURNAL}): its restart would remove this server's checkpoints as never journaled; "
+            "name a checkpoint folder outside it"
+        )
 
 
 def _read_key(path: Path) -> bytes:

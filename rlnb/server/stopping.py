@@ -82,7 +82,7 @@ def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | 
                 op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, message)
                 op.abandoned = True
                 registry._save_op(s, op)
-                s.finish(op.env.id, registry.settings.max_kept_operations)
+                s.finish(op.env.id, *registry.settings.kept())
                 said.append(Abandoned(f"{op.kind} operation {op.env.id} of session {s.id}", op.env.status))
         said += [Abandoned(f"the build of session {t.name.removeprefix(BUILD)}'s model", wire.SessionStatus.ERROR)
                  for t in registry._closers if t.is_alive() and t.name.startswith(BUILD)]  # fmt: skip

@@ -3,6 +3,8 @@
 range is the one ``/openapi.json`` declares (extend-expiry's ``seconds`` 60..86400 and ``inactive_timeout``
 300..86400, as the Together SDK's ``ModelResourcesClient`` states them; a list's ``limit`` 1..100)."""
 
+import json
+
 import pytest
 
 from tests.support.server import app_client
@@ -63,3 +65,36 @@ def test_a_huge_number_out_of_range_is_not_echoed(c, rid):
     r = c.post(f"/model-resources/{rid}/extend-expiry", json={"seconds": 10**200})
     err = r.json()["error"]
     assert r.status_code == 400 and err["message"].endswith("(allowed: 60..86400)") and len(err["message"]) < 200, err
+
+
+def _lora(c, rid, lora_config: dict) -> dict:
+    body = json.dumps({"model_resources_id": rid, "lora_config": lora_config})  # NaN as Python's json writes it
+    r = c.post("/training-sessions", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == f"lora_config.{next(iter(lora_config))}", err
+    return err
+
+
+def test_a_nan_out_of_range_says_nan_is_not_allowed_and_the_range(c, rid):
+    err = _lora(c, rid, {"dropout": float("nan")})  # it said "Input should be less than 1"
+    assert err["message"] == "lora_config.dropout: NaN is not allowed (allowed: [0, 1))", err
+
+
+def test_a_half_open_range_is_named(c, rid):
+    err = _lora(c, rid, {"dropout": 1.5})
+    assert err["message"].endswith("(allowed: [0, 1); got 1.5)"), err
+
+
+def test_an_int64_past_its_range_names_the_range(c, rid):
+    err = _lora(c, rid, {"seed": 2**64})  # an int64 field that also takes a decimal string: its range was not found
+    assert err["message"].endswith(f"(allowed: {-(2**63)}..{2**63 - 1}; got {2**64})"), err
+
+
+def test_extend_expiry_of_a_stopped_resource_names_the_resource(c):
+    stopped = c.post("/model-resources", json={"base_model": "rlnb/tiny"}).json()["id"]
+    assert c.post(f"/model-resources/{stopped}/stop").status_code == 200
+    r = c.post(f"/model-resources/{stopped}/extend-expiry", json={"seconds": 600})
+    assert r.status_code == 409, r.text
+    err = r.json()["error"]
+    assert err["param"] == "model_resources_id" and stopped in err["message"] and "not ready" in err["message"], err
