@@ -3,16 +3,14 @@ each Python minor version compiles differently, so ``resume=`` there refused "ch
 reward was the same. A function with source is digested by its source text; a lambda (or a function without source)
 by its bytecode, the detail naming the Python, and a folder of another Python is taken with a warning."""
 
-import threading
 import warnings
-from pathlib import Path
 
 import pytest
 
-import rlnb
-from rlnb.sweep import fingerprint, grid, sweep
+from rlnb.sweep import fingerprint, sweep
 from rlnb.sweep.fingerprint import PYTHON, same_task, task_detail
 from rlnb.tasks import Task
+from tests.support.digests import BASE, CONFIGS, another_pythons_bytecode, stopped_after_one
 
 
 def _reward(prompt, completion):
@@ -21,14 +19,6 @@ def _reward(prompt, completion):
 
 def _other(prompt, completion):
     return float(completion.startswith("2"))
-
-
-def another_pythons_bytecode(monkeypatch):
-    """This process as another Python minor version: its bytecode compiles differently, its version is another."""
-    bytecode = fingerprint._bytecode
-    monkeypatch.setattr(fingerprint, "_bytecode", lambda code: b"3.99" + bytecode(code))
-    monkeypatch.setattr(fingerprint, "PYTHON", "3.99")
-    monkeypatch.setattr(fingerprint, "BYTECODE", "bytecode, Python 3.99")
 
 
 def test_a_function_with_source_has_the_same_detail_on_another_python(monkeypatch):
@@ -74,16 +64,13 @@ def test_a_lambdas_folder_from_another_python_is_taken_with_a_warning(monkeypatc
 
 @pytest.mark.slow
 def test_a_sweep_folder_copied_to_another_python_resumes(tmp_path, monkeypatch):
-    stop = threading.Event()
-    base, configs = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0), grid(learning_rate=[1e-3, 2e-3])
-    first = sweep(base, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
-                  executor="threads", task=_reward)  # fmt: skip
+    first, folder = stopped_after_one(tmp_path, _reward)
     assert list(first.status) == ["COMPLETED", "STOPPED"]
-    assert "(source, " in (Path(first.attrs["path"]) / "sweep.json").read_text()
+    assert "(source, " in (folder / "sweep.json").read_text()
     another_pythons_bytecode(monkeypatch)
     with pytest.raises(ValueError, match="changed: task_detail"):
-        sweep(base, configs, steps=1, resume=first.attrs["path"], progress=False, task=_other)
-    again = sweep(base, configs, steps=1, resume=first.attrs["path"], progress=False, task=_reward)
+        sweep(BASE, CONFIGS, steps=1, resume=folder, progress=False, task=_other)
+    again = sweep(BASE, CONFIGS, steps=1, resume=folder, progress=False, task=_reward)
     assert list(again.status) == ["COMPLETED", "COMPLETED"]
 
 

@@ -5,19 +5,16 @@ tell; now they go on with a warning naming what could not be checked, and what c
 how to go on."""
 
 import json
-import threading
 import warnings
-from pathlib import Path
 
 import pytest
 
-import rlnb
-from rlnb.sweep import fingerprint, grid, sweep
+from rlnb.sweep import fingerprint, sweep
 from rlnb.sweep.fingerprint import PYTHON, same_task, task_detail
 from rlnb.sweep.folder import run_pythons
 from rlnb.sweep.options import TrialOptions
 from rlnb.tasks import Task
-from tests.sweep.test_reward_digest import another_pythons_bytecode
+from tests.support.digests import BASE, CONFIGS, another_pythons_bytecode, stopped_after_one
 
 
 def _reward(prompt, completion):
@@ -92,21 +89,17 @@ def test_run_pythons_reads_the_python_each_trial_run_recorded(tmp_path):
 
 @pytest.mark.slow
 def test_an_older_rlnbs_sweep_folder_copied_to_another_python_resumes(tmp_path, monkeypatch):
-    stop = threading.Event()
-    base, configs = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0), grid(learning_rate=[1e-3, 2e-3])
-    first = sweep(base, configs, steps=1, runs_dir=tmp_path, stop=stop, progress=lambda *a: stop.set(),
-                  executor="threads", task=_reward)  # fmt: skip
-    folder = Path(first.attrs["path"])
+    _, folder = stopped_after_one(tmp_path, _reward)
     settings = json.loads((folder / "sweep.json").read_text())
     task = TrialOptions(task=_reward).the_task()  # the task a bare reward makes, as the sweep recorded it
     assert settings["task_detail"] == task_detail(task)
     settings["task_detail"] = older_rlnbs_detail_on_another_python(task, monkeypatch)
     (folder / "sweep.json").write_text(json.dumps(settings))
     with pytest.raises(ValueError, match="changed: task_detail"):  # its runs say this Python: the reward changed
-        sweep(base, configs, steps=1, resume=folder, progress=False, task=_reward)
+        sweep(BASE, CONFIGS, steps=1, resume=folder, progress=False, task=_reward)
     config = json.loads((folder / "trial-000-seed0" / "config.json").read_text())
     (folder / "trial-000-seed0" / "config.json").write_text(json.dumps({**config, "versions": {"python": "3.99.0"}}))
     with pytest.warns(UserWarning, match=r"on Python 3\.99") as caught:
-        again = sweep(base, configs, steps=1, resume=folder, progress=False, task=_reward)
+        again = sweep(BASE, CONFIGS, steps=1, resume=folder, progress=False, task=_reward)
     assert [w.filename for w in caught if "3.99" in str(w.message)] == [__file__]  # the user's sweep(...) line
     assert list(again.status) == ["COMPLETED", "COMPLETED"]
