@@ -1,5 +1,5 @@
-"""A lock file (a run's, a sweep's, a server's state folder's) that is a named pipe: refused naming it, as every
-other file rlnb reads or appends to there (``locks.refuse_pipe``)."""
+"""A lock file (a run's, a sweep's, a server's state folder's) that is a named pipe or a folder: refused naming it,
+as every other file rlnb reads or appends to there (``locks.refuse_pipe``)."""
 
 import os
 
@@ -10,14 +10,17 @@ from rlnb.server.state import Journal, StateDirError
 from rlnb.sweep.folder import lock
 from tests.support.pipes import refusal_in_time
 
+LOCKS = [
+    ("run.lock", lock_run, OSError),
+    ("sweep.lock", lambda folder: lock(folder, resume=False), OSError),
+    ("state.lock", Journal, StateDirError),
+]
+"""Each lock file rlnb holds, what takes it, and what its refusal raises."""
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 
 
-@pytest.mark.parametrize(
-    ("name", "take", "kind"),
-    [("run.lock", lock_run, OSError), ("sweep.lock", lambda folder: lock(folder, resume=False), OSError),
-     ("state.lock", Journal, StateDirError)],
-)  # fmt: skip
+@pytest.mark.parametrize(("name", "take", "kind"), LOCKS)
 def test_a_lock_file_that_is_a_named_pipe_is_refused_naming_it(tmp_path, name, take, kind):
     """It was opened (a pipe opened to read and write waits for no one) and the start failed with io's bare "File or
     stream is not seekable.", naming no file (a server's: its folder, not why)."""
@@ -26,11 +29,7 @@ def test_a_lock_file_that_is_a_named_pipe_is_refused_naming_it(tmp_path, name, t
     assert f"{tmp_path / name} is a named pipe, not a file" in str(said), said
 
 
-@pytest.mark.parametrize(
-    ("name", "take", "kind"),
-    [("run.lock", lock_run, OSError), ("sweep.lock", lambda folder: lock(folder, resume=False), OSError),
-     ("state.lock", Journal, StateDirError)],
-)  # fmt: skip
+@pytest.mark.parametrize(("name", "take", "kind"), LOCKS)
 def test_a_lock_file_that_is_a_folder_is_refused_naming_it(tmp_path, name, take, kind):
     """leftovers6 found it: a ``sweep.lock`` that is a folder raised the bare ``IsADirectoryError`` of ``open``."""
     (tmp_path / name).mkdir()
