@@ -56,7 +56,15 @@ class LRFinderControls(MuonUnits):
         self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", max_width=IN_ROW, display="none"))
-        row = W.HBox([self.button, self.apply_button, self.scaling], layout=W.Layout(flex_flow="row wrap"))
+        self.stop_button = W.Button(
+            description="Stop", icon="stop", button_style="danger", tooltip="end the range test after its step",
+            layout=W.Layout(display="none"),
+        )  # fmt: skip
+        """Shown while a test runs on a builder with no RunPanel: nothing in its widgets could end one before."""
+        self.stop_button.on_click(lambda _: self.stop())
+        row = W.HBox(
+            [self.button, self.stop_button, self.apply_button, self.scaling], layout=W.Layout(flex_flow="row wrap")
+        )
         self.focus_back = FocusBack(self.button)
         """Gives the focus back to Find LR as the test ends, if the person is still at the panel."""
         # the units under the buttons in a narrow column
@@ -85,6 +93,8 @@ class LRFinderControls(MuonUnits):
         (the builder calls this on every change, the RunPanel when its run starts and ends)."""
         running, waiting = self.running, self.busy()
         self.button.disabled = running or not self.builder.valid or waiting is not None
+        alone = getattr(self.builder, "panel", None) is None  # a panel's Stop ends it there
+        self.stop_button.layout.display = None if running and alone else "none"
         if not running:
             if not self.builder.valid:
                 why = html.escape("; ".join(self.builder.errors))
@@ -241,6 +251,7 @@ class LRFinderControls(MuonUnits):
             if not isinstance(exc, Exception):
                 raise
             return
+        self.sync()  # Stop shown on a builder alone
         self.on_change()
 
     def _clicked(self) -> None:

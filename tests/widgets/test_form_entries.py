@@ -1,5 +1,7 @@
 """The builder's form as a person edits it field by field: what it shows is what the form holds now, or nothing."""
 
+import time
+
 import pytest
 
 from rlnb.widgets import OptimizerBuilder
@@ -21,3 +23,23 @@ def test_an_invalid_form_shows_no_schedule_plot_of_the_config_before(field, bad)
     b.apply_preset("Learns in 40 steps")
     b.total.value, b.warmup.value, b.min_ratio.value = 100, 0, 0.1
     assert b.valid and b.schedule_plot.layout.display is None  # shown again, with the form's schedule
+
+
+@pytest.mark.slow  # a range test of real steps on the tiny model
+def test_find_lr_on_a_builder_alone_has_a_stop_while_it_runs():
+    """A builder shown on its own (no RunPanel): once Find LR was clicked, nothing in its widgets could end the range
+    test (Find LR disabled, no Stop) until its last step, minutes on a larger model."""
+    b = OptimizerBuilder(expanded=True)
+    finder = b.lr_finder
+    finder.options["steps"] = 400
+    assert finder.stop_button.layout.display == "none"
+    finder.button.click()
+    deadline = time.monotonic() + 120
+    while "running … 1/400" not in finder.status.value:  # a step done
+        assert time.monotonic() < deadline and finder.running, finder.status.value
+        time.sleep(0.02)
+    assert finder.button.disabled and finder.stop_button.layout.display is None and not finder.stop_button.disabled
+    finder.stop_button.click()
+    assert finder.join(120) and finder.error is None and not finder.running
+    assert "ended early: stopped after" in finder.status.value and finder.stop_button.layout.display == "none"
+    assert not finder.button.disabled
