@@ -269,9 +269,12 @@ class RunPanel:
         problem = n_problem(whole(self.n.value))
         (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
         self._sync_buttons()  # before the line: it said "ready" while Run was still disabled
-        if problem is not None:
+        self.line.n_problem = "" if problem is None else str(problem)
+        if self.running:  # after the run's line, which it replaced
+            self.line.show_run()
+        elif problem is not None:
             self.line.show(html.escape(str(problem), quote=False), error=True)
-        elif not self.running:
+        else:
             self._show_ready()
 
     def _show_ready(self) -> None:

@@ -43,3 +43,37 @@ def test_find_lr_on_a_builder_alone_has_a_stop_while_it_runs():
     assert finder.join(120) and finder.error is None and not finder.running
     assert "ended early: stopped after" in finder.status.value and finder.stop_button.layout.display == "none"
     assert not finder.button.disabled
+
+
+@pytest.mark.slow  # real steps, each waiting for the test's word
+def test_n_made_invalid_mid_run_is_said_after_the_runs_line_and_after_its_end():
+    """N set to 0 during a run (on the way to 50): its error replaced the run's progress line until the next step (a
+    first step can take minutes), and after the run Run N stayed off while the line said only ``step 3 · 3 done``."""
+    import rlnb
+    from rlnb.widgets import RunPanel
+    from tests.widgets.test_mid_run import Gate, text
+
+    session = rlnb.connect("local", model="tiny", optimizer="adam", record=False, device="cpu")
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05)
+    try:
+        assert panel.start(3)
+        gate.called(1)
+        panel.n.value = 0
+        n_said = "N must be an integer in [1, 1000003]"
+        said = text(panel.status)
+        assert said.startswith("running: 0/3 done … · " + n_said) and said.endswith("got 0"), said
+        for k in (2, 3):
+            gate.release()
+            gate.called(k)
+        assert text(panel.status).startswith("step 2 · 2/3 done · " + n_said)
+        gate.release()
+        assert panel.join(60) and panel.error is None
+        assert text(panel.status).startswith("step 3 · 3 done · " + n_said) and panel.run_button.disabled
+        panel.n.value = 5
+        assert text(panel.status) == "step 3 · ready" and not panel.run_button.disabled
+    finally:
+        for _ in range(3):
+            gate.release()
+        panel.close()
+        session.close()
