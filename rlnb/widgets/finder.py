@@ -26,12 +26,6 @@ from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
 __all__ = ["RED", "Form", "LRFinderControls"]
 
-GUESSED = ("a guess: the panel has not stepped, so what your step_fn returns is not known yet; its first step here "
-           "checks, and one that returns a 'reward' ends the test")  # fmt: skip
-"""Said, before the range test's first step, of a panel's step_fn followed by its loss only because the panel never
-stepped: "range test of your step_fn's loss running" said as known what was a guess, and one returning a reward then
-failed the test."""
-
 
 class LRFinderControls(MuonUnits):
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
@@ -56,15 +50,11 @@ class LRFinderControls(MuonUnits):
         self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", max_width=IN_ROW, display="none"))
-        self.stop_button = W.Button(
-            description="Stop", icon="stop", button_style="danger", tooltip="end the range test after its step",
-            layout=W.Layout(display="none"),
-        )  # fmt: skip
-        """Shown while a test runs on a builder with no RunPanel: nothing in its widgets could end one before."""
+        # shown while a test runs on a builder with no RunPanel: nothing in its widgets could end one before
+        self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", layout=W.Layout())
+        self.stop_button.layout.display, row = "none", W.HBox(layout=W.Layout(flex_flow="row wrap"))
         self.stop_button.on_click(lambda _: self.stop())
-        row = W.HBox(
-            [self.button, self.stop_button, self.apply_button, self.scaling], layout=W.Layout(flex_flow="row wrap")
-        )
+        row.children = [self.button, self.stop_button, self.apply_button, self.scaling]
         self.focus_back = FocusBack(self.button)
         """Gives the focus back to Find LR as the test ends, if the person is still at the panel."""
         # the units under the buttons in a narrow column
@@ -113,6 +103,7 @@ class LRFinderControls(MuonUnits):
         while a RunPanel's run, or the button's range test, goes on the session: called from a cell, it interleaved
         a checkpoint into the run and trained beside it, as the button may not."""
         from rlnb.sweep import lr_find
+        from rlnb.widgets.own_probe import GUESSED
 
         if not self.builder.valid:
             raise ValueError("Find LR needs a valid config: " + "; ".join(self.builder.errors))

@@ -270,12 +270,10 @@ class RunPanel:
         (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
         self._sync_buttons()  # before the line: it said "ready" while Run was still disabled
         self.line.n_problem = "" if problem is None else str(problem)
-        if self.running:  # after the run's line, which it replaced
-            self.line.show_run()
-        elif problem is not None:
+        if problem is not None and not self.running:
             self.line.show(html.escape(str(problem), quote=False), error=True)
-        else:
-            self._show_ready()
+        else:  # during a run, after the run's line, which it replaced
+            self.line.show_run() if self.running else self._show_ready()
 
     def _show_ready(self) -> None:
         self.line.ready(self.session, self._step, turns.taken(self))
