@@ -246,11 +246,11 @@ class LRFinderControls(MuonUnits):
         self.on_change()
 
     def _clicked(self) -> None:
-        """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop, which ends it (a
-        keyboard's was dropped to the page), and back to Find LR when the test ends if the focus is still in the panel
-        or on nothing (``_run``)."""
-        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
-        if stop is None or self.running:  # on its own, or a second click: the focus stays
+        """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop (alone: its own),
+        which ends it (a keyboard's was dropped to the page), and back to Find LR when the test ends if the focus is
+        still in the panel or on nothing (``_run``)."""
+        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None) or self.stop_button
+        if self.running:  # a second click: the focus stays
             self.start()
             return
         self._refocus = True
@@ -301,9 +301,8 @@ class LRFinderControls(MuonUnits):
             else:  # ended by itself: only if no cell the person moved on to holds it (the browser can tell)
                 self.focus_back.offer()
         self._refocus = self._stopped = False
-        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
-        if stop is not None:
-            stop.on_click(self._stop_clicked, remove=True)
+        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None) or self.stop_button
+        stop.on_click(self._stop_clicked, remove=True)
 
     def stop(self) -> None:
         """End the range test in flight after its step in progress; it then suggests from the steps it has

@@ -2,6 +2,7 @@
 Chromium through Voila: the count the kernel uses is the one the box shows, or it is refused, naming the field."""
 
 import os
+import re
 
 import pytest
 
@@ -53,4 +54,27 @@ def test_a_count_typed_as_1e5_or_2_5_is_that_count_or_refused_never_cut_to_its_l
         expect(status).to_contain_text("0/10 done", timeout=30_000)  # ten steps: 1e1, not 1
         panel.get_by_role("button", name="Stop").click()
         expect(status).to_contain_text("stopped early after", timeout=120_000)
+        page.close()
+
+
+def test_a_keyboard_alone_stops_find_lr_on_a_builder_alone(browser):
+    """Enter on Find LR of a builder shown alone: the button disabled itself and dropped the focus to the page, and its
+    Stop (the only one: no panel) was Tabs away; the focus goes to it, and back to Find LR after Enter on it."""
+    from playwright.sync_api import expect
+
+    with voila(HERE / "voila" / "builder_alone.ipynb") as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        page.goto(url, timeout=120_000)
+        form = page.locator(".rlnb-builder")
+        find, stop = form.get_by_role("button", name="Find LR"), form.get_by_role("button", name="Stop")
+        expect(find).to_be_enabled(timeout=120_000)
+        expect(stop).to_be_hidden()
+        find.focus()
+        page.keyboard.press("Enter")
+        expect(stop).to_be_focused(timeout=60_000)
+        expect(form.locator(".rlnb-lr-find-status")).to_contain_text(re.compile(r"running … \d+/2000"), timeout=120_000)
+        page.keyboard.press("Enter")
+        expect(form.locator(".rlnb-lr-find-status")).to_contain_text("ended early: stopped after", timeout=120_000)
+        expect(stop).to_be_hidden()
+        expect(find).to_be_focused(timeout=30_000)
         page.close()
