@@ -186,12 +186,13 @@ class OptimizerBuilder(BuilderForm):
             schedule = None
         self.mark_refused(self.kind, bad)
         self.show(self.errors, body, self.selection.take_notice())
-        if schedule is not None and body is not None:
+        shown = schedule is not None and body is not None  # an invalid form's plot kept the last valid curve
+        if shown:
             try:
                 self.schedule_plot.value = schedule_png(schedule, float(self.params.learning_rate or 0.0))
-                self.schedule_plot.layout.display = None
             except ValueError:  # matplotlib cannot tick rates near the largest float (1e308): no plot, all else
-                self.schedule_plot.layout.display = "none"  # (summary, Find LR, the panel's buttons) follows
+                shown = False  # (summary, Find LR, the panel's buttons) follows
+        self.schedule_plot.layout.display = None if shown else "none"
         params = self.params if body is not None else None
         applied = self.selection.applied
         note = unconverted(applied, self.kind, self.muon["learning_rate"].value, self.lr_finder.unconverted)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
+import traitlets
 
 WIDE = {"description_width": "110px"}
 IN_ROW = "calc(100% - 4px)"
@@ -178,13 +179,27 @@ def mark(control: Any, invalid: bool) -> None:
         control.remove_class(INVALID)
 
 
+class CountBox(W.FloatText):
+    """A box for a count of steps, read through ``whole``: the browser reads an ``IntText`` with ``parseInt``, which
+    took "1e5" as 1 and "2.5" as 2 while the box still showed what was typed. It sends a float; an int set in code
+    stays that int (10**400 is refused by the check naming the field, not by the box)."""
+
+    value = traitlets.Union([traitlets.Int(), traitlets.Float()], default_value=0).tag(sync=True)
+
+
+def whole(value: Any) -> Any:
+    """A whole-number float up to 2**53 as an int; anything else as it is, for the check to refuse naming it (2.5
+    stays 2.5; so does 1e300, which as an int filled the form's error line with 301 digits)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
 def values(group: dict[str, Any]) -> dict[str, Any]:
-    """The controls' values; a whole number of Newton-Schulz steps as an int (2.5 stays 2.5: refused; so does 1e300,
-    which as an int filled the form's error line with 301 digits)."""
+    """The controls' values; a whole number of Newton-Schulz steps as an int (``whole``)."""
     out = {name: c.value for name, c in group.items()}
-    ns = out.get("newton_schulz_steps")
-    if isinstance(ns, float) and ns.is_integer() and abs(ns) <= 2**53:
-        out["newton_schulz_steps"] = int(ns)
+    if "newton_schulz_steps" in out:
+        out["newton_schulz_steps"] = whole(out["newton_schulz_steps"])
     return out
 
 

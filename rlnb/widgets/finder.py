@@ -26,12 +26,6 @@ from rlnb.widgets.muon_units import RED, Form, MuonUnits
 
 __all__ = ["RED", "Form", "LRFinderControls"]
 
-GUESSED = ("a guess: the panel has not stepped, so what your step_fn returns is not known yet; its first step here "
-           "checks, and one that returns a 'reward' ends the test")  # fmt: skip
-"""Said, before the range test's first step, of a panel's step_fn followed by its loss only because the panel never
-stepped: "range test of your step_fn's loss running" said as known what was a guess, and one returning a reward then
-failed the test."""
-
 
 class LRFinderControls(MuonUnits):
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
@@ -56,7 +50,11 @@ class LRFinderControls(MuonUnits):
         self.status.add_class("rlnb-lr-find-status")
         # hidden until a range test has drawn something: an empty Image shows as a broken-image icon
         self.plot = W.Image(format="png", layout=W.Layout(width="360px", max_width=IN_ROW, display="none"))
-        row = W.HBox([self.button, self.apply_button, self.scaling], layout=W.Layout(flex_flow="row wrap"))
+        # shown while a test runs on a builder with no RunPanel: nothing in its widgets could end one before
+        self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", layout=W.Layout())
+        self.stop_button.layout.display, row = "none", W.HBox(layout=W.Layout(flex_flow="row wrap"))
+        self.stop_button.on_click(lambda _: self.stop())
+        row.children = [self.button, self.stop_button, self.apply_button, self.scaling]
         self.focus_back = FocusBack(self.button)
         """Gives the focus back to Find LR as the test ends, if the person is still at the panel."""
         # the units under the buttons in a narrow column
@@ -85,6 +83,8 @@ class LRFinderControls(MuonUnits):
         (the builder calls this on every change, the RunPanel when its run starts and ends)."""
         running, waiting = self.running, self.busy()
         self.button.disabled = running or not self.builder.valid or waiting is not None
+        alone = getattr(self.builder, "panel", None) is None  # a panel's Stop ends it there
+        self.stop_button.layout.display = None if running and alone else "none"
         if not running:
             if not self.builder.valid:
                 why = html.escape("; ".join(self.builder.errors))
@@ -103,6 +103,7 @@ class LRFinderControls(MuonUnits):
         while a RunPanel's run, or the button's range test, goes on the session: called from a cell, it interleaved
         a checkpoint into the run and trained beside it, as the button may not."""
         from rlnb.sweep import lr_find
+        from rlnb.widgets.own_probe import GUESSED
 
         if not self.builder.valid:
             raise ValueError("Find LR needs a valid config: " + "; ".join(self.builder.errors))
@@ -241,14 +242,15 @@ class LRFinderControls(MuonUnits):
             if not isinstance(exc, Exception):
                 raise
             return
+        self.sync()  # Stop shown on a builder alone
         self.on_change()
 
     def _clicked(self) -> None:
-        """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop, which ends it (a
-        keyboard's was dropped to the page), and back to Find LR when the test ends if the focus is still in the panel
-        or on nothing (``_run``)."""
-        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
-        if stop is None or self.running:  # on its own, or a second click: the focus stays
+        """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop (alone: its own),
+        which ends it (a keyboard's was dropped to the page), and back to Find LR when the test ends if the focus is
+        still in the panel or on nothing (``_run``)."""
+        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None) or self.stop_button
+        if self.running:  # a second click: the focus stays
             self.start()
             return
         self._refocus = True
@@ -299,9 +301,8 @@ class LRFinderControls(MuonUnits):
             else:  # ended by itself: only if no cell the person moved on to holds it (the browser can tell)
                 self.focus_back.offer()
         self._refocus = self._stopped = False
-        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None)
-        if stop is not None:
-            stop.on_click(self._stop_clicked, remove=True)
+        stop = getattr(getattr(self.builder, "panel", None), "stop_button", None) or self.stop_button
+        stop.on_click(self._stop_clicked, remove=True)
 
     def stop(self) -> None:
         """End the range test in flight after its step in progress; it then suggests from the steps it has

@@ -14,7 +14,20 @@ import ipywidgets as W
 
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule
-from rlnb.widgets.controls import IN_ROW, STYLE, TEXT, WIDE, controls, field, grid, mark, opener, pairs
+from rlnb.widgets.controls import (
+    IN_ROW,
+    STYLE,
+    TEXT,
+    WIDE,
+    CountBox,
+    controls,
+    field,
+    grid,
+    mark,
+    opener,
+    pairs,
+    whole,
+)
 from rlnb.widgets.presets import PRESETS
 
 LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
@@ -50,8 +63,8 @@ class BuilderForm:
         self.sched_kind = W.Dropdown(
             options=["constant", "linear", "cosine"], description="schedule", style=WIDE, layout=field()
         )
-        self.warmup = W.IntText(value=0, description="warmup steps", style=WIDE, layout=field())
-        self.total = W.IntText(value=total_steps, description="total steps", style=WIDE, layout=field())
+        self.warmup = CountBox(value=0, description="warmup steps", style=WIDE, layout=field())
+        self.total = CountBox(value=total_steps, description="total steps", style=WIDE, layout=field())
         self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=field())
         self.preview = W.HTML()
         self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
@@ -91,7 +104,7 @@ class BuilderForm:
     def get_schedule(self) -> Schedule:
         """The learning-rate schedule the form describes (kind, warmup, total steps, minimum ratio)."""
         return Schedule(
-            self.sched_kind.value, int(self.warmup.value), int(self.total.value), float(self.min_ratio.value)
+            self.sched_kind.value, whole(self.warmup.value), whole(self.total.value), float(self.min_ratio.value)
         )
 
     def show(self, errors: list[str], body: dict[str, Any] | None, notice: str = "") -> None:

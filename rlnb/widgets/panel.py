@@ -18,7 +18,7 @@ from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
 from rlnb.widgets import fit, run_thread, turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
-from rlnb.widgets.controls import INVALID, close_tree
+from rlnb.widgets.controls import INVALID, CountBox, close_tree, whole
 from rlnb.widgets.describe import ScheduleNote
 from rlnb.widgets.focus_back import FocusBack
 from rlnb.widgets.status_line import StatusLine
@@ -83,7 +83,7 @@ class RunPanel:
         self._logs = step_fn is not None  # the default step logs its own figures (rl_step logs the RL metrics)
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")
         self.run_button = W.Button(description="Run N", icon="play")
-        self.n = W.IntText(
+        self.n = CountBox(
             value=n_steps, description="N", style={"description_width": "16px"}, layout=W.Layout(width="110px")
         )
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="danger", disabled=True)
@@ -130,7 +130,7 @@ class RunPanel:
         """The button the keyboard's focus goes back to when the run ends: the one clicked to start it, if any."""
         self._closed = False
         self.step_button.on_click(lambda b: self._clicked(b, 1))
-        self.run_button.on_click(lambda b: self._clicked(b, int(self.n.value)))
+        self.run_button.on_click(lambda b: self._clicked(b, whole(self.n.value)))
         self.stop_clicked = False
         """Whether a click on Stop ended the run: the person is at the panel, the kernel gives the focus back."""
         self.stopped_by: RunPanel | None = None
@@ -266,13 +266,14 @@ class RunPanel:
         self._note.show(*sent_schedule(self), step=self._step if step is None else step)
 
     def _n_changed(self, _change: Any) -> None:
-        problem = n_problem(self.n.value)
+        problem = n_problem(whole(self.n.value))
         (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
         self._sync_buttons()  # before the line: it said "ready" while Run was still disabled
-        if problem is not None:
+        self.line.n_problem = "" if problem is None else str(problem)
+        if problem is not None and not self.running:
             self.line.show(html.escape(str(problem), quote=False), error=True)
-        elif not self.running:
-            self._show_ready()
+        else:  # during a run, after the run's line, which it replaced
+            self.line.show_run() if self.running else self._show_ready()
 
     def _show_ready(self) -> None:
         self.line.ready(self.session, self._step, turns.taken(self))
@@ -282,7 +283,7 @@ class RunPanel:
         waits = None if busy else turns.taken(self)
         off = busy or finding or waits is not None or not self.builder.valid or self.session.closed
         self.step_button.disabled = off
-        self.run_button.disabled = off or n_problem(self.n.value) is not None
+        self.run_button.disabled = off or n_problem(whole(self.n.value)) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
         if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it was lost
             self._show_ready()

@@ -71,7 +71,7 @@ def _end(panel: Any, said: str, error: bool) -> None:
             if failed is not None:
                 panel.error = panel.error if error else failed
                 said, error = f"{said} · then its buttons failed: {failure_text(failed)}", True
-            panel.line.show(said, error=error)
+            panel.line.show(said + panel.line.n_said(), error=error)  # Run off after it: why (the N field)
 
 
 def buttons_back(panel: Any) -> Exception | None:

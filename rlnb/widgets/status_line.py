@@ -25,6 +25,8 @@ class StatusLine:
         self.widget.add_class(TEXT)  # a 200-character path in an error was cut at the panel's edge
         self.run = ""  # the run's own line, without ``held``
         self.held = ""  # why the form's edit is not what the run sends, said after the run's line
+        self.n_problem = ""  # why Run N is off (the N field), said after a run's line and how it ended: it replaced
+        # the run's progress until the next step, and after the run Run stayed off with no reason in the line
         self.waits: str | None = None
 
     def show(self, text: str, error: bool = False) -> None:
@@ -36,7 +38,13 @@ class StatusLine:
         """The run's line (``line``, else the last one), and after it ``held`` if any."""
         self.run = self.run if line is None else line
         held = f" · <span style='color:{ORANGE}'>⚠ {html.escape(self.held, quote=False)}</span>" if self.held else ""
-        self.show(self.run + held)
+        self.show(self.run + held + self.n_said())
+
+    def n_said(self) -> str:
+        """``n_problem`` as said after a run's line (HTML), or ""."""
+        return (
+            f" · <span style='color:{RED}'>{html.escape(self.n_problem, quote=False)}</span>" if self.n_problem else ""
+        )
 
     def refused(self, problem: BaseException, waits: str | None) -> None:
         """A start refused for ``problem``; ``waits``: the turn it waits for (another panel's run or Find LR, or its

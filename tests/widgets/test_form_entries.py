@@ -1,0 +1,79 @@
+"""The builder's form as a person edits it field by field: what it shows is what the form holds now, or nothing."""
+
+import time
+
+import pytest
+
+from rlnb.widgets import OptimizerBuilder
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [("total", 0), ("warmup", 200), ("min_ratio", float("nan")), ("rate", float("nan")), ("beta1", 1.5)],
+)
+def test_an_invalid_form_shows_no_schedule_plot_of_the_config_before(field, bad):
+    """Total steps 0 (on the way to 20), a NaN rate or an out-of-range beta: the form said ✗, but its schedule plot
+    kept the last valid schedule and rate, a curve the form no longer held, beside the message naming the field."""
+    b = OptimizerBuilder(expanded=True)
+    b.sched_kind.value = "cosine"
+    assert b.valid and b.schedule_plot.layout.display is None and b.schedule_plot.value[:4] == b"\x89PNG"
+    controls = {"total": b.total, "warmup": b.warmup, "min_ratio": b.min_ratio, "beta1": b.adam["beta1"]}
+    (controls.get(field) or b.adam["learning_rate"]).value = bad
+    assert not b.valid and b.schedule_plot.layout.display == "none"
+    b.apply_preset("Learns in 40 steps")
+    b.total.value, b.warmup.value, b.min_ratio.value = 100, 0, 0.1
+    assert b.valid and b.schedule_plot.layout.display is None  # shown again, with the form's schedule
+
+
+@pytest.mark.slow  # a range test of real steps on the tiny model
+def test_find_lr_on_a_builder_alone_has_a_stop_while_it_runs():
+    """A builder shown on its own (no RunPanel): once Find LR was clicked, nothing in its widgets could end the range
+    test (Find LR disabled, no Stop) until its last step, minutes on a larger model."""
+    b = OptimizerBuilder(expanded=True)
+    finder = b.lr_finder
+    finder.options["steps"] = 400
+    assert finder.stop_button.layout.display == "none"
+    finder.button.click()
+    deadline = time.monotonic() + 120
+    while "running … 1/400" not in finder.status.value:  # a step done
+        assert time.monotonic() < deadline and finder.running, finder.status.value
+        time.sleep(0.02)
+    assert finder.button.disabled and finder.stop_button.layout.display is None and not finder.stop_button.disabled
+    finder.stop_button.click()
+    assert finder.join(120) and finder.error is None and not finder.running
+    assert "ended early: stopped after" in finder.status.value and finder.stop_button.layout.display == "none"
+    assert not finder.button.disabled
+
+
+@pytest.mark.slow  # real steps, each waiting for the test's word
+def test_n_made_invalid_mid_run_is_said_after_the_runs_line_and_after_its_end():
+    """N set to 0 during a run (on the way to 50): its error replaced the run's progress line until the next step (a
+    first step can take minutes), and after the run Run N stayed off while the line said only ``step 3 · 3 done``."""
+    import rlnb
+    from rlnb.widgets import RunPanel
+    from tests.widgets.test_mid_run import Gate, text
+
+    session = rlnb.connect("local", model="tiny", optimizer="adam", record=False, device="cpu")
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05)
+    try:
+        assert panel.start(3)
+        gate.called(1)
+        panel.n.value = 0
+        n_said = "N must be an integer in [1, 1000003]"
+        said = text(panel.status)
+        assert said.startswith("running: 0/3 done … · " + n_said) and said.endswith("got 0"), said
+        for k in (2, 3):
+            gate.release()
+            gate.called(k)
+        assert text(panel.status).startswith("step 2 · 2/3 done · " + n_said)
+        gate.release()
+        assert panel.join(60) and panel.error is None
+        assert text(panel.status).startswith("step 3 · 3 done · " + n_said) and panel.run_button.disabled
+        panel.n.value = 5
+        assert text(panel.status) == "step 3 · ready" and not panel.run_button.disabled
+    finally:
+        for _ in range(3):
+            gate.release()
+        panel.close()
+        session.close()
