@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.widgets.test_browser import ARGS, ARTIFACTS, CHROMIUM
+from tests.support.browser import ARGS, ARTIFACTS, CHROMIUM
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,13 @@ Chromium through Voila: the count the kernel uses is the one the box shows, or i
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 
-from tests.widgets.test_browser import CHROMIUM, HERE, voila
+from tests.support.browser import CHROMIUM, voila
+
+HERE = Path(__file__).parent
 
 pytestmark = [
     pytest.mark.slow,  # a browser, a Voila server and its kernel

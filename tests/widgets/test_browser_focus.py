@@ -6,11 +6,14 @@ panel's Stop leaves it at that panel.
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 from rlnb.widgets.focus_back import REPLAY_S, SCRIPT
-from tests.widgets.test_browser import CHROMIUM, HERE, voila
+from tests.support.browser import CHROMIUM, voila
+
+HERE = Path(__file__).parent
 
 pytestmark = [
     pytest.mark.slow,  # a browser, a Voila server and its kernel

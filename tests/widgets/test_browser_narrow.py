@@ -6,10 +6,13 @@ Screenshots go to tests/artifacts/.
 """
 
 import os
+from pathlib import Path
 
 import pytest
 
-from tests.widgets.test_browser import ARTIFACTS, CHROMIUM, HERE, check_laptop_run, voila
+from tests.support.browser import ARTIFACTS, CHROMIUM, check_laptop_run, voila
+
+HERE = Path(__file__).parent
 
 pytestmark = [
     pytest.mark.slow,  # a browser, a Voila server and its kernel
