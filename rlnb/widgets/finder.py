@@ -6,18 +6,20 @@
 builder on its own: ``lr_find``'s default, the digits task), which its status line names; errors show in the status
 line and in ``.error``. Its suggestion (Muon: with the AdamW rate at the config's ratio) shows beside the plot
 and changes nothing until **Apply** is clicked (``rlnb.widgets.suggestion``). While the builder is invalid, Find LR is
-disabled and says why.
+disabled and says why. Made by a cell run again, it stops the range test of the builder alone its earlier run made.
 """
 
 from __future__ import annotations
 
 import html
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
+from rlnb.viz.cells import cell_run, same_cell_before
 from rlnb.viz.draw import png
 from rlnb.widgets.controls import IN_ROW
 from rlnb.widgets.find_prompts import check_task_prompts
@@ -26,6 +28,10 @@ from rlnb.widgets.muon_units import RED, Form
 from rlnb.widgets.suggestion import Suggestion
 
 __all__ = ["RED", "Form", "LRFinderControls"]
+
+
+MADE: weakref.WeakSet[LRFinderControls] = weakref.WeakSet()
+"""Every Find LR made and not collected yet (one running is held by its thread): a cell run again finds its own."""
 
 
 class LRFinderControls(Suggestion):
@@ -72,6 +78,20 @@ class LRFinderControls(Suggestion):
         """The RunPanel whose Stop, clicked, ended this test from another panel: the person is at that one."""
         self.button.on_click(lambda _: self._clicked())
         self.apply_button.on_click(lambda _: self.apply())
+        self.cell = cell_run()
+        """The notebook cell run that made these controls (``rlnb.viz.cells``), or None."""
+        self._replace_earlier_run()
+
+    def _replace_earlier_run(self) -> None:
+        """Stop the range test of a builder alone made by an earlier run of this cell, saying so on this line: its
+        output cleared, with its Stop, it trained out of sight to its end. A builder a RunPanel holds has its Stop."""
+        for old in list(MADE):
+            if same_cell_before(old.cell, self.cell) and old.running and getattr(old.builder, "panel", None) is None:
+                old.stop()
+                said = "stopped the range test this cell's earlier run started: it ends after its step in progress"
+                self._said = html.escape(said)
+                self._say(self._said)
+        MADE.add(self)
 
     @property
     def running(self) -> bool:
