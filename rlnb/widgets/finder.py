@@ -4,30 +4,37 @@
 **Find LR** runs ``rlnb.sweep.lr_find`` on a background thread, on a copy of the RunPanel's session
 (else a fresh local session of ``model``), probing the panel's task or its own ``step_fn`` (``own_probe``; a
 builder on its own: ``lr_find``'s default, the digits task), which its status line names; errors show in the status
-line and in ``.error``. Its
-suggestion (Muon: with the AdamW rate at the config's ratio) shows beside the plot and changes nothing
-until **Apply** is clicked. While the builder is invalid, Find LR is disabled and says why.
+line and in ``.error``. Its suggestion (Muon: with the AdamW rate at the config's ratio) shows beside the plot
+and changes nothing until **Apply** is clicked (``rlnb.widgets.suggestion``). While the builder is invalid, Find LR is
+disabled and says why. Made by a cell run again, it stops the range test of the builder alone its earlier run made.
 """
 
 from __future__ import annotations
 
 import html
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as W
 
+from rlnb.viz.cells import cell_run, same_cell_before
 from rlnb.viz.draw import png
 from rlnb.widgets.controls import IN_ROW
 from rlnb.widgets.find_prompts import check_task_prompts
 from rlnb.widgets.focus_back import FocusBack, to_stopper
-from rlnb.widgets.muon_units import RED, Form, MuonUnits
+from rlnb.widgets.muon_units import RED, Form
+from rlnb.widgets.suggestion import Suggestion
 
 __all__ = ["RED", "Form", "LRFinderControls"]
 
 
-class LRFinderControls(MuonUnits):
+MADE: weakref.WeakSet[LRFinderControls] = weakref.WeakSet()
+"""Every Find LR made and not collected yet (one running is held by its thread): a cell run again finds its own."""
+
+
+class LRFinderControls(Suggestion):
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
     local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...; a RunPanel
     sets ``task`` to its own, else ``lr_find`` runs the digits task: the status line says which).
@@ -71,6 +78,20 @@ class LRFinderControls(MuonUnits):
         """The RunPanel whose Stop, clicked, ended this test from another panel: the person is at that one."""
         self.button.on_click(lambda _: self._clicked())
         self.apply_button.on_click(lambda _: self.apply())
+        self.cell = cell_run()
+        """The notebook cell run that made these controls (``rlnb.viz.cells``), or None."""
+        self._replace_earlier_run()
+
+    def _replace_earlier_run(self) -> None:
+        """Stop the range test of a builder alone made by an earlier run of this cell, saying so on this line: its
+        output cleared, with its Stop, it trained out of sight to its end. A builder a RunPanel holds has its Stop."""
+        for old in list(MADE):
+            if same_cell_before(old.cell, self.cell) and old.running and getattr(old.builder, "panel", None) is None:
+                old.stop()
+                said = "stopped the range test this cell's earlier run started: it ends after its step in progress"
+                self._said = html.escape(said)
+                self._say(self._said)
+        MADE.add(self)
 
     @property
     def running(self) -> bool:
@@ -165,51 +186,6 @@ class LRFinderControls(MuonUnits):
         if self.options.get("step_fn") is not None:
             return "your step_fn"
         return f"the {getattr(self.options.get('task') or digits_task(), 'name', '?')} task"
-
-    @staticmethod
-    def describe(result: Any, probe: str = "") -> str:
-        """What the status line says about a range test (of ``probe``, named when given)."""
-        if result.suggestion is None:
-            return result.reason + (f" ({probe})" if probe else "")
-        rates = f"lr {result.suggestion:g}"
-        if result.adam_ratio is not None:
-            rates += f" (AdamW {result.params.adam.learning_rate:g})"
-        rates += f" on {probe}" if probe else ""
-        why, *more = result.reason.split("; ")
-        ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
-        # measured (bench/bench_lessons.py): held for 40 steps, the suggestion learned on none of seeds 0-9
-        return f"suggested {rates} — {why}{ended}; the upper edge of the useful range: sweep below it. Apply sets it"
-
-    def apply(self) -> None:
-        """Put the last suggestion in the form (Muon: both rates). A Muon rate found in other units than the
-        form's now (the units were switched since) is converted to them: as found, it would be another step
-        size. The status line says what was set, and on which tab when it is not the one shown."""
-        from rlnb.sweep import convert_muon_lr
-        from rlnb.sweep.lr_curve import significant
-
-        params = self.result.params if self.result is not None else None
-        if params is None:
-            return
-        lr, found, units = params.learning_rate, self.result.muon_scaling, self.scaling.value
-        said = ""
-        if self.result.optimizer == "muon" and found is not None and found != units:
-            if self.shapes is None:
-                self._say(f"<span style='color:{RED}'>✗ not applied: the suggestion is in {found} units and the "
-                          f"form's are {units} — {html.escape(self.scaling.tooltip)}</span>")  # fmt: skip
-                return
-            lr = significant(convert_muon_lr(lr, found, units, self.shapes))
-            said = f" in {units} units (found as {params.learning_rate:g} in {found} units)"
-        if self.result.optimizer == "adam":
-            self.builder.adam["learning_rate"].value = lr
-        else:
-            self.builder.muon["learning_rate"].value = lr
-            self.builder.muon_adam["learning_rate"].value = params.adam.learning_rate
-            said += f" (AdamW {params.adam.learning_rate:g})"
-        if self.result.optimizer != self.builder.kind:
-            said += f" on the {self.result.optimizer.capitalize()} tab, the optimizer of the test, not the one shown"
-        self.apply_button.disabled = True
-        self._said = html.escape(f"applied lr {lr:g}{said}")
-        self._say(self._said)
 
     def start(self) -> None:
         """Run on a background thread (the button); errors show in the status line and in ``.error``."""

@@ -1,7 +1,8 @@
-"""How a RunPanel fits a narrow column: JupyterLab at 125% zoom on a 1366×768 laptop, its file browser open, gives a
-cell's output 661 px, and a split screen or a phone less. Its button row wraps instead of cutting its buttons' labels,
-and its live view's plots share a row, scaled alike, down to ``SHRINK`` of their size before they stack: at 661 px the
-reward and gradient-norm plots (320 + 432 px) stacked, and the panel was 725 px tall, 848 px during a run."""
+"""A RunPanel's layout, and how it fits a narrow column: JupyterLab at 125% zoom on a 1366×768 laptop, its file
+browser open, gives a cell's output 661 px, and a split screen or a phone less. Its button row wraps instead of
+cutting its buttons' labels, and its live view's plots share a row, scaled alike, down to ``SHRINK`` of their size
+before they stack: at 661 px the reward and gradient-norm plots (320 + 432 px) stacked, and the panel was 725 px tall,
+848 px during a run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ from rlnb.widgets.controls import IN_ROW
 
 SHRINK = 0.85
 """The smallest scale at which the live view's plots share a row (their text stays readable); narrower, they stack."""
+
+
+def panel_widget(panel: Any) -> W.VBox:
+    """A RunPanel's widget, top down: its buttons and progress, its status and schedule lines, its warning, the
+    builder, the live view (its plots sharing a row) and the hidden output that gives the focus back."""
+    row = button_row([panel.step_button, panel.run_button, panel.n, panel.stop_button, panel.progress])
+    lines = W.HBox([panel.status, panel.schedule_line], layout=W.Layout(flex_flow="row wrap", grid_gap="0 24px"))
+    widget = W.VBox([row, lines, panel.warning, panel.builder.widget, panel.live.widget, panel.focus_back.widget])
+    widget.add_class("rlnb-run-panel")
+    plots_share_a_row(panel.live.plots)
+    return widget
 
 
 def button_row(children: Sequence[W.Widget]) -> W.HBox:

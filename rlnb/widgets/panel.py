@@ -106,18 +106,7 @@ class RunPanel:
             loss=not default,  # the GRPO loss is ≈0 by construction: watch the reward
             learning_rate=not default,  # the schedule preview above and the table show it
         )
-        self.widget = W.VBox(
-            [
-                fit.button_row([self.step_button, self.run_button, self.n, self.stop_button, self.progress]),
-                W.HBox([self.status, self.schedule_line], layout=W.Layout(flex_flow="row wrap", grid_gap="0 24px")),
-                self.warning,
-                self.builder.widget,
-                self.live.widget,
-                self.focus_back.widget,
-            ]
-        )
-        self.widget.add_class("rlnb-run-panel")
-        fit.plots_share_a_row(self.live.plots)
+        self.widget = fit.panel_widget(self)
         self.error: BaseException | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()

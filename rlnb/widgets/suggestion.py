@@ -1,0 +1,64 @@
+"""What a range test found, said and set: the status line's words for an ``LRFind`` and **Apply**, which puts its
+suggestion in the form (``rlnb.widgets.finder.LRFinderControls`` is the range test that finds it).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import ipywidgets as W
+
+from rlnb.widgets.muon_units import RED, MuonUnits
+
+
+class Suggestion(MuonUnits):
+    """The last range test's ``result`` (an ``LRFind``), its words (``describe``) and ``apply`` (the Apply button)."""
+
+    result: Any
+    apply_button: W.Button
+
+    @staticmethod
+    def describe(result: Any, probe: str = "") -> str:
+        """What the status line says about a range test (of ``probe``, named when given)."""
+        if result.suggestion is None:
+            return result.reason + (f" ({probe})" if probe else "")
+        rates = f"lr {result.suggestion:g}"
+        if result.adam_ratio is not None:
+            rates += f" (AdamW {result.params.adam.learning_rate:g})"
+        rates += f" on {probe}" if probe else ""
+        why, *more = result.reason.split("; ")
+        ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
+        # measured (bench/bench_lessons.py): held for 40 steps, the suggestion learned on none of seeds 0-9
+        return f"suggested {rates} — {why}{ended}; the upper edge of the useful range: sweep below it. Apply sets it"
+
+    def apply(self) -> None:
+        """Put the last suggestion in the form (Muon: both rates). A Muon rate found in other units than the
+        form's now (the units were switched since) is converted to them: as found, it would be another step
+        size. The status line says what was set, and on which tab when it is not the one shown."""
+        from rlnb.sweep import convert_muon_lr
+        from rlnb.sweep.lr_curve import significant
+
+        params = self.result.params if self.result is not None else None
+        if params is None:
+            return
+        lr, found, units = params.learning_rate, self.result.muon_scaling, self.scaling.value
+        said = ""
+        if self.result.optimizer == "muon" and found is not None and found != units:
+            if self.shapes is None:
+                self._say(f"<span style='color:{RED}'>✗ not applied: the suggestion is in {found} units and the "
+                          f"form's are {units} — {html.escape(self.scaling.tooltip)}</span>")  # fmt: skip
+                return
+            lr = significant(convert_muon_lr(lr, found, units, self.shapes))
+            said = f" in {units} units (found as {params.learning_rate:g} in {found} units)"
+        if self.result.optimizer == "adam":
+            self.builder.adam["learning_rate"].value = lr
+        else:
+            self.builder.muon["learning_rate"].value = lr
+            self.builder.muon_adam["learning_rate"].value = params.adam.learning_rate
+            said += f" (AdamW {params.adam.learning_rate:g})"
+        if self.result.optimizer != self.builder.kind:
+            said += f" on the {self.result.optimizer.capitalize()} tab, the optimizer of the test, not the one shown"
+        self.apply_button.disabled = True
+        self._said = html.escape(f"applied lr {lr:g}{said}")
+        self._say(self._said)
