@@ -48,7 +48,8 @@ bound leaves room for checks to come, not for those costs to return."""
 MUON_BOUND = 238
 """The same for a Muon session's step with its one ``MuonParams``: 322 while its check, body and recorded params were
 made afresh each step (``StepParams`` kept them for ``AdamParams`` only) and the worker resolved its body each time,
-272 after, 269 with the engine's own AdamW step; 270 later, 230 after the cuts ``BOUND`` tells of, 234 with ``jsontext.row_line``."""
+272 after, 269 with the engine's own AdamW step; 270 later, 230 after the cuts ``BOUND`` tells of, 234 with
+``jsontext.row_line``."""
 
 
 def _counted_session(tmp_path, count, optimizer="adam"):
