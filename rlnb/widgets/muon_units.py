@@ -1,6 +1,7 @@
 """Muon's lr units beside Find LR: the "original" ↔ "match_adam" dropdown, which converts the form's Muon rate
 for the model's matrix shapes; on a session the units are the session's (fixed when it was created) and the
-shapes its own model's. ``rlnb.widgets.finder.LRFinderControls`` is these controls plus the range test.
+shapes its own model's. ``rlnb.widgets.suggestion.Suggestion`` adds a range test's words and Apply to these
+controls, and ``rlnb.widgets.finder.LRFinderControls`` the range test itself.
 """
 
 from __future__ import annotations
