@@ -28,7 +28,7 @@ def plain_fields(model: Any, data: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in data.items():
         if value is not None:
             value = plain(value)
-            out[name] = 0.0 if value == 0 and isinstance(value, float) and name in zeros else value
+            out[name] = 0.0 if isinstance(value, float) and value == 0 and name in zeros else value
     return out
 
 
