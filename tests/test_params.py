@@ -162,6 +162,31 @@ def test_unset_fields_are_omitted_and_zero_is_kept():
     assert rlnb.MuonParams(learning_rate=0.01).request_body() == {"muon_params": {"learning_rate": 0.01}}
 
 
+def _signs(body):
+    """Each float of ``body`` (nested dicts walked) with its sign: ``0.0`` and ``-0.0`` compare equal."""
+    return {k: _signs(v) if isinstance(v, dict) else (v, math.copysign(1, v)) for k, v in body.items()}
+
+
+def test_a_negative_zero_is_zero_where_zero_is_allowed_in_bodies_and_recorded_params():
+    """``AdamParams(weight_decay=-0.0)`` sent ``"weight_decay": -0.0``: a sign that means nothing in a field whose
+    range starts at 0. It is 0.0 there, built, assigned, nested or read back; a field > 0 keeps -0.0 to refuse it."""
+    np, torch = pytest.importorskip("numpy"), pytest.importorskip("torch")
+    zero = (0.0, 1.0)
+    p = rlnb.AdamParams(beta1=-0.0, weight_decay=np.float64(-0.0), grad_clip_norm=torch.tensor(-0.0))
+    p.beta2 = -0.0
+    assert _signs(p.request_body()["adam_params"]) == dict.fromkeys(
+        ("beta1", "beta2", "weight_decay", "grad_clip_norm"), zero
+    )
+    assert _signs(p.model_dump(exclude_unset=True)) == _signs(p.request_body()["adam_params"])
+    assert math.copysign(1, p.resolved().weight_decay) == 1.0
+    m = rlnb.MuonParams(momentum=-0.0, weight_decay=-0.0, adam={"beta1": -0.0})
+    assert _signs(m.request_body()["muon_params"]) == {"momentum": zero, "weight_decay": zero, "adam": {"beta1": zero}}
+    back = rlnb.AdamParams.from_dict({"adam_params": {"weight_decay": -0.0}})
+    assert _signs(back.request_body()["adam_params"]) == {"weight_decay": zero}
+    with pytest.raises(rlnb.InvalidParams, match=r"learning_rate = -0.0 is invalid: must be a finite number, > 0"):
+        rlnb.AdamParams(learning_rate=-0.0)
+
+
 @pytest.mark.parametrize(
     "p",
     [

@@ -25,6 +25,7 @@ from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
 from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire.inputs import not_int64
 from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX
 
@@ -175,9 +176,10 @@ def _int64_tensor(data: list[float], where: str) -> Tensor:
         ids = list(map(int, data)) if floats or not only(data, int) else data  # NaN and inf raise
     except (OverflowError, ValueError):
         ids = None
-    # a fraction (int() dropped it), NaN, inf, or out of range; the error made only then (a call a step)
+    # a fraction (int() dropped it), NaN, inf, or out of range; the error made only then (a call a step), naming the
+    # value as the wire's 400 names it (``wire.not_int64``)
     if ids is None or (ids is not data and ids != data) or (ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX)):
-        raise OperationError(Code.INVALID_INPUT, f"{where}: int64 data must be integers in int64 range")
+        raise OperationError(Code.INVALID_INPUT, f"{where}: {not_int64(data)}")
     return torch.tensor(ids, dtype=torch.int64)
 
 

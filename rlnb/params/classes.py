@@ -16,7 +16,7 @@ from rlnb import wire
 from rlnb._scalars import scalar
 from rlnb.errors import InvalidParams
 
-from .fields import invalid, plain, refuse_arrays, unwrapped
+from .fields import invalid, plain_fields, refuse_arrays, unwrapped
 from .hyperparams import (
     AdamHyperparams,
     MuonHyperparams,
@@ -34,7 +34,7 @@ class _Params:
 
     def __init__(self, **data: Any) -> None:
         """``None`` is unset, as on the wire: left out of the fields set, so no body carries it as null."""
-        data = {k: plain(v) for k, v in data.items() if v is not None}
+        data = plain_fields(type(self), data)
         refuse_arrays(type(self), data)
         try:
             super().__init__(**data)
@@ -47,11 +47,12 @@ class _Params:
         (pydantic's own check said "Input should be a valid integer" of ``np.int64(5)``)."""
         if name == "adam" and not isinstance(value, AdamParams) and isinstance(value, dict | wire.AdamParams):
             value = MuonParams(adam=value).adam
-        refuse_arrays(type(self), {name: plain(value)})
+        given = plain_fields(type(self), {name: value}).get(name)
+        refuse_arrays(type(self), {name: given})
         fields_set, before = cast(wire._Model, self).model_fields_set, getattr(self, name, None)
         was_set = name in fields_set
         try:
-            super().__setattr__(name, plain(value))
+            super().__setattr__(name, given)
         except ValidationError as exc:
             raise invalid(type(self), exc) from None
         if value is None:  # unset again: omitted from the body, not sent as null

@@ -5,15 +5,42 @@ torch's) taken as the Python numbers they hold.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from annotated_types import Ge
 from pydantic import ValidationError
 
 from rlnb import wire
 from rlnb._options import is_integer
 from rlnb._scalars import scalar
 from rlnb.errors import InvalidParams
+from rlnb.wire.rules import bounds
+
+
+def plain_fields(model: Any, data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data``'s values ``plain``, ``None`` left out (unset, as on the wire), and -0.0 as 0.0 in a field whose range
+    starts at 0 (``signless_zero``): ``weight_decay=-0.0`` was sent as ``"weight_decay": -0.0`` and recorded so, a
+    sign that means nothing there. A field that must be > 0 keeps -0.0, for its refusal to show what was given."""
+    out = {}
+    zeros = signless_zero(model)
+    for name, value in data.items():
+        if value is not None:
+            value = plain(value)
+            out[name] = 0.0 if isinstance(value, float) and value == 0 and name in zeros else value
+    return out
+
+
+@functools.cache
+def signless_zero(model: Any) -> frozenset[str]:
+    """``model``'s fields whose range starts at 0 inclusive (``>= 0``: ``beta1``, ``weight_decay``...), from the
+    wire's own bounds: where 0 is taken, -0.0 is the same number."""
+    return frozenset(name for name, field in model.model_fields.items() if _from_zero(bounds(field)[0]))
+
+
+def _from_zero(low: Any) -> bool:
+    return isinstance(low, Ge) and low.ge == 0
 
 
 def plain(value: Any) -> Any:

@@ -37,6 +37,7 @@ __all__ = [
     "Int64",
     "LogProb",
     "NON_FINITE_JSON",
+    "NUMBER_ONLY",
     "StrictBool",
     "StrictFloat",
     "StrictInt",
@@ -194,6 +195,26 @@ log-prob -inf, which JSON has no number for: it is sent as the string ``"-Infini
 ``"Infinity"``, ``"NaN"`` likewise) and read back as ``float("-inf")``, the value the in-process engine gives.
 Plain floats were answered as a 500 ("Out of range float values are not JSON compliant") on every GET."""
 
+
+class _NumberOnly:
+    """``NUMBER_ONLY``'s schema: the field's own (its bounds in C), after an ``isinstance`` check done in C too, so a
+    model built on a hot path makes no Python call more; JSON (whose numbers are ints and floats) skips the check."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        own = handler(source)
+        number = core_schema.custom_error_schema(
+            core_schema.is_instance_schema((int, float)), custom_error_type="float_type"
+        )
+        return core_schema.json_or_python_schema(json_schema=own, python_schema=core_schema.chain_schema([number, own]))
+
+
+NUMBER_ONLY: Final = _NumberOnly()
+"""Marks a scalar float field (last in its ``Annotated``, after its bounds, which stay in C there) as taking a Python
+``int`` or ``float`` only (a subclass too: ``np.float64``; a bool is refused by ``Strict``): pydantic's strict float
+took any object with ``__float__``, so ``GrpoLossParams(beta=torch.tensor([0.1]))`` was ``beta=0.10000000149011612``.
+A tensor of any shape (a 0-d one too), a numpy ``float32`` or integer, a ``Decimal`` is no JSON number: refused
+(``float_type``) in a wire model built by hand; rlnb's own entry points (``rlnb.AdamParams``, ``loss_params=``, the
+sampling arguments, ``lora=``) take a numpy or 0-d torch scalar as the number it holds before building one."""
 
 StrictInt = Annotated[int, Strict()]
 """An integer: no bool, no string, no float (the schema says ``integer``)."""

@@ -13,10 +13,33 @@ from typing import Annotated, Any, Literal, TypeAlias, get_args
 
 from pydantic import ValidatorFunctionWrapHandler, WrapValidator, field_serializer, model_validator
 
-from rlnb.wire.base import StrictFloat, StrictInt, _finite_list, _Model
+from rlnb.wire.base import StrictFloat, StrictInt, _finite_list, _Model, shown
 from rlnb.wire.lists import Int64List, only
 
-__all__ = ["EncodedText", "ModelInput", "ModelInputChunk", "Sample", "TensorDType", "TensorData"]
+__all__ = ["EncodedText", "ModelInput", "ModelInputChunk", "Sample", "TensorDType", "TensorData", "not_int64"]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64_ids(data: list[Any]) -> list[int] | None:
+    """``data`` as ints when every element is a whole number in int64's range, else None: C passes (``int``, ``==``,
+    ``min``, ``max``), no Python call inside."""
+    try:
+        ids = list(map(int, data))  # NaN, inf and text raise; a fraction is cut, so the lists differ
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return ids if ids == data and (not ids or (min(ids) >= INT64_MIN and max(ids) <= INT64_MAX)) else None
+
+
+def not_int64(data: list[Any]) -> str | None:
+    """The first element of int64 ``data`` that int64 cannot hold, in words (``data[1] is 2.5, but dtype int64 holds
+    integers in int64's range only``), None when there is none: the one wording of the wire's 400 and the engine's
+    ``INVALID_INPUT``, each naming the value as a fractional ``D_TYPE_INT64`` gradient's 400 does. Asked only once the
+    fast check failed."""
+    for i, v in enumerate(data):
+        if _int64_ids([v]) is None:
+            return f"data[{i}] is {shown(v)}, but dtype int64 holds integers in int64's range only"
+    return None
 
 
 def _plain_floats(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -63,6 +86,13 @@ class TensorData(_Model):
     def _check(self) -> TensorData:
         if not math.isfinite(sum(self.data)):  # one NaN or inf makes the sum one (so may big finite values): search
             _finite_list(self.data)
+        if self.dtype == "int64":  # 2.5 was taken here, then failed the operation naming no value; inline: a call less
+            try:
+                ids: list[int] | None = list(map(int, self.data))
+            except (OverflowError, TypeError, ValueError):
+                ids = None
+            if ids != self.data or (ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX)):
+                raise ValueError(not_int64(self.data))
         problem = self.layout_problem()
         if problem is not None:
             raise ValueError(problem)

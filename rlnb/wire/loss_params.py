@@ -7,7 +7,7 @@ from typing import Annotated, Literal, TypeAlias, get_args
 
 from pydantic import Field, Strict
 
-from rlnb.wire.base import StrictBool, _Model
+from rlnb.wire.base import NUMBER_ONLY, StrictBool, _Model
 
 LossType: TypeAlias = Literal[
     "LOSS_TYPE_UNSPECIFIED",
@@ -39,16 +39,16 @@ GRPO_PARAM_NAMES: dict[str, dict[str, str]] = {
 """The short names ``loss_params`` takes for GRPO's enum params, by the names docs/losses.md gives (any case:
 ``"TOKEN_MEAN"``, ``"token_mean"``), as ``weights_sync`` takes ``"pipeline"``; the wire values are taken too."""
 
-ClipLow = Annotated[float, Strict(), Field(le=1, allow_inf_nan=False)]
+ClipLow = Annotated[float, Strict(), Field(le=1, allow_inf_nan=False), NUMBER_ONLY]
 """An absolute lower bound on the importance ratio (<= 1)."""
-ClipHigh = Annotated[float, Strict(), Field(ge=1, allow_inf_nan=False)]
+ClipHigh = Annotated[float, Strict(), Field(ge=1, allow_inf_nan=False), NUMBER_ONLY]
 """An absolute upper bound on the importance ratio (>= 1)."""
 FLOAT32_MAX = 3.4028234663852886e38
 """The largest float32: a loss computes in float32, where a larger number is inf."""
-Penalty = Annotated[float, Strict(), Field(ge=0, le=FLOAT32_MAX, allow_inf_nan=False)]
+Penalty = Annotated[float, Strict(), Field(ge=0, le=FLOAT32_MAX, allow_inf_nan=False), NUMBER_ONLY]
 """A penalty weight, at most ``FLOAT32_MAX``: past it the loss's float32 product is inf, and inf·0 NaN even where
 the penalised term is 0 (a masked token): the loss was NaN whatever the samples, naming nothing."""
-Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]
+Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False), NUMBER_ONLY]
 """Loss params are strict numbers: a string or a bool is refused, an integer is taken as a float."""
 
 

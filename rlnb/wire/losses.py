@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from rlnb._scalars import scalar
 from rlnb.wire.base import _Model
 from rlnb.wire.loss_params import (
     GRPO_PARAM_NAMES,
@@ -214,9 +215,11 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
 
 
 def _wire_names(params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with GRPO's enum params given by a short name (``"TOKEN_MEAN"``) as their wire value; another value
-    is a ``ValueError`` listing the names (pydantic's was several lines of the wire values)."""
-    out = dict(params)
+    """``params`` with a numpy or 0-d torch scalar as the number it holds (the wire's numbers take Python ones only,
+    ``NUMBER_ONLY``; ``rlnb.AdamParams`` takes them so too), and GRPO's enum params given by a short name
+    (``"TOKEN_MEAN"``) as their wire value; another value is a ``ValueError`` listing the names (pydantic's was several
+    lines of the wire values)."""
+    out = dict(zip(params, map(scalar, params.values()), strict=True))
     for param, names in GRPO_PARAM_NAMES.items():
         value = out.get(param)
         if value is not None and value not in get_args(get_args(GrpoLossParams.model_fields[param].annotation)[0]):

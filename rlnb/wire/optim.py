@@ -8,7 +8,7 @@ from typing import Annotated, Final, Literal, TypeAlias, get_args
 
 from pydantic import Field, Strict
 
-from rlnb.wire.base import Int64, _Model, _Request
+from rlnb.wire.base import NUMBER_ONLY, Int64, _Model, _Request
 
 __all__ = [
     "MUON_SCALING",
@@ -54,10 +54,10 @@ MUON_SCALING: Final[dict[str, MuonScalingStrategy]] = {
 }
 """Short names of the Muon scaling strategies (``LocalBackend(muon_scaling=...)`` takes them)."""
 
-LearningRate = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
-UnitInterval = Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False)]
-Positive = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]
-NonNegative = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+LearningRate = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False), NUMBER_ONLY]
+UnitInterval = Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False), NUMBER_ONLY]
+Positive = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False), NUMBER_ONLY]
+NonNegative = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False), NUMBER_ONLY]
 """Optimizer params are strict numbers (an int is taken as a float; a bool or a string is refused)."""
 NewtonSchulzSteps = Annotated[int, Strict(), Field(ge=1, le=20)]
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import Field, Strict
 
 from rlnb.wire.base import (
     INT32_MAX,
+    NUMBER_ONLY,
     Int64,
     Newer,
     StrictBool,
-    StrictFloat,
     StrictInt,
     _Model,
     _Request,
@@ -54,8 +54,8 @@ class SamplingParams(_Model):
     ``seed`` are the API's plain (int32) ones: a larger one was sent, for a server to refuse or wrap."""
 
     max_tokens: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
-    temperature: Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)] | None = None
-    top_p: Annotated[StrictFloat, Field(gt=0, le=1, allow_inf_nan=False)] | None = None
+    temperature: Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False), NUMBER_ONLY] | None = None
+    top_p: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False), NUMBER_ONLY] | None = None
     top_k: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
     """-1 = off (the API's word); 0 is off too (as vLLM takes it), and so is a k at or past the vocabulary."""
     stop: list[str] | None = None

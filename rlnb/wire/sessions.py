@@ -6,14 +6,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, Strict, ValidationError, field_validator, model_validator
 
+from rlnb._scalars import scalar
 from rlnb.wire.base import (
     INT32_MAX,
+    NUMBER_ONLY,
     Int64,
     Newer,
     StrictBool,
-    StrictFloat,
     StrictInt,
     _Model,
     _Request,
@@ -43,7 +44,7 @@ class LoraConfig(_Model):
     """int32 on the wire (a JSON number, unlike the int64 ``seed``)."""
     alpha: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     """int32 on the wire."""
-    dropout: Annotated[StrictFloat, Field(ge=0, lt=1)] | None = None
+    dropout: Annotated[float, Strict(), Field(ge=0, lt=1), NUMBER_ONLY] | None = None
     seed: Int64 | None = None
     """Seeds the adapter initialisation only: sessions of one resource share the base weights."""
     train_unembed: StrictBool | None = None
@@ -64,7 +65,7 @@ def lora_config(lora: object) -> LoraConfig | bool:
     if unknown:
         raise ValueError(f"lora has unknown keys {unknown}; allowed: {fields}")
     try:
-        return LoraConfig.model_validate(dict(lora))
+        return LoraConfig.model_validate({k: scalar(v) for k, v in lora.items()})  # np.float32 / 0-d tensor: numbers
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}, got {e['input']!r}" for e in exc.errors())
         raise ValueError(f"lora {problems}") from None

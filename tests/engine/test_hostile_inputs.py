@@ -176,15 +176,20 @@ def test_a_loss_input_that_breaks_the_wires_rules_fails_invalid_input_naming_it(
     assert all(p.grad is None for p in session.backend.trainer.parameters())
 
 
-@pytest.mark.parametrize("ids", [[1, 2**63], [1.0, 2.0**63], [1.0, float("nan")], [2, 10**400], [1, 2.5]])
-def test_target_ids_past_int64_or_not_whole_fail_invalid_input(session, ids):
+@pytest.mark.parametrize(
+    ("ids", "said"),
+    [([1, 2**63], f"data[1] is {2**63}"), ([1.0, 2.0**63], "data[1] is 9.223372036854776e+18"),
+     ([1.0, float("nan")], "data[1] is nan"), ([2, 10**400], "data[1] is 1000"), ([1, 2.5], "data[1] is 2.5")],
+)  # fmt: skip
+def test_target_ids_past_int64_or_not_whole_fail_invalid_input(session, ids, said):
     """NaN was ``INTERNAL_ERROR`` ("cannot convert float NaN to integer"); the rest guard the ids' check, now tensor
-    ops where it was a Python loop per id."""
+    ops where it was a Python loop per id. The first bad value is named (it was not: "int64 data must be integers")."""
     sample = samples.cross_entropy([1, 2, 3])
     sample.loss_fn_inputs["target_tokens"].data = ids
     err = on_engine(session, [sample]).error
     assert err is not None and err.code == wire.OperationErrorCode.INVALID_INPUT, err
-    assert "samples[0].loss_fn_inputs.target_tokens: int64 data must be integers in int64 range" in err.message
+    assert f"samples[0].loss_fn_inputs.target_tokens: {said}" in err.message  # the value named, as the wire's 400 does
+    assert "but dtype int64 holds integers in int64's range only" in err.message
 
 
 def test_ids_as_the_wire_holds_them_python_integers_or_numpy_numbers_read_the_same(session):

@@ -163,6 +163,23 @@ def test_an_int64_gradient_with_a_fraction_is_a_400_naming_it(c):
     assert env["status"] == wire.OperationStatus.COMPLETED, env
 
 
+@pytest.mark.parametrize(
+    ("ids", "said"), [([6, 2.5, 8], "data[1] is 2.5"), ([6, 7, 2**63], "data[2] is 9.223372036854776e+18")]
+)
+def test_int64_loss_inputs_that_are_no_int64_are_a_400_naming_the_value(c, ids, said):
+    """An int64 ``target_tokens`` holding 2.5 was taken (200), then the operation failed ``INVALID_INPUT`` naming no
+    value, where a fractional ``D_TYPE_INT64`` gradient is a 400 naming it: now a 400 naming the field and the value."""
+    _, sid = new_session(c)
+    sample = samples.cross_entropy([5, 6, 7, 8]).to_json_dict()
+    sample["loss_fn_inputs"]["target_tokens"]["data"] = ids
+    body = {"samples": [sample], "loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"}}
+    r = c.post(OPS.format(sid=sid) + "/forward-backward", json=body, headers={"Idempotency-Key": f"ids-{ids[-1]}"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"].startswith("samples.0.loss_fn_inputs.target_tokens"), err
+    assert f"{said}, but dtype int64 holds integers in int64's range only" in err["message"], err
+
+
 # -- lists, LoRA seeds, expiry --------------------------------------------------------------------
 
 

@@ -220,6 +220,8 @@ def weights_with(**fields: object) -> dict:
     return body
 
 
+TARGETS = "samples.0.loss_fn_inputs.target_tokens"
+"""Where a 400 names int64 ``target_tokens`` data that int64 cannot hold (1.5, 1e30)."""
 BAD_INPUT = {
     "misspelt optimizer field": ("optim-step", {"adam_params": {"learning_rat": 0.1}}, "adam_params.learning_rat"),
     "misspelt sampling field": ("sample", {**sample_body(1, 1, 2), "sampling_params": {"temperatur": 1.0}},
@@ -236,10 +238,10 @@ BAD_INPUT = {
     "token 1e30": ("forward-backward", fb([1, 1e30, 3]), "samples.0.model_input.chunks.0.encoded_text.tokens.1"),
     "sampled token 2^63-1": ("sample", {**sample_body(1, 1, 2), "model_inputs": [
         {"chunks": [{"encoded_text": {"tokens": [2**63 - 1]}}]}]}, None),
-    "target 1e30": ("forward-backward", fb([1, 2, 3], [1e30, 2, 3]), None),
+    "target 1e30": ("forward-backward", fb([1, 2, 3], [1e30, 2, 3]), TARGETS),  # int64 data no int64 holds
     "cfb target out of range": ("custom-forward-backward", cfb([1, 2, 3], [1, 999999, 3], [0.1] * 3), None),
     "cfb negative target": ("custom-forward-backward", cfb([1, 2, 3], [1, -5, 3], [0.1] * 3), None),
-    "cfb target 1e30": ("custom-forward-backward", cfb([1, 2, 3], [1e30, 2, 3], [0.1] * 3), None),
+    "cfb target 1e30": ("custom-forward-backward", cfb([1, 2, 3], [1e30, 2, 3], [0.1] * 3), TARGETS),
     "cfb targets too short": ("custom-forward-backward", cfb([1, 2, 3], [1, 2], [0.1] * 3), None),
     "cfb gradients too short": ("custom-forward-backward", cfb([1, 2, 3], [1, 2, 3], [0.1] * 2), None),
     "ppo params on cross-entropy": ("forward-backward", fb([1, 2], loss={
@@ -265,7 +267,7 @@ BAD_INPUT = {
                        "samples.0.loss_fn_inputs.weights"),
     "null weights": ("forward-backward", weights_with(data=None), "samples.0.loss_fn_inputs.weights.data"),
     "cfb text gradient": ("custom-forward-backward", cfb([1, 2], [1, 2], [0.1, "x"]), "gradients.0.data.1"),
-    "target 1.5": ("forward-backward", fb([1, 2], [1.5, 1]), None),
+    "target 1.5": ("forward-backward", fb([1, 2], [1.5, 1]), TARGETS),
 }  # fmt: skip
 
 

@@ -4,9 +4,11 @@ most of its building and submitting there), and keep every rule of the item-by-i
 import enum
 import gc
 import math
+import re
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from rlnb import samples, wire
 from rlnb.session.bodies import sample_list
@@ -95,11 +97,30 @@ def test_tensor_data_keeps_its_rules_for_what_is_not_a_list_of_plain_floats():
 
 
 def test_int64_data_goes_out_as_integers_and_anything_else_as_it_is():
-    tensor = wire.TensorData(data=[1, 2.5, 1e20, -3], dtype="int64")
-    out = tensor.model_dump()["data"]
+    tensor = wire.TensorData(data=[1, 2, 1e18, -3], dtype="int64")
+    tensor.data[1:3] = [2.5, 1e20]  # set after validation (which refuses them): sent as they are, for a copy to name
+    out = tensor.model_dump(warnings=False)["data"]
     assert out == [1, 2.5, 10**20, -3] and [type(v) for v in out] == [int, float, int, int]
     assert tensor.to_json_dict()["data"] == [1, 2.5, 10**20, -3]
+
     tensor.data[1:2] = [math.nan]  # set after validation: not turned into a number for the copy's validation
     assert math.isnan(tensor.model_dump(warnings=False)["data"][1])
     tensor.data[1:2] = [True]
     assert tensor.model_dump(warnings=False)["data"][1] is True
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ([1, 2.5], "data[1] is 2.5"),
+        ([3, -(2.0**64)], "data[1] is -1.8446744073709552e+19"),
+        ([1e20], "data[0] is 1e+20"),
+    ],
+)
+def test_int64_data_that_int64_cannot_hold_is_refused_naming_the_value(data, said):
+    """An int64 tensor holding 2.5 was taken: ``rlnb serve`` answered 200, then the operation failed naming no value."""
+    with pytest.raises(
+        ValidationError, match=re.escape(f"{said}, but dtype int64 holds integers in int64's range only")
+    ):
+        wire.TensorData(data=data, dtype="int64")
+    assert wire.TensorData(data=[0, 2.0**62, -(2.0**63)], dtype="int64").data == [0, 2.0**62, -(2.0**63)]
