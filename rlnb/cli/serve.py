@@ -161,9 +161,9 @@ def _serve_app(
     limits: dict[str, Any],
 ) -> tuple[int, bool]:
     """The server until it is stopped: its exit code, and whether operations were abandoned still running."""
+    from rlnb._hosts import loopback
     from rlnb.server.app import app_for, bind, reachable, url_host
     from rlnb.server.app import run as listen
-    from rlnb.server.hosts import loopback
     from rlnb.server.state import StateDirError
 
     try:

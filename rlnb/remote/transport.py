@@ -32,7 +32,7 @@ import httpcore
 import httpx
 
 from rlnb import _secrets
-from rlnb.remote.urls import loopback
+from rlnb._hosts import loopback
 
 _DEADLINE: contextvars.ContextVar[tuple[float | None, float | None]] = contextvars.ContextVar(
     "rlnb_request_deadline", default=(None, None)

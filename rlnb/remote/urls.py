@@ -6,11 +6,11 @@ import httpx.
 
 from __future__ import annotations
 
-import ipaddress
 import warnings
 from urllib.parse import urlsplit
 
 from rlnb import _secrets
+from rlnb._hosts import stays_here
 from rlnb.errors import CleartextKeyWarning, user_stacklevel
 
 
@@ -48,23 +48,13 @@ def check_base_url(url: str, name: str) -> str:
     return url
 
 
-def loopback(host: str) -> bool:
-    """Whether ``host`` is this machine: ``localhost``, ``127.0.0.0/8``, ``::1``."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def warn_cleartext(url: str) -> None:
     """A ``CleartextKeyWarning`` when ``url`` (a checked base URL, which a key is sent to) is plain http:// to another
     machine: the Authorization header crosses the network readable by anyone on the path (a colleague's ``rlnb serve``
     over the office network, a hotel Wi-Fi). It names the host, never the key; https and this machine's loopback (a
     local ``rlnb serve``, an SSH tunnel's end) are quiet."""
     parts = urlsplit(url)
-    if parts.scheme.lower() != "http" or _stays_here(parts.hostname or ""):
+    if parts.scheme.lower() != "http" or stays_here(parts.hostname or ""):
         return
     warnings.warn(
         CleartextKeyWarning(
@@ -75,15 +65,3 @@ def warn_cleartext(url: str) -> None:
         ),
         stacklevel=user_stacklevel(),
     )
-
-
-def _stays_here(host: str) -> bool:
-    """Whether a request to ``host`` never leaves this machine: its loopback, also as an IPv4-mapped IPv6 address
-    (``[::ffff:127.0.0.1]``), or the unspecified address (``0.0.0.0``, ``[::]``: what a server bound to every interface
-    prints, which the kernel routes here)."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return loopback(host)
-    mapped = getattr(address, "ipv4_mapped", None)
-    return address.is_loopback or address.is_unspecified or (mapped is not None and mapped.is_loopback)

@@ -16,10 +16,11 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rlnb._hosts import loopback
 from rlnb.server import stopping
 from rlnb.server.errors import EncodedSlash, install_error_handlers
 from rlnb.server.faults import FaultInjector
-from rlnb.server.hosts import OwnNames, host_name, loopback
+from rlnb.server.hosts import OwnNames, host_name
 from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import truthful_openapi
 from rlnb.server.registry import Registry

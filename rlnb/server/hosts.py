@@ -5,30 +5,14 @@ of whoever runs the server. Such a server answers only its loopback names and it
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rlnb import wire
+from rlnb._hosts import loopback
 from rlnb.server.errors import SHOWN, error_response
-
-
-def loopback(host: str) -> bool:
-    """Whether ``host`` (an address or name, IPv6 bare or in brackets) is this machine's loopback (``localhost``,
-    ``127.0.0.0/8``, ``::1``): only this machine connects to it. A wildcard, or any other name, is not."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]").split("%")[0]).is_loopback
-    except ValueError:
-        pass
-    try:  # IPv4's short forms, which the socket layer binds: 127.1 and 2130706433 are 127.0.0.1
-        return ipaddress.ip_address(socket.inet_aton(host)).is_loopback
-    except OSError:
-        return False
 
 
 def host_name(header: str) -> str:

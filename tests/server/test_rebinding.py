@@ -64,6 +64,6 @@ def test_a_token_a_public_url_or_another_host_lets_other_names_in(monkeypatch, o
 def test_loopback_addresses_in_the_short_forms_the_socket_layer_takes_are_loopback(host, answer):
     """``--host 127.1`` binds this machine's loopback (the socket layer reads IPv4's short forms), yet it was warned as
     taking requests from other machines, and answered any Host."""
-    from rlnb.server.hosts import loopback
+    from rlnb._hosts import loopback
 
     assert loopback(host) is answer
