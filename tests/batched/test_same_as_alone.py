@@ -2,8 +2,11 @@
 runs give (``tests/batched/test_batched.py`` checks it at length, slow tier). Two members that differ in seed and
 learning rate, K = 1, and two that share a seed (its uniforms drawn once for both) train 2 light steps (~2 s in all)
 and are compared with the same trial alone on a local session: rewards exactly (identical sampled tokens), losses to
-1e-8 absolute, weights to 1e-3 of each tensor's largest entry (measured: up to 3.4e-4; the vmapped forward rounds
-differently from a session's, and Adam's update of a near-zero gradient magnifies that)."""
+1e-8 absolute, weights to 2% of one Adam step (0.02 x the learning rate, each entry). The vmapped forward rounds
+differently from a session's, and Adam's update of a near-zero gradient magnifies that: Adam moves an entry by up to
+about the learning rate a step whatever its gradient's size, so the step is the scale, not the tensor's largest entry
+(on an AMD EPYC, a bias whose largest entry was 0.006 differed by 1.7e-3 of it; measured at most 0.0054 x the
+learning rate there, 2 steps). A wrong learning rate or a missed step is off by a whole step."""
 
 from __future__ import annotations
 
@@ -56,5 +59,6 @@ def test_each_member_equals_its_trial_run_alone(members):
         pd.testing.assert_frame_equal(got.history.completions, completions)
         assert got.losses == pytest.approx(losses, abs=1e-8)
         assert got.weights is not None and got.weights.keys() == weights.keys()
-        for name, want in weights.items():  # measured: up to ~3.4e-4
-            assert float((got.weights[name] - want).abs().max()) <= 1e-3 * float(want.abs().max()), name
+        step = member.params.learning_rate
+        for name, want in weights.items():  # measured: up to 0.0054 x the learning rate
+            assert float((got.weights[name] - want).abs().max()) <= 0.02 * step, name
