@@ -8,7 +8,7 @@ import pytest
 import rlnb
 from rlnb.remote.client import APIClient
 from rlnb.remote.retry import RetryPolicy
-from tests.support.fake_api import BASE, error
+from tests.support.fake_api import BASE, KEY, error
 
 BACKOFF = RetryPolicy(initial_delay=0.25, jitter=0.0)  # its first backoff is exactly 0.25 s
 
@@ -41,3 +41,23 @@ def test_a_429_asking_1_000_seconds_in_python_spelling_is_no_wait_named():
     with APIClient(BASE, transport=transport, retry=retry) as client, pytest.raises(rlnb.RateLimitError) as info:
         client.supported_models()
     assert str(info.value).endswith(": 429 busy")
+
+
+@pytest.mark.parametrize("location", ["http://[::1", "ht!tp://x", "https://rl.test:99999/v1", "http://exa mple/"])
+@pytest.mark.parametrize("given", [False, True], ids=["transport", "http_client"])
+def test_a_redirect_to_no_url_is_one_error_naming_the_status_and_the_location(location, given):
+    """``Location: http://[::1`` was httpx's ``RemoteProtocolError``, retried 5 times as a transient failure, naming
+    neither the status nor the header; ``ht!tp://x`` read as a redirect to ``https://rl.test/v1/rl/ht!tp:/x``."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(301, headers={"Location": location}, text="<html>Moved</html>")
+
+    transport = httpx.MockTransport(handler)
+    how = {"http_client": httpx.Client(transport=transport)} if given else {"transport": transport}
+    with APIClient(BASE, KEY, **how) as client, pytest.raises(rlnb.APIStatusError) as info:
+        client.supported_models()
+    said = str(info.value)
+    assert f"301 Moved Permanently: the server redirects to {location!r}, which is no URL" in said, said
+    assert info.value.status_code == 301 and len(seen) == 1 and KEY not in said
