@@ -22,7 +22,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from rlnb import _secrets, wire
 from rlnb.errors import APIError, APIStatusError, status_error_class
-from rlnb.remote import masking
+from rlnb.remote import masking, redirects
 from rlnb.remote.masking import chain, forget_locals, reachable
 
 M = TypeVar("M", bound=BaseModel)
@@ -236,7 +236,12 @@ class Scrubber:
     def _redirect(self, request: httpx.Request, response: httpx.Response, base_url: str) -> str:
         """Where a redirect points and why it is not followed (it read "301 <html>Moved</html>", though http://
         for https:// or an old host name is an easy mistake, whose fix is the address the server names)."""
-        where = request.url.join(response.headers["location"]).copy_with(query=None)  # httpx refused a bad one
+        location = response.headers["location"]
+        why = redirects.fault(location)
+        if why:  # a relative path to httpx (``ht!tp://x``): the address it joined was no address the server named
+            return self.redact(f"{response.reason_phrase}: the server redirects to {location[:200]!r}, which is no URL "
+                               f"({why}); rlnb follows no redirect")  # fmt: skip
+        where = request.url.join(location).copy_with(query=None)
         base, asked = httpx.URL(base_url), request.url
         fix = "use the address it names"
         if asked.host == base.host and asked.path.startswith(base.path.rstrip("/") + "/"):  # a call of the API

@@ -31,7 +31,7 @@ from pydantic import BaseModel, SecretStr
 from rlnb import _secrets
 from rlnb._options import check_int
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
-from rlnb.remote import bodies, cookies, masking
+from rlnb.remote import bodies, cookies, masking, redirects
 from rlnb.remote.call_spec import (
     API_PREFIX,
     DEFAULT_BASE_URL,
@@ -102,6 +102,7 @@ class Caller:
             transport = self._proxies.route(transport or DeadlineTransport())
             http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
+        redirects.install(http_client)  # a Location that is no URL: one error, not a transient failure retried
         self._server = ServerInfo(self._origin, server_extensions)
         self.features = self._server.features
 
@@ -147,6 +148,8 @@ class Caller:
                 url = self.redact(str(request.url.copy_with(query=None)))
                 raise APIError(f"{unmasked} (the transport's error holds the API key, in its text or an attribute, "
                                "where rlnb could not mask it)", method=request.method, url=url)  # fmt: skip
+            if isinstance(failure, redirects.BadLocation):  # the server's answer: not retried
+                raise self._bodies.status_error(request, failure.answer(), self.base_url)
             if failure is not None:  # a retry cut short by the end: the error answer before it says more
                 cut = answered is not None and time.monotonic() >= end
                 said, error = (answered, None) if cut else (None, failure)
@@ -174,6 +177,7 @@ class Caller:
         request = self._http.build_request(
             call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
         )
+        request.extensions[redirects.MARK] = True  # before the copy below, which keeps the extensions
         if not self._trusted(call, request.url):  # as rlnb built it: none of an http_client's default headers,
             # cookies or query parameters (credentials for the API, maybe) goes to a presigned host
             return type(request)(call.method, url, params=call.params, content=call.content, headers=headers,

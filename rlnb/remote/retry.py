@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import re
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -87,17 +88,22 @@ class RetryPolicy:
         return f" (the server asked to wait {asked:.0f} s before a retry, past max_retry_after, {most:g} s)"
 
 
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+"""RFC 9110's delay-seconds (``1*DIGIT``), with a decimal fraction as the SDK takes it: ASCII digits only. Python's
+``float`` also took ``1_0`` (10), ``+3``, ``1e1``, ``٥`` and spaces of any kind: a wait no server meant."""
+
+
 def _retry_after(headers: httpx.Headers) -> float | None:
     """Seconds the server asked to wait, or None when it did not (or said nothing parsable)."""
     for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
             continue
-        try:
+        value = value.strip(" \t")  # HTTP's optional whitespace around a field value, no other
+        if _DECIMAL.fullmatch(value):
             return float(value) * scale
-        except ValueError:
-            if name == "retry-after" and (when := http_date(value)) is not None:
-                return when - time.time()
+        if name == "retry-after" and (when := http_date(value)) is not None:
+            return when - time.time()
     return None
 
 

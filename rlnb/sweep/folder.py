@@ -25,7 +25,7 @@ from rlnb.tasks import Task
 
 from .fingerprint import task_detail
 from .options import SearchOptions, TrialOptions
-from .rows import read_rows
+from .rows import json_equal, read_rows
 
 SETTINGS_FILE, LOCK_FILE = "sweep.json", "sweep.lock"
 RESULT_OPTIONS = frozenset(
@@ -164,12 +164,14 @@ def begin(
                          "start a new sweep")  # fmt: skip
     # another key the stored settings lack was not recorded by the older rlnb that made the folder: nothing to compare
     differs = {
-        k for k in now if k in stored and now[k] != stored[k] and not (same and k in same and same[k](stored[k]))
+        k
+        for k in now
+        if k in stored and not json_equal(now[k], stored[k]) and not (same and k in same and same[k](stored[k]))
     }
     changed = [f"{k}: {now[k]!r} (the sweep used {stored[k]!r})" for k in now if k in differs]
     if changed:
         raise ValueError("resume: run it with the same arguments; changed: " + "; ".join(changed))
-    return read_rows(folder)
+    return read_rows(folder, search=settings.get("search") is not None)
 
 
 def trial_run_id(folder: Path, trial: int, seed: int) -> str:

@@ -47,8 +47,11 @@ def run_path(folder: Path, recorded: Any) -> str | None:
     return str(folder / path.name) if (folder / path.name).is_dir() else recorded
 
 
-def read_rows(folder: Path) -> list[dict[str, Any]]:
-    """The rows ``trials.jsonl`` holds, each line that is no trial's row skipped with a warning naming it."""
+def read_rows(folder: Path, search: bool = False) -> list[dict[str, Any]]:
+    """The rows ``trials.jsonl`` holds, each line that is no trial's row skipped with a warning naming it and what
+    the resume does with its trial (``search``: an Optuna search's study holds it, so it is not run again)."""
+    skipped = ("skipped (the Optuna study holds its trial: it is not run again unless it was stopped, and the table "
+               "lacks its row)" if search else "skipped, so its trial runs again")  # fmt: skip
     rows_path = folder / ROWS_FILE
     refuse_link(rows_path)  # before any trial runs: each row would be appended through it
     refuse_pipe(rows_path)  # reading one waited for ever
@@ -69,15 +72,16 @@ def read_rows(folder: Path) -> list[dict[str, Any]]:
         try:  # a line edited by hand in another encoding ended the resume with a bare UnicodeDecodeError
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            warnings.warn(f"{rows_path} line {n} is not UTF-8 text; skipped: {raw[:80]!r}", stacklevel=4)
+            warnings.warn(f"{rows_path} line {n} is not UTF-8 text; {skipped}: {raw[:80]!r}", stacklevel=4)
             continue
         try:
             row = loads(text)  # a run folder's reader: nested past the decoder (RecursionError) is not JSON either
         except ValueError:  # a half-written last line of a killed sweep, or a hand edit: was skipped silently
-            warnings.warn(f"{rows_path} line {n} is not JSON (a row cut short by a killed sweep, or edited); skipped, "
-                          f"so its trial runs again: {text[:80]!r}", stacklevel=4)  # fmt: skip
+            warnings.warn(f"{rows_path} line {n} is not JSON (a row cut short by a killed sweep, or edited); "
+                          f"{skipped}: {text[:80]!r}", stacklevel=4)  # fmt: skip
             continue
         if _is_row(row):  # its numbers' "NaN" / "Infinity" as the floats; text (a label "NaN") as written
+            row = _inside(f"{rows_path} line {n}", row)
             rows.append(_numbers(f"{rows_path} line {n}", {k: number(v) if k in METRIC_COLUMNS else v
                                                             for k, v in row.items()}))  # fmt: skip
         else:  # a line edited by hand: a KeyError ('status') ended the resume
@@ -108,7 +112,7 @@ def planned_rows(
 def _as_planned(folder: Path, row: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     """``row`` with the plan's identifying columns, warning about each that differs (or that the plan lacks)."""
     extra = [k for k in row if k not in plan and k not in RESULT_COLUMNS]  # a config field added by hand
-    differ = [f"{k}: {row.get(k)!r} (the plan has {plan[k]!r})" for k in plan if row.get(k) != plan[k]]
+    differ = [f"{k}: {row.get(k)!r} (the plan has {plan[k]!r})" for k in plan if not json_equal(row.get(k), plan[k])]
     differ += [f"{k}: {row[k]!r} (the plan has no {k})" for k in extra]
     if not differ:
         return row
@@ -117,11 +121,39 @@ def _as_planned(folder: Path, row: dict[str, Any], plan: dict[str, Any]) -> dict
     return {**{k: v for k, v in row.items() if k not in extra}, **plan}
 
 
+def _inside(where: str, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` without a relative ``run_path`` that leads out of the sweep folder (``../elsewhere``: a damaged or
+    hostile file made the table and ``histories`` read a run elsewhere), warned about."""
+    recorded, depth = row.get("run_path"), 0
+    if not isinstance(recorded, str) or Path(recorded).is_absolute():  # absolute: an older rlnb's (``run_path``)
+        return row
+    for part in Path(recorded).parts:
+        depth += -1 if part == ".." else 1
+        if depth < 0:
+            warnings.warn(f"{where}: trial {row['trial']}'s run_path {recorded[:200]!r} leads out of the sweep folder "
+                          "(edited by hand?); read as no run", stacklevel=5)  # fmt: skip
+            return {**row, "run_path": None}
+    return row
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """``a == b`` for values read from JSON, where ``true`` is no ``1`` (Python's ``True == 1`` let ``"steps": true``
+    resume a sweep of one step, and a row's ``"seed": true`` pass for seed 1)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(json_equal, a, b))
+    return bool(a == b)
+
+
 def _numbers(where: str, row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with each result that is no number (``"final_reward": "0.9x"``, a list: a hand edit) as NaN, warned
     about: the table's float columns refused it with pandas' bare "could not convert string to float" once every
-    trial left had run, and the resumed sweep's table was lost."""
-    bad = [k for k in METRIC_COLUMNS if not (row.get(k) is None or type(row[k]) in (int, float))]
+    trial left had run, and the resumed sweep's table was lost. A ``true`` is no number either: ``diverged_at`` read
+    it as step 1."""
+    bad = [k for k in (*METRIC_COLUMNS, "diverged_at") if not (row.get(k) is None or type(row[k]) in (int, float))]
     if bad:
         warnings.warn(f"{where}: trial {row['trial']}'s {', '.join(f'{k} {row[k]!r}'[:80] for k in bad)} is no number "
                       "(edited by hand?); read as NaN", stacklevel=5)  # fmt: skip

@@ -10,7 +10,10 @@ breaks an old client; top-level request bodies are strict (types, ranges, requir
 fields).
 
 int64 fields are ``Int64``: they accept ``123`` or ``"123"`` and serialise to JSON as strings, the
-protobuf-JSON convention the service uses (``"step": "42"``).
+protobuf-JSON convention the service uses (``"step": "42"``). Number fields, and the elements of a tensor's data list
+(``TensorData``, ``GradientTensor``), take Python ints and floats only when a model is built by hand: a 0-d tensor, a
+numpy float32 or a ``Decimal`` is refused (``float_type``, naming ``data.N``); ``rlnb.samples`` and rlnb's other entry
+points convert arrays, tensors and numpy scalars first.
 
 One catalogue per idea: ``LOSSES`` (short name, wire type, params model with bounds, rlnb defaults,
 inputs), the statuses and error codes of ``status`` with their groups (``TERMINAL_STATUSES``,

@@ -218,8 +218,9 @@ sampling arguments, ``lora=``) take a numpy or 0-d torch scalar as the number it
 
 StrictInt = Annotated[int, Strict()]
 """An integer: no bool, no string, no float (the schema says ``integer``)."""
-StrictFloat = Annotated[float, Strict()]
-"""A number: an integer or a float, no bool, no string (the schema says ``number``)."""
+StrictFloat = Annotated[float, Strict(), NUMBER_ONLY]
+"""A number: a Python integer or float, no bool, no string (the schema says ``number``), nor any other object with
+``__float__`` (a tensor's element, a numpy float32: ``NUMBER_ONLY``, in C). A tensor's data list holds these."""
 StrictBool = Annotated[bool, Strict()]
 """``true`` or ``false``, not ``1`` or ``"yes"`` (the schema says ``boolean``)."""
 

@@ -16,7 +16,16 @@ from pydantic import ValidatorFunctionWrapHandler, WrapValidator, field_serializ
 from rlnb.wire.base import StrictFloat, StrictInt, _finite_list, _Model, shown
 from rlnb.wire.lists import Int64List, only
 
-__all__ = ["EncodedText", "ModelInput", "ModelInputChunk", "Sample", "TensorDType", "TensorData", "not_int64"]
+__all__ = [
+    "EncodedText",
+    "ModelInput",
+    "ModelInputChunk",
+    "Sample",
+    "TensorDType",
+    "TensorData",
+    "int64_problem",
+    "not_int64",
+]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -31,22 +40,34 @@ def _int64_ids(data: list[Any]) -> list[int] | None:
     return ids if ids == data and (not ids or (min(ids) >= INT64_MIN and max(ids) <= INT64_MAX)) else None
 
 
-def not_int64(data: list[Any]) -> str | None:
+def not_int64(data: list[Any], dtype: str = "int64") -> str | None:
     """The first element of int64 ``data`` that int64 cannot hold, in words (``data[1] is 2.5, but dtype int64 holds
     integers in int64's range only``), None when there is none: the one wording of the wire's 400 and the engine's
-    ``INVALID_INPUT``, each naming the value as a fractional ``D_TYPE_INT64`` gradient's 400 does. Asked only once the
-    fast check failed."""
+    ``INVALID_INPUT``, a ``D_TYPE_INT64`` gradient's too (``dtype`` as its model spells it). Asked only once the fast
+    check failed."""
     for i, v in enumerate(data):
         if _int64_ids([v]) is None:
-            return f"data[{i}] is {shown(v)}, but dtype int64 holds integers in int64's range only"
+            return f"data[{i}] is {shown(v)}, but dtype {dtype} holds integers in int64's range only"
     return None
 
 
+def int64_problem(data: list[Any], dtype: str) -> str | None:
+    """``not_int64`` after the fast check (C passes): None when every element is an integer in int64's range."""
+    return None if _int64_ids(data) is not None else not_int64(data, dtype)
+
+
 def _plain_floats(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """A list of plain floats, copied as it is; anything else through the item rules (ints become floats, a bool
-    or text is named)."""
-    if type(value) is list and only(value, float):
-        return value[:]
+    """A list of plain floats, copied as it is; of plain ints (``samples``' token ids), as floats: C passes each.
+    Anything else through the item rules (``StrictFloat``: ints become floats; a bool, text, any other object with
+    ``__float__`` is named, an int past any float too)."""
+    if type(value) is list:
+        if only(value, float):
+            return value[:]
+        if only(value, int):
+            try:
+                return list(map(float, value))
+            except OverflowError:
+                pass
     return handler(value)
 
 

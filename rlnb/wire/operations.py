@@ -19,7 +19,7 @@ from pydantic import model_validator
 
 from rlnb.wire.base import Int64, Newer, StrictBool, StrictFloat, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
-from rlnb.wire.inputs import Sample, TensorData
+from rlnb.wire.inputs import Sample, TensorData, int64_problem
 from rlnb.wire.losses import LossConfig
 from rlnb.wire.optim import OptimStepBody, OptimStepResult
 from rlnb.wire.sampling import SampleBody, SampleOutput
@@ -183,10 +183,8 @@ class GradientTensor(_Model):
 
     @model_validator(mode="after")
     def _int64_is_integers(self) -> GradientTensor:
-        if self.dtype == "D_TYPE_INT64":
-            bad = next((i for i, v in enumerate(self.data) if not float(v).is_integer()), None)
-            if bad is not None:
-                raise ValueError(f"data[{bad}] is {self.data[bad]!r}, but dtype D_TYPE_INT64 holds integers only")
+        if self.dtype == "D_TYPE_INT64" and (problem := int64_problem(self.data, self.dtype)) is not None:
+            raise ValueError(problem)  # as an int64 TensorData says it, its range checked (2.0**63 was taken)
         return self
 
 

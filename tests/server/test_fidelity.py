@@ -157,7 +157,7 @@ def test_an_int64_gradient_with_a_fraction_is_a_400_naming_it(c):
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["param"] == "gradients.0"
-    assert "data[1] is 0.5, but dtype D_TYPE_INT64 holds integers only" in err["message"]
+    assert "data[1] is 0.5, but dtype D_TYPE_INT64 holds integers in int64's range only" in err["message"]
     body["gradients"][0]["data"] = [1, 0, -2]  # integers: taken, as float32 values
     env = wait(c, sid, "custom-forward-backward", submit(c, sid, "custom-forward-backward", body)["id"])
     assert env["status"] == wire.OperationStatus.COMPLETED, env

@@ -40,3 +40,15 @@ def test_a_sweep_whose_seeds_were_removed_from_sweep_json_is_not_resumed_with_ot
     with pytest.raises(ValueError, match="lacks seeds"):
         sweep(BASE, grid(learning_rate=[1e-3]), seeds=[5], steps=1, resume=folder, progress=False)
     assert len((folder / "trials.jsonl").read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("key", "edited"), [("steps", True), ("seeds", [True]), ("base", {"learning_rate": 3e-3,
+                                                                                        "x": False})])  # fmt: skip
+def test_a_json_true_in_sweep_json_is_not_the_integer_1(tmp_path, key, edited):
+    """``"steps": true`` resumed a sweep of ``steps=1``: ``True == 1`` in Python, so the check saw no change."""
+    settings = {**SETTINGS, "steps": 1, "seeds": [1], "base": {"learning_rate": 3e-3, "x": 0}}
+    begin(tmp_path, settings, resume=False)
+    stored = json.loads((tmp_path / "sweep.json").read_text())
+    (tmp_path / "sweep.json").write_text(json.dumps({**stored, key: edited}))
+    with pytest.raises(ValueError, match=rf"changed: {key}: .* \(the sweep used .*(True|False).*\)$"):
+        begin(tmp_path, settings, resume=True)

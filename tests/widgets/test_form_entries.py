@@ -51,7 +51,7 @@ def test_n_made_invalid_mid_run_is_said_after_the_runs_line_and_after_its_end():
     first step can take minutes), and after the run Run N stayed off while the line said only ``step 3 · 3 done``."""
     import rlnb
     from rlnb.widgets import RunPanel
-    from tests.widgets.test_mid_run import Gate, text
+    from tests.support.gated_steps import Gate, text
 
     session = rlnb.connect("local", model="tiny", optimizer="adam", record=False, device="cpu")
     gate = Gate()

@@ -3,50 +3,13 @@ and what a step function returns. Widgets driven as a person would, through ``.v
 local sessions of the tiny model, each step one real cross-entropy step that waits for the test's word."""
 
 import re
-import threading
-import time
 
 import pytest
 
 import rlnb
 from rlnb.widgets import OptimizerBuilder, RunPanel
 from rlnb.widgets.controls import INVALID
-
-DEADLINE = 60.0
-
-
-def text(widget) -> str:
-    return re.sub(r"<[^>]+>", "", widget.value)
-
-
-def wait_for(what, timeout: float = DEADLINE) -> None:
-    end = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < end, "not reached before the deadline"
-        time.sleep(0.01)
-
-
-class Gate:
-    """A ``step_fn``: keeps the params it is called with (fixed before it is called), waits for ``release()``,
-    then trains one real step with them."""
-
-    def __init__(self) -> None:
-        self.sent: list = []
-        self._go = threading.Semaphore(0)
-
-    def __call__(self, session, params):
-        self.sent.append(params)
-        if not self._go.acquire(timeout=DEADLINE):
-            raise TimeoutError("the test let no step go")
-        session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
-        session.optim_step(params).result()
-
-    def called(self, k: int) -> None:
-        """Wait until step ``k`` of the run has its params (and the line of the step before is drawn)."""
-        wait_for(lambda: len(self.sent) >= k)
-
-    def release(self) -> None:
-        self._go.release()
+from tests.support.gated_steps import DEADLINE, Gate, text
 
 
 @pytest.fixture

@@ -1,0 +1,63 @@
+"""What the client makes of a server's words in its headers: a ``Retry-After`` that is no RFC 9110 delay-seconds
+(``1_0``, ``+3``, ``٥``: Python's ``float`` takes them all) is no wait asked for, and a redirect whose ``Location``
+is no URL is one clear error, not a transient failure retried."""
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb.remote.client import APIClient
+from rlnb.remote.retry import RetryPolicy
+from tests.support.fake_api import BASE, KEY, error
+
+BACKOFF = RetryPolicy(initial_delay=0.25, jitter=0.0)  # its first backoff is exactly 0.25 s
+
+NOT_SECONDS = ["1_0", "+3", "٥", "3\u00a0", "1e1", "0x10", "inf", "nan", "3.", ".5", "1 0", "-5", ""]
+
+
+@pytest.mark.parametrize("value", NOT_SECONDS)
+@pytest.mark.parametrize("name", ["retry-after", "retry-after-ms"])
+def test_a_retry_after_that_is_no_decimal_number_is_ignored(name, value):
+    """``Retry-After: 1_0`` waited 10 s (``float`` takes underscores, a sign, non-ASCII digits, exponents)."""
+    said = httpx.Headers({name: value.encode()})  # as the bytes come on the wire (UTF-8 text, decoded by httpx)
+    assert said[name] == value and BACKOFF.delay(0, said) == 0.25
+    assert BACKOFF.unheeded(httpx.Headers({name: (value + "000000").encode()})) == ""
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [({"retry-after": "10"}, 10.0), ({"retry-after": " 3 "}, 3.0), ({"retry-after": "0.5"}, 0.5),
+     ({"retry-after-ms": "1500"}, 1.5), ({"retry-after-ms": "20.5"}, 0.0205)],
+)  # fmt: skip
+def test_a_retry_after_in_ascii_digits_is_obeyed(header, seconds):
+    """Digits (a decimal fraction too, as the SDK takes it), with the spaces HTTP allows around a field value."""
+    assert BACKOFF.delay(0, httpx.Headers(header)) == pytest.approx(seconds)
+
+
+def test_a_429_asking_1_000_seconds_in_python_spelling_is_no_wait_named():
+    """The final error said "the server asked to wait 1000 s" for ``Retry-After: 1_000``."""
+    transport = httpx.MockTransport(lambda request: error(429, "busy", **{"retry-after": "1_000"}))
+    retry = RetryPolicy(max_retries=1, initial_delay=0.001, max_delay=0.002)
+    with APIClient(BASE, transport=transport, retry=retry) as client, pytest.raises(rlnb.RateLimitError) as info:
+        client.supported_models()
+    assert str(info.value).endswith(": 429 busy")
+
+
+@pytest.mark.parametrize("location", ["http://[::1", "ht!tp://x", "https://rl.test:99999/v1", "http://exa mple/"])
+@pytest.mark.parametrize("given", [False, True], ids=["transport", "http_client"])
+def test_a_redirect_to_no_url_is_one_error_naming_the_status_and_the_location(location, given):
+    """``Location: http://[::1`` was httpx's ``RemoteProtocolError``, retried 5 times as a transient failure, naming
+    neither the status nor the header; ``ht!tp://x`` read as a redirect to ``https://rl.test/v1/rl/ht!tp:/x``."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(301, headers={"Location": location}, text="<html>Moved</html>")
+
+    transport = httpx.MockTransport(handler)
+    how = {"http_client": httpx.Client(transport=transport)} if given else {"transport": transport}
+    with APIClient(BASE, KEY, **how) as client, pytest.raises(rlnb.APIStatusError) as info:
+        client.supported_models()
+    said = str(info.value)
+    assert f"301 Moved Permanently: the server redirects to {location!r}, which is no URL" in said, said
+    assert info.value.status_code == 301 and len(seen) == 1 and KEY not in said
