@@ -70,3 +70,18 @@ def test_a_figure_logged_in_calls_of_its_own_at_the_same_step_is_not_a_repeat():
     for name, value in (("reward", 0.2), ("acc", 1.0)):
         ax = plots.metric(h, name)
         assert ax.lines[0].get_xydata().tolist()[-1] == [2.0, value] and not said(ax)
+
+
+def test_a_live_view_draws_a_step_logged_again_once_with_its_last_value():
+    """The live view fed a step logged again as a second point there, as the static plots drew it."""
+    from rlnb.viz.live import LiveView
+
+    h = History()
+    view = LiveView(h, metrics=("reward",), every=0, loss=False, learning_rate=False)
+    try:
+        for step, reward in RELOGGED:
+            h.log(step, reward=reward)
+            view.refresh()  # each log drawn as it comes, as in a run
+        assert view.panels["reward"].lines["reward"].get_xydata().tolist() == LAST
+    finally:
+        view.close()
