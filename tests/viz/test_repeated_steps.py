@@ -85,3 +85,14 @@ def test_a_live_view_draws_a_step_logged_again_once_with_its_last_value():
         assert view.panels["reward"].lines["reward"].get_xydata().tolist() == LAST
     finally:
         view.close()
+
+
+def test_compare_draws_a_seed_that_holds_a_step_twice_once_there():
+    """A seed's table holding step 2 twice was averaged with itself at that step, as if it were two seeds (its mean
+    0.225 and a band), and the dashed "fewer seeds" line began there."""
+    frame = pd.DataFrame({"run": "a", "seed": [0, 0, 0, 0, 1, 1, 1], "step": [1, 2, 2, 3, 1, 2, 3],
+                          "loss": [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 4.0]})  # fmt: skip
+    ax = plots.compare(frame)
+    assert ax.lines[0].get_xydata().tolist() == [[1.0, 1.0], [2.0, 2.5], [3.0, 4.0]]
+    assert len(ax.lines) == 1  # no dashed line: both seeds reach step 3
+    assert said(ax) == ["1 step logged more than once: the last value of each drawn"]
