@@ -124,6 +124,7 @@ def marked_template(source: str, compile_: Callable[[str], Any]) -> Any:
             self.write(")")
 
     env.code_generator_class = Printed
+    env.filters = {name: _faithful(f) for name, f in env.filters.items()}  # the overlay's own: a marker through each
     env.rlnb_printed = _printed
     env.rlnb_joined = _joined
     return env.from_string(source)
@@ -134,8 +135,9 @@ class _Marked(str):
     joined to it by ``~`` or ``+``): it holds the marker's character, but it tests as the text transformers gives,
     where the value is empty (equal, ordered, sized, hashed and searched as it is without its markers), so the
     expression takes transformers' branch: ``{{ (m.name ~ ":") if not m.name|string }}`` printed ``":"``, unnamed, and
-    so did ``{{ (m.name ~ ":") if ("a" ~ m.name) == "a" }}`` while ``~`` gave plain text. A string method's or
-    another filter's result (``|upper``, ``.strip()``) is plain text again, its markers counted."""
+    so did ``{{ (m.name ~ ":") if ("a" ~ m.name) == "a" }}`` while ``~`` gave plain text. A string method
+    (``.strip()``, a slice) or a filter (``|upper``, ``|title``, ``[m.name]|join``) gives what it gives on
+    transformers' text, kept marked where the markers change nothing else (``_faithful``)."""
 
     __slots__ = ()
 
@@ -178,6 +180,46 @@ class _Marked(str):
 
     def __radd__(self, other: str) -> str:
         return _Marked(other + str.__str__(self)) if isinstance(other, str) else NotImplemented
+
+
+def _faithful(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` (a ``str`` method, a filter) as it answers transformers' text: called on its arguments without
+    their markers (a ``_Marked``, or one in a list: ``[m.name]|join``), and that result kept ``_Marked`` where the
+    result on the marked ones is that same text but for its markers. ``(m.name ~ "abc")[:3]`` is ``"abc"``, not a
+    marker and ``"ab"``; ``.split()`` is ``[]``; ``|upper``, ``|title`` are empty."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        marks = CURRENT.get(None)
+        if marks is None or not marks.marking:
+            return function(*args, **kwargs)
+        marks.marking = False  # a missing value's text inside it (``m.name|title``) empty, as transformers has it
+        try:
+            given = function(*map(_plain, args), **{k: _plain(v) for k, v in kwargs.items()})
+        finally:
+            marks.marking = True
+        if type(given) is not str:  # a list, a count, a test: transformers' own
+            return given
+        marked = function(*args, **kwargs)
+        text = str.__str__(marked) if isinstance(marked, str) else given
+        return _Marked(text) if text != given and _Marked(text) == given else given
+
+    call.__dict__.update(getattr(function, "__dict__", {}))  # a filter's jinja_pass_arg
+    return call
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as transformers has it: a ``_Marked`` (or each in a list or tuple) without its markers."""
+    if isinstance(value, _Marked):
+        return value.plain()
+    return type(value)(map(_plain, value)) if type(value) in (list, tuple) else value
+
+
+_FAITHFUL = (*(n for n in vars(str) if not n.startswith("_") and n != "maketrans"),
+             "__getitem__", "__iter__", "__mod__", "__mul__", "__rmul__")  # fmt: skip
+"""``str``'s methods a ``_Marked`` answers as transformers' text does (``_faithful``): every public one
+(``maketrans`` reads no text), indexing, iteration, ``%`` and ``*``."""
+for _name in _FAITHFUL:
+    setattr(_Marked, _name, _faithful(getattr(str, _name)))
 
 
 def _joined(text: Any) -> Any:

@@ -29,8 +29,9 @@ from rlnb import wire
 from rlnb.engine.choice import Pick, pick
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.decoders import Decoder
+from rlnb.engine.stops import StopMatcher
 from rlnb.errors import OperationError
-from rlnb.text import Codec, StopMatcher
+from rlnb.text import Codec
 from rlnb.wire import OperationErrorCode as Code
 
 CHECK_EVERY = 8

@@ -19,7 +19,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import attrgetter
+from math import nan
+from operator import attrgetter, eq, itemgetter
 from typing import Any, Literal, get_args
 
 from rlnb import wire
@@ -137,7 +138,10 @@ class Rollout:
 
 
 _REWARD, _TOKENS, _TRUNCATED = attrgetter("reward"), attrgetter("tokens"), attrgetter("truncated")
-_PROMPT, _COMPLETION, _SEQUENCES = attrgetter("prompt"), attrgetter("completion"), attrgetter("sequences")
+_SEQUENCES, _STOP_REASON = attrgetter("sequences"), attrgetter("stop_reason")
+_FIELDS = attrgetter("group", "prompt", "completion", "tokens", "truncated")
+"""A rollout's fields before its reward, in ``Rollout``'s order."""
+_ROW_PROMPT, _ROW_COMPLETION = itemgetter(1), itemgetter(2)
 
 
 def unscored(
@@ -148,17 +152,9 @@ def unscored(
     whose reward raises keeps these rows."""
     return [
         [
-            Rollout(
-                i,
-                prompt,
-                decode(s.tokens),
-                tuple(s.tokens),
-                s.stop_reason == wire.STOP_REASON_LENGTH,
-                math.nan,
-                math.nan,
-            )
+            Rollout(i, prompt, decode(s.tokens), tuple(s.tokens), s.stop_reason == wire.STOP_REASON_LENGTH, nan, nan)
             for s in result.sequences
-        ]  # fmt: skip
+        ]
         for i, (prompt, result) in enumerate(zip(prompts, results, strict=True))
     ]
 
@@ -168,15 +164,8 @@ def score(task: Task, groups: Sequence[Sequence[Rollout]], scale: AdvantageScale
     the reward raises, and ``ValueError`` when a reward or the advantages are not finite (a policy sample refuses
     them)."""
     scored = []
-    for group in groups:
-        rewards = _rewards(task, map(_PROMPT, group), map(_COMPLETION, group))
-        advantages = group_advantages(rewards, scale)
-        if not all(map(math.isfinite, advantages)):
-            raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
-        scored.append([  # not dataclasses.replace: 3 Python calls a completion, its constructor 1
-            Rollout(r.group, r.prompt, r.completion, r.tokens, r.truncated, w, a)
-            for r, w, a in zip(group, rewards, advantages, strict=True)
-        ])  # fmt: skip
+    for group in groups:  # a loop, not a comprehension: no Python call of its own
+        scored.append(_scored(task, list(map(_FIELDS, group)), scale))
     return scored
 
 
@@ -194,16 +183,27 @@ def score_texts(
         raise ValueError(f"{len(texts)} texts for {count} completions")
     scored, at = [], 0
     for i, (prompt, result) in enumerate(zip(prompts, results, strict=True)):
-        group, at = texts[at : at + len(result.sequences)], at + len(result.sequences)
-        rewards = _rewards(task, repeat(prompt), group)
-        advantages = group_advantages(rewards, scale)
-        if not all(map(math.isfinite, advantages)):
-            raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
-        scored.append([
-            Rollout(i, prompt, c, tuple(s.tokens), s.stop_reason == wire.STOP_REASON_LENGTH, w, a)
-            for s, c, w, a in zip(result.sequences, group, rewards, advantages, strict=True)
-        ])  # fmt: skip
+        sequences, at = result.sequences, at + len(result.sequences)
+        truncated = map(eq, map(_STOP_REASON, sequences), repeat(wire.STOP_REASON_LENGTH))
+        fields = zip(
+            repeat(i), repeat(prompt), texts[at - len(sequences) : at], map(tuple, map(_TOKENS, sequences)), truncated
+        )
+        scored.append(_scored(task, list(fields), scale))
     return scored
+
+
+def _scored(
+    task: Task, group: list[tuple[int, str, str, tuple[int, ...], bool]], scale: AdvantageScale
+) -> list[Rollout]:
+    """One group's rollouts, each built once from its fields before the reward (``group``, ``prompt``,
+    ``completion``, ``tokens``, ``truncated``): the task's rewards and their group advantages, or the ``ValueError``
+    of advantages that are not finite. ``score`` and ``score_texts`` both end here, so they cannot differ."""
+    rewards = _rewards(task, map(_ROW_PROMPT, group), map(_ROW_COMPLETION, group))
+    advantages = group_advantages(rewards, scale)
+    if not all(map(math.isfinite, advantages)):
+        raise ValueError(f"the advantages are not finite: the task's rewards were {rewards}")
+    # not dataclasses.replace: 3 Python calls a completion, its constructor 1
+    return [Rollout(*f, w, a) for f, w, a in zip(group, rewards, advantages, strict=True)]
 
 
 def prompt_texts(task: Task, tokens: Sequence[Sequence[int]], decode: Callable[[Sequence[int]], str]) -> list[str]:

@@ -20,7 +20,7 @@ from matplotlib.font_manager import FontProperties
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import placing
-from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, check_name, new_axes, note, numbers
+from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, check_name, new_axes, note, numbers, once_per_step
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
 from rlnb.viz.texts import agg, drawn_width, printable, shortened
 
@@ -131,7 +131,7 @@ def compare(
     names: list[str] = []
     for i, (label, group) in enumerate(frame.groupby(by, sort=False, dropna=False)):
         seeds = group.groupby("seed", sort=False, dropna=False) if "seed" in group else [(None, group)]
-        members = [m.sort_values("step") for _, m in seeds]
+        members = [once_per_step(ax, m) for _, m in seeds]  # a step twice in a seed: averaged as two seeds
         series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
         values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
         # only the steps that have it: a metric logged every k steps (NaN between) drew no line at all, and a

@@ -145,6 +145,7 @@ STEPS_TABLE = "pass a History, history.df or history.steps; plots.metric draws a
 def loss_panel(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
     need(steps, ("step", "loss"), STEPS_TABLE)
     ax.set(xlabel="optimizer step", ylabel="loss", title="loss")
+    steps = once_per_step(ax, steps)
     if not steps["loss"].notna().any():  # empty axes said nothing, where the norm's panel beside them said why
         note(ax, "no completed optimizer step yet" if steps.empty else all_nan("loss", per_step=True))
         return ax
@@ -155,6 +156,7 @@ def loss_panel(ax: Axes, steps: pd.DataFrame, ema: float | None) -> Axes:
 def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: float | None) -> Axes:
     need(steps, ("step", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm"), STEPS_TABLE)
     ax.set(xlabel="optimizer step", ylabel="norm", title="gradient norm (pre-clip)")
+    steps = once_per_step(ax, steps)
     if not steps["grad_norm"].notna().any():
         note(ax, reason or ("no completed optimizer step yet" if steps.empty else "no gradient norm reported"))
         return ax
@@ -172,12 +174,34 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
     return ax
 
 
-def logged_rows(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The rows of ``frame`` where ``name`` was logged, as numbers (``numbers``), in step order: a figure logged in a
-    ``history.log`` call of its own (an eval accuracy every 10 steps) is NaN in the others' rows, and drawn with them
-    it was dots between gaps, no line; one logged late (step 5, then 2) was a line going back across the axes."""
+def logged_rows(ax: Axes, frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The rows of ``frame`` where ``name`` was logged, as numbers (``numbers``), in step order, each step once
+    (``once_per_step``): a figure logged in a ``history.log`` call of its own (an eval accuracy every 10 steps) is NaN
+    in the others' rows, and drawn with them it was dots between gaps, no line; one logged late (step 5, then 2) was
+    a line going back across the axes."""
     rows = frame[["step", name]].dropna()
-    return rows.assign(**{name: numbers(rows, name)}).sort_values("step", kind="stable")
+    return once_per_step(ax, rows.assign(**{name: numbers(rows, name)}))
+
+
+REPEATED = "{n} step{s} logged more than once: the last value of each drawn"
+"""The note of axes whose table held a step more than once."""
+
+
+def once_per_step(ax: Axes, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` in step order, each step once: its last row, the value logged last (a resumed run that logged a step
+    again, a sink's rows read back); each step was a point per row, the line going down and up across it. How many
+    steps came more than once is noted on ``ax`` (the most of its lines')."""
+    rows = rows.sort_values("step", kind="stable")
+    repeated = int(rows["step"][rows["step"].duplicated()].nunique())
+    if not repeated:
+        return rows
+    text = REPEATED.format(n=repeated, s="" if repeated == 1 else "s")
+    earlier = [t for t in ax.texts if t.get_gid() == REPEATED]
+    if not earlier:
+        ax.text(0.02, 0.03, text, transform=ax.transAxes, fontsize="x-small", color="0.35", gid=REPEATED)
+    elif int(earlier[0].get_text().split()[0]) < repeated:
+        earlier[0].set_text(text)
+    return rows.drop_duplicates("step", keep="last")
 
 
 def numbers(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -205,7 +229,7 @@ def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) ->
     if not frame[name].notna().any():  # the column is there: the figure was logged (or the step reported it)
         note(ax, all_nan(name, per_step=name in STEP_COLUMNS))
         return ax
-    rows = logged_rows(frame, name)
+    rows = logged_rows(ax, frame, name)
     series(ax, rows["step"], rows[name], ema, "C2", printable(name))
     return ax
 

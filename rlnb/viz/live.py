@@ -18,7 +18,6 @@ panels whose data changed are drawn, and mostly only their lines::
 from __future__ import annotations
 
 import html
-import math
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -27,13 +26,12 @@ import ipywidgets as widgets
 
 from rlnb._options import check_bool, check_int, check_seconds
 from rlnb.history import History
-from rlnb.history.figures import StepRow
 from rlnb.prompts import check_text
-from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.lines import check_ema
+from rlnb.viz.livefeed import feed
 from rlnb.viz.livefig import Panel
-from rlnb.viz.livepanels import NORMS, draw_panel, new_panel
-from rlnb.viz.livetables import RL_TABLE, completions_html, ops_html, rl_html, steps_html
+from rlnb.viz.livepanels import draw_panel, new_panel
+from rlnb.viz.livetables import completions_html, ops_html, rl_html, steps_html
 from rlnb.viz.openviews import CLOSE_WAIT, OPEN, opened, shown
 from rlnb.viz.outputs import Outputs
 from rlnb.viz.series import Series
@@ -221,7 +219,7 @@ class LiveView:
         logs = log.logged_since(self._logs_seen)
         self._rows_seen += len(rows)
         self._logs_seen += len(logs)
-        changed = self._feed(rows, logs)
+        changed = feed(self, rows, logs)
         if self._restyle:
             changed = set(self.panels)
             self._restyle = False
@@ -236,46 +234,6 @@ class LiveView:
         self._draw_tabs()
         self._draw_completions()
         self.redraws += 1
-
-    def _feed(self, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]:
-        changed: set[str] = set()
-        for row in rows:
-            for col in ("loss", *NORMS, "learning_rate"):
-                if col in self.series:
-                    self.series[col].add(row.step, getattr(row, col))
-            clip = row.grad_clip_norm
-            self.series["grad_clip_norm"].add(row.step, clip if clip > 0 else math.nan)  # 0 = clipping off
-        if rows:
-            changed |= {"loss", "grad_norm", "learning_rate"} & set(self.panels)
-        late: set[str] = set()
-        for entry in logs:
-            for name, value in entry.items():
-                if name == "step":
-                    continue
-                if name == EVAL_ACCURACY and name in self.series and name not in self.metrics:  # on the reward panel
-                    self._add(name, entry["step"], value, late)
-                    changed.add("reward")
-                    continue
-                if self.auto and name not in self.panels and name not in RL_TABLE:
-                    self.metrics.append(name)
-                    self._add_panel(name, name, "C2" if len(self.metrics) == 1 else f"C{(len(self.metrics) + 3) % 10}")
-                if name in self.metrics:
-                    self._add(name, entry["step"], value, late)
-                    changed.add(name)
-        for name in late:  # logged late (an evaluation of step 2 after step 5's): fed again, in step order
-            points = sorted(((e["step"], e[name]) for e in self.history.step_log.logged_since(0) if name in e),
-                            key=lambda point: point[0])  # fmt: skip
-            self.series[name] = Series(self.ema)
-            self.series[name].extend(*zip(*points, strict=True))
-        return changed
-
-    def _add(self, name: str, step: int, value: float, late: set[str]) -> None:
-        """``name``'s point fed to its line, and ``name`` put in ``late`` where its step comes before the line's last
-        one (fed so, the line went back across the panel: it is then fed again, in step order)."""
-        line = self.series[name]
-        if line.n and step < line.last_x:
-            late.add(name)
-        line.add(step, value)
 
     def _draw_panel(self, name: str) -> None:
         self.images[name].value = draw_panel(

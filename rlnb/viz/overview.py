@@ -28,6 +28,7 @@ from rlnb.viz.draw import (
     metric_panel,
     note,
     numbers,
+    once_per_step,
     steps_of,
 )
 from rlnb.viz.lines import MAX_POINTS, extremes, series
@@ -98,13 +99,13 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
 
 
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
-    rows = logged_rows(frame, "reward")
+    rows = logged_rows(ax, frame, "reward")
     series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
     if rows.empty:  # every reward NaN: bare axes said nothing
         note(ax, all_nan("reward"))
     title = "reward"
     if EVAL in frame.columns:
-        acc = logged_rows(frame, EVAL)
+        acc = logged_rows(ax, frame, EVAL)
         ax.plot(acc["step"], acc[EVAL], color="C3", marker="s", ms=4, label="eval accuracy (held out)")
         title = "reward and eval accuracy"
         placing.legend(ax, loc="best", fontsize="small")
@@ -118,10 +119,10 @@ def _lines(
     ax.set(xlabel="optimizer step", title=title)
     drawn = [(c, label) for c, label in lines if c in frame.columns]
     for i, (column, label) in enumerate(drawn):
-        rows = logged_rows(frame, column)
+        rows = logged_rows(ax, frame, column)
         series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
     if band is not None and set(band) <= set(frame.columns):
-        rows = frame[["step", *band]].dropna().sort_values("step", kind="stable")  # logged late: in step order
+        rows = once_per_step(ax, frame[["step", *band]].dropna())  # logged late: in step order
         low, high = (numbers(rows, b).to_numpy(dtype=float) for b in band)
         keep = extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps drew 100k vertices
         ax.fill_between(

@@ -42,6 +42,7 @@ from rlnb.viz.draw import (
     need,
     new_axes,
     note,
+    once_per_step,
     png,
     short,
     steps_of,
@@ -118,6 +119,7 @@ def learning_rate(history: History | pd.DataFrame, ax: Axes | None = None) -> Ax
     need(steps, ("step", "learning_rate"), STEPS_TABLE)
     ax = new_axes(ax)
     ax.set(xlabel="optimizer step", ylabel="learning rate", title="learning rate")
+    steps = once_per_step(ax, steps)
     if steps["learning_rate"].notna().any():
         ax.plot(*decimate(steps["step"], steps["learning_rate"]), color="C3", label="learning rate")
     else:

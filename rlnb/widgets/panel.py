@@ -22,7 +22,7 @@ from rlnb.widgets.controls import INVALID, CountBox, close_tree, whole
 from rlnb.widgets.describe import ScheduleNote
 from rlnb.widgets.focus_back import FocusBack
 from rlnb.widgets.status_line import StatusLine
-from rlnb.widgets.steps import StepFn, check_given, failure_text, n_problem, rl_figures, sent_schedule, taken_mid_run
+from rlnb.widgets.steps import StepFn, check_given, n_problem, rl_figures, sent_schedule, taken_mid_run
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
@@ -155,48 +155,7 @@ class RunPanel:
         if self._closed:
             raise RuntimeError("this RunPanel is closed: make a new one to run more steps")
         with self._ending:  # a run's end takes it too (``run_thread``)
-            return self._start(n)
-
-    def _start(self, n: Any) -> bool:
-        problem = turns.refusal(self, n)
-        if problem is not None and self.running:
-            return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
-        if problem is not None:
-            self.error, waits = problem, turns.taken(self)
-            self.line.refused(problem, waits or (str(problem) if self.builder.lr_finder.running else None))
-            self._sync_buttons()
-            return False
-        n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
-        self._stop.clear()
-        self.stop_clicked, self.stopped_by = False, None
-        self.error, self.line.held, self.line.waits = None, "", None
-        # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
-        self._config = (self.session.check_params(self.builder.params), self.builder.get_schedule())
-        self.progress.max, self.progress.value = n, 0
-        thread = self._thread = threading.Thread(
-            target=run_thread.run, args=(self, n), name="rlnb-run-panel", daemon=True
-        )
-        self._ended.clear()
-        self._busy.set()
-        try:
-            turns.follow(self)  # Step and Run off before the line says the run started (as its end: on, then said)
-            # said before the first step, which can take minutes: the line showed "ready", or the last run's error
-            # (not the session's step: a GET on a remote session, on the kernel's thread)
-            self.line.show_run(f"running: 0/{n} done …")
-            thread.start()
-        # said: it left the panel marked running with no thread, for good; an interrupt of the kernel too, then raised
-        except BaseException as exc:  # noqa: BLE001
-            if thread.is_alive():  # started: its end brings the panel back
-                raise
-            self._busy.clear()
-            self.error = exc
-            run_thread.buttons_back(self)
-            self.line.show(f"not started: {failure_text(exc)}", error=True)
-            self._ended.set()
-            if not isinstance(exc, Exception):
-                raise
-            return False
-        return True
+            return run_thread.start(self, n)
 
     def _clicked(self, button: W.Button, n: int) -> None:
         """Step or Run N: the button disables itself as the run starts, so the focus goes on to Stop (a keyboard's

@@ -1,15 +1,58 @@
-"""A RunPanel's run on its background thread: its steps, and its end in the order a person acts on it: the last
-redraw, then Step and Run enabled (and the keyboard's focus on the button that started the run), then the status line
-saying how the run ended. The line said "stopped: ..." first, while the live view redrew, and a click straight after
-reading it hit a disabled button."""
+"""A RunPanel's run on its background thread: its start (marked running before its thread starts, unmarked if it
+cannot), its steps, and its end in the order a person acts on it: the last redraw, then Step and Run enabled (and the
+keyboard's focus on the button that started the run), then the status line saying how the run ended. The line said
+"stopped: ..." first, while the live view redrew, and a click straight after reading it hit a disabled button."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 from rlnb.widgets import focus_back, turns
 from rlnb.widgets.steps import done_text, failure_text, log_figures
+
+
+def start(panel: Any, n: Any) -> bool:
+    """``RunPanel.start``'s work, under its ``_ending`` lock: ``n`` steps on a new thread (``run``), or False and the
+    line saying why not; the panel is marked running before its thread starts, and unmarked if it cannot."""
+    problem = turns.refusal(panel, n)
+    if problem is not None and panel.running:
+        return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
+    if problem is not None:
+        panel.error, waits = problem, turns.taken(panel)
+        panel.line.refused(problem, waits or (str(problem) if panel.builder.lr_finder.running else None))
+        panel._sync_buttons()
+        return False
+    n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
+    panel._stop.clear()
+    panel.stop_clicked, panel.stopped_by = False, None
+    panel.error, panel.line.held, panel.line.waits = None, "", None
+    # what the run sends until a valid edit (the form is valid: ``refusal`` checked it)
+    panel._config = (panel.session.check_params(panel.builder.params), panel.builder.get_schedule())
+    panel.progress.max, panel.progress.value = n, 0
+    thread = panel._thread = threading.Thread(target=run, args=(panel, n), name="rlnb-run-panel", daemon=True)
+    panel._ended.clear()
+    panel._busy.set()
+    try:
+        turns.follow(panel)  # Step and Run off before the line says the run started (as its end: on, then said)
+        # said before the first step, which can take minutes: the line showed "ready", or the last run's error
+        # (not the session's step: a GET on a remote session, on the kernel's thread)
+        panel.line.show_run(f"running: 0/{n} done …")
+        thread.start()
+    # said: it left the panel marked running with no thread, for good; an interrupt of the kernel too, then raised
+    except BaseException as exc:  # noqa: BLE001
+        if thread.is_alive():  # started: its end brings the panel back
+            raise
+        panel._busy.clear()
+        panel.error = exc
+        buttons_back(panel)
+        panel.line.show(f"not started: {failure_text(exc)}", error=True)
+        panel._ended.set()
+        if not isinstance(exc, Exception):
+            raise
+        return False
+    return True
 
 
 def run(panel: Any, n: int) -> None:

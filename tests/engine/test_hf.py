@@ -177,7 +177,8 @@ def test_stop_strings_and_eos_come_from_the_tokenizer(hf_dirs):
 
 def test_stop_strings_match_incrementally_across_multibyte_characters():
     """The byte model: a stop string spanning a multi-byte character split across tokens."""
-    from rlnb.text import ByteCodec, StopMatcher
+    from rlnb.engine.stops import StopMatcher
+    from rlnb.text import ByteCodec
 
     m = StopMatcher(ByteCodec(), ["é!"])
     hits = [m.push(b) for b in "café!".encode()]
@@ -194,7 +195,7 @@ class _PairCodec:
 def test_a_stop_string_before_half_a_character_ends_the_sequence_on_that_token():
     """adv5a: a token "!" + the first byte of "é" ends with U+FFFD; the matcher waited for the rest of the
     character, so when that token was the last one the stop "!" was missed (STOP_REASON_LENGTH)."""
-    from rlnb.text import StopMatcher
+    from rlnb.engine.stops import StopMatcher
 
     data = "ab!é".encode()  # tokens b"ab" and b"!\xc3": the second ends the stop "!" and begins "é"
     tokens = [int.from_bytes(data[i : i + 2], "big") for i in (0, 2)]

@@ -1,0 +1,58 @@
+"""What a live view's lines are fed, as the step log grows: each settled step's loss, norms, clip threshold and
+learning rate; each logged figure to its own panel (made when first seen, where the view shows every figure) or,
+``eval/accuracy``, to the reward's; and a figure logged late (step 2's after step 5's) fed again, in step order."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rlnb.history.figures import StepRow
+from rlnb.tasks import EVAL_ACCURACY
+from rlnb.viz.livepanels import NORMS
+from rlnb.viz.livetables import RL_TABLE
+from rlnb.viz.series import Series
+
+
+def feed(view: Any, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]:
+    """``rows`` (settled steps) and ``logs`` (figures given to ``history.log``) fed to ``view``'s lines; the names of
+    the panels whose data changed."""
+    changed: set[str] = set()
+    for row in rows:
+        for col in ("loss", *NORMS, "learning_rate"):
+            if col in view.series:
+                view.series[col].add(row.step, getattr(row, col))
+        clip = row.grad_clip_norm
+        view.series["grad_clip_norm"].add(row.step, clip if clip > 0 else math.nan)  # 0 = clipping off
+    if rows:
+        changed |= {"loss", "grad_norm", "learning_rate"} & set(view.panels)
+    late: set[str] = set()
+    for entry in logs:
+        for name, value in entry.items():
+            if name == "step":
+                continue
+            if name == EVAL_ACCURACY and name in view.series and name not in view.metrics:  # on the reward panel
+                _add(view, name, entry["step"], value, late)
+                changed.add("reward")
+                continue
+            if view.auto and name not in view.panels and name not in RL_TABLE:
+                view.metrics.append(name)
+                view._add_panel(name, name, "C2" if len(view.metrics) == 1 else f"C{(len(view.metrics) + 3) % 10}")
+            if name in view.metrics:
+                _add(view, name, entry["step"], value, late)
+                changed.add(name)
+    for name in late:  # logged late (step 2's after step 5's) or again: fed again, in step order, each step's last
+        points = sorted({e["step"]: e[name] for e in view.history.step_log.logged_since(0) if name in e}.items())
+        view.series[name] = Series(view.ema)
+        view.series[name].extend(*zip(*points, strict=True))
+    return changed
+
+
+def _add(view: Any, name: str, step: int, value: float, late: set[str]) -> None:
+    """``name``'s point fed to its line, and ``name`` put in ``late`` where its step is not past the line's last one
+    (fed so, the line went back across the panel, or drew a step twice: it is then fed again, in step order, each
+    step once with its last value, as the static plots draw it)."""
+    line = view.series[name]
+    if line.n and step <= line.last_x:
+        late.add(name)
+    line.add(step, value)
