@@ -166,3 +166,44 @@ def test_the_same_step_body_is_resolved_once_and_a_change_inside_it_again(tmp_pa
     finally:
         session.close()
     assert len(resolved) == 5
+
+
+PER_FILE = {"engine/models/tiny.py": 7, "engine/threads.py": 6, "history/timing.py": 0, "history/record.py": 3}
+"""Python calls a step by file, for the files of issue 20's ninth cut: ``tiny``'s forward one call per module (its
+attention's heads were a generator over q, k and v, 4 steps a layer: 15), the thread policy's bookkeeping three an
+operation at a fixed count (the lease's ``apply``, ``threads`` and ``idle`` were 5: 10), the step log's times folded
+inline (``timing.op_times`` was a call an operation: 2) and a forward-backward's ``step_loss`` read once (4)."""
+
+
+def test_the_ninth_cut_stays_cut(tmp_path):
+    """Each file of the ninth cut makes at most ``PER_FILE``'s calls a step (every thread, recording on)."""
+    import collections
+
+    by_file: collections.Counter[str] = collections.Counter()
+    on = threading.Event()
+
+    def count(frame, event, arg):
+        name = frame.f_code.co_filename
+        if event == "call" and on.is_set() and "/rlnb/" in name:
+            by_file[name.rsplit("/rlnb/", 1)[1]] += 1
+
+    session = _counted_session(tmp_path, count)
+    batch, hp = [samples.cross_entropy(TEXT)], rlnb.AdamParams(learning_rate=1e-3)
+    try:
+        for _ in range(5):
+            session.forward_backward(batch)
+            session.optim_step(hp).result()
+        on.set()
+        sys.setprofile(count)
+        try:
+            for _ in range(STEPS):
+                session.forward_backward(batch)
+                session.optim_step(hp).result()
+        finally:
+            sys.setprofile(None)
+            on.clear()
+    finally:
+        session.close()
+    per_step = {name: by_file[name] / STEPS for name in PER_FILE}
+    assert by_file["session/operation.py"] > 0  # the profile saw the steps
+    assert all(per_step[name] <= bound for name, bound in PER_FILE.items()), per_step
