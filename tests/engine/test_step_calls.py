@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow  # builds a session and runs 30 profiled steps
 
 TEXT = list(b"hello world, this is a training step of rlnb")
 STEPS = 10
-BOUND = 199
+BOUND = 184
 """Python calls outside torch per forward-backward + optim-step + result(): 752 before issue 20's cuts (a call per
 record field to spell its floats, a path join per line written, a dtype check per gradient, a ``Future.done()`` per
 status report or ``done()``), 464 after; 469 later, 425 after the second cut (a generator per part of a submitted
@@ -41,15 +41,17 @@ them) and a forward-only evaluation's eval mode a ``try`` (its context manager, 
 record's row in a loop (``spelled`` and its comprehension a line, 8) and 5 more checks asked once or only where
 needed, 192 after the engine's check of unread inputs compared a sample's keys with ``wire.LOSS_READS`` (2), 191 after
 ``wire.rules._params_model`` kept its answer per field (1 net); 195 with the record line's spelling written once, in
-``jsontext.row_line`` (a call for each of the 4 record lines a step, where ``write_record`` had a copy of it): the
-bound leaves room for checks to come, not for those costs to return."""
+``jsontext.row_line`` (a call for each of the 4 record lines a step, where ``write_record`` had a copy of it); 180
+after the ninth cut (``PER_FILE``: ``tiny``'s attention heads without a generator, 8; a fixed thread count's lease
+bookkeeping, 4; the step log's times and loss, 3): the bound leaves room for checks to come, not for those costs to
+return."""
 
 
-MUON_BOUND = 238
+MUON_BOUND = 223
 """The same for a Muon session's step with its one ``MuonParams``: 322 while its check, body and recorded params were
 made afresh each step (``StepParams`` kept them for ``AdamParams`` only) and the worker resolved its body each time,
 272 after, 269 with the engine's own AdamW step; 270 later, 230 after the cuts ``BOUND`` tells of, 234 with
-``jsontext.row_line``."""
+``jsontext.row_line``, 219 after the ninth cut."""
 
 
 def _counted_session(tmp_path, count, optimizer="adam"):
