@@ -133,7 +133,7 @@ def auto_threads(cores: int, busy: int, other: float) -> int:
 @dataclass(eq=False)
 class Lease:
     """One worker's claim on the policy. ``apply(key)`` (on the worker's own thread, before each operation)
-    sets that thread's torch count if it changed; ``idle()`` after it."""
+    sets that thread's torch count if it changed; ``ThreadUse.after`` marks it idle after it."""
 
     policy: ThreadPolicy
     fixed: int | None
@@ -155,14 +155,10 @@ class Lease:
     def apply(self, key: Key | None = None) -> int:
         """An operation (of ``key``) starts on this thread: set its torch count (only if it changed)."""
         self.running, self.last_active = True, time.monotonic()
-        want = self.threads(key)
+        want = self.fixed if self.fixed is not None else self.threads(key)  # fixed: no call (issue 20)
         if want != torch.get_num_threads():
             torch.set_num_threads(want)
         return want
-
-    def idle(self) -> None:
-        """The operation ended (the worker stays busy for ``BUSY_FOR`` seconds more)."""
-        self.running, self.last_active = False, time.monotonic()
 
     def release(self) -> None:
         self.policy.release(self)
@@ -247,7 +243,8 @@ class ThreadUse:
         if self.lease is None:
             return
         took = time.perf_counter() - self._start
-        self.lease.idle()
+        lease = self.lease  # idle from now (busy for ``BUSY_FOR`` seconds more), inline: a call an operation
+        lease.running, lease.last_active = False, time.monotonic()
         if not ok or self._op is None:
             return
         kept = self.lease.tuner.record(self._op[0], self._count, took, self._op[1])

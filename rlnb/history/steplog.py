@@ -28,7 +28,7 @@ import pandas as pd
 
 from rlnb.history.figures import ROW_FLOATS, SHADOWED, STEP_COLUMNS, StepRow
 from rlnb.history.runconfig import SessionStart
-from rlnb.history.timing import Times, op_times, step_times
+from rlnb.history.timing import Times, step_times
 from rlnb.wire import TERMINAL_STATUSES, OperationErrorCode, OperationKind, OperationStatus
 
 KEPT_GRADIENTS = frozenset({OperationErrorCode.INVALID_INPUT})
@@ -144,9 +144,9 @@ class StepLog:
         with self._lock:
             segment = self._segment_of.pop(rec.seq, self._segments)  # a weights-sync's: the optim-step before it
             home = self._home(segment) if self._into else segment  # no call where no step kept its gradients
-            self._times.setdefault(home, []).append(
-                op_times(rec.kind, float(rec.submitted_at), float(rec.started_at), float(rec.finished_at))
-            )
+            started = float(rec.started_at)  # ``timing.op_times``, inline: a call an operation (issue 20)
+            waited = started if rec.kind == OperationKind.WEIGHTS_SYNC else float(rec.submitted_at)
+            self._times.setdefault(home, []).append((waited, started, float(rec.finished_at)))
             finish = self._FINISHED.get(rec.kind)
             if finish is not None:
                 finish(self, rec, rec.status == OperationStatus.COMPLETED, segment)
@@ -162,9 +162,10 @@ class StepLog:
         left = self._open_fb.pop(segment, 0) - 1
         if left > 0:
             self._open_fb[segment] = left
-        if done and not math.isnan(rec.step_loss):
+        loss = rec.step_loss if done else math.nan  # a property: read once, a call a forward-backward less
+        if not math.isnan(loss):
             losses = self._losses.setdefault(segment, [])
-            losses.append(rec.step_loss)
+            losses.append(loss)
             self._loss[segment] = total(losses)
 
     def _optim_step_finished(self, rec: Any, done: bool, segment: int) -> None:

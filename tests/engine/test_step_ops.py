@@ -94,3 +94,39 @@ def test_the_clip_skipped_in_python_leaves_what_torch_clip_leaves(ratio):
     assert stats.clipped == (ratio < 1)
     for p, q in zip(model.parameters(), twin.parameters(), strict=True):
         assert torch.equal(p.grad, q.grad)
+
+
+SYNCS = {"item": 3, "tolist": 2, "__bool__": 1, "__float__": 1}
+"""A local step's reads of a tensor's values on the host (a guard, issue 20 §3): the forward-backward's input
+finiteness check (``float``), whether every position counts (``bool``), the loss's metrics (one ``tolist``) and its
+value (``item``); the optim-step's gradient norm and clip factor (``item``) and AdamW's step counts (one ``tolist``).
+On a CPU each costs ~0.2 us, and merging two costs a ``cat`` or ``stack`` op (~10 us): merged only for a GPU."""
+
+
+def test_a_local_step_reads_the_host_seven_times(monkeypatch):
+    """Guard: a step's host reads stay ``SYNCS`` (the clip factor's too: a gradient norm past the clip)."""
+    session = rlnb.connect("local", model="tiny", device="cpu", record=False, threads=1)
+    seen: dict[str, int] = dict.fromkeys(SYNCS, 0)
+    try:
+        engine, cancelled = session.backend.engine, threading.Event()
+        fb = wire.ForwardBackwardBody(
+            samples=[samples.cross_entropy(TEXT)], loss=wire.loss_config("cross_entropy", None)
+        )
+        clipped = rlnb.AdamParams(learning_rate=1e-3, grad_clip_norm=1e-6)
+        step = wire.OptimStepBody.model_construct(adam_params=clipped)
+
+        def engine_step() -> None:
+            handlers.run(engine, wire.OperationKind.FORWARD_BACKWARD, fb, cancelled)
+            handlers.run(engine, wire.OperationKind.OPTIM_STEP, step, cancelled)
+
+        engine_step()  # the optimizer's state made
+        for name in SYNCS:
+            read = getattr(torch.Tensor, name)
+            monkeypatch.setattr(
+                torch.Tensor, name, lambda t, *a, _n=name, _r=read: seen.update({_n: seen[_n] + 1}) or _r(t, *a)
+            )
+        engine_step()
+        monkeypatch.undo()
+    finally:
+        session.close()
+    assert seen == SYNCS

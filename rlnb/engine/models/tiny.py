@@ -57,7 +57,9 @@ class CausalSelfAttention(nn.Module):
         with ``cache`` the new keys/values are written at slots [cache.length, cache.length + T)."""
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))  # (B, nh, T, hs)
+        # (B, nh, T, hs) each, one by one: a generator over the three was 4 Python calls a layer (issue 20)
+        heads = (B, T, self.n_head, C // self.n_head)
+        q, k, v = q.view(heads).transpose(1, 2), k.view(heads).transpose(1, 2), v.view(heads).transpose(1, 2)
         if cache is not None:
             k, v = cache.write(layer, k, v)  # (B, nh, S, hs), S = cached + T
         y = self.attention(q, k, v, attn_mask=mask, is_causal=mask is None)  # (B, nh, T, hs)
