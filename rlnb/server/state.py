@@ -61,6 +61,14 @@ MIN_KEY_BYTES = 32
 """A signing key shorter than this is refused: an empty one would let anyone sign a download URL."""
 
 
+class Line(str):
+    """A journal line its writer made whole (a finished operation's, its answer's bytes embedded): written as is."""
+
+
+def _text(kind: str, data: Any) -> str:
+    return data if isinstance(data, Line) else line({kind: data})
+
+
 class StateDirError(RuntimeError):
     """The state directory cannot be used; the message says why and what to do."""
 
@@ -148,7 +156,7 @@ class Journal:
             if self.closed:
                 return
             try:
-                text = "".join(line({kind: data}) for kind, data in entries)
+                text = "".join(_text(kind, data) for kind, data in entries)
                 write_new(tmp, text.encode("utf-8"), sync=True)  # whole before it replaces the journal: a crash keeps
                 if self._fh is not None:  # one or the other; never through a link planted at the temporary name
                     self._fh.close()
@@ -167,7 +175,7 @@ class Journal:
         return self.appended > max(COMPACT_AFTER, self.compact_lines) and not self.failed
 
     def append(self, kind: str, data: Any) -> None:
-        text = line({kind: data})  # a NaN as "NaN": the wire's models read it back as the float
+        text = _text(kind, data)  # a NaN as "NaN": the wire's models read it back as the float
         with self._lock:
             if self._fh is None or self.failed:
                 return
