@@ -234,23 +234,6 @@ class _OpLines:
             self.dropped[old] = {"session": sid, "id": old, "kind": gone["kind"], "key": gone["key"], **facts}
 
 
-def refuse_foreign_state_dir(checkpoints: Path, own: Path | None) -> None:
-    """A ``ValueError`` naming both if ``checkpoints`` is the ``checkpoints`` folder of a state folder other than
-    ``own``: that server's restart removes the checkpoints it never journaled from it, this server's with them. (The
-    rest of a state folder, and folders below its ``checkpoints``, are never cleared: a checkpoint folder there is
-    taken.)"""
-    folder = checkpoints.resolve()
-    state = folder.parent
-    if folder.name != CHECKPOINTS or (own is not None and Path(own).resolve() == state):
-        return
-    if any(os.path.lexists(state / name) for name in (LOCK_FILE, JOURNAL)):
-        raise ValueError(
-            f"checkpoint_dir {folder} is the checkpoint folder of {state}, the state folder of another rlnb serve (it "
-            f"holds {LOCK_FILE} or {JOURNAL}): its restart would remove this server's checkpoints as never journaled; "
-            "name a checkpoint folder outside it"
-        )
-
-
 def _read_key(path: Path) -> bytes:
     with open(path, encoding="ascii", errors="replace", opener=regular) as fh:  # a pipe put there: refused
         text = fh.read().strip()
