@@ -136,7 +136,23 @@ def install_error_handlers(app: FastAPI) -> None:
             answer = error_response(405, said, ERROR_TYPES[400])
             answer.headers["Allow"] = allowed
             return answer
+        if exc.status_code == 404 and "endpoint" not in request.scope:  # no route matched: a bare "Not Found" was said
+            return error_response(404, _route_miss(request.method, request.url.path), ERROR_TYPES[404])
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
+
+
+API_ROOT = "/v1/rl/"
+"""Where the API's paths start."""
+
+
+def _route_miss(method: str, path: str) -> str:
+    """Why no route matched: a doubled ``/`` (a base URL ending in one), a path outside the API, else a typo."""
+    said = f"no route {method} {wire.shown(path, SHOWN)}"
+    if "//" in path:
+        said += " (it holds '//': a base URL ending in '/' joined to a path starting with one?)"
+    elif not path.startswith(API_ROOT):
+        said += f": the API's paths start with {API_ROOT}"
+    return said + "; /openapi.json lists every path"
 
 
 MAX_SHOWN_DIGITS = 40

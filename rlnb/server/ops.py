@@ -40,7 +40,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
 class OperationsMixin(RegistryCore):
     # -- operations ------------------------------------------------------------------------------
 
-    def replay(self, sid: str, kind: wire.OperationKind, key: str, fingerprint: str) -> wire.Operation[Any] | None:
+    def replay(self, sid: str, kind: wire.OperationKind, key: str, fingerprint: str) -> OpRecord | None:
         """The operation an earlier request with this Idempotency-Key made (a retry: never a second run),
         or None for a new key. A key reused for another kind or another body is a 409 saying so, and so is the key
         of an operation no longer kept (``max_kept_operations``): running it again could train twice."""
@@ -68,7 +68,7 @@ class OperationsMixin(RegistryCore):
                     f"{op.env.id}); a retry must send the same body, and a new request needs a new key",
                     param="Idempotency-Key",
                 )
-            return op.env
+            return op
 
     def submit(
         self,
@@ -78,7 +78,7 @@ class OperationsMixin(RegistryCore):
         body: wire._Model | None,
         fingerprint: str,
         payload_id: str | None = None,
-    ) -> wire.Operation[Any]:
+    ) -> OpRecord:
         """Queue an operation (or replay the key's); the upload ``body`` was read from is claimed under the lock."""
         with self.lock:
             known = self.replay(sid, kind, key, fingerprint)
@@ -93,9 +93,9 @@ class OperationsMixin(RegistryCore):
                 )
                 op = s.ops[env.id] = OpRecord(kind, env, key=key, fingerprint=fingerprint)
                 s.keys[key] = env.id
-                self._save_op(s, op)
                 s.finish(env.id, *self.settings.kept())
-                return env
+                self._save_op(s, op)  # its answer, made by ``finish``
+                return op
             if s.backend is None:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id", retry=True)
             if payload_id:
@@ -104,7 +104,7 @@ class OperationsMixin(RegistryCore):
             s.backend.submit(kind, body, lambda env: self._record(s, kind, env, first, key, fingerprint))
             s.keys[key] = first[0]  # the backend reported PENDING at once
             self._touch(s.resource_id)
-            return s.ops[first[0]].env
+            return s.ops[first[0]]
 
     def _record(
         self,
@@ -136,10 +136,10 @@ class OperationsMixin(RegistryCore):
                 env.output, wire.InferenceCheckpointResult | wire.TrainingCheckpointResult
             ):
                 self._record_checkpoint(s, env.output)
+            if env.status in wire.TERMINAL_STATUSES and env.id not in s.finished:
+                s.finish(env.id, *self.settings.kept())  # its answer made: journaled as it is sent
             if new or env.status in wire.TERMINAL_STATUSES:
                 self._save_op(s, op)
-            if env.status in wire.TERMINAL_STATUSES and env.id not in s.finished:
-                s.finish(env.id, *self.settings.kept())
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_wake, fut)
 
@@ -179,14 +179,14 @@ class OperationsMixin(RegistryCore):
                 raise not_found(f"{kind} operation", op_id, "operation_id")
             return op
 
-    async def wait_for_change(self, op: OpRecord, seen: str | None, timeout: float) -> wire.Operation[Any]:
-        """The operation's envelope as soon as its status differs from ``seen`` (default: its status
-        now) or it is terminal, or after ``timeout`` seconds."""
+    async def wait_for_change(self, op: OpRecord, seen: str | None, timeout: float) -> None:
+        """Return as soon as the operation's status differs from ``seen`` (default: its status now) or it is
+        terminal, or after ``timeout`` seconds."""
         loop = asyncio.get_running_loop()
         with self.lock:
             status = op.env.status
             if status in wire.TERMINAL_STATUSES or (seen is not None and status != seen) or timeout <= 0:
-                return op.env
+                return
             fut: asyncio.Future[None] = loop.create_future()
             op.waiters.append((loop, fut))
         try:
@@ -197,8 +197,6 @@ class OperationsMixin(RegistryCore):
             with self.lock:
                 if (loop, fut) in op.waiters:
                     op.waiters.remove((loop, fut))
-        with self.lock:
-            return op.env
 
     # -- checkpoints -----------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ reference states no retention rule for operations (nor for keys).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from rlnb import wire
+from rlnb.history.jsontext import line
 from rlnb.server.errors import SHOWN, ServerError
+from rlnb.server.state import Line
 
 
 class SessionBackend(Protocol):
@@ -44,16 +47,32 @@ class OpRecord:
     """The latest envelope."""
     waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(default_factory=list)
     """Long-polls waiting for the next status change."""
-    offloaded: dict[str, Any] | None = None
-    """The output as served when it was offloaded through the payload side channel."""
+    offloaded: bytes | None = None
+    """The envelope as served while its session is active: its output's large members offloaded through the payload
+    side channel, or its ``answer`` where the output is small enough to be served whole."""
     key: str = ""
     """The Idempotency-Key it was submitted with."""
     fingerprint: str = ""
     """Of the body it was submitted with (``limits.fingerprint``): the key is bound to it."""
     size: int = 0
     """Bytes of its envelope as JSON, once finished (counted against ``max_kept_result_bytes``)."""
+    answer: bytes | None = None
+    """Once finished: its envelope as the API sends it, made once (``SessionRecord.ended``), measured, journaled and
+    sent by every GET and retry; ``env`` then keeps no output (its objects took ~3x these bytes)."""
     abandoned: bool = False
     """Recorded FAILED by a stop that gave up on it (``stopping.abandon``): what its worker reports later is not."""
+
+    def reply(self) -> bytes:
+        """The envelope as the API sends it: its ``answer`` once finished, else made of ``env`` now."""
+        env = self.env  # read before ``answer``: ``ended`` sets ``answer`` before it lets ``env``'s output go
+        answer = self.answer
+        return answer if answer is not None else envelope_bytes(env)
+
+
+def envelope_bytes(env: wire.Operation[Any]) -> bytes:
+    """An envelope as JSON, byte for byte as a ``JSONResponse`` of its ``model_dump(mode="json")`` sends it."""
+    data = env.model_dump(mode="json")
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode("utf-8")
 
 
 @dataclass
@@ -94,7 +113,9 @@ class SessionRecord:
     def ended(self, op_id: str) -> None:
         """Count a finished operation in ``finished`` and ``kept_bytes``, letting none go (a restart trims later)."""
         op = self.ops[op_id]
-        op.size = len(op.env.model_dump_json())
+        op.answer = envelope_bytes(op.env)
+        op.env = op.env.model_copy(update={"output": None})  # its id, status and error: the answer has the rest
+        op.size = len(op.answer)
         self.finished[op_id] = None
         self.kept_bytes += op.size
 
@@ -107,10 +128,14 @@ class SessionRecord:
             self.kept_bytes -= op.size
             self.dropped[old] = op.kind
 
-    def op_line(self, op: OpRecord) -> dict[str, Any]:
-        """An operation as the state journal keeps it."""
+    def op_line(self, op: OpRecord) -> dict[str, Any] | Line:
+        """An operation as the state journal keeps it: a finished one's ``answer`` embedded as its ``env`` (the
+        journal's lines are ASCII: a non-ASCII answer is read back and written escaped, as ``line`` writes any)."""
         entry = {"session": self.id, "kind": op.kind, "key": op.key, "fingerprint": op.fingerprint}
-        return {**entry, "env": op.env.model_dump(mode="json")}
+        answer = op.answer
+        if answer is None or not answer.isascii():
+            return {**entry, "env": op.env.model_dump(mode="json") if answer is None else json.loads(answer)}
+        return Line(line({"op": entry})[: -len("}}\n")] + ',"env":' + answer.decode("ascii") + "}}\n")
 
     def journal_lines(self) -> list[tuple[str, Any]]:
         """The session, its tombstones and its kept operations as the state journal keeps them."""

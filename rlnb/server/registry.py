@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rlnb import wire
-from rlnb.server import stopping
+from rlnb.server import owner, stopping
 from rlnb.server.backends import checkpoint_dir
 from rlnb.server.links import Signer
 from rlnb.server.ops import OperationsMixin
@@ -86,6 +86,9 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         """Once closed: the operations the stop gave up on (``close``)."""
         self.journal = Journal(settings.state_dir) if settings.state_dir is not None else None
         try:
+            root = checkpoint_dir(settings)
+            if root is not None:  # before the restore clears it
+                owner.claim(root, settings.state_dir, named=settings.checkpoint_dir is not None)
             key = self.journal.signing_key() if self.journal is not None else secrets.token_bytes(32)
             self.signer = Signer(key, settings.public_url, clock)
             if self.journal is not None:

@@ -49,7 +49,7 @@ def restore(saved: dict[str, list[dict[str, Any]]], checkpoints: Path) -> Restor
                 continue
             registry.checkpoints[info.id] = CheckpointRecord(info, path)
     floors: dict[str, tuple[int, int]] = {}
-    """Per session, the largest step and weights version of its dropped operations."""
+    """Per session, the largest step and weights version of its operations, dropped or kept."""
     for data in saved["dropped"]:
         with _skipping("dropped operation"):
             s = registry.sessions.get(data["session"])
@@ -70,6 +70,7 @@ def restore(saved: dict[str, list[dict[str, Any]]], checkpoints: Path) -> Restor
             s.ops[env.id] = OpRecord(kind, env, key=data["key"], fingerprint=data["fingerprint"])
             if data["key"]:
                 s.keys[data["key"]] = env.id
+            floors[s.id] = reached(floors.get(s.id, (0, 0)), env)  # read before ``ended`` lets its output go
             if env.status in wire.TERMINAL_STATUSES:
                 s.ended(env.id)  # trimmed to max_kept_result_bytes once the progress is read
     for s in registry.sessions.values():
@@ -86,13 +87,17 @@ def _skipping(what: str) -> Iterator[None]:
         log.warning("rlnb serve: skipped a %s of the journal that cannot be read: %s", what, exc)
 
 
+def reached(floor: tuple[int, int], env: wire.Operation[Any]) -> tuple[int, int]:
+    """The step and weights version ``floor`` (of a session's operations read so far), past ``env``'s result."""
+    out = env.output if env.status == wire.OperationStatus.COMPLETED else None
+    step = max(floor[0], int(out.step)) if isinstance(out, wire.OptimStepResult) else floor[0]
+    return step, max(floor[1], int(out.weights_version)) if isinstance(out, wire.WeightsSyncResult) else floor[1]
+
+
 def progress(s: SessionRecord, checkpoints: list[CheckpointRecord], floor: tuple[int, int] = (0, 0)) -> wire.Session:
-    """A session's last view rebuilt from its completed operations and its checkpoints (a server that
-    stopped without closing it never saved one); ``floor``: the step and weights version of dropped ones."""
-    outputs = [op.env.output for op in s.ops.values() if op.env.status == wire.OperationStatus.COMPLETED]
-    step = max((int(out.step) for out in outputs if isinstance(out, wire.OptimStepResult)), default=floor[0])
-    version = max((int(out.weights_version) for out in outputs if isinstance(out, wire.WeightsSyncResult)), default=0)
-    version = max(version, floor[1])
+    """A session's last view rebuilt from its checkpoints and ``floor``, the step and weights version its completed
+    operations reached (``reached``): a server that stopped without closing it never saved one."""
+    step, version = floor
     mine = sorted((c.info for c in checkpoints if c.info.session_id == s.id), key=lambda c: c.created_at)
     view = s.view()
     view.step = step

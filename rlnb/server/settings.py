@@ -155,7 +155,7 @@ class ServerSettings:
             refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
-        from rlnb.server.state import refuse_foreign_state_dir
+        from rlnb.server.owner import refuse_foreign_state_dir
 
         resolve_device(self.device)  # a device that is not there stops the server before it listens
         if self.checkpoint_dir is not None:  # nor does a folder that cannot hold checkpoints

@@ -61,6 +61,14 @@ MIN_KEY_BYTES = 32
 """A signing key shorter than this is refused: an empty one would let anyone sign a download URL."""
 
 
+class Line(str):
+    """A journal line its writer made whole (a finished operation's, its answer's bytes embedded): written as is."""
+
+
+def _text(kind: str, data: Any) -> str:
+    return data if isinstance(data, Line) else line({kind: data})
+
+
 class StateDirError(RuntimeError):
     """The state directory cannot be used; the message says why and what to do."""
 
@@ -148,7 +156,7 @@ class Journal:
             if self.closed:
                 return
             try:
-                text = "".join(line({kind: data}) for kind, data in entries)
+                text = "".join(_text(kind, data) for kind, data in entries)
                 write_new(tmp, text.encode("utf-8"), sync=True)  # whole before it replaces the journal: a crash keeps
                 if self._fh is not None:  # one or the other; never through a link planted at the temporary name
                     self._fh.close()
@@ -167,7 +175,7 @@ class Journal:
         return self.appended > max(COMPACT_AFTER, self.compact_lines) and not self.failed
 
     def append(self, kind: str, data: Any) -> None:
-        text = line({kind: data})  # a NaN as "NaN": the wire's models read it back as the float
+        text = _text(kind, data)  # a NaN as "NaN": the wire's models read it back as the float
         with self._lock:
             if self._fh is None or self.failed:
                 return
@@ -224,23 +232,6 @@ class _OpLines:
             out = gone["env"].get("output") if gone["env"]["status"] == wire.OperationStatus.COMPLETED else None
             facts = {k: out[k] for k in ("step", "weights_version") if isinstance(out, dict) and k in out}
             self.dropped[old] = {"session": sid, "id": old, "kind": gone["kind"], "key": gone["key"], **facts}
-
-
-def refuse_foreign_state_dir(checkpoints: Path, own: Path | None) -> None:
-    """A ``ValueError`` naming both if ``checkpoints`` is the ``checkpoints`` folder of a state folder other than
-    ``own``: that server's restart removes the checkpoints it never journaled from it, this server's with them. (The
-    rest of a state folder, and folders below its ``checkpoints``, are never cleared: a checkpoint folder there is
-    taken.)"""
-    folder = checkpoints.resolve()
-    state = folder.parent
-    if folder.name != CHECKPOINTS or (own is not None and Path(own).resolve() == state):
-        return
-    if any(os.path.lexists(state / name) for name in (LOCK_FILE, JOURNAL)):
-        raise ValueError(
-            f"checkpoint_dir {folder} is the checkpoint folder of {state}, the state folder of another rlnb serve (it "
-            f"holds {LOCK_FILE} or {JOURNAL}): its restart would remove this server's checkpoints as never journaled; "
-            "name a checkpoint folder outside it"
-        )
 
 
 def _read_key(path: Path) -> bytes:

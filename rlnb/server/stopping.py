@@ -81,8 +81,8 @@ def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | 
                 message = ABANDONED.format(status=op.env.status, why=why)
                 op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, message)
                 op.abandoned = True
-                registry._save_op(s, op)
                 s.finish(op.env.id, *registry.settings.kept())
+                registry._save_op(s, op)
                 said.append(Abandoned(f"{op.kind} operation {op.env.id} of session {s.id}", op.env.status))
         said += [Abandoned(f"the build of session {t.name.removeprefix(BUILD)}'s model", wire.SessionStatus.ERROR)
                  for t in registry._closers if t.is_alive() and t.name.startswith(BUILD)]  # fmt: skip

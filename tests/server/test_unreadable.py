@@ -92,8 +92,8 @@ def test_an_id_holding_an_encoded_slash_is_a_404_naming_it(c, method, path, para
     assert err["message"] == f"{param} 'a/b' holds a '/' (sent as %2F): no {param} has one"
 
 
-def test_a_route_miss_without_an_encoded_slash_is_unchanged(c):
-    assert c.get("/no-such-thing").json()["error"]["message"] == "Not Found"
+def test_a_route_miss_without_an_encoded_slash_is_a_route_miss(c):
+    assert c.get("/no-such-thing").json()["error"]["message"].startswith("no route GET '/v1/rl/no-such-thing'")
 
 
 def test_a_5000_digit_int64_string_is_named_not_echoed_whole(c):

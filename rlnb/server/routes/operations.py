@@ -13,7 +13,7 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from rlnb import wire
@@ -63,32 +63,38 @@ def with_payload(registry: Registry, session_id: str, request_type: type[wire._M
         raise ServerError(400, f"{param}: {first['msg']}", param=param) from None
 
 
-def served(registry: Registry, session_id: str, op: OpRecord, env: wire.Operation[Any]) -> dict[str, Any]:
-    """The envelope as JSON; a completed output over ``result_offload_bytes`` keeps its small members and
-    names a payload holding the rest (made once per operation, while the session is active: its payloads go
-    when it ends, and its results are then served whole)."""
-    data = env.model_dump(mode="json")
+def served(registry: Registry, session_id: str, op: OpRecord) -> Response:
+    """The envelope as JSON (``OpRecord.reply``); a completed output over ``result_offload_bytes`` keeps its small
+    members and names a payload holding the rest (made once per operation, while the session is active: its
+    payloads go when it ends, and its results are then served whole)."""
     limit = registry.settings.result_offload_bytes
     members = wire.OFFLOADED_RESULT_MEMBERS.get(op.kind)
-    if limit is None or env.status != wire.OperationStatus.COMPLETED or members is None:
-        return data
+    if limit is None or op.env.status != wire.OperationStatus.COMPLETED or members is None:
+        return answer(op.reply())
     with registry.lock:
         if registry.sessions[session_id].status not in wire.SESSION_ACTIVE:
-            return data
+            return answer(op.reply())
         if op.offloaded is None:
+            body = op.reply()
+            data = json.loads(body)  # once per operation
             out = data["output"]
             if len(json.dumps(out, separators=(",", ":"))) > limit:
                 big = {k: out.pop(k) for k in members if k in out}
                 out["payload_id"] = registry.payloads.new_result(session_id, json.dumps(big).encode()).id
-            op.offloaded = out
-        data["output"] = op.offloaded
-    return data
+                body = bytes(JSONResponse(data).body)
+            op.offloaded = body
+        return answer(op.offloaded)
+
+
+def answer(body: bytes) -> Response:
+    """An envelope's bytes as a ``JSONResponse`` of it sends them."""
+    return Response(body, media_type=JSONResponse.media_type)
 
 
 def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None) -> None:
     name = kind.replace("-", "_")
 
-    def retry_or_submit(registry: Registry, session_id: str, key: str, body: Any) -> JSONResponse:
+    def retry_or_submit(registry: Registry, session_id: str, key: str, body: Any) -> Response:
         signed = fingerprint(body)  # of the body as sent: a retry of a payload body sends the same payload_id
         known = registry.replay(session_id, kind, key, signed)  # a retry: before its payload is read again
         if known is None:
@@ -100,7 +106,7 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
                 check_known(body)
                 check_operation(registry.settings, kind, body)
             known = registry.submit(session_id, kind, key, body, signed, payload_id)
-        return JSONResponse(known.model_dump(mode="json"))
+        return answer(known.reply())
 
     if request_type is None:
 
@@ -128,8 +134,9 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
         op = registry.operation(session_id, kind, operation_id)
         if seen is not None and wait is None:  # it would be ignored: the caller expects to be held
             raise ServerError(400, "seen applies only with wait (seconds to hold the answer)", param="seen")
-        env = await registry.wait_for_change(op, seen, wait) if wait else op.env
-        return JSONResponse(served(registry, session_id, op, env))
+        if wait:
+            await registry.wait_for_change(op, seen, wait)
+        return served(registry, session_id, op)
 
     envelope = wire.ENVELOPES[kind]
     router.add_api_route(f"/{kind}", submit, methods=["POST"], response_model=envelope, name=f"submit_{name}")
