@@ -4,8 +4,9 @@ is time less for every member.
 
 - ``linear``: a linear layer that vmap runs as one ``baddbmm`` (bias, then the product added to it). vmap's rule for
   ``F.linear`` with a weight per member is a ``bmm`` and a separate bias ``add``: a second pass over every layer's
-  output, in the forward-backward and at every decoded token. The same values bit for bit (MKL adds the product to
-  the bias as the ``add`` does).
+  output. The same values bit for bit (MKL adds the product to the bias as the ``add`` does). A layer norm done the
+  same way (one ``addcmul`` for its weight and bias) saved a pass too, yet took longer: the pass is narrow (64 wide)
+  and the vmap rule's Python costs ~0.5 ms a call.
 - ``target_logprobs``: the log-prob of each target token and the entropy at each position, from one log-softmax and
   its exp, and a backward from that exp: torch's gather backward writes a zero tensor and scatters into it,
   log-softmax's backward takes the exp again, and ``losses.logprobs_and_entropy``'s entropy copies each counted row,
@@ -47,59 +48,12 @@ def _front(t: Tensor, dim: int | None, n: int) -> Tensor:
 
 
 def linear(layer: nn.Linear, x: Tensor) -> Tensor:
-    """``layer(x)`` under vmap, its bias added in the product's pass (``_Linear``); a layer without a bias is one
-    ``bmm`` under vmap already."""
-    if layer.bias is None:
-        return nn.functional.linear(x, layer.weight)
+    """``layer(x)`` under vmap, its bias added in the product's pass (``_Linear``) where a gradient is recorded (the
+    forward-backward). A layer without a bias is one ``bmm`` under vmap already; and a decoding step (no gradient)
+    is one token a row: there the rule's Python (~0.5 ms a call, measured) costs more than the pass it saves."""
+    if layer.bias is None or not torch.is_grad_enabled():
+        return nn.functional.linear(x, layer.weight, layer.bias)
     return _Linear.apply(x, layer.weight, layer.bias)
-
-
-class _LayerNorm(torch.autograd.Function):
-    """``F.layer_norm`` over the last dim; under vmap ``_Affine`` over every member. Used under vmap only (as
-    ``_Linear``)."""
-
-    @staticmethod
-    def forward(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:  # type: ignore[override]
-        return nn.functional.layer_norm(x, x.shape[-1:], weight, bias, eps)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: Any, output: Any) -> None:
-        pass
-
-    @staticmethod
-    def vmap(info: Any, in_dims: tuple[int | None, ...], x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Any:
-        n = info.batch_size
-        x, weight, bias = (_front(t, d, n) for t, d in zip((x, weight, bias), in_dims[:3], strict=True))
-        return _Affine.apply(x, weight, bias, eps), 0
-
-
-class _Affine(torch.autograd.Function):
-    """Every member's layer norm, ``x`` ``[K, ..., C]``, ``weight`` and ``bias`` ``[K, C]``: the normalised ``x``
-    scaled and shifted in one ``addcmul``; the backward as vmap's (the same gradients bit for bit)."""
-
-    @staticmethod
-    def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:  # type: ignore[override]
-        xhat, mean, rstd = torch.native_layer_norm(x, x.shape[-1:], None, None, eps)
-        shape = (len(x),) + (1,) * (x.dim() - 2) + (x.shape[-1],)
-        w = weight.view(shape)
-        ctx.save_for_backward(x, xhat, mean, rstd, w)
-        return torch.addcmul(bias.view(shape), xhat, w)
-
-    @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, Tensor, Tensor, None]:  # type: ignore[override]
-        x, xhat, mean, rstd, w = ctx.saved_tensors
-        rows = tuple(range(1, x.dim() - 1))
-        norm_backward = torch.ops.aten.native_layer_norm_backward
-        gx = norm_backward(g * w, x, x.shape[-1:], mean, rstd, None, None, [True, False, False])[0]
-        return gx, (g * xhat).sum(rows), g.sum(rows), None
-
-
-def layer_norm(layer: nn.LayerNorm, x: Tensor) -> Tensor:
-    """``layer(x)`` under vmap, scaled and shifted in one pass (``_Affine``); vmap's rule for a weight and a bias per
-    member is the norm, a product, then an ``add`` (values within an ulp: ``addcmul`` rounds once)."""
-    if layer.bias is None or layer.weight is None or len(layer.normalized_shape) != 1:
-        return nn.functional.layer_norm(x, layer.normalized_shape, layer.weight, layer.bias, layer.eps)
-    return _LayerNorm.apply(x, layer.weight, layer.bias, layer.eps)
 
 
 class _TargetLogprobs(torch.autograd.Function):

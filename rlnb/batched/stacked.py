@@ -80,8 +80,6 @@ class StackedModel:
                 layer.attention = batched_attention
             if isinstance(layer, nn.Linear):  # its bias added in the product's pass (``fused.linear``)
                 layer.forward = partial(fused.linear, layer)  # type: ignore[method-assign]
-            if isinstance(layer, nn.LayerNorm):  # scaled and shifted in one pass (``fused.layer_norm``)
-                layer.forward = partial(fused.layer_norm, layer)  # type: ignore[method-assign]
         self.columns: dict[str, tuple[int, int, torch.Size]] = {}
         """``name -> (start, stop, shape)``: where a parameter lives in each member's row."""
         start = 0
