@@ -27,7 +27,7 @@ class _Linear(torch.autograd.Function):
     records the ``baddbmm`` that ``vmap`` runs, so no ``backward`` of its own (outside vmap a backward refuses)."""
 
     @staticmethod
-    def forward(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         return nn.functional.linear(x, weight, bias)
 
     @staticmethod
@@ -60,7 +60,7 @@ class _TargetLogprobs(torch.autograd.Function):
     """``(log p[target], -Σ p log p)`` a position; the backward of the first only (the entropy is a metric)."""
 
     @staticmethod
-    def forward(ctx: Any, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def forward(ctx: Any, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
         logp = torch.log_softmax(logits.float(), dim=-1)
         p = logp.exp()
         lp = logp.gather(-1, targets[..., None])[..., 0]
@@ -71,7 +71,7 @@ class _TargetLogprobs(torch.autograd.Function):
         return lp, entropy
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor, _: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, g: Tensor, _: Tensor) -> tuple[Tensor, None]:
         """d log p[t] / d logits = onehot(t) - p: log-softmax's backward of the gathered gradient, as torch's."""
         p, targets = ctx.saved_tensors
         grad = p * g.neg()[..., None]

@@ -14,8 +14,8 @@ The forward is the built-in ``TinyTransformer`` itself, called on each member's 
 model's own KV cache: vmap hands each member its slice of one stacked cache (``KVCache.over``), and the
 model's in-place writes land in that slice.
 
-Its linear layers run as one ``baddbmm`` each and its log-probs come from ``rlnb.batched.fused`` (fewer passes over
-the activations than vmap's rules and ``losses.logprobs_and_entropy``: a member's step time is the elements it writes).
+In the forward-backward its linear layers run as one ``baddbmm`` each and its log-probs come from
+``rlnb.batched.fused``: fewer passes over the activations than vmap's rules and ``losses.logprobs_and_entropy``.
 Attention is computed by ``batched_attention`` (softmax(q·kᵀ/√d + mask)·v, in ops vmap batches), set on the
 stacked model's attention layers. CPU's fused kernel (``_scaled_dot_product_flash_attention_for_cpu``) has no
 vmap batching rule in torch 2.13: vmap runs it member by member, and its backward through zero-filled

@@ -16,15 +16,16 @@ from rlnb.batched.stacked import StackedModel
 from rlnb.engine.models.tiny import TinyConfig, build_model
 from rlnb.testing.ops import OpCounter
 
-PER_MEMBER = 14
-"""Ops an added member of its own seed may add to a step (here, 8 members and group size 4: 12.4, 17.4 before its
-uniforms were drawn into the other members' buffer (``sampling.seeds_uniforms``: its seed's randint and a fill a
-prompt, no allocation, reshape or ``cat`` of its own), 71.4 before the engine made the work before decoding one op a
-prompt; 345 before the losses were stacked)."""
+PER_MEMBER = 9
+"""Ops an added member of its own seed may add to a step (here, 8 members and group size 4: 7.4, 12.4 before the
+entropy was one dot product a position for all members (``fused.target_logprobs``, no chunks of counted positions),
+17.4 before its uniforms were drawn into the other members' buffer (``sampling.seeds_uniforms``: its seed's randint
+and a fill a prompt, no allocation, reshape or ``cat`` of its own), 71.4 before the engine made the work before
+decoding one op a prompt; 345 before the losses were stacked)."""
 
-PER_MEMBER_ONE_SEED = 8
+PER_MEMBER_ONE_SEED = 3
 """The same for members of one seed (a learning-rate grid), whose uniforms are drawn once for all of them
-(``sampler.members_uniforms``): 6.0 here, 17.4 before; ``bench_batched.py --ops``: 11, of which 10 the entropy's."""
+(``sampler.members_uniforms``): 1.0 here, 6.0 with the entropy's chunks, 17.4 before; ``bench_batched.py --ops``: 0."""
 
 
 def step_ops(monkeypatch: pytest.MonkeyPatch, members: int, one_seed: bool = True) -> int:
