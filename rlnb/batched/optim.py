@@ -233,8 +233,8 @@ class StackedOptimizer:
         self.exp_avg_sq.mul_(col(lambda hp: hp.beta2))
         self.exp_avg_sq.addcmul_(g * col(lambda hp: 1 - hp.beta2), g)
         step_size = col(lambda hp: (hp.learning_rate / (1 - hp.beta1**t)) * -1)
-        denom = self.exp_avg_sq.sqrt().div_(col(lambda hp: (1 - hp.beta2**t) ** 0.5))
-        denom.add_(col(lambda hp: hp.eps))
+        # sqrt(v) / c + eps as torch's div_ then add_ round it, in one pass (addcdiv: eps + 1 * (sqrt(v) / c))
+        denom = torch.addcdiv(col(lambda hp: hp.eps), self.exp_avg_sq.sqrt(), col(lambda hp: (1 - hp.beta2**t) ** 0.5))
         p.addcdiv_(self.exp_avg * step_size, denom)  # addcdiv(value=s) computes (s * m) / d, so s goes first
 
     def _muon(self, hps: Sequence[MuonHyperparams]) -> None:

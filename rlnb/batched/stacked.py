@@ -14,6 +14,8 @@ The forward is the built-in ``TinyTransformer`` itself, called on each member's 
 model's own KV cache: vmap hands each member its slice of one stacked cache (``KVCache.over``), and the
 model's in-place writes land in that slice.
 
+In the forward-backward its linear layers run as one ``baddbmm`` each and its log-probs come from
+``rlnb.batched.fused``: fewer passes over the activations than vmap's rules and ``losses.logprobs_and_entropy``.
 Attention is computed by ``batched_attention`` (softmax(q·kᵀ/√d + mask)·v, in ops vmap batches), set on the
 stacked model's attention layers. CPU's fused kernel (``_scaled_dot_product_flash_attention_for_cpu``) has no
 vmap batching rule in torch 2.13: vmap runs it member by member, and its backward through zero-filled
@@ -26,12 +28,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from rlnb.engine import losses
+from rlnb.batched import fused
 from rlnb.engine.models.tiny import CausalSelfAttention, KVCache, TinyConfig, TinyTransformer
 
 
@@ -75,6 +78,8 @@ class StackedModel:
         for layer in self.base.modules():
             if isinstance(layer, CausalSelfAttention):
                 layer.attention = batched_attention
+            if isinstance(layer, nn.Linear):  # its bias added in the product's pass (``fused.linear``)
+                layer.forward = partial(fused.linear, layer)  # type: ignore[method-assign]
         self.columns: dict[str, tuple[int, int, torch.Size]] = {}
         """``name -> (start, stop, shape)``: where a parameter lives in each member's row."""
         start = 0
@@ -140,7 +145,7 @@ class StackedModel:
         each position (only where ``where`` is true, when given), for right-padded ``ids`` ``[K, B, T]`` (with
         causal attention, padding after a sequence cannot change its positions)."""
         logits = self._forward(self.params, ids)  # (K, B, T, V)
-        return losses.logprobs_and_entropy(logits, targets, where)
+        return fused.target_logprobs(logits, targets, where)
 
     def decoder(self, batch: int, max_len: int) -> StackedDecoder:
         """Incremental decoding of ``members * batch`` rows: row ``k * batch + b`` is member k's row b."""

@@ -16,15 +16,16 @@ from rlnb.batched.stacked import StackedModel
 from rlnb.engine.models.tiny import TinyConfig, build_model
 from rlnb.testing.ops import OpCounter
 
-PER_MEMBER = 14
-"""Ops an added member of its own seed may add to a step (here, 8 members and group size 4: 12.4, 17.4 before its
-uniforms were drawn into the other members' buffer (``sampling.seeds_uniforms``: its seed's randint and a fill a
-prompt, no allocation, reshape or ``cat`` of its own), 71.4 before the engine made the work before decoding one op a
-prompt; 345 before the losses were stacked)."""
+PER_MEMBER = 9
+"""Ops an added member of its own seed may add to a step (here, 8 members and group size 4: 7.4, 12.4 before the
+entropy was one dot product a position for all members (``fused.target_logprobs``, no chunks of counted positions),
+17.4 before its uniforms were drawn into the other members' buffer (``sampling.seeds_uniforms``: its seed's randint
+and a fill a prompt, no allocation, reshape or ``cat`` of its own), 71.4 before the engine made the work before
+decoding one op a prompt; 345 before the losses were stacked)."""
 
-PER_MEMBER_ONE_SEED = 8
+PER_MEMBER_ONE_SEED = 3
 """The same for members of one seed (a learning-rate grid), whose uniforms are drawn once for all of them
-(``sampler.members_uniforms``): 6.0 here, 17.4 before; ``bench_batched.py --ops``: 11, of which 10 the entropy's."""
+(``sampler.members_uniforms``): 1.0 here, 6.0 with the entropy's chunks, 17.4 before; ``bench_batched.py --ops``: 0."""
 
 
 def step_ops(monkeypatch: pytest.MonkeyPatch, members: int, one_seed: bool = True) -> int:
@@ -102,3 +103,36 @@ def test_the_gradients_are_multiplied_only_when_a_member_clips():
     clipped_passes, coefs = grad_passes([2 * norm, norm / 2])
     assert coefs[0] == 1.0 and coefs[1] < 1.0 and clipped_passes == passes + 1
     assert torch.equal(model.grad[0], before[0]) and torch.equal(model.grad[1], before[1] * coefs[1])
+
+
+def test_adams_update_writes_ten_passes_over_the_weights_and_equals_torchs_adamw_bit_for_bit():
+    """AdamW's update of every member: the moments, the denominator, the step and the copy for the forward, 10 passes
+    over the weights (11 when the denominator's ``eps`` was a pass of its own); each member's weights are
+    ``torch.optim.AdamW(foreach=True)``'s with its own hyperparameters, bit for bit."""
+    config = TinyConfig(n_layer=1, n_embd=16, n_head=2)
+    modules = [build_model(config, seed) for seed in range(2)]
+    names = [n for n, _ in modules[0].named_parameters()]
+    model = StackedModel(modules, names)
+    optimizer = StackedOptimizer(model, "adam", names)
+    params = [rlnb.AdamParams(learning_rate=1e-3, eps=1e-6, grad_clip_norm=0),
+              rlnb.AdamParams(learning_rate=3e-2, beta2=0.99, grad_clip_norm=0)]  # fmt: skip
+    hps = [p.resolved() for p in params]
+    torch_adams = [
+        torch.optim.AdamW(m.parameters(), lr=h.learning_rate, betas=(h.beta1, h.beta2), eps=h.eps,
+                          weight_decay=h.weight_decay, foreach=True)
+        for m, h in zip(modules, hps, strict=True)
+    ]  # fmt: skip
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        model.grad.copy_(torch.randn(model.grad.shape, generator=g))
+        for k, (module, adam) in enumerate(zip(modules, torch_adams, strict=True)):
+            for name, p in module.named_parameters():
+                a, b, shape = model.columns[name]
+                p.grad = model.grad[k, a:b].view(shape).clone()
+            adam.step()
+        with OpCounter(elements=True) as count:
+            optimizer.step(hps, optimizer.norms())
+        for k, module in enumerate(modules):
+            assert all(torch.equal(model.state(k)[n], p.detach()) for n, p in module.named_parameters())
+    written = sum(count.written.values()) / model.flat.numel()
+    assert 9 < written <= 10.05, f"{written:.2f} passes over the weights"
