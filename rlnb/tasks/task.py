@@ -10,9 +10,9 @@ import functools
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
-from rlnb._options import set_int
+from rlnb._options import check_int, set_int
 from rlnb._shown import shown
 from rlnb.prompts import SHOWN, check_ids, no_room
 from rlnb.session import Prompt, Session
@@ -70,8 +70,35 @@ class Task:
             raise TypeError(
                 f"Task.reward must be a function reward(prompt, completion) -> float, got {shown(self.reward, SHOWN)}"
             )
+        deferred = _deferred(self.reward)
+        if deferred:  # it returned a coroutine or a generator: every step sampled, then failed "returned <...>"
+            raise TypeError(
+                f"Task.reward is {deferred}: rlnb calls reward(prompt, completion) -> float and reads the number it "
+                f"returns, which calling this does not give; use a plain def that returns the number, got "
+                f"{shown(self.reward, SHOWN)}"
+            )
         set_int(self, "max_tokens", 1, name="Task.max_tokens")
-        set_int(self, "group_size", 1, name="Task.group_size")
+        self.group_size = check_group_size(self.group_size, name="Task.group_size")
+
+
+GROUP_WHY = (
+    "an advantage is a reward minus its group's mean, so a group of one completion has advantage 0 and trains nothing"
+)
+"""Why a GRPO group holds at least two completions, said by every check of ``group_size``."""
+
+
+@overload
+def check_group_size(
+    value: Any, most: int | None = None, *, name: str = ..., optional: Literal[False] = False
+) -> int: ...
+@overload
+def check_group_size(value: Any, most: int | None = None, *, name: str = ..., optional: bool) -> int | None: ...
+def check_group_size(
+    value: Any, most: int | None = None, *, name: str = "group_size", optional: bool = False
+) -> int | None:
+    """``value`` as an int of at least 2 (and at most ``most``), or a ``ValueError`` naming ``name``: a group of one
+    trained nothing, at every step, silently (loss 0, gradient norm 0)."""
+    return check_int(name, value, 2, most, optional=optional, why=GROUP_WHY)
 
 
 def check_local_group_size(task: Task, target: str) -> None:
@@ -85,7 +112,7 @@ def check_local_group_size(task: Task, target: str) -> None:
 
     if task.group_size > MAX_NUM_SAMPLES:
         raise ValueError(
-            f"Task.group_size must be in [1, {MAX_NUM_SAMPLES}] for target 'local' (the in-process engine samples "
+            f"Task.group_size must be in [2, {MAX_NUM_SAMPLES}] for target 'local' (the in-process engine samples "
             f"at most {MAX_NUM_SAMPLES} completions per prompt), got {task.group_size} (task {task.name!r})"
         )
 
@@ -130,6 +157,17 @@ def _checked_ids(
             raise ValueError(f"{name}: {why}")
         out.append(ids)
     return out
+
+
+def _deferred(fn: Callable[..., Any]) -> str:
+    """What ``fn`` is when calling it gives no value but a coroutine or a generator (an ``async def``, one with
+    ``yield``; a partial of one, an object whose ``__call__`` is one), else ``""``."""
+    for f in (fn, type(fn).__call__):  # an object: its class's method
+        if inspect.iscoroutinefunction(f):
+            return "an async function (async def)"
+        if inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f):
+            return "a generator function (it yields)"
+    return ""
 
 
 def _takes_two(fn: Callable[..., Any]) -> bool:

@@ -136,7 +136,7 @@ def test_evaluate_scores_greedy_answers_on_the_held_out_split():
         ({"prompts": "n="}, r"Task.prompts must be a non-empty list of prompts, such as \['n='\], got 'n='"),
         ({"prompts": []}, "Task.prompts must be a non-empty list"),
         ({"max_tokens": 0}, "Task.max_tokens must be an integer >= 1, got 0"),
-        ({"group_size": 2.5}, "Task.group_size must be an integer >= 1, got 2.5"),
+        ({"group_size": 2.5}, r"Task.group_size must be an integer >= 2 \(an advantage is .*\), got 2.5"),
     ],
 )
 def test_a_task_refuses_prompts_given_as_one_string_and_bad_sizes(kwargs, words):
@@ -218,7 +218,7 @@ def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_
             with pytest.raises(ValueError, match=rf"seed must be an integer in \[-\d+, \d+\], got {seed}"):
                 rlnb.tasks.lesson.train(s, first_letter_task(), rlnb.AdamParams(), 2, seed=seed)
         # a group the engine cannot sample, and bad params: the step-0 accuracy was logged, then rl_step refused
-        with pytest.raises(ValueError, match=r"group_size must be an integer in \[1, 256\], got 300"):
+        with pytest.raises(ValueError, match=r"group_size must be an integer in \[2, 256\] \(.*\), got 300"):
             rlnb.tasks.lesson.train(s, dataclasses.replace(first_letter_task(), group_size=300), rlnb.AdamParams(), 2)
         with pytest.raises(TypeError, match="MuonParams"):  # Muon's on an Adam session
             rlnb.tasks.lesson.train(s, first_letter_task(), rlnb.MuonParams(), 2)

@@ -1,0 +1,100 @@
+"""Rewards and task options a person writes that cannot train: a Ctrl-C inside a slow reward, a reward written as
+``async def`` or as a generator, a group of one completion (whose advantage is always 0)."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+
+import rlnb
+from rlnb.batched import Member, run_batched
+from rlnb.batched.options import StepOptions
+from rlnb.history import History
+from rlnb.tasks import Task, digits_task, rl_step
+
+
+def test_ctrl_c_inside_a_slow_reward_keeps_the_steps_completions_unscored(tmp_path):
+    """A reward that calls a slow judge is where a Ctrl-C lands: the step's sampled completions were lost (only an
+    ``Exception`` kept them), so the completion the reward was stuck on was nowhere to be seen."""
+    seen: list[str] = []
+
+    def slow(prompt: str, completion: str) -> float:
+        seen.append(completion)
+        if len(seen) == 3:
+            raise KeyboardInterrupt  # what Ctrl-C raises in the main thread, wherever the reward waits
+        return 0.5
+
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        with pytest.raises(KeyboardInterrupt):
+            rl_step(s, Task("slow", ["a=", "b="], slow, group_size=2, max_tokens=3), rlnb.AdamParams(), seed=0)
+        assert s.step == 0 and list(s.history.df.kind) == ["sample"]  # nothing was trained on
+    table = History.load(tmp_path / "r").completions
+    assert list(table.prompt) == ["a=", "a=", "b=", "b="] and set(table.step) == {1}
+    assert list(table.completion[:3]) == seen and table.reward.isna().all() and table.advantage.isna().all()
+
+
+async def _judge(prompt: str, completion: str) -> float:
+    return 1.0
+
+
+def _yields(prompt: str, completion: str):
+    yield 1.0
+
+
+async def _agen(prompt: str, completion: str):
+    yield 1.0
+
+
+class _AsyncJudge:
+    async def __call__(self, prompt: str, completion: str) -> float:
+        return 1.0
+
+
+@pytest.mark.parametrize(
+    ("reward", "words"),
+    [
+        (_judge, "an async function"),
+        (functools.partial(_judge), "an async function"),
+        (_AsyncJudge(), "an async function"),
+        (_yields, "a generator function"),
+        (_agen, "a generator function"),
+    ],
+)
+def test_a_reward_that_returns_no_number_when_called_is_refused_when_the_task_is_made(reward, words):
+    """``async def reward`` (an LLM judge's client is async) returned a coroutine: every step sampled its completions,
+    then failed "returned <coroutine object ...>", with "coroutine was never awaited" warnings; in a sweep, every
+    trial so. A generator function the same, "returned <generator object ...>"."""
+    with pytest.raises(TypeError, match=f"Task.reward is {words}") as refused:
+        Task("judged", ["n="], reward)
+    assert "reward(prompt, completion) -> float" in str(refused.value)
+
+
+def test_a_plain_function_and_a_callable_object_are_still_rewards():
+    """Guard: the refusal above reads what calling returns, not how the reward is spelled."""
+
+    class Judge:
+        def __call__(self, prompt: str, completion: str) -> float:
+            return 1.0
+
+    for reward in (lambda p, c: 0.0, Judge(), functools.partial(lambda a, p, c: a, 1.0), math.hypot):
+        Task("ok", ["n="], reward)
+
+
+def test_a_group_of_one_completion_is_refused_it_trains_nothing(tmp_path):
+    """An advantage is a reward minus its group's mean, so a group of one has advantage 0 whatever it scored: 40
+    steps of ``group_size=1`` had loss 0 and gradient norm 0 at every step, the reward flat, nothing said."""
+    words = r"group_size must be an integer >= 2 \(.*a group of one completion has advantage 0.*\), got 1"
+    with pytest.raises(ValueError, match="Task." + words):
+        Task("one", ["n="], lambda p, c: float(len(c)), group_size=1)
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        with pytest.raises(ValueError, match=r"group_size must be an integer in \[2, 256\] \(.*advantage 0"):
+            rl_step(s, digits_task(), rlnb.AdamParams(), group_size=1, seed=0)
+        assert s.history.df.empty  # refused before anything was sampled
+    with pytest.raises(ValueError, match=r"group_size must be None or an integer in \[2, 256\] \(.*advantage 0"):
+        StepOptions(group_size=1)
+    with pytest.raises(ValueError, match=r"group_size must be None or an integer in \[2, 256\]"):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams())], steps=1, group_size=1, device="cpu")
+    rl_step_ok = Task("two", ["n="], lambda p, c: float(len(c)), group_size=2)  # guard: the smallest group trains
+    assert rl_step_ok.group_size == 2
