@@ -12,7 +12,7 @@ import rlnb
 from rlnb.batched import Member, run_batched
 from rlnb.batched.options import StepOptions
 from rlnb.history import History
-from rlnb.tasks import Task, digits_task, rl_step
+from rlnb.tasks import Task, VerifiedTask, digits_task, exact_match, rl_step
 
 
 def test_ctrl_c_inside_a_slow_reward_keeps_the_steps_completions_unscored(tmp_path):
@@ -98,3 +98,27 @@ def test_a_group_of_one_completion_is_refused_it_trains_nothing(tmp_path):
         run_batched("tiny", "adam", [Member(rlnb.AdamParams())], steps=1, group_size=1, device="cpu")
     rl_step_ok = Task("two", ["n="], lambda p, c: float(len(c)), group_size=2)  # guard: the smallest group trains
     assert rl_step_ok.group_size == 2
+
+
+def _sum_of(prompt: str) -> str:
+    return str(int(prompt[0]) + int(prompt[2]))
+
+
+@pytest.mark.parametrize(
+    ("answer", "error", "words"),
+    [
+        (_sum_of, ValueError, "invalid literal for int"),  # the user's parser on a prompt it cannot read
+        (lambda p: int(p[0]) + int(p[2]), TypeError, r"answer\('1\+2='\) returned 3 \(int\)"),
+        (lambda p: "" if p == "1+x=" else "3", ValueError, r"answer\('1\+x='\) returned ''"),
+    ],
+)
+def test_a_verified_task_without_an_answer_for_a_prompt_is_refused_when_made(answer, error, words):
+    """A held-out prompt the user's ``answer`` cannot read failed the first ``evaluate``, after its samples: in a
+    RunPanel, ten steps in; and a raise from inside ``answer`` named no prompt. Every held-out prompt's answer is now
+    computed when the task is made, the prompt named (a training prompt's is the reward's: "1+x" is not asked)."""
+    with pytest.raises(error, match=words) as refused:
+        VerifiedTask(
+            "sums", ["2+2=", "0+1="], exact_match(answer), eval_prompts=["1+2=", "3+4=", "1+x="], answer=answer
+        )
+    if answer is _sum_of:
+        assert refused.value.__notes__ == ["task 'sums': answer('1+x=') of eval_prompts[2] raised it"]

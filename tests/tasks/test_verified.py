@@ -164,9 +164,12 @@ def test_an_answer_that_is_no_text_is_refused_not_scored_zero_for_ever():
     def total(p):
         return int(p[0]) + int(p[2])
 
-    as_int = dataclasses.replace(addition_task(), reward=exact_match(total), answer=total)
     with pytest.raises(TypeError, match=r"answer\('3\+4='\) returned 7 \(int\): it must return the answer's text"):
-        as_int.reward("3+4=", "7")
+        exact_match(total)("3+4=", "7")
+    with pytest.raises(TypeError, match=r"answer\('\d\+\d='\) returned \d+ \(int\)"):  # its held-out answers, when made
+        dataclasses.replace(addition_task(), reward=exact_match(total), answer=total)
+    as_int = addition_task()
+    as_int.answer = total  # set after it was made: evaluate still refuses it
     with pytest.raises(TypeError, match=r"VerifiedTask.answer must be a function answer\(prompt\) -> str"):
         VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"], answer="a")
     assert exact_match(lambda p: p[0])("ab>", "a") == 1.0
@@ -232,6 +235,8 @@ def test_evaluate_on_training_prompts_of_token_ids_reads_their_text():
     as_ids = dataclasses.replace(task, prompts=[list(p.encode()) for p in task.prompts])
     seen: list[str] = []
     spy = dataclasses.replace(as_ids, answer=lambda p: seen.append(p) or p[0])
+    assert seen == task.eval_prompts  # each held-out answer, asked when the task was made
+    seen.clear()
     with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
         assert spy.evaluate(s, split="train") == task.evaluate(s, split="train")
         assert seen == task.prompts
