@@ -151,10 +151,14 @@ def rl_step(
 
 
 def check_temperature(temperature: Any) -> None:
-    """``ValueError`` unless the sampling temperature is a finite number >= 0 (0: greedy)."""
+    """``ValueError`` unless an RL step's sampling temperature is a finite number > 0: at 0 (greedy) a group's
+    completions are one and the same, so are their rewards, and every step trained nothing (loss 0, gradient 0)."""
     t = temperature
-    if isinstance(t, bool) or not (isinstance(t, numbers.Real) and math.isfinite(t) and float(t) >= 0):
-        raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+    if isinstance(t, bool) or not (isinstance(t, numbers.Real) and math.isfinite(t) and float(t) > 0):
+        raise ValueError(
+            f"temperature must be a finite number > 0 (at 0 every completion of a group is the greedy one: equal "
+            f"rewards, advantages 0, nothing trained), got {t!r}"
+        )
 
 
 def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:

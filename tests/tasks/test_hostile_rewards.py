@@ -122,3 +122,16 @@ def test_a_verified_task_without_an_answer_for_a_prompt_is_refused_when_made(ans
         )
     if answer is _sum_of:
         assert refused.value.__notes__ == ["task 'sums': answer('1+x=') of eval_prompts[2] raised it"]
+
+
+def test_greedy_sampling_in_an_rl_step_is_refused_it_trains_nothing(tmp_path):
+    """At temperature 0 every completion of a group is the greedy one: equal rewards, advantages 0, loss 0 and gradient
+    norm 0 at every step (a random reward gave identical completions advantages summing to 0: ~1e-8, rounding)."""
+    words = r"temperature must be a finite number > 0 \(at 0 every completion of a group is the greedy one.*\), got 0"
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        with pytest.raises(ValueError, match=words):
+            rl_step(s, digits_task(), rlnb.AdamParams(), temperature=0, seed=0)
+        assert s.history.df.empty  # refused before anything was sampled
+    with pytest.raises(ValueError, match=words):
+        StepOptions(temperature=0.0)
+    assert StepOptions(temperature=1e-3).temperature == 1e-3  # guard: a cold temperature still samples
