@@ -135,3 +135,23 @@ def test_greedy_sampling_in_an_rl_step_is_refused_it_trains_nothing(tmp_path):
     with pytest.raises(ValueError, match=words):
         StepOptions(temperature=0.0)
     assert StepOptions(temperature=1e-3).temperature == 1e-3  # guard: a cold temperature still samples
+
+
+def _prompt_logprobs(s) -> list[float]:
+    out = s.sample([list(b"pin: 4242")], max_tokens=1, prompt_logprobs=True).result().results[0]
+    return [x for x in out.prompt_logprobs if x is not None]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("optimizer", "params"), [("adam", rlnb.AdamParams(learning_rate=2e-3)), ("muon", None)])
+def test_a_step_of_equal_rewards_teaches_nothing_yet_the_optimizer_moves_on_its_momentum(optimizer, params):
+    """Guard for docs/tasks.md: every group's rewards equal (a constant reward here) gives loss 0 and gradient norm 0,
+    and the weights still move: the optimizer steps on the momentum of the steps before."""
+    params = params or rlnb.MuonParams(learning_rate=0.02)
+    constant = Task("constant", digits_task().prompts, lambda p, c: 1.0)
+    with rlnb.connect("local", model="tiny", optimizer=optimizer, seed=0, device="cpu", record=False) as s:
+        rl_step(s, digits_task(), params, seed=1)
+        before = _prompt_logprobs(s)
+        report = rl_step(s, constant, params, seed=2)
+        assert report.loss == 0.0 and report.grad_norm == 0.0 and report.metrics["frac_reward_zero_std"] == 1.0
+        assert _prompt_logprobs(s) != pytest.approx(before, abs=1e-4)
