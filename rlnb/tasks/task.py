@@ -70,6 +70,15 @@ class Task:
             raise TypeError(
                 f"Task.reward must be a function reward(prompt, completion) -> float, got {shown(self.reward, SHOWN)}"
             )
+        batch = _batch_names(self.reward)
+        if batch:  # a TRL reward: each step sampled, then it read one prompt's text as a list of characters
+            name = getattr(self.reward, "__name__", "")
+            name = name if name.isidentifier() else "trl_reward"
+            raise TypeError(
+                f"Task.reward takes {', '.join(batch)}: TRL's form (a batch's prompts and completions at once, a "
+                f"list back)? rlnb calls reward(prompt, completion) on one completion and reads one number: wrap "
+                f"it, lambda p, c: {name}(prompts=[p], completions=[c])[0]"
+            )
         deferred = _deferred(self.reward)
         if deferred:  # it returned a coroutine or a generator: every step sampled, then failed "returned <...>"
             raise TypeError(
@@ -168,6 +177,15 @@ def _deferred(fn: Callable[..., Any]) -> str:
         if inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f):
             return "a generator function (it yields)"
     return ""
+
+
+def _batch_names(fn: Callable[..., Any]) -> list[str]:
+    """The parameters of ``fn`` that TRL's reward functions take (``prompts``, ``completions``: lists), if any."""
+    try:
+        names = inspect.signature(fn).parameters
+    except ValueError:  # no signature to read (some builtins)
+        return []
+    return [name for name in names if name in ("prompts", "completions")]
 
 
 def _takes_two(fn: Callable[..., Any]) -> bool:

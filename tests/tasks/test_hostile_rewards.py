@@ -1,5 +1,6 @@
 """Rewards and task options a person writes that cannot train: a Ctrl-C inside a slow reward, a reward written as
-``async def`` or as a generator, a group of one completion (whose advantage is always 0)."""
+``async def``, as a generator or in TRL's batch form, a held-out prompt its ``answer`` cannot answer, a group of one
+completion or greedy sampling (whose advantages are always 0), and what a step of equal rewards does."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import rlnb
 from rlnb.batched import Member, run_batched
 from rlnb.batched.options import StepOptions
 from rlnb.history import History
+from rlnb.sweep.options import TrialOptions
 from rlnb.tasks import Task, VerifiedTask, digits_task, exact_match, rl_step
 
 
@@ -69,6 +71,29 @@ def test_a_reward_that_returns_no_number_when_called_is_refused_when_the_task_is
     with pytest.raises(TypeError, match=f"Task.reward is {words}") as refused:
         Task("judged", ["n="], reward)
     assert "reward(prompt, completion) -> float" in str(refused.value)
+    with pytest.raises(TypeError, match=f"Task.reward is {words}"):  # a sweep's reward: before its folder is made
+        TrialOptions(task=reward)
+
+
+def trl_length(prompts, completions, **kwargs):
+    """TRL's reward function form: every prompt and completion of a batch at once, by keyword; a list back."""
+    return [-abs(20 - len(c)) for c in completions]
+
+
+def test_a_trl_reward_function_is_refused_with_the_wrapper_that_fits(tmp_path):
+    """TRL calls ``reward(prompts=[...], completions=[...], **kwargs)`` and reads a list. Given to a ``Task`` it was
+    taken, then each step sampled and called it on one prompt's and one completion's text, which it read as lists of
+    characters: "returned [-19, -19]; it must return a number", at every step (every trial of a sweep)."""
+    words = r"Task.reward takes prompts, completions: TRL's form .*: wrap it, lambda p, c: trl_length\(prompts=\[p\], "
+    words += r"completions=\[c\]\)\[0\]$"
+    with pytest.raises(TypeError, match=words):
+        Task("trl", ["n="], trl_length)
+    with pytest.raises(TypeError, match="TRL's form"):
+        TrialOptions(task=lambda prompts, completions: [0.0] * len(completions))
+    wrapped = Task("trl", ["n="], lambda p, c: trl_length(prompts=[p], completions=[c])[0], group_size=2)
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
+        report = rl_step(s, wrapped, rlnb.AdamParams(), seed=0)
+    assert report.rewards == [-abs(20 - len(c)) for c in s.history.completions.completion]
 
 
 def test_a_plain_function_and_a_callable_object_are_still_rewards():
