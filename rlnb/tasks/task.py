@@ -139,21 +139,31 @@ def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
     """The task's prompts as ``session`` reads them (its codec; its vocabulary and context where it knows them),
     checked as ``task_prompt_ids`` checks them: ``lr_find``'s check before it copies the session, where such a prompt
     failed the first step, the copy already made, and a RunPanel's at the click. Text for a session without a tokenizer
-    is refused naming the prompt."""
+    is refused naming the prompt. A ``VerifiedTask``'s held-out prompts are checked too: a panel evaluates them every
+    10 steps, where one the model cannot hold failed, ten trained steps after the click."""
     backend = session.backend
+    vocab, context = getattr(backend, "vocab_size", None), getattr(backend, "context_length", None)
 
     def encode(prompt: Prompt, name: str) -> list[int]:
         return encode_prompt(session.codec, prompt, name, session.id)
 
-    return _checked_ids(task, encode, getattr(backend, "vocab_size", None), getattr(backend, "context_length", None))
+    ids = _checked_ids(task, encode, vocab, context)
+    held_out = getattr(task, "eval_prompts", [])  # a VerifiedTask's (verified.py imports this module)
+    _checked_ids(task, encode, vocab, context, held_out, "eval_prompts")
+    return ids
 
 
 def _checked_ids(
-    task: Task, encode: Callable[[Prompt, str], list[int]], vocab: int | None, context: int | None
+    task: Task,
+    encode: Callable[[Prompt, str], list[int]],
+    vocab: int | None,
+    context: int | None,
+    prompts: Sequence[Prompt] | None = None,
+    split: str = "prompts",
 ) -> list[list[int]]:
     out = []
-    for i, prompt in enumerate(task.prompts):
-        name = f"task {task.name!r}: prompts[{i}]"
+    for i, prompt in enumerate(task.prompts if prompts is None else prompts):
+        name = f"task {task.name!r}: {split}[{i}]"
         try:
             ids = encode(prompt, name)
         except NoTokenizer as exc:  # text for a model without a tokenizer: its refusal names the model, not the prompt

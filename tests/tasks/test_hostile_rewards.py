@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import pytest
 
@@ -15,6 +16,8 @@ from rlnb.batched.options import StepOptions
 from rlnb.history import History
 from rlnb.sweep.options import TrialOptions
 from rlnb.tasks import Task, VerifiedTask, digits_task, exact_match, rl_step
+from rlnb.tasks.task import session_prompt_ids
+from rlnb.widgets import RunPanel
 
 
 def test_ctrl_c_inside_a_slow_reward_keeps_the_steps_completions_unscored(tmp_path):
@@ -180,3 +183,19 @@ def test_a_step_of_equal_rewards_teaches_nothing_yet_the_optimizer_moves_on_its_
         report = rl_step(s, constant, params, seed=2)
         assert report.loss == 0.0 and report.grad_norm == 0.0 and report.metrics["frac_reward_zero_std"] == 1.0
         assert _prompt_logprobs(s) != pytest.approx(before, abs=1e-4)
+
+
+def test_a_run_panel_refuses_a_held_out_prompt_the_model_cannot_hold_at_the_click():
+    """A RunPanel evaluates a ``VerifiedTask`` every 10 steps: a held-out prompt longer than the model's context was
+    found there, ten trained steps after the click ("prompt 0 has 301 tokens", which the training prompts are not)."""
+    task = VerifiedTask("long", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>", "b" * 300 + ">"],
+                        answer=lambda p: p[0], max_tokens=1)  # fmt: skip
+    words = r"task 'long': eval_prompts\[1\]: .*301"
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        with pytest.raises(ValueError, match=words):
+            session_prompt_ids(task, s)
+        panel = RunPanel(s, task=task, every=0.05)
+        panel.run_button.click()
+        assert panel.join(60.0) and not panel.running
+        assert re.search(words, str(panel.error)) and s.step == 0  # nothing trained
+        panel.close()
