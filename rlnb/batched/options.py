@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 import torch
 
-from rlnb._options import set_int
 from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.model_setup import resolve_device
 from rlnb.engine.models.hf import DTYPES
@@ -22,6 +21,7 @@ from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.options import MuonOptions, check_device
 from rlnb.engine.threads import check_threads
 from rlnb.tasks.rl import check_loss, check_temperature
+from rlnb.tasks.task import check_group_size
 from rlnb.wire import LOSS_PARAMS_FIELD, LossConfig, loss_config
 
 
@@ -36,7 +36,7 @@ class StepOptions:
     loss_params: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        set_int(self, "group_size", 1, MAX_NUM_SAMPLES, optional=True)
+        object.__setattr__(self, "group_size", check_group_size(self.group_size, MAX_NUM_SAMPLES, optional=True))
         check_temperature(self.temperature)
         check_loss(self.loss, self.loss_params)  # as rl_step checks it: bad loss params raise here
 

@@ -47,6 +47,7 @@ from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import RUN_FIELDS
 from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import SEED_STRIDE, Task, check_steps, digits_task, seed_range
+from rlnb.tasks.task import check_group_size
 from rlnb.wire import OptimizerKind
 
 __all__ = ["BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "OnStep", "run_batched", "why_not_batched"]
@@ -111,7 +112,7 @@ def run_batched(
         check_open_files(len(members))
     for m in members if runs_dir is not None else ():  # as connect checks it, before a model is built or a folder made
         check_recording(None, runs_dir, m.run_id, True)
-    check_int("group_size", task.group_size if step.group_size is None else step.group_size, 1, MAX_NUM_SAMPLES)
+    check_group_size(task.group_size if step.group_size is None else step.group_size, MAX_NUM_SAMPLES)
     use, previous = ThreadUse(engine.torch_device(), engine.threads), torch.get_num_threads()
     described = {**use.config(), "compile": False}  # as a session alone records it
     members = [replace(m, annotations={**described, **m.annotations}) for m in members]

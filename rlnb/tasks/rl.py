@@ -24,7 +24,7 @@ from rlnb.tasks.rollouts import (
     step_metrics,
     unscored,
 )
-from rlnb.tasks.task import Task
+from rlnb.tasks.task import Task, check_group_size
 
 SEED_STRIDE = 1_000_003
 """Step ``i`` of a run with seed ``s`` samples with seed ``s * SEED_STRIDE + i``: the demo, a lesson, a sweep trial,
@@ -65,10 +65,10 @@ class StepReport:
 
 
 def group_size_for(session: Session, task: Task, group_size: int | None = None) -> int:
-    """``group_size`` (default: the task's), or a ``ValueError`` naming it unless it is an integer >= 1 and, on
-    the in-process engine, at most its cap (256 completions per prompt)."""
+    """``group_size`` (default: the task's), or a ``ValueError`` naming it unless it is an integer >= 2 (a group of
+    one trains nothing) and, on the in-process engine, at most its cap (256 completions per prompt)."""
     most = getattr(session.backend, "max_num_samples", None)  # the in-process engine's cap, else None
-    return check_int("group_size", task.group_size if group_size is None else group_size, 1, most)
+    return check_group_size(task.group_size if group_size is None else group_size, most)
 
 
 def rl_step(
@@ -90,8 +90,8 @@ def rl_step(
     its EOS and special tokens; the loss trains on its tokens,
     EOS included. Advantages are ``group_advantages(rewards, advantage_scale)`` per prompt. The step's
     completions go to ``session.history.log_completions`` (also when its forward-backward or optim-step
-    fails, and with NaN rewards when the reward raises), and its RL metrics (``rlnb.tasks.RL_METRICS``) to
-    ``session.history.log``."""
+    fails, and with NaN rewards when the reward raises or a Ctrl-C interrupts it), and its RL metrics
+    (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
     params = session.check_params(params)
     check_loss(loss, loss_params)
     # before anything is sampled: a bad one was pydantic's error on num_samples, or (advantage_scale) "scale"
@@ -114,7 +114,7 @@ def rl_step(
     texts = [plain(s.tokens) for r in sampled.results for s in r.sequences]
     try:  # each rollout built once, scored (``unscored`` then ``score`` built it twice)
         groups = score_texts(task, plain_prompts, sampled.results, texts, advantage_scale)
-    except Exception:  # the user's reward (or advantages that cannot train): the completions are kept unscored
+    except BaseException:  # the user's reward, Ctrl-C in a slow one, advantages that cannot train: kept unscored
         _keep_failed(session, unscored(plain_prompts, sampled.results, plain))
         raise
     batch = [
@@ -151,10 +151,14 @@ def rl_step(
 
 
 def check_temperature(temperature: Any) -> None:
-    """``ValueError`` unless the sampling temperature is a finite number >= 0 (0: greedy)."""
+    """``ValueError`` unless an RL step's sampling temperature is a finite number > 0: at 0 (greedy) a group's
+    completions are one and the same, so are their rewards, and every step trained nothing (loss 0, gradient 0)."""
     t = temperature
-    if isinstance(t, bool) or not (isinstance(t, numbers.Real) and math.isfinite(t) and float(t) >= 0):
-        raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+    if isinstance(t, bool) or not (isinstance(t, numbers.Real) and math.isfinite(t) and float(t) > 0):
+        raise ValueError(
+            f"temperature must be a finite number > 0 (at 0 every completion of a group is the greedy one: equal "
+            f"rewards, advantages 0, nothing trained), got {t!r}"
+        )
 
 
 def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:

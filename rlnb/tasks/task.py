@@ -10,9 +10,9 @@ import functools
 import inspect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
-from rlnb._options import set_int
+from rlnb._options import check_int, set_int
 from rlnb._shown import shown
 from rlnb.prompts import SHOWN, check_ids, no_room
 from rlnb.session import Prompt, Session
@@ -70,8 +70,44 @@ class Task:
             raise TypeError(
                 f"Task.reward must be a function reward(prompt, completion) -> float, got {shown(self.reward, SHOWN)}"
             )
+        batch = _batch_names(self.reward)
+        if batch:  # a TRL reward: each step sampled, then it read one prompt's text as a list of characters
+            name = getattr(self.reward, "__name__", "")
+            name = name if name.isidentifier() else "trl_reward"
+            raise TypeError(
+                f"Task.reward takes {', '.join(batch)}: TRL's form (a batch's prompts and completions at once, a "
+                f"list back)? rlnb calls reward(prompt, completion) on one completion and reads one number: wrap "
+                f"it, lambda p, c: {name}(prompts=[p], completions=[c])[0]"
+            )
+        deferred = _deferred(self.reward)
+        if deferred:  # it returned a coroutine or a generator: every step sampled, then failed "returned <...>"
+            raise TypeError(
+                f"Task.reward is {deferred}: rlnb calls reward(prompt, completion) -> float and reads the number it "
+                f"returns, which calling this does not give; use a plain def that returns the number, got "
+                f"{shown(self.reward, SHOWN)}"
+            )
         set_int(self, "max_tokens", 1, name="Task.max_tokens")
-        set_int(self, "group_size", 1, name="Task.group_size")
+        self.group_size = check_group_size(self.group_size, name="Task.group_size")
+
+
+GROUP_WHY = (
+    "an advantage is a reward minus its group's mean, so a group of one completion has advantage 0 and trains nothing"
+)
+"""Why a GRPO group holds at least two completions, said by every check of ``group_size``."""
+
+
+@overload
+def check_group_size(
+    value: Any, most: int | None = None, *, name: str = ..., optional: Literal[False] = False
+) -> int: ...
+@overload
+def check_group_size(value: Any, most: int | None = None, *, name: str = ..., optional: bool) -> int | None: ...
+def check_group_size(
+    value: Any, most: int | None = None, *, name: str = "group_size", optional: bool = False
+) -> int | None:
+    """``value`` as an int of at least 2 (and at most ``most``), or a ``ValueError`` naming ``name``: a group of one
+    trained nothing, at every step, silently (loss 0, gradient norm 0)."""
+    return check_int(name, value, 2, most, optional=optional, why=GROUP_WHY)
 
 
 def check_local_group_size(task: Task, target: str) -> None:
@@ -85,7 +121,7 @@ def check_local_group_size(task: Task, target: str) -> None:
 
     if task.group_size > MAX_NUM_SAMPLES:
         raise ValueError(
-            f"Task.group_size must be in [1, {MAX_NUM_SAMPLES}] for target 'local' (the in-process engine samples "
+            f"Task.group_size must be in [2, {MAX_NUM_SAMPLES}] for target 'local' (the in-process engine samples "
             f"at most {MAX_NUM_SAMPLES} completions per prompt), got {task.group_size} (task {task.name!r})"
         )
 
@@ -103,21 +139,31 @@ def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
     """The task's prompts as ``session`` reads them (its codec; its vocabulary and context where it knows them),
     checked as ``task_prompt_ids`` checks them: ``lr_find``'s check before it copies the session, where such a prompt
     failed the first step, the copy already made, and a RunPanel's at the click. Text for a session without a tokenizer
-    is refused naming the prompt."""
+    is refused naming the prompt. A ``VerifiedTask``'s held-out prompts are checked too: a panel evaluates them every
+    10 steps, where one the model cannot hold failed, ten trained steps after the click."""
     backend = session.backend
+    vocab, context = getattr(backend, "vocab_size", None), getattr(backend, "context_length", None)
 
     def encode(prompt: Prompt, name: str) -> list[int]:
         return encode_prompt(session.codec, prompt, name, session.id)
 
-    return _checked_ids(task, encode, getattr(backend, "vocab_size", None), getattr(backend, "context_length", None))
+    ids = _checked_ids(task, encode, vocab, context)
+    held_out = getattr(task, "eval_prompts", [])  # a VerifiedTask's (verified.py imports this module)
+    _checked_ids(task, encode, vocab, context, held_out, "eval_prompts")
+    return ids
 
 
 def _checked_ids(
-    task: Task, encode: Callable[[Prompt, str], list[int]], vocab: int | None, context: int | None
+    task: Task,
+    encode: Callable[[Prompt, str], list[int]],
+    vocab: int | None,
+    context: int | None,
+    prompts: Sequence[Prompt] | None = None,
+    split: str = "prompts",
 ) -> list[list[int]]:
     out = []
-    for i, prompt in enumerate(task.prompts):
-        name = f"task {task.name!r}: prompts[{i}]"
+    for i, prompt in enumerate(task.prompts if prompts is None else prompts):
+        name = f"task {task.name!r}: {split}[{i}]"
         try:
             ids = encode(prompt, name)
         except NoTokenizer as exc:  # text for a model without a tokenizer: its refusal names the model, not the prompt
@@ -130,6 +176,26 @@ def _checked_ids(
             raise ValueError(f"{name}: {why}")
         out.append(ids)
     return out
+
+
+def _deferred(fn: Callable[..., Any]) -> str:
+    """What ``fn`` is when calling it gives no value but a coroutine or a generator (an ``async def``, one with
+    ``yield``; a partial of one, an object whose ``__call__`` is one), else ``""``."""
+    for f in (fn, type(fn).__call__):  # an object: its class's method
+        if inspect.iscoroutinefunction(f):
+            return "an async function (async def)"
+        if inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f):
+            return "a generator function (it yields)"
+    return ""
+
+
+def _batch_names(fn: Callable[..., Any]) -> list[str]:
+    """The parameters of ``fn`` that TRL's reward functions take (``prompts``, ``completions``: lists), if any."""
+    try:
+        names = inspect.signature(fn).parameters
+    except ValueError:  # no signature to read (some builtins)
+        return []
+    return [name for name in names if name in ("prompts", "completions")]
 
 
 def _takes_two(fn: Callable[..., Any]) -> bool:

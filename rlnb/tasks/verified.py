@@ -81,6 +81,12 @@ class VerifiedTask(Task):
         if trained:  # its accuracy would be called held-out while measuring what training rewarded
             raise ValueError(f"VerifiedTask.eval_prompts must be held out of the training prompts; both hold "
                              f"{trained[:5]}{' ...' if len(trained) > 5 else ''} ({len(trained)} in all)")  # fmt: skip
+        for i, prompt in enumerate(self.eval_prompts):  # else the first evaluate failed after its samples (a panel's
+            try:  # at step 10), and a raise from inside the user's answer named no prompt
+                expected(self.answer, prompt)
+            except Exception as exc:  # its own type; the training prompts' answers are the reward's (it names them)
+                exc.add_note(f"task {self.name!r}: answer({prompt!r}) of eval_prompts[{i}] raised it")
+                raise
 
     def evaluate(self, session: Session, n: int | None = None, *, split: str = "eval") -> float:
         """Accuracy, pass@1 at temperature 0 (greedy), on the first ``n`` prompts of the held-out split

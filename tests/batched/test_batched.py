@@ -535,7 +535,7 @@ def test_which_trials_can_be_batched_and_bad_input():
         ({"ns_dtype": "float8"}, "ns_dtype"),
         ({"muon_scaling": "big"}, "muon_scaling"),
         ({"temperature": math.nan}, "temperature"),
-        ({"group_size": 2.5}, r"group_size must be None or an integer in \[1, \d+\], got 2.5"),
+        ({"group_size": 2.5}, r"group_size must be None or an integer in \[2, \d+\] \(.*\), got 2.5"),
         ({"threads": 0}, "threads must be None"),
     ]:
         args = {"model": "tiny", "optimizer": "adam", "members": one, "steps": 1, "device": "cpu", **kwargs}

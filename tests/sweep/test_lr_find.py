@@ -656,7 +656,7 @@ def test_what_its_rl_steps_cannot_sample_is_refused_before_a_session_is_copied(t
     session = rlnb.connect("local", optimizer="adam", device="cpu", runs_dir=tmp_path, run_id="user")
     runs = tmp_path / "lr-find"
     wide = Task("wide", ["n="], lambda prompt, completion: 0.0, group_size=1000)
-    with pytest.raises(ValueError, match=r"Task.group_size must be in \[1, 256\] for target 'local'.*got 1000"):
+    with pytest.raises(ValueError, match=r"Task.group_size must be in \[2, 256\] for target 'local'.*got 1000"):
         lr_find(rlnb.AdamParams(), session, steps=5, task=wide, runs_dir=runs)
     with pytest.raises(ValueError, match="num_generator_replicas=0 starts a trainer-only session"):
         lr_find(rlnb.AdamParams(), steps=5, num_generator_replicas=0, runs_dir=runs)

@@ -31,7 +31,7 @@ def task(group_size: int) -> Task:
 def test_a_group_larger_than_the_engine_samples_is_refused_before_the_sweep_folder(tmp_path, executor):
     """``Task(group_size=1000)``: every local trial FAILED at its first sample (the engine takes 256 per prompt),
     and a batched sweep failed every member, after the sweep folder was made."""
-    with pytest.raises(ValueError, match=r"Task\.group_size must be in \[1, 256\] for target 'local' .* got 1000"):
+    with pytest.raises(ValueError, match=r"Task\.group_size must be in \[2, 256\] for target 'local' .* got 1000"):
         sweep(BASE, task=task(1000), steps=1, runs_dir=tmp_path, progress=False, executor=executor)
     assert list(tmp_path.iterdir()) == []
     assert TrialOptions(task=task(256)).the_task().group_size == 256

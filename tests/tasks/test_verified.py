@@ -136,7 +136,7 @@ def test_evaluate_scores_greedy_answers_on_the_held_out_split():
         ({"prompts": "n="}, r"Task.prompts must be a non-empty list of prompts, such as \['n='\], got 'n='"),
         ({"prompts": []}, "Task.prompts must be a non-empty list"),
         ({"max_tokens": 0}, "Task.max_tokens must be an integer >= 1, got 0"),
-        ({"group_size": 2.5}, "Task.group_size must be an integer >= 1, got 2.5"),
+        ({"group_size": 2.5}, r"Task.group_size must be an integer >= 2 \(an advantage is .*\), got 2.5"),
     ],
 )
 def test_a_task_refuses_prompts_given_as_one_string_and_bad_sizes(kwargs, words):
@@ -164,9 +164,12 @@ def test_an_answer_that_is_no_text_is_refused_not_scored_zero_for_ever():
     def total(p):
         return int(p[0]) + int(p[2])
 
-    as_int = dataclasses.replace(addition_task(), reward=exact_match(total), answer=total)
     with pytest.raises(TypeError, match=r"answer\('3\+4='\) returned 7 \(int\): it must return the answer's text"):
-        as_int.reward("3+4=", "7")
+        exact_match(total)("3+4=", "7")
+    with pytest.raises(TypeError, match=r"answer\('\d\+\d='\) returned \d+ \(int\)"):  # its held-out answers, when made
+        dataclasses.replace(addition_task(), reward=exact_match(total), answer=total)
+    as_int = addition_task()
+    as_int.answer = total  # set after it was made: evaluate still refuses it
     with pytest.raises(TypeError, match=r"VerifiedTask.answer must be a function answer\(prompt\) -> str"):
         VerifiedTask("t", ["ab>"], exact_match(lambda p: p[0]), eval_prompts=["ba>"], answer="a")
     assert exact_match(lambda p: p[0])("ab>", "a") == 1.0
@@ -218,7 +221,7 @@ def test_a_lesson_refuses_a_task_without_a_held_out_split_and_a_bad_seed_before_
             with pytest.raises(ValueError, match=rf"seed must be an integer in \[-\d+, \d+\], got {seed}"):
                 rlnb.tasks.lesson.train(s, first_letter_task(), rlnb.AdamParams(), 2, seed=seed)
         # a group the engine cannot sample, and bad params: the step-0 accuracy was logged, then rl_step refused
-        with pytest.raises(ValueError, match=r"group_size must be an integer in \[1, 256\], got 300"):
+        with pytest.raises(ValueError, match=r"group_size must be an integer in \[2, 256\] \(.*\), got 300"):
             rlnb.tasks.lesson.train(s, dataclasses.replace(first_letter_task(), group_size=300), rlnb.AdamParams(), 2)
         with pytest.raises(TypeError, match="MuonParams"):  # Muon's on an Adam session
             rlnb.tasks.lesson.train(s, first_letter_task(), rlnb.MuonParams(), 2)
@@ -232,6 +235,8 @@ def test_evaluate_on_training_prompts_of_token_ids_reads_their_text():
     as_ids = dataclasses.replace(task, prompts=[list(p.encode()) for p in task.prompts])
     seen: list[str] = []
     spy = dataclasses.replace(as_ids, answer=lambda p: seen.append(p) or p[0])
+    assert seen == task.eval_prompts  # each held-out answer, asked when the task was made
+    seen.clear()
     with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
         assert spy.evaluate(s, split="train") == task.evaluate(s, split="train")
         assert seen == task.prompts
