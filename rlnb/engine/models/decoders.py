@@ -5,6 +5,7 @@ interface; ``ModelAdapter.decoder`` picks the implementation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -161,11 +162,56 @@ def hf_step(model: nn.Module, tokens: Tensor, mask: Tensor, pos: Tensor, cache: 
 
 
 DECODE_ATTENTION = "rlnb_decode_sdpa"
-"""transformers' ``sdpa`` attention, except that a one-token query under ``torch.compile`` attends with SDPA's own
-grouped-query support (``enable_gqa``). With a padding mask on the CPU, transformers repeats the key/value heads
-when compiling (``repeat_kv``): a copy of every layer's whole static cache at every step, which made compiled
-decoding of Qwen3 shapes of 5 M and 21 M parameters 2.0x and 1.27x slower (``bench/bench_sampler.py``). Eager
-decoding already avoids the copy (transformers packs the query's heads instead)."""
+"""transformers' ``sdpa`` attention, except for a one-token query (``decode_attention``). With a padding mask on the
+CPU, transformers repeats the key/value heads when compiling (``repeat_kv``): a copy of every layer's whole static
+cache at every step, which made compiled decoding of Qwen3 shapes of 5 M and 21 M parameters 2.0x and 1.27x slower
+(``bench/bench_sampler.py``). Eager decoding already avoids the copy (transformers packs the query's heads instead)."""
+
+
+def decode_attention(
+    module: nn.Module,
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attention_mask: Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[Tensor, None]:
+    """``DECODE_ATTENTION``: a one-token query attends without a copy of the cache's heads: compiled, as products,
+    sums and a softmax (``one_query_attention``), eager with SDPA's own grouped-query support (``enable_gqa``);
+    anything else as transformers' ``sdpa``."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    if query.shape[2] == 1 and kwargs.get("softcap") is None and not dropout:
+        if torch.compiler.is_compiling():
+            return one_query_attention(query, key, value, attention_mask, scaling), None
+        if groups > 1:
+            out = torch.nn.functional.scaled_dot_product_attention(
+                query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
+            )
+            return out.transpose(1, 2).contiguous(), None
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                  **kwargs)  # fmt: skip
+
+
+def one_query_attention(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, scaling: float | None
+) -> Tensor:
+    """Attention of a one-token query ``[B, H, 1, D]`` over keys and values ``[B, K, S, D]`` (``H / K`` query heads
+    a key head), as ``[B, 1, H, D]``: a batched product for the scores, then a softmax and sums that the compiler
+    fuses into a few loops, where CPU's fused SDPA kernel is slow for a single query. The scores are a product, not
+    a sum of products: inductor would fuse the query's rotary embedding into that sum and compute its cos and sin
+    again for every key slot. ``mask`` ``[B, 1, 1, S]``: boolean (True: attend) or added to the scores."""
+    b, heads, _, dim = query.shape
+    kv = key.shape[1]
+    scale = dim**-0.5 if scaling is None else scaling
+    scores = torch.matmul(query.reshape(b, kv, heads // kv, dim), key.transpose(-1, -2)) * scale  # [B, K, H / K, S]
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf) if mask.dtype == torch.bool else scores + mask
+    weights = torch.softmax(scores, dim=-1)
+    return (weights[..., None] * value[:, :, None]).sum(-2).view(b, 1, heads, dim)
 
 
 def use_decode_attention(model: nn.Module) -> None:
@@ -174,28 +220,8 @@ def use_decode_attention(model: nn.Module) -> None:
     if config._attn_implementation != "sdpa":  # another implementation, or this one already
         return
     from transformers import AttentionInterface
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    def attention(
-        module: nn.Module,
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        attention_mask: Tensor | None,
-        dropout: float = 0.0,
-        scaling: float | None = None,
-        **kwargs: Any,
-    ) -> tuple[Tensor, None]:
-        groups = getattr(module, "num_key_value_groups", 1)
-        if query.shape[2] != 1 or groups == 1 or kwargs.get("softcap") is not None or dropout:
-            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                          scaling=scaling, **kwargs)  # fmt: skip
-        out = torch.nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
-        )
-        return out.transpose(1, 2).contiguous(), None
-
-    AttentionInterface.register(DECODE_ATTENTION, attention)
+    AttentionInterface.register(DECODE_ATTENTION, decode_attention)
     AttentionMaskInterface.register(DECODE_ATTENTION, sdpa_mask)
     config._attn_implementation = DECODE_ATTENTION
