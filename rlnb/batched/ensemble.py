@@ -30,9 +30,9 @@ from rlnb.batched.rollouts import member_losses, policy_batch
 from rlnb.batched.sampler import Sampler
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine import handlers
-from rlnb.engine.handlers import optim_metrics
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.sampling import Drawn
+from rlnb.engine.stepping import optim_metrics
 from rlnb.engine.worker import failure
 from rlnb.params import Hyperparams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task

@@ -20,7 +20,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlnb import params as params_mod
 from rlnb import wire
 from rlnb.engine import checkpoints, choice, sample_inputs, sampling
 from rlnb.engine import inputs as inputs_mod
@@ -28,8 +27,8 @@ from rlnb.engine import losses as losses_mod
 from rlnb.engine.checkpoint_files import DiskFull
 from rlnb.engine.models import packed
 from rlnb.engine.models.compiled import bucket
-from rlnb.engine.optim.trainer import NonFiniteGradient, StepStats
 from rlnb.engine.state import Engine
+from rlnb.engine.stepping import optim_step
 from rlnb.errors import Cancelled, OperationError
 from rlnb.wire import OperationErrorCode as Code
 
@@ -143,73 +142,7 @@ def custom_forward_backward(
     return wire.CustomForwardBackwardResult()
 
 
-# -- optim-step and weights-sync ------------------------------------------------------------------
-
-
-def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Event) -> wire.OptimStepResult:
-    try:
-        hp = step_hyperparams(engine, body)
-    except ValueError as exc:  # the other optimizer's params, or an eps these weights cannot take
-        raise OperationError(Code.INVALID_INPUT, str(exc)) from None
-    try:
-        stats = engine.optim.step(hp, checked=True)  # just above
-    except NonFiniteGradient as exc:
-        engine.optim.zero_grad()
-        raise OperationError(Code.NON_FINITE_LOSS, exc.dropped()) from None
-    engine.optim.zero_grad()
-    engine.step += 1
-    return optim_result(engine.step, optim_metrics(stats, hp))
-
-
-_FLOAT = frozenset({float})
-_NEW, _SET = object.__new__, object.__setattr__
-
-
-def optim_result(step: int, metrics: dict[str, float]) -> wire.OptimStepResult:
-    """``wire.OptimStepResult(step=step, metrics=metrics)``: built as pydantic's ``model_construct`` builds it, in one
-    Python call, where ``step`` is an int in int64's range and every metric a float (the engine's own values: their
-    validation was 5 Python calls a step, issue 20); anything else validated (an int metric becomes its float)."""
-    if type(step) is not int or not 0 <= step <= wire.INT64_MAX or not {*map(type, metrics.values())} <= _FLOAT:
-        return wire.OptimStepResult(step=step, metrics=metrics)
-    out: wire.OptimStepResult = _NEW(wire.OptimStepResult)
-    _SET(out, "__dict__", {"step": step, "metrics": metrics})
-    _SET(out, "__pydantic_fields_set__", {"step", "metrics"})
-    _SET(out, "__pydantic_extra__", {})
-    _SET(out, "__pydantic_private__", None)
-    return out
-
-
-def step_hyperparams(engine: Engine, body: wire.OptimStepBody) -> params_mod.Hyperparams:
-    """``body``'s hyperparameters, resolved and checked for this session's optimizer (a ``ValueError`` saying why
-    not). The same body object again, holding what it held (a loop's one ``hp``, for which ``session.bodies.StepParams``
-    gives one body), takes the last ones: ~10 Python calls a step fewer. A body of other params classes (``rlnb serve``
-    parses a new one a request) is resolved each time."""
-    held = (dict(body.__dict__), params_mod.params_state(body.adam_params or body.muon_params))
-    last = engine.resolved
-    if last is not None and last[0] is body and held[1] is not None and last[1] == held:
-        return last[2]
-    hp = params_mod.resolve(engine.kind, body)
-    engine.optim.check(hp)
-    engine.resolved = (body, held, hp)
-    return hp
-
-
-def optim_metrics(stats: StepStats, hp: params_mod.Hyperparams) -> dict[str, float]:
-    """An optim-step's extension metrics: pre-clip grad norm(s), clip threshold and factor, learning rate(s)."""
-    metrics = {
-        "grad_norm": stats.grad_norm,
-        "grad_clip_norm": hp.grad_clip_norm,
-        "clip_coef": stats.clip_coef,
-        "learning_rate": stats.learning_rate,
-    }
-    # each extra one where it is set, in this order: ``if``s, where a comprehension was a Python call a step
-    if stats.grad_norm_muon is not None:
-        metrics["grad_norm/muon"] = stats.grad_norm_muon
-    if stats.grad_norm_adam is not None:
-        metrics["grad_norm/adam"] = stats.grad_norm_adam
-    if stats.adam_learning_rate is not None:
-        metrics["adam/learning_rate"] = stats.adam_learning_rate
-    return metrics
+# -- weights-sync (the optim-step: ``rlnb.engine.stepping``) ---------------------------------------
 
 
 @torch.no_grad()

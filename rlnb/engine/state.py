@@ -50,7 +50,7 @@ class Engine:
     inference_checkpoints: list[wire.InferenceCheckpoint] = field(default_factory=list)
     resolved: tuple[Any, ...] | None = None
     """The last optim-step body, what it held (``params.params_state``) and its checked hyperparameters
-    (``handlers.step_hyperparams``)."""
+    (``stepping.step_hyperparams``)."""
     changed_at: datetime | None = None
     """When an operation last changed the session's own fields (``wire.CHANGES_SESSION``): its ``updated_at``."""
 

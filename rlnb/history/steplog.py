@@ -28,7 +28,7 @@ import pandas as pd
 
 from rlnb.history.figures import ROW_FLOATS, SHADOWED, STEP_COLUMNS, StepRow
 from rlnb.history.runconfig import SessionStart
-from rlnb.history.timing import Times, step_times
+from rlnb.history.timing import UNWAITED, Times, step_times
 from rlnb.wire import TERMINAL_STATUSES, OperationErrorCode, OperationKind, OperationStatus
 
 KEPT_GRADIENTS = frozenset({OperationErrorCode.INVALID_INPUT})
@@ -145,7 +145,7 @@ class StepLog:
             segment = self._segment_of.pop(rec.seq, self._segments)  # a weights-sync's: the optim-step before it
             home = self._home(segment) if self._into else segment  # no call where no step kept its gradients
             started = float(rec.started_at)  # ``timing.op_times``, inline: a call an operation (issue 20)
-            waited = started if rec.kind == OperationKind.WEIGHTS_SYNC else float(rec.submitted_at)
+            waited = started if rec.kind in UNWAITED else float(rec.submitted_at)
             self._times.setdefault(home, []).append((waited, started, float(rec.finished_at)))
             finish = self._FINISHED.get(rec.kind)
             if finish is not None:

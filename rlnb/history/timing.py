@@ -21,9 +21,14 @@ Times = tuple[float, float, float]
 """(submitted_at, started_at, finished_at) of one finished operation, POSIX seconds."""
 
 
+UNWAITED = frozenset({OperationKind.WEIGHTS_SYNC})
+"""Kinds whose wait is left out of their step's: they count from when they started. The one place for this rule:
+``op_times`` reads it, and so does ``steplog.StepLog.finished``, which applies ``op_times`` inline."""
+
+
 def op_times(kind: str, submitted: float, started: float, finished: float) -> Times:
-    """What an operation adds to its step's times (a weights-sync: its run, not its wait)."""
-    return (started if kind == OperationKind.WEIGHTS_SYNC else submitted, started, finished)
+    """What an operation adds to its step's times (a kind in ``UNWAITED``: its run, not its wait)."""
+    return (started if kind in UNWAITED else submitted, started, finished)
 
 
 def _union(spans: list[tuple[float, float]]) -> float:

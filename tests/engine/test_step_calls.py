@@ -11,7 +11,7 @@ import pytest
 
 import rlnb
 from rlnb import params, samples, wire
-from rlnb.engine import handlers
+from rlnb.engine import handlers, stepping
 from rlnb.errors import OperationError
 
 pytestmark = pytest.mark.slow  # builds a session and runs 30 profiled steps
@@ -34,7 +34,7 @@ given again unchanged keeps its check, body and recorded params, 32), 244 after 
 made in ``RunStore.write_record`` (``as_row`` and ``line``, 8), 241 after a
 forward-backward's logprobs pad only what needs it (3), 239 after a sample's copy reads its texts and inputs by
 ``map`` (2); 242 later, 233 after the worker resolved and checked a step's body once while the same body came back
-unchanged (``handlers.step_hyperparams``, 10), 230 after AdamW's step became the engine's own
+unchanged (``stepping.step_hyperparams``, 10), 230 after AdamW's step became the engine's own
 (``rlnb.engine.optim.adamw``: 7 of torch's ``typing.cast`` calls, for 4 of its own); 231 later, 207 after the
 comprehensions and generators of a step's path became ``map``s and loops (a Python call each in Python 3.11, 11 of
 them) and a forward-only evaluation's eval mode a ``try`` (its context manager, 6), 194 after the run store spelled a
@@ -136,10 +136,10 @@ def test_a_record_listener_hears_every_report_and_none_subscribed_costs_no_call(
 @pytest.mark.parametrize("kind", ["adam", "muon"])
 def test_the_same_step_body_is_resolved_once_and_a_change_inside_it_again(tmp_path, monkeypatch, kind):
     """The worker resolves and checks an optim-step body once while the same object comes back holding what it held
-    (``handlers.step_hyperparams``: a loop's one ``hp`` gives one body); a change inside it, even past its checks, is
+    (``stepping.step_hyperparams``: a loop's one ``hp`` gives one body); a change inside it, even past its checks, is
     resolved and checked again: an ``eps`` these float32 weights read as 0 is refused, a new rate is stepped with."""
     resolved, resolve = [], params.resolve
-    monkeypatch.setattr(handlers.params_mod, "resolve", lambda k, b: resolved.append(b) or resolve(k, b))
+    monkeypatch.setattr(stepping.params_mod, "resolve", lambda k, b: resolved.append(b) or resolve(k, b))
     session = rlnb.connect("local", model="tiny", device="cpu", optimizer=kind, record=False, threads=1)
     engine, cancelled = session.backend.engine, threading.Event()
     fb = wire.ForwardBackwardBody(samples=[samples.cross_entropy(TEXT)], loss=wire.loss_config("cross_entropy", None))
@@ -224,15 +224,15 @@ def test_the_ninth_cut_stays_cut(tmp_path):
     [(3, {"grad_norm": 0.5, "clip_coef": float("nan")}), (0, {}), (2, {"grad_clip_norm": 1}), (True, {"a": 1.0})],
 )
 def test_an_optim_steps_result_is_the_validated_one(step, metrics):
-    """``handlers.optim_result`` builds what ``wire.OptimStepResult`` validates: the same fields, dump and JSON; an int
+    """``stepping.optim_result`` builds what ``wire.OptimStepResult`` validates: the same fields, dump and JSON; an int
     metric validated into its float, a bool step refused as validation refuses it."""
     try:
         want = wire.OptimStepResult(step=step, metrics=dict(metrics))
     except ValueError as exc:
         with pytest.raises(type(exc)):
-            handlers.optim_result(step, dict(metrics))
+            stepping.optim_result(step, dict(metrics))
         return
-    got = handlers.optim_result(step, dict(metrics))
+    got = stepping.optim_result(step, dict(metrics))
     assert type(got) is wire.OptimStepResult
     assert got.model_dump_json() == want.model_dump_json()
     assert repr(got.model_dump()) == repr(want.model_dump())  # NaN too, and 1.0 where 1 was given
