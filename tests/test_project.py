@@ -282,3 +282,18 @@ def test_the_test_processes_keep_the_bytecode_they_compile_even_where_the_enviro
     cached = list((here.parent / "__pycache__").glob(f"{here.stem}.*-pytest-*.pyc"))
     assert not sys.dont_write_bytecode
     assert cached, f"no rewritten bytecode of {here.name} in its __pycache__"
+
+
+@pytest.mark.parametrize(("worker", "count", "pinned"), [("gw1", "2", {7}), ("gw0", "3", None), ("", "", None)])
+def test_each_xdist_worker_runs_on_a_core_of_its_own_where_there_are_enough(monkeypatch, worker, count, pinned):
+    """The root conftest: the engine's thread policy then gives each engine worker one thread; seeing both cores, it
+    timed two threads that spun while the other test process held the second (twice the CPU of an engine test)."""
+    import os
+
+    set_to = []
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 7})
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: set_to.append(cpus))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", count)
+    sys.modules["conftest"]._one_core_per_worker()
+    assert set_to == ([pinned] if pinned else [])
