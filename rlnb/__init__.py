@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # for the type checker and the API reference: at run time eac
         ResourceEnded,
         RlnbError,
         RunLocked,
+        SessionBusy,
         SessionClosed,
         UnprocessableEntityError,
     )
@@ -85,6 +86,7 @@ __all__ = [
     "RlnbError",
     "RunLocked",
     "Session",
+    "SessionBusy",
     "SessionClosed",
     "UnprocessableEntityError",
     "compare",

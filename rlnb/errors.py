@@ -117,6 +117,11 @@ class SessionClosed(RlnbError):
     """The session is closed (or stopped) and takes no more operations."""
 
 
+class SessionBusy(RlnbError, TimeoutError):
+    """Another thread is in the middle of a step on this session (``Session.stepping``), still after the wait's
+    deadline; the message names that thread."""
+
+
 class RunLocked(RlnbError):
     """Another session (in this process or another) is writing to the run folder: one writer at a time.
     ``holder`` is the writer's process id as it wrote it in ``run.lock`` (``"unknown"`` if it wrote none)."""

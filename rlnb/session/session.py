@@ -10,6 +10,7 @@ sessions left open are closed at interpreter exit (``rlnb.session.open_sessions`
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +35,7 @@ from rlnb.session.bodies import (
 from rlnb.session.closing import CloseListeners
 from rlnb.session.open_sessions import OPEN, close_keeping, refuse_shared_history
 from rlnb.session.operation import Operation
+from rlnb.session.step_turn import STEP_WAIT, StepTurn
 from rlnb.session.submissions import Submissions
 from rlnb.session.tokens import decode_tokens, encode_prompt
 from rlnb.sinks.base import Sink
@@ -84,6 +86,7 @@ class Session:
         self.id: str = info.id
         """The session id (it never changes, so it is read once)."""
         self._ops = Submissions(backend, history, self.id, int(info.step))
+        self._turn = StepTurn(self.id)
         self._closed = False
         self._close_listeners = CloseListeners()
         try:  # a warning made an error, a sink that cannot start: the run folder it locked is let go
@@ -186,6 +189,12 @@ class Session:
         """Block until every operation submitted so far has finished (COMPLETED or FAILED); ``OperationTimeout``
         after ``timeout`` seconds (None or infinity: no limit; NaN, a negative number: ``ValueError``)."""
         self._ops.wait(timeout)
+
+    def stepping(self, timeout: float | None = STEP_WAIT) -> contextlib.AbstractContextManager[None]:
+        """``with session.stepping():`` one step at a time on this session (``rl_step`` holds it): another thread's
+        step waits for the block to end, at most ``timeout`` seconds (default ``STEP_WAIT``, 600; None: no limit),
+        then ``SessionBusy`` naming the thread in the middle of its step. Re-entrant on one thread."""
+        return self._turn.hold(timeout)
 
     def forward_backward(
         self,

@@ -84,7 +84,8 @@ def rl_step(
     advantage_scale: AdvantageScale = "sample_std",
 ) -> StepReport:
     """One RL step. Waits only for the samples; forward-backward, optim-step and weights-sync are
-    submitted back to back and pipeline on the session's queue. ``params`` are checked first.
+    submitted back to back and pipeline on the session's queue. ``params`` are checked first. One step at a time on a
+    session (``session.stepping()``, from the samples to the end): another thread's step waits for this one to end.
 
     ``group_size`` samples per prompt (default: the task's). Rewards read each completion's text without
     its EOS and special tokens; the loss trains on its tokens,
@@ -103,51 +104,52 @@ def rl_step(
         scales = ", ".join(get_args(AdvantageScale))
         raise ValueError(f"advantage_scale must be one of {scales}, got {advantage_scale!r}")
     prompts = [session.encode(p) for p in task.prompts]
-    sampled = session.sample(
-        prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
-    ).result()
+    with session.stepping():  # one step at a time: another thread's forward-backward would join this optim-step
+        sampled = session.sample(
+            prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
+        ).result()
 
-    def plain(tokens: Sequence[int]) -> str:  # what a reward reads: no EOS, no special tokens
-        return session.decode(tokens, skip_special=True)
+        def plain(tokens: Sequence[int]) -> str:  # what a reward reads: no EOS, no special tokens
+            return session.decode(tokens, skip_special=True)
 
-    plain_prompts = prompt_texts(task, prompts, plain)
-    texts = [plain(s.tokens) for r in sampled.results for s in r.sequences]
-    try:  # each rollout built once, scored (``unscored`` then ``score`` built it twice)
-        groups = score_texts(task, plain_prompts, sampled.results, texts, advantage_scale)
-    except BaseException:  # the user's reward, Ctrl-C in a slow one, advantages that cannot train: kept unscored
-        _keep_failed(session, unscored(plain_prompts, sampled.results, plain))
-        raise
-    batch = [
-        samples.policy(ids, list(seq.tokens), seq.logprobs or [], r.advantage)
-        for ids, result, group in zip(prompts, sampled.results, groups, strict=True)
-        for seq, r in zip(result.sequences, group, strict=True)
-    ]
-    fb = session.forward_backward(batch, loss, loss_params)
-    opt = session.optim_step(params)
-    session.weights_sync()
-    try:
-        out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
-    except OperationFailed:
-        _keep_failed(session, groups)
-        raise
-    except KeyboardInterrupt:  # Ctrl-C while the step trains on: its completions are kept, under its step
-        done = opt.status == wire.OperationStatus.COMPLETED  # it may have finished since
-        _keep_failed(session, groups, int(opt.result().step) if done else None)
-        raise
-    step = int(out.step)
-    session.history.log_completions(step, completion_rows(groups))
-    fb_out = fb.result()  # a failed forward-backward raises here: its optim-step changed nothing
-    metrics = step_metrics(groups, fb_out.metrics)
-    session.history.log(step, **metrics)
-    return StepReport(
-        step=step,
-        reward=metrics["reward"],
-        loss=fb_out.loss,
-        grad_norm=float((out.metrics or {}).get("grad_norm", float("nan"))),
-        status=opt.status,
-        rewards=[r.reward for g in groups for r in g],
-        metrics=metrics,
-    )
+        plain_prompts = prompt_texts(task, prompts, plain)
+        texts = [plain(s.tokens) for r in sampled.results for s in r.sequences]
+        try:  # each rollout built once, scored (``unscored`` then ``score`` built it twice)
+            groups = score_texts(task, plain_prompts, sampled.results, texts, advantage_scale)
+        except BaseException:  # the user's reward, Ctrl-C in a slow one, advantages that cannot train: kept unscored
+            _keep_failed(session, unscored(plain_prompts, sampled.results, plain))
+            raise
+        batch = [
+            samples.policy(ids, list(seq.tokens), seq.logprobs or [], r.advantage)
+            for ids, result, group in zip(prompts, sampled.results, groups, strict=True)
+            for seq, r in zip(result.sequences, group, strict=True)
+        ]
+        fb = session.forward_backward(batch, loss, loss_params)
+        opt = session.optim_step(params)
+        session.weights_sync()
+        try:
+            out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
+        except OperationFailed:
+            _keep_failed(session, groups)
+            raise
+        except KeyboardInterrupt:  # Ctrl-C while the step trains on: its completions are kept, under its step
+            done = opt.status == wire.OperationStatus.COMPLETED  # it may have finished since
+            _keep_failed(session, groups, int(opt.result().step) if done else None)
+            raise
+        step = int(out.step)
+        session.history.log_completions(step, completion_rows(groups))
+        fb_out = fb.result()  # a failed forward-backward raises here: its optim-step changed nothing
+        metrics = step_metrics(groups, fb_out.metrics)
+        session.history.log(step, **metrics)
+        return StepReport(
+            step=step,
+            reward=metrics["reward"],
+            loss=fb_out.loss,
+            grad_norm=float((out.metrics or {}).get("grad_norm", float("nan"))),
+            status=opt.status,
+            rewards=[r.reward for g in groups for r in g],
+            metrics=metrics,
+        )
 
 
 def check_temperature(temperature: Any) -> None:

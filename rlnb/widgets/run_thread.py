@@ -57,6 +57,8 @@ def start(panel: Any, n: Any) -> bool:
 
 def run(panel: Any, n: int) -> None:
     """Run ``n`` steps of ``panel`` (the thread's target), until its Stop; every failure of a step is shown, none lost.
+    Each step holds the session's turn (``Session.stepping``): a ``step_fn`` of one's own is kept apart from another
+    thread's ``rl_step`` as ``rl_step`` is.
     The session's step as last read is the line's: reading it is a GET on a remote session, which failed again in the
     handler of a server that had gone (the error escaped, the status stayed green)."""
     done, seen, said, error = 0, "?", "", False
@@ -71,7 +73,10 @@ def run(panel: Any, n: int) -> None:
             base, schedule = panel._config
             params = base.scaled(schedule.multiplier(step))
             panel.session.check_params(params)
-            returned = panel.step_fn(panel.session, params)
+            with panel.session.stepping():  # a cell's rl_step on this session waits for this step, and this for its
+                if panel._stop.is_set():  # a Stop while it waited
+                    break
+                returned = panel.step_fn(panel.session, params)
             done += 1
             panel.progress.value = done
             step = panel._step = panel.session.step

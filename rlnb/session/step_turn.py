@@ -1,0 +1,50 @@
+"""One step at a time on a session (``Session.stepping``). A session's forward-backwards accumulate until its next
+optim-step, whichever thread submitted them: two threads stepping one session (a RunPanel's run and a cell, two
+``threading`` workers) interleaved their calls, and one optim-step applied both steps' gradients while the other
+applied none, the history showing two steps. ``rlnb.tasks.rl_step`` holds the turn from its samples to its end."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+from rlnb._options import check_timeout
+from rlnb.errors import SessionBusy
+
+STEP_WAIT = 600.0
+"""Seconds a step waits for another thread's step on the same session before ``SessionBusy``: a step of a large
+remote model takes minutes, and one that hangs must not hold the waiting thread (a notebook's kernel) for good."""
+
+
+class StepTurn:
+    """The turn of one session's steps: a re-entrant lock (a step function that holds it may call ``rl_step``), and
+    who holds it since when, for the error of a thread that waited past its deadline."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+        self._lock = threading.RLock()
+        self._holder = ""
+        self._since = 0.0
+        self._depth = 0
+
+    @contextlib.contextmanager
+    def hold(self, timeout: float | None = STEP_WAIT) -> Iterator[None]:
+        """Hold the turn for the block: wait for another thread's step to end, at most ``timeout`` seconds (None: no
+        limit), then ``SessionBusy`` naming the thread in the middle of its step."""
+        limit = check_timeout("timeout", timeout)
+        if not self._lock.acquire(timeout=-1 if limit is None else limit):
+            raise SessionBusy(
+                f"session {self.session_id} is in the middle of a step on thread {self._holder!r} (for "
+                f"{time.monotonic() - self._since:.1f} s); this thread waited {timeout} s for it to end. One step at "
+                "a time: its forward-backward's gradients are applied by its own optim-step"
+            )
+        try:
+            if self._depth == 0:
+                self._holder, self._since = threading.current_thread().name, time.monotonic()
+            self._depth += 1
+            yield
+        finally:
+            self._depth -= 1
+            self._lock.release()
