@@ -9,6 +9,7 @@ import html
 import ipywidgets as W
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from rlnb.errors import InvalidParams
 from rlnb.params import MuonHyperparams, OptimizerParams
@@ -163,15 +164,34 @@ def plot_steps(schedule: Schedule) -> list[int]:
     return sorted({*(round(x) for x in np.linspace(0.0, float(end), PLOT_STEPS).tolist()), *corners})
 
 
+SCHEDULE_PX = (300, 128)
+"""The schedule plot's width and height in pixels at 80 dpi (the form's image is 300 px wide)."""
+MARGINS_PX = (60, 38, 22, 20)
+"""Pixels left of the axes (the y label, the widest y tick label), under them (the x tick labels and label), right of
+them (half the last step number) and above them (the title): the most any schedule and rate needs, fixed. Constrained
+layout sized them for each figure, two thirds of its CPU; ``tests/widgets/test_schedule_plot.py`` checks every text
+inside the figure and clear of the others over the extremes (rates 1e-9 to 1e300, a million steps)."""
+
+
+def schedule_figure(schedule: Schedule, base_lr: float) -> Figure:
+    """The schedule's rate over its steps and a tenth past them, on fixed margins (``MARGINS_PX``), at most five
+    step numbers along the x axis (six digits each, with a gap)."""
+    steps = plot_steps(schedule)
+    (width, height), dpi = SCHEDULE_PX, 80
+    left, bottom, right, top = MARGINS_PX
+    fig = Figure(figsize=(width / dpi, height / dpi), dpi=dpi)
+    fig.subplots_adjust(left=left / width, bottom=bottom / height, right=1 - right / width, top=1 - top / height)
+    ax = fig.add_subplot()
+    ax.plot(steps, [schedule(s, base_lr) for s in steps], color="C0")
+    ax.set(xlabel="step", ylabel="learning rate", title=f"{schedule.kind}, warmup {schedule.warmup_steps}")
+    ax.title.set_fontsize("medium")  # at "large", a million steps' warmup reached over the offset text (``1e−9``)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))  # five six-digit ones overlap at this width
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    return fig
+
+
 @functools.lru_cache(maxsize=32)
 def schedule_png(schedule: Schedule, base_lr: float) -> bytes:
-    """The schedule's rate over its steps and a tenth past them, as a small PNG. Cached: the builder asks
-    again on every edit, and most edits (betas, eps, clipping) leave the schedule and the rate as they were,
-    while a PNG costs about 0.1 s of CPU, a lag a person feels while dragging a slider."""
-    steps = plot_steps(schedule)
-    fig = Figure(figsize=(3.75, 1.6), dpi=80, layout="constrained")
-    ax = fig.add_subplot()
-    ax.plot(list(steps), [schedule(s, base_lr) for s in steps], color="C0")
-    ax.set(xlabel="step", ylabel="learning rate", title=f"{schedule.kind}, warmup {schedule.warmup_steps}")
-    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-    return png(fig)
+    """``schedule_figure`` as a small PNG. Cached: the builder asks again on every edit, and most edits (betas, eps,
+    clipping) leave the schedule and the rate as they were, while a PNG costs a few hundredths of a second of CPU."""
+    return png(schedule_figure(schedule, base_lr))
