@@ -71,7 +71,11 @@ class OpRecord:
 
 def envelope_bytes(env: wire.Operation[Any]) -> bytes:
     """An envelope as JSON, byte for byte as a ``JSONResponse`` of its ``model_dump(mode="json")`` sends it."""
-    data = env.model_dump(mode="json")
+    return json_body(env.model_dump(mode="json"))
+
+
+def json_body(data: Any) -> bytes:
+    """``data`` as a ``JSONResponse`` renders it (compact, UTF-8, no NaN): every operation answer's bytes."""
     return json.dumps(data, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode("utf-8")
 
 

@@ -20,7 +20,7 @@ from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, NoBody, RegistryDep
 from rlnb.server.errors import SHOWN, ServerError
 from rlnb.server.limits import check_known, check_operation, fingerprint
-from rlnb.server.records import OpRecord
+from rlnb.server.records import OpRecord, json_body
 from rlnb.server.registry import Registry
 from rlnb.server.settings import MAX_WAIT
 
@@ -81,7 +81,7 @@ def served(registry: Registry, session_id: str, op: OpRecord) -> Response:
             if len(json.dumps(out, separators=(",", ":"))) > limit:
                 big = {k: out.pop(k) for k in members if k in out}
                 out["payload_id"] = registry.payloads.new_result(session_id, json.dumps(big).encode()).id
-                body = bytes(JSONResponse(data).body)
+                body = json_body(data)
             op.offloaded = body
         return answer(op.offloaded)
 
