@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -124,16 +125,14 @@ def _as_planned(folder: Path, row: dict[str, Any], plan: dict[str, Any]) -> dict
 def _inside(where: str, row: dict[str, Any]) -> dict[str, Any]:
     """``row`` without a relative ``run_path`` that leads out of the sweep folder (``../elsewhere``: a damaged or
     hostile file made the table and ``histories`` read a run elsewhere), warned about."""
-    recorded, depth = row.get("run_path"), 0
+    recorded = row.get("run_path")
     if not isinstance(recorded, str) or Path(recorded).is_absolute():  # absolute: an older rlnb's (``run_path``)
         return row
-    for part in Path(recorded).parts:
-        depth += -1 if part == ".." else 1
-        if depth < 0:
-            warnings.warn(f"{where}: trial {row['trial']}'s run_path {recorded[:200]!r} leads out of the sweep folder "
-                          "(edited by hand?); read as no run", stacklevel=5)  # fmt: skip
-            return {**row, "run_path": None}
-    return row
+    if Path(os.path.normpath(recorded)).parts[:1] != ("..",):
+        return row
+    warnings.warn(f"{where}: trial {row['trial']}'s run_path {recorded[:200]!r} leads out of the sweep folder "
+                  "(edited by hand?); read as no run", stacklevel=5)  # fmt: skip
+    return {**row, "run_path": None}
 
 
 def json_equal(a: Any, b: Any) -> bool:
