@@ -62,6 +62,10 @@ class VerifiedTask(Task):
     chance: float = 0.0
     """The eval accuracy of the best constant answer: what the best collapsed policy (one output for every
     prompt) scores, the floor a lesson compares against (one collapsed onto another answer scores less)."""
+    _held_out: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Each held-out prompt's answer, asked once when the task is made (an ``answer`` may be expensive: a solver)."""
+    _held_out_by: object = field(default=None, init=False, repr=False, compare=False)
+    """The ``answer`` that ``_held_out`` holds the answers of: one set on the task later is asked afresh."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -81,12 +85,19 @@ class VerifiedTask(Task):
         if trained:  # its accuracy would be called held-out while measuring what training rewarded
             raise ValueError(f"VerifiedTask.eval_prompts must be held out of the training prompts; both hold "
                              f"{trained[:5]}{' ...' if len(trained) > 5 else ''} ({len(trained)} in all)")  # fmt: skip
+        self._held_out, self._held_out_by = {}, self.answer
         for i, prompt in enumerate(self.eval_prompts):  # else the first evaluate failed after its samples (a panel's
             try:  # at step 10), and a raise from inside the user's answer named no prompt
-                expected(self.answer, prompt)
+                self._held_out[prompt] = expected(self.answer, prompt)
             except Exception as exc:  # its own type; the training prompts' answers are the reward's (it names them)
                 exc.add_note(f"task {self.name!r}: answer({prompt!r}) of eval_prompts[{i}] raised it")
                 raise
+
+    def _expected(self, prompt: str) -> str:
+        """``expected(self.answer, prompt)``: a held-out prompt's as asked when the task was made."""
+        if self.answer is self._held_out_by and prompt in self._held_out:
+            return self._held_out[prompt]
+        return expected(self.answer, prompt)
 
     def evaluate(self, session: Session, n: int | None = None, *, split: str = "eval") -> float:
         """Accuracy, pass@1 at temperature 0 (greedy), on the first ``n`` prompts of the held-out split
@@ -111,7 +122,7 @@ class VerifiedTask(Task):
         texts = [plain(r.sequences[0].tokens) for r in out.results]
         # a training prompt of token ids (or chat messages) is its text as the reward reads it, not str() of a list
         asked = [p if isinstance(p, str) else plain(i) for p, i in zip(prompts, ids, strict=True)]
-        return statistics.fmean(float(t == expected(self.answer, p)) for t, p in zip(texts, asked, strict=True))
+        return statistics.fmean(float(t == self._expected(p)) for t, p in zip(texts, asked, strict=True))
 
 
 def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:

@@ -315,3 +315,21 @@ def test_the_task_list_names_what_the_demo_offers():
     assert sorted(TASKS) == ["addition", "digits", "first_letter"]
     assert all(TASKS[name]().name == name for name in TASKS)
     assert isinstance(TASKS["first_letter"](), VerifiedTask) and not isinstance(TASKS["digits"](), VerifiedTask)
+
+
+def test_each_held_out_answer_is_asked_once_however_often_the_task_is_evaluated():
+    """``answer`` was called on each held-out prompt when the task was made (its check) and again by every
+    ``evaluate``: an expensive ``answer`` (a solver, a model) paid each time. A new ``answer`` set on the task is
+    asked afresh, and a training prompt's answer (never kept) at each ``split="train"``."""
+    task = first_letter_task(n_train=8, n_eval=4)
+    asked: list[str] = []
+    counted = dataclasses.replace(task, answer=lambda p: asked.append(p) or p[0])
+    assert asked == task.eval_prompts
+    with rlnb.Session(FakeBackend(), record=False) as s:
+        scores = [counted.evaluate(s) for _ in range(3)] + [counted.evaluate(s, 2)]
+        assert asked == task.eval_prompts and all(0.0 <= x <= 1.0 for x in scores)
+        counted.evaluate(s, split="train")
+        assert asked == task.eval_prompts + task.prompts
+        del asked[:]
+        counted.answer = lambda p: asked.append(p) or "zz"  # two letters: no one-token completion is it
+        assert counted.evaluate(s) == 0.0 and asked == task.eval_prompts
