@@ -15,6 +15,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 from pandas.api.types import is_datetime64_any_dtype, is_numeric_dtype
 
 from rlnb import wire
@@ -187,20 +188,35 @@ REPEATED = "{n} step{s} logged more than once: the last value of each drawn"
 """The note of axes whose table held a step more than once."""
 
 
+class Repeats(Text):
+    """The note of how many steps of an axes' lines came more than once: the most of any one line's (``count``, a
+    number), its text made of it."""
+
+    def __init__(self, ax: Axes) -> None:
+        super().__init__(0.02, 0.03, "", transform=ax.transAxes, fontsize="x-small", color="0.35", clip_on=False)
+        self.count = 0
+
+    def at_least(self, count: int) -> None:
+        if count > self.count:
+            self.count = count
+            self.set_text(REPEATED.format(n=count, s="" if count == 1 else "s"))
+
+
 def once_per_step(ax: Axes, rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` in step order, each step once: its last row, the value logged last (a resumed run that logged a step
     again, a sink's rows read back); each step was a point per row, the line going down and up across it. How many
-    steps came more than once is noted on ``ax`` (the most of its lines')."""
+    steps came more than once is noted on ``ax`` (``Repeats``: the most of its lines')."""
     rows = rows.sort_values("step", kind="stable")
     repeated = int(rows["step"][rows["step"].duplicated()].nunique())
     if not repeated:
         return rows
-    text = REPEATED.format(n=repeated, s="" if repeated == 1 else "s")
-    earlier = [t for t in ax.texts if t.get_gid() == REPEATED]
-    if not earlier:
-        ax.text(0.02, 0.03, text, transform=ax.transAxes, fontsize="x-small", color="0.35", gid=REPEATED)
-    elif int(earlier[0].get_text().split()[0]) < repeated:
-        earlier[0].set_text(text)
+    notes = [t for t in ax.texts if isinstance(t, Repeats)]
+    if notes:
+        notes[0].at_least(repeated)
+    else:
+        note = Repeats(ax)
+        ax.add_artist(note)
+        note.at_least(repeated)
     return rows.drop_duplicates("step", keep="last")
 
 

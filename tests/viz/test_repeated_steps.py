@@ -96,3 +96,32 @@ def test_compare_draws_a_seed_that_holds_a_step_twice_once_there():
     assert ax.lines[0].get_xydata().tolist() == [[1.0, 1.0], [2.0, 2.5], [3.0, 4.0]]
     assert len(ax.lines) == 1  # no dashed line: both seeds reach step 3
     assert said(ax) == ["1 step logged more than once: the last value of each drawn"]
+
+
+def draw_repeats(ax, counts) -> None:
+    """``once_per_step`` of one line a count on ``ax``: ``n`` steps each logged twice, and a step 99 once."""
+    from rlnb.viz import draw
+
+    for n in counts:
+        rows = pd.DataFrame({"step": [*range(n), *range(n), 99]})
+        assert draw.once_per_step(ax, rows)["step"].tolist() == [*range(n), 99]
+
+
+def test_an_axes_of_several_lines_notes_the_most_repeats_of_one_line_once():
+    """Guard: one note on an axes of several lines, the most steps any one line repeated (not the last line's)."""
+    from rlnb.viz import draw
+
+    ax = draw.new_axes(None)
+    draw_repeats(ax, (1, 3, 2, 0))
+    assert said(ax) == ["3 steps logged more than once: the last value of each drawn"]
+
+
+def test_the_notes_count_is_a_number_kept_apart_from_its_wording(monkeypatch):
+    """The count was read back from the note's text (its first word): a wording that does not begin with it failed
+    the next line's ``once_per_step`` with ``int()``'s ValueError."""
+    from rlnb.viz import draw
+
+    monkeypatch.setattr(draw, "REPEATED", "repeated step{s}: {n}")
+    ax = draw.new_axes(None)
+    draw_repeats(ax, (2, 1, 4))
+    assert [t.get_text() for t in ax.texts] == ["repeated steps: 4"]
