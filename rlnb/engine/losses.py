@@ -7,8 +7,9 @@ all tokens of the batch. Policy losses (all but cross-entropy) use a 0/1 mask: o
 fractional weights; policy losses treat any non-zero weight as 1.
 
 Which losses exist, their params (with bounds and rlnb's defaults) and their inputs come from the one
-catalogue, ``rlnb.wire.LOSSES``; this module holds only the maths (the input checks
-are ``rlnb.engine.loss_inputs``'s, re-exported here).
+catalogue, ``rlnb.wire.LOSSES``; this module holds only the maths (the input checks are
+``rlnb.engine.loss_inputs``'s, and the log-probs and entropy a loss reads ``rlnb.engine.token_logprobs``'s, re-exported
+here).
 
 Accumulation: every loss is a function of one forward-backward's batch. Gradients of several
 forward-backward calls before an optim-step add up, so a mean-aggregated loss (GRPO's TOKEN_MEAN or
@@ -22,6 +23,7 @@ from typing import Any, NamedTuple, Protocol
 import torch
 
 from rlnb.engine.loss_inputs import InvalidLossInput, check_input, check_read, loss_mask, mask_key, validate
+from rlnb.engine.token_logprobs import logprobs_and_entropy
 from rlnb.wire import LOSS_NAMES
 from rlnb.wire.loss_params import GRPO_PARAM_NAMES
 
@@ -234,41 +236,6 @@ def clip_bounds(params: dict[str, Any], dtype: torch.dtype) -> tuple[float, floa
     "no clipping") clips nothing, as it says, instead of failing torch's conversion of the scalar."""
     big = torch.finfo(dtype).max
     return max(params["clip_low_threshold"], -big), min(params["clip_high_threshold"], big)
-
-
-ENTROPY_ROWS = 256
-"""Positions per chunk of the entropy: one chunk's probabilities at a time, not the whole batch's."""
-
-
-def logprobs_and_entropy(
-    logits: torch.Tensor, targets: torch.Tensor, where: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The log-prob of each target token (differentiable) and the policy's entropy in nats at each position
-    (no gradient), from ``logits`` ``[..., V]`` and ``targets`` ``[...]``. The entropy reuses the
-    log-softmax the log-probs need, a chunk of positions at a time, so it costs one pass over it.
-
-    ``where`` (bool, ``targets``' shape): the entropy only at the positions it marks, 0 at the others, which no
-    metric reads (a batched ensemble's prompts and padding): a chunk of ``ENTROPY_ROWS`` of those positions at a
-    time, each the same sum over V, though a reduction's split over threads or GPU blocks can depend on the rows
-    in a chunk (its last bits)."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    lp = logp.gather(-1, targets[..., None])[..., 0]
-    with torch.no_grad():  # a view of it, no ``detach`` (an op): nothing here records a gradient
-        flat = logp.reshape(-1, logp.shape[-1])
-        if where is not None:
-            entropy = flat.new_zeros(flat.shape[0])
-            for at in where.reshape(-1).nonzero()[:, 0].split(ENTROPY_ROWS):
-                entropy[at] = _entropy(flat.index_select(0, at))
-            return lp, entropy.reshape(logp.shape[:-1])
-        # one chunk: no ``split`` (an op) of what is one already
-        chunks = [_entropy(c) for c in flat.split(ENTROPY_ROWS)] if len(flat) > ENTROPY_ROWS else [_entropy(flat)]
-        entropy = _joined(chunks).reshape(logp.shape[:-1])
-    return lp, entropy
-
-
-def _entropy(logp: torch.Tensor) -> torch.Tensor:
-    """-Σ p·log p over the last axis; a log-prob of -inf (p = 0) adds 0, not NaN."""
-    return -(logp.exp() * logp.clamp(min=torch.finfo(logp.dtype).min)).sum(-1)
 
 
 def counts_all(counted: list[torch.Tensor]) -> bool:
