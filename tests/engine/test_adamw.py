@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import importlib
+import re
+
 import pytest
 import torch
 
@@ -16,9 +20,9 @@ def _weights(dtype: torch.dtype = torch.float32) -> list[torch.nn.Parameter]:
     return [torch.nn.Parameter(torch.randn(s, generator=gen).to(dtype)) for s in SHAPES]
 
 
-def _twins(**options):
-    """The same weights under ours and torch's AdamW (a float32 and a bfloat16 group, as torch groups by dtype)."""
-    ours, theirs = _weights() + _weights(torch.bfloat16), _weights() + _weights(torch.bfloat16)
+def _twins(dtypes=(torch.float32, torch.bfloat16), **options):
+    """The same weights under ours and torch's AdamW (a group a dtype, as torch groups them: float32 and bfloat16)."""
+    ours, theirs = [p for d in dtypes for p in _weights(d)], [p for d in dtypes for p in _weights(d)]
     return ours, AdamW(ours, **options), theirs, torch.optim.AdamW(theirs, **options)
 
 
@@ -38,11 +42,12 @@ HPS = [
 ]
 
 
-def test_each_step_is_torchs_adamw_bit_for_bit_even_where_step_counts_differ():
+@pytest.mark.parametrize("dtypes", [(torch.float32, torch.bfloat16), (torch.float64, torch.float16)])
+def test_each_step_is_torchs_adamw_bit_for_bit_even_where_step_counts_differ(dtypes):
     """Six steps of changing hyperparameters (no weight decay in one), one weight without a gradient in two of them
     (its count falls behind the others', so each weight's bias corrections differ): weights, moments and counts equal
     torch's to the last bit, in both dtype groups, and so does the state dict."""
-    ours, opt, theirs, ref = _twins(foreach=True)
+    ours, opt, theirs, ref = _twins(dtypes, foreach=True)
     for k in range(6):
         hp, skip = HPS[k % 3], (1 if k in (1, 2) else None)
         _step(opt, ours, k, hp, skip)
@@ -93,3 +98,51 @@ def test_complex_weights_step_as_torchs_do():
         opt.step()
         ref.step()
     assert torch.equal(ours, theirs)
+
+
+@pytest.mark.parametrize(
+    ("owner", "name", "said"),
+    [
+        (torch.optim.Optimizer, "_group_tensors_by_device_and_dtype", "Optimizer._group_tensors_by_device_and_dtype"),
+        (importlib.import_module("torch.optim.adam"), "_multi_tensor_adam", "adam._multi_tensor_adam"),
+        (torch.optim.Adam, "_init_group", "AdamW._init_group"),
+    ],
+)
+def test_a_torch_without_a_private_helper_it_builds_on_steps_through_torchs_own_step(monkeypatch, owner, name, said):
+    """The step is built on torch internals (``_multi_tensor_adam``'s ops, ``_init_group``, the device and dtype
+    grouping): a torch without one failed the first step with an AttributeError from inside rlnb. The optimizer
+    says which is missing when it is made and steps through torch's own ``step``: torch's update, its two host reads
+    a weight."""
+    monkeypatch.delattr(owner, name)
+    with pytest.warns(RuntimeWarning, match=rf"{re.escape(said)}.*torch's own AdamW step"):
+        ours, opt, theirs, ref = _twins(foreach=True)
+    monkeypatch.undo()  # the torch of the test is whole again: torch's own step uses them too
+    for k in range(3):
+        _step(ref, theirs, k, HPS[k])
+        with OpCounter() as counted:
+            _step(opt, ours, k, HPS[k])
+    assert all(torch.equal(p, q) for p, q in zip(ours, theirs, strict=True))
+    assert counted.ops["aten._local_scalar_dense.default"] == 2 * len(ours)
+
+
+def test_an_init_group_of_another_shape_is_a_missing_helper_too(monkeypatch):
+    """``_init_group``'s lists are passed by position: one of another order would fill the wrong lists."""
+
+    def reordered(self, group, grads, params_with_grad, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps):
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(torch.optim.Adam, "_init_group", reordered)
+    with pytest.warns(RuntimeWarning, match=r"AdamW._init_group\(group, params_with_grad, grads, "):
+        AdamW(_weights(), foreach=True)
+
+
+def test_a_copy_of_the_optimizer_steps_as_torchs():
+    """A copy (``copy.deepcopy``, pickle) keeps what torch's ``__getstate__`` keeps: defaults, state, param groups."""
+    ours, opt, theirs, ref = _twins(foreach=True)
+    _step(opt, ours, 0, HPS[0])
+    _step(ref, theirs, 0, HPS[0])
+    clone = copy.deepcopy(opt)
+    copied = [p for group in clone.param_groups for p in group["params"]]
+    _step(clone, copied, 1, HPS[1])
+    _step(ref, theirs, 1, HPS[1])
+    assert all(torch.equal(p, q) for p, q in zip(copied, theirs, strict=True))

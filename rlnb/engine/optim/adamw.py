@@ -7,30 +7,78 @@ one transfer, and every other op is torch's own, with the same Python arithmetic
 torch's bit for bit (``tests/engine/test_adamw.py`` steps both side by side). Its state, state dict and hooks are
 torch's AdamW's. A group with any other option (amsgrad, maximize, capturable, differentiable, fused, not foreach,
 complex weights, tensor hyperparameters) steps through torch's own ``step``.
+
+Those ops are private to torch (``_INTERNALS``): a torch without one, or with ``_init_group`` taking its lists in
+another order, is told when the optimizer is made (a ``RuntimeWarning`` naming it), and every step is torch's own.
+The bit-for-bit test pins the arithmetic on the torch that is installed (``torch<2.15``, pyproject.toml).
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import operator
+import warnings
 from collections.abc import Callable
 from typing import Any, cast
 
 import torch
 from torch import Tensor
-from torch.optim.adam import adam
+
+_ADAM = importlib.import_module("torch.optim.adam")  # the module: ``torch.optim.adam`` names no attribute
 
 _OWN = {"amsgrad": False, "maximize": False, "foreach": True, "capturable": False, "differentiable": False}
 """The options this step is torch's for; ``fused`` must be off (None or False) too."""
+
+
+_INTERNALS: tuple[tuple[Any, str, str, tuple[str, ...]], ...] = (
+    (torch.optim.Optimizer, "Optimizer", "_group_tensors_by_device_and_dtype", ()),
+    (_ADAM, "adam", "_multi_tensor_adam", ()),  # the function whose ops ``_update`` repeats
+    (
+        torch.optim.AdamW,
+        "AdamW",
+        "_init_group",
+        ("group", "params_with_grad", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs", "state_steps"),
+    ),
+    (_ADAM, "adam", "adam", ("params", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs", "state_steps")),
+)
+"""The torch internals this step is built on: (owner, its name, the attribute, the parameters it is called with by
+position, first to last after ``self``)."""
+
+
+def missing() -> list[str]:
+    """Those of ``_INTERNALS`` this torch lacks, or whose parameters begin otherwise, each as ``owner.name(params)``."""
+    gone = []
+    for owner, said, name, positional in _INTERNALS:
+        found = getattr(owner, name, None)
+        params = [p for p in inspect.signature(found).parameters if p != "self"] if callable(found) else None
+        if params is None or params[: len(positional)] != list(positional):
+            gone.append(f"{said}.{name}" + (f"({', '.join(positional)})" if positional else ""))
+    return gone
 
 
 class AdamW(torch.optim.AdamW):
     """``torch.optim.AdamW(params, foreach=True)``, its step's ``.item()`` per weight and count replaced by one read
     of every count (see the module's docstring)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.torchs_step = bool(gone := missing())
+        """Whether every step is torch's own: this torch lacks an internal the engine's step is built on."""
+        if gone:
+            warnings.warn(f"this torch ({torch.__version__}) has no {' nor '.join(gone)} of the shape rlnb's AdamW "
+                          "step is built on: every step is torch's own AdamW step (the same update, two host reads a "
+                          "weight more)", RuntimeWarning, stacklevel=2)  # fmt: skip
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy's (``copy.deepcopy``, pickle): torch's ``__getstate__`` keeps no attribute of ours."""
+        super().__setstate__(state)
+        self.torchs_step = bool(missing())
+
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> Any:
         """One AdamW update of every weight with a gradient, as torch's ``step``."""
-        if closure is not None or not all(map(_plain, self.param_groups)):
+        if closure is not None or self.torchs_step or not all(map(_plain, self.param_groups)):
             return super().step(closure)
         for group in self.param_groups:
             params: list[Tensor] = []
@@ -40,7 +88,7 @@ class AdamW(torch.optim.AdamW):
             steps: list[Tensor] = []
             if self._init_group(group, params, grads, exp_avgs, exp_avg_sqs, [], steps):  # complex weights: torch's
                 beta1, beta2 = group["betas"]
-                adam(
+                _ADAM.adam(
                     params, grads, exp_avgs, exp_avg_sqs, [], steps, foreach=True, has_complex=True,
                     amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"], weight_decay=group["weight_decay"],
                     eps=group["eps"], maximize=False, capturable=False, differentiable=False,
