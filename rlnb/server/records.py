@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from rlnb import wire
-from rlnb.history.jsontext import line
 from rlnb.server.errors import SHOWN, ServerError
-from rlnb.server.state import Line
+from rlnb.server.state import Raw
 
 
 class SessionBackend(Protocol):
@@ -132,14 +131,12 @@ class SessionRecord:
             self.kept_bytes -= op.size
             self.dropped[old] = op.kind
 
-    def op_line(self, op: OpRecord) -> dict[str, Any] | Line:
-        """An operation as the state journal keeps it: a finished one's ``answer`` embedded as its ``env`` (the
-        journal's lines are ASCII: a non-ASCII answer is read back and written escaped, as ``line`` writes any)."""
-        entry = {"session": self.id, "kind": op.kind, "key": op.key, "fingerprint": op.fingerprint}
+    def op_line(self, op: OpRecord) -> dict[str, Any]:
+        """An operation as the state journal keeps it: a finished one's ``answer`` as its ``env``, the bytes
+        embedded (``state.Raw``), not its objects dumped again."""
         answer = op.answer
-        if answer is None or not answer.isascii():
-            return {**entry, "env": op.env.model_dump(mode="json") if answer is None else json.loads(answer)}
-        return Line(line({"op": entry})[: -len("}}\n")] + ',"env":' + answer.decode("ascii") + "}}\n")
+        env = op.env.model_dump(mode="json") if answer is None else Raw(answer)
+        return {"session": self.id, "kind": op.kind, "key": op.key, "fingerprint": op.fingerprint, "env": env}
 
     def journal_lines(self) -> list[tuple[str, Any]]:
         """The session, its tombstones and its kept operations as the state journal keeps them."""

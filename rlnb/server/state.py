@@ -29,13 +29,15 @@ import logging
 import os
 import secrets
 import threading
+from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import IO, Any
 
 from rlnb import wire
 from rlnb._options import refuse_not_folder
 from rlnb.errors import RunLocked
-from rlnb.history.jsontext import line
+from rlnb.history.jsontext import LINE, line, writable
 from rlnb.history.locks import (
     appending,
     fsync,
@@ -61,12 +63,28 @@ MIN_KEY_BYTES = 32
 """A signing key shorter than this is refused: an empty one would let anyone sign a download URL."""
 
 
-class Line(str):
-    """A journal line its writer made whole (a finished operation's, its answer's bytes embedded): written as is."""
+@dataclass(frozen=True)
+class Raw:
+    """A member's value as JSON text made elsewhere (a finished operation's answer, UTF-8): ``journal_line`` embeds
+    it, never encoding it again."""
+
+    json: bytes
 
 
-def _text(kind: str, data: Any) -> str:
-    return data if isinstance(data, Line) else line({kind: data})
+def journal_line(kind: str, data: Any) -> str:
+    """``{kind: data}`` as the journal's line: ``history.jsontext.line``'s, byte for byte, where ``data`` holds a
+    ``Raw`` member too, written from its parts: the raw text as it is where ASCII, else its value escaped as ``line``
+    writes it (the journal's lines are ASCII)."""
+    if not (isinstance(data, dict) and any(isinstance(value, Raw) for value in data.values())):
+        return line({kind: data})
+    members = ",".join(f"{encode_basestring_ascii(k)}:{_member(v)}" for k, v in data.items())
+    return f"{{{encode_basestring_ascii(kind)}:{{{members}}}}}\n"
+
+
+def _member(value: Any) -> str:
+    if not isinstance(value, Raw):
+        return LINE.encode(writable(value))
+    return value.json.decode("ascii") if value.json.isascii() else LINE.encode(writable(json.loads(value.json)))
 
 
 class StateDirError(RuntimeError):
@@ -156,7 +174,7 @@ class Journal:
             if self.closed:
                 return
             try:
-                text = "".join(_text(kind, data) for kind, data in entries)
+                text = "".join(journal_line(kind, data) for kind, data in entries)
                 write_new(tmp, text.encode("utf-8"), sync=True)  # whole before it replaces the journal: a crash keeps
                 if self._fh is not None:  # one or the other; never through a link planted at the temporary name
                     self._fh.close()
@@ -175,7 +193,7 @@ class Journal:
         return self.appended > max(COMPACT_AFTER, self.compact_lines) and not self.failed
 
     def append(self, kind: str, data: Any) -> None:
-        text = _text(kind, data)  # a NaN as "NaN": the wire's models read it back as the float
+        text = journal_line(kind, data)  # a NaN as "NaN": the wire's models read it back as the float
         with self._lock:
             if self._fh is None or self.failed:
                 return

@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from rlnb import samples, wire
 from rlnb.history.jsontext import line
 from rlnb.server.records import OpRecord, SessionRecord
+from rlnb.server.state import JOURNAL, Journal, Raw, journal_line
 from tests.server.test_kept_operations import CE, sample_body
 from tests.support.server import app_client, new_session, submit, wait
 
@@ -107,9 +108,29 @@ def test_a_non_ascii_answer_is_written_to_the_journal_escaped_as_before():
     before = line({"op": s.op_line(op)})
     s.ended(env.id)
     assert op.answer is not None and "naïve ✓".encode() in op.answer and op.answer == as_sent("sample", op.answer)
-    after = s.op_line(op)
-    assert (after if isinstance(after, str) else line({"op": after})) == before
+    assert journal_line("op", s.op_line(op)) == before
     assert before.isascii()
+
+
+@pytest.mark.parametrize("answer", [b'{"id":"op-1","status":"X","output":{"a":[1.5,"NaN"]}}', '{"id":"é✓"}'.encode()])
+def test_a_journal_line_embeds_an_answers_bytes_from_its_parts_and_reads_back(tmp_path, answer):
+    """A ``Raw`` member is JSON text a caller made (a finished operation's answer): written as it is where ASCII, else
+    as ``line`` writes its value (escaped), byte for byte the line of its parsed value either way, by the journal's
+    rewrite and its append, and read back as that value. The op's line was made by cutting ``"}}\\n"`` off ``line``'s
+    text and a ``str`` subclass written as is."""
+    entry = {"session": "s", "kind": wire.OperationKind.SAMPLE, "key": "ké", "fingerprint": "f"}
+    expected = line({"op": {**entry, "env": json.loads(answer)}})
+    assert journal_line("op", {**entry, "env": Raw(answer)}) == expected and expected.isascii()
+    journal = Journal(tmp_path)
+    journal.rewrite([("op", {**entry, "env": Raw(answer)})])
+    journal.append("op", {**entry, "env": Raw(answer)})
+    journal.close()
+    assert (tmp_path / JOURNAL).read_text(encoding="utf-8") == expected * 2
+    again = Journal(tmp_path)
+    try:
+        assert again.load(5)["op"] == [{**entry, "env": json.loads(answer)}]
+    finally:
+        again.close()
 
 
 @pytest.mark.parametrize("size", [1, 3])
