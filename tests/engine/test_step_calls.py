@@ -4,6 +4,7 @@ the step (recording on, ``tiny``)."""
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 
@@ -259,3 +260,5 @@ def test_an_optim_steps_result_is_the_validated_one(step, metrics):
     assert got.model_dump_json() == want.model_dump_json()
     assert repr(got.model_dump()) == repr(want.model_dump())  # NaN too, and 1.0 where 1 was given
     assert got.model_fields_set == want.model_fields_set and got.model_extra == want.model_extra
+    assert got.__pydantic_private__ == want.__pydantic_private__ and list(vars(got)) == list(vars(want))
+    assert got == want or math.isnan(got.metrics.get("clip_coef", 0.0))  # NaN is unequal to itself, as validated
