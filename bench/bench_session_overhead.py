@@ -15,10 +15,15 @@ session on the local engine (``tiny``, one thread, recording on: ``bench_optim.p
 ``result()`` waited for), and the --top files that made them (``tests/engine/test_step_calls.py`` bounds the total).
 --ops: the same steps' torch (aten) ops, every thread, and the --top ops (``tests/engine/test_step_ops.py`` bounds
 those past a bare loop's).
+--split: where a real session's share goes (Linux): a local ``tiny`` session as ``bench_optim.py --overhead`` runs it
+(recording on, the thread policy's count), --steps pipelined --block at a time, each block's CPU time a step on the
+notebook thread and on the worker, the worker's split into the handlers (the engine's own work), the reports (history
+and run store; of them the run store's lines) and the rest (queue, envelopes, thread policy); medians of the blocks.
 
     python bench/bench_session_overhead.py [--steps 2000] [--block 25] [--runs 3] [--profile]
     python bench/bench_session_overhead.py --calls [--steps 20] [--top 25]
     python bench/bench_session_overhead.py --ops [--steps 20] [--top 25]
+    python bench/bench_session_overhead.py --split [--steps 300] [--block 25]
 """
 
 from __future__ import annotations
@@ -179,6 +184,59 @@ def count_ops(steps: int, top: int) -> None:
         print(f"    {n / steps:6.1f} {name}")
 
 
+def split(n: int, block: int) -> None:
+    """Print ``--split``'s CPU figures (see the module docstring)."""
+    from rlnb.engine import handlers
+    from rlnb.history.store import RunStore
+    from rlnb.session.operation import Operation
+
+    spent: collections.Counter[str] = collections.Counter()
+
+    def timed(owner: Any, name: str, label: str) -> None:
+        """``owner.name`` timed on the worker's thread (its own CPU clock) into ``spent[label]``."""
+        inner = getattr(owner, name)
+
+        def wrapper(*args: Any) -> Any:
+            if threading.current_thread() is threading.main_thread():
+                return inner(*args)
+            start = time.thread_time()
+            try:
+                return inner(*args)
+            finally:
+                spent[label] += time.thread_time() - start
+
+        setattr(owner, name, wrapper)
+
+    timed(handlers, "run", "handlers")
+    timed(Operation, "_update", "reports")
+    timed(RunStore, "write_record", "store lines")
+    session = rlnb.connect("local", model="tiny", device="cpu", runs_dir=tempfile.mkdtemp())
+    tid = session.backend._worker._thread.native_id
+    batch, hp = [samples.cross_entropy(TOKENS)], rlnb.AdamParams(learning_rate=1e-3)
+    rows: dict[str, list[float]] = collections.defaultdict(list)
+    try:
+        for i in range(2 + n // block):  # two untimed blocks: the caches, the thread policy's timings
+            spent.clear()
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                worker = int(f.read().split()[0]) / 1e9
+            mine = time.thread_time()
+            steps(session, block, block, batch, hp)
+            mine = time.thread_time() - mine
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                worker = int(f.read().split()[0]) / 1e9 - worker
+            if i >= 2:
+                rows["notebook thread"].append(mine)
+                rows["worker"].append(worker)
+                for label in ("handlers", "reports", "store lines"):
+                    rows[f"  {label}"].append(spent[label])
+                rows["  rest"].append(worker - spent["handlers"] - spent["reports"])
+    finally:
+        session.close()
+    print(f"CPU a step, {n} steps pipelined {block} at a time, median of the blocks (store lines: in the reports):")
+    for label, values in rows.items():
+        print(f"    {label:16s} {statistics.median(values) / block * 1e6:8.1f} us")
+
+
 def figures(cpu: float, mine: float, wall: float) -> str:
     cpu, mine, wall = cpu * 1e6, mine * 1e6, wall * 1e6
     return f"CPU {cpu:6.1f} us/step (notebook thread {mine:6.1f}, the rest {cpu - mine:6.1f}); wall {wall:6.1f}"
@@ -194,9 +252,15 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--calls", action="store_true")
     ap.add_argument("--ops", action="store_true")
+    ap.add_argument("--split", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
     print("command: python " + " ".join(sys.argv))
+    if args.split:
+        print(f"load average {os.getloadavg()[0]:.2f} at the start")
+        split(args.steps or 300, args.block)
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
+        return
     if args.calls or args.ops:
         (count_calls if args.calls else count_ops)(args.steps or 20, args.top)
         return

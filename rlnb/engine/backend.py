@@ -19,6 +19,7 @@ import os
 import threading
 import uuid
 import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,9 @@ class LocalBackend:
         )
         self._threads = ThreadUse(self.device, compute.threads)
         self._worker = Worker(self._run, name=f"rlnb-{self._info.id}", classify=handlers.classify)
+        self.runs_here: Callable[[], bool] = self._worker.runs_here
+        """Whether the caller is the thread that runs this session's operations (``Operation.result`` refuses to
+        wait there): the worker's own method, where a method of the backend that asked it was a Python call a wait."""
         worker = weakref.ref(self._worker)
         model_setup.claim(model, lambda: (w := worker()) is not None and not w.closed)
 
@@ -247,8 +251,3 @@ class LocalBackend:
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until every queued operation has finished; False if ``timeout`` passed first."""
         return self._worker.wait_idle(timeout)
-
-    def runs_here(self) -> bool:
-        """Whether the caller is the thread that runs this session's operations (``Operation.result`` refuses to
-        wait there)."""
-        return self._worker.runs_here()

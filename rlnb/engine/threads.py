@@ -37,7 +37,7 @@ import torch
 
 from rlnb import wire
 from rlnb._options import is_integer
-from rlnb.engine import heap
+from rlnb.engine import heap, tuner
 from rlnb.engine.tuner import Key, Tuner, work
 
 RECHECK = 5.0
@@ -153,9 +153,20 @@ class Lease:
         return self.running or now - self.last_active < BUSY_FOR
 
     def apply(self, key: Key | None = None) -> int:
-        """An operation (of ``key``) starts on this thread: set its torch count (only if it changed)."""
-        self.running, self.last_active = True, time.monotonic()
-        want = self.fixed if self.fixed is not None else self.threads(key)  # fixed: no call (issue 20)
+        """An operation (of ``key``) starts on this thread: set its torch count (only if it changed). A count the
+        timings kept for ``key`` is read here, inline, while it and the policy's decision stand: what ``threads``
+        answers then, without its three Python calls an operation (issue 20)."""
+        now = time.monotonic()
+        self.running, self.last_active = True, now
+        if self.fixed is not None:  # no call
+            want = self.fixed
+        else:
+            kept, policy = self.tuner.kept.get(key) if key is not None else None, self.policy
+            if (kept is not None and policy._decided is not None and now - policy._at < RECHECK
+                    and kept[2] == policy._cap and self.tuner._clock() - kept[1] < tuner.KEEP):  # fmt: skip
+                want = kept[0]
+            else:
+                want = self.threads(key)
         if want != torch.get_num_threads():
             torch.set_num_threads(want)
         return want
@@ -176,6 +187,7 @@ class ThreadPolicy:
         self._decided: int | None = None
         self._at = 0.0
         self._busy = 0
+        self._cap = 0
 
     def lease(self, fixed: int | None = None) -> Lease:
         """A worker starts: it counts as busy from now on; the decision is made again."""
@@ -203,7 +215,8 @@ class ThreadPolicy:
                 if measured is not None:
                     self._other = measured
                 self._decided, self._at, self._busy = auto_threads(self.cores, busy, self._other), now, busy
-            return self._decided, max(1, self.cores // self._busy)
+                self._cap = max(1, self.cores // busy)
+            return self._decided, self._cap
 
 
 POLICY = ThreadPolicy()
@@ -245,7 +258,7 @@ class ThreadUse:
         took = time.perf_counter() - self._start
         lease = self.lease  # idle from now (busy for ``BUSY_FOR`` seconds more), inline: a call an operation
         lease.running, lease.last_active = False, time.monotonic()
-        if not ok or self._op is None:
+        if not ok or self._op is None or self._op[0] in lease.tuner.kept:  # kept: ``record`` would time nothing
             return
         kept = self.lease.tuner.record(self._op[0], self._count, took, self._op[1])
         if kept is not None and self._kept.get(kept.key) != kept.threads:

@@ -16,6 +16,7 @@ for ``KEEP`` seconds, then both are timed again, as the machine's load moves. A 
 
 from __future__ import annotations
 
+import operator
 import statistics
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ KEEP = 60.0
 
 Key = tuple[str, int]
 """An operation's kind and its size bucket."""
+_TOKENS = operator.attrgetter("model_input.tokens")
 
 
 def work(kind: wire.OperationKind, body: Any) -> tuple[Key, float]:
@@ -41,7 +43,7 @@ def work(kind: wire.OperationKind, body: Any) -> tuple[Key, float]:
     size = 1
     if isinstance(body, wire.ForwardBackwardBody | wire.CustomForwardBackwardBody):
         try:
-            size = sum(len(s.model_input.tokens) for s in body.samples)
+            size = sum(map(len, map(_TOKENS, body.samples)))  # C passes: a generator was a Python call an operation
         except (AttributeError, TypeError):  # a crafted body (model_construct): its handler refuses it, naming the part
             size = 1
     elif isinstance(body, wire.SampleBody):
@@ -80,6 +82,10 @@ class Tuner:
         self._clock = clock
         self._states: dict[Key, _State] = {}
         self._seen: set[Key] = set()
+        self.kept: dict[Key, tuple[int, float, int]] = {}
+        """Each key's kept count until ``choose`` times it again: (count, the clock's time it was kept at, the cap it
+        was timed under). ``Lease.apply`` reads it inline, where ``choose`` would answer the same: the four Python calls
+        an operation of asking (``threads``, ``limits``, ``choose``, ``record``) are skipped once a count is kept."""
 
     def choose(self, key: Key, guess: int, cap: int) -> int:
         """The count for the next operation of ``key``: the kept one, else the candidate timed least so far."""
@@ -89,6 +95,7 @@ class Tuner:
         if st is None or next(iter(st.times)) != cap or (st.kept is not None and self._clock() - st.at >= KEEP):
             other = guess if guess < cap else max(1, cap // 2)
             st = self._states[key] = _State({cap: [], other: []})
+            self.kept.pop(key, None)
         if st.kept is not None:
             return st.kept
         if key not in self._seen:
@@ -111,4 +118,5 @@ class Tuner:
             return None
         timed = {n: statistics.median(t) for n, t in st.times.items()}
         st.kept, st.at = min(timed, key=lambda n: (timed[n], n)), self._clock()
+        self.kept[key] = (st.kept, st.at, next(iter(st.times)))
         return Decision(key, st.kept, timed)

@@ -82,13 +82,6 @@ _Job = tuple[wire.OperationKind, Any, str, Listener]
 """A queued operation: its kind, body, id and listener (a tuple: a dataclass's ``__init__`` was a Python call)."""
 
 
-def _operation_id() -> str:
-    """A new operation id: a version-4 UUID's string, from ``os.urandom`` as ``uuid.uuid4`` makes it, in one Python call
-    (``uuid4``, ``UUID.__init__`` and ``UUID.__str__`` were three)."""
-    h = os.urandom(16).hex()
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
-
-
 _VARIANT = "89ab"
 """The UUID variant's hex digit (RFC 4122: the top bits 10) for the 2 random bits left in it."""
 
@@ -106,8 +99,11 @@ class Worker:
         _LIVE.add(self)
 
     def submit(self, kind: wire.OperationKind, body: Any, listener: Listener) -> None:
-        """Queue one operation and report it PENDING (or FAILED at once if the worker is closed)."""
-        op_id = _operation_id()
+        """Queue one operation and report it PENDING (or FAILED at once if the worker is closed). Its id: a version-4
+        UUID's string, from ``os.urandom`` as ``uuid.uuid4`` makes it, here (``uuid4``, ``UUID.__init__`` and
+        ``UUID.__str__`` were three Python calls an operation, a function of its own one)."""
+        h = os.urandom(16).hex()
+        op_id = f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
         env = _envelope(op_id, Status.PENDING)
         with self._lock:
             try:  # each report's listener called here, not through a helper: a Python call less a report

@@ -140,11 +140,13 @@ class StepLog:
             self._segments += rec.kind == OperationKind.OPTIM_STEP
 
     def finished(self, rec: Any) -> None:
-        """``rec`` has just reached a terminal status (call once per operation, after ``submitted``)."""
+        """``rec`` has just reached a terminal status (call once per operation, after ``submitted``). Its times are
+        ``timing.op_times``'s rule applied inline, kept so for the call an operation it saved (issue 20):
+        ``tests/history/test_timing_rule.py`` pins the two alike for every kind."""
         with self._lock:
             segment = self._segment_of.pop(rec.seq, self._segments)  # a weights-sync's: the optim-step before it
             home = self._home(segment) if self._into else segment  # no call where no step kept its gradients
-            started = float(rec.started_at)  # ``timing.op_times``, inline: a call an operation (issue 20)
+            started = float(rec.started_at)
             waited = started if rec.kind in UNWAITED else float(rec.submitted_at)
             self._times.setdefault(home, []).append((waited, started, float(rec.finished_at)))
             finish = self._FINISHED.get(rec.kind)

@@ -109,3 +109,40 @@ def test_a_failed_operation_is_not_timed_and_a_fixed_count_is_never_timed():
     fixed.after()
     assert fixed.lease.tuner._states == {} and torch.get_num_threads() == 1
     fixed.close()
+
+
+def test_a_kept_count_is_read_without_asking_and_answers_what_asking_does(monkeypatch):
+    """``Lease.apply`` reads a count the timings kept inline (``Tuner.kept``): no ``threads`` call while the decision
+    and the policy's stand, and the count ``threads`` answers at each turn: kept, timed again after ``KEEP``, and a
+    cap lowered by a second busy worker."""
+    policy = ThreadPolicy(cpus=2, meter=Load())
+    lease = policy.lease()
+    clock = lease.tuner._clock = Clock()
+    asked, threads = [], type(lease).threads
+    monkeypatch.setattr(type(lease), "threads", lambda self, key=None: asked.append(key) or threads(self, key))
+
+    def op(seconds: dict[int, float]) -> int:
+        count = lease.apply(KEY)
+        assert count == threads(lease, KEY) == torch.get_num_threads()
+        lease.tuner.record(KEY, count, seconds[count], 1.0)
+        return count
+
+    previous = torch.get_num_threads()
+    try:
+        assert [op({1: 0.010, 2: 0.012}) for _ in range(1 + 2 * tuner.TRIALS)] == [2] + [2, 1] * tuner.TRIALS
+        assert len(asked) == 1 + 2 * tuner.TRIALS and lease.tuner.kept[KEY][0] == 1
+        asked.clear()
+        assert [op({1: 0.010, 2: 0.012}) for _ in range(5)] == [1] * 5
+        assert asked == []  # kept: read, not asked
+        clock.now += tuner.KEEP  # the decision lapses: both timed again, asked each time
+        assert op({1: 0.012, 2: 0.010}) == 2 and asked == [KEY] and KEY not in lease.tuner.kept
+        for _ in range(2 * tuner.TRIALS):
+            op({1: 0.012, 2: 0.010})
+        assert lease.tuner.kept[KEY][0] == 2
+        asked.clear()
+        other = policy.lease()  # a second worker, busy: the cap is 1, asked (and 1) from the next operation
+        assert op({1: 0.012, 2: 0.010}) == 1 and asked == [KEY]
+        other.release()
+    finally:
+        lease.release()
+        torch.set_num_threads(previous)

@@ -70,13 +70,22 @@ def test_the_worker_builds_its_envelopes_as_validation_builds_them_without_runni
 
 
 def test_operation_ids_are_distinct_version_4_uuids_as_uuid4_spells_them():
-    """The worker makes its ids from ``os.urandom`` itself (``uuid.uuid4`` was three Python calls an operation)."""
+    """The worker makes its ids from ``os.urandom`` itself, in ``submit`` (``uuid.uuid4`` was three Python calls an
+    operation, a function of its own one)."""
     import uuid
 
-    from rlnb.engine.worker import _operation_id
-
-    ids = [_operation_id() for _ in range(2000)]
-    assert len(set(ids)) == len(ids)
+    ids: list[str] = []
+    worker = Worker(lambda kind, body, cancelled: None, name="rlnb-test-worker")
+    try:
+        for _ in range(2000):
+            worker.submit(
+                wire.OperationKind.SAMPLE,
+                None,
+                lambda env: None if env.status != Status.PENDING else ids.append(env.id),
+            )
+    finally:
+        worker.close(30)
+    assert len(set(ids)) == len(ids) == 2000
     for op_id in ids:
         made = uuid.UUID(op_id)
         assert made.version == 4 and made.variant == uuid.RFC_4122 and str(made) == op_id
