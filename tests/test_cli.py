@@ -126,6 +126,8 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--public-url", "http://h/?a#f"], "--public-url cannot hold a query or fragment"),  # links went to h/?a
         (["--public-url", "http://h/x?"], "--public-url cannot hold a query or fragment"),
         (["--public-url", "http://u:hunter22@h"], "--public-url cannot hold a user or password"),  # in every link
+        (["--public-url", "http://h\n:8000"], "--public-url cannot hold whitespace or a control character: got 'http"),
+        (["--public-url", "http://h:8000/a b"], "--public-url cannot hold whitespace"),  # each link: no URL httpx takes
         (["--state-dir", "{file}"], "rlnb serve: --state-dir '{file}' is a file: the server's state goes into a fo"),
         (["--checkpoint-dir", "{file}"], "--checkpoint-dir '{file}' is a file: checkpoints go into a folder"),
         (
