@@ -134,6 +134,9 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
             ["--checkpoint-dir", "/proc/rlnb-ckpt"],
             "--checkpoint-dir '/proc/rlnb-ckpt' cannot hold checkpoints",
         ),  # failed at each save
+        (["--host", "localhost\0"], "--host 'localhost\\x00' is not an address of this machine"),  # named neither
+        (["--host", "a" * 64], f"--host '{'a' * 64}' is not an address of this machine"),  # an idna error, unnamed
+        (["--state-dir", "s\0x"], "--state-dir holds a NUL character, which no path can"),  # "embedded null byte"
         (["--device", "tpu"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
         (["--token="], "--token is empty (an unset variable?)"),  # listened, then 401 to every key
         (["--state-dir="], "--state-dir is empty (an unset variable?)"),  # registry and signing.key in the cwd
