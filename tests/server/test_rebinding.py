@@ -109,3 +109,11 @@ def test_what_starlettes_trusted_host_middleware_lacks_is_answered(monkeypatch, 
     with TestClient(app):  # started: its registry made
         assert call(app, host) == 200
         assert call(TrustedHostMiddleware(app, ["localhost", "127.0.0.1", "[::1]"]), host) == 400
+
+
+def test_a_host_with_a_control_character_is_refused(monkeypatch):
+    """``Host: a\\x00b`` (an ASGI server that passes it on) raised the loopback check's bare "embedded null
+    character" out of the middleware: a 500."""
+    app = served(monkeypatch)
+    with TestClient(app):
+        assert call(app, "a\x00b") == 403 and call(app, "localhost\x00") == 403
