@@ -44,6 +44,19 @@ def relative_path(checkpoint_id: str, name: str) -> Path:
     return Path(*parts)
 
 
+PARTIAL = len(".") + len(".XXXXXXXX.partial")
+"""The bytes a file's partial name adds to its own (``partials``: ``.{name}.`` and mkstemp's 8 characters)."""
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) ``folder``'s file system takes, or the nearest folder above that exists."""
+    above = next((p for p in (folder, *folder.parents) if p.exists()), Path("/"))
+    try:
+        return os.pathconf(above, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows), or the name not known here
+        return 255
+
+
 def check_folder(folder: object) -> Path:
     """``folder`` as a path that is, or can become, a folder; else ``ValueError`` naming it (checked before sending)."""
     if not isinstance(folder, str | os.PathLike) or not str(folder):
@@ -67,6 +80,11 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
     for f in files:
         if f.size < 0:
             raise _refused(checkpoint_id, f.filename, f"has a negative size ({f.size})")
+    longest = _name_max(folder)
+    for rel in rels:  # a bare OSError "File name too long" (of the partial file: the longest name)
+        if any(len(os.fsencode(p)) > longest for p in rel.parts[:-1]) or len(os.fsencode(rel.name)) + PARTIAL > longest:
+            raise _refused(checkpoint_id, str(rel), f"has a part longer than this file system takes ({longest} bytes a "
+                           f"name, {PARTIAL} of them for the partial file's own)")  # fmt: skip
     folders = {part for rel in rels for part in rel.parents}
     for rel in rels:  # ``sub/x`` and ``sub``: renamed in turn, the second failed on the folder the first made
         if rel in folders:

@@ -240,3 +240,12 @@ def test_a_name_that_a_folder_or_file_in_the_folder_is_in_the_way_of_is_refused(
     with client(storage) as c, pytest.raises(rlnb.APIError, match="nothing was written") as info:
         c.download_checkpoint(CID, out)
     assert repr(there) in str(info.value) and storage.file_gets() == [] and not (out / "a.json").exists()
+
+
+@pytest.mark.parametrize("name", ["a" * 300, "d" * 300 + "/x", "p" * 250])
+def test_a_name_longer_than_the_file_system_takes_is_refused_naming_it(tmp_path, name):
+    """A bare ``OSError: File name too long`` (``p * 250`` fits, its partial file does not), naming no checkpoint."""
+    storage = Storage({"ok.json": b"{}", name: b"1"})
+    with client(storage) as c, pytest.raises(rlnb.APIError, match="nothing was written") as info:
+        c.download_checkpoint(CID, tmp_path / "out")
+    assert "longer than" in str(info.value) and storage.file_gets() == []
