@@ -29,6 +29,7 @@ class Marks:
 
     def __init__(self, taken: str) -> None:
         self.marking = False
+        self.raw = False  # inside ``_faithful``'s call on the marked text: str's own methods, markers kept
         self.again = False
         self.stringified = 0
         self.found: list[str] = []
@@ -125,6 +126,7 @@ def marked_template(source: str, compile_: Callable[[str], Any]) -> Any:
 
     env.code_generator_class = Printed
     env.filters = {name: _faithful(f) for name, f in env.filters.items()}  # the overlay's own: a marker through each
+    env.getattr = functools.partial(_method, env.getattr)
     env.rlnb_printed = _printed
     env.rlnb_joined = _joined
     return env.from_string(source)
@@ -137,7 +139,7 @@ class _Marked(str):
     expression takes transformers' branch: ``{{ (m.name ~ ":") if not m.name|string }}`` printed ``":"``, unnamed, and
     so did ``{{ (m.name ~ ":") if ("a" ~ m.name) == "a" }}`` while ``~`` gave plain text. A string method
     (``.strip()``, a slice) or a filter (``|upper``, ``|title``, ``[m.name]|join``) gives what it gives on
-    transformers' text, kept marked where the markers change nothing else (``_faithful``)."""
+    transformers' text, kept marked where a marker reaches the result (``_faithful``)."""
 
     __slots__ = ()
 
@@ -185,12 +187,14 @@ class _Marked(str):
 def _faithful(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` (a ``str`` method, a filter) as it answers transformers' text: called on its arguments without
     their markers (a ``_Marked``, or one in a list: ``[m.name]|join``), and that result kept ``_Marked`` where the
-    result on the marked ones is that same text but for its markers. ``(m.name ~ "abc")[:3]`` is ``"abc"``, not a
-    marker and ``"ab"``; ``.split()`` is ``[]``; ``|upper``, ``|title`` are empty."""
+    result on the marked ones holds a marker: as that same text but for its markers, else with the markers before
+    it (a width or slice shifted by them: ``|center(3)``, unnamed while only the first was marked).
+    ``(m.name ~ "abc")[:3]`` is ``"abc"``, marked, not a marker and ``"ab"``; ``.split()`` is ``[]``; ``|upper``,
+    ``|title`` are empty."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         marks = CURRENT.get(None)
-        if marks is None or not marks.marking:
+        if marks is None or not marks.marking or marks.raw:
             return function(*args, **kwargs)
         marks.marking = False  # a missing value's text inside it (``m.name|title``) empty, as transformers has it
         try:
@@ -199,9 +203,16 @@ def _faithful(function: Callable[..., Any]) -> Callable[..., Any]:
             marks.marking = True
         if type(given) is not str:  # a list, a count, a test: transformers' own
             return given
-        marked = function(*args, **kwargs)
+        marks.raw = True  # ``|wordwrap``'s own ``.splitlines()`` on it kept the markers
+        try:
+            marked = function(*args, **kwargs)
+        finally:
+            marks.raw = False
         text = str.__str__(marked) if isinstance(marked, str) else given
-        return _Marked(text) if text != given and _Marked(text) == given else given
+        if text == given or _Marked(text) == given:
+            return _Marked(text) if text != given else given
+        markers = "".join(c for c in text if c in marks.names.values())  # shifted by its width: ``|center(3)``
+        return _Marked(markers + given) if markers else given
 
     call.__dict__.update(getattr(function, "__dict__", {}))  # a filter's jinja_pass_arg
     return call
@@ -214,12 +225,46 @@ def _plain(value: Any) -> Any:
     return type(value)(map(_plain, value)) if type(value) in (list, tuple) else value
 
 
-_FAITHFUL = (*(n for n in vars(str) if not n.startswith("_") and n != "maketrans"),
-             "__getitem__", "__iter__", "__mod__", "__mul__", "__rmul__")  # fmt: skip
-"""``str``'s methods a ``_Marked`` answers as transformers' text does (``_faithful``): every public one
-(``maketrans`` reads no text), indexing, iteration, ``%`` and ``*``."""
-for _name in _FAITHFUL:
-    setattr(_Marked, _name, _faithful(getattr(str, _name)))
+def _format(text: str, *args: Any, **kwargs: Any) -> str:
+    """``str.format`` as jinja's sandbox runs it (``SandboxedFormatter``): ``'{0.__globals__}'.format(f)`` a
+    ``SecurityError``, as in transformers; it ran unsandboxed on a marked text."""
+    return type(text)(_formatter().vformat(text, args, kwargs))
+
+
+def _format_map(text: str, mapping: Any) -> str:
+    return type(text)(_formatter().vformat(text, (), mapping))
+
+
+@functools.cache
+def _formatter() -> Any:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedFormatter
+
+    return SandboxedFormatter(ImmutableSandboxedEnvironment())  # transformers' kind of sandbox
+
+
+METHODS = frozenset(n for n in vars(str) if not n.startswith("_") and n != "maketrans")
+"""``str``'s public methods a ``_Marked`` answers as transformers' text does (``_faithful``; ``maketrans`` reads no
+text), and plain text's too while a ``{{ ... }}`` is evaluated again (``_method``: ``"".join([m.name])``)."""
+_SANDBOXED = {"format": _format, "format_map": _format_map}
+for _name in (
+    *METHODS,
+    "__getitem__",
+    "__iter__",
+    "__mod__",
+    "__mul__",
+    "__rmul__",
+):  # and indexing, iteration, % and *
+    setattr(_Marked, _name, _faithful(_SANDBOXED.get(_name) or getattr(str, _name)))
+
+
+def _method(sandboxed: Callable[[Any, str], Any], obj: Any, attribute: str) -> Any:
+    """The template's ``obj.attribute``, as the sandbox gives it; plain text's method while a ``{{ ... }}`` is
+    evaluated again, ``_Marked``'s (``_faithful``, a marker in its arguments: ``"".join([m.name])`` tests empty)."""
+    value = sandboxed(obj, attribute)
+    marks = CURRENT.get(None)
+    if marks is None or not marks.marking or type(obj) is not str or attribute not in METHODS:
+        return value
+    return functools.partial(getattr(_Marked, attribute), obj)
 
 
 def _joined(text: Any) -> Any:

@@ -34,7 +34,9 @@ def apply(tokenizer, messages):
      "(m.name|lower|length) == 0", "not (m.name|string)[0:]", "not m.name|replace('a', 'b')",
      "not (m.name|string).split()", "(m.name ~ 'abc')[:3] == 'abc'", "not m.name|capitalize",
      "(m.name ~ 'x').find('x') == 0", "not (m.name|string)|list", "not m.name|title",
-     "not [m.name|string]|join", "('a' ~ m.name).startswith('a')", "(m.name ~ 'ab')|center(2) == 'ab'"],
+     "not [m.name|string]|join", "('a' ~ m.name).startswith('a')", "(m.name ~ 'ab')|center(2) == 'ab'",
+     "not ''.join([m.name|string])", "''.join([m.name|string, 'a']) == 'a'", "not '{}'.format(m.name)",
+     "'-'.join(['a', m.name|string]) == 'a-'", "(m.name ~ ':')|center(3) == ' : '", "(m.name ~ 'abc')[:3] == 'abc'"],
 )  # fmt: skip
 def test_a_missing_value_tested_through_a_filter_or_method_takes_transformers_branch(tokenizer, test):
     """``{{ (m.name ~ ":") if not m.name|upper }}`` prints ``":"`` in transformers, the value printed as nothing; the
@@ -49,10 +51,14 @@ def test_a_missing_value_tested_through_a_filter_or_method_takes_transformers_br
 @pytest.mark.parametrize(
     "printed",
     ["m.name|upper", "(m.name ~ ':').strip()", "(m.name|string).title() ~ ':'", "(m.name ~ ': ')|trim",
-     "(m.name ~ ':')[0:]", "'%s:'|format(m.name)"],
+     "(m.name ~ ':')[0:]", "'%s:'|format(m.name)", "(m.name ~ ':')|center(3)", "(m.name ~ 'abc')[:3]",
+     "'%-3s:'|format(m.name)", "'{:>3}:'.format(m.name|string)", "''.join([m.name|string, ':'])",
+     "(m.name|string).rjust(2) ~ ':'", "(m.name ~ ':')|truncate(1, True, '', 0)", "(m.name ~ 'ab')|wordwrap(1)",
+     "(m.name ~ ':')|indent(2, true)"],
 )  # fmt: skip
 def test_a_missing_value_printed_through_a_filter_or_method_is_named(tokenizer, printed):
-    """Printed, not tested: the marker reaches the text, and the value is named (a guard: it was before)."""
+    """Printed, not tested: the marker reaches the text, and the value is named; one a width or slice shifts
+    (``|center(3)``, ``[:3]``, ``|wordwrap``, ``rjust``) was not, nor one that ``.format`` or ``%`` padded."""
     tokenizer.chat_template = "{% for m in messages %}{{ " + printed + " }}{{ m.content }}{% endfor %}"
     with pytest.raises(ValueError, match=NAMED):
         TokenizerCodec(tokenizer).chat(HI)

@@ -154,3 +154,20 @@ def test_a_conversation_the_template_cannot_render_as_written_is_one_line_naming
         to_tokens(TokenizerCodec(tokenizer), messages, "prompts[2]")
     assert "\n" not in str(info.value)
     assert re.search(said, str(info.value)), str(info.value)
+
+
+def test_str_format_on_a_marked_text_stays_in_jinjas_sandbox(tokenizer):
+    """A ``{{ ... }}`` evaluated again for the check (a ``cycler`` takes the other branch the second time) called
+    ``.format`` on the marked text outside jinja's sandbox: ``'{0.__globals__[__name__]}'`` read a function's module
+    globals, which transformers refuses (``SecurityError``), and a macro kept what it read for the error to print."""
+    tokenizer.chat_template = (
+        "{% set ns = namespace(v='') %}{% set c = cycler(False, True) %}"
+        "{% macro keep(x) %}{% set ns.v = x %}{% endmacro %}"
+        "{% for m in messages %}"
+        "{{ keep((m.name ~ '{0.__globals__[__name__]}').format(raise_exception)) if c.next() else (m.name ~ '') }}"
+        "{{ m[ns.v] }}{{ m.content }}{% endfor %}"
+    )
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(ValueError) as refused:
+        TokenizerCodec(tokenizer).chat(messages)
+    assert "chat_template_utils" not in str(refused.value)

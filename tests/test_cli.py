@@ -126,12 +126,17 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--public-url", "http://h/?a#f"], "--public-url cannot hold a query or fragment"),  # links went to h/?a
         (["--public-url", "http://h/x?"], "--public-url cannot hold a query or fragment"),
         (["--public-url", "http://u:hunter22@h"], "--public-url cannot hold a user or password"),  # in every link
+        (["--public-url", "http://h\n:8000"], "--public-url cannot hold whitespace or a control character: got 'http"),
+        (["--public-url", "http://h:8000/a b"], "--public-url cannot hold whitespace"),  # each link: no URL httpx takes
         (["--state-dir", "{file}"], "rlnb serve: --state-dir '{file}' is a file: the server's state goes into a fo"),
         (["--checkpoint-dir", "{file}"], "--checkpoint-dir '{file}' is a file: checkpoints go into a folder"),
         (
             ["--checkpoint-dir", "/proc/rlnb-ckpt"],
             "--checkpoint-dir '/proc/rlnb-ckpt' cannot hold checkpoints",
         ),  # failed at each save
+        (["--host", "localhost\0"], "--host 'localhost\\x00' is not an address of this machine"),  # named neither
+        (["--host", "a" * 64], f"--host '{'a' * 64}' is not an address of this machine"),  # an idna error, unnamed
+        (["--state-dir", "s\0x"], "--state-dir holds a NUL character, which no path can"),  # "embedded null byte"
         (["--device", "tpu"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
         (["--token="], "--token is empty (an unset variable?)"),  # listened, then 401 to every key
         (["--state-dir="], "--state-dir is empty (an unset variable?)"),  # registry and signing.key in the cwd

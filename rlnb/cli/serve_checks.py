@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from rlnb._options import refuse_dangling_link, refuse_not_folder
+from rlnb._options import refuse_dangling_link, refuse_not_folder, user_path
 from rlnb._shown import shown
 from rlnb.cli.options import ascii_integer
 
@@ -48,6 +48,9 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     if not args.host.strip():  # an unset variable: "" binds every interface, where the default is this machine only
         raise ValueError("--host is empty (an unset variable?): give an address, such as 127.0.0.1 (this machine "
                          "only) or 0.0.0.0 (every interface), or leave it out")  # fmt: skip
+    if any(c.isspace() or not c.isprintable() for c in args.host):  # localhost\0 bound localhost, then a bare
+        raise ValueError(f"--host {args.host!r} is not an address of this machine: it holds whitespace or a "
+                         "control character")  # "embedded null character"  # fmt: skip
     if args.token is None and TOKEN_ENV in os.environ:
         args.token = os.environ[TOKEN_ENV]
         if not args.token:  # exported empty: "no auth" is said by leaving it unset, as by leaving --token out
@@ -56,6 +59,7 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             raise ValueError(f"{option} is empty (an unset variable?): give a folder or leave it out")
         if value is not None:  # a link to nothing (or a path through one) was "File exists"
+            user_path(option, value)  # a NUL: os's bare "embedded null byte", naming no option
             refuse_dangling_link(option, Path(value))
     if args.state_dir is not None:  # a file or a named pipe there was "File exists" too
         refuse_not_folder("--state-dir", Path(args.state_dir), "the server's state goes")

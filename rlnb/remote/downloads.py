@@ -3,10 +3,11 @@
 The API lists a checkpoint's files by name (``CheckpointFile.filename``), and those names come from the server: a
 name is taken only as a relative path of plain parts under the folder asked for (no ``..``, no absolute path, no
 backslash or drive, no control character), which also resolves inside it once its sub-folders exist (a symlinked
-sub-folder cannot lead out), so nothing is written outside the folder whatever the server says. Each file is
-written to a hidden partial file beside its place, checked against the size the API announced, and renamed into
-place only when every file of the checkpoint arrived: a failure, a deadline or Ctrl-C leaves no partial file, and no
-checkpoint half of one download and half of another.
+sub-folder cannot lead out), so nothing is written outside the folder whatever the server says; nor one that is
+another's folder, or whose place a folder (or whose sub-folder a file) holds already: its rename failed after others.
+Each file is written to a hidden partial file beside its place, checked against the size the API announced, and
+renamed into place only when every file of the checkpoint arrived: a failure, a deadline or Ctrl-C leaves no
+partial file, and no checkpoint half of one download and half of another.
 """
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ def relative_path(checkpoint_id: str, name: str) -> Path:
     return Path(*parts)
 
 
+PARTIAL = len(".") + len(".XXXXXXXX.partial")
+"""The bytes a file's partial name adds to its own (``partials``: ``.{name}.`` and mkstemp's 8 characters)."""
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) ``folder``'s file system takes, or the nearest folder above that exists."""
+    above = next((p for p in (folder, *folder.parents) if p.exists()), Path("/"))
+    try:
+        return os.pathconf(above, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows), or the name not known here
+        return 255
+
+
 def check_folder(folder: object) -> Path:
     """``folder`` as a path that is, or can become, a folder; else ``ValueError`` naming it (checked before sending)."""
     if not isinstance(folder, str | os.PathLike) or not str(folder):
@@ -66,6 +80,15 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
     for f in files:
         if f.size < 0:
             raise _refused(checkpoint_id, f.filename, f"has a negative size ({f.size})")
+    longest = _name_max(folder)
+    for rel in rels:  # a bare OSError "File name too long" (of the partial file: the longest name)
+        if any(len(os.fsencode(p)) > longest for p in rel.parts[:-1]) or len(os.fsencode(rel.name)) + PARTIAL > longest:
+            raise _refused(checkpoint_id, str(rel), f"has a part longer than this file system takes ({longest} bytes a "
+                           f"name, {PARTIAL} of them for the partial file's own)")  # fmt: skip
+    folders = {part for rel in rels for part in rel.parents}
+    for rel in rels:  # ``sub/x`` and ``sub``: renamed in turn, the second failed on the folder the first made
+        if rel in folders:
+            raise _refused(checkpoint_id, str(rel), "is also the folder of another file listed")
     folder.mkdir(parents=True, exist_ok=True)
     root = folder.resolve()
     out = []
@@ -73,6 +96,13 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
         if not (root / rel).parent.resolve().is_relative_to(root):
             raise _refused(checkpoint_id, str(rel), f"leads outside {str(folder)!r} through a symlinked folder")
         out.append(root / rel)
+    for rel in rels:  # in the way: a failed rename or mkdir once other files were fetched, or renamed
+        if (root / rel).is_dir():
+            raise _refused(checkpoint_id, str(rel), f"is a folder in {str(folder)!r}: a file cannot replace it")
+        file = next((p for p in reversed(rel.parents[:-1]) if (root / p).exists() and not (root / p).is_dir()), None)
+        if file is not None:
+            raise _refused(checkpoint_id, str(rel), f"needs {str(file)!r} in {str(folder)!r} to be a folder: it is "
+                           "a file")  # fmt: skip
     for place in out:
         place.parent.mkdir(parents=True, exist_ok=True)
     need, free = sum(f.size for f in files), shutil.disk_usage(root).free

@@ -19,10 +19,12 @@ _Object = TypeVar("_Object", wire.ModelResources, wire.Session, wire.Checkpoint)
 
 
 def seg(value: str, name: str) -> str:
-    """One path segment, escaped; an empty id would silently address a different endpoint."""
+    """One path segment, escaped; an empty id would silently address a different endpoint, and so did ``.`` and
+    ``..``, which httpx resolves as dot segments (``/training-sessions/../stop`` was ``/stop``): their dots escaped."""
     if not value:
         raise ValueError(f"expected a non-empty {name}, got {value!r}")
-    return quote(str(value), safe="")
+    escaped = quote(str(value), safe="")
+    return escaped.replace(".", "%2E") if escaped in (".", "..") else escaped
 
 
 def list_params(limit: object, **params: str | None) -> dict[str, str]:

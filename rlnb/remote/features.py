@@ -5,13 +5,19 @@ long-polled, or did not."""
 
 from __future__ import annotations
 
-import contextlib
+import re
 import time
 from dataclasses import dataclass
 
 import httpx
 
 from rlnb.remote.retry import http_date
+
+_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
+"""A wait in seconds, as ``Retry-After`` is read (``retry``): ``float`` also took ``nan``, ``-3``, ``1_0``, ``٣٠``."""
+MIN_LONG_POLL = 1.0
+"""The shortest advertised long-poll wait taken: a GET of a shorter one, answered at once, had waited half of it, and
+was asked again at once (``poller``), a GET per round trip for as long as the operation ran."""
 
 
 @dataclass
@@ -52,9 +58,8 @@ class ServerInfo:
             self._date = (date, time.time())
         if not self._extensions:
             return
-        wait = response.headers.get("rlnb-long-poll-max-wait")
-        if wait is not None:
-            with contextlib.suppress(ValueError):  # an unparsable header: no long-poll
-                self.features.long_poll_max_wait = float(wait)
+        wait = response.headers.get("rlnb-long-poll-max-wait", "").strip(" \t")
+        if _SECONDS.fullmatch(wait) and float(wait) >= MIN_LONG_POLL:  # else no long-poll
+            self.features.long_poll_max_wait = float(wait)
         if response.headers.get("rlnb-in-order") == "session":
             self.features.in_order = True

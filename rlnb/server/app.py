@@ -160,8 +160,10 @@ def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:  # "" is every interface, as uvicorn binds it (getaddrinfo cannot resolve it)
         address = (host, port) if host == "" else socket.getaddrinfo(host, port, family, socket.SOCK_STREAM)[0][4]
-    except socket.gaierror as exc:
-        raise ValueError(f"--host {host!r} is not an address of this machine: {exc.strerror}") from None
+    except (socket.gaierror, ValueError) as exc:  # a NUL, an idna label past 63 characters: bare, naming no option
+        raise ValueError(
+            f"--host {host!r} is not an address of this machine: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

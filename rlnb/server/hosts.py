@@ -5,6 +5,7 @@ of whoever runs the server. Such a server answers only its loopback names and it
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
@@ -14,18 +15,32 @@ from rlnb import wire
 from rlnb._hosts import loopback
 from rlnb.server.errors import SHOWN, error_response
 
+HOST = re.compile(r"(\[[0-9a-fA-F:.]+\]|[^][@/?#:\s\x00-\x1f\x7f]*)(:[0-9]*)?")
+"""What a ``Host`` header holds (RFC 9110 7.2): a name or an IPv4 address, or an IPv6 one in brackets, and a port;
+no control character (a NUL raised out of the loopback check: a 500)."""
+
 
 def host_name(header: str) -> str:
-    """The name a ``Host`` header gives, lowercased, without its port (``[::1]:8000`` is ``::1``)."""
+    """The name a ``Host`` header gives, lowercased, without its port (``[::1]:8000`` is ``::1``); ``""`` for one that
+    is no ``host[:port]`` (a bracket left open, text after it, a port that is no number up to 65535, a path or a user
+    beside the name: ``[::1``, ``127.0.0.1:80x`` were read as loopback names)."""
+    if not HOST.fullmatch(header):
+        return ""
     try:
-        return urlsplit(f"//{header}").hostname or ""
-    except ValueError:  # a bracket left open: no name this server has
-        return header
+        parts = urlsplit(f"//{header}")
+        parts.port  # noqa: B018 - read for its ValueError: a port over 65535
+    except ValueError:
+        return ""
+    return parts.hostname or ""
 
 
 class OwnNames:
     """ASGI middleware: a request whose ``Host`` is neither a loopback name nor one of ``names`` is a 403 saying why,
-    before anything reads it. A request without a ``Host`` (HTTP/1.0) is let in: a browser always sends one."""
+    in the API's error shape, before anything reads it. A request without a ``Host`` (HTTP/1.0) is let in: a browser
+    always sends one. Starlette's ``TrustedHostMiddleware`` is no substitute: it takes exact names, so another
+    address of 127.0.0.0/8 (``127.0.0.2``, ``127.1``) or spelling of ``::1`` (``[0:0:0:0:0:0:0:1]``) is refused, and
+    so is a request without a ``Host``, each with a plain-text 400 ``Invalid host header`` the SDK shows as no
+    reason."""
 
     def __init__(self, app: ASGIApp, names: frozenset[str]):
         self.app, self.names = app, names
@@ -33,7 +48,7 @@ class OwnNames:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         given = Headers(scope=scope).get("host", "") if scope["type"] == "http" else ""
         name = host_name(given)
-        if given and not (loopback(name) or name in self.names):
+        if given and not (name and (loopback(name) or name in self.names)):
             also = "".join(f", {n}" for n in sorted(self.names) if not loopback(n))
             said = (f"Host {wire.shown(given, SHOWN)} is not a name of this server: rlnb serve on this machine's "
                     f"loopback without --token answers only requests to localhost, 127.0.0.1, ::1{also} (a web page "

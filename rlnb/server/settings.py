@@ -211,6 +211,9 @@ def check_public_host(url: str) -> None:
     a link no client can follow."""
     if "@" in _authority(url):  # it went into every presigned link the API answers with (checked first: not shown)
         raise ValueError("public_url cannot hold a user or password (user@host): every presigned link shows it")
+    if any(c.isspace() or not c.isprintable() for c in url):  # urlsplit drops a newline: http://h\n:8000 passed
+        raise ValueError(f"public_url cannot hold whitespace or a control character: got {shown(url)} (every "
+                         "presigned link holds it: no URL a client follows)")  # fmt: skip
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises for a port out of range or not a number

@@ -82,7 +82,7 @@ def read_rows(folder: Path, search: bool = False) -> list[dict[str, Any]]:
                           f"{skipped}: {text[:80]!r}", stacklevel=4)  # fmt: skip
             continue
         if _is_row(row):  # its numbers' "NaN" / "Infinity" as the floats; text (a label "NaN") as written
-            row = _inside(f"{rows_path} line {n}", row)
+            row = _inside(folder, f"{rows_path} line {n}", row)
             rows.append(_numbers(f"{rows_path} line {n}", {k: number(v) if k in METRIC_COLUMNS else v
                                                             for k, v in row.items()}))  # fmt: skip
         else:  # a line edited by hand: a KeyError ('status') ended the resume
@@ -122,13 +122,19 @@ def _as_planned(folder: Path, row: dict[str, Any], plan: dict[str, Any]) -> dict
     return {**{k: v for k, v in row.items() if k not in extra}, **plan}
 
 
-def _inside(where: str, row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` without a relative ``run_path`` that leads out of the sweep folder (``../elsewhere``: a damaged or
-    hostile file made the table and ``histories`` read a run elsewhere), warned about."""
+def _inside(folder: Path, where: str, row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` without a ``run_path`` that leads out of the sweep folder (``../elsewhere``, or ``/etc`` where the
+    folder holds no run ``etc``: a damaged or hostile file made the table and ``histories`` read a run elsewhere),
+    warned about. An absolute one an older rlnb wrote is kept: inside the folder, or its name a run there (the
+    folder moved since: ``run_path``)."""
     recorded = row.get("run_path")
-    if not isinstance(recorded, str) or Path(recorded).is_absolute():  # absolute: an older rlnb's (``run_path``)
+    if not isinstance(recorded, str):
         return row
-    if Path(os.path.normpath(recorded)).parts[:1] != ("..",):
+    path = Path(os.path.normpath(recorded))
+    if path.is_absolute():
+        if path.is_relative_to(os.path.normpath(folder)) or path.name and (folder / path.name).is_dir():
+            return row
+    elif path.parts[:1] != ("..",):
         return row
     warnings.warn(f"{where}: trial {row['trial']}'s run_path {recorded[:200]!r} leads out of the sweep folder "
                   "(edited by hand?); read as no run", stacklevel=5)  # fmt: skip

@@ -216,3 +216,36 @@ def test_a_checkpoint_of_many_files_holds_one_file_open_at_a_time(tmp_path):
     with APIClient(BASE, KEY, transport=httpx.MockTransport(counting), **quick({})) as c:
         paths = c.download_checkpoint(CID, tmp_path)
     assert len(paths) == 60 and paths[7].read_bytes() == b"\x07" and max(held) < before + 30
+
+
+@pytest.mark.parametrize("listed", [["sub/x", "sub"], ["sub", "sub/x"], ["a/b/c", "a/b"]])
+def test_a_name_that_is_another_names_folder_is_refused_before_anything_is_fetched(tmp_path, listed):
+    """``sub/x`` and ``sub``: ``sub/x`` was renamed into place, then ``sub`` (a folder by then) raised a bare
+    ``IsADirectoryError``: half a checkpoint written, against the all or nothing promise."""
+    storage = Storage({name: b"1" for name in listed})
+    with client(storage) as c, pytest.raises(rlnb.APIError, match="nothing was written") as info:
+        c.download_checkpoint(CID, tmp_path / "out")
+    assert "is also the folder of" in str(info.value)
+    assert storage.file_gets() == [] and not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize(("there", "listed"), [("sub", "sub"), ("sub/x", "sub/x/y")])
+def test_a_name_that_a_folder_or_file_in_the_folder_is_in_the_way_of_is_refused(tmp_path, there, listed):
+    """A folder where a file goes (``sub``), or a file where a folder goes (``sub/x`` for ``sub/x/y``): the rename
+    (or mkdir) failed with a bare OSError once the other files were fetched, or renamed."""
+    out = tmp_path / "out"
+    (out / there).parent.mkdir(parents=True)
+    (out / there).mkdir() if there == listed else (out / there).write_bytes(b"mine")
+    storage = Storage({"a.json": b"{}", listed: b"1"})
+    with client(storage) as c, pytest.raises(rlnb.APIError, match="nothing was written") as info:
+        c.download_checkpoint(CID, out)
+    assert repr(there) in str(info.value) and storage.file_gets() == [] and not (out / "a.json").exists()
+
+
+@pytest.mark.parametrize("name", ["a" * 300, "d" * 300 + "/x", "p" * 250])
+def test_a_name_longer_than_the_file_system_takes_is_refused_naming_it(tmp_path, name):
+    """A bare ``OSError: File name too long`` (``p * 250`` fits, its partial file does not), naming no checkpoint."""
+    storage = Storage({"ok.json": b"{}", name: b"1"})
+    with client(storage) as c, pytest.raises(rlnb.APIError, match="nothing was written") as info:
+        c.download_checkpoint(CID, tmp_path / "out")
+    assert "longer than" in str(info.value) and storage.file_gets() == []

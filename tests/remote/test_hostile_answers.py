@@ -641,3 +641,39 @@ def test_a_session_said_to_run_on_another_resource_than_it_was_started_on_is_ref
         )  # fmt: skip
     assert [s["status"] for s in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_STOPPED"]
     assert fake.resources[other_rid]["status"] == "MODEL_RESOURCES_STATUS_READY"
+
+
+@pytest.mark.slow  # a second of an operation polled to its operation_timeout
+def test_a_server_that_advertises_a_tiny_long_poll_is_not_polled_in_a_loop():
+    """``rlnb-long-poll-max-wait: 0.000001``: each ``?wait=`` GET, answered at once, had taken half its wait, so it
+    was asked again at once: a GET per round trip for as long as the operation ran (the guard above undone)."""
+    fake = FakeAPI(op_states=("PENDING", "RUNNING"))
+    fake.advertise, fake.hold = True, True
+
+    def tiny(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        response.headers["rlnb-long-poll-max-wait"] = "0.000001"
+        return response
+
+    rid = fake.add_resource({"adam": {}})
+    s = rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(tiny), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=1, poll_min=0.05, poll_max=0.2, record=False, **quick({}),
+    )  # fmt: skip
+    with pytest.raises(rlnb.OperationFailed, match="operation_timeout"):
+        s.forward_backward(BATCH).result(timeout=10)
+    assert len(fake.calls("GET", "/operations/")) < 100  # about 15 backed off
+    s.close()
+
+
+@pytest.mark.parametrize("said", ["0.000001", "0.5", "nan", "-inf", "-3", "1_0", "٣٠", " 30 x", "1e400"])
+def test_a_long_poll_wait_that_is_no_usable_number_is_no_long_poll(said):
+    """Python's ``float`` took ``nan``, ``1_0`` and other scripts' digits; a wait under a second is asked again at
+    once (``test_a_server_that_advertises_a_tiny_long_poll_is_not_polled_in_a_loop``)."""
+    from rlnb.remote.features import ServerInfo
+
+    info = ServerInfo(("https", "api.test", None), extensions=True)
+    info.learn(httpx.URL("https://api.test/x"), httpx.Response(200, headers={"rlnb-long-poll-max-wait": said.encode()}))
+    assert info.features.long_poll_max_wait is None
+    info.learn(httpx.URL("https://api.test/x"), httpx.Response(200, headers={"rlnb-long-poll-max-wait": "30.0"}))
+    assert info.features.long_poll_max_wait == 30.0

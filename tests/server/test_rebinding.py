@@ -67,3 +67,53 @@ def test_loopback_addresses_in_the_short_forms_the_socket_layer_takes_are_loopba
     from rlnb._hosts import loopback
 
     assert loopback(host) is answer
+
+
+@pytest.mark.parametrize("host", ["[::1", "127.0.0.1:80x", "localhost:99999", "[::1]x", "127.0.0.1/x", "u@localhost"])
+def test_a_garbled_host_is_refused_naming_it(monkeypatch, host):
+    """``Host: [::1`` (a bracket left open) was read as ``::1`` and answered; ``127.0.0.1:80x`` (no port) as
+    ``127.0.0.1``, and so were a path or a user beside the name: a header no client sends taken for a loopback name."""
+    with TestClient(served(monkeypatch)) as c:
+        r = c.get("/v1/rl/training-sessions", headers={"host": host})
+    assert r.status_code == 403 and f"Host {host!r} is not a name of this server" in r.json()["error"]["message"]
+
+
+def call(app, host: str | None) -> int:
+    """The status ``app`` answers a GET with this ``Host`` header (``None``: none, as HTTP/1.0 sends)."""
+    import asyncio
+
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    async def send(message):
+        sent.append(message)
+
+    headers = [] if host is None else [(b"host", host.encode())]
+    scope = {"type": "http", "http_version": "1.0", "method": "GET", "path": "/v1/rl/training-sessions",
+             "raw_path": b"/v1/rl/training-sessions", "query_string": b"", "headers": headers, "scheme": "http",
+             "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5000), "root_path": ""}  # fmt: skip
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2:8000", "127.1:8000", "[0:0:0:0:0:0:0:1]:8000", None])
+def test_what_starlettes_trusted_host_middleware_lacks_is_answered(monkeypatch, host):
+    """Guard, and why ``OwnNames`` is no ``TrustedHostMiddleware``: Starlette's takes a list of exact names, so another
+    address of 127.0.0.0/8, IPv4's short form or another spelling of ``::1`` is a 400 there, and so is a request
+    without a ``Host`` (HTTP/1.0); its refusal is plain text, not the API's error."""
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+    app = served(monkeypatch)
+    with TestClient(app):  # started: its registry made
+        assert call(app, host) == 200
+        assert call(TrustedHostMiddleware(app, ["localhost", "127.0.0.1", "[::1]"]), host) == 400
+
+
+def test_a_host_with_a_control_character_is_refused(monkeypatch):
+    """``Host: a\\x00b`` (an ASGI server that passes it on) raised the loopback check's bare "embedded null
+    character" out of the middleware: a 500."""
+    app = served(monkeypatch)
+    with TestClient(app):
+        assert call(app, "a\x00b") == 403 and call(app, "localhost\x00") == 403

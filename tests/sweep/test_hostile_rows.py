@@ -71,3 +71,30 @@ def test_a_json_true_for_a_step_count_is_no_number(tmp_path, key):
     rows, said = resumed(tmp_path, [json.dumps({**ROW, key: True})])
     assert table(rows, tmp_path, "loss", set())[key].isna().all()
     assert any(f"trial 0's {key} True is no number" in m for m in said), said
+
+
+@pytest.mark.parametrize("root", [False, True])
+def test_an_absolute_run_path_outside_the_folder_and_not_in_it_by_name_is_dropped(tmp_path, root):
+    """``"run_path": "/etc"`` (no run ``etc`` in the folder) made the table and ``histories`` read outside it; ``"/"``
+    (no name) the sweep folder itself."""
+    folder, outside = tmp_path / "sweep", tmp_path / "elsewhere" / "trial-001-seed1"
+    outside.mkdir(parents=True)
+    folder.mkdir()
+    outside = Path("/") if root else outside
+    rows, said = resumed(folder, [json.dumps(ROW), json.dumps({**ROW, "trial": 1, "run_path": str(outside)})])
+    assert table(rows, folder, "loss", set()).run_path.isna().tolist() == [False, True]
+    assert any(f"trials.jsonl line 2: trial 1's run_path {str(outside)!r} leads out of the sweep folder" in m
+               for m in said), said  # fmt: skip
+
+
+@pytest.mark.parametrize("where", ["moved", "here", "nested"])
+def test_an_older_rlnbs_absolute_run_path_is_kept(tmp_path, where):
+    """Guard: an older rlnb's absolute path, of a folder moved since (found by name) or inside the folder itself."""
+    folder = tmp_path / "sweep"
+    run = folder / ("x/trial-001-seed1" if where == "nested" else "trial-001-seed1")
+    run.mkdir(parents=True)
+    recorded = {"moved": "/old/place/sweep/trial-001-seed1", "here": str(run),
+                "nested": str(folder / "y" / ".." / "x" / "trial-001-seed1")}[where]  # fmt: skip
+    rows, said = resumed(folder, [json.dumps({**ROW, "trial": 1, "run_path": recorded})])
+    assert table(rows, folder, "loss", set()).run_path.tolist() == [recorded if where == "nested" else str(run)]
+    assert said == []
