@@ -51,10 +51,13 @@ CONNECT_TIMEOUT = 10.0
 
 def check_reachable(address: str) -> None:
     """``ConnectionError`` naming ``address`` unless something listens at its ``host:port`` (``"auto"`` and other
-    names are Ray's to find): ``ray.init`` waited minutes for a GCS that was not there (a mistyped host or port)."""
+    names are Ray's to find; ``ValueError`` for a port that is no port): ``ray.init`` waited minutes for a GCS that was
+    not there (a mistyped host or port)."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
         return
+    if not port.isascii() or int(port) > 65535:  # "²" is a str.isdigit digit that int() refuses; the socket raised
+        raise ValueError(f"address={address!r}: the port must be a whole number 0-65535")  # OverflowError past 65535
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
     except OSError as exc:

@@ -248,3 +248,13 @@ def test_a_stopped_sweep_stops_waiting_for_a_reward_that_never_returns(tmp_path,
     for thread in threading.enumerate():
         if thread.name.startswith("rlnb-sweep"):
             thread.join(120)
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "²", "٣"])
+def test_a_ray_address_whose_port_is_no_port_is_refused_naming_the_address(port):
+    """A port past 65535 escaped ``check_reachable`` as a bare ``OverflowError`` from the socket, and ``²`` (a
+    ``str.isdigit`` digit ``int`` refuses) as a bare ``ValueError`` about ``int()``."""
+    from rlnb.sweep.ray_checks import check_reachable
+
+    with pytest.raises(ValueError, match=rf"address='127.0.0.1:{port}': the port must be a whole number 0-65535"):
+        check_reachable(f"127.0.0.1:{port}")
