@@ -10,10 +10,11 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb._options import check_seconds
+from rlnb._options import check_seconds, check_timeout
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
+from rlnb.session.step_turn import STEP_WAIT
 from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
 from rlnb.widgets import fit, run_thread, turns
@@ -59,9 +60,13 @@ class RunPanel:
         task: Task | None = None,
         n_steps: int = 20,
         every: float = 0.5,
+        step_timeout: float | None = STEP_WAIT,
     ):
         # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
         n_steps, every = check_steps(n_steps, name="n_steps"), check_seconds("every", every)
+        self.step_timeout = check_timeout("step_timeout", step_timeout)
+        """Seconds a step of a run waits for another thread's step on the session (a cell's ``rl_step``), saying so in
+        the status line, before ``SessionBusy`` stops the run (None: no limit); a Stop ends the wait."""
         check_given(task, builder, step_fn)
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)

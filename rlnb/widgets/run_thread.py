@@ -9,8 +9,9 @@ import contextlib
 import threading
 from typing import Any
 
+from rlnb.session.step_turn import told
 from rlnb.widgets import focus_back, turns
-from rlnb.widgets.steps import done_text, failure_text, log_figures
+from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
 
 
 def start(panel: Any, n: Any) -> bool:
@@ -73,9 +74,13 @@ def run(panel: Any, n: int) -> None:
             base, schedule = panel._config
             params = base.scaled(schedule.multiplier(step))
             panel.session.check_params(params)
-            with panel.session.stepping():  # a cell's rl_step on this session waits for this step, and this for its
-                if panel._stop.is_set():  # a Stop while it waited
-                    break
+            with (
+                contextlib.ExitStack() as turn
+            ):  # a cell's rl_step on this session waits for this step, and this for its
+                if not _take_turn(panel, turn, int(step), done, n):
+                    if panel._stop.is_set():
+                        break
+                    raise turns.closed_session(panel.session)
                 returned = panel.step_fn(panel.session, params)
             done += 1
             panel.progress.value = done
@@ -96,6 +101,34 @@ def run(panel: Any, n: int) -> None:
             _end(panel, said, error)
         finally:
             panel._ended.set()  # ``join`` returns: the run has ended, its line said
+
+
+class _WaitEnded(Exception):
+    """A Stop, or the session's close, while the run waited for another thread's step (``_take_turn``)."""
+
+
+def _take_turn(panel: Any, turn: contextlib.ExitStack, step: int, done: int, n: int) -> bool:
+    """The session's step turn for the run's next step, held on ``turn``: at once, or after the line said whose step
+    it waits for, until ``panel.step_timeout`` (then ``SessionBusy``). False if a Stop or the session's close ended the
+    wait; the run's own line again once the turn is its own."""
+    said: list[str] = []
+    before = panel.line.run
+
+    def waiting(holder: str) -> None:
+        if panel._stop.is_set() or panel.session.closed:
+            raise _WaitEnded
+        if said != [holder]:  # the run's line, so an edit of the form mid-wait keeps it (``show_run``)
+            said[:] = [holder]
+            panel.line.show_run(waiting_text(holder, step, done, n, panel.step_timeout))
+
+    try:
+        with told(waiting):
+            turn.enter_context(panel.session.stepping(panel.step_timeout))
+    except _WaitEnded:
+        return False
+    if said:
+        panel.line.show_run(before)
+    return not panel._stop.is_set()
 
 
 def _end(panel: Any, said: str, error: bool) -> None:

@@ -9,7 +9,7 @@ import pytest
 import rlnb
 from rlnb.tasks import StepReport, Task, rl_step
 from rlnb.widgets import RunPanel
-from tests.support.gated_steps import DEADLINE, text, wait_for
+from tests.support.gated_steps import DEADLINE, Gate, text, wait_for
 
 TASK = Task("bytes", ["ab", "cd"], lambda p, c: float(sum(map(ord, c)) % 7), max_tokens=3, group_size=4)
 
@@ -77,3 +77,66 @@ def test_a_stop_while_the_run_waits_for_a_cells_step_ends_the_run_before_its_ste
     assert panel.join(DEADLINE) and panel.error is None
     assert not step.submitted.is_set() and session.step == 0
     assert text(panel.status).startswith("step 0 · stopped early after 0 of 3")
+
+
+def test_a_run_waiting_for_a_cells_step_says_so_then_says_it_runs_once_it_has_the_turn(session):
+    """The line said ``running: 0/2 done …`` while the run waited for a cell's step, for up to 600 s."""
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05)
+    with session.stepping():  # a cell's step in progress, on the kernel's thread
+        assert panel.start(2)
+        wait_for(lambda: "waiting for the session" in text(panel.status))
+        said = text(panel.status)
+        assert "another cell's step" in said and "at most 600 s" in said and "Stop ends the wait" in said
+        assert panel.running and not panel.stop_button.disabled and panel.step_button.disabled
+    gate.called(1)  # the run has the turn: the line is the run's again
+    assert text(panel.status).startswith("running: 0/2 done")
+    gate.release()
+    gate.called(2)
+    gate.release()
+    assert panel.join(DEADLINE) and panel.error is None
+    assert text(panel.status).startswith("step 2 · 2 done") and session.step == 2
+
+
+def test_a_run_that_waits_past_its_step_timeout_stops_with_session_busy_in_the_line_and_error(session):
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05, step_timeout=0.2)
+    with session.stepping():
+        assert panel.start(2)
+        assert panel.join(DEADLINE)
+    assert isinstance(panel.error, rlnb.SessionBusy) and gate.sent == []
+    said = text(panel.status)
+    assert said.startswith("step 0 · stopped: SessionBusy") and "in the middle of a step on thread 'MainThread'" in said
+    assert not panel.step_button.disabled and session.step == 0
+
+
+def test_stop_ends_a_wait_for_a_cells_step_at_once(session):
+    """A Stop while the run waited said "stopping after this step …" and the run went on waiting, up to 600 s."""
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05)
+    with session.stepping():  # the cell's step goes on past the Stop
+        assert panel.start(3)
+        wait_for(lambda: "waiting for the session" in text(panel.status))
+        panel.stop_button.click()
+        assert panel.join(DEADLINE), "the run still waited for the cell's step"
+        assert panel.error is None and gate.sent == []
+        assert text(panel.status).startswith("step 0 · stopped early after 0 of 3")
+        assert not panel.step_button.disabled and panel.stop_button.disabled
+
+
+def test_a_session_closed_while_the_run_waits_ends_the_run_at_once_saying_so(session):
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05)
+    with session.stepping():
+        assert panel.start(3)
+        wait_for(lambda: "waiting for the session" in text(panel.status))
+        session.close()
+        assert panel.join(DEADLINE), "the run still waited for the cell's step"
+    assert isinstance(panel.error, rlnb.SessionClosed) and gate.sent == []
+    assert "stopped: SessionClosed" in text(panel.status)
+
+
+@pytest.mark.parametrize("step_timeout", [-1, float("nan"), True, "600"])
+def test_a_bad_step_timeout_is_refused_naming_it_when_the_panel_is_made(session, step_timeout):
+    with pytest.raises(ValueError, match=r"step_timeout must be None \(no limit\) or a number of seconds >= 0"):
+        RunPanel(session, step_fn=Gate(), step_timeout=step_timeout)
