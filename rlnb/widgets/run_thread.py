@@ -71,16 +71,23 @@ def run(panel: Any, n: int) -> None:
                 break
             if panel.session.closed:  # closed in another cell: a step_fn that did not call it stepped on
                 raise turns.closed_session(panel.session)
-            base, schedule = panel._config
-            params = base.scaled(schedule.multiplier(step))
-            panel.session.check_params(params)
-            with (
-                contextlib.ExitStack() as turn
-            ):  # a cell's rl_step on this session waits for this step, and this for its
-                if not _take_turn(panel, turn, int(step), done, n):
+            # the session's turn: a cell's rl_step on this session waits for this step, and this step for the cell's
+            with contextlib.ExitStack() as turn:
+                try:
+                    waited = _take_turn(panel, turn, int(step), done, n)
+                except _WaitEnded:
                     if panel._stop.is_set():
                         break
-                    raise turns.closed_session(panel.session)
+                    raise turns.closed_session(panel.session) from None
+                if panel._stop.is_set():  # a Stop as it got the turn
+                    break
+                if waited:  # another thread's step went first: the schedule's step is the session's now
+                    step = panel._step = panel.session.step
+                    seen = str(step)
+                # read once the turn is the run's: an edit of the form during a wait is sent with this step
+                base, schedule = panel._config
+                params = base.scaled(schedule.multiplier(step))
+                panel.session.check_params(params)
                 returned = panel.step_fn(panel.session, params)
             done += 1
             panel.progress.value = done
@@ -108,9 +115,9 @@ class _WaitEnded(Exception):
 
 
 def _take_turn(panel: Any, turn: contextlib.ExitStack, step: int, done: int, n: int) -> bool:
-    """The session's step turn for the run's next step, held on ``turn``: at once, or after the line said whose step
-    it waits for, until ``panel.step_timeout`` (then ``SessionBusy``). False if a Stop or the session's close ended the
-    wait; the run's own line again once the turn is its own."""
+    """The session's step turn for the run's next step, held on ``turn``; whether it waited for another thread's
+    step, the line saying whose until ``panel.step_timeout`` (then ``SessionBusy``), and the run's own line again once
+    the turn is the run's. ``_WaitEnded`` if a Stop or the session's close ended the wait."""
     said: list[str] = []
     before = panel.line.run
 
@@ -121,14 +128,11 @@ def _take_turn(panel: Any, turn: contextlib.ExitStack, step: int, done: int, n: 
             said[:] = [holder]
             panel.line.show_run(waiting_text(holder, step, done, n, panel.step_timeout))
 
-    try:
-        with told(waiting):
-            turn.enter_context(panel.session.stepping(panel.step_timeout))
-    except _WaitEnded:
-        return False
+    with told(waiting):
+        turn.enter_context(panel.session.stepping(panel.step_timeout))
     if said:
         panel.line.show_run(before)
-    return not panel._stop.is_set()
+    return bool(said)
 
 
 def _end(panel: Any, said: str, error: bool) -> None:

@@ -140,3 +140,26 @@ def test_a_session_closed_while_the_run_waits_ends_the_run_at_once_saying_so(ses
 def test_a_bad_step_timeout_is_refused_naming_it_when_the_panel_is_made(session, step_timeout):
     with pytest.raises(ValueError, match=r"step_timeout must be None \(no limit\) or a number of seconds >= 0"):
         RunPanel(session, step_fn=Gate(), step_timeout=step_timeout)
+
+
+def test_the_step_after_a_wait_sends_the_form_and_the_schedule_as_they_are_when_it_gets_the_turn(session):
+    """The run's next params were fixed before it waited: an edit of the form during the wait (up to 600 s) was not
+    sent, and after the cell's step the schedule's rate was the one of the step before (the session's step read
+    before the cell stepped it on)."""
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05)
+    b = panel.builder
+    b.sched_kind.value, b.total.value, b.adam["learning_rate"].value = "cosine", 4, 2e-3
+    with session.stepping():  # a cell's own step, on the kernel's thread
+        assert panel.start(1)
+        wait_for(lambda: "waiting for the session" in text(panel.status))
+        session.forward_backward([rlnb.samples.cross_entropy(list(b"the cell's step"))])
+        session.optim_step(rlnb.AdamParams(learning_rate=1e-3)).result()
+        b.adam["learning_rate"].value = 1e-3  # a valid edit while the run waits
+        assert "waiting for the session" in text(panel.status)  # the edit's redraw keeps saying so
+    gate.called(1)
+    gate.release()
+    assert panel.join(DEADLINE) and panel.error is None
+    assert gate.sent[0].learning_rate == pytest.approx(b.params_at(1).learning_rate)  # step 1 of 4 at 1e-3
+    assert gate.sent[0].learning_rate < 1e-3
+    assert text(panel.status).startswith("step 2 · 1 done")
