@@ -64,9 +64,7 @@ class RunPanel:
     ):
         # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
         n_steps, every = check_steps(n_steps, name="n_steps"), check_seconds("every", every)
-        self.step_timeout = check_timeout("step_timeout", step_timeout)
-        """Seconds a step of a run waits for another thread's step on the session (a cell's ``rl_step``), saying so in
-        the status line, before ``SessionBusy`` stops the run (None: no limit); a Stop ends the wait."""
+        self.step_timeout = step_timeout
         check_given(task, builder, step_fn)
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
@@ -146,6 +144,17 @@ class RunPanel:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def step_timeout(self) -> float | None:
+        """Seconds a step of a run waits for another thread's step on the session (a cell's ``rl_step``), saying so in
+        the status line, before ``SessionBusy`` stops the run (None: no limit); a Stop ends the wait. Checked when
+        set: a bad one set later stopped the next run naming ``timeout``."""
+        return self._step_timeout
+
+    @step_timeout.setter
+    def step_timeout(self, seconds: float | None) -> None:
+        self._step_timeout = check_timeout("step_timeout", seconds)
 
     @property
     def running(self) -> bool:

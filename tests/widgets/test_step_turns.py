@@ -163,3 +163,28 @@ def test_the_step_after_a_wait_sends_the_form_and_the_schedule_as_they_are_when_
     assert gate.sent[0].learning_rate == pytest.approx(b.params_at(1).learning_rate)  # step 1 of 4 at 1e-3
     assert gate.sent[0].learning_rate < 1e-3
     assert text(panel.status).startswith("step 2 · 1 done")
+
+
+def test_closing_the_panel_while_its_run_waits_for_a_cells_step_ends_the_wait_and_closes(session):
+    """``panel.close()`` in the cell that holds the session's step stopped the run, then waited 60 s for a run that
+    waited for that cell, and raised ``TimeoutError``, the panel left open."""
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05)
+    with session.stepping():
+        assert panel.start(3)
+        wait_for(lambda: "waiting for the session" in text(panel.status))
+        panel.close(timeout=DEADLINE)
+        assert not panel.running and panel.error is None and gate.sent == []
+    with pytest.raises(RuntimeError, match="this RunPanel is closed"):
+        panel.start(1)
+
+
+def test_a_bad_step_timeout_set_on_the_panel_is_refused_naming_it(session):
+    """Set after the panel was made, a bad one stopped the next run with ``ValueError: timeout must be ...``."""
+    panel = RunPanel(session, step_fn=Gate())
+    with pytest.raises(ValueError, match=r"step_timeout must be None \(no limit\) or a number of seconds >= 0"):
+        panel.step_timeout = -1
+    panel.step_timeout = 5
+    assert panel.step_timeout == 5.0
+    panel.step_timeout = None
+    assert panel.step_timeout is None
