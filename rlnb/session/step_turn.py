@@ -23,13 +23,15 @@ remote model takes minutes, and one that hangs must not hold the waiting thread 
 WAIT_SLICE = 0.05
 """Seconds between two calls of a waiting thread's ``told`` callback while another thread's step holds the turn."""
 
-_TOLD: contextvars.ContextVar[Callable[[str], object] | None] = contextvars.ContextVar("rlnb_step_told", default=None)
+_TOLD: contextvars.ContextVar[Callable[[threading.Thread], object] | None] = contextvars.ContextVar(
+    "rlnb_step_told", default=None
+)
 
 
 @contextlib.contextmanager
-def told(waiting: Callable[[str], object]) -> Iterator[None]:
-    """In the block, this thread's wait for another thread's step calls ``waiting(holder)`` (the holder's thread
-    name) at once and every ``WAIT_SLICE`` s until the turn is its own; what ``waiting`` raises ends the wait. A
+def told(waiting: Callable[[threading.Thread], object]) -> Iterator[None]:
+    """In the block, this thread's wait for another thread's step calls ``waiting(holder)`` (the thread in the middle of
+    its step) at once and every ``WAIT_SLICE`` s until the turn is its own; what ``waiting`` raises ends the wait. A
     RunPanel says so while it waits for a cell's step, and its Stop ends the wait (the line said the run was running,
     and a Stop was heard only once the cell's step ended, up to ``STEP_WAIT`` later)."""
     token = _TOLD.set(waiting)
@@ -46,7 +48,7 @@ class StepTurn:
     def __init__(self, session_id: str):
         self.session_id = session_id
         self._lock = threading.RLock()
-        self._holder = ""
+        self._holder = threading.current_thread()  # read only while another thread holds the lock
         self._since = 0.0
         self._depth = 0
 
@@ -57,13 +59,13 @@ class StepTurn:
         limit = check_timeout("timeout", timeout)
         if not self._take(limit):
             raise SessionBusy(
-                f"session {self.session_id} is in the middle of a step on thread {self._holder!r} (for "
+                f"session {self.session_id} is in the middle of a step on thread {self._holder.name!r} (for "
                 f"{time.monotonic() - self._since:.1f} s); this thread waited {timeout} s for it to end. One step at "
                 "a time: its forward-backward's gradients are applied by its own optim-step"
             )
         try:
             if self._depth == 0:
-                self._holder, self._since = threading.current_thread().name, time.monotonic()
+                self._holder, self._since = threading.current_thread(), time.monotonic()
             self._depth += 1
             yield
         finally:

@@ -118,6 +118,8 @@ class RunPanel:
         goes: ``join`` waits for it (the thread's own join returned at once before the thread was made)."""
         self._ended.set()
         self._thread: threading.Thread | None = None  # the last run's: a join from its own step is refused
+        self.waits_on: threading.Thread | None = None
+        """The thread whose step the run waits for, if it waits (its ``join`` is refused: ``run_thread.join``)."""
         self.focus_after: W.Button | None = None
         """The button the keyboard's focus goes back to when the run ends: the one clicked to start it, if any."""
         self._closed = False
@@ -203,13 +205,14 @@ class RunPanel:
     def join(self, timeout: float = JOIN_DEADLINE) -> bool:
         """Wait until the run ``running`` reports has ended, its last line included (from its first moment: it is
         running before its thread is made); False if it is still going after ``timeout`` seconds (default
-        ``JOIN_DEADLINE``: a step that hangs does not hang the kernel)."""
+        ``JOIN_DEADLINE``: a step that hangs does not hang the kernel). ``RuntimeError`` at once from its own step, or
+        from the thread whose step the run waits for (inside ``with session.stepping():``)."""
         timeout = check_seconds("timeout", timeout)
         if threading.current_thread() is self._thread:  # it waited for itself, for the whole deadline
             raise RuntimeError(
                 "join() from the run's own step (or a close in it) would wait for itself: stop() ends it"
             )
-        return self._ended.wait(timeout)
+        return run_thread.join(self, timeout)
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""

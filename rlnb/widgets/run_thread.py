@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Any
 
-from rlnb.session.step_turn import told
+from rlnb.session.step_turn import WAIT_SLICE, told
 from rlnb.widgets import focus_back, turns
 from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
 
@@ -117,22 +118,43 @@ class _WaitEnded(Exception):
 def _take_turn(panel: Any, turn: contextlib.ExitStack, step: int, done: int, n: int) -> bool:
     """The session's step turn for the run's next step, held on ``turn``; whether it waited for another thread's
     step, the line saying whose until ``panel.step_timeout`` (then ``SessionBusy``), and the run's own line again once
-    the turn is the run's. ``_WaitEnded`` if a Stop or the session's close ended the wait."""
-    said: list[str] = []
+    the turn is the run's. ``_WaitEnded`` if a Stop or the session's close ended the wait. Meanwhile ``waits_on`` is
+    the thread it waits for (``join``)."""
+    said: list[threading.Thread] = []
     before = panel.line.run
 
-    def waiting(holder: str) -> None:
+    def waiting(holder: threading.Thread) -> None:
         if panel._stop.is_set() or panel.session.closed:
             raise _WaitEnded
         if said != [holder]:  # the run's line, so an edit of the form mid-wait keeps it (``show_run``)
             said[:] = [holder]
+            panel.waits_on = holder
             panel.line.show_run(waiting_text(holder, step, done, n, panel.step_timeout))
 
-    with told(waiting):
-        turn.enter_context(panel.session.stepping(panel.step_timeout))
+    try:
+        with told(waiting):
+            turn.enter_context(panel.session.stepping(panel.step_timeout))
+    finally:
+        panel.waits_on = None
     if said:
         panel.line.show_run(before)
     return bool(said)
+
+
+def join(panel: Any, timeout: float) -> bool:
+    """``RunPanel.join``'s wait: True once the run has ended, False after ``timeout`` seconds, a ``RuntimeError`` at
+    once from a thread the run waits for: ``join()`` inside ``with session.stepping():`` waited for a run that waited
+    for the block, and hung the kernel for the whole deadline."""
+    me, end = threading.current_thread(), time.monotonic() + timeout
+    while not panel._ended.wait(min(WAIT_SLICE, max(0.0, end - time.monotonic()))):
+        if panel.waits_on is me:
+            raise RuntimeError(
+                "join() waits for a run that waits for the step this thread holds (with session.stepping(), or an "
+                "rl_step): end that block first, or stop() the run"
+            )
+        if time.monotonic() >= end:
+            return False
+    return True
 
 
 def _end(panel: Any, said: str, error: bool) -> None:

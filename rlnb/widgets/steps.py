@@ -127,10 +127,10 @@ def done_text(step: int, done: int, n: int, figures: dict[str, Any] | None) -> s
     )
 
 
-def waiting_text(holder: str, step: int, done: int, n: int, timeout: float | None) -> str:
-    """The status line while a run waits for another thread's step on its session (``holder``: that thread's name;
-    a notebook cell's runs on the kernel's main thread), for at most ``timeout`` seconds (None: no limit)."""
-    who = "another cell's step" if holder == threading.main_thread().name else f"a step on thread {holder!r}"
+def waiting_text(holder: threading.Thread, step: int, done: int, n: int, timeout: float | None) -> str:
+    """The status line while a run waits for ``holder``'s step on its session (a notebook cell's runs on the kernel's
+    main thread), for at most ``timeout`` seconds (None: no limit)."""
+    who = "another cell's step" if holder is threading.main_thread() else f"a step on thread {holder.name!r}"
     limit = "no limit" if timeout is None else f"at most {timeout:g} s"
     said = f"waiting for the session: {who} holds it ({limit}; Stop ends the wait)"
     return f"step {step} · {done}/{n} done · " + html.escape(said, quote=False)

@@ -79,6 +79,7 @@ def test_a_stop_while_the_run_waits_for_a_cells_step_ends_the_run_before_its_ste
     assert text(panel.status).startswith("step 0 · stopped early after 0 of 3")
 
 
+@pytest.mark.slow  # real steps after the wait
 def test_a_run_waiting_for_a_cells_step_says_so_then_says_it_runs_once_it_has_the_turn(session):
     """The line said ``running: 0/2 done …`` while the run waited for a cell's step, for up to 600 s."""
     gate = Gate()
@@ -100,13 +101,30 @@ def test_a_run_waiting_for_a_cells_step_says_so_then_says_it_runs_once_it_has_th
 
 def test_a_run_that_waits_past_its_step_timeout_stops_with_session_busy_in_the_line_and_error(session):
     gate = Gate()
-    panel = RunPanel(session, step_fn=gate, every=0.05, step_timeout=0.2)
-    with session.stepping():
-        assert panel.start(2)
-        assert panel.join(DEADLINE)
+    panel = RunPanel(session, step_fn=gate, every=0.05, step_timeout=DEADLINE)
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:  # a step on a thread of the person's own
+        with session.stepping():
+            held.set()
+            done.wait(DEADLINE)
+
+    holder = threading.Thread(target=hold, name="my-worker")
+    holder.start()
+    try:
+        assert held.wait(DEADLINE) and panel.start(2)
+        wait_for(lambda: "waiting for the session: a step on thread 'my-worker' holds it" in text(panel.status))
+        assert f"at most {DEADLINE:g} s" in text(panel.status)
+        panel.stop()
+        assert panel.join(DEADLINE) and panel.error is None
+        panel.step_timeout = 0.2
+        assert panel.start(2) and panel.join(DEADLINE)
+    finally:
+        done.set()
+        holder.join(DEADLINE)
     assert isinstance(panel.error, rlnb.SessionBusy) and gate.sent == []
     said = text(panel.status)
-    assert said.startswith("step 0 · stopped: SessionBusy") and "in the middle of a step on thread 'MainThread'" in said
+    assert said.startswith("step 0 · stopped: SessionBusy") and "in the middle of a step on thread 'my-worker'" in said
     assert not panel.step_button.disabled and session.step == 0
 
 
@@ -142,6 +160,7 @@ def test_a_bad_step_timeout_is_refused_naming_it_when_the_panel_is_made(session,
         RunPanel(session, step_fn=Gate(), step_timeout=step_timeout)
 
 
+@pytest.mark.slow  # real steps after the wait
 def test_the_step_after_a_wait_sends_the_form_and_the_schedule_as_they_are_when_it_gets_the_turn(session):
     """The run's next params were fixed before it waited: an edit of the form during the wait (up to 600 s) was not
     sent, and after the cell's step the schedule's rate was the one of the step before (the session's step read
@@ -188,3 +207,20 @@ def test_a_bad_step_timeout_set_on_the_panel_is_refused_naming_it(session):
     assert panel.step_timeout == 5.0
     panel.step_timeout = None
     assert panel.step_timeout is None
+
+
+@pytest.mark.slow  # real steps after the wait
+def test_join_in_the_cell_whose_step_the_run_waits_for_is_refused_at_once(session):
+    """``panel.join()`` inside ``with session.stepping():`` waited for a run that waited for that block: the kernel hung
+    for join's deadline (600 s), then got False."""
+    gate = Gate()
+    panel = RunPanel(session, step_fn=gate, every=0.05)
+    with session.stepping():
+        assert panel.start(1)
+        wait_for(lambda: "waiting for the session" in text(panel.status))
+        with pytest.raises(RuntimeError, match="waits for the step this thread holds"):
+            panel.join(DEADLINE)
+        assert panel.running
+    gate.called(1)  # the block ended: the run has its turn
+    gate.release()
+    assert panel.join(DEADLINE) and panel.error is None and session.step == 1
