@@ -147,7 +147,8 @@ def join(panel: Any, timeout: float) -> bool:
     for the block, and hung the kernel for the whole deadline."""
     me, end = threading.current_thread(), time.monotonic() + timeout
     while not panel._ended.wait(min(WAIT_SLICE, max(0.0, end - time.monotonic()))):
-        if panel.waits_on is me:
+        # not once a Stop or the session's close is sent: the wait ends at its next slice (a close() in that block)
+        if panel.waits_on is me and not (panel._stop.is_set() or panel.session.closed):
             raise RuntimeError(
                 "join() waits for a run that waits for the step this thread holds (with session.stepping(), or an "
                 "rl_step): end that block first, or stop() the run"

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import rlnb
+from rlnb.session import step_turn
 from rlnb.tasks import StepReport, Task, rl_step
 from rlnb.widgets import RunPanel
 from tests.support.gated_steps import DEADLINE, Gate, text, wait_for
@@ -226,3 +227,16 @@ def test_join_in_the_cell_whose_step_the_run_waits_for_is_refused_at_once(sessio
     gate.called(1)  # the block ended: the run has its turn
     gate.release()
     assert panel.join(DEADLINE) and panel.error is None and session.step == 1
+
+
+@pytest.mark.slow  # half a second for the run to hear the Stop
+def test_a_close_in_the_block_the_run_waits_for_ends_the_wait_though_the_run_hears_the_stop_late(session, monkeypatch):
+    """A close (or a Stop, then ``join()``) in the cell that holds the step: its join saw the run still waiting for
+    this thread before the run heard the Stop, and raised ``RuntimeError`` as if it joined a run left waiting."""
+    monkeypatch.setattr(step_turn, "WAIT_SLICE", 0.5)  # the run hears the Stop up to half a second late
+    panel = RunPanel(session, step_fn=Gate(), every=0.05)
+    with session.stepping():
+        assert panel.start(3)
+        wait_for(lambda: panel.waits_on is threading.main_thread())
+        panel.close(timeout=DEADLINE)
+    assert not panel.running and panel.error is None
