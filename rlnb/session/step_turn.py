@@ -6,9 +6,11 @@ applied none, the history showing two steps. ``rlnb.tasks.rl_step`` holds the tu
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from rlnb._options import check_timeout
 from rlnb.errors import SessionBusy
@@ -18,6 +20,27 @@ STEP_WAIT = 600.0
 remote model takes minutes, and one that hangs must not hold the waiting thread (a notebook's kernel) for good."""
 
 
+WAIT_SLICE = 0.05
+"""Seconds between two calls of a waiting thread's ``told`` callback while another thread's step holds the turn."""
+
+_TOLD: contextvars.ContextVar[Callable[[threading.Thread], object] | None] = contextvars.ContextVar(
+    "rlnb_step_told", default=None
+)
+
+
+@contextlib.contextmanager
+def told(waiting: Callable[[threading.Thread], object]) -> Iterator[None]:
+    """In the block, this thread's wait for another thread's step calls ``waiting(holder)`` (the thread in the middle of
+    its step) at once and every ``WAIT_SLICE`` s until the turn is its own; what ``waiting`` raises ends the wait. A
+    RunPanel says so while it waits for a cell's step, and its Stop ends the wait (the line said the run was running,
+    and a Stop was heard only once the cell's step ended, up to ``STEP_WAIT`` later)."""
+    token = _TOLD.set(waiting)
+    try:
+        yield
+    finally:
+        _TOLD.reset(token)
+
+
 class StepTurn:
     """The turn of one session's steps: a re-entrant lock (a step function that holds it may call ``rl_step``), and
     who holds it since when, for the error of a thread that waited past its deadline."""
@@ -25,7 +48,7 @@ class StepTurn:
     def __init__(self, session_id: str):
         self.session_id = session_id
         self._lock = threading.RLock()
-        self._holder = ""
+        self._holder = threading.current_thread()  # read only while another thread holds the lock
         self._since = 0.0
         self._depth = 0
 
@@ -34,17 +57,33 @@ class StepTurn:
         """Hold the turn for the block: wait for another thread's step to end, at most ``timeout`` seconds (None: no
         limit), then ``SessionBusy`` naming the thread in the middle of its step."""
         limit = check_timeout("timeout", timeout)
-        if not self._lock.acquire(timeout=-1 if limit is None else limit):
+        if not self._take(limit):
             raise SessionBusy(
-                f"session {self.session_id} is in the middle of a step on thread {self._holder!r} (for "
+                f"session {self.session_id} is in the middle of a step on thread {self._holder.name!r} (for "
                 f"{time.monotonic() - self._since:.1f} s); this thread waited {timeout} s for it to end. One step at "
                 "a time: its forward-backward's gradients are applied by its own optim-step"
             )
         try:
             if self._depth == 0:
-                self._holder, self._since = threading.current_thread().name, time.monotonic()
+                self._holder, self._since = threading.current_thread(), time.monotonic()
             self._depth += 1
             yield
         finally:
             self._depth -= 1
             self._lock.release()
+
+    def _take(self, limit: float | None) -> bool:
+        """The lock, waited for at most ``limit`` seconds (None: no limit), this thread's ``told`` callback called as
+        ``told`` says."""
+        waiting = _TOLD.get()
+        if waiting is None:
+            return self._lock.acquire(timeout=-1 if limit is None else limit)
+        end = math.inf if limit is None else time.monotonic() + limit
+        while not self._lock.acquire(blocking=False):
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            waiting(self._holder)
+            if self._lock.acquire(timeout=min(WAIT_SLICE, left)):
+                return True
+        return True

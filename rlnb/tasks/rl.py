@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from rlnb import samples, wire
-from rlnb._options import check_int
+from rlnb._options import check_int, check_timeout
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
+from rlnb.session.step_turn import STEP_WAIT
 from rlnb.tasks.rollouts import (
     AdvantageScale,
     Rollout,
@@ -82,10 +83,13 @@ def rl_step(
     loss: str = "grpo",
     loss_params: dict[str, Any] | None = None,
     advantage_scale: AdvantageScale = "sample_std",
+    step_timeout: float | None = STEP_WAIT,
 ) -> StepReport:
     """One RL step. Waits only for the samples; forward-backward, optim-step and weights-sync are
     submitted back to back and pipeline on the session's queue. ``params`` are checked first. One step at a time on a
-    session (``session.stepping()``, from the samples to the end): another thread's step waits for this one to end.
+    session (``session.stepping()``, from the samples to the end): another thread's step waits for this one to end, and
+    this one waits for another's at most ``step_timeout`` seconds (default ``STEP_WAIT``, 600; None: no limit), then
+    ``rlnb.SessionBusy``, nothing sent.
 
     ``group_size`` samples per prompt (default: the task's). Rewards read each completion's text without
     its EOS and special tokens; the loss trains on its tokens,
@@ -103,8 +107,9 @@ def rl_step(
     if advantage_scale not in get_args(AdvantageScale):
         scales = ", ".join(get_args(AdvantageScale))
         raise ValueError(f"advantage_scale must be one of {scales}, got {advantage_scale!r}")
+    wait = check_timeout("step_timeout", step_timeout)
     prompts = [session.encode(p) for p in task.prompts]
-    with session.stepping():  # one step at a time: another thread's forward-backward would join this optim-step
+    with session.stepping(wait):  # one step at a time: another thread's forward-backward would join this optim-step
         sampled = session.sample(
             prompts, num_samples=group_size, max_tokens=task.max_tokens, temperature=temperature, seed=seed
         ).result()

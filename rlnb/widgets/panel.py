@@ -10,10 +10,11 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb._options import check_seconds
+from rlnb._options import check_seconds, check_timeout
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
+from rlnb.session.step_turn import STEP_WAIT
 from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
 from rlnb.widgets import fit, run_thread, turns
@@ -59,9 +60,11 @@ class RunPanel:
         task: Task | None = None,
         n_steps: int = 20,
         every: float = 0.5,
+        step_timeout: float | None = STEP_WAIT,
     ):
         # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
         n_steps, every = check_steps(n_steps, name="n_steps"), check_seconds("every", every)
+        self.step_timeout = step_timeout
         check_given(task, builder, step_fn)
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
@@ -115,6 +118,8 @@ class RunPanel:
         goes: ``join`` waits for it (the thread's own join returned at once before the thread was made)."""
         self._ended.set()
         self._thread: threading.Thread | None = None  # the last run's: a join from its own step is refused
+        self.waits_on: threading.Thread | None = None
+        """The thread whose step the run waits for, if it waits (its ``join`` is refused: ``run_thread.join``)."""
         self.focus_after: W.Button | None = None
         """The button the keyboard's focus goes back to when the run ends: the one clicked to start it, if any."""
         self._closed = False
@@ -141,6 +146,17 @@ class RunPanel:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+    @property
+    def step_timeout(self) -> float | None:
+        """Seconds a step of a run waits for another thread's step on the session (a cell's ``rl_step``), saying so in
+        the status line, before ``SessionBusy`` stops the run (None: no limit); a Stop ends the wait. Checked when
+        set: a bad one set later stopped the next run naming ``timeout``."""
+        return self._step_timeout
+
+    @step_timeout.setter
+    def step_timeout(self, seconds: float | None) -> None:
+        self._step_timeout = check_timeout("step_timeout", seconds)
 
     @property
     def running(self) -> bool:
@@ -189,13 +205,14 @@ class RunPanel:
     def join(self, timeout: float = JOIN_DEADLINE) -> bool:
         """Wait until the run ``running`` reports has ended, its last line included (from its first moment: it is
         running before its thread is made); False if it is still going after ``timeout`` seconds (default
-        ``JOIN_DEADLINE``: a step that hangs does not hang the kernel)."""
+        ``JOIN_DEADLINE``: a step that hangs does not hang the kernel). ``RuntimeError`` at once from its own step, or
+        from the thread whose step the run waits for (inside ``with session.stepping():``)."""
         timeout = check_seconds("timeout", timeout)
         if threading.current_thread() is self._thread:  # it waited for itself, for the whole deadline
             raise RuntimeError(
                 "join() from the run's own step (or a close in it) would wait for itself: stop() ends it"
             )
-        return self._ended.wait(timeout)
+        return run_thread.join(self, timeout)
 
     def _rl_step(self, session: Session, params: OptimizerParams) -> dict[str, float]:
         """The default step: one RL step of the panel's task (``steps.rl_figures``)."""

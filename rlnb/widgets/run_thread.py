@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from typing import Any
 
+from rlnb.session.step_turn import WAIT_SLICE, told
 from rlnb.widgets import focus_back, turns
-from rlnb.widgets.steps import done_text, failure_text, log_figures
+from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
 
 
 def start(panel: Any, n: Any) -> bool:
@@ -70,12 +72,23 @@ def run(panel: Any, n: int) -> None:
                 break
             if panel.session.closed:  # closed in another cell: a step_fn that did not call it stepped on
                 raise turns.closed_session(panel.session)
-            base, schedule = panel._config
-            params = base.scaled(schedule.multiplier(step))
-            panel.session.check_params(params)
-            with panel.session.stepping():  # a cell's rl_step on this session waits for this step, and this for its
-                if panel._stop.is_set():  # a Stop while it waited
+            # the session's turn: a cell's rl_step on this session waits for this step, and this step for the cell's
+            with contextlib.ExitStack() as turn:
+                try:
+                    waited = _take_turn(panel, turn, int(step), done, n)
+                except _WaitEnded:
+                    if panel._stop.is_set():
+                        break
+                    raise turns.closed_session(panel.session) from None
+                if panel._stop.is_set():  # a Stop as it got the turn
                     break
+                if waited:  # another thread's step went first: the schedule's step is the session's now
+                    step = panel._step = panel.session.step
+                    seen = str(step)
+                # read once the turn is the run's: an edit of the form during a wait is sent with this step
+                base, schedule = panel._config
+                params = base.scaled(schedule.multiplier(step))
+                panel.session.check_params(params)
                 returned = panel.step_fn(panel.session, params)
             done += 1
             panel.progress.value = done
@@ -96,6 +109,53 @@ def run(panel: Any, n: int) -> None:
             _end(panel, said, error)
         finally:
             panel._ended.set()  # ``join`` returns: the run has ended, its line said
+
+
+class _WaitEnded(Exception):
+    """A Stop, or the session's close, while the run waited for another thread's step (``_take_turn``)."""
+
+
+def _take_turn(panel: Any, turn: contextlib.ExitStack, step: int, done: int, n: int) -> bool:
+    """The session's step turn for the run's next step, held on ``turn``; whether it waited for another thread's
+    step, the line saying whose until ``panel.step_timeout`` (then ``SessionBusy``), and the run's own line again once
+    the turn is the run's. ``_WaitEnded`` if a Stop or the session's close ended the wait. Meanwhile ``waits_on`` is
+    the thread it waits for (``join``)."""
+    said: list[threading.Thread] = []
+    before = panel.line.run
+
+    def waiting(holder: threading.Thread) -> None:
+        if panel._stop.is_set() or panel.session.closed:
+            raise _WaitEnded
+        if said != [holder]:  # the run's line, so an edit of the form mid-wait keeps it (``show_run``)
+            said[:] = [holder]
+            panel.waits_on = holder
+            panel.line.show_run(waiting_text(holder, step, done, n, panel.step_timeout))
+
+    try:
+        with told(waiting):
+            turn.enter_context(panel.session.stepping(panel.step_timeout))
+    finally:
+        panel.waits_on = None
+    if said:
+        panel.line.show_run(before)
+    return bool(said)
+
+
+def join(panel: Any, timeout: float) -> bool:
+    """``RunPanel.join``'s wait: True once the run has ended, False after ``timeout`` seconds, a ``RuntimeError`` at
+    once from a thread the run waits for: ``join()`` inside ``with session.stepping():`` waited for a run that waited
+    for the block, and hung the kernel for the whole deadline."""
+    me, end = threading.current_thread(), time.monotonic() + timeout
+    while not panel._ended.wait(min(WAIT_SLICE, max(0.0, end - time.monotonic()))):
+        # not once a Stop or the session's close is sent: the wait ends at its next slice (a close() in that block)
+        if panel.waits_on is me and not (panel._stop.is_set() or panel.session.closed):
+            raise RuntimeError(
+                "join() waits for a run that waits for the step this thread holds (with session.stepping(), or an "
+                "rl_step): end that block first, or stop() the run"
+            )
+        if time.monotonic() >= end:
+            return False
+    return True
 
 
 def _end(panel: Any, said: str, error: bool) -> None:

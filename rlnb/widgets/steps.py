@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import reprlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -124,6 +125,18 @@ def done_text(step: int, done: int, n: int, figures: dict[str, Any] | None) -> s
     return f"step {step} · {done}/{n} done" + "".join(
         f" · {html.escape(k, quote=False)} {v:.3g}" for k, v in (figures or {}).items()
     )
+
+
+def waiting_text(holder: threading.Thread, step: int, done: int, n: int, timeout: float | None) -> str:
+    """The status line while a run waits for ``holder``'s step on its session, for at most ``timeout`` seconds (None:
+    no limit). A notebook cell's step runs on the kernel's main thread, and a click on Stop is handled only once that
+    cell ends: the line says the run goes on then, and offers Stop only for a step on a thread of its own."""
+    limit = "no limit" if timeout is None else f"at most {timeout:g} s"
+    if holder is threading.main_thread():
+        said = f"waiting for the session: another cell's step holds it (the run goes on when that cell ends; {limit})"
+    else:
+        said = f"waiting for the session: a step on thread {holder.name!r} holds it ({limit}; Stop ends the wait)"
+    return f"step {step} · {done}/{n} done · " + html.escape(said, quote=False)
 
 
 def failure_text(exc: BaseException) -> str:

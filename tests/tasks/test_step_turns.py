@@ -86,3 +86,33 @@ def test_a_step_that_waits_past_its_deadline_names_the_thread_in_the_middle_of_i
             holder.join(DEADLINE)
         with session.stepping(timeout=0), session.stepping(timeout=0):  # free again; re-entrant on one thread
             pass
+
+
+def test_rl_step_waits_for_another_threads_step_at_most_its_step_timeout_and_sends_nothing():
+    """``rl_step`` waited the fixed 600 s (``STEP_WAIT``) for another thread's step: a caller could not set it."""
+    with connect() as session:
+        held, done = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with session.stepping():
+                held.set()
+                done.wait(DEADLINE)
+
+        holder = threading.Thread(target=hold, name="cell")
+        holder.start()
+        try:
+            assert held.wait(DEADLINE)
+            with pytest.raises(rlnb.SessionBusy, match="in the middle of a step on thread 'cell'"):
+                rl_step(session, TASK, PARAMS, step_timeout=0.05)
+            assert len(session.history) == 0 and session.step == 0  # nothing sampled, nothing sent
+        finally:
+            done.set()
+            holder.join(DEADLINE)
+
+
+@pytest.mark.parametrize("step_timeout", [-1, float("nan"), True, "5"])
+def test_a_bad_step_timeout_is_refused_naming_it_before_anything_is_sent(step_timeout):
+    with connect() as session:
+        with pytest.raises(ValueError, match=r"step_timeout must be None \(no limit\) or a number of seconds >= 0"):
+            rl_step(session, TASK, PARAMS, step_timeout=step_timeout)
+        assert len(session.history) == 0 and session.step == 0

@@ -22,6 +22,7 @@ HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
 NOTEBOOK = ROOT / "notebooks" / "05-widgets.ipynb"
 LAPTOP_NOTEBOOK = HERE / "voila" / "laptop_panel.ipynb"
+WAIT_NOTEBOOK = HERE / "voila" / "wait_panel.ipynb"
 TALL = {"width": 1300, "height": 2200}  # the whole panel fits: no scrolling inside Lab's notebook
 LAPTOP = {"width": 1366, "height": 768}
 
@@ -43,6 +44,7 @@ def lab_url(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
     shutil.copy(LAPTOP_NOTEBOOK, root / LAPTOP_NOTEBOOK.name)
+    shutil.copy(WAIT_NOTEBOOK, root / WAIT_NOTEBOOK.name)
     settings = root / ".settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
@@ -181,6 +183,25 @@ def test_lab_find_lr_gives_the_focus_back_after_a_stop_and_never_takes_it_from_a
     expect(scripts.and_(lab.locator(":not([data-seen])"))).to_have_count(1, timeout=30_000)  # its script, run
     expect(editor).to_be_focused(timeout=1)
     lab.keyboard.press("Escape")  # the cell to command mode, as it was
+
+
+def test_lab_a_run_waiting_for_a_busy_cells_step_says_so_while_the_cell_runs(browser, lab_url):
+    """The run's line said ``running: 0/2 done …`` while the cell after the panel held the session's step: the
+    waiting line reaches the page while the kernel is busy in that cell, and the run goes on once it ends."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport=TALL)
+    page.goto(f"{lab_url}/lab/workspaces/wait/tree/{WAIT_NOTEBOOK.name}?reset", timeout=120_000)
+    expect(page.locator(".jp-StatusBar-Item", has_text="Idle").first).to_be_visible(timeout=120_000)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator('li[data-command="runmenu:run-all"]').click()
+    status = page.locator(".rlnb-run-panel .rlnb-status")
+    waiting = "waiting for the session: another cell's step holds it (the run goes on when that cell ends"
+    expect(status).to_contain_text(waiting, timeout=60_000)  # the cell sleeps 20 s in its block
+    shot(page.locator(".rlnb-run-panel"), "lab_wait_for_a_cell.png")
+    expect(status).to_contain_text("step 2 · 2 done", timeout=180_000)
+    expect(page.locator(".jp-OutputArea-output", has_text="joined True None")).to_be_visible(timeout=60_000)
+    page.close()
 
 
 # -- Voila -----------------------------------------------------------------------------------------
