@@ -171,7 +171,7 @@ class StackedDecoder:
         base = model.base
 
         def one(params: dict[str, Tensor], k: Tensor, v: Tensor, ids: Tensor, mask: Tensor, past: int) -> Tensor:
-            return functional_call(base, params, (ids, mask, KVCache.over(k, v, past)))[:, -1]
+            return functional_call(base, params, (ids, mask, KVCache.over(k, v, past)), {"last": True})
 
         self._step = vmap(one, in_dims=(0, 1, 1, 0, 0, None))
 
