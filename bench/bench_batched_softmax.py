@@ -3,7 +3,8 @@ the softmax over the last dimension (old) against keys by queries with the softm
 16-member stacked ``tiny`` model's forward-backward (48 rows x 12 tokens, the bench's demo step) and in its 8 decoding
 steps after a 5-token prefill, taking turns. First the softmax alone, per element, over a last dimension of 5..32
 against dimension -2: torch's CPU kernel for a last dimension narrower than its vector (16 floats with AVX-512) is the
-slow one. Min and median of ``--reps`` each; the machine's load average printed at the start.
+slow one. Min and median of ``--reps`` each, in CPU time of the calling thread (``time.thread_time``: at 1 torch
+thread the ops run on it), which a loaded machine's waits do not count; the load average printed at the start.
 
     python bench/bench_batched_softmax.py [--reps 15] [--threads 1]
 """
@@ -40,9 +41,9 @@ def last_dim_attention(
 
 
 def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
+    start = time.thread_time()
     fn()
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def softmax_alone(reps: int) -> None:
@@ -95,7 +96,7 @@ def main() -> None:
     for part in ("forward-backward", "decoding"):
         old, new = times[(part, "old")], times[(part, "new")]
         print(
-            f"    {part}: old min {min(old) * 1e3:.1f} ms median {statistics.median(old) * 1e3:.1f}, new min "
+            f"    {part} (CPU): old min {min(old) * 1e3:.1f} ms median {statistics.median(old) * 1e3:.1f}, new min "
             f"{min(new) * 1e3:.1f} median {statistics.median(new) * 1e3:.1f}: new / old {min(new) / min(old):.3f} "
             f"(min), {statistics.median(new) / statistics.median(old):.3f} (median)"
         )

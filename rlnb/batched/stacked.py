@@ -44,8 +44,8 @@ def batched_attention(
     """``F.scaled_dot_product_attention`` (no dropout, default scale) as plain ops: (B, nh, T, hs) queries
     over (B, nh, S, hs) keys; ``attn_mask`` (boolean, True = may attend) or ``is_causal``. The scores are laid out
     keys by queries, their softmax over the keys' dimension -2: torch's CPU softmax over a last dimension narrower
-    than its vector (16 floats with AVX-512; the demo's rows hold 5-13 keys) takes a slow path, ~5x this one's time
-    forward and backward (``bench/README.md``, batched8)."""
+    than its vector (16 floats with AVX-512; the demo's rows hold 5-13 keys) takes a slow path, 17-23x an element's
+    time over dimension -2 (``bench/bench_batched_softmax.py``)."""
     scores = k @ q.transpose(-2, -1) * q.shape[-1] ** -0.5  # (B, nh, S, T)
     if is_causal:
         T, S = q.shape[-2], k.shape[-2]

@@ -1,6 +1,6 @@
 """``stacked.batched_attention``: torch's attention values and gradients, with its softmax over a dimension that is not
 the last one. torch 2.13's CPU softmax over a last dimension narrower than its vector (16 floats with AVX-512) takes a
-slow path: ~15x the time an element of a wide one takes (``bench/README.md``, batched8), and ``tiny``'s attention
+slow path, 17-23x an element's time over dimension -2 (``bench/bench_batched_softmax.py``), and ``tiny``'s attention
 rows are 5-13 keys wide in the demo's samples and steps."""
 
 from __future__ import annotations
