@@ -42,14 +42,17 @@ def batched_attention(
     q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False
 ) -> Tensor:
     """``F.scaled_dot_product_attention`` (no dropout, default scale) as plain ops: (B, nh, T, hs) queries
-    over (B, nh, S, hs) keys; ``attn_mask`` (boolean, True = may attend) or ``is_causal``."""
-    scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5  # (B, nh, T, S)
+    over (B, nh, S, hs) keys; ``attn_mask`` (boolean, True = may attend) or ``is_causal``. The scores are laid out
+    keys by queries, their softmax over the keys' dimension -2: torch's CPU softmax over a last dimension narrower
+    than its vector (16 floats with AVX-512; the demo's rows hold 5-13 keys) takes a slow path, 17-23x an element's
+    time over dimension -2 (``bench/bench_batched_softmax.py``)."""
+    scores = k @ q.transpose(-2, -1) * q.shape[-1] ** -0.5  # (B, nh, S, T)
     if is_causal:
-        T, S = scores.shape[-2:]
+        T, S = q.shape[-2], k.shape[-2]
         attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()  # top-left aligned, as torch
     if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
+        scores = scores.masked_fill(~attn_mask.transpose(-2, -1), float("-inf"))
+    return torch.softmax(scores, dim=-2).transpose(-2, -1) @ v
 
 
 class StackedModel:
@@ -168,7 +171,7 @@ class StackedDecoder:
         base = model.base
 
         def one(params: dict[str, Tensor], k: Tensor, v: Tensor, ids: Tensor, mask: Tensor, past: int) -> Tensor:
-            return functional_call(base, params, (ids, mask, KVCache.over(k, v, past)))[:, -1]
+            return functional_call(base, params, (ids, mask, KVCache.over(k, v, past)), {"last": True})
 
         self._step = vmap(one, in_dims=(0, 1, 1, 0, 0, None))
 

@@ -147,8 +147,12 @@ class TinyTransformer(nn.Module):
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
-    def forward(self, idx: Tensor, attention_mask: Tensor | None = None, cache: KVCache | None = None) -> Tensor:
-        """Logits ``[T, V]`` for ``idx`` ``[T]``, or ``[B, T, V]`` for ``[B, T]``.
+    def forward(
+        self, idx: Tensor, attention_mask: Tensor | None = None, cache: KVCache | None = None, last: bool = False
+    ) -> Tensor:
+        """Logits ``[T, V]`` for ``idx`` ``[T]``, or ``[B, T, V]`` for ``[B, T]``; with ``last``, the last position's
+        alone, ``[V]`` or ``[B, V]`` (a prefill's next token: the final norm and the head over one position a row; the
+        same values to float32's rounding, MKL's product of fewer rows may round a row otherwise).
 
         Plain calls treat every row as one sequence starting at position 0 (right padding is harmless
         under causal attention). For left-padded batches pass ``attention_mask`` ``[B, S]`` (1 = real
@@ -175,6 +179,8 @@ class TinyTransformer(nn.Module):
             x = block(x, mask, cache, i)
         if cache is not None:
             cache.length += T
+        if last:
+            return self.lm_head(self.ln_f(x[:, -1])).view(*idx.shape[:-1], -1)  # (B, V)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         return logits.view(*idx.shape, -1)
 
