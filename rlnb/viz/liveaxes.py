@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import AutoLocator, MaxNLocator
 
 NICE = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
@@ -35,3 +35,7 @@ class InView(MaxNLocator):
         low, high = sorted((vmin, vmax))
         room = (high - low) * 1e-9  # matplotlib draws a tick within 1e-10 of the axis' span past its end
         return cast(Sequence[float], locs[(locs >= low - room) & (locs <= high + room)])
+
+
+class AutoInView(InView, AutoLocator):
+    """matplotlib's locator of a linear axis (``AutoLocator``, classic style's steps too), in view only."""

@@ -25,7 +25,7 @@ from PIL import Image
 from rlnb.viz import placing
 from rlnb.viz.draw import Y_SPAN
 from rlnb.viz.lines import MARKERS_UP_TO
-from rlnb.viz.liveaxes import X_ROOM, InView, nice_ceiling
+from rlnb.viz.liveaxes import X_ROOM, AutoInView, InView, nice_ceiling
 from rlnb.viz.texts import as_written, fit_legend, fit_title
 
 PANEL_PX = {2: (320, 432), 3: (272, 368), 4: (228, 228)}
@@ -105,11 +105,14 @@ class Panel:
     def _seat_xlabel(self) -> None:
         """The x label under the step numbers, where matplotlib puts it, placed here once: placed by matplotlib, at
         each whole draw both axes' tick labels were measured, and their locators run, a second time."""
-        probe = Text(0, 0, "0", fontsize="small", figure=self.figure)  # a step number's height
-        height = probe.get_window_extent(self.canvas.get_renderer()).height / self.figure.dpi
-        ticks = rcParams["xtick.major.size"] + rcParams["xtick.major.pad"] + self.ax.xaxis.labelpad
-        below = ScaledTranslation(0, -ticks / 72 - height, self.figure.dpi_scale_trans)
-        self.ax.xaxis.set_label_coords(0.5, 0, transform=self.ax.transAxes + below)
+        number = self.ax.xaxis.get_major_ticks(1)[0].label1  # the first tick drawn, made here (not again)
+        under = self.ax.bbox.y0 - number.get_transform().transform((0, 0))[1]  # the numbers' top, under the axes
+        probe = Text(0, 0, "0", fontproperties=number.get_fontproperties(), figure=self.figure)
+        below = under + probe.get_window_extent(self.canvas.get_renderer()).height
+        shift = ScaledTranslation(
+            0, -below / self.figure.dpi - self.ax.xaxis.labelpad / 72, self.figure.dpi_scale_trans
+        )
+        self.ax.xaxis.set_label_coords(0.5, 0, transform=self.ax.transAxes + shift)
         self.ax.yaxis.set_label_coords(0, 0.5)  # it has no label
 
     def align_top(self, top: float) -> None:
@@ -195,7 +198,7 @@ class Panel:
 
     def _linear_y(self) -> None:
         """A linear y axis' ticks: matplotlib's (``AutoLocator``), only those in view; ``1e−3`` above them."""
-        self.ax.yaxis.set_major_locator(InView(nbins="auto", steps=[1, 2, 2.5, 5, 10]))
+        self.ax.yaxis.set_major_locator(AutoInView())
         self.ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
 
     def set_limits(self, x_last: float, lo: float, hi: float) -> None:
