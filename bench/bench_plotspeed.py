@@ -5,9 +5,10 @@
     against the same figure laid out by matplotlib's constrained layout, in the same run, the pairs interleaved.
 (b) a live view's panels drawn whole (``Panel.render`` with a stale background, as after an axis limit moved) and a
     ``LiveView`` made and drawn once (what each notebook cell run, and each test of one, pays): CPU per call.
-Each line also counts matplotlib's text layouts (``Text._get_layout``) per call.
+Each line also counts matplotlib's text layouts (``Text._get_layout``) per call; (b) also the ticks and the
+``Text`` objects made per call.
 
-    python bench/bench_plotspeed.py [--n 40] [--profile]
+    python bench/bench_plotspeed.py [--n 40] [--profile] [--part schedule|live]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 from unittest import mock
 
+from matplotlib.axis import Tick
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
@@ -49,22 +51,28 @@ def schedules(n: int) -> list[tuple[Schedule, float]]:
     return [(Schedule(kinds[i % 3], warmup_steps=i % 7, total_steps=20 + 13 * i), 10.0 ** -(i % 9)) for i in range(n)]
 
 
-def per_call(fn: Callable[[Any], Any], args: list[Any]) -> tuple[float, float]:
-    """CPU seconds per call of ``fn`` over ``args``, and text layouts per call."""
-    layouts = 0
-    real = Text._get_layout
+def counting(cls: type, name: str, counts: dict[str, int]) -> Any:
+    """``cls.name`` patched to count its calls in ``counts[cls.__name__ + "." + name]``."""
+    real, key = getattr(cls, name), f"{cls.__name__}.{name}"
+    counts[key] = 0
 
-    def counted(self: Text, renderer: Any) -> Any:
-        nonlocal layouts
-        layouts += 1
-        return real(self, renderer)
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counts[key] += 1
+        return real(self, *args, **kwargs)
 
-    with mock.patch.object(Text, "_get_layout", counted):
+    return mock.patch.object(cls, name, counted)
+
+
+def per_call(fn: Callable[[Any], Any], args: list[Any]) -> tuple[float, float, float, float]:
+    """CPU seconds per call of ``fn`` over ``args``; text layouts, ticks made and ``Text`` objects made per call."""
+    counts: dict[str, int] = {}
+    with counting(Text, "_get_layout", counts), counting(Tick, "__init__", counts), counting(Text, "__init__", counts):
         start = time.process_time()
         for a in args:
             fn(a)
         cpu = time.process_time() - start
-    return cpu / len(args), layouts / len(args)
+    n = len(args)
+    return cpu / n, counts["Text._get_layout"] / n, counts["Tick.__init__"] / n, counts["Text.__init__"] / n
 
 
 def bench_schedule(n: int) -> None:
@@ -74,7 +82,7 @@ def bench_schedule(n: int) -> None:
         describe.schedule_png.cache_clear()
         new.append(per_call(lambda c: describe.schedule_png(*c), cases))
         old.append(per_call(lambda c: constrained_png(*c), cases))
-    (t_new, l_new), (t_old, l_old) = min(new), min(old)
+    (t_new, l_new, *_), (t_old, l_old, *_) = min(new), min(old)
     print(f"(a) schedule PNG, {n} distinct schedules, best of 3 (CPU per PNG; text layouts per PNG)")
     print(f"    schedule_png     {1e3 * t_new:6.1f} ms  {l_new:5.1f} layouts")
     print(f"    constrained      {1e3 * t_old:6.1f} ms  {l_old:5.1f} layouts   ratio {t_old / t_new:.2f}x")
@@ -92,9 +100,7 @@ def hand_history(steps: int) -> History:
         ):
             at = T0 + 2 * i + j
             rec = h.new(kind, i, {"learning_rate": 1e-3} if j else None, at=at)
-            h.update(
-                rec, wire.Operation(id=f"op-{i}-{j}", status="TRAINING_OPERATION_STATUS_COMPLETED", output=out), at
-            )
+            h.update(rec, wire.Operation(id=f"op-{i}-{j}", status=wire.OperationStatus.COMPLETED, output=out), at)
         h.log(i + 1, reward=0.1 * i)
     return h
 
@@ -108,25 +114,24 @@ def bench_live(n: int) -> None:
             panel._stale = True
             panel.render()
 
-    t_full, l_full = per_call(full, list(range(n)))
+    full_draw = per_call(full, list(range(n)))
     view.close()
     views: list[LiveView] = []
-    t_made, l_made = per_call(
-        lambda _: views.append(LiveView(h, metrics=("reward",), every=0)), list(range(n // 4 or 1))
-    )
+    made = per_call(lambda _: views.append(LiveView(h, metrics=("reward",), every=0)), list(range(n // 4 or 1)))
     for v in views:
         v.close()
-    print("(b) live view of 30 steps, 4 panels (CPU per call; text layouts per call)")
-    print(f"    4 panels drawn whole  {1e3 * t_full:6.1f} ms  {l_full:5.1f} layouts")
-    print(f"    LiveView made, drawn  {1e3 * t_made:6.1f} ms  {l_made:5.1f} layouts")
+    print("(b) live view of 30 steps, 4 panels (CPU per call; text layouts, ticks made, Text objects made per call)")
+    for name, (cpu, layouts, ticks, texts) in (("4 panels drawn whole", full_draw), ("LiveView made, drawn", made)):
+        print(f"    {name}  {1e3 * cpu:6.1f} ms  {layouts:5.1f} layouts  {ticks:4.1f} ticks  {texts:5.1f} texts")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=40)
     parser.add_argument("--profile", action="store_true", help="print cProfile's top calls of each part")
+    parser.add_argument("--part", choices=("schedule", "live"), help="only this part")
     args = parser.parse_args()
-    for part in (bench_schedule, bench_live):
+    for part in [p for p in (bench_schedule, bench_live) if args.part in (None, p.__name__.removeprefix("bench_"))]:
         if args.profile:
             prof = cProfile.Profile()
             prof.runcall(part, args.n)

@@ -18,28 +18,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
+from matplotlib.text import Text
+from matplotlib.transforms import ScaledTranslation
 from PIL import Image
 
 from rlnb.viz import placing
 from rlnb.viz.draw import Y_SPAN
 from rlnb.viz.lines import MARKERS_UP_TO
+from rlnb.viz.liveaxes import X_ROOM, AutoInView, InView, nice_ceiling
 from rlnb.viz.texts import as_written, fit_legend, fit_title
-
-NICE = (1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
-
-
-X_ROOM = 1.05
-"""The x axis ends at a round number past this multiple of the newest step."""
-
-
-def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8 × 10^k that is >= ``value`` (> 0)."""
-    if value <= 0:
-        return 1.0
-    scale = 10.0 ** math.floor(math.log10(value))
-    return next(m * scale for m in NICE if m * scale >= value * (1 - 1e-12))
-
 
 PANEL_PX = {2: (320, 432), 3: (272, 368), 4: (228, 228)}
 """A panel's width and the gradient norm's in pixels, by the panels a view is made to fit in a row: one or two are
@@ -76,12 +63,13 @@ class Panel:
         self.ax = self.figure.add_subplot()
         left, right = LEFT_PX / width, 1 - (LEGEND_PX if self.beside else RIGHT_PX) / width
         self.figure.subplots_adjust(left=left, right=right, bottom=0.18, top=TOP)
-        self.ax.set_title(title, fontsize="medium")
+        self.ax.set_title(title, fontsize="medium", y=1.0)  # y given: placed here, once (``_seat_title``)
         self.ax.set_xlabel("optimizer step", fontsize="small")
         self.ax.tick_params(labelsize="small")
-        self.ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
+        self._seat_xlabel()
+        self._linear_y()
         nbins = min(5, int((right - left) * width // TICK_PX))
-        self.ax.xaxis.set_major_locator(MaxNLocator(nbins=nbins, integer=True))
+        self.ax.xaxis.set_major_locator(InView(nbins=nbins, integer=True))
         self.lines: dict[str, Line2D] = {}
         self._note = ""
         self.note = self.ax.text(
@@ -91,7 +79,8 @@ class Panel:
         self._middle = (left + right) / 2 * width  # the title is centred over the axes, clear of the offset text
         self._offset_end = OFFSET_PX  # where the offset text ends, as last drawn (``_clear_offset``)
         self._fit_title()
-        as_written(self.ax)  # a figure's name is the user's text, not TeX; after the fit, which measures it as drawn
+        as_written(self.ax.title)  # a figure's name is the user's text, not TeX; after the fit, which measures it as
+        # drawn. Not the axes': its tick labels are the formatter's (TeX on a log axis), and it made ticks for 0 to 1
         self._make_room(width)
         self.full_draws = 0
         """How many times the whole figure was drawn (the rest were blits)."""
@@ -107,11 +96,24 @@ class Panel:
         offset = self.ax.yaxis.offsetText
         offset.set_horizontalalignment("left")
         offset.set_x(-(LEFT_PX - 2) / (self.ax.get_position().width * width))  # in the axes' widths
-        title = self.ax.title.get_window_extent(self.canvas.get_renderer()).height
+        title = self._seat_title()
         pad = rcParams["axes.titlepad"] * self.figure.dpi / 72 + 4  # the title's pad above the axes, and a margin
         self.top = min(TOP, 1 - (title + pad) / PANEL_HEIGHT)
         """The axes' top this panel's title needs, in the figure's height (``align_top`` may lower it further)."""
         self.figure.subplots_adjust(top=self.top)
+
+    def _seat_xlabel(self) -> None:
+        """The x label under the step numbers, where matplotlib puts it, placed here once: placed by matplotlib, at
+        each whole draw both axes' tick labels were measured, and their locators run, a second time."""
+        number = self.ax.xaxis.get_major_ticks(1)[0].label1  # the first tick drawn, made here (not again)
+        under = self.ax.bbox.y0 - number.get_transform().transform((0, 0))[1]  # the numbers' top, under the axes
+        probe = Text(0, 0, "0", fontproperties=number.get_fontproperties(), figure=self.figure)
+        below = under + probe.get_window_extent(self.canvas.get_renderer()).height
+        shift = ScaledTranslation(
+            0, -below / self.figure.dpi - self.ax.xaxis.labelpad / 72, self.figure.dpi_scale_trans
+        )
+        self.ax.xaxis.set_label_coords(0.5, 0, transform=self.ax.transAxes + shift)
+        self.ax.yaxis.set_label_coords(0, 0.5)  # it has no label
 
     def align_top(self, top: float) -> None:
         """The axes' top at ``top`` (at most ``self.top``): a live view gives each of its panels the lowest any needs,
@@ -140,7 +142,21 @@ class Panel:
         self._offset_end = end
         self._fit_title()
         as_written(self.ax.title)
+        self._seat_title()
         return True
+
+    def _seat_title(self) -> float:
+        """The title's pad above the axes: matplotlib's, or as much as its marks reach below its baseline (stacked
+        marks), which lifts it onto the frame, where matplotlib's own placing put it; returns its height in pixels.
+        Placed by matplotlib, the title had every tick label measured at each whole draw (43 of 153 text layouts of a
+        live view's first draw)."""
+        title, pad = self.ax.title, rcParams["axes.titlepad"]
+        box = title.get_window_extent(self.canvas.get_renderer())
+        now = title.get_transform().transform((0, 1))[1] - self.ax.bbox.y1  # its pad, in pixels
+        needed = max(pad, (now + self.ax.bbox.y1 - box.y0) * 72 / self.figure.dpi)
+        if not math.isclose(needed, now * 72 / self.figure.dpi):
+            self.ax.set_title(title.get_text(), fontsize="medium", y=1.0, pad=needed)
+        return float(box.height)
 
     def line(self, key: str, **style: object) -> Line2D:
         (line,) = self.ax.plot([], [], animated=True, **style)  # type: ignore[arg-type]
@@ -177,8 +193,13 @@ class Panel:
             self.ax.set_yscale(scale)
             self._ylim_fits = None
             if not log:
-                self.ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
+                self._linear_y()
             self._stale = True
+
+    def _linear_y(self) -> None:
+        """A linear y axis' ticks: matplotlib's (``AutoLocator``), only those in view; ``1e−3`` above them."""
+        self.ax.yaxis.set_major_locator(AutoInView())
+        self.ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 4))
 
     def set_limits(self, x_last: float, lo: float, hi: float) -> None:
         """x from 0 to a round number at least 5% past ``x_last`` (the newest point and its marker never sit
@@ -201,7 +222,8 @@ class Panel:
             if hi <= 0:
                 return None
             lo = lo if lo > 0 else hi / 10  # points <= 0 are not drawn on a log axis
-            lo, hi = math.log10(lo), math.log10(hi)
+            # from 1/Y_SPAN: under 1e-300, a margin below it was 0, and matplotlib kept the limits it had (warning)
+            lo, hi = math.log10(max(lo, 1 / Y_SPAN)), math.log10(max(hi, 1 / Y_SPAN))
         # a flat line: 10% of its value (a constant learning rate of 1e-5 sat on an axis of ±0.006, drawn as 0)
         span = hi - lo or abs(hi) * 0.1 or 0.05
         if self._ylim_fits is not None:

@@ -13,7 +13,7 @@ import rlnb
 from rlnb.history import History
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
-from tests.viz.test_plots import hand_history
+from tests.support.histories import hand_history
 
 NAN = math.nan
 

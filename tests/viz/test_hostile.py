@@ -14,7 +14,7 @@ from matplotlib.colors import to_rgba
 from rlnb.history import History
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
-from tests.viz.test_plots import hand_history, optim_metrics
+from tests.support.histories import hand_history, optim_metrics
 
 
 def runs(names, steps=50):
@@ -138,7 +138,7 @@ EXIT_SCRIPT = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from tests.viz.test_plots import T0, add, hand_history, optim_metrics
+from tests.support.histories import T0, add, hand_history, optim_metrics
 from rlnb import wire
 from rlnb.viz.live import LiveView
 

@@ -14,7 +14,7 @@ from matplotlib.transforms import Bbox
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
 from rlnb.viz.livefig import Panel
-from tests.viz.test_plots import hand_history
+from tests.support.histories import hand_history
 
 INF = float("inf")
 CLEAR_PX = 1.0

@@ -1,13 +1,9 @@
 """How a live view takes its place in a notebook: its size on a laptop's screen, read from the PNGs it draws, and
 its outputs in a real IPython kernel, with and without the cell id a front end may send."""
 
-import contextlib
 import io
-import json
 import math
 import os
-import sys
-from pathlib import Path
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -16,7 +12,8 @@ from PIL import Image
 
 from rlnb.history import History
 from rlnb.viz.live import LiveView
-from tests.viz.test_plots import hand_history, optim_metrics
+from tests.support.histories import hand_history, optim_metrics
+from tests.support.kernels import kernel
 
 COLUMN = 930
 """Pixels: the width of a JupyterLab 4 notebook's output on a 1366×768 laptop with its file browser open (measured
@@ -114,65 +111,6 @@ def test_an_rl_live_views_four_panels_share_one_row_of_a_laptops_notebook_each_r
     finally:
         view.close()
         three.close()
-
-
-KERNEL_SETUP = """
-from IPython.display import display
-from rlnb.history import History
-from rlnb.viz import live, openviews
-h = History()
-"""
-
-
-@contextlib.contextmanager
-def kernel(tmp_path):
-    """A real IPython kernel of this venv; yields ``run(code, cell=None, ask=None)``, which executes ``code`` as a
-    front end would (``cell``: the cell id sent in the request's metadata, none when ``None``) and returns the
-    outputs it published (``(msg_type, content)``) and the value of the expression ``ask``."""
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-
-    root = str(Path(__file__).parents[2])
-    spec = tmp_path / "kernels" / "rlnb-test"
-    spec.mkdir(parents=True)
-    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]  # this venv's Python
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "rlnb test", "language": "python"}))
-    specs = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
-    manager = KernelManager(kernel_name="rlnb-test", kernel_spec_manager=specs)
-    manager.start_kernel(env={**os.environ, "PYTHONPATH": root, "MPLBACKEND": "Agg"})
-    client = manager.client()
-    client.start_channels()
-    try:
-        client.wait_for_ready(timeout=120)
-
-        def run(code, cell=None, ask=None):
-            content = {"code": code, "silent": False, "store_history": True, "allow_stdin": False,
-                       "user_expressions": {"r": ask} if ask else {}, "stop_on_error": True}  # fmt: skip
-            msg = client.session.msg("execute_request", content, metadata={"cellId": cell} if cell else {})
-            client.shell_channel.send(msg)
-            mine = msg["header"]["msg_id"]
-            while True:
-                reply = client.get_shell_msg(timeout=120)
-                if reply["parent_header"].get("msg_id") == mine:
-                    break
-            assert reply["content"]["status"] == "ok", reply["content"]
-            outputs = []
-            while True:  # the kernel is idle once it has published every output of this request
-                out = client.get_iopub_msg(timeout=120)
-                if out["parent_header"].get("msg_id") != mine:
-                    continue
-                if out["msg_type"] == "status" and out["content"]["execution_state"] == "idle":
-                    break
-                if out["msg_type"] in ("display_data", "update_display_data", "execute_result"):
-                    outputs.append((out["msg_type"], out["content"]))
-            answer = reply["content"]["user_expressions"]["r"]["data"]["text/plain"] if ask else None
-            return outputs, answer
-
-        run(KERNEL_SETUP)
-        yield run
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
 
 
 def widget_of(content):

@@ -18,8 +18,8 @@ from matplotlib.font_manager import findfont, get_font
 from rlnb.history import History
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
-from tests.viz.test_live_display import kernel
-from tests.viz.test_plots import hand_history
+from tests.support.histories import hand_history
+from tests.support.kernels import kernel
 
 ODD = "a\x00b\n"
 """A name with a NUL and a line break: drawn raw, a box and a line break in the legend."""

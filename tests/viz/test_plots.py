@@ -25,37 +25,9 @@ from rlnb.history import NA_NO_GRAD_NORM, History
 from rlnb.testing import FakeBackend
 from rlnb.viz import plots
 from rlnb.viz.live import LiveView
+from tests.support.histories import COMPLETED, FAILED, PENDING, RUNNING, T0, add, hand_history, optim_metrics
 
-PENDING, RUNNING = "TRAINING_OPERATION_STATUS_PENDING", "TRAINING_OPERATION_STATUS_RUNNING"
-COMPLETED, FAILED = "TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"
-NON_FINITE = "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
-T0 = 1_700_000_000.0
-
-
-def add(h, kind, *, at, output=None, error=None, status=COMPLETED, step=None, run=0.5):
-    """One operation through the backends' path: History.new, then wire envelopes into History.update."""
-    rec = h.new(kind, step, None, at=at)
-    if status == PENDING:
-        return rec
-    h.update(rec, wire.Operation(id=f"op-{rec.seq}", status=RUNNING), at + 0.25)
-    if status != RUNNING:
-        env = wire.Operation(id=f"op-{rec.seq}", status=status, output=output, error=error)
-        h.update(rec, env, at + 0.25 + run)
-    return rec
-
-
-def optim_metrics(gn, clip=1.0, lr=1e-3, **extra):
-    return {"grad_norm": gn, "grad_clip_norm": clip, "learning_rate": lr, **extra}
-
-
-def hand_history(losses, norms=None, config=None, metrics=None):
-    """A step per loss: forward-backward then optim-step (reporting ``norms``, or only ``step``)."""
-    h = History(config=config or {})
-    for i, value in enumerate(losses):
-        add(h, "forward-backward", at=T0 + 2 * i, output=wire.ForwardBackwardResult(loss=value), step=i)
-        m = None if norms is None else (metrics or optim_metrics)(norms[i])
-        add(h, "optim-step", at=T0 + 2 * i + 1, output=wire.OptimStepResult(step=i + 1, metrics=m), step=i)
-    return h
+NON_FINITE = wire.OperationErrorCode.NON_FINITE_LOSS
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest
 
 from rlnb.viz import plots
-from tests.viz.test_plots import T0, hand_history
+from tests.support.histories import T0, hand_history
 
 
 @pytest.mark.parametrize("order", ["kind", "reversed", "shuffled"])

@@ -7,7 +7,7 @@ import pytest
 
 from rlnb.viz.live import LiveView
 from rlnb.viz.livetables import NARROW_PX
-from tests.viz.test_plots import hand_history
+from tests.support.histories import hand_history
 
 CHROMIUM = "/usr/bin/chromium"  # as tests/widgets/test_browser.py
 pytestmark = [
