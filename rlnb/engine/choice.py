@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -79,44 +78,20 @@ Pick = Callable[[Tensor, Tensor, float, float, int], tuple[Tensor, Tensor]]
 """``pick`` or its compiled form (``compiled_pick``): ``(logits [B, V], u [B, 1], temperature, top_p, top_k)``."""
 
 
-@dataclass(frozen=True, eq=False)  # one a sample, told apart by identity
-class Fixed:
-    """One sample's settings as a compiled ``choice`` takes them after the logits and uniforms: temperature and top_p
-    as 0-d tensors (graph inputs: a new value does not compile again), top_k and the kind of choice as constants."""
-
-    temperature: Tensor
-    top_p: Tensor
-    top_k: int
-    greedy: bool
-    nucleus: bool
-
-    def args(self) -> tuple[Tensor, Tensor, int, bool, bool]:
-        return self.temperature, self.top_p, self.top_k, self.greedy, self.nucleus
-
-    def kind(self) -> dict[str, Any]:
-        """What tells one choice's graph from another's (recorded with each compile)."""
-        return {"greedy": self.greedy, "nucleus": self.nucleus, "top_k": self.top_k}
-
-
-class CompiledPick:
-    """``pick`` as a compiled ``choice`` for one sample's settings (``compiled_pick``). ``fixed``: those settings, for a
-    decoder that runs the choice inside its own compiled step (``decoders.HFDecoder.step_choice``)."""
-
-    def __init__(self, step: Callable[..., tuple[Tensor, Tensor]], fixed: Fixed) -> None:
-        self.step, self.fixed = step, fixed
-
-    def __call__(self, logits: Tensor, u: Tensor, *_: object) -> tuple[Tensor, Tensor]:  # the settings: ``fixed``
-        # The prompt's last logits are a strided view, a decode step's are not: one layout, one graph per kind.
-        return self.step(logits.contiguous(), u, *self.fixed.args())
-
-
 def compiled_pick(
     compiler: Compiler, settings: Settings, dtype: torch.dtype, rows: int, vocab: int, device: torch.device
-) -> CompiledPick:
+) -> Pick:
     """``pick`` for one sample's ``settings``, as a compiled ``choice``: one graph per kind of choice (greedy or
     not, nucleus or not, top_k) and shape. Temperature and top_p enter as tensors, so that a sweep over them
     compiles once (``torch.compile`` makes a graph per value of a float argument)."""
+    greedy, nucleus = settings.temperature < MIN_TEMPERATURE, settings.top_p < 1.0
     k = settings.top_k if 0 < settings.top_k < vocab else -1
+    step = compiler.wrap(choice, "token choice", dtype, batch=rows, vocab=vocab, greedy=greedy, nucleus=nucleus,
+                         top_k=k)  # fmt: skip
     temperature, top_p = (torch.tensor(x, device=device) for x in (settings.temperature, settings.top_p))
-    fixed = Fixed(temperature, top_p, k, settings.temperature < MIN_TEMPERATURE, settings.top_p < 1.0)
-    return CompiledPick(compiler.wrap(choice, "token choice", dtype, batch=rows, vocab=vocab, **fixed.kind()), fixed)
+
+    def run(logits: Tensor, u: Tensor, *_: object) -> tuple[Tensor, Tensor]:  # the settings: this sample's, above
+        # The prompt's last logits are a strided view, a decode step's are not: one layout, one graph per kind.
+        return step(logits.contiguous(), u, temperature, top_p, k, greedy, nucleus)
+
+    return run

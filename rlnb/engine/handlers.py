@@ -199,7 +199,6 @@ class _Cancellable:
 
     def __init__(self, decoder: Any, cancelled: threading.Event) -> None:
         self.decoder, self.cancelled = decoder, cancelled
-        self.fuses = getattr(decoder, "fuses", False)  # a compiled step with the token choice in it (``step_choice``)
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
         return self.decoder.prefill(ids, mask)
@@ -208,11 +207,6 @@ class _Cancellable:
         if self.cancelled.is_set():
             raise Cancelled()
         return self.decoder.step(tokens)
-
-    def step_choice(self, tokens: Tensor, u: Tensor, fixed: Any) -> tuple[Tensor, Tensor]:
-        if self.cancelled.is_set():
-            raise Cancelled()
-        return self.decoder.step_choice(tokens, u, fixed)
 
 
 # -- checkpoints ----------------------------------------------------------------------------------

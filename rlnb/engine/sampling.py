@@ -19,7 +19,7 @@ Log-probs are the untempered model's (``log_softmax`` of the raw logits), as the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -34,8 +34,6 @@ from rlnb.errors import OperationError
 from rlnb.text import Codec
 from rlnb.wire import OperationErrorCode as Code
 
-Chosen = tuple[Tensor, Tensor]
-"""A step's tokens and their log-probs, ``[B]`` each."""
 CHECK_EVERY = 8
 """Without stop strings, how many tokens pass between checks that every row has ended (a host sync)."""
 DIVERGED = "the sampled log-probs are not finite (NaN or Inf): the weights have diverged"
@@ -183,9 +181,9 @@ def draw(
     logps: list[Tensor] = []
     hits: list[Tensor] = []
     us = noise[:, :, None].unbind(0)  # each step's uniforms as a column [B, 1], as ``choice.choose`` takes them
-    first, advance = _steps(decoder, chooser, settings)
-    nxt, logp = first(decoder.prefill(ids, mask), us[0], settings.temperature, settings.top_p, settings.top_k)
+    logits = decoder.prefill(ids, mask)
     for t in range(T):
+        nxt, logp = chooser(logits, us[t], settings.temperature, settings.top_p, settings.top_k)
         tokens.append(nxt)
         logps.append(logp)
         if eos is not None or matchers is not None:  # else no row can end before max_tokens
@@ -193,21 +191,9 @@ def draw(
             ended |= hits[-1]
         if t + 1 == T or (hits and (matchers is not None or (t + 1) % CHECK_EVERY == 0) and bool(ended.all())):
             break
-        nxt, logp = advance(nxt, us[t + 1])
+        logits = decoder.step(nxt)
     return Drawn(_columns(tokens, B, torch.long, device), _columns(logps, B, torch.float32, device),
                  _lengths(hits, B, T, device), ended)  # fmt: skip
-
-
-def _steps(decoder: Decoder, chooser: Pick, settings: Settings) -> tuple[Pick, Callable[[Tensor, Tensor], Chosen]]:
-    """How a sample chooses its first token (from the prefill's logits) and each next one (after a decode step).
-    A compiled choice (``choice.CompiledPick``) and a decoder that runs it inside its compiled step
-    (``HFDecoder.step_choice``) make one compiled call a token; the first token is then chosen eagerly (the same
-    tokens), so that no choice compiles on its own."""
-    fixed = getattr(chooser, "fixed", None)
-    if fixed is not None and getattr(decoder, "fuses", False):
-        return pick, lambda tokens, u: decoder.step_choice(tokens, u, fixed)  # type: ignore[attr-defined]
-    args = settings.temperature, settings.top_p, settings.top_k
-    return chooser, lambda tokens, u: chooser(decoder.step(tokens), u, *args)
 
 
 def _hit(nxt: Tensor, eos: Tensor | None, matchers: list[StopMatcher] | None, ended: Tensor) -> Tensor:

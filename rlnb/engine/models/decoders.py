@@ -13,7 +13,6 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from rlnb.engine.choice import Fixed, choice
 from rlnb.engine.models.compiled import window
 from rlnb.engine.models.tiny import KVCache, TinyTransformer
 
@@ -85,14 +84,13 @@ class HFDecoder:
     (learned-position models such as GPT-2 need them with left padding). With ``static`` (compiled
     decoding) a ``StaticCache`` of ``max_len`` slots and a fixed-length mask: every step has the same shapes.
     With ``steps`` too, the cache is a ``hf_window.WindowedCache`` and each step attends over a window of its slots
-    (``compiled.window``), ``steps(window, None)`` its graph for that window: a few graphs a sample, as
-    ``BuiltinDecoder``; ``steps(window, fixed)`` the graph of the step and the token choice (``step_choice``)."""
+    (``compiled.window``), ``steps(window)`` its graph for that window: a few graphs a sample, as ``BuiltinDecoder``."""
 
     def __init__(
         self,
         model: nn.Module,
         static: tuple[Any, int] | None = None,
-        steps: Callable[[int, Fixed | None], Callable[..., Any]] | None = None,
+        steps: Callable[[int], Callable[..., Tensor]] | None = None,
     ) -> None:
         """``static``: a ``StaticCache`` and its number of slots."""
         from transformers import DynamicCache
@@ -100,9 +98,7 @@ class HFDecoder:
         self.model, self.steps = model, steps
         self.cache: Any
         self.cache, self.max_len = static if static is not None else (DynamicCache(), 0)
-        self.windows: dict[tuple[int, Fixed | None], Callable[..., Any]] = {}
-        self.fuses = steps is not None
-        """Whether ``step_choice`` runs (a compiled step with the choice in its graph)."""
+        self.windows: dict[int, Callable[..., Tensor]] = {}
 
     def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
         self.last = positions(mask)[:, -1].contiguous()  # advanced in place by each step (``hf_step``)
@@ -131,26 +127,14 @@ class HFDecoder:
         if not self.max_len:
             self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)
         elif self.steps is not None:
-            decode_step = self._graph(None)
+            end = window(self.filled, self.max_len)
+            if end != self.end:
+                self.end = end
+                self.cache.attend(end)
+            if end not in self.windows:
+                self.windows[end] = self.steps(end)
+            decode_step = self.windows[end]
         return decode_step(self.model, tokens, self.mask, self.last, self.cache)
-
-    def step_choice(self, tokens: Tensor, u: Tensor, fixed: Fixed) -> tuple[Tensor, Tensor]:
-        """The next tokens and their log-probs after ``tokens`` (``choice.choice`` at the uniforms ``u`` with
-        ``fixed``'s settings): the compiled step with the choice in its graph, one compiled call a token where the
-        step and the choice were two (``fuses`` only)."""
-        self.filled += 1
-        return self._graph(fixed)(self.model, tokens, self.mask, self.last, self.cache, u, *fixed.args())
-
-    def _graph(self, fixed: Fixed | None) -> Callable[..., Any]:
-        """The compiled step for the window the next token falls in (the cache told to attend over it)."""
-        assert self.steps is not None
-        end = window(self.filled, self.max_len)
-        if end != self.end:
-            self.end = end
-            self.cache.attend(end)
-        if (end, fixed) not in self.windows:
-            self.windows[end, fixed] = self.steps(end, fixed)
-        return self.windows[end, fixed]
 
 
 PROMPT_LOGIT_BYTES = 1 << 28
@@ -176,20 +160,6 @@ def hf_step(model: nn.Module, tokens: Tensor, mask: Tensor, pos: Tensor, cache: 
     pos.add_(1)
     out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=pos[:, None], cache=cache, use_cache=True)
     return out.logits[:, -1]
-
-
-def hf_step_choice(
-    model: nn.Module,
-    tokens: Tensor,
-    mask: Tensor,
-    pos: Tensor,
-    cache: Any,
-    u: Tensor,
-    *fixed: Any,
-) -> tuple[Tensor, Tensor]:
-    """``hf_step`` and the token choice of its logits (``choice.choice`` at the uniforms ``u``, ``fixed``:
-    ``choice.Fixed.args``) as one function: compiled, one graph, one call and one guard check a token."""
-    return choice(hf_step(model, tokens, mask, pos, cache), u, *fixed)
 
 
 DECODE_ATTENTION = "rlnb_decode_sdpa"

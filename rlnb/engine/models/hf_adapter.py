@@ -10,19 +10,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from rlnb.engine.choice import Fixed
 from rlnb.engine.models import hf
 from rlnb.engine.models.adapter import ModelAdapter, architecture, declared_context, model_dtype, unwrap
 from rlnb.engine.models.compiled import Compiler
-from rlnb.engine.models.decoders import (
-    Decoder,
-    HFDecoder,
-    hf_prompt_logits,
-    hf_step,
-    hf_step_choice,
-    positions,
-    use_decode_attention,
-)
+from rlnb.engine.models.decoders import Decoder, HFDecoder, hf_prompt_logits, hf_step, positions, use_decode_attention
 
 
 class HFAdapter(ModelAdapter):
@@ -61,11 +52,8 @@ class HFAdapter(ModelAdapter):
         config, arch = base.config, architecture(base)
         cache = compiler.cache(("hf", batch, max_len), lambda: WindowedCache(config, max_len))
 
-        def step(window: int, fixed: Fixed | None) -> Any:  # one graph per attention window (``compiled.window``)
-            if fixed is None:  # the step alone
-                return compiler.wrap(hf_step, "decode step", arch, batch=batch, length=max_len, window=window)
-            shape = {"batch": batch, "length": max_len, "window": window, **fixed.kind()}
-            return compiler.wrap(hf_step_choice, "decode step", arch, **shape)  # and the token choice
+        def step(window: int) -> Any:  # one graph per attention window (``compiled.window``)
+            return compiler.wrap(hf_step, "decode step", arch, batch=batch, length=max_len, window=window)
 
         return HFDecoder(base, (cache, max_len), step)
 
