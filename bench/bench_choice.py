@@ -2,7 +2,7 @@
 compiling forced on, as on a GPU), 16 rows, per vocabulary and kind of choice, on this thread. Prints the CPU time
 of a call (best of 5 rounds, the two alternating) and compiled / eager: the figures behind ``choice.compiles``.
 
-    .venv/bin/python bench/bench_choice.py [--rows 16] [--vocabs 4096,8192,151936]
+    .venv/bin/python bench/bench_choice.py [--rows 16] [--vocabs 256,1024,4096,8192,151936]
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ def per_call(fn: object, calls: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=16)
-    parser.add_argument("--vocabs", default="4096,8192,151936")
+    parser.add_argument("--vocabs", default="256,1024,4096,8192,151936")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cpu = torch.device("cpu")
-    choice.compiles = lambda device, greedy: True  # the compiled choice whatever the device (as on a GPU)
+    choice.compiles = lambda device, greedy, vocab: True  # the compiled choice whatever the device (as on a GPU)
     compiler = Compiler(cpu)
     print(f"load average {os.getloadavg()[0]:.2f}; torch {torch.__version__}, 1 thread, {args.rows} rows")
     for vocab in map(int, args.vocabs.split(",")):
