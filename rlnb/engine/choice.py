@@ -78,13 +78,28 @@ Pick = Callable[[Tensor, Tensor, float, float, int], tuple[Tensor, Tensor]]
 """``pick`` or its compiled form (``compiled_pick``): ``(logits [B, V], u [B, 1], temperature, top_p, top_k)``."""
 
 
+GREEDY_VOCAB = 4096
+"""On a CPU, the smallest vocabulary whose greedy choice compiles (``compiles``)."""
+
+
+def compiles(device: torch.device, greedy: bool, vocab: int) -> bool:
+    """Whether a compiled sample's token choice compiles: on a CPU only a greedy one of ``GREEDY_VOCAB`` tokens or
+    more. There inductor's sampling choice (the softmax, cumsum and log-prob of 16 rows) ran 1.14-2.18x slower than
+    eager ``pick`` at vocabularies of 256-151,936, its greedy one 0.58-0.98x at 4,096 and more but 1.43-2.23x at 256
+    and 1,024 (``bench/bench_choice.py``). On a GPU every kind compiles (fused kernels, fewer launches; not measured
+    against eager there)."""
+    return device.type != "cpu" or (greedy and vocab >= GREEDY_VOCAB)
+
+
 def compiled_pick(
     compiler: Compiler, settings: Settings, dtype: torch.dtype, rows: int, vocab: int, device: torch.device
 ) -> Pick:
-    """``pick`` for one sample's ``settings``, as a compiled ``choice``: one graph per kind of choice (greedy or
-    not, nucleus or not, top_k) and shape. Temperature and top_p enter as tensors, so that a sweep over them
-    compiles once (``torch.compile`` makes a graph per value of a float argument)."""
+    """``pick`` for one sample's ``settings``, as a compiled ``choice`` where it ``compiles`` (else ``pick`` itself):
+    one graph per kind of choice (greedy or not, nucleus or not, top_k) and shape. Temperature and top_p enter as
+    tensors, so that a sweep over them compiles once (``torch.compile`` makes a graph per value of a float argument)."""
     greedy, nucleus = settings.temperature < MIN_TEMPERATURE, settings.top_p < 1.0
+    if not compiles(device, greedy, vocab):
+        return pick
     k = settings.top_k if 0 < settings.top_k < vocab else -1
     step = compiler.wrap(choice, "token choice", dtype, batch=rows, vocab=vocab, greedy=greedy, nucleus=nucleus,
                          top_k=k)  # fmt: skip

@@ -7,7 +7,7 @@ step instead of a thousand dispatches. Not CUDA graphs (``mode="reduce-overhead"
 are kept per thread and the engine runs each session's steps on its own worker thread; on an H200 with torch
 2.11 that failed a user's own compiled code on the main thread (``_is_key_in_tls``) and crashed the process at a
 later garbage collection once a session's thread had ended (pytorch/pytorch#123177). The token choice (temperature,
-top-k / top-p, the log-prob) compiles as well.
+top-k / top-p, the log-prob) compiles as well, except a sampling one on a CPU (``choice.compiles``: slower compiled).
 
 Compiling costs seconds to minutes, paid once per process and shape: torch caches each compiled graph per
 function and input shapes (and inductor its kernels on disk, so a later process pays less). Cache lengths

@@ -5,6 +5,7 @@ interface; ``ModelAdapter.decoder`` picks the implementation.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
@@ -190,10 +191,17 @@ def decode_attention(
                 query, key, value, attn_mask=attention_mask, scale=scaling, enable_gqa=True
             )
             return out.transpose(1, 2).contiguous(), None
+    return transformers_sdpa()(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                               **kwargs)  # fmt: skip
+
+
+@functools.cache
+def transformers_sdpa() -> Callable[..., tuple[Tensor, None]]:
+    """transformers' ``sdpa_attention_forward``, imported once (not with this module: transformers takes a second to
+    import, and the built-in model's decoding does not need it)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                  **kwargs)  # fmt: skip
+    return sdpa_attention_forward
 
 
 def one_query_attention(
