@@ -443,3 +443,26 @@ def test_every_signature_the_pages_write_out_is_the_code_s():
     signatures = [(page, code) for page, code in spans if "..." not in code and "…" not in code and _is_signature(code)]
     assert len(signatures) >= 5, "the pages write out few signatures: update this test"
     assert [w for page, code in signatures for w in _signature_mismatches(page, code)] == []
+
+
+GROUP_ROW = re.compile(r"`(\w+Options)` \((?:`[\w.]+`, )?`\w+=`(?:\) \| ([^|]+) \||: ([^)]+)\))")
+"""A group's fields as docs/concepts.md (`` `X` (`x=`: `a`, `b`) ``) and the remote and sweeps tables
+(`` | `X` (`module`, `x=`) | `a`, `b` | ``) list them."""
+
+
+def test_every_option_group_the_pages_list_has_the_fields_its_class_has():
+    """docs/sweeps.md's table listed ``TrialOptions`` without ``slot_timeout``: each group a page lists field by field
+    names every field of its dataclass, and none it lacks (read from the source: no torch import)."""
+    classes = {}
+    for module in ("engine.options", "remote.client", "remote.start", "remote.waiting", "sweep.options"):
+        classes |= {n: c for n, c in _package()[module].members.items() if n.endswith("Options") and c.is_class}
+    pages = [ROOT / "README.md", *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "reliability.md")]
+    rows = [(page.name, *m.groups()) for page in pages for m in GROUP_ROW.finditer(page.read_text(encoding="utf-8"))]
+    assert len(rows) >= 10, "the pages list few option groups: update this test"
+    wrong = []
+    for page, group, cells, inline in rows:
+        fields = [n for n, m in classes[group].members.items() if "instance-attribute" in m.labels]
+        listed = re.findall(r"`(\w+)`", cells or inline)
+        if sorted(listed) != sorted(fields):
+            wrong.append(f"{page}: {group} lists {listed}, has {fields}")
+    assert wrong == []
