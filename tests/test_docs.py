@@ -466,3 +466,34 @@ def test_every_option_group_the_pages_list_has_the_fields_its_class_has():
         if sorted(listed) != sorted(fields):
             wrong.append(f"{page}: {group} lists {listed}, has {fields}")
     assert wrong == []
+
+
+def _number(value: object) -> object:
+    """A default as griffe reads it (``32 << 20``, ``10_000``, ``wire.MAX_STOP_STRINGS``) as its number."""
+    if isinstance(value, griffe.ExprAttribute | griffe.ExprName):  # a constant defined elsewhere in rlnb
+        found = _package()[value.canonical_path.removeprefix("rlnb.")]
+        return _number((found.final_target if found.is_alias else found).value)
+    tree = ast.parse(str(value), mode="eval")
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Name | ast.Attribute | ast.Call | ast.Subscript)]
+    return eval(compile(tree, "default", "eval"), {"__builtins__": {}})  # constants and operators only
+
+
+def test_the_server_limits_table_gives_every_limit_with_its_default():
+    """docs/server.md#limits is where ``rlnb serve --limit`` sends a reader (its help and its refusals name it): each
+    limit ``--limit`` takes has its row, and the row's first figure for it is ``ServerSettings``' default (read from
+    the source: importing rlnb.server takes seconds)."""
+    module = _package()["server.settings"]
+    limits = [
+        n for kind in ("_COUNTS", "_BYTES", "_SECONDS", "_TTLS") for n in ast.literal_eval(str(module[kind].value))
+    ]
+    fields = module["ServerSettings"].members
+    page = (ROOT / "docs" / "server.md").read_text(encoding="utf-8")
+    table = page[page.index("| limit | default | past it |") :].split("\n\n")[0].splitlines()[2:]
+    unit = {"": 1, "MiB": 1 << 20, "GiB": 1 << 30}
+    given = {}
+    for row in table:
+        names, default = re.findall(r"`(\w+)`", row.split("|")[1]), row.split("|")[2]
+        figures = [int(n.replace(",", "")) * unit[u] for n, u in re.findall(r"(\d[\d,]*)(?: (MiB|GiB)\b)?", default)]
+        given |= dict(zip(names, figures, strict=False))
+    assert sorted(given) == sorted(limits)
+    assert {name: fields[name].value for name in given if given[name] != _number(fields[name].value)} == {}
