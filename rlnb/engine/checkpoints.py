@@ -26,7 +26,14 @@ from typing import Any, BinaryIO
 import torch
 from torch import nn
 
-from rlnb.engine.checkpoint_checks import check_digests, check_lora, check_records, check_tensors, file_digests
+from rlnb.engine.checkpoint_checks import (
+    check_digests,
+    check_lora,
+    check_records,
+    check_tensors,
+    file_digests,
+    misfit,
+)
 from rlnb.engine.checkpoint_checks import damaged as _damaged
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, open_regular, refuse_pipes, writing
 from rlnb.engine.inputs import INT64_MAX
@@ -187,20 +194,17 @@ def restore_weights(
         if lora is not None:
             _check_lora(state, adapter, lora, seed)
         weights = state["weights"]
-    check_tensors(state["path"], "weights", weights, trainer.state_dict())
+    own = trainer.state_dict()
+    check_tensors(state["path"], "weights", weights, own)
+    if problem := misfit(weights, own, strict=lora is None):  # before any tensor is copied into the model
+        raise CheckpointMismatch(f"checkpoint does not fit this session's model: {problem}")
     if lora is None and adapter.kind == "hf":
         untie_head(adapter.module, weights)  # a merged head LoRA trained apart from a tied embedding stays apart
     try:
-        result = trainer.load_state_dict(weights, strict=lora is None)
-    except RuntimeError as exc:  # torch: shapes or names differ (another base model, another LoRA rank)
+        trainer.load_state_dict(weights, strict=lora is None)
+    except RuntimeError as exc:  # torch: what misfit does not foresee (a tensor it cannot copy)
         detail = " ".join(str(exc).split())[:300]
         raise CheckpointMismatch(f"checkpoint does not fit this session's model: {detail}") from None
-    missing = [k for k in result.missing_keys if "lora_" in k]
-    if missing or result.unexpected_keys:
-        raise CheckpointMismatch(
-            "checkpoint does not fit this session's model: "
-            f"missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}"
-        )
 
 
 LORA_FIELDS = ("rank", "alpha", "dropout", "train_unembed")
