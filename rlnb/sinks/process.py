@@ -31,6 +31,10 @@ from rlnb.sinks import claims
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
 
 _HEADER = struct.Struct("<I")
+_START = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); from rlnb.sinks.process import main; main()"
+"""The child's program. It ignores SIGINT, first: Jupyter's "Interrupt kernel" and a terminal's Ctrl-C signal the
+parent's whole process group, and the child died with its pending points (the sink dropped for the rest of the
+session). Its stdin closing, or ``Child.end``'s SIGTERM, ends it."""
 
 
 def _send(pipe: IO[bytes], message: Any) -> None:
@@ -54,7 +58,7 @@ class Child:
         root = str(Path(__file__).resolve().parents[2])  # the rlnb this process runs, for the child too
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from rlnb.sinks.process import main; main()"],
+            [sys.executable, "-c", _START],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -278,7 +282,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 
 def main() -> None:
-    """The child's entry point (``python -c "from rlnb.sinks.process import main; main()"``)."""
+    """The child's entry point (``python -c _START``)."""
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # libraries' prints must not reach the message pipe
     serve(sys.stdin.buffer, replies)
