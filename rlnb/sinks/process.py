@@ -271,9 +271,13 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                 value = None
             else:
                 raise ValueError(f"unknown request {op!r}")
-            _send(replies, ("ok", value, sink.unsaid() if sink is not None else []))
+            reply = ("ok", value, sink.unsaid() if sink is not None else [])
         except Exception as exc:  # noqa: BLE001 - every error goes back to the parent
-            _send(replies, ("error", f"{type(exc).__name__}: {exc}", sink.unsaid() if sink is not None else []))
+            reply = ("error", f"{type(exc).__name__}: {exc}", sink.unsaid() if sink is not None else [])
+        try:
+            _send(replies, reply)
+        except OSError:  # the parent was killed mid-request (a closed pipe): as when its stdin closes
+            break
     for writer in writers.values():  # the parent went away: finish what is open
         try:
             writer.close()

@@ -3,6 +3,7 @@ and a terminal's Ctrl-C send SIGINT to the parent's whole process group, the sin
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import time
@@ -13,6 +14,7 @@ import pytest
 import rlnb
 from rlnb import samples, sinks
 from rlnb.sinks import process
+from rlnb.sinks.base import Point, RunInfo
 from rlnb.testing import FakeBackend
 from tests.support import sink_readers as read
 
@@ -50,3 +52,41 @@ def test_a_sinks_child_process_outlives_an_interrupt_of_the_notebook(tmp_path):
     assert not [w for w in caught if "dropped" in str(w.message)]
     _, points, _ = read.tensorboard(tmp_path / "tb" / "r")
     assert sorted(points) == [1, 2, 3] and all("loss" in p for p in points.values())
+
+
+class _GoneAfter(io.BytesIO):
+    """The child's reply pipe to a parent that is killed after ``answers`` replies (a kernel restarted mid-write)."""
+
+    def __init__(self, answers: int) -> None:
+        super().__init__()
+        self.answers = answers
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.answers == 0:
+            raise BrokenPipeError(32, "Broken pipe")
+        self.answers -= 1
+        return super().write(data)
+
+
+def _requests(*messages: object) -> io.BytesIO:
+    pipe = io.BytesIO()
+    for message in messages:
+        process._send(pipe, message)
+    pipe.seek(0)
+    return pipe
+
+
+@pytest.mark.slow  # imports TensorBoard
+def test_a_child_whose_parent_dies_mid_write_still_finishes_its_runs(tmp_path):
+    """The parent killed while the child writes a batch: the child's answer meets a closed pipe. It finishes the runs
+    it holds, as when its stdin closes (``BrokenPipeError`` ended it with the library's run unfinished, unflushed)."""
+    run = RunInfo("r", None, {"seed": 0})
+    requests = _requests(
+        ("sink", "rlnb.sinks.tensorboard", "TensorBoard", {"logdir": str(tmp_path)}),
+        ("open", run),
+        ("write", 0, [Point(1, {"loss": 1.0}, 0.0)], []),  # its answer finds the parent gone
+        ("write", 0, [Point(2, {"loss": 0.5}, 0.0)], []),  # never read
+    )
+    process.serve(requests, _GoneAfter(answers=2))
+    _, points, _ = read.tensorboard(tmp_path / "r")
+    assert points == {1: {"loss": 1.0}}
