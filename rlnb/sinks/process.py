@@ -44,10 +44,16 @@ def _send(pipe: IO[bytes], message: Any) -> None:
 
 
 def _receive(pipe: IO[bytes]) -> Any:
+    """One message, or ``EOFError`` where the pipe ends, also in the middle of one (its writer was killed while it
+    wrote: a truncated pickle ended the reader with its runs open)."""
     head = pipe.read(_HEADER.size)
     if len(head) < _HEADER.size:
         raise EOFError("the sink's child process ended")
-    return pickle.loads(pipe.read(_HEADER.unpack(head)[0]))
+    size = _HEADER.unpack(head)[0]
+    data = pipe.read(size)
+    if len(data) < size:
+        raise EOFError(f"the pipe ended {len(data)} bytes into a message of {size}")
+    return pickle.loads(data)
 
 
 class Child:

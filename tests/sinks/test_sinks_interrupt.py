@@ -90,3 +90,19 @@ def test_a_child_whose_parent_dies_mid_write_still_finishes_its_runs(tmp_path):
     process.serve(requests, _GoneAfter(answers=2))
     _, points, _ = read.tensorboard(tmp_path / "r")
     assert points == {1: {"loss": 1.0}}
+
+
+@pytest.mark.slow  # imports TensorBoard
+def test_a_child_whose_parent_dies_mid_request_finishes_its_runs(tmp_path):
+    """The parent killed while it sends a batch: the child reads half a message, then the end of its stdin. It
+    finishes the runs it holds (pickle's ``UnpicklingError: pickle data was truncated`` ended it with them open)."""
+    run = RunInfo("r", None, {"seed": 0})
+    requests = _requests(
+        ("sink", "rlnb.sinks.tensorboard", "TensorBoard", {"logdir": str(tmp_path)}),
+        ("open", run),
+        ("write", 0, [Point(1, {"loss": 1.0}, 0.0)], []),
+        ("write", 0, [Point(2, {"loss": 0.5}, 0.0)], []),
+    ).getvalue()
+    process.serve(io.BytesIO(requests[:-10]), io.BytesIO())
+    _, points, _ = read.tensorboard(tmp_path / "r")
+    assert points == {1: {"loss": 1.0}}
