@@ -10,6 +10,7 @@ from torch import nn
 import rlnb
 from rlnb import samples
 from rlnb.engine.checkpoints import CheckpointMismatch
+from rlnb.engine.models.factory import build_model
 
 VOCAB = 256
 
@@ -46,3 +47,23 @@ def test_a_checkpoint_of_another_shape_leaves_the_users_model_untouched(tmp_path
     assert changed == []  # embed.weight and head.bias fit: torch copied them in before it raised
     with rlnb.connect("local", model=mine, **options) as again:  # the model is free and whole for a new session
         assert torch.equal(again.backend.engine.trainer.embed.weight.detach(), before["embed.weight"])
+
+
+@pytest.mark.slow
+def test_a_refused_lora_resume_leaves_the_users_model_unadapted(tmp_path):
+    """A LoRA resume refused for its settings (another ``alpha``) adapted the ``model=`` module in place first: the
+    refusal's advice, ``resume with lora={... 'alpha': 8 ...}``, was then refused on that module ("adapted in place
+    by an earlier LoRA session"), and so was any session on it."""
+    options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
+    with rlnb.connect("local", model=build_model("tiny", 0), lora={"rank": 4, "alpha": 8}, **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
+        s.optim_step()
+        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    mine = build_model("tiny", 0)
+    modules = [name for name, _ in mine.named_modules()]
+    with pytest.raises(CheckpointMismatch, match="LoRA alpha is 8, this session's is 16"):
+        rlnb.connect("local", model=mine, lora={"rank": 4, "alpha": 16}, resume_from=saved, **options)
+    assert [name for name, _ in mine.named_modules()] == modules
+    assert all(p.requires_grad for p in mine.parameters())
+    with rlnb.connect("local", model=mine, lora={"rank": 4, "alpha": 8}, resume_from=saved, **options) as again:
+        assert again.step == 1  # the advice taken, on the same module
