@@ -82,6 +82,19 @@ def check_tensors(path: Path, field: str, tensors: dict[str, Any], model: Mappin
                                 "saved, or the file was changed")  # fmt: skip
 
 
+def misfit(tensors: Mapping[str, torch.Tensor], model: Mapping[str, torch.Tensor], strict: bool) -> str | None:
+    """Why ``tensors`` (a checkpoint's weights) cannot load into a model whose state dict is ``model``, or None.
+    Asked before the load: torch's ``load_state_dict`` copies every tensor that fits, then raises for the others, and
+    a refused resume left a ``model=`` module half overwritten. ``strict``: every tensor of the model must be there (a
+    LoRA session needs only its adapters', ``lora_`` in their names)."""
+    shapes = [f"{k} is {tuple(t.shape)}, the model's {tuple(model[k].shape)}" for k, t in tensors.items()
+              if k in model and t.shape != model[k].shape]  # fmt: skip
+    missing = [k for k in model if k not in tensors and (strict or "lora_" in k)]
+    unexpected = [k for k in tensors if k not in model]
+    said = [f"{what} {names[:3]}" for what, names in (("missing", missing), ("unexpected", unexpected)) if names]
+    return "; ".join(shapes[:3] + said) or None
+
+
 WEIGHT_FILES = (".safetensors", ".bin", ".pt")
 """The suffixes of the weight files ``save_merged`` writes (safetensors, shards included, or torch's formats)."""
 _SHA256 = re.compile(r"[0-9a-f]{64}")

@@ -26,6 +26,7 @@ from typing import Any, BinaryIO
 import torch
 from torch import nn
 
+from rlnb.engine import checkpoint_checks as checks
 from rlnb.engine.checkpoint_checks import check_digests, check_lora, check_records, check_tensors, file_digests
 from rlnb.engine.checkpoint_checks import damaged as _damaged
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, open_regular, refuse_pipes, writing
@@ -163,44 +164,46 @@ def model_dir(adapter: ModelAdapter) -> str | None:
     return str(path.resolve()) if adapter.kind == "hf" and path.is_dir() else None
 
 
-def restore_weights(
-    state: dict[str, Any], adapter: ModelAdapter, trainer: nn.Module, lora: LoraSettings | None, seed: int = 0
-) -> None:
-    """Load a checkpoint's weights into ``trainer``, checking that it belongs to this kind of session (``seed``:
-    the session's, which builds a built-in model's base weights)."""
+def check_resume(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings | None, seed: int) -> None:
+    """A ``CheckpointMismatch`` if the checkpoint is of another model or LoRA set-up (``seed``: the session's, which
+    builds a built-in model's base weights). Asked before LoRA adapts the model: a ``model=`` module, adapted in place
+    for a resume then refused, took no later session, the one the refusal advised included."""
     saved, here = state.get("base_model_dir"), model_dir(adapter)
     same = saved == here if saved and here else state["base_model"] == adapter.name
     if not same and state.get("base_fingerprint") != adapter.fingerprint:  # not the same weights moved elsewhere
         raise CheckpointMismatch(
             f"checkpoint is of model {saved or state['base_model']!r}, this session's model is {here or adapter.name!r}"
         )
+    if state["type"] == "inference" and lora is not None:
+        raise CheckpointMismatch("a LoRA session resumes from a training checkpoint, not an inference checkpoint")
+    if state["type"] != "inference" and (state.get("lora") is None) != (lora is None):
+        raise CheckpointMismatch(
+            "checkpoint and session differ in LoRA: resume a LoRA checkpoint in a LoRA session, and vice versa"
+        )
+    if state["type"] != "inference" and lora is not None:
+        _check_lora(state, adapter, lora, seed)
+
+
+def restore_weights(
+    state: dict[str, Any], adapter: ModelAdapter, trainer: nn.Module, lora: LoraSettings | None
+) -> None:
+    """Load a checkpoint's weights into ``trainer``, once ``check_resume`` has taken it."""
     if state["type"] == "inference":
-        if lora is not None:
-            raise CheckpointMismatch("a LoRA session resumes from a training checkpoint, not an inference checkpoint")
         check_digests(state["path"], state.get("merged_sha256"))
         weights = _merged_weights(adapter, state["path"] / "merged")
     else:
-        if (state.get("lora") is None) != (lora is None):
-            raise CheckpointMismatch(
-                "checkpoint and session differ in LoRA: resume a LoRA checkpoint in a LoRA session, and vice versa"
-            )
-        if lora is not None:
-            _check_lora(state, adapter, lora, seed)
         weights = state["weights"]
-    check_tensors(state["path"], "weights", weights, trainer.state_dict())
+    own = trainer.state_dict()
+    check_tensors(state["path"], "weights", weights, own)
+    if problem := checks.misfit(weights, own, strict=lora is None):  # before any tensor is copied into the model
+        raise CheckpointMismatch(f"checkpoint does not fit this session's model: {problem}")
     if lora is None and adapter.kind == "hf":
         untie_head(adapter.module, weights)  # a merged head LoRA trained apart from a tied embedding stays apart
     try:
-        result = trainer.load_state_dict(weights, strict=lora is None)
-    except RuntimeError as exc:  # torch: shapes or names differ (another base model, another LoRA rank)
+        trainer.load_state_dict(weights, strict=lora is None)
+    except RuntimeError as exc:  # torch: what misfit does not foresee (a tensor it cannot copy)
         detail = " ".join(str(exc).split())[:300]
         raise CheckpointMismatch(f"checkpoint does not fit this session's model: {detail}") from None
-    missing = [k for k in result.missing_keys if "lora_" in k]
-    if missing or result.unexpected_keys:
-        raise CheckpointMismatch(
-            "checkpoint does not fit this session's model: "
-            f"missing {missing[:3]}, unexpected {result.unexpected_keys[:3]}"
-        )
 
 
 LORA_FIELDS = ("rank", "alpha", "dropout", "train_unembed")

@@ -81,11 +81,13 @@ def build_model(
     )  # fmt: skip
     eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
     adapter.fingerprint = fingerprint(adapter.module)  # of the base as loaded: before LoRA renames its layers
+    if resume is not None:  # before LoRA adapts a model= module in place
+        checkpoints.check_resume(resume, adapter, lora, options.seed)
     trainer = adapter.module
     if lora is not None:
         trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
     if resume is not None:
-        checkpoints.restore_weights(resume, adapter, trainer, lora, options.seed)
+        checkpoints.restore_weights(resume, adapter, trainer, lora)
     return adapter, trainer
 
 

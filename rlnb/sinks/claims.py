@@ -14,6 +14,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import os
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -85,6 +86,8 @@ def _hold(key: tuple[str, str]) -> int | None | bool:
     try:
         where = folder()
         where.mkdir(mode=0o700, exist_ok=True)
+        if not _private(where):
+            return None
         fd = os.open(where / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return None
@@ -97,3 +100,11 @@ def _hold(key: tuple[str, str]) -> int | None | bool:
         os.close(fd)
         return None
     return fd
+
+
+def _private(where: Path) -> bool:
+    """Whether ``where`` is a folder of this user's that no one else can write. The temporary folder is shared:
+    another user who made it first (writable by all, or a link to a folder of theirs) held a run's lock file there,
+    and every run of that name was left out of its sink."""
+    st = os.lstat(where)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022

@@ -31,6 +31,10 @@ from rlnb.sinks import claims
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
 
 _HEADER = struct.Struct("<I")
+_START = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); from rlnb.sinks.process import main; main()"
+"""The child's program. It ignores SIGINT, first: Jupyter's "Interrupt kernel" and a terminal's Ctrl-C signal the
+parent's whole process group, and the child died with its pending points (the sink dropped for the rest of the
+session). Its stdin closing, or ``Child.end``'s SIGTERM, ends it."""
 
 
 def _send(pipe: IO[bytes], message: Any) -> None:
@@ -40,10 +44,16 @@ def _send(pipe: IO[bytes], message: Any) -> None:
 
 
 def _receive(pipe: IO[bytes]) -> Any:
+    """One message, or ``EOFError`` where the pipe ends, also in the middle of one (its writer was killed while it
+    wrote: a truncated pickle ended the reader with its runs open)."""
     head = pipe.read(_HEADER.size)
     if len(head) < _HEADER.size:
         raise EOFError("the sink's child process ended")
-    return pickle.loads(pipe.read(_HEADER.unpack(head)[0]))
+    size = _HEADER.unpack(head)[0]
+    data = pipe.read(size)
+    if len(data) < size:
+        raise EOFError(f"the pipe ended {len(data)} bytes into a message of {size}")
+    return pickle.loads(data)
 
 
 class Child:
@@ -54,7 +64,7 @@ class Child:
         root = str(Path(__file__).resolve().parents[2])  # the rlnb this process runs, for the child too
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from rlnb.sinks.process import main; main()"],
+            [sys.executable, "-c", _START],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -267,9 +277,13 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                 value = None
             else:
                 raise ValueError(f"unknown request {op!r}")
-            _send(replies, ("ok", value, sink.unsaid() if sink is not None else []))
+            reply = ("ok", value, sink.unsaid() if sink is not None else [])
         except Exception as exc:  # noqa: BLE001 - every error goes back to the parent
-            _send(replies, ("error", f"{type(exc).__name__}: {exc}", sink.unsaid() if sink is not None else []))
+            reply = ("error", f"{type(exc).__name__}: {exc}", sink.unsaid() if sink is not None else [])
+        try:
+            _send(replies, reply)
+        except OSError:  # the parent was killed mid-request (a closed pipe): as when its stdin closes
+            break
     for writer in writers.values():  # the parent went away: finish what is open
         try:
             writer.close()
@@ -278,7 +292,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 
 def main() -> None:
-    """The child's entry point (``python -c "from rlnb.sinks.process import main; main()"``)."""
+    """The child's entry point (``python -c _START``)."""
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # libraries' prints must not reach the message pipe
     serve(sys.stdin.buffer, replies)

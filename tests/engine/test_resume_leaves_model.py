@@ -1,0 +1,69 @@
+"""A resume that fails leaves the model given as ``model=`` as it was: a checkpoint of another shape is refused
+before any of its tensors is copied in (torch's ``load_state_dict`` copies every tensor that fits, then raises)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import rlnb
+from rlnb import samples
+from rlnb.engine.checkpoints import CheckpointMismatch
+from rlnb.engine.models.factory import build_model
+
+VOCAB = 256
+
+
+class Stack(nn.Module):
+    """Ids to logits through ``width``-wide layers: two stacks of one class, of other widths, share a name
+    (``custom/Stack``) and some tensor shapes (the embedding's rows, the head's bias)."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 8)
+        self.mid = nn.Linear(8, width)
+        self.head = nn.Linear(width, VOCAB)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.mid(self.embed(ids))))
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_another_shape_leaves_the_users_model_untouched(tmp_path):
+    options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
+    with rlnb.connect("local", model=Stack(16), seed=1, **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"stack"))])
+        s.optim_step()
+        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    torch.manual_seed(2)
+    mine = Stack(32)
+    before = {k: v.clone() for k, v in mine.state_dict().items()}
+    with pytest.raises(CheckpointMismatch, match="does not fit this session's model") as caught:
+        rlnb.connect("local", model=mine, resume_from=saved, **options)
+    assert "mid.weight" in str(caught.value)
+    after = mine.state_dict()
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed == []  # embed.weight and head.bias fit: torch copied them in before it raised
+    with rlnb.connect("local", model=mine, **options) as again:  # the model is free and whole for a new session
+        assert torch.equal(again.backend.engine.trainer.embed.weight.detach(), before["embed.weight"])
+
+
+@pytest.mark.slow
+def test_a_refused_lora_resume_leaves_the_users_model_unadapted(tmp_path):
+    """A LoRA resume refused for its settings (another ``alpha``) adapted the ``model=`` module in place first: the
+    refusal's advice, ``resume with lora={... 'alpha': 8 ...}``, was then refused on that module ("adapted in place
+    by an earlier LoRA session"), and so was any session on it."""
+    options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
+    with rlnb.connect("local", model=build_model("tiny", 0), lora={"rank": 4, "alpha": 8}, **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
+        s.optim_step()
+        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    mine = build_model("tiny", 0)
+    modules = [name for name, _ in mine.named_modules()]
+    with pytest.raises(CheckpointMismatch, match="LoRA alpha is 8, this session's is 16"):
+        rlnb.connect("local", model=mine, lora={"rank": 4, "alpha": 16}, resume_from=saved, **options)
+    assert [name for name, _ in mine.named_modules()] == modules
+    assert all(p.requires_grad for p in mine.parameters())
+    with rlnb.connect("local", model=mine, lora={"rank": 4, "alpha": 8}, resume_from=saved, **options) as again:
+        assert again.step == 1  # the advice taken, on the same module
