@@ -1,6 +1,7 @@
 """A ``step_fn`` that waits for the test's word before each real step (``Gate``), and the widget helpers the mid-run
 tests share (tests/widgets/test_mid_run.py, test_form_entries.py): a test module imports no other test module."""
 
+import contextlib
 import re
 import threading
 import time
@@ -43,3 +44,23 @@ class Gate:
 
     def release(self) -> None:
         self._go.release()
+
+
+@contextlib.contextmanager
+def step_held(session, name: str):
+    """A thread called ``name`` in the middle of a step on ``session`` (``session.stepping()`` held) for the block."""
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with session.stepping():
+            held.set()
+            done.wait(DEADLINE)
+
+    holder = threading.Thread(target=hold, name=name)
+    holder.start()
+    try:
+        assert held.wait(DEADLINE)
+        yield holder
+    finally:
+        done.set()
+        holder.join(DEADLINE)

@@ -10,7 +10,7 @@ import pytest
 import rlnb
 from rlnb.tasks import StepReport, Task, rl_step
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI
-from tests.support.gated_steps import DEADLINE, wait_for
+from tests.support.gated_steps import DEADLINE, step_held, wait_for
 
 TASK = Task("bytes", ["ab", "cd"], lambda p, c: float(sum(map(ord, c)) % 7), max_tokens=3, group_size=4)
 PARAMS = rlnb.AdamParams(learning_rate=1e-2)
@@ -65,49 +65,22 @@ def remote() -> rlnb.Session:
 @pytest.mark.parametrize("open_session", [connect, remote], ids=["local", "remote"])
 def test_a_step_that_waits_past_its_deadline_names_the_thread_in_the_middle_of_its_step(open_session):
     with open_session() as session:
-        held, done = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with session.stepping():
-                held.set()
-                done.wait(DEADLINE)
-
-        holder = threading.Thread(target=hold, name="rlnb-run-panel")
-        holder.start()
-        try:
-            assert held.wait(DEADLINE)
+        with step_held(session, "rlnb-run-panel"):
             words = f"session {session.id} is in the middle of a step on thread 'rlnb-run-panel'"
             with pytest.raises(rlnb.SessionBusy, match=re.escape(words)), session.stepping(timeout=0.05):
                 pass
             with pytest.raises(ValueError, match="timeout must be None"), session.stepping(timeout=-1):
                 pass
-        finally:
-            done.set()
-            holder.join(DEADLINE)
         with session.stepping(timeout=0), session.stepping(timeout=0):  # free again; re-entrant on one thread
             pass
 
 
 def test_rl_step_waits_for_another_threads_step_at_most_its_step_timeout_and_sends_nothing():
     """``rl_step`` waited the fixed 600 s (``STEP_WAIT``) for another thread's step: a caller could not set it."""
-    with connect() as session:
-        held, done = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with session.stepping():
-                held.set()
-                done.wait(DEADLINE)
-
-        holder = threading.Thread(target=hold, name="cell")
-        holder.start()
-        try:
-            assert held.wait(DEADLINE)
-            with pytest.raises(rlnb.SessionBusy, match="in the middle of a step on thread 'cell'"):
-                rl_step(session, TASK, PARAMS, step_timeout=0.05)
-            assert len(session.history) == 0 and session.step == 0  # nothing sampled, nothing sent
-        finally:
-            done.set()
-            holder.join(DEADLINE)
+    with connect() as session, step_held(session, "cell"):
+        with pytest.raises(rlnb.SessionBusy, match="in the middle of a step on thread 'cell'"):
+            rl_step(session, TASK, PARAMS, step_timeout=0.05)
+        assert len(session.history) == 0 and session.step == 0  # nothing sampled, nothing sent
 
 
 @pytest.mark.parametrize("step_timeout", [-1, float("nan"), True, "5"])

@@ -10,7 +10,7 @@ import rlnb
 from rlnb.session import step_turn
 from rlnb.tasks import StepReport, Task, rl_step
 from rlnb.widgets import RunPanel
-from tests.support.gated_steps import DEADLINE, Gate, text, wait_for
+from tests.support.gated_steps import DEADLINE, Gate, step_held, text, wait_for
 
 TASK = Task("bytes", ["ab", "cd"], lambda p, c: float(sum(map(ord, c)) % 7), max_tokens=3, group_size=4)
 
@@ -105,26 +105,14 @@ def test_a_run_waiting_for_a_cells_step_says_so_then_says_it_runs_once_it_has_th
 def test_a_run_that_waits_past_its_step_timeout_stops_with_session_busy_in_the_line_and_error(session):
     gate = Gate()
     panel = RunPanel(session, step_fn=gate, every=0.05, step_timeout=DEADLINE)
-    held, done = threading.Event(), threading.Event()
-
-    def hold() -> None:  # a step on a thread of the person's own
-        with session.stepping():
-            held.set()
-            done.wait(DEADLINE)
-
-    holder = threading.Thread(target=hold, name="my-worker")
-    holder.start()
-    try:
-        assert held.wait(DEADLINE) and panel.start(2)
+    with step_held(session, "my-worker"):  # a step on a thread of the person's own
+        assert panel.start(2)
         wait_for(lambda: "waiting for the session: a step on thread 'my-worker' holds it" in text(panel.status))
         assert f"(at most {DEADLINE:g} s; Stop ends the wait)" in text(panel.status)
         panel.stop()
         assert panel.join(DEADLINE) and panel.error is None
         panel.step_timeout = 0.2
         assert panel.start(2) and panel.join(DEADLINE)
-    finally:
-        done.set()
-        holder.join(DEADLINE)
     assert isinstance(panel.error, rlnb.SessionBusy) and gate.sent == []
     said = text(panel.status)
     assert said.startswith("step 0 · stopped: SessionBusy") and "in the middle of a step on thread 'my-worker'" in said
