@@ -266,11 +266,15 @@ def test_connect_and_concepts_name_every_option_group_connect_takes():
 
 HISTORY = re.compile(
     r"\bround \d+\b|\bsession \d+\b|\bissue \d+\b|\bused to\b|\bit said\b|\(it was\b|; it was\b|\bwhere it was\b"
-    r"|\bthis page gave\b",
+    r"|\bthis page gave\b|\bas it did\b|\bwhere it (?:had|paid)\b|\bit got before\b"
+    r"|\bthe old (?:test|view|refresh|version)\b"
+    r"|[(;:] (?:it|they) (?:were|went|kept|made|failed|raised|ran|took|hung|crashed|showed|broke|read|said|listened"
+    r"|gave|got|wrote|stayed|lost|grew|stepped|did)\b",
     re.I,
 )
-"""Wording that tells what rlnb did once ("it used to ...", "(it was a bare KeyError)", "in round 3, session 21"):
-that belongs in bench/README.md and the notes, and in docs/reliability.md's rows, not in the user pages."""
+"""Wording that tells what rlnb did once ("it used to ...", "(it was a bare KeyError)", "in round 3, session 21",
+"...: it kept showing the last valid schedule", "where it paid 1"): that belongs in bench/README.md and the notes, and
+in docs/reliability.md's rows, not in the user pages. A reason says what would happen: "(it would ...)"."""
 
 
 def test_the_user_pages_say_what_the_library_does_not_what_it_did():
