@@ -1,5 +1,6 @@
 """A session's model, made from its options: the device, the tokenizer, the model behind its adapter (LoRA-adapted,
-with a checkpoint's weights when resuming) and the sampler's copy of it; ``LocalBackend`` only runs what this makes."""
+with a checkpoint's weights checked when resuming) and the sampler's copy of it; ``LocalBackend`` only runs what this
+makes."""
 
 from __future__ import annotations
 
@@ -67,9 +68,10 @@ def build_model(
     device: torch.device,
     lora: LoraSettings | None,
     resume: dict[str, Any] | None,
-) -> tuple[ModelAdapter, nn.Module]:
-    """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
-    checkpoint's weights when resuming."""
+) -> tuple[ModelAdapter, nn.Module, dict[str, torch.Tensor] | None]:
+    """The model behind its adapter, the module that trains (with LoRA adapters when asked) and, when resuming, the
+    checkpoint's weights checked against it but not yet copied in (``checkpoints.copy_weights``): the backend checks
+    the rest of the checkpoint (``checkpoint_run.load_optimizer``) first."""
     refuse_adapted(model)  # before a tokenizer or the model loads
     refuse_in_use(model)
     tokenizer = tokenizer_spec(options.tokenizer)
@@ -86,9 +88,8 @@ def build_model(
     trainer = adapter.module
     if lora is not None:
         trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
-    if resume is not None:
-        checkpoints.restore_weights(resume, adapter, trainer, lora)
-    return adapter, trainer
+    weights = checkpoints.check_weights(resume, adapter, trainer, lora) if resume is not None else None
+    return adapter, trainer, weights
 
 
 FINGERPRINT_VALUES = 4096

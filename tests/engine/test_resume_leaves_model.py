@@ -67,3 +67,61 @@ def test_a_refused_lora_resume_leaves_the_users_model_unadapted(tmp_path):
     assert all(p.requires_grad for p in mine.parameters())
     with rlnb.connect("local", model=mine, lora={"rank": 4, "alpha": 8}, resume_from=saved, **options) as again:
         assert again.step == 1  # the advice taken, on the same module
+
+
+def _saved(tmp_path):
+    """A training checkpoint of a ``Stack(16)`` session that took one step, and its contents."""
+    options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
+    with rlnb.connect("local", model=Stack(16), seed=1, **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"stack"))])
+        s.optim_step()
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    return path, torch.load(path, weights_only=True)
+
+
+def _refused_leaves_module(resume_from, error: type[Exception], match: str, optimizer: str = "adam") -> None:
+    """Resuming a fresh ``Stack(16)`` from ``resume_from`` is refused, and leaves the module's tensors as they were."""
+    torch.manual_seed(2)
+    mine = Stack(16)
+    before = {k: v.clone() for k, v in mine.state_dict().items()}
+    with pytest.raises(error, match=match):
+        rlnb.connect(
+            "local", optimizer=optimizer, model=mine, resume_from=resume_from, device="cpu", threads=1, record=False
+        )
+    after = mine.state_dict()
+    assert [k for k in before if not torch.equal(before[k], after[k])] == []
+    assert all(p.grad is None for p in mine.parameters())
+
+
+@pytest.mark.slow
+def test_an_adam_checkpoint_refused_by_a_muon_session_leaves_the_users_model_untouched(tmp_path):
+    path, _ = _saved(tmp_path)
+    _refused_leaves_module(path, CheckpointMismatch, "optimizer state does not fit this session's muon", "muon")
+
+
+@pytest.mark.slow
+def test_a_damaged_optimizer_state_leaves_the_users_model_untouched(tmp_path):
+    path, state = _saved(tmp_path)
+    state["optimizer"]["adamw"]["state"][0]["exp_avg"] = torch.zeros(3)  # not the shape of its weight
+    torch.save(state, tmp_path / "damaged.pt")
+    _refused_leaves_module(tmp_path / "damaged.pt", CheckpointMismatch, "exp_avg for embed.weight is \\(3,\\)")
+
+
+@pytest.mark.slow
+def test_a_sample_generator_state_of_the_wrong_size_leaves_the_users_model_untouched(tmp_path):
+    path, state = _saved(tmp_path)
+    state["sample_rng"] = torch.zeros(10, dtype=torch.uint8)
+    torch.save(state, tmp_path / "short_rng.pt")
+    _refused_leaves_module(tmp_path / "short_rng.pt", ValueError, "its sample_rng is no generator state")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sparse", "meta"])
+def test_a_weight_that_is_no_dense_tensor_is_named_and_leaves_the_users_model_untouched(tmp_path, kind):
+    """A sparse weight (or one on the meta device, which holds no values) was torch's raw NotImplementedError (or
+    RuntimeError) from the finite check, naming no file."""
+    path, state = _saved(tmp_path)
+    weight = state["weights"]["mid.weight"]
+    state["weights"]["mid.weight"] = weight.to_sparse() if kind == "sparse" else torch.empty_like(weight, device="meta")
+    torch.save(state, tmp_path / f"{kind}.pt")
+    _refused_leaves_module(tmp_path / f"{kind}.pt", ValueError, f"its weights' 'mid.weight' is a {kind} tensor")
