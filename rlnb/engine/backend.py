@@ -84,17 +84,20 @@ class LocalBackend:
         if resume is not None and resume["type"] != "training" and saved.load_optimizer:
             raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
         model = os.fspath(model) if isinstance(model, os.PathLike) else model
-        adapter, trainer, weights = model_setup.build_model(model, mo, self.device, self.lora, resume)
         # the run that goes on from a training checkpoint (its optimizer state loaded), else None: a fresh run
         goes_on = resume is not None and resume["type"] == "training" and saved.load_optimizer is not False
         continued = resume if goes_on else None
         started = continued.get("ns_dtype") if continued is not None else None  # the run's own dtype
         ns = assembly.ns_dtype(muon.ns_dtype if muon.ns_dtype is not None else started, self.device)
-        optim = assembly.build_optimizer(self.optimizer, adapter, trainer, muon, ns)
-        if continued is not None:  # all of it checked before the weights are copied: a refusal leaves model= as it was
-            checkpoint_run.load_optimizer(continued, optim, trainer, continued["path"], mo.sampling_seed is None)
-        if weights is not None:
-            checkpoints.copy_weights(trainer, weights, self.lora)
+
+        def make_optimizer(adapter: ModelAdapter, trainer: nn.Module) -> TrainerOptimizer:
+            """Asked before the checkpoint's weights are copied in: a refusal leaves model= as it was."""
+            optim = assembly.build_optimizer(self.optimizer, adapter, trainer, muon, ns)
+            if continued is not None:
+                checkpoint_run.load_optimizer(continued, optim, trainer, continued["path"], mo.sampling_seed is None)
+            return optim
+
+        adapter, trainer, optim = model_setup.build_model(model, mo, self.device, self.lora, resume, make_optimizer)
         compiler = Compiler(self.device) if compute.compile else None
         self.engine = assembly.build_engine(optim, adapter, trainer, self.lora, mo, ns, saved, op_delay, compiler)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)

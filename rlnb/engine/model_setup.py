@@ -1,5 +1,5 @@
 """A session's model, made from its options: the device, the tokenizer, the model behind its adapter (LoRA-adapted,
-with a checkpoint's weights checked when resuming) and the sampler's copy of it; ``LocalBackend`` only runs what this
+with a checkpoint's weights when resuming) and the sampler's copy of it; ``LocalBackend`` only runs what this
 makes."""
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from rlnb.engine import checkpoints
 from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.factory import build_adapter
-from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted
+from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted, undo_lora
+from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import ModelOptions, check_device, eos_ids
 from rlnb.prompts import tokenizer_spec
 
@@ -68,10 +69,12 @@ def build_model(
     device: torch.device,
     lora: LoraSettings | None,
     resume: dict[str, Any] | None,
-) -> tuple[ModelAdapter, nn.Module, dict[str, torch.Tensor] | None]:
-    """The model behind its adapter, the module that trains (with LoRA adapters when asked) and, when resuming, the
-    checkpoint's weights checked against it but not yet copied in (``checkpoints.copy_weights``): the backend checks
-    the rest of the checkpoint (``checkpoint_run.load_optimizer``) first."""
+    make_optimizer: Callable[[ModelAdapter, nn.Module], TrainerOptimizer],
+) -> tuple[ModelAdapter, nn.Module, TrainerOptimizer]:
+    """The model behind its adapter, the module that trains (with LoRA adapters when asked), with the checkpoint's
+    weights when resuming, and its optimizer (``make_optimizer``: the backend's, which loads a resumed run's state).
+    All of the checkpoint is checked before its weights are copied in (the optimizer's state in ``make_optimizer``),
+    and a ``model=`` module that LoRA adapted for a session that then fails to open is given its own layers back."""
     refuse_adapted(model)  # before a tokenizer or the model loads
     refuse_in_use(model)
     tokenizer = tokenizer_spec(options.tokenizer)
@@ -88,8 +91,16 @@ def build_model(
     trainer = adapter.module
     if lora is not None:
         trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
-    weights = checkpoints.check_weights(resume, adapter, trainer, lora) if resume is not None else None
-    return adapter, trainer, weights
+    try:
+        weights = checkpoints.check_weights(resume, adapter, trainer, lora) if resume is not None else None
+        optim = make_optimizer(adapter, trainer)
+        if weights is not None:  # last: a refusal before leaves model= as it was
+            checkpoints.copy_weights(trainer, weights, lora)
+    except BaseException:
+        if trainer is not adapter.module:
+            undo_lora(trainer, adapter.module)
+        raise
+    return adapter, trainer, optim
 
 
 FINGERPRINT_VALUES = 4096

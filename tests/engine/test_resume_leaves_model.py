@@ -125,3 +125,26 @@ def test_a_weight_that_is_no_dense_tensor_is_named_and_leaves_the_users_model_un
     state["weights"]["mid.weight"] = weight.to_sparse() if kind == "sparse" else torch.empty_like(weight, device="meta")
     torch.save(state, tmp_path / f"{kind}.pt")
     _refused_leaves_module(tmp_path / f"{kind}.pt", ValueError, f"its weights' 'mid.weight' is a {kind} tensor")
+
+
+@pytest.mark.slow
+def test_a_lora_resume_refused_for_its_optimizer_state_leaves_the_users_model_unadapted(tmp_path):
+    """The optimizer state is checked against the adapted model (its LoRA factors are the weights it moves): a
+    refusal there left the ``model=`` module adapted in place, refused by every later session."""
+    options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
+    lora = {"rank": 4, "alpha": 8}
+    with rlnb.connect("local", model=build_model("tiny", 0), lora=lora, **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
+        s.optim_step()
+        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    mine = build_model("tiny", 0)
+    modules = [name for name, _ in mine.named_modules()]
+    before = {k: v.clone() for k, v in mine.state_dict().items()}
+    with pytest.raises(CheckpointMismatch, match="optimizer state does not fit this session's muon"):
+        rlnb.connect("local", optimizer="muon", model=mine, lora=lora, resume_from=saved, **options)
+    assert [name for name, _ in mine.named_modules()] == modules
+    assert all(p.requires_grad for p in mine.parameters())
+    after = mine.state_dict()
+    assert list(after) == list(before) and all(torch.equal(before[k], after[k]) for k in before)
+    with rlnb.connect("local", model=mine, lora=lora, resume_from=saved, **options) as again:
+        assert again.step == 1  # the same module resumes in the checkpoint's optimizer
