@@ -148,3 +148,21 @@ def test_a_lora_resume_refused_for_its_optimizer_state_leaves_the_users_model_un
     assert list(after) == list(before) and all(torch.equal(before[k], after[k]) for k in before)
     with rlnb.connect("local", model=mine, lora=lora, resume_from=saved, **options) as again:
         assert again.step == 1  # the same module resumes in the checkpoint's optimizer
+
+
+@pytest.mark.slow
+def test_a_lora_dropout_generator_state_of_the_wrong_size_is_named_and_leaves_the_users_model_unadapted(tmp_path):
+    options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
+    lora = {"rank": 4, "alpha": 8, "dropout": 0.1}
+    with rlnb.connect("local", model=build_model("tiny", 0), lora=lora, **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    state = torch.load(path, weights_only=True)
+    state["dropout_rng"] = torch.zeros(10, dtype=torch.uint8)
+    torch.save(state, tmp_path / "short_dropout_rng.pt")
+    mine = build_model("tiny", 0)
+    modules = [name for name, _ in mine.named_modules()]
+    with pytest.raises(ValueError, match="its dropout_rng is no generator state"):
+        rlnb.connect("local", model=mine, lora=lora, resume_from=tmp_path / "short_dropout_rng.pt", **options)
+    assert [name for name, _ in mine.named_modules()] == modules
+    assert all(p.requires_grad and p.grad is None for p in mine.parameters())
