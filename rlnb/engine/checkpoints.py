@@ -32,7 +32,7 @@ from rlnb.engine.checkpoint_checks import damaged as _damaged
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, open_regular, refuse_pipes, writing
 from rlnb.engine.inputs import INT64_MAX
 from rlnb.engine.models.adapter import ModelAdapter
-from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
+from rlnb.engine.models.hf import DTYPES, failure_text
 from rlnb.engine.models.lora import LoraSettings, dropout_generator, merged_state_dict, save_adapter
 from rlnb.wire import LoraConfig
 
@@ -187,8 +187,8 @@ def check_weights(
     state: dict[str, Any], adapter: ModelAdapter, trainer: nn.Module, lora: LoraSettings | None
 ) -> dict[str, torch.Tensor]:
     """A checkpoint's weights, once ``check_resume`` has taken it, checked against ``trainer`` and not yet copied into
-    it (``copy_weights``): what else of the checkpoint must fit (``load_optimizer``) refuses first, so a refused
-    resume leaves a ``model=`` module as it was. A tied head the weights train apart is untied here (values kept)."""
+    it (``copy_weights``): what else of the checkpoint must fit (``checkpoint_run.load_optimizer``) refuses first, so
+    a refused resume leaves a ``model=`` module as it was."""
     if state["type"] == "inference":
         check_digests(state["path"], state.get("merged_sha256"))
         weights = _merged_weights(adapter, state["path"] / "merged")
@@ -198,8 +198,6 @@ def check_weights(
     check_tensors(state["path"], "weights", weights, own)
     if problem := checks.misfit(weights, own, strict=lora is None):  # before any tensor is copied into the model
         raise CheckpointMismatch(f"checkpoint does not fit this session's model: {problem}")
-    if lora is None and adapter.kind == "hf":
-        untie_head(adapter.module, weights)  # a merged head LoRA trained apart from a tied embedding stays apart
     return weights
 
 

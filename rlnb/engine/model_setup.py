@@ -17,6 +17,7 @@ from rlnb.engine import checkpoints
 from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.factory import build_adapter
+from rlnb.engine.models.hf import tie_head, untie_head
 from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted, undo_lora
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import ModelOptions, check_device, eos_ids
@@ -91,14 +92,19 @@ def build_model(
     trainer = adapter.module
     if lora is not None:
         trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
+    untied = False
     try:
         weights = checkpoints.check_weights(resume, adapter, trainer, lora) if resume is not None else None
+        # a merged head LoRA trained apart from a tied embedding stays apart (before the optimizer takes its weights)
+        untied = weights is not None and lora is None and adapter.kind == "hf" and untie_head(trainer, weights)
         optim = make_optimizer(adapter, trainer)
         if weights is not None:  # last: a refusal before leaves model= as it was
             checkpoints.copy_weights(trainer, weights, lora)
     except BaseException:
         if trainer is not adapter.module:
             undo_lora(trainer, adapter.module)
+        if untied:
+            tie_head(trainer)
         raise
     return adapter, trainer, optim
 

@@ -166,3 +166,27 @@ def test_a_lora_dropout_generator_state_of_the_wrong_size_is_named_and_leaves_th
         rlnb.connect("local", model=mine, lora=lora, resume_from=tmp_path / "short_dropout_rng.pt", **options)
     assert [name for name, _ in mine.named_modules()] == modules
     assert all(p.requires_grad and p.grad is None for p in mine.parameters())
+
+
+@pytest.mark.slow
+def test_a_refused_resume_of_an_untied_head_leaves_the_users_gpt2_tied(hf_dirs, tmp_path):
+    """A full-weight checkpoint whose head was trained apart from GPT-2's tied embedding unties the session's head
+    before its optimizer is built (the optimizer state has one weight more); an optimizer refusal then left the
+    user's module untied, its head and embedding trained apart by every later session."""
+    from transformers import AutoModelForCausalLM
+
+    options = {"device": "cpu", "threads": 1, "record": False, "tokenizer": hf_dirs["gpt2"]}
+    with rlnb.connect("local", model=AutoModelForCausalLM.from_pretrained(hf_dirs["gpt2"]), **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"tied"))])
+        s.optim_step()
+        path = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    state = torch.load(path, weights_only=True)
+    state["weights"]["lm_head.weight"] = state["weights"]["lm_head.weight"] + 0.01  # trained apart
+    torch.save(state, tmp_path / "untied.pt")
+    mine = AutoModelForCausalLM.from_pretrained(hf_dirs["gpt2"])
+    before = {k: v.clone() for k, v in mine.state_dict().items()}
+    with pytest.raises(CheckpointMismatch, match="optimizer state does not fit"):
+        rlnb.connect("local", model=mine, resume_from=tmp_path / "untied.pt", **options)
+    assert mine.get_output_embeddings().weight is mine.get_input_embeddings().weight
+    assert mine.config.tie_word_embeddings
+    assert all(torch.equal(before[k], v) for k, v in mine.state_dict().items())
