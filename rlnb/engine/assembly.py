@@ -20,23 +20,29 @@ from rlnb.engine.state import Engine
 from rlnb.wire import OptimizerKind
 
 
+def build_optimizer(
+    kind: OptimizerKind, adapter: ModelAdapter, trainer: nn.Module, muon: MuonOptions, ns: torch.dtype
+) -> TrainerOptimizer:
+    """The session's optimizer on ``trainer``: made before a resume copies a checkpoint's weights in, so that the
+    checkpoint's optimizer state is checked against it first (it reads the weights' names, shapes and dtypes only)."""
+    split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if kind == "muon" else None
+    return TrainerOptimizer(trainer, kind, split, muon_scaling=muon.muon_scaling or "original", ns_dtype=ns)
+
+
 def build_engine(
-    kind: OptimizerKind,
+    optim: TrainerOptimizer,
     adapter: ModelAdapter,
     trainer: nn.Module,
     lora: LoraSettings | None,
     mo: ModelOptions,
-    muon: MuonOptions,
     ns: torch.dtype,
     saved: CheckpointOptions,
     op_delay: float,
     compiler: Compiler | None,
 ) -> Engine:
-    """What the handlers work on: the two copies of the model (on the adapter's device), the optimizer, the
-    checkpoint store."""
-    split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if kind == "muon" else None
-    scaling = muon.muon_scaling or "original"
-    optim = TrainerOptimizer(trainer, kind, split, muon_scaling=scaling, ns_dtype=ns)
+    """What the handlers work on: the two copies of the model (on the adapter's device, the sampler's taken from the
+    trainer's weights as they are), the optimizer, the checkpoint store."""
+    kind = optim.kind
     replicas = mo.num_generator_replicas
     return Engine(
         adapter=adapter,

@@ -28,7 +28,7 @@ from torch import nn
 
 from rlnb import wire
 from rlnb._options import check_seconds, refuse_unknown, take
-from rlnb.engine import assembly, checkpoints, handlers, inputs, model_setup
+from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, inputs, model_setup
 from rlnb.engine.checkpoint_files import Variant
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
@@ -84,21 +84,27 @@ class LocalBackend:
         if resume is not None and resume["type"] != "training" and saved.load_optimizer:
             raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
         model = os.fspath(model) if isinstance(model, os.PathLike) else model
-        adapter, trainer = model_setup.build_model(model, mo, self.device, self.lora, resume)
         # the run that goes on from a training checkpoint (its optimizer state loaded), else None: a fresh run
         goes_on = resume is not None and resume["type"] == "training" and saved.load_optimizer is not False
         continued = resume if goes_on else None
         started = continued.get("ns_dtype") if continued is not None else None  # the run's own dtype
         ns = assembly.ns_dtype(muon.ns_dtype if muon.ns_dtype is not None else started, self.device)
+
+        def make_optimizer(adapter: ModelAdapter, trainer: nn.Module) -> TrainerOptimizer:
+            """Asked before the checkpoint's weights are copied in: a refusal leaves model= as it was."""
+            optim = assembly.build_optimizer(self.optimizer, adapter, trainer, muon, ns)
+            if continued is not None:
+                checkpoint_run.load_optimizer(continued, optim, trainer, continued["path"], mo.sampling_seed is None)
+            return optim
+
+        adapter, trainer, optim = model_setup.build_model(model, mo, self.device, self.lora, resume, make_optimizer)
         compiler = Compiler(self.device) if compute.compile else None
-        self.engine = assembly.build_engine(self.optimizer, adapter, trainer, self.lora, mo, muon, ns, saved, op_delay,
-                                            compiler)  # fmt: skip
+        self.engine = assembly.build_engine(optim, adapter, trainer, self.lora, mo, ns, saved, op_delay, compiler)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
         if continued is not None:
-            step = checkpoints.restore_optimizer(continued, self.engine.optim, trainer, Path(str(saved.resume_from)))
-            self.engine.step = self.engine.weights_version = step
+            self.engine.step = self.engine.weights_version = checkpoint_run.restore_run(continued, trainer)
             if mo.sampling_seed is None:  # unseeded samples go on from where the run was, unless seeded anew
-                checkpoints.restore_sample_rng(continued, self.engine.sample_rng, Path(str(saved.resume_from)))
+                checkpoint_run.restore_sample_rng(continued, self.engine.sample_rng)
         created = datetime.now(UTC)
         self._info = wire.Session(
             id=f"local-{uuid.uuid4()}",

@@ -73,6 +73,8 @@ def check_tensors(path: Path, field: str, tensors: dict[str, Any], model: Mappin
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):
             raise damaged(path, f"its {field}' {name!r} is {type(t).__name__}, expected a tensor")
+        if kind := _not_dense(t):  # torch's finite check raised its own error for them, naming no file
+            raise damaged(path, f"its {field}' {name!r} is a {kind} tensor, expected a dense one holding its values")
         own = model.get(name)
         if own is not None and own.is_floating_point() and not t.is_floating_point():
             raise damaged(path, f"its {field}' {name!r} is {t.dtype}, expected floating-point (the model's is "
@@ -80,6 +82,25 @@ def check_tensors(path: Path, field: str, tensors: dict[str, Any], model: Mappin
         if t.is_floating_point() and not bool(torch.isfinite(t).all()):
             raise damaged(path, f"its {field}' {name!r} is not finite (NaN or inf): the run had diverged when it was "
                                 "saved, or the file was changed")  # fmt: skip
+
+
+def _not_dense(t: torch.Tensor) -> str | None:
+    """What ``t`` is if not a dense tensor of values: sparse, or on the meta device (no values at all)."""
+    if t.is_meta:
+        return "meta"
+    if t.layout != torch.strided:
+        return "sparse" if "sparse" in str(t.layout) else str(t.layout).removeprefix("torch.")
+    return None
+
+
+def check_generator(path: Path, field: str, saved: Any, device: torch.device) -> None:
+    """``saved``, a checkpoint's generator state (None: an older checkpoint has none), one that a generator on
+    ``device`` takes: tried on a new one, so that it is refused before the checkpoint's weights are copied."""
+    try:
+        if saved is not None:
+            torch.Generator(device=device).set_state(saved.cpu() if isinstance(saved, torch.Tensor) else saved)
+    except (TypeError, RuntimeError):  # torch's text names no file
+        raise damaged(path, f"its {field} is no generator state") from None
 
 
 def misfit(tensors: Mapping[str, torch.Tensor], model: Mapping[str, torch.Tensor], strict: bool) -> str | None:

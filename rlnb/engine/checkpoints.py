@@ -32,9 +32,8 @@ from rlnb.engine.checkpoint_checks import damaged as _damaged
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, open_regular, refuse_pipes, writing
 from rlnb.engine.inputs import INT64_MAX
 from rlnb.engine.models.adapter import ModelAdapter
-from rlnb.engine.models.hf import DTYPES, failure_text, untie_head
+from rlnb.engine.models.hf import DTYPES, failure_text
 from rlnb.engine.models.lora import LoraSettings, dropout_generator, merged_state_dict, save_adapter
-from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.wire import LoraConfig
 
 
@@ -184,10 +183,12 @@ def check_resume(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSetting
         _check_lora(state, adapter, lora, seed)
 
 
-def restore_weights(
+def check_weights(
     state: dict[str, Any], adapter: ModelAdapter, trainer: nn.Module, lora: LoraSettings | None
-) -> None:
-    """Load a checkpoint's weights into ``trainer``, once ``check_resume`` has taken it."""
+) -> dict[str, torch.Tensor]:
+    """A checkpoint's weights, once ``check_resume`` has taken it, checked against ``trainer`` and not yet copied into
+    it (``copy_weights``): what else of the checkpoint must fit (``checkpoint_run.load_optimizer``) refuses first, so
+    a refused resume leaves a ``model=`` module as it was."""
     if state["type"] == "inference":
         check_digests(state["path"], state.get("merged_sha256"))
         weights = _merged_weights(adapter, state["path"] / "merged")
@@ -197,13 +198,18 @@ def restore_weights(
     check_tensors(state["path"], "weights", weights, own)
     if problem := checks.misfit(weights, own, strict=lora is None):  # before any tensor is copied into the model
         raise CheckpointMismatch(f"checkpoint does not fit this session's model: {problem}")
-    if lora is None and adapter.kind == "hf":
-        untie_head(adapter.module, weights)  # a merged head LoRA trained apart from a tied embedding stays apart
+    return weights
+
+
+def copy_weights(trainer: nn.Module, weights: dict[str, torch.Tensor], lora: LoraSettings | None) -> None:
+    """Copy ``check_weights``' weights into ``trainer``. Only what ``misfit`` does not foresee fails here (torch
+    cannot copy a tensor in): the tensors that fit are copied by then, which the error says."""
     try:
         trainer.load_state_dict(weights, strict=lora is None)
-    except RuntimeError as exc:  # torch: what misfit does not foresee (a tensor it cannot copy)
+    except RuntimeError as exc:
         detail = " ".join(str(exc).split())[:300]
-        raise CheckpointMismatch(f"checkpoint does not fit this session's model: {detail}") from None
+        raise CheckpointMismatch(f"checkpoint does not fit this session's model: {detail}; the weights that fit were "
+                                 "copied in by then (a module given as model= holds them)") from None  # fmt: skip
 
 
 LORA_FIELDS = ("rank", "alpha", "dropout", "train_unembed")
@@ -258,42 +264,3 @@ def _merged_weights(adapter: ModelAdapter, merged: Path) -> dict[str, torch.Tens
     except Exception as exc:  # noqa: BLE001 - missing, damaged (SafetensorError), of another model (KeyError)
         problem = failure_text(exc)
     raise ValueError(f"resume_from {str(merged.parent)!r}: its merged weights in {merged} cannot be loaded ({problem})")
-
-
-def restore_optimizer(state: dict[str, Any], optim: TrainerOptimizer, trainer: nn.Module, path: Path) -> int:
-    """Load a training checkpoint's optimizer state into ``optim``, and into ``trainer`` the gradients accumulated
-    for its next optim-step (saved between a forward-backward and it) and LoRA dropout's generator; the step it was
-    saved at."""
-    try:
-        optim.load_state_dict(state["optimizer"])
-    except Exception as exc:  # noqa: BLE001 - KeyError, TypeError, ValueError of a state of another kind or model
-        raise CheckpointMismatch(f"resume_from {str(path)!r}: its optimizer state does not fit this session's "
-                                 f"{optim.kind} optimizer ({failure_text(exc)}); load_optimizer=False loads its "
-                                 "weights alone") from None  # fmt: skip
-    params = {n: p for n, p in trainer.named_parameters() if p.requires_grad}
-    check_tensors(path, "grads", state.get("grads") or {}, params)
-    for name, grad in (state.get("grads") or {}).items():
-        if name not in params or not isinstance(grad, torch.Tensor) or grad.shape != params[name].shape:
-            raise CheckpointMismatch(f"resume_from {str(path)!r}: its gradient {name!r} (for the next optim-step) "
-                                     "fits no trainable weight of this model; load_optimizer=False loads its weights "
-                                     "alone")  # fmt: skip
-        params[name].grad = grad.detach().to(params[name], copy=True)
-    dropout, saved = dropout_generator(trainer), state.get("dropout_rng")
-    if dropout is not None and saved is not None:  # an older checkpoint has none: the LoRA seed's draws
-        try:
-            dropout.set_state(saved.cpu() if isinstance(saved, torch.Tensor) else saved)
-        except (TypeError, RuntimeError):  # torch's text names no file
-            raise _damaged(path, "its dropout_rng is no generator state") from None
-    return int(state["step"])
-
-
-def restore_sample_rng(state: dict[str, Any], rng: torch.Generator, path: Path) -> None:
-    """Unseeded samples draw on from the generator a training checkpoint saved (an older one has none: the seed's).
-    The generator is the CPU's: a checkpoint loaded onto a GPU has its state there."""
-    saved = state.get("sample_rng")
-    try:
-        if saved is not None:
-            rng.set_state(saved.cpu() if isinstance(saved, torch.Tensor) else saved)
-    except (TypeError, RuntimeError):  # torch's text names no file
-        raise ValueError(f"resume_from {str(path)!r} is not a usable rlnb checkpoint: its sample_rng is no "
-                         "generator state") from None  # fmt: skip

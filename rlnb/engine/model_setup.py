@@ -1,5 +1,6 @@
 """A session's model, made from its options: the device, the tokenizer, the model behind its adapter (LoRA-adapted,
-with a checkpoint's weights when resuming) and the sampler's copy of it; ``LocalBackend`` only runs what this makes."""
+with a checkpoint's weights when resuming) and the sampler's copy of it; ``LocalBackend`` only runs what this
+makes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from rlnb.engine import checkpoints
 from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.factory import build_adapter
-from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted
+from rlnb.engine.models.hf import tie_head, untie_head
+from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted, undo_lora
+from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import ModelOptions, check_device, eos_ids
 from rlnb.prompts import tokenizer_spec
 
@@ -67,9 +70,12 @@ def build_model(
     device: torch.device,
     lora: LoraSettings | None,
     resume: dict[str, Any] | None,
-) -> tuple[ModelAdapter, nn.Module]:
-    """The model behind its adapter, and the module that trains (with LoRA adapters when asked), with the
-    checkpoint's weights when resuming."""
+    make_optimizer: Callable[[ModelAdapter, nn.Module], TrainerOptimizer],
+) -> tuple[ModelAdapter, nn.Module, TrainerOptimizer]:
+    """The model behind its adapter, the module that trains (with LoRA adapters when asked), with the checkpoint's
+    weights when resuming, and its optimizer (``make_optimizer``: the backend's, which loads a resumed run's state).
+    All of the checkpoint is checked before its weights are copied in (the optimizer's state in ``make_optimizer``),
+    and a ``model=`` module that LoRA adapted for a session that then fails to open is given its own layers back."""
     refuse_adapted(model)  # before a tokenizer or the model loads
     refuse_in_use(model)
     tokenizer = tokenizer_spec(options.tokenizer)
@@ -86,9 +92,21 @@ def build_model(
     trainer = adapter.module
     if lora is not None:
         trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
-    if resume is not None:
-        checkpoints.restore_weights(resume, adapter, trainer, lora)
-    return adapter, trainer
+    untied = False
+    try:
+        weights = checkpoints.check_weights(resume, adapter, trainer, lora) if resume is not None else None
+        # a merged head LoRA trained apart from a tied embedding stays apart (before the optimizer takes its weights)
+        untied = weights is not None and lora is None and adapter.kind == "hf" and untie_head(trainer, weights)
+        optim = make_optimizer(adapter, trainer)
+        if weights is not None:  # last: a refusal before leaves model= as it was
+            checkpoints.copy_weights(trainer, weights, lora)
+    except BaseException:
+        if trainer is not adapter.module:
+            undo_lora(trainer, adapter.module)
+        if untied:
+            tie_head(trainer)
+        raise
+    return adapter, trainer, optim
 
 
 FINGERPRINT_VALUES = 4096

@@ -278,3 +278,10 @@ def untie_head(model: Any, state: dict[str, torch.Tensor]) -> bool:
     head.weight = nn.Parameter(emb.weight.detach().clone(), requires_grad=emb.weight.requires_grad)
     model.config.tie_word_embeddings = False  # nothing ties them again (tie_weights reads the config)
     return True
+
+
+def tie_head(model: Any) -> None:
+    """Undo ``untie_head``: the head is the input embedding's tensor again (a resume refused once it had untied a
+    ``model=`` module gives it back as it was)."""
+    model.get_output_embeddings().weight = model.get_input_embeddings().weight
+    model.config.tie_word_embeddings = True

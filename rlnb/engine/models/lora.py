@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -96,13 +96,14 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         bias="none",
     )
     devices = [p.device for p in model.parameters() if p.device.type == "cuda"][:1]
+    trainable = {name: p.requires_grad for name, p in model.named_parameters()}  # peft freezes them all
     with seeded(settings.seed, devices), warnings.catch_warnings():
         # GPT-2 mixes Conv1D ([in, out]) and Linear layers: peft fixes fan_in_fan_out per layer, and says so.
         warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*tie_word_embeddings.*", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
         adapted = peft.get_peft_model(model, config)
-    _ADAPTED[model] = None
+    _ADAPTED[model] = trainable
     if settings.dropout > 0:
         device = next(model.parameters()).device
         generator = torch.Generator(device=device).manual_seed(settings.seed)
@@ -138,8 +139,19 @@ def dropout_generator(model: nn.Module) -> torch.Generator | None:
     return next((m.generator for m in model.modules() if isinstance(m, OwnDropout)), None)
 
 
-_ADAPTED: weakref.WeakKeyDictionary[nn.Module, None] = weakref.WeakKeyDictionary()
-"""The modules a LoRA session adapted: peft wraps their linear layers in place and freezes their weights."""
+_ADAPTED: weakref.WeakKeyDictionary[nn.Module, dict[str, bool]] = weakref.WeakKeyDictionary()
+"""The modules a LoRA session adapted (peft wraps their linear layers in place and freezes their weights), each with
+whether each of its weights was trainable before."""
+
+
+def undo_lora(adapted: nn.Module, model: nn.Module) -> None:
+    """Take ``apply_lora``'s adapters out of ``model`` again (``adapted``: its peft model), each weight as trainable as
+    it was: a session that fails to open once its ``model=`` module was adapted (a resume refused for its optimizer
+    state) leaves the module as it was given, free for the next session."""
+    trainable = _ADAPTED.pop(model, {})
+    cast(Any, adapted).unload()  # peft (a PeftModel): each adapted layer's base layer back in its place
+    for name, p in model.named_parameters():
+        p.requires_grad_(trainable.get(name, True))
 
 
 def refuse_adapted(model: object) -> None:
