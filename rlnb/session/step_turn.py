@@ -48,7 +48,7 @@ class StepTurn:
     def __init__(self, session_id: str):
         self.session_id = session_id
         self._lock = threading.RLock()
-        self._holder = threading.current_thread()  # read only while another thread holds the lock
+        self._holder: threading.Thread | None = None  # the thread in the middle of a step; None between steps
         self._since = 0.0
         self._depth = 0
 
@@ -58,10 +58,11 @@ class StepTurn:
         limit), then ``SessionBusy`` naming the thread in the middle of its step."""
         limit = check_timeout("timeout", timeout)
         if not self._take(limit):
+            holder = self._holder  # None: a step that began or ended just now
+            on = f"thread {holder.name!r} (for {time.monotonic() - self._since:.1f} s)" if holder else "another thread"
             raise SessionBusy(
-                f"session {self.session_id} is in the middle of a step on thread {self._holder.name!r} (for "
-                f"{time.monotonic() - self._since:.1f} s); this thread waited {timeout} s for it to end. One step at "
-                "a time: its forward-backward's gradients are applied by its own optim-step"
+                f"session {self.session_id} is in the middle of a step on {on}; this thread waited {timeout} s for it "
+                "to end. One step at a time: its forward-backward's gradients are applied by its own optim-step"
             )
         try:
             if self._depth == 0:
@@ -70,6 +71,8 @@ class StepTurn:
             yield
         finally:
             self._depth -= 1
+            if self._depth == 0:
+                self._holder = None  # before the release: a waiter is never told of a step that has ended
             self._lock.release()
 
     def _take(self, limit: float | None) -> bool:
@@ -83,7 +86,9 @@ class StepTurn:
             left = end - time.monotonic()
             if left <= 0:
                 return False
-            waiting(self._holder)
+            holder = self._holder
+            if holder is not None:  # None: the new holder has not recorded itself yet
+                waiting(holder)
             if self._lock.acquire(timeout=min(WAIT_SLICE, left)):
                 return True
         return True
