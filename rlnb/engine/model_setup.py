@@ -92,7 +92,7 @@ def build_model(
     trainer = adapter.module
     if lora is not None:
         trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
-    untied = False
+    untied, tied_config = False, getattr(getattr(trainer, "config", None), "tie_word_embeddings", None)
     try:
         weights = checkpoints.check_weights(resume, adapter, trainer, lora) if resume is not None else None
         # a merged head LoRA trained apart from a tied embedding stays apart (before the optimizer takes its weights)
@@ -100,11 +100,14 @@ def build_model(
         optim = make_optimizer(adapter, trainer)
         if weights is not None:  # last: a refusal before leaves model= as it was
             checkpoints.copy_weights(trainer, weights, lora)
-    except BaseException:
-        if trainer is not adapter.module:
-            undo_lora(trainer, adapter.module)
-        if untied:
-            tie_head(trainer)
+    except BaseException as refused:
+        try:
+            if trainer is not adapter.module:
+                undo_lora(trainer, adapter.module)
+            if untied:
+                tie_head(trainer, tied_config)
+        except Exception as undo:  # the refusal stays the error the user reads
+            refused.add_note(f"putting the model= module back as it was failed too: {undo!r}")
         raise
     return adapter, trainer, optim
 

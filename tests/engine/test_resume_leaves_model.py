@@ -151,6 +151,27 @@ def test_a_lora_resume_refused_for_its_optimizer_state_leaves_the_users_model_un
 
 
 @pytest.mark.slow
+def test_an_undo_that_fails_leaves_the_refusal_the_error_with_a_note(tmp_path, monkeypatch):
+    """Putting the module back raising inside the refusal's handler replaced the refusal: the user read the undo's
+    error, the ``CheckpointMismatch`` only as its ``__context__``."""
+    from rlnb.engine import model_setup
+
+    def broken(adapted, model):
+        raise RuntimeError("peft could not unload")
+
+    monkeypatch.setattr(model_setup, "undo_lora", broken)
+    options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
+    lora = {"rank": 4, "alpha": 8}
+    with rlnb.connect("local", model=build_model("tiny", 0), lora=lora, **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
+        s.optim_step()
+        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    with pytest.raises(CheckpointMismatch, match="optimizer state does not fit") as refused:
+        rlnb.connect("local", optimizer="muon", model=build_model("tiny", 0), lora=lora, resume_from=saved, **options)
+    assert any("peft could not unload" in note for note in getattr(refused.value, "__notes__", []))
+
+
+@pytest.mark.slow
 def test_a_lora_dropout_generator_state_of_the_wrong_size_is_named_and_leaves_the_users_model_unadapted(tmp_path):
     options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
     lora = {"rank": 4, "alpha": 8, "dropout": 0.1}
@@ -169,10 +190,12 @@ def test_a_lora_dropout_generator_state_of_the_wrong_size_is_named_and_leaves_th
 
 
 @pytest.mark.slow
-def test_a_refused_resume_of_an_untied_head_leaves_the_users_gpt2_tied(hf_dirs, tmp_path):
+@pytest.mark.parametrize("tied_config", [True, False], ids=["config-tied", "tied-by-hand"])
+def test_a_refused_resume_of_an_untied_head_leaves_the_users_gpt2_tied(hf_dirs, tmp_path, tied_config):
     """A full-weight checkpoint whose head was trained apart from GPT-2's tied embedding unties the session's head
     before its optimizer is built (the optimizer state has one weight more); an optimizer refusal then left the
-    user's module untied, its head and embedding trained apart by every later session."""
+    user's module untied, its head and embedding trained apart by every later session. The config's
+    ``tie_word_embeddings`` comes back as it was too (a head tied by hand, the config saying False, came back True)."""
     from transformers import AutoModelForCausalLM
 
     options = {"device": "cpu", "threads": 1, "record": False, "tokenizer": hf_dirs["gpt2"]}
@@ -184,9 +207,10 @@ def test_a_refused_resume_of_an_untied_head_leaves_the_users_gpt2_tied(hf_dirs, 
     state["weights"]["lm_head.weight"] = state["weights"]["lm_head.weight"] + 0.01  # trained apart
     torch.save(state, tmp_path / "untied.pt")
     mine = AutoModelForCausalLM.from_pretrained(hf_dirs["gpt2"])
+    mine.config.tie_word_embeddings = tied_config
     before = {k: v.clone() for k, v in mine.state_dict().items()}
     with pytest.raises(CheckpointMismatch, match="optimizer state does not fit"):
         rlnb.connect("local", model=mine, resume_from=tmp_path / "untied.pt", **options)
     assert mine.get_output_embeddings().weight is mine.get_input_embeddings().weight
-    assert mine.config.tie_word_embeddings
+    assert mine.config.tie_word_embeddings is tied_config
     assert all(torch.equal(before[k], v) for k, v in mine.state_dict().items())

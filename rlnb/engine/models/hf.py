@@ -280,8 +280,8 @@ def untie_head(model: Any, state: dict[str, torch.Tensor]) -> bool:
     return True
 
 
-def tie_head(model: Any) -> None:
-    """Undo ``untie_head``: the head is the input embedding's tensor again (a resume refused once it had untied a
-    ``model=`` module gives it back as it was)."""
+def tie_head(model: Any, tie_word_embeddings: object) -> None:
+    """Undo ``untie_head``: the head is the input embedding's tensor again and the config's ``tie_word_embeddings``
+    what it was before (a resume refused once it had untied a ``model=`` module gives it back as it was)."""
     model.get_output_embeddings().weight = model.get_input_embeddings().weight
-    model.config.tie_word_embeddings = True
+    model.config.tie_word_embeddings = tie_word_embeddings

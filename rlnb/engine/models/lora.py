@@ -146,8 +146,9 @@ whether each of its weights was trainable before."""
 
 def undo_lora(adapted: nn.Module, model: nn.Module) -> None:
     """Take ``apply_lora``'s adapters out of ``model`` again (``adapted``: its peft model), each weight as trainable as
-    it was: a session that fails to open once its ``model=`` module was adapted (a resume refused for its optimizer
-    state) leaves the module as it was given, free for the next session."""
+    it was: a resume refused once its ``model=`` module was adapted (for its optimizer state, its adapter's weights)
+    leaves the module as it was given, free for the next session. A failure later in opening the session (out of
+    memory for the sampler's copy, say) comes after the weights were copied in and is not undone."""
     trainable = _ADAPTED.pop(model, {})
     cast(Any, adapted).unload()  # peft (a PeftModel): each adapted layer's base layer back in its place
     for name, p in model.named_parameters():
