@@ -136,6 +136,19 @@ def test_an_init_group_of_another_shape_is_a_missing_helper_too(monkeypatch):
         AdamW(_weights(), foreach=True)
 
 
+def test_an_adam_without_a_keyword_the_step_passes_is_a_missing_helper_too(monkeypatch):
+    """``adam.adam`` is also given keywords (``has_complex=``, ``foreach=``, ...): one renamed failed mid-step with a
+    ``TypeError``, not with the warning and torch's own step."""
+    from torch.optim import adam as adam_module
+
+    def renamed(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, foreach=None, complex_ok=False):
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(adam_module, "adam", renamed)
+    with pytest.warns(RuntimeWarning, match=r"adam.adam\(params, .*has_complex="):
+        AdamW(_weights(), foreach=True)
+
+
 def test_a_copy_of_the_optimizer_steps_as_torchs():
     """A copy (``copy.deepcopy``, pickle) keeps what torch's ``__getstate__`` keeps: defaults, state, param groups."""
     ours, opt, theirs, ref = _twins(foreach=True)

@@ -8,8 +8,9 @@ torch's bit for bit (``tests/engine/test_adamw.py`` steps both side by side). It
 torch's AdamW's. A group with any other option (amsgrad, maximize, capturable, differentiable, fused, not foreach,
 complex weights, tensor hyperparameters) steps through torch's own ``step``.
 
-Those ops are private to torch (``_INTERNALS``): a torch without one, or with ``_init_group`` taking its lists in
-another order, is told when the optimizer is made (a ``RuntimeWarning`` naming it), and every step is torch's own.
+Those ops are private to torch (``_INTERNALS``): a torch without one, with ``_init_group`` taking its lists in
+another order or ``adam`` without a keyword the step passes (``_KEYWORDS``), is told when the optimizer is made (a
+``RuntimeWarning`` naming it), and every step is torch's own.
 The bit-for-bit test pins the arithmetic on the torch that is installed (``torch<2.15``, pyproject.toml).
 """
 
@@ -45,15 +46,24 @@ _INTERNALS: tuple[tuple[Any, str, str, tuple[str, ...]], ...] = (
 """The torch internals this step is built on: (owner, its name, the attribute, the parameters it is called with by
 position, first to last after ``self``)."""
 
+_KEYWORDS = {
+    "adam": ("foreach", "has_complex", "amsgrad", "beta1", "beta2", "lr", "weight_decay", "eps", "maximize",
+             "capturable", "differentiable", "decoupled_weight_decay"),
+}  # fmt: skip
+"""The keywords the step passes each internal by name (``adam.adam``, for complex weights)."""
+
 
 def missing() -> list[str]:
-    """Those of ``_INTERNALS`` this torch lacks, or whose parameters begin otherwise, each as ``owner.name(params)``."""
+    """Those of ``_INTERNALS`` this torch lacks, or whose parameters begin otherwise or lack a keyword the step passes,
+    each as ``owner.name(params)``."""
     gone = []
     for owner, said, name, positional in _INTERNALS:
         found = getattr(owner, name, None)
         params = [p for p in inspect.signature(found).parameters if p != "self"] if callable(found) else None
-        if params is None or params[: len(positional)] != list(positional):
-            gone.append(f"{said}.{name}" + (f"({', '.join(positional)})" if positional else ""))
+        named = _KEYWORDS.get(name, ())
+        if params is None or params[: len(positional)] != list(positional) or not set(named) <= set(params):
+            listed = [*positional, *(f"{k}=" for k in named)]
+            gone.append(f"{said}.{name}" + (f"({', '.join(listed)})" if listed else ""))
     return gone
 
 
