@@ -168,6 +168,6 @@ def test_str_format_on_a_marked_text_stays_in_jinjas_sandbox(tokenizer):
         "{{ m[ns.v] }}{{ m.content }}{% endfor %}"
     )
     messages = [{"role": "user", "content": "hi"}]
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(ValueError, match="prints a value these messages do not give") as refused:
         TokenizerCodec(tokenizer).chat(messages)
-    assert "chat_template_utils" not in str(refused.value)
+    assert "has no attribute ''" in str(refused.value) and "chat_template_utils" not in str(refused.value)
