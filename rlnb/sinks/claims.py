@@ -17,6 +17,7 @@ import os
 import stat
 import tempfile
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,7 @@ def _hold(key: tuple[str, str]) -> int | None | bool:
         where = folder()
         where.mkdir(mode=0o700, exist_ok=True)
         if not _private(where):
+            _say_not_private(where)
             return None
         fd = os.open(where / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
@@ -108,3 +110,19 @@ def _private(where: Path) -> bool:
     and every run of that name was left out of its sink."""
     st = os.lstat(where)
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+_warned = False
+
+
+def _say_not_private(where: Path) -> None:
+    """Warn once a process that ``where`` is not used: two of this user's processes could then write one run. Called
+    by ``take`` with ``_lock`` held."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    from rlnb.sinks.base import SinkWarning  # base's sinks import this module
+
+    warnings.warn(f"{str(where)!r} is not a private folder of this user's (another user made it, or can write it): "
+                  "sink runs are told apart within this process only", SinkWarning, stacklevel=2)  # fmt: skip

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from rlnb.sinks import claims
+from rlnb.sinks.base import SinkWarning
 
 WHERE, NAME = "TensorBoard(logdir='/home/alice/tb')", "run"
 
@@ -27,10 +28,11 @@ def _planted(folder) -> int:
 
 
 @pytest.mark.parametrize("how", ["world-writable", "a link to another folder"])
-def test_a_claims_folder_someone_else_can_write_never_keeps_a_run_from_its_sink(tmp, how):
+def test_a_claims_folder_someone_else_can_write_never_keeps_a_run_from_its_sink(tmp, how, monkeypatch):
     """Another user made ``rlnb-sink-claims-<user>`` first (writable by all, or a link to a folder of theirs) and
     held the lock file of a run's name: every run of that name was left out of its sink ("being written there now
-    by another session"), the points lost there."""
+    by another session"), the points lost there. The fallback (runs told apart within this process only) is said
+    once, not silently."""
     folder = claims.folder()
     if how == "world-writable":
         folder.mkdir()
@@ -41,8 +43,10 @@ def test_a_claims_folder_someone_else_can_write_never_keeps_a_run_from_its_sink(
         theirs.mkdir()
         folder.symlink_to(theirs)
     fd = _planted(theirs)
+    monkeypatch.setattr(claims, "_warned", False)
     try:
-        claim = claims.take(WHERE, NAME)
+        with pytest.warns(SinkWarning, match=r"rlnb-sink-claims-.* is not a private folder of this user's"):
+            claim = claims.take(WHERE, NAME)
         assert claim is not None  # the run is written to its sink
         try:
             assert claims.take(WHERE, NAME) is None  # a second run of that name in this process is still refused
