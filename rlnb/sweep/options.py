@@ -10,6 +10,7 @@ checks its fields when it is built, before a sweep folder is made or a trial sta
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -163,6 +164,9 @@ class RangeTestOptions:
         if self.task is not None and not isinstance(self.task, Task):  # a reward failed its first step, session open
             raise TypeError(f"task must be a Task, such as first_letter_task(), or None (the digits task), got "
                             f"{self.task!r}")  # fmt: skip
+        if self.step_fn is not None and not _takes_three(self.step_fn):  # its first step raised, a session open
+            raise TypeError(f"step_fn must be None or a function step_fn(session, params, i) returning the step's "
+                            f"reward or loss, got {self.step_fn!r}"[:300])  # fmt: skip
         for name in ("start_lr", "end_lr"):
             lr = getattr(self, name)
             if lr is None:
@@ -170,6 +174,19 @@ class RangeTestOptions:
             if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < float(lr) < math.inf:
                 raise ValueError(f"{name} must be a finite number > 0 (None: the default), got {lr!r}")
             object.__setattr__(self, name, float(lr))  # np.float32(1e-4) is a number too: a float, as every rate sent
+
+
+def _takes_three(fn: Any) -> bool:
+    """Whether ``fn(session, params, i)`` can be called (a callable whose signature cannot be read is trusted)."""
+    if not callable(fn):
+        return False
+    try:
+        inspect.signature(fn).bind("session", "params", 0)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins)
+        return True
+    return True
 
 
 def check_params(base: Any) -> None:
