@@ -160,9 +160,11 @@ def sweep(
 
 
 def _check_args(runs_dir: object, resume: object, stop: object, progress: object) -> None:
-    """Before the folder: ``runs_dir=5`` was a ``TypeError`` naming no argument, ``stop="yes"`` an ``AttributeError``
-    after the sweep folder was made, ``progress=5`` (or ``"no"``) a progress bar."""
+    """Before the folder: ``runs_dir=5`` was a ``TypeError`` naming no argument, ``""`` the working folder,
+    ``stop="yes"`` an ``AttributeError`` after the sweep folder was made, ``progress=5`` (or ``"no"``) a bar."""
     for name, value in (("runs_dir", runs_dir), ("resume", resume)):
+        if value == "":  # Path("") is the working folder: the sweep's folder went there (connect refuses it)
+            raise ValueError(f"{name} must be a folder's path or None, got ''")
         if value is not None:
             user_path(name, value)
     check_event(stop, "the sweep")

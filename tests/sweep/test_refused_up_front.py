@@ -123,6 +123,16 @@ def test_a_runs_dir_that_is_a_file_is_refused_naming_runs_dir(tmp_path):
     assert file.read_text() == "mine" and list(tmp_path.iterdir()) == [file]
 
 
+@pytest.mark.parametrize("name", ["runs_dir", "resume"])
+def test_an_empty_runs_dir_or_resume_is_refused_as_connect_refuses_it(tmp_path, monkeypatch, name):
+    """``runs_dir=""`` (say, an unset environment variable's default) made the sweep folder in the working folder,
+    where ``rlnb.connect(runs_dir="")`` is refused; ``resume=""`` read the working folder as the sweep's."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=rf"{name} must be a folder's path or None, got ''"):
+        sweep(BASE, steps=1, progress=False, **{name: ""})
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("target", "options"),
     [
