@@ -111,6 +111,9 @@ class SearchOptions:
             raise ValueError(f"search must be None (the configs as given) or 'optuna', got {self.search!r}")
         if self.search is None and (self.space is not None or self.n_trials is not None):
             raise ValueError("space= and n_trials= need search='optuna' (or use grid()/random_search() for configs)")
+        if self.search is None and (self.sampler != "tpe" or self.pruner != "median"):  # dropped in silence
+            raise ValueError(f"sampler= and pruner= need search='optuna' (the configs given run as they are), got "
+                             f"sampler={self.sampler!r}, pruner={self.pruner!r}"[:300])  # fmt: skip
 
 
 @dataclass(frozen=True)
