@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb import _secrets
-from rlnb._options import check_bool, check_event, take, user_path
+from rlnb._options import check_bool, check_event, take, takes, user_path
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
@@ -168,7 +168,7 @@ def _check_args(runs_dir: object, resume: object, stop: object, progress: object
         if value is not None:
             user_path(name, value)
     check_event(stop, "the sweep")
-    if not (progress is None or isinstance(progress, bool) or callable(progress)):  # None: no bar, as False
+    if not (progress is None or isinstance(progress, bool) or takes(progress, 3)):  # None: no bar, as False
         raise TypeError(f"progress must be True, False or a function (done, total, row), got {progress!r}"[:300])
 
 

@@ -10,14 +10,13 @@ checks its fields when it is built, before a sweep folder is made or a trial sta
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import check_event, check_int, check_seconds, is_integer, set_int
+from rlnb._options import check_event, check_int, check_seconds, is_integer, set_int, takes
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
@@ -167,7 +166,7 @@ class RangeTestOptions:
         if self.task is not None and not isinstance(self.task, Task):  # a reward failed its first step, session open
             raise TypeError(f"task must be a Task, such as first_letter_task(), or None (the digits task), got "
                             f"{self.task!r}")  # fmt: skip
-        if self.step_fn is not None and not _takes_three(self.step_fn):  # its first step raised, a session open
+        if self.step_fn is not None and not takes(self.step_fn, 3):  # its first step raised, a session open
             raise TypeError(f"step_fn must be None or a function step_fn(session, params, i) returning the step's "
                             f"reward or loss, got {self.step_fn!r}"[:300])  # fmt: skip
         for name in ("start_lr", "end_lr"):
@@ -177,19 +176,6 @@ class RangeTestOptions:
             if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < float(lr) < math.inf:
                 raise ValueError(f"{name} must be a finite number > 0 (None: the default), got {lr!r}")
             object.__setattr__(self, name, float(lr))  # np.float32(1e-4) is a number too: a float, as every rate sent
-
-
-def _takes_three(fn: Any) -> bool:
-    """Whether ``fn(session, params, i)`` can be called (a callable whose signature cannot be read is trusted)."""
-    if not callable(fn):
-        return False
-    try:
-        inspect.signature(fn).bind("session", "params", 0)
-    except TypeError:
-        return False
-    except ValueError:  # no signature to read (some builtins)
-        return True
-    return True
 
 
 def check_params(base: Any) -> None:
@@ -209,7 +195,7 @@ def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) 
     if session is not None and not isinstance(session, Session):
         raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
     check_event(stop, "the test")
-    if progress is not None and not callable(progress):
+    if progress is not None and not takes(progress, 2):  # sweep's (done, total, row) failed its first call
         raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
 
 

@@ -1,4 +1,5 @@
-"""``lr_find``'s ``step_fn`` checked with its other options, before a session is opened or a run folder made."""
+"""``lr_find``'s ``step_fn`` and ``progress`` checked with its other options, before a session is opened or a run folder
+made."""
 
 import pytest
 
@@ -27,3 +28,11 @@ def test_a_step_fn_of_three_arguments_or_more_with_defaults_runs(tmp_path):
     for step_fn in (varargs, defaults):
         found = lr_find(rlnb.AdamParams(), steps=5, step_fn=step_fn, runs_dir=tmp_path / step_fn.__name__)
         assert len(found.lrs) == 5
+
+
+def test_a_progress_function_of_other_arguments_is_refused_before_anything_opens(tmp_path):
+    """``progress=lambda done, total, row: ...`` (``sweep``'s kind) opened a session and made a run folder, then its
+    first call raised ``missing 1 required positional argument: 'row'``, naming no option."""
+    with pytest.raises(TypeError, match=r"progress must be a callable progress\(done, total\) or None"):
+        lr_find(rlnb.AdamParams(), steps=5, progress=lambda done, total, row: None, runs_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []

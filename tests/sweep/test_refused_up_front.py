@@ -132,6 +132,14 @@ def test_optuna_only_options_without_an_optuna_search_are_refused(tmp_path, opti
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_progress_function_of_other_arguments_is_refused_before_the_folder(tmp_path):
+    """``progress=lambda done, total: ...`` (``lr_find``'s kind) ran the first trial, then raised ``<lambda>() takes 2
+    positional arguments but 3 were given`` naming no option, a sweep folder made."""
+    with pytest.raises(TypeError, match=r"progress must be True, False or a function \(done, total, row\)"):
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=lambda done, total: None)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("name", ["runs_dir", "resume"])
 def test_an_empty_runs_dir_or_resume_is_refused_as_connect_refuses_it(tmp_path, monkeypatch, name):
     """``runs_dir=""`` (say, an unset environment variable's default) made the sweep folder in the working folder,
