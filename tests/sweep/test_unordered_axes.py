@@ -8,7 +8,10 @@ from collections.abc import Iterator, Set
 
 import pytest
 
-from rlnb.sweep import Categorical, grid, random_search
+import rlnb
+from rlnb.sweep import Categorical, grid, random_search, sweep
+
+BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
 
 
 class SetInOrder(Set):
@@ -57,3 +60,12 @@ def test_a_builtin_set_gives_the_same_grid_under_any_hash_seed():
         assert run.returncode == 0, run.stderr
         outs.add(run.stdout)
     assert outs == {"[{'optimizer': 'adam'}, {'optimizer': 'muon'}]\n"}
+
+
+def test_a_set_of_variant_names_is_refused_before_the_folder(tmp_path):
+    """``sweep(base, configs, variants={"low", "high"})``: each config took whichever name the hash seed put in its
+    place (the learning rate 1e-3 named "high" in one kernel and "low" in the next)."""
+    configs = [{"learning_rate": 1e-3}, {"learning_rate": 2e-3}]
+    with pytest.raises(TypeError, match=r"variants must be a list of names, one per config \(a set has no order"):
+        sweep(BASE, configs, variants=SetInOrder(["low", "high"]), steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
