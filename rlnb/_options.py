@@ -9,6 +9,7 @@ value is refused before anything starts, naming the field.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
 import os
@@ -117,6 +118,20 @@ def check_event(value: Any, stops: str, name: str = "stop") -> None:
     duck = callable(getattr(value, "set", None)) and callable(getattr(value, "is_set", None))
     if value is not None and (isinstance(value, type) or not duck):
         raise TypeError(f"{name} must be None or a threading.Event (set it to stop {stops}), got {shown(value)}")
+
+
+def takes(fn: Any, n: int) -> bool:
+    """Whether ``fn`` can be called with ``n`` positional arguments (one whose signature cannot be read is trusted):
+    a function of the wrong ones failed at its first call, a session or folder already made, naming no option."""
+    if not callable(fn):
+        return False
+    try:
+        inspect.signature(fn).bind(*range(n))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins)
+        return True
+    return True
 
 
 def user_path(name: str, value: object) -> Path:

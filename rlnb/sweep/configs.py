@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rlnb._scalars import scalar
@@ -47,6 +48,9 @@ def check_variants(variants: Any, configs: list[dict[str, Any]] | None) -> list[
         raise ValueError("variants names the configs one by one: pass configs (a list of dicts) with it")
     if isinstance(variants, Mapping | str | bytes) or not isinstance(variants, Iterable):
         raise TypeError(f"variants must be a list of names, one per config, got {variants!r}"[:300])
+    if isinstance(variants, AbstractSet):  # each config took whichever name the hash seed put in its place
+        raise TypeError(f"variants must be a list of names, one per config (a set has no order to pair them with the "
+                        f"configs), got {variants!r}"[:300])  # fmt: skip
     names = list(variants)
     if len(names) != len(configs) or len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
         raise ValueError(f"variants must be {len(configs)} distinct names (non-empty strings), one per config, got "

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rlnb import _secrets
-from rlnb._options import check_bool, check_event, take, user_path
+from rlnb._options import check_bool, check_event, take, takes, user_path
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
@@ -160,13 +160,15 @@ def sweep(
 
 
 def _check_args(runs_dir: object, resume: object, stop: object, progress: object) -> None:
-    """Before the folder: ``runs_dir=5`` was a ``TypeError`` naming no argument, ``stop="yes"`` an ``AttributeError``
-    after the sweep folder was made, ``progress=5`` (or ``"no"``) a progress bar."""
+    """Before the folder: ``runs_dir=5`` was a ``TypeError`` naming no argument, ``""`` the working folder,
+    ``stop="yes"`` an ``AttributeError`` after the sweep folder was made, ``progress=5`` (or ``"no"``) a bar."""
     for name, value in (("runs_dir", runs_dir), ("resume", resume)):
+        if value == "":  # Path("") is the working folder: the sweep's folder went there (connect refuses it)
+            raise ValueError(f"{name} must be a folder's path or None, got ''")
         if value is not None:
             user_path(name, value)
     check_event(stop, "the sweep")
-    if not (progress is None or isinstance(progress, bool) or callable(progress)):  # None: no bar, as False
+    if not (progress is None or isinstance(progress, bool) or takes(progress, 3)):  # None: no bar, as False
         raise TypeError(f"progress must be True, False or a function (done, total, row), got {progress!r}"[:300])
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import check_event, check_int, check_seconds, is_integer, set_int
+from rlnb._options import check_event, check_int, check_seconds, is_integer, set_int, takes
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
@@ -110,6 +110,9 @@ class SearchOptions:
             raise ValueError(f"search must be None (the configs as given) or 'optuna', got {self.search!r}")
         if self.search is None and (self.space is not None or self.n_trials is not None):
             raise ValueError("space= and n_trials= need search='optuna' (or use grid()/random_search() for configs)")
+        if self.search is None and (self.sampler != "tpe" or self.pruner != "median"):  # dropped in silence
+            raise ValueError(f"sampler= and pruner= need search='optuna' (the configs given run as they are), got "
+                             f"sampler={self.sampler!r}, pruner={self.pruner!r}"[:300])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,9 @@ class RangeTestOptions:
         if self.task is not None and not isinstance(self.task, Task):  # a reward failed its first step, session open
             raise TypeError(f"task must be a Task, such as first_letter_task(), or None (the digits task), got "
                             f"{self.task!r}")  # fmt: skip
+        if self.step_fn is not None and not takes(self.step_fn, 3):  # its first step raised, a session open
+            raise TypeError(f"step_fn must be None or a function step_fn(session, params, i) returning the step's "
+                            f"reward or loss, got {self.step_fn!r}"[:300])  # fmt: skip
         for name in ("start_lr", "end_lr"):
             lr = getattr(self, name)
             if lr is None:
@@ -189,7 +195,7 @@ def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) 
     if session is not None and not isinstance(session, Session):
         raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
     check_event(stop, "the test")
-    if progress is not None and not callable(progress):
+    if progress is not None and not takes(progress, 2):  # sweep's (done, total, row) failed its first call
         raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
 
 

@@ -15,6 +15,7 @@ import math
 import numbers
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -63,7 +64,7 @@ def dimension(name: str, spec: Any) -> Dimension:
         spec = tuple(scalar(v) for v in spec)
     dim: Dimension
     if isinstance(spec, Categorical):
-        dim = Categorical(tuple(scalar(c) for c in _choices(name, spec.choices)))
+        dim = Categorical(tuple(in_order(spec.choices, [scalar(c) for c in _choices(name, spec.choices)])))
     elif isinstance(spec, Float | Int):
         dim = spec
     elif isinstance(spec, list):
@@ -123,6 +124,17 @@ def _choices(name: str, choices: Any) -> Iterable[Any]:
         raise ValueError(f"space[{name!r}]: Categorical takes a list of choices, such as "
                          f"Categorical(['adam', 'muon']), got {choices!r}"[:300])  # fmt: skip
     return choices
+
+
+def in_order(given: Any, values: list[Any]) -> list[Any]:
+    """``values`` (read from ``given``) sorted when ``given`` is a set, else as listed: a set's order is the hash
+    seed's, another in each kernel, so the same cell made other configs (or draws) and its ``resume=`` was refused."""
+    if not isinstance(given, AbstractSet):
+        return values
+    try:
+        return sorted(values)
+    except TypeError:  # members of several types: an order all the same
+        return sorted(values, key=repr)
 
 
 def _numeric_ends(name: str, dim: Float | Int) -> Float | Int:
@@ -233,7 +245,7 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
                          "or random_search(n, ...)")  # fmt: skip
     # np.arange's np.int64, a tensor's 0-d tensors: plain numbers for sweep.json, checked as such (a tensor's NaN is
     # no numbers.Real, and its values hash by identity: both were let through)
-    plain = {name: [scalar(v) for v in values] for name, values in axes.items()}
+    plain = {name: in_order(values, [scalar(v) for v in values]) for name, values in axes.items()}
     for name, values in plain.items():
         check_once(f"grid: {name}", values)
     return [dict(zip(plain, combo, strict=True)) for combo in itertools.product(*plain.values())]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from rlnb._options import check_int, set_int
+from rlnb._options import check_int, set_int, takes
 from rlnb._shown import shown
 from rlnb.prompts import SHOWN, check_ids, no_room
 from rlnb.session import Prompt, Session
@@ -66,7 +66,7 @@ class Task:
                 prompt = as_prompt(prompt, f"Task.prompts[{i}]")
             if not prompt and not isinstance(prompt, str):  # no ids: every step failed, after the task was made
                 raise ValueError(f"Task.prompts[{i}] is empty ({prompt!r}): a prompt needs at least one token")
-        if not callable(self.reward) or not _takes_two(self.reward):  # each step sampled first, then failed
+        if not takes(self.reward, 2):  # each step sampled first, then failed
             raise TypeError(
                 f"Task.reward must be a function reward(prompt, completion) -> float, got {shown(self.reward, SHOWN)}"
             )
@@ -196,17 +196,6 @@ def _batch_names(fn: Callable[..., Any]) -> list[str]:
     except ValueError:  # no signature to read (some builtins)
         return []
     return [name for name in names if name in ("prompts", "completions")]
-
-
-def _takes_two(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn(prompt, completion)`` can be called (a function whose signature cannot be read is trusted)."""
-    try:
-        inspect.signature(fn).bind("prompt", "completion")
-    except TypeError:
-        return False
-    except ValueError:  # no signature to read (some builtins)
-        return True
-    return True
 
 
 def digits_task() -> Task:

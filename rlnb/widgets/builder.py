@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import html
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_int
-from rlnb.errors import InvalidParams
+from rlnb.errors import InvalidParams, describe
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import MAX_STEPS
 from rlnb.widgets.controls import LearningRate, close_tree, values
@@ -107,7 +108,10 @@ class OptimizerBuilder(BuilderForm):
         return self._params
 
     def on_change(self, callback: Callable[[OptimizerBuilder], None]) -> Callable[[], None]:
-        """Call ``callback(builder)`` after every change of a control; returns a function that unsubscribes."""
+        """Call ``callback(builder)`` after every change of a control; returns a function that unsubscribes. One that
+        raises is a ``RuntimeWarning``: it skipped the callbacks after it (a RunPanel's, whose Run then stayed on)."""
+        if not callable(callback):  # 5 was taken, then every edit raised "'int' object is not callable"
+            raise TypeError(f"on_change: callback must be a function callback(builder), got {callback!r}"[:300])
         self._callbacks.append(callback)
         return lambda: self._callbacks.remove(callback)
 
@@ -202,4 +206,8 @@ class OptimizerBuilder(BuilderForm):
         self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value) + note, len(self.errors)))
         self.lr_finder.sync()
         for cb in list(self._callbacks):
-            cb(self)
+            try:
+                cb(self)
+            except Exception as exc:  # noqa: BLE001 - said, and the other callbacks (a panel's) still follow
+                warnings.warn(f"OptimizerBuilder.on_change: the callback {cb!r} raised {describe(exc)}"[:500],
+                              RuntimeWarning, stacklevel=2)  # fmt: skip

@@ -42,7 +42,7 @@ class LRFinderControls(Suggestion):
 
     def __init__(self, builder: Form, model: Any = "tiny"):
         super().__init__(builder, model)
-        self.options: dict[str, Any] = {"steps": 30}
+        self._options: dict[str, Any] = {"steps": 30}
         self.result: Any = None
         """The last ``LRFind``."""
         self.error: BaseException | None = None
@@ -92,6 +92,18 @@ class LRFinderControls(Suggestion):
                 self._said = html.escape(said)
                 self._say(self._said)
         MADE.add(self)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self._options
+
+    @options.setter
+    def options(self, options: Any) -> None:
+        """A dict, else a ``TypeError`` here: None was taken, and a click raised into the kernel's log alone."""
+        if not isinstance(options, dict):
+            raise TypeError(f"lr_finder.options must be a dict of lr_find's options, such as {{'steps': 30}}, got "
+                            f"{options!r}"[:300])  # fmt: skip
+        self._options = options
 
     @property
     def running(self) -> bool:

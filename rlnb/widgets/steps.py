@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rlnb._options import takes
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
@@ -29,7 +30,7 @@ def check_given(task: object, builder: object, step_fn: object) -> None:
         raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
     if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
         raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
-    if step_fn is not None and not callable(step_fn):  # Run failed: "'str' object is not callable"
+    if step_fn is not None and not takes(step_fn, 2):  # Run failed: "'str' object is not callable" (or lr_find's i)
         raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
 
 

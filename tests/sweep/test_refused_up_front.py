@@ -123,6 +123,33 @@ def test_a_runs_dir_that_is_a_file_is_refused_naming_runs_dir(tmp_path):
     assert file.read_text() == "mine" and list(tmp_path.iterdir()) == [file]
 
 
+@pytest.mark.parametrize("option", [{"sampler": "random"}, {"pruner": None}, {"pruner": "asha"}])
+def test_optuna_only_options_without_an_optuna_search_are_refused(tmp_path, option):
+    """``sweep(base, configs, sampler="random")`` (or ``pruner=``) ran the configs as given, the option dropped in
+    silence, where ``space=`` and ``n_trials=`` without ``search="optuna"`` are refused."""
+    with pytest.raises(ValueError, match=r"sampler= and pruner= need search='optuna'"):
+        sweep(BASE, [{"learning_rate": 1e-3}], steps=1, runs_dir=tmp_path, progress=False, **option)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_progress_function_of_other_arguments_is_refused_before_the_folder(tmp_path):
+    """``progress=lambda done, total: ...`` (``lr_find``'s kind) ran the first trial, then raised ``<lambda>() takes 2
+    positional arguments but 3 were given`` naming no option, a sweep folder made."""
+    with pytest.raises(TypeError, match=r"progress must be True, False or a function \(done, total, row\)"):
+        sweep(BASE, steps=1, runs_dir=tmp_path, progress=lambda done, total: None)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["runs_dir", "resume"])
+def test_an_empty_runs_dir_or_resume_is_refused_as_connect_refuses_it(tmp_path, monkeypatch, name):
+    """``runs_dir=""`` (say, an unset environment variable's default) made the sweep folder in the working folder,
+    where ``rlnb.connect(runs_dir="")`` is refused; ``resume=""`` read the working folder as the sweep's."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=rf"{name} must be a folder's path or None, got ''"):
+        sweep(BASE, steps=1, progress=False, **{name: ""})
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("target", "options"),
     [

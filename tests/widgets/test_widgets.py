@@ -463,6 +463,8 @@ def test_run_panel_names_the_step_function_that_returns_no_dict_of_figures(panel
         ("task", "first_letter", r"task must be a Task, such as first_letter_task\(\), or None .*got 'first_letter'"),
         ("task", lambda prompt, completion: 1.0, "task must be a Task"),
         ("step_fn", "ce", "step_fn must be None or a function step_fn\\(session, params\\), got 'ce'"),
+        # lr_find's kind (session, params, i): Run failed its first step, "missing 1 required positional argument"
+        ("step_fn", lambda session, params, i: 0.0, "step_fn must be None or a function step_fn\\(session, params\\)"),
         ("builder", rlnb.AdamParams(), "builder must be an OptimizerBuilder or None, got AdamParams"),  # no 'lock'
     ],
 )
