@@ -103,14 +103,14 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
         if file is not None:
             raise _refused(checkpoint_id, str(rel), f"needs {str(file)!r} in {str(folder)!r} to be a folder: it is "
                            "a file")  # fmt: skip
-    for place in out:
-        place.parent.mkdir(parents=True, exist_ok=True)
     need, free = sum(f.size for f in files), shutil.disk_usage(root).free
-    if need > free:
+    if need > free:  # before the sub-folders are made: a refusal leaves none behind
         raise APIError(
             f"checkpoint {checkpoint_id}'s files take {need} bytes, and {str(folder)!r} has {free} free: nothing was "
             "written"
         )
+    for place in out:
+        place.parent.mkdir(parents=True, exist_ok=True)
     return out
 
 

@@ -179,11 +179,12 @@ def test_presigned_urls_are_checked_as_the_payloads_are(tmp_path):
 
 
 def test_more_than_the_disk_holds_is_refused_before_a_byte_is_fetched(tmp_path):
+    """Nor a folder made: the refusal came after the listing's sub-folders were, and left them behind empty."""
     free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
-    storage = Storage({"a.bin": b"a"}, sizes={"a.bin": free + (1 << 40)})
+    storage = Storage({"sub/deeper/a.bin": b"a"}, sizes={"sub/deeper/a.bin": free + (1 << 40)})
     with client(storage) as c, pytest.raises(rlnb.APIError, match="free: nothing was written"):
         c.download_checkpoint(CID, tmp_path)
-    assert storage.file_gets() == []
+    assert storage.file_gets() == [] and everything(tmp_path) == []
 
 
 def test_bad_arguments_are_refused_before_anything_is_sent(tmp_path):
