@@ -32,10 +32,7 @@ class Stack(nn.Module):
 @pytest.mark.slow
 def test_a_checkpoint_of_another_shape_leaves_the_users_model_untouched(tmp_path):
     options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
-    with rlnb.connect("local", model=Stack(16), seed=1, **options) as s:
-        s.forward_backward([samples.cross_entropy(list(b"stack"))])
-        s.optim_step()
-        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    saved, _ = _saved(tmp_path)
     torch.manual_seed(2)
     mine = Stack(32)
     before = {k: v.clone() for k, v in mine.state_dict().items()}
