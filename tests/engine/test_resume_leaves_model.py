@@ -52,10 +52,7 @@ def test_a_refused_lora_resume_leaves_the_users_model_unadapted(tmp_path):
     refusal's advice, ``resume with lora={... 'alpha': 8 ...}``, was then refused on that module ("adapted in place
     by an earlier LoRA session"), and so was any session on it."""
     options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
-    with rlnb.connect("local", model=build_model("tiny", 0), lora={"rank": 4, "alpha": 8}, **options) as s:
-        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
-        s.optim_step()
-        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    saved = _saved_lora(tmp_path, {"rank": 4, "alpha": 8})
     mine = build_model("tiny", 0)
     modules = [name for name, _ in mine.named_modules()]
     with pytest.raises(CheckpointMismatch, match="LoRA alpha is 8, this session's is 16"):
@@ -64,6 +61,15 @@ def test_a_refused_lora_resume_leaves_the_users_model_unadapted(tmp_path):
     assert all(p.requires_grad for p in mine.parameters())
     with rlnb.connect("local", model=mine, lora={"rank": 4, "alpha": 8}, resume_from=saved, **options) as again:
         assert again.step == 1  # the advice taken, on the same module
+
+
+def _saved_lora(tmp_path, lora: dict) -> object:
+    """The training checkpoint of a built-in ``tiny`` session with ``lora`` that took one step."""
+    options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
+    with rlnb.connect("local", model=build_model("tiny", 0), lora=lora, **options) as s:
+        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
+        s.optim_step()
+        return s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
 
 
 def _saved(tmp_path):
@@ -130,10 +136,7 @@ def test_a_lora_resume_refused_for_its_optimizer_state_leaves_the_users_model_un
     refusal there left the ``model=`` module adapted in place, refused by every later session."""
     options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
     lora = {"rank": 4, "alpha": 8}
-    with rlnb.connect("local", model=build_model("tiny", 0), lora=lora, **options) as s:
-        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
-        s.optim_step()
-        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    saved = _saved_lora(tmp_path, lora)
     mine = build_model("tiny", 0)
     modules = [name for name, _ in mine.named_modules()]
     before = {k: v.clone() for k, v in mine.state_dict().items()}
@@ -159,10 +162,7 @@ def test_an_undo_that_fails_leaves_the_refusal_the_error_with_a_note(tmp_path, m
     monkeypatch.setattr(model_setup, "undo_lora", broken)
     options = {"device": "cpu", "threads": 1, "record": False, "checkpoint_dir": tmp_path}
     lora = {"rank": 4, "alpha": 8}
-    with rlnb.connect("local", model=build_model("tiny", 0), lora=lora, **options) as s:
-        s.forward_backward([samples.cross_entropy(list(b"adapted"))])
-        s.optim_step()
-        saved = s.backend.checkpoint_path(s.save_training_checkpoint().result().checkpoint.id)
+    saved = _saved_lora(tmp_path, lora)
     with pytest.raises(CheckpointMismatch, match="optimizer state does not fit") as refused:
         rlnb.connect("local", optimizer="muon", model=build_model("tiny", 0), lora=lora, resume_from=saved, **options)
     assert any("peft could not unload" in note for note in getattr(refused.value, "__notes__", []))
