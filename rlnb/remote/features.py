@@ -5,16 +5,13 @@ long-polled, or did not."""
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 
 import httpx
 
-from rlnb.remote.retry import http_date
+from rlnb.remote.retry import delay_seconds, http_date
 
-_SECONDS = re.compile(r"[0-9]+(\.[0-9]+)?")
-"""A wait in seconds, as ``Retry-After`` is read (``retry``): ``float`` also took ``nan``, ``-3``, ``1_0``, ``٣٠``."""
 MIN_LONG_POLL = 1.0
 """The shortest advertised long-poll wait taken: a GET of a shorter one, answered at once, had waited half of it, and
 was asked again at once (``poller``), a GET per round trip for as long as the operation ran."""
@@ -58,8 +55,8 @@ class ServerInfo:
             self._date = (date, time.time())
         if not self._extensions:
             return
-        wait = response.headers.get("rlnb-long-poll-max-wait", "").strip(" \t")
-        if _SECONDS.fullmatch(wait) and float(wait) >= MIN_LONG_POLL:  # else no long-poll
-            self.features.long_poll_max_wait = float(wait)
+        wait = delay_seconds(response.headers.get("rlnb-long-poll-max-wait", ""))  # as Retry-After: no nan, -3, 1_0
+        if wait is not None and wait >= MIN_LONG_POLL:  # else no long-poll
+            self.features.long_poll_max_wait = wait
         if response.headers.get("rlnb-in-order") == "session":
             self.features.in_order = True

@@ -93,16 +93,22 @@ _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 ``float`` also took ``1_0`` (10), ``+3``, ``1e1``, ``٥`` and spaces of any kind: a wait no server meant."""
 
 
+def delay_seconds(value: str) -> float | None:
+    """``value`` as ``_DECIMAL``'s seconds, HTTP's optional whitespace around a field value allowed (no other); None
+    when it is none (a ``Retry-After``, a long-poll wait)."""
+    value = value.strip(" \t")
+    return float(value) if _DECIMAL.fullmatch(value) else None
+
+
 def _retry_after(headers: httpx.Headers) -> float | None:
     """Seconds the server asked to wait, or None when it did not (or said nothing parsable)."""
     for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
             continue
-        value = value.strip(" \t")  # HTTP's optional whitespace around a field value, no other
-        if _DECIMAL.fullmatch(value):
-            return float(value) * scale
-        if name == "retry-after" and (when := http_date(value)) is not None:
+        if (seconds := delay_seconds(value)) is not None:
+            return seconds * scale
+        if name == "retry-after" and (when := http_date(value.strip(" \t"))) is not None:
             return when - time.time()
     return None
 
