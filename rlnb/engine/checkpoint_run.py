@@ -33,7 +33,7 @@ def load_optimizer(
     params = {n: p for n, p in trainer.named_parameters() if p.requires_grad}
     check_tensors(path, "grads", state.get("grads") or {}, params)
     for name, grad in (state.get("grads") or {}).items():
-        if name not in params or not isinstance(grad, torch.Tensor) or grad.shape != params[name].shape:
+        if name not in params or grad.shape != params[name].shape:  # each a dense tensor: check_tensors
             raise CheckpointMismatch(f"resume_from {str(path)!r}: its gradient {name!r} (for the next optim-step) "
                                      "fits no trainable weight of this model; load_optimizer=False loads its weights "
                                      "alone")  # fmt: skip
