@@ -202,6 +202,9 @@ def sample(dims: Mapping[str, Dimension], rng: random.Random) -> dict[str, Any]:
     for name, dim in dims.items():
         if isinstance(dim, Categorical):
             config[name] = rng.choice(dim.choices)
+        elif isinstance(dim, Int) and dim.log:  # as Optuna draws one: each integer owns [v - 0.5, v + 0.5)
+            x = math.exp(rng.uniform(math.log(dim.low - 0.5), math.log(dim.high + 0.5)))
+            config[name] = min(max(round(x), dim.low), dim.high)
         elif isinstance(dim, Int):
             config[name] = rng.randint(dim.low, dim.high)
         elif dim.log:
