@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._options import check_bool, check_event, check_int, refuse_unknown, take
+from rlnb._options import check_bool, check_event, check_int, refuse_unknown, take, takes
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.failures import own_errors
 from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
@@ -134,9 +134,9 @@ def _check_args(task: object, stop: object, on_step: object, on_done: object, ke
     if task is not None and not isinstance(task, Task):
         raise TypeError(f"task must be None (the digits task) or a rlnb.tasks.Task, got {task!r}"[:300])
     check_event(stop, "the run")
-    for name, value in (("on_step", on_step), ("on_done", on_done)):
-        if value is not None and not callable(value):
-            raise TypeError(f"{name} must be None or a function (member index, ...), got {value!r}"[:300])
+    for name, value, second in (("on_step", on_step, "report"), ("on_done", on_done, "result")):
+        if value is not None and not takes(value, 2):  # a lambda of no arguments failed after a step had trained
+            raise TypeError(f"{name} must be None or a function (member index, {second}), got {value!r}"[:300])
     check_bool("keep_weights", keep_weights)  # as connect's record= is checked
 
 

@@ -855,6 +855,8 @@ def test_callbacks_stop_task_and_keep_weights_of_the_wrong_type_are_refused_befo
         ({"stop": True}, r"stop must be None or a threading.Event \(set it to stop the run\), got True"),
         ({"on_step": 5}, "on_step must be None or a function"),
         ({"on_done": "print"}, "on_done must be None or a function"),
+        ({"on_step": lambda: None}, r"on_step must be None or a function \(member index, report\)"),
+        ({"on_done": lambda i: None}, r"on_done must be None or a function \(member index, result\)"),
         ({"keep_weights": "no"}, "keep_weights must be True or False, got 'no'"),
     ]:
         with pytest.raises(ValueError if "keep_weights" in kwargs else TypeError, match=match):
