@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import signal
 import socket
 import threading
@@ -26,6 +27,8 @@ from rlnb.server.openapi import truthful_openapi
 from rlnb.server.registry import Registry
 from rlnb.server.routes import checkpoints, operations, payloads, resources, sessions
 from rlnb.server.settings import MAX_WAIT, ServerSettings
+
+log = logging.getLogger("rlnb")
 
 ADVERTISED = [(b"rlnb-long-poll-max-wait", str(MAX_WAIT).encode()), (b"rlnb-in-order", b"session")]
 """Response headers telling rlnb's client what this server offers beyond Together's API: the long-poll
@@ -66,8 +69,13 @@ def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
 
         def reap() -> None:
             while not stop.wait(registry.settings.reap_interval):
-                registry.reap()
-                registry.mend_journal()  # a journal that failed (a full disk) is written again without a new change
+                try:
+                    registry.reap()
+                    registry.mend_journal()  # a journal that failed (a full disk) is written again without a change
+                except Exception:  # the thread must live: no idle session would expire again, no journal be mended
+                    log.exception(
+                        "rlnb serve: the reaper's turn failed; it tries again in %s s", registry.settings.reap_interval
+                    )
 
         reaper = threading.Thread(target=reap, name="rlnb-reaper", daemon=True)
         reaper.start()

@@ -289,6 +289,30 @@ def test_the_reaper_runs_by_itself(tmp_path):
         assert c.get(f"/model-resources/{rid}").json()["status"] == wire.ModelResourcesStatus.STOPPED
 
 
+def test_the_reaper_lives_through_an_error_and_logs_it(tmp_path, caplog):
+    """One exception in the reaper's turn ended its thread for good: idle sessions never expired again, and a
+    journal that failed was never mended, for the rest of the server's life."""
+    clock = Clock()
+    with app_client(tmp_path, clock=clock, reap_interval=0.02) as c:
+        registry = c.app.state.registry
+        reap, calls = registry.reap, []
+
+        def reap_once_failing() -> int:
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("a reaper's bad turn")
+            return reap()
+
+        registry.reap = reap_once_failing
+        rid, sid = new_session(c, inactive_timeout=300)
+        clock.now += 301
+        deadline = time.monotonic() + 10
+        while c.get(f"/training-sessions/{sid}").json()["status"] != wire.SessionStatus.EXPIRED:
+            assert time.monotonic() < deadline, "the reaper died at its first error"
+            time.sleep(0.02)
+    assert "a reaper's bad turn" in caplog.text
+
+
 # -- the long-poll extension ----------------------------------------------------------------------
 
 
