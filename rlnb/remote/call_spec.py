@@ -5,6 +5,7 @@ from the send path, which reads them, so that a call can be described by the end
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import httpx
@@ -31,20 +32,21 @@ HOPELESS = (httpx.LocalProtocolError, httpx.UnsupportedProtocol)
 retried (an ``UnsupportedProtocol`` was tried 6 times over 14 s, and counted as a create that may have acted)."""
 
 
-def check_seconds(name: str, value: object) -> None:
-    """``ValueError`` naming ``name`` unless ``value`` is a finite number of seconds > 0."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (math.isfinite(value) and value > 0):
+def check_seconds(name: str, value: object) -> float:
+    """``value`` as a float (a numpy scalar too, as every seconds option of rlnb takes), or a ``ValueError``
+    naming ``name`` unless it is a finite number of seconds > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
 
 
-def check_timeout(timeout: object) -> None:
+def check_timeout(timeout: object) -> float | httpx.Timeout:
     """``ValueError`` naming the field unless ``timeout`` is a finite number of seconds > 0 (``check_seconds``) or an
     ``httpx.Timeout`` whose every field is one or None (no per-socket limit; the call's deadline still holds). A
     ``Timeout(-1)`` or NaN was taken, then every request raised the socket's bare "Timeout value out of range"; a
     ``Timeout(0)`` failed every connect, retried, as "Operation now in progress"."""
     if not isinstance(timeout, httpx.Timeout):
-        check_seconds("timeout", timeout)
-        return
+        return check_seconds("timeout", timeout)
     for name, value in timeout.as_dict().items():
         if value is not None:
             try:
@@ -53,6 +55,7 @@ def check_timeout(timeout: object) -> None:
                 raise ValueError(
                     f"{exc} (None: no limit per socket operation, the call's deadline still ends it)"
                 ) from None
+    return timeout
 
 
 def doubled_prefix(base_url: str) -> str:

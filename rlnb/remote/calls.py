@@ -77,8 +77,7 @@ class Caller:
         max_response_bytes: int | None = None,
     ):
         api_key = _secrets.hide(api_key)  # first: no traceback's locals show it from here on
-        check_seconds("deadline", deadline)
-        check_timeout(timeout)
+        deadline, timeout = check_seconds("deadline", deadline), check_timeout(timeout)
         max_retries = check_int("max_retries", max_retries, 0, optional=True)
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")

@@ -75,7 +75,7 @@ class CheckpointCalls(Endpoints):
         ``deadline`` seconds. Each file must be the size the API lists; a name that would lead outside ``folder``
         is refused before anything is fetched; nothing partial is left behind (``downloads``)."""
         _variant(variant)
-        check_seconds("deadline", deadline)
+        deadline = check_seconds("deadline", deadline)
         path = downloads.check_folder(folder)
         end = time.monotonic() + deadline
         files = self._download_urls(checkpoint_id, variant, end).data

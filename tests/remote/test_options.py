@@ -133,3 +133,16 @@ def test_the_docs_name_the_module_each_option_group_is_defined_in():
     assert named == groups
     shown = re.findall(r"^from (rlnb[\w.]*) import (\w+Options)$", table, re.M)
     assert shown and all(getattr(importlib.import_module(m), name).__module__ == m for m, name in shown)
+
+
+def test_numpy_seconds_are_taken_as_the_numbers_they_hold():
+    """``timeout=np.int64(30)`` (a value read from an array or a config) was refused as "must be a finite number of
+    seconds > 0", while every other seconds option of rlnb takes numpy scalars."""
+    import numpy as np
+
+    from rlnb.remote.client import APIClient
+
+    _, _, transport = recording()
+    client = APIClient(BASE, KEY, transport=transport, timeout=np.int64(30), deadline=np.float32(45.0))
+    assert (client.deadline, type(client.deadline)) == (45.0, float)
+    assert client._http.timeout == httpx.Timeout(30.0)
