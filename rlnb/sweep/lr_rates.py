@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlnb import wire
 from rlnb.params import MuonHyperparams, OptimizerParams, decay_rule_holds
 from rlnb.session import Session
 
@@ -14,7 +15,7 @@ from .lr_curve import significant
 DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (1e-5, 1.0)}
 """(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
-SCALING_NAMES = {"MUON_SCALING_STRATEGY_ORIGINAL": "original", "MUON_SCALING_STRATEGY_MATCH_ADAM": "match_adam"}
+SCALING_NAMES = {strategy: name for name, strategy in wire.MUON_SCALING.items()}
 """A session config's ``muon_scaling`` as the wire spells it, by the convention's name (``DEFAULT_RANGES``'s keys,
 ``muon_lr``'s conventions)."""
 

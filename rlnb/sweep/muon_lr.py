@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from rlnb import wire
 from rlnb._options import is_integer
 from rlnb._scalars import scalar
 from rlnb.engine.models.factory import roles
 from rlnb.engine.models.tiny import SIZES, build_model
-from rlnb.engine.optim.muon import MATCH_ADAM_RMS
+from rlnb.engine.optim.muon import shape_scale
 from rlnb.engine.optim.split import split_params
 from rlnb.session import Session
 
@@ -58,11 +59,11 @@ def _built_in_shapes(name: str) -> tuple[tuple[int, int], ...]:
 
 
 def _scale(convention: str, rows: int, cols: int) -> float:
-    if convention == "original":
-        return max(1.0, rows / cols) ** 0.5
-    if convention == "match_adam":
-        return MATCH_ADAM_RMS * max(rows, cols) ** 0.5
-    raise ValueError(f"Muon scaling must be 'original' or 'match_adam', got {convention!r}")
+    """The optimizer's own scale (``shape_scale``), its convention checked: a rate converted by another formula
+    would drift from the updates it claims to match."""
+    if convention not in wire.MUON_SCALING:
+        raise ValueError(f"Muon scaling must be 'original' or 'match_adam', got {convention!r}")
+    return shape_scale(rows, cols, convention)
 
 
 def convert_muon_lr(lr: float, from_: str, to: str, shapes: Shapes | str | nn.Module | Any = "tiny") -> float:

@@ -92,7 +92,7 @@ class TrainerOptimizer:
         ns_dtype: torch.dtype | None = None,
     ) -> None:
         wire.optimizer_kind(kind, "kind")
-        if muon_scaling not in ("original", "match_adam"):
+        if muon_scaling not in wire.MUON_SCALING:
             raise ValueError(f"muon_scaling must be 'original' or 'match_adam', got {muon_scaling!r}")
         self.kind = kind
         self.muon_scaling = muon_scaling
