@@ -134,7 +134,7 @@ def test_newton_schulz_singular_values() -> None:
     assert torch.linalg.svdvals(G).max() / torch.linalg.svdvals(G).min() > 5
     s = torch.linalg.svdvals(newton_schulz(G, 5))
     assert s.min() >= 0.5 and s.max() <= 1.5, s
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"newton_schulz needs a matrix \[rows, cols\] or a stack"):
         newton_schulz(torch.ones(3), 5)
 
 
@@ -419,7 +419,7 @@ def test_state_dict_round_trip(kind: str) -> None:
         opt.step(hp_for(kind))
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), twin.parameters(), strict=True))
     assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), fresh.parameters(), strict=True))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=f"state is for a {kind!r} optimizer, this one is "):
         TrainerOptimizer(model, "muon" if kind == "adam" else "adam").load_state_dict(opt.state_dict())
 
 
@@ -444,7 +444,7 @@ def test_bad_hyperparameters_never_reach_a_step() -> None:
         with pytest.raises(TypeError, match="a muon optimizer steps with MuonHyperparams"):
             opt.step(hp)  # type: ignore[arg-type]
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="kind must be one of adam, muon, got 'sgd'"):
         TrainerOptimizer(model, "sgd")  # type: ignore[arg-type]
 
 
@@ -455,9 +455,9 @@ def test_model_shapes_and_length_limit() -> None:
     model = build_model("tiny", seed=0)
     assert model(torch.randint(0, 256, (5,))).shape == (5, 256)
     assert model(torch.randint(0, 256, (3, 256))).shape == (3, 256, 256)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"sequence length 257 must be in \[1, block_size=256\]"):
         model(torch.zeros(257, dtype=torch.long))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="unknown model size 'huge'"):
         build_model("huge", seed=0)
 
 

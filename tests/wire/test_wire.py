@@ -12,11 +12,11 @@ def test_int64_accepts_strings_and_ints_server_emits_strings_client_sends_ints()
     assert wire.OptimStepResult(step=42).model_dump(mode="json")["step"] == "42"  # a response (protobuf JSON)
     assert wire.OptimStepResult(step=42).to_json_dict() == {"step": 42}  # a request body, as the SDK sends it
     assert wire.EncodedText(tokens=["1", 2]).tokens == [1, 2]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="step\n  Value error, expected an integer, got a bool"):
         wire.OptimStepResult(step=True)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="expected an int64 \\(integer or decimal string\\), got '4.5'"):
         wire.OptimStepResult(step="4.5")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="step\n  Input should be less than or equal to 9223372036854775807"):
         wire.OptimStepResult(step=2**63)
 
 
