@@ -189,6 +189,7 @@ def _wire_strings() -> dict[str, str]:
         wire.SessionErrorCode,
         wire.ModelResourcesStatus,
         wire.ModelResourcesErrorCode,
+        wire.TrialStatus,
     ]
     found = {m.value: f"wire.{c.__name__}.{m.name}" for c in catalogues for m in c}
     found |= {m.name: f"wire.OperationErrorCode.{m.name}" for m in wire.OperationErrorCode}

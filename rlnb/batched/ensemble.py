@@ -39,7 +39,7 @@ from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
-from rlnb.wire import OptimizerKind
+from rlnb.wire import OptimizerKind, TrialStatus
 
 
 class Ensemble:
@@ -109,7 +109,7 @@ class Ensemble:
                     if not self.live:
                         break
                     if self.hooks.stop.is_set():
-                        self._end(list(self.live), "STOPPED", f"stopped after {i} of {self.steps} steps")
+                        self._end(list(self.live), TrialStatus.STOPPED, f"stopped after {i} of {self.steps} steps")
                         break
                     try:
                         self._step(i)
@@ -117,12 +117,12 @@ class Ensemble:
                         raise
                     except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
                         self._crash(*failure(exc, handlers.classify))
-                self._end(list(self.live), "COMPLETED", None)
+                self._end(list(self.live), TrialStatus.COMPLETED, None)
             except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
                 self.hooks.stop.set()
                 for m in list(self.live):
                     self.records[m].abandon("the session was stopped while this operation ran")
-                    self._end([m], "STOPPED", f"stopped after {len(self.rewards[m])} of {self.steps} steps")
+                    self._end([m], TrialStatus.STOPPED, f"stopped after {len(self.rewards[m])} of {self.steps} steps")
         except CallbackFailed as exc:  # on_step / on_done raised (in the Ctrl-C handler too): the caller's error
             raise exc.error from None
         finally:
@@ -135,7 +135,7 @@ class Ensemble:
         """The members whose models the memory could not hold end FAILED before any step, each told ``on_done``."""
         for m in range(len(self.live), len(self.members)) if self.unbuilt is not None else ():
             history, now = self.records[m].history, time.perf_counter() - self.start
-            self.results[m] = MemberResult("FAILED", self.unbuilt, [], [], history, now, built=False)
+            self.results[m] = MemberResult(TrialStatus.FAILED, self.unbuilt, [], [], history, now, built=False)
             self._done(m)
 
     def _crash(self, code: Code, message: str) -> None:
@@ -143,7 +143,7 @@ class Ensemble:
             message += f" (an ensemble of {len(self.live)} members trains them all at once: run fewer per call)"
         for m in self.live:
             self.records[m].abandon(message, code)
-        self._end(list(self.live), "FAILED", wire.failure_reason(code, message))
+        self._end(list(self.live), TrialStatus.FAILED, wire.failure_reason(code, message))
 
     def _end(self, members: list[int], status: str, reason: str | None) -> None:
         """``members`` leave the ensemble with their final result (their weights as they are now), ``on_done`` told."""
@@ -206,7 +206,7 @@ class Ensemble:
             if verdict is not None and len(self.rewards[m]) < self.steps:
                 pruned[m] = verdict
         for m, reason in pruned.items():
-            self._end([m], "PRUNED", reason)
+            self._end([m], TrialStatus.PRUNED, reason)
 
     def _update(
         self,
@@ -232,7 +232,7 @@ class Ensemble:
         kept = [k for k, m in enumerate(self.live) if m not in reasons]
         norms = norms.select(torch.tensor(kept, dtype=torch.long, device=self.device))
         for m, reason in reasons.items():
-            self._leave([m], "FAILED", reason)  # before the update: it changes nothing of theirs
+            self._leave([m], TrialStatus.FAILED, reason)  # before the update: it changes nothing of theirs
             failed.append(m)
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
         reports: dict[int, StepReport] = {}  # every member's step is recorded before any on_step (Ctrl-C in one)
@@ -255,7 +255,7 @@ class Ensemble:
         """Each live member's params at step ``i`` (``step_params``); those whose params cannot be made leave."""
         params = step_params({m: self.members[m] for m in self.live}, i, self.kind, self.optim.refusal)
         for m, reason in params.failed.items():
-            self._end([m], "FAILED", reason)
+            self._end([m], TrialStatus.FAILED, reason)
         return params
 
     def _sample(self, i: int) -> tuple[dict[int, list[list[Rollout]]], Drawn]:
@@ -263,7 +263,7 @@ class Ensemble:
         seeds = [self.members[m].seed * SEED_STRIDE + i for m in self.live]  # the step seed, as sample(seed=) takes it
         sampled = self.sampler.sample(self.model, {m: self.records[m] for m in self.live}, seeds)
         for m, reason in sampled.failed.items():
-            self._end([m], "FAILED", reason)
+            self._end([m], TrialStatus.FAILED, reason)
         return sampled.rollouts, sampled.drawn
 
     def _forward_backward(

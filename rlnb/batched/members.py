@@ -16,7 +16,7 @@ from torch import Tensor
 from rlnb.history import History
 from rlnb.params import PARAMS, OptimizerParams
 from rlnb.tasks import StepReport
-from rlnb.wire import OptimizerKind
+from rlnb.wire import OptimizerKind, TrialStatus
 
 
 @dataclass
@@ -41,7 +41,7 @@ class MemberResult:
     says them), each completed step's mean reward and forward-backward loss (``rl_step``'s report), its
     History, and the ensemble's wall time until then."""
 
-    status: str
+    status: TrialStatus
     reason: str | None
     rewards: list[float]
     losses: list[float]

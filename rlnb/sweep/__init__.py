@@ -27,6 +27,7 @@ import pandas as pd
 
 from rlnb.history import History
 from rlnb.params import OptimizerParams
+from rlnb.wire import TrialStatus
 
 from .applying import BASELINE, applied, apply, label
 from .configs import flat_config
@@ -87,13 +88,13 @@ def ablate(
     # Each trial's row names its variant (kept in trials.jsonl and its run): matching by label merged variants whose
     # configs share one (the same change twice, an empty change and the baseline, 1e-3 and 1.0004e-3).
     trials = sweep(base, list(variants.values()), seeds=seeds, variants=list(variants), **sweep_options)
-    ok = trials[trials.status == "COMPLETED"]
+    ok = trials[trials.status == TrialStatus.COMPLETED]
     summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(list(variants))
     summary["count"] = summary["count"].fillna(0).astype(int)  # a variant none of whose trials completed: 0, not NaN
     summary["delta"] = summary["mean"] - summary.loc[BASELINE, "mean"]
     ended = trials.groupby("variant")["status"]  # a stopped trial is no failure: it runs again on resume
-    summary["failed"] = ended.apply(lambda s: int((s == "FAILED").sum()))
-    summary["stopped"] = ended.apply(lambda s: int((s == "STOPPED").sum()))
+    summary["failed"] = ended.apply(lambda s: int((s == TrialStatus.FAILED).sum()))
+    summary["stopped"] = ended.apply(lambda s: int((s == TrialStatus.STOPPED).sum()))
     summary[["no_value", "diverged"]] = _flags(trials, ["variant"], metric).reindex(list(variants)).fillna(0)
     summary.attrs["metric"] = metric
     return trials, summary
@@ -134,10 +135,10 @@ def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFram
         keys = ["variant", *keys]
     trials = keyed(trials, keys)  # a list typed into a config column: grouped by its values
     groups = trials.groupby(keys, dropna=False, sort=False)
-    ok = trials[trials.status == "COMPLETED"].groupby(keys, dropna=False, sort=False)[metric]
+    ok = trials[trials.status == TrialStatus.COMPLETED].groupby(keys, dropna=False, sort=False)[metric]
     table = ok.agg(["mean", "std", "min", "max", "count"]).reindex(groups.size().index)  # a config with none
     table["count"] = table["count"].fillna(0).astype(int)  # completed keeps its row
-    table["not_completed"] = groups["status"].apply(lambda s: int((s != "COMPLETED").sum()))
+    table["not_completed"] = groups["status"].apply(lambda s: int((s != TrialStatus.COMPLETED).sum()))
     table[["no_value", "diverged"]] = _flags(trials, keys, metric)
     table.attrs["metric"] = metric
     try:
@@ -151,7 +152,7 @@ def _flags(trials: pd.DataFrame, keys: list[Any], metric: str) -> pd.DataFrame:
     other seeds stood for the config, "count 2, not_completed 0" for three seeds) and how many ``diverged`` (a loss gone
     NaN / inf, ``diverged_at``: its reward may still be finite, and counted)."""
     diverged = trials["diverged_at"].notna() if "diverged_at" in trials else False
-    flags = trials.assign(no_value=(trials.status == "COMPLETED") & trials[metric].isna(), diverged=diverged)
+    flags = trials.assign(no_value=(trials.status == TrialStatus.COMPLETED) & trials[metric].isna(), diverged=diverged)
     return flags.groupby(keys, dropna=False, sort=False)[["no_value", "diverged"]].sum().astype(int)
 
 

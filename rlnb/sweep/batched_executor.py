@@ -23,6 +23,7 @@ from rlnb.batched.memory import EnsembleTooLarge
 from rlnb.batched.run import most_members
 from rlnb.errors import describe
 from rlnb.tasks import StepReport
+from rlnb.wire import TrialStatus
 
 from .executors import ABANDONED
 from .trial import TrialSpec, base_row, objective_value, run_annotations, step_params, summary
@@ -87,7 +88,7 @@ class BatchedExecutor:
         waiting, self._waiting = self._waiting, []
         for spec in waiting:
             self._pending.pop(spec.trial)
-        return [base_row(spec, "STOPPED", "stopped before it started") for spec in waiting]
+        return [base_row(spec, TrialStatus.STOPPED, "stopped before it started") for spec in waiting]
 
     def kill(self) -> list[dict[str, Any]]:
         """Stop waiting for the ensemble: its thread cannot be killed, and a member stuck in user code (a reward
@@ -95,7 +96,7 @@ class BatchedExecutor:
         kept, every other trial is a STOPPED row now, and what the thread sends later is dropped."""
         rows = self.stop()  # collected and not started: never started now
         rows += self.poll(0) if self._pending else []
-        rows += [base_row(spec, "STOPPED", ABANDONED) for spec in self._pending.values()]
+        rows += [base_row(spec, TrialStatus.STOPPED, ABANDONED) for spec in self._pending.values()]
         self._abandoned |= bool(self._pending)
         self._pending.clear()
         return rows
@@ -120,7 +121,7 @@ class BatchedExecutor:
         except BaseException as exc:  # noqa: BLE001 - never a hang: each trial left is a FAILED row
             for spec in specs:
                 if spec.trial not in sent:
-                    self._put(base_row(spec, "FAILED", f"batched executor: {describe(exc)}"), sent)
+                    self._put(base_row(spec, TrialStatus.FAILED, f"batched executor: {describe(exc)}"), sent)
 
     def _put(self, row: dict[str, Any], sent: set[int]) -> None:
         sent.add(row["trial"])
@@ -137,7 +138,7 @@ class BatchedExecutor:
     def _ensemble(self, specs: list[TrialSpec], sent: set[int]) -> None:
         if self._stop.is_set():
             for spec in specs:
-                self._put(base_row(spec, "STOPPED", "stopped before it started"), sent)
+                self._put(base_row(spec, TrialStatus.STOPPED, "stopped before it started"), sent)
             return
         first = specs[0]
         rewards: list[list[float]] = [[] for _ in specs]
@@ -162,7 +163,7 @@ class BatchedExecutor:
                     return
                 row = self._row(specs[i], result)
             except Exception as exc:  # noqa: BLE001 - the member ended; its row must still come back
-                row = base_row(specs[i], "FAILED", f"its row could not be made: {describe(exc)}")
+                row = base_row(specs[i], TrialStatus.FAILED, f"its row could not be made: {describe(exc)}")
             self._put(row, sent)
 
         members = [
@@ -199,7 +200,7 @@ class BatchedExecutor:
     def _failed(self, specs: list[TrialSpec], exc: Exception, start: float, sent: set[int]) -> None:
         for spec in specs:
             if spec.trial not in sent:
-                row = base_row(spec, "FAILED", describe(exc))
+                row = base_row(spec, TrialStatus.FAILED, describe(exc))
                 row["wall_s"] = time.perf_counter() - start
                 self._put(row, sent)
 

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlnb.wire import TrialStatus
+
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
 from .executors import ABANDONED, Executor, ThreadExecutor, route
 from .options import ExecutorOptions, SearchOptions
@@ -135,7 +137,9 @@ class Run:
         """Cancel what has not started (and with ``kill``, what runs); return those rows by executor."""
         out = [(ex.kill() if kill else ex.stop(), ex.name) for ex in list(self.executors.values())]
         for spec in self.source.leftovers() if isinstance(self.source, Plan) else []:
-            out.append(([base_row(spec, "STOPPED", "stopped before it started")], route(spec, self.wanted)[0]))
+            out.append(
+                ([base_row(spec, TrialStatus.STOPPED, "stopped before it started")], route(spec, self.wanted)[0])
+            )
         return out
 
     def drive(self) -> None:

@@ -21,6 +21,7 @@ from rlnb._options import check_bool, check_event, take, takes, user_path
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
+from rlnb.wire import TrialStatus
 
 from .applying import apply
 from .configs import check_distinct_params, check_variants, config_list
@@ -132,7 +133,11 @@ def sweep(
             return TrialSpec(n, config, apply(base, config), seed, run_id, trial.steps, the_task, trial.target, options,
                              trial.schedule, trial.objective, variant, trial.slot_timeout)  # fmt: skip
 
-        finished = {r["trial"] for r in previous if r["status"] in ("COMPLETED", "FAILED", "PRUNED")}
+        finished = {
+            r["trial"]
+            for r in previous
+            if r["status"] in (TrialStatus.COMPLETED, TrialStatus.FAILED, TrialStatus.PRUNED)
+        }
         source: Any
         if study.search == "optuna":
             from .optuna_search import OptunaSource

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlnb.errors import describe
+from rlnb.wire import TrialStatus
 
 from .trial import TrialSpec, base_row, run_trial
 
@@ -95,7 +96,7 @@ class ThreadExecutor:
                 try:
                     fut.set_result(run_trial(spec, self._runs_dir, control))
                 except BaseException as exc:  # noqa: BLE001 - run_trial makes every failure a row; a bug still is one
-                    fut.set_result(base_row(spec, "FAILED", f"the trial's thread: {describe(exc)}"))
+                    fut.set_result(base_row(spec, TrialStatus.FAILED, f"the trial's thread: {describe(exc)}"))
 
         thread = threading.Thread(target=run, name=f"rlnb-sweep-{spec.trial}", daemon=True)
         self._futures[fut] = spec
@@ -117,7 +118,7 @@ class ThreadExecutor:
         for fut, spec in list(self._futures.items()):
             if fut.cancel():  # never started
                 self._futures.pop(fut)
-                rows.append(base_row(spec, "STOPPED", "stopped before it started"))
+                rows.append(base_row(spec, TrialStatus.STOPPED, "stopped before it started"))
         return rows
 
     def kill(self) -> list[dict[str, Any]]:
@@ -125,7 +126,7 @@ class ThreadExecutor:
         that never returns) held the sweep, and every further Ctrl-C, for ever. Each is a STOPPED row now
         (a trial that already ended keeps its own row); what its thread returns later is dropped."""
         futures = self._futures.items()
-        rows = [fut.result() if fut.done() else base_row(spec, "STOPPED", ABANDONED) for fut, spec in futures]
+        rows = [fut.result() if fut.done() else base_row(spec, TrialStatus.STOPPED, ABANDONED) for fut, spec in futures]
         self._abandoned |= not all(fut.done() for fut in self._futures)
         self._futures.clear()
         return rows

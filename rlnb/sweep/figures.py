@@ -12,6 +12,7 @@ from matplotlib.axes import Axes
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from rlnb.viz.plots import NotebookFigure
+from rlnb.wire import TrialStatus
 
 from .keys import can_hash, hashable
 from .trial import RESULT_COLUMNS
@@ -19,7 +20,12 @@ from .trial import RESULT_COLUMNS
 LR = "learning_rate"
 EMPTY = "no finished trials yet"
 """``search_plot``'s title while no trial has a value to draw."""
-MARKERS = {"COMPLETED": ("o", "C0"), "PRUNED": ("x", "C3"), "FAILED": ("s", "0.3"), "STOPPED": ("^", "0.6")}
+MARKERS = {
+    TrialStatus.COMPLETED: ("o", "C0"),
+    TrialStatus.PRUNED: ("x", "C3"),
+    TrialStatus.FAILED: ("s", "0.3"),
+    TrialStatus.STOPPED: ("^", "0.6"),
+}
 
 
 def _axes(ax: Axes | None) -> Axes:
@@ -64,7 +70,7 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         ax.scatter(trials[x][diverged], trials[y][diverged], marker="o", s=120, facecolor="none", edgecolor="C3",
                    zorder=3, label=f"diverged ({int(diverged.sum())})")  # fmt: skip
     # by position: two sweeps' tables concatenated share index labels, and .loc gave rows, not a row
-    done = trials[(trials.status == "COMPLETED") & trials[y].notna() & ~diverged].reset_index(drop=True)
+    done = trials[(trials.status == TrialStatus.COMPLETED) & trials[y].notna() & ~diverged].reset_index(drop=True)
     if len(done):
         best = done.loc[done[y].idxmax() if _maximise(trials, y) else done[y].idxmin()]
         at = f"{best[x]:.2g}" if isinstance(best[x], numbers.Real) else str(best[x])  # x="optimizer": text

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlnb import _secrets
+from rlnb import _secrets, wire
 from rlnb._options import OPERATION_TIMEOUT, take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
@@ -123,7 +123,7 @@ def lr_find(
             try:
                 value = _number(run(trial, at_lr, i), i, lr)
             except OperationFailed as exc:
-                ended = f"{(exc.code or 'FAILED').rsplit('_CODE_', 1)[-1]} at lr {lr:.3g}"
+                ended = f"{wire.short_name(exc.code or wire.OperationStatus.FAILED.name)} at lr {lr:.3g}"
                 break
             except InvalidParams:
                 raise

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from rlnb._extras import need
+from rlnb.wire import TrialStatus
 
 from .rows import ROWS_FILE, run_path
 from .samplers import SAMPLER_SEED, grid_values, make_pruner, make_sampler
@@ -129,7 +130,7 @@ class OptunaSource:
             if t.state == state.RUNNING and row is not None:
                 recovered = {**row, "run_path": run_path(self._folder, row.get("run_path"))}
                 self._told(self._storage_setter(t.number), t.number, recovered)
-                if row["status"] != "STOPPED":
+                if row["status"] != TrialStatus.STOPPED:
                     finished += 1
                     continue
             elif t.state == state.RUNNING:  # its process is gone: marked, or a later resume counted it finished
@@ -209,7 +210,7 @@ class OptunaSource:
         set_attr("rlnb_status", row["status"])
         if row.get("run_path"):
             set_attr("rlnb_run_path", row["run_path"])
-        if row["status"] == "STOPPED":
+        if row["status"] == TrialStatus.STOPPED:
             set_attr(STOPPED_ATTR, True)
         self._tell(trial, row)
 
@@ -217,9 +218,9 @@ class OptunaSource:
         """Tell the study ``trial`` (its ``Trial``, or its number) ended as ``row`` says."""
         state = self._optuna.trial.TrialState
         value = row.get("value", math.nan)
-        if row["status"] == "COMPLETED" and isinstance(value, int | float) and math.isfinite(value):
+        if row["status"] == TrialStatus.COMPLETED and isinstance(value, int | float) and math.isfinite(value):
             self.study.tell(trial, value)
-        elif row["status"] == "PRUNED":
+        elif row["status"] == TrialStatus.PRUNED:
             self.study.tell(trial, state=state.PRUNED)
         else:
             self.study.tell(trial, state=state.FAIL)

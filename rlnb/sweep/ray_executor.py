@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.errors import describe
+from rlnb.wire import TrialStatus
 
 from . import mailbox
 from .executors import Reporter
@@ -197,9 +198,9 @@ class RayExecutor:
         try:
             row, files = self._ray.get(ref)
         except self._ray.exceptions.TaskCancelledError:
-            return base_row(spec, "STOPPED", "cancelled")
+            return base_row(spec, TrialStatus.STOPPED, "cancelled")
         except self._ray.exceptions.RayError as exc:  # the worker crashed, or the node went away
-            return base_row(spec, "FAILED", describe(exc))
+            return base_row(spec, TrialStatus.FAILED, describe(exc))
         if files:
             run = self._folder / spec.run_id
             for name, data in files.items():
@@ -221,7 +222,7 @@ class RayExecutor:
             if spec.trial not in started:  # still queued: it will never start a trial now
                 self._ray.cancel(ref)
                 self._refs.pop(ref)
-                rows.append(base_row(spec, "STOPPED", "stopped before it started"))
+                rows.append(base_row(spec, TrialStatus.STOPPED, "stopped before it started"))
         return rows
 
     def _cancel(self, force: bool, reason: str) -> list[dict[str, Any]]:
@@ -229,7 +230,7 @@ class RayExecutor:
         for ref, spec in list(self._refs.items()):
             self._ray.cancel(ref, force=force)
             self._refs.pop(ref)
-            rows.append(base_row(spec, "STOPPED", reason))
+            rows.append(base_row(spec, TrialStatus.STOPPED, reason))
         return rows
 
     def kill(self) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from rlnb.engine import held
 from rlnb.history import locks
+from rlnb.wire import TrialStatus
 
 from .ray_checks import import_ray
 from .trial import TrialSpec, base_row, run_trial
@@ -61,10 +62,10 @@ def ray_trial(spec: TrialSpec, office: Any, sweep: str, reports: bool) -> tuple[
     try:
         started = ray.get(office.begin.remote(sweep, spec.trial), timeout=MAILBOX_TIMEOUT)
     except ray.exceptions.RayError as exc:  # the sweep's mailbox died: FAILED with a traceback, and resume skipped it
-        return base_row(spec, "STOPPED", f"stopped before it started: the sweep's mailbox is gone "
+        return base_row(spec, TrialStatus.STOPPED, f"stopped before it started: the sweep's mailbox is gone "
                                          f"({type(exc).__name__}); resume= runs it"), {}  # fmt: skip
     if not started:
-        return base_row(spec, "STOPPED", "stopped before it started"), {}
+        return base_row(spec, TrialStatus.STOPPED, "stopped before it started"), {}
     with trial_folder() as tmp:
         row = run_trial(spec, tmp, _RayControl(ray, office, sweep, spec.trial, reports))
         run = tmp / spec.run_id

@@ -26,7 +26,7 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
 from rlnb.tasks.rollouts import finite_mean
-from rlnb.wire import OperationErrorCode, failed_with, failure_reason
+from rlnb.wire import OperationErrorCode, TrialStatus, failed_with, failure_reason
 
 from .applying import label
 from .slot import Control, KeptResource, SlotWait, Stopped, paused
@@ -41,7 +41,7 @@ REWARD_WINDOW = 5
 Objective = Literal["reward", "loss"]
 """What a trial reports per step and is judged by: the mean reward (maximised) or the loss (minimised),
 each as the mean over the last ``REWARD_WINDOW`` steps."""
-TERMINAL = ("COMPLETED", "FAILED", "PRUNED", "STOPPED")
+TERMINAL = tuple(TrialStatus)
 """Every status a trial's row can end with."""
 RESULT_COLUMNS = frozenset(
     {"trial", "variant", "label", "seed", "status", "reason", "steps_done", "final_loss", "best_loss", "final_reward",
@@ -116,7 +116,7 @@ def step_params(spec: TrialSpec, step: int) -> OptimizerParams:
 
 def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, Any]:
     """Run the trial, recording its history under ``runs_dir / spec.run_id``; return its row."""
-    row = base_row(spec, "COMPLETED")
+    row = base_row(spec, TrialStatus.COMPLETED)
     start = time.perf_counter()
     session = None
     rewards: list[float] = []
@@ -126,27 +126,28 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
         session.history.annotate(**run_annotations(spec, runs_dir))
         for i in range(spec.steps):
             if control.stopping():
-                row.update(status="STOPPED", reason=f"stopped after {i} of {spec.steps} steps")
+                row.update(status=TrialStatus.STOPPED, reason=f"stopped after {i} of {spec.steps} steps")
                 break
             report = rl_step(session, spec.task, step_params(spec, i), seed=spec.seed * SEED_STRIDE + i)
             rewards.append(report.reward)
             losses.append(report.loss)  # rl_step logged the reward and the other RL metrics
             verdict = control.report(i + 1, objective_value(spec.objective, rewards, losses))
             if verdict is not None and i + 1 < spec.steps:
-                row.update(status="PRUNED", reason=verdict)
+                row.update(status=TrialStatus.PRUNED, reason=verdict)
                 break
     except OperationFailed as exc:
-        row.update(status="FAILED", reason=failure_reason(exc.code, exc.message))
+        row.update(status=TrialStatus.FAILED, reason=failure_reason(exc.code, exc.message))
     except Stopped as exc:  # with its notes (a resource kept running, named)
         row.update(
-            status="STOPPED", reason="; ".join(["stopped while waiting for a session", *getattr(exc, "__notes__", ())])
+            status=TrialStatus.STOPPED,
+            reason="; ".join(["stopped while waiting for a session", *getattr(exc, "__notes__", ())]),
         )
     except BaseException as exc:  # noqa: BLE001 - a failed trial is a row
         # a trial runs on a thread or in a Ray task, never on the thread a Ctrl-C reaches: a KeyboardInterrupt,
         # sys.exit() or another BaseException (a library's own, a GeneratorExit) here is the trial's own code (a
         # reward). On a thread it dropped the trial's row and stopped (or ended) the sweep, or (another) lost the
         # row's history; in a Ray task it was a STOPPED "cancelled" row, or a crashed worker
-        row.update(status="FAILED", reason=describe(exc))  # an exception whose str() raised lost the row
+        row.update(status=TrialStatus.FAILED, reason=describe(exc))  # an exception whose str() raised lost the row
     finally:
         if session is not None:
             session.wait()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from rlnb import wire
 from rlnb._options import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
@@ -76,7 +77,7 @@ def train(
         try:
             report = rl_step(session, task, params, seed=seed * SEED_STRIDE + i)
         except OperationFailed as exc:
-            run.failed = exc.code or "FAILED"
+            run.failed = exc.code or wire.OperationStatus.FAILED.name
             break
         run.rewards.append(report.reward)
         run.distinct = report.metrics["completions/distinct_mean"]

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rlnb import wire
 from rlnb._options import takes
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
@@ -144,7 +145,7 @@ def failure_text(exc: BaseException) -> str:
     """What stopped a run, for the status line: a failed operation by its error code and message, anything else
     by its type and message; escaped."""
     if isinstance(exc, OperationFailed):
-        what, message = short(exc.code) or "FAILED", exc.message or str(exc)
+        what, message = short(exc.code) or wire.OperationStatus.FAILED.name, exc.message or str(exc)
     else:
         what, message = type(exc).__name__, str(exc)
     said = f"<b>{html.escape(what, quote=False)}</b>"

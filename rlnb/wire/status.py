@@ -23,6 +23,7 @@ __all__ = [
     "OperationStatus",
     "SessionErrorCode",
     "SessionStatus",
+    "TrialStatus",
     "error_code",
     "failed_with",
     "failure_reason",
@@ -40,6 +41,15 @@ class OperationStatus(StrEnum):
     RUNNING = "TRAINING_OPERATION_STATUS_RUNNING"
     COMPLETED = "TRAINING_OPERATION_STATUS_COMPLETED"
     FAILED = "TRAINING_OPERATION_STATUS_FAILED"
+
+
+class TrialStatus(StrEnum):
+    """How a sweep's trial (or a batched member) ended: rlnb's own, not the API's; its rows and tables spell these."""
+
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    PRUNED = "PRUNED"
+    STOPPED = "STOPPED"
 
 
 class OperationErrorCode(StrEnum):
