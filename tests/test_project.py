@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
@@ -199,6 +200,9 @@ def _wire_strings() -> dict[str, str]:
         for field, names in wire.loss_params.GRPO_PARAM_NAMES.items()
         for k, v in names.items()
     }
+    spelt = ("CheckpointType", "CheckpointVariant", "DType", "StopReason", "WeightSyncType", "MuonScalingStrategy")
+    for alias in spelt:  # the spec's prefixed strings ("adam" or "int64" name other things too)
+        found |= {v: f"a wire constant of wire.{alias} (add one if none)" for v in get_args(getattr(wire, alias))}
     return found
 
 

@@ -44,8 +44,7 @@ class Diverged(ValueError):
     """``generate`` drew tokens whose log-probs are not finite."""
 
 
-STOP: wire.StopReason = "STOP_REASON_STOP"
-LENGTH: wire.StopReason = "STOP_REASON_LENGTH"
+STOP, LENGTH = wire.STOP_REASON_STOP, wire.STOP_REASON_LENGTH
 
 
 @dataclass(frozen=True)

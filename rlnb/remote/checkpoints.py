@@ -22,7 +22,7 @@ from rlnb.remote.endpoints import Endpoints, list_params, seg
 
 VARIANTS: tuple[str, ...] = get_args(wire.CheckpointVariant)
 TYPES: tuple[str, ...] = get_args(wire.CheckpointType)
-MERGED = "CHECKPOINT_VARIANT_MERGED"
+MERGED = wire.CHECKPOINT_MERGED
 DOWNLOAD_DEADLINE = 3600.0
 """Seconds ``download_checkpoint`` may take in all by default (a merged model is gigabytes)."""
 

@@ -250,7 +250,7 @@ def check_lora(settings: ServerSettings, res: wire.ModelResources, lora: wire.Lo
 def check_resume(res: wire.ModelResources, lora: wire.LoraConfig | None, ckpt: wire.Checkpoint) -> None:
     """What a checkpoint's record already says will not resume on ``res``, refused at the POST (400) before the
     session is made; what only its weights tell ends the session ERROR as it is built."""
-    training = ckpt.type == "CHECKPOINT_TYPE_TRAINING"
+    training = ckpt.type == wire.CHECKPOINT_TRAINING
     why = None
     if res.lora_enabled and not (training and ckpt.lora_rank is not None):
         kind = "an inference checkpoint" if not training else "a full-weight training checkpoint"

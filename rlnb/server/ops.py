@@ -160,7 +160,7 @@ class OperationsMixin(RegistryCore):
         training = isinstance(out, wire.TrainingCheckpointResult)
         info = wire.Checkpoint(
             id=out.checkpoint.id, base_model=s.base_model, created_at=out.checkpoint.created_at, session_id=s.id,
-            step=out.checkpoint.step, type="CHECKPOINT_TYPE_TRAINING" if training else "CHECKPOINT_TYPE_INFERENCE",
+            step=out.checkpoint.step, type=wire.CHECKPOINT_TRAINING if training else wire.CHECKPOINT_INFERENCE,
             lora_rank=s.lora_config.rank if s.lora_config else None,
         )  # fmt: skip
         assert s.backend is not None  # a worker is reporting
@@ -223,7 +223,7 @@ class OperationsMixin(RegistryCore):
         applied; what MERGED and UNSPECIFIED download) or ``"adapter"`` (the LoRA weights only). They are
         read from the checkpoint's folder, which outlives its session."""
         c = self.checkpoint(cid)
-        if c.info.type != "CHECKPOINT_TYPE_INFERENCE":
+        if c.info.type != wire.CHECKPOINT_INFERENCE:
             raise ServerError(400, "only inference checkpoints can be downloaded", param="checkpoint_id")
         if kind == "adapter" and c.info.lora_rank is None:
             raise ServerError(400, "the ADAPTER variant exists only for LoRA sessions", param="variant")

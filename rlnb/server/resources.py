@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from rlnb import wire
 from rlnb.server.core import RegistryCore
 from rlnb.server.errors import ServerError, not_found
+from rlnb.server.models import DEFAULT_GPU_TYPE
 from rlnb.server.records import page, status_filter
 
 PRICE_PER_GPU_HOUR = 0.0
@@ -46,7 +47,7 @@ class ResourcesMixin(RegistryCore):
             base_model=req.base_model,
             compute_config=wire.ComputeConfig(
                 num_generator_replicas=1 if cc.num_generator_replicas is None else cc.num_generator_replicas,
-                gpu_type=cc.gpu_type or "B200-SXM",
+                gpu_type=cc.gpu_type or DEFAULT_GPU_TYPE,
             ),
             created_at=now,
             created_by=user,

@@ -107,11 +107,11 @@ def progress(s: SessionRecord, checkpoints: list[CheckpointRecord], floor: tuple
     view.training_checkpoints = [
         wire.TrainingCheckpoint(id=c.id, step=c.step, created_at=c.created_at)
         for c in mine
-        if c.type == "CHECKPOINT_TYPE_TRAINING"
+        if c.type == wire.CHECKPOINT_TRAINING
     ]
     view.inference_checkpoints = [
         wire.InferenceCheckpoint(id=c.id, step=c.step, created_at=c.created_at)
         for c in mine
-        if c.type == "CHECKPOINT_TYPE_INFERENCE"
+        if c.type == wire.CHECKPOINT_INFERENCE
     ]
     return view

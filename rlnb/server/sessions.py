@@ -164,7 +164,7 @@ class SessionsMixin(RegistryCore):
         ckpt = self.checkpoints.get(cid)
         if ckpt is None:
             raise not_found("checkpoint", cid, "resume_from_checkpoint_id")
-        if ckpt.info.type != "CHECKPOINT_TYPE_TRAINING" and req.load_optimizer is not None:
+        if ckpt.info.type != wire.CHECKPOINT_TRAINING and req.load_optimizer is not None:
             raise ServerError(400, "load_optimizer is only valid with a training checkpoint", param="load_optimizer")
         if not ckpt.path.exists():
             raise ServerError(

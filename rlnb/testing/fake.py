@@ -146,7 +146,7 @@ class FakeBackend:
                 wire.SampledSequence(
                     tokens=[rng.randrange(256) for _ in range(length)],
                     logprobs=[-1.0] * length,
-                    stop_reason="STOP_REASON_LENGTH",
+                    stop_reason=wire.STOP_REASON_LENGTH,
                 )  # fmt: skip
                 for _ in range(n)
             ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from pydantic import Field
 
@@ -16,6 +16,10 @@ __all__ = [
     "CheckpointList",
     "CheckpointType",
     "CheckpointVariant",
+    "CHECKPOINT_ADAPTER",
+    "CHECKPOINT_INFERENCE",
+    "CHECKPOINT_MERGED",
+    "CHECKPOINT_TRAINING",
     "InferenceCheckpoint",
     "InferenceCheckpointResult",
     "InferenceRegistration",
@@ -33,6 +37,10 @@ CheckpointVariant: TypeAlias = Literal[
 UNSPECIFIED means MERGED (the SDK's default)."""
 CheckpointType: TypeAlias = Literal["CHECKPOINT_TYPE_TRAINING", "CHECKPOINT_TYPE_INFERENCE"]
 """Which checkpoint operation made a checkpoint: training (resumable) or inference (loadable weights)."""
+CHECKPOINT_TRAINING: Final[CheckpointType] = "CHECKPOINT_TYPE_TRAINING"
+CHECKPOINT_INFERENCE: Final[CheckpointType] = "CHECKPOINT_TYPE_INFERENCE"
+CHECKPOINT_MERGED: Final[CheckpointVariant] = "CHECKPOINT_VARIANT_MERGED"
+CHECKPOINT_ADAPTER: Final[CheckpointVariant] = "CHECKPOINT_VARIANT_ADAPTER"
 
 
 class ModelRegistryArtifact(_Model):

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_STOP_CHARS",
     "MAX_STOP_STRINGS",
     "STOP_REASON_LENGTH",
+    "STOP_REASON_STOP",
     "PolicyVersionSegment",
     "PromptTopLogprobs",
     "SampleBody",
@@ -38,6 +39,8 @@ StopReason: TypeAlias = Literal["STOP_REASON_LENGTH", "STOP_REASON_STOP"]
 """Why a sampled sequence ended: ``max_tokens`` reached (LENGTH) or a stop string / EOS (STOP)."""
 STOP_REASON_LENGTH: Final[StopReason] = "STOP_REASON_LENGTH"
 """A sequence that reached ``max_tokens`` before EOS or a stop string (TRL calls it clipped)."""
+STOP_REASON_STOP: Final[StopReason] = "STOP_REASON_STOP"
+"""A sequence that ended at EOS or a stop string."""
 
 DEFAULT_MAX_TOKENS = 16
 """``max_tokens`` when a sample request leaves it unset (rlnb's backends; advertised by ``rlnb serve``)."""

@@ -46,7 +46,7 @@ def download_checkpoint(
 ) -> wire.CheckpointDownload:
     """MERGED (or UNSPECIFIED): the full model with the trained weights applied; ADAPTER: the LoRA weights
     only. One presigned URL per file, on the server's configured address, valid ``download_ttl`` seconds."""
-    kind: FileKind = "adapter" if variant == "CHECKPOINT_VARIANT_ADAPTER" else "merged"
+    kind: FileKind = "adapter" if variant == wire.CHECKPOINT_ADAPTER else "merged"
     ttl = registry.settings.download_ttl
     data = [
         wire.CheckpointFile(
