@@ -38,9 +38,13 @@ UNSPECIFIED means MERGED (the SDK's default)."""
 CheckpointType: TypeAlias = Literal["CHECKPOINT_TYPE_TRAINING", "CHECKPOINT_TYPE_INFERENCE"]
 """Which checkpoint operation made a checkpoint: training (resumable) or inference (loadable weights)."""
 CHECKPOINT_TRAINING: Final[CheckpointType] = "CHECKPOINT_TYPE_TRAINING"
+"""A training checkpoint: weights and optimizer state, for a resume."""
 CHECKPOINT_INFERENCE: Final[CheckpointType] = "CHECKPOINT_TYPE_INFERENCE"
+"""An inference checkpoint: weights to load, merged or as a LoRA adapter."""
 CHECKPOINT_MERGED: Final[CheckpointVariant] = "CHECKPOINT_VARIANT_MERGED"
+"""The full model's files with the trained weights applied (also what UNSPECIFIED means)."""
 CHECKPOINT_ADAPTER: Final[CheckpointVariant] = "CHECKPOINT_VARIANT_ADAPTER"
+"""A LoRA session's adapter files only."""
 
 
 class ModelRegistryArtifact(_Model):
