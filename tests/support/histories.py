@@ -29,7 +29,15 @@ def hand_history(losses, norms=None, config=None, metrics=None):
     """A step per loss: forward-backward then optim-step (reporting ``norms``, or only ``step``)."""
     h = History(config=config or {})
     for i, value in enumerate(losses):
-        add(h, "forward-backward", at=T0 + 2 * i, output=wire.ForwardBackwardResult(loss=value), step=i)
+        add(
+            h, wire.OperationKind.FORWARD_BACKWARD, at=T0 + 2 * i, output=wire.ForwardBackwardResult(loss=value), step=i
+        )
         m = None if norms is None else (metrics or optim_metrics)(norms[i])
-        add(h, "optim-step", at=T0 + 2 * i + 1, output=wire.OptimStepResult(step=i + 1, metrics=m), step=i)
+        add(
+            h,
+            wire.OperationKind.OPTIM_STEP,
+            at=T0 + 2 * i + 1,
+            output=wire.OptimStepResult(step=i + 1, metrics=m),
+            step=i,
+        )
     return h
