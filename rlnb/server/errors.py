@@ -217,8 +217,8 @@ def _encoded_slash(raw: str, templates: list[str]) -> tuple[str | None, str]:
 
 
 def _unreadable_body(body: bytes, cause: ValueError | RecursionError) -> JSONResponse:
-    """Why FastAPI's ``json.loads`` failed, where it said only "There was an error parsing the body": JSON nested
-    past Python's stack, an integer too long to read (named), or bytes that are not UTF-8/16/32 text."""
+    """Why FastAPI's ``json.loads`` failed, beyond its "There was an error parsing the body": JSON nested past
+    Python's stack, an integer too long to read (named), or bytes that are not UTF-8/16/32 text."""
     from rlnb.server.json_body import read_json  # which raises this module's ServerError
 
     if isinstance(cause, RecursionError):

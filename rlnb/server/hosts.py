@@ -1,7 +1,8 @@
-"""The ``Host`` a request may name. ``rlnb serve`` on this machine's loopback without ``--token`` (its default) answered
-every request, whatever name it was sent to: a web page whose name is rebound to 127.0.0.1 (DNS rebinding) reaches it
-as its own origin, and its script could list the sessions, sample, train and download every checkpoint from the browser
-of whoever runs the server. Such a server answers only its loopback names and its ``--public-url``'s (``OwnNames``)."""
+"""The ``Host`` a request may name. ``rlnb serve`` on this machine's loopback without ``--token`` (its default) that
+answered every request, whatever name it is sent to, would be reached by a web page whose name is rebound to 127.0.0.1
+(DNS rebinding) as its own origin, and its script could list the sessions, sample, train and download every checkpoint
+from the browser of whoever runs the server. Such a server answers only its loopback names and its ``--public-url``'s
+(``OwnNames``)."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ class SessionsMixin(RegistryCore):
         return wire.SessionList(data=data, meta=meta)
 
     def update_session(self, sid: str, req: wire.UpdateSessionRequest) -> wire.Session:
-        """Apply a PATCH; ``updated_at`` moves only if a field changed (``{}`` or the same name used to move it)."""
+        """Apply a PATCH; ``updated_at`` moves only if a field changed (``{}`` or the same name leaves it)."""
         with self.lock:
             s = self.session(sid)
             merged = s.metadata.patched(req.metadata) if req.metadata is not None else None
@@ -224,6 +224,6 @@ class SessionsMixin(RegistryCore):
         """What a stop makes of an active session: STOPPING while its model is being built (CREATING: the build
         cannot be cut; STOPPED once it ends and the model is let go) or an operation of it is queued or running
         (the running one finishes, and may still change its step; ``_close`` makes it STOPPED once its backend
-        is let go), else STOPPED. A stopped session's step used to change after a stop answered STOPPED."""
+        is let go), else STOPPED: a session answered STOPPED keeps its step."""
         busy = s.status == wire.SessionStatus.CREATING or (s.backend is not None and s.busy())
         return wire.SessionStatus.STOPPING if busy else wire.SessionStatus.STOPPED

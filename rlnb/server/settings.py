@@ -207,11 +207,11 @@ def parse_limits(items: list[str]) -> dict[str, int]:
 
 def check_public_host(url: str) -> None:
     """A ``ValueError`` naming ``public_url`` unless it has a host and a valid port, and no query, fragment or user:
-    ``http://`` (or ``http://:8000``, ``http://h:99999``) started, and every presigned link read ``http:///v1/...``,
-    a link no client can follow."""
-    if "@" in _authority(url):  # it went into every presigned link the API answers with (checked first: not shown)
+    a server started with ``http://`` (or ``http://:8000``, ``http://h:99999``) would answer every presigned link as
+    ``http:///v1/...``, a link no client can follow."""
+    if "@" in _authority(url):  # it would go into every presigned link the API answers with (checked first: not shown)
         raise ValueError("public_url cannot hold a user or password (user@host): every presigned link shows it")
-    if any(c.isspace() or not c.isprintable() for c in url):  # urlsplit drops a newline: http://h\n:8000 passed
+    if any(c.isspace() or not c.isprintable() for c in url):  # urlsplit drops a newline: http://h\n:8000 would pass
         raise ValueError(f"public_url cannot hold whitespace or a control character: got {shown(url)} (every "
                          "presigned link holds it: no URL a client follows)")  # fmt: skip
     try:

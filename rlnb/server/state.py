@@ -8,8 +8,8 @@ its tombstone). At start it is read back, keeping only each session's newest ``m
 operations in memory as it reads (``restore`` makes the registry's tables of it), and rewritten compactly;
 ``DIR/signing.key`` keeps presigned URLs valid across restarts and ``DIR/state.lock`` makes one server at a time its
 owner. A running server rewrites the journal the same way once it has grown past twice its compact size
-(``COMPACT_AFTER`` lines at least): every operation's two lines made it grow without bound, and a restart read every
-line ever written. Checkpoint files go to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
+(``COMPACT_AFTER`` lines at least): else every operation's two lines would make it grow without bound, and a restart
+would read every line ever written. Checkpoint files go to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
 
 Every line is standard JSON (``history.jsontext``: an optim-step's infinite gradient norm is ``"Infinity"``, read back
 as the float by the wire's models; an older rlnb's bare ``Infinity`` still reads), and the journal is written as a run
@@ -17,8 +17,8 @@ folder's files are: never through a link (``locks.write_new``, ``locks.appending
 stops the start, naming it.
 
 A journal that cannot be written (a full disk) is logged once; the server goes on in memory and tries now and then
-to write it again, whole (``Registry.mend_journal``): it stopped writing for good, so a restart lost every change after
-the failure and removed the checkpoints saved since as never journaled.
+to write it again, whole (``Registry.mend_journal``): a server that stopped writing for good would lose every change
+after the failure at its restart, and remove the checkpoints saved since as never journaled.
 """
 
 from __future__ import annotations
