@@ -202,7 +202,7 @@ class Poller:
             self._ended(op, now)
         else:
             # A long-poll that answered: ask again right away, unless it came back unchanged before half its wait (a
-            # server or proxy that does not hold it was asked in a loop, thousands of GETs a second).
+            # server or proxy that does not hold it would be asked in a loop, thousands of GETs a second).
             at_once = wait and not transient and (changed or now - started >= wait / 2)
             op.due = (
                 now
@@ -212,7 +212,7 @@ class Poller:
 
     def _newer(self, op: InFlight, status: str) -> None:
         """A status newer than rlnb's list (``wire.Newer``) may or may not end the operation: it is polled on under its
-        deadline, and each such status is said once (it failed the operation at once, unparsed)."""
+        deadline, and each such status is said once (failing the operation at once would fail one that may succeed)."""
         if not isinstance(status, wire.OperationStatus) and status not in self._said:
             self._said.add(status)
             log.warning(

@@ -104,9 +104,9 @@ def wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: P
 
     Raises ``SessionClosed`` (a session) or ``ResourceEnded`` (a model resource) on a dead status, or on any other
     status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
-    with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
-    seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
-    saying only "still", with no word that rlnb could not read them. ``poll.pause`` waits between polls; its True
+    with one has failed: waiting on to ``timeout`` would wait for nothing), and ``OperationTimeout`` after
+    ``timeout`` seconds, naming the newer statuses seen: the wait goes on through them (warned once each), and a
+    bare "still" would not say that rlnb could not read them. ``poll.pause`` waits between polls; its True
     ends the wait with ``RlnbError`` (then ``connect`` stops what it created, as on any failed start).
     """
     timeout = poll.ready_timeout
