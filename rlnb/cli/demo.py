@@ -98,7 +98,7 @@ def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, line
               f"{kept_words(asides(out))}", file=sys.stderr)  # fmt: skip
         return 1
     try:
-        problem = drop(out, aside)  # one that fails was a traceback and exit 1 after a run that wrote its files
+        problem = drop(out, aside)  # a failure here is said, not raised: the run wrote its files
     except KeyboardInterrupt:  # SIGTERM too: it completed (not 130, "the steps so far"); the next demo resumes it
         where = (
             f"stays in {aside}: delete it" if aside and aside.is_dir() else f"the next demo in {out} deletes the rest"

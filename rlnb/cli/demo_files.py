@@ -71,9 +71,10 @@ def _lock(run: Path) -> IO[str]:
 
 
 def _refuse_running(run: Path) -> None:
-    """A ``ValueError`` when a live session holds ``run`` (``_lock``), checked before anything moves: a second demo in
-    one ``--out`` moved the first's manifest aside, then was refused by the lock and left it there; with the first's
-    earlier output set aside, it was told a stopped demo had left that. A lock that cannot be tried stops nothing."""
+    """A ``ValueError`` when a live session holds ``run`` (``_lock``), checked before anything moves: else a second
+    demo in one ``--out`` would move the first's manifest aside, then be refused by the lock and leave it there; with
+    the first's earlier output set aside, it would be told a stopped demo had left that. A lock that cannot be tried
+    stops nothing."""
     if run.is_symlink() or not (run / LOCK_FILE).is_file():
         return
     try:
@@ -97,7 +98,7 @@ def _own_files(out: Path) -> dict[str, str]:
 
 def note_own_files(out: Path, names: list[str]) -> None:
     """Remember ``names`` as the demo's own (``run/`` before training, the rest once written), replaced atomically;
-    never written through a link left under the temporary name (``write_new``: it wrote into the link's target)."""
+    never written through a link left under the temporary name (``write_new``), which would write the link's target."""
     own = {name: ("" if name == "run/" else _digest(out / name)) for name in names}
     tmp = out / (MANIFEST + ".tmp")
     try:
@@ -164,7 +165,7 @@ def write_outputs(history: Any, out: Path) -> Any:
 
 def _put_back(out: Path, aside: Path) -> None:
     """Each file of ``aside`` back in ``out`` (an ``OSError`` where one cannot go), the folder deleted; a manifest the
-    new run wrote is deleted when none was set aside: it named as the demo's a ``run/`` that was no demo's
+    new run wrote is deleted when none was set aside: it would name as the demo's a ``run/`` that is no demo's
     (``--force``)."""
     if not (aside / MANIFEST).exists():
         (out / MANIFEST).unlink(missing_ok=True)

@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _remove_scratch(scratch: str) -> None:
     """Remove the checkpoints' temporary folder at the stop. A failure is said on stderr, naming the folder and
-    what could not be removed (it was silent: the checkpoints stayed in the temporary folder unsaid), and not
+    what could not be removed (so that no checkpoint stays in the temporary folder unsaid), and not
     raised: the server has stopped either way, and everything else in the folder is still removed."""
     try:
         shutil.rmtree(scratch)
@@ -208,7 +208,7 @@ def _serve_app(
               f"(checkpoint downloads, and the uploads the SDK makes of bodies over 0.5 MiB) name {address}, which "
               f"only this machine reaches: give --public-url http://ADDRESS:{args.port}, the address the other "
               "machines use", file=sys.stderr)  # fmt: skip
-    try:  # connections made once it is announced wait for uvicorn's accept: they were refused until uvicorn listened
+    try:  # connections made once it is announced wait for uvicorn's accept, not refused until uvicorn listens
         sock.listen()
         print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
               "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip

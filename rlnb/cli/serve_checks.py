@@ -29,7 +29,7 @@ SETTING_FLAGS: Final = {
 }
 """The ``ServerSettings`` fields whose own checks refuse what an ``rlnb serve`` option gave, each with its option: a
 setting's error names the field, a Python caller's word for it (``create_app(op_delay=...)``), and ``rlnb serve`` says
-the option instead (it said ``op_delay must be ...`` to a user who typed ``--op-delay``). The other options are checked
+the option instead (``op_delay must be ...`` would puzzle one who typed ``--op-delay``). The other options are checked
 naming themselves before the settings are made (``checked``); a state directory's errors are the registry's."""
 
 
