@@ -129,7 +129,7 @@ def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:
     """``reward(prompt, completion)``: 1.0 when the completion is exactly ``answer(prompt)``, else 0.0.
     No stripping, case folding or number parsing: ``" 7"``, ``"07"``, ``"+7"``, ``"7.0"``, full-width ``"７"``,
     ``"7 8"`` and ``"1 2 3 ... 9"`` all score 0, for a lenient match is a reward that can be gamed. A completion that is
-    not text (bytes, ``None``) is a ``TypeError``: it scored 0, silently."""
+    not text (bytes, ``None``) is a ``TypeError``, not a silent 0."""
 
     answer = functools.partial(expected, answer)  # checked, in a closed-over value
 
