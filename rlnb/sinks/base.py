@@ -274,7 +274,7 @@ class Sink(ABC):
                         if self._unsaid:
                             _UNSAID.add(self)
                     raise
-                # at exit it was logged as a failed exit step, and the sinks' other warnings and flush skipped
+                # raised at exit, it would be logged as a failed exit step, the sinks' other warnings and flush skipped
                 print(f"SinkWarning: {text}", file=sys.stderr, flush=True)
 
 

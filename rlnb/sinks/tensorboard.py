@@ -67,8 +67,8 @@ class _Writer:
         before = set(path.glob(EVENT_FILES))
         self._writer = SummaryWriter(log_dir=str(path))
         self._files: Any = self._writer.file_writer
-        # the event file it made, new in the folder: its name is no public attribute (it was read from tensorboard's
-        # private ``_file_name``, with the folder to watch instead if that went: a deleted event file went unseen)
+        # the event file it made, new in the folder: its name is no public attribute (tensorboard's private
+        # ``_file_name`` may go, and watching the folder instead would leave a deleted event file unseen)
         made = sorted(set(path.glob(EVENT_FILES)) - before)
         if self._files is None or len(made) != 1:
             self._writer.close()
