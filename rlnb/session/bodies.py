@@ -111,8 +111,8 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
     parts = [sample, given, *chunks, *texts, *inputs.values()]
     kinds = [wire.Sample, wire.ModelInput, *[wire.ModelInputChunk] * len(chunks), *[wire.EncodedText] * len(texts)]
     kinds += [wire.TensorData] * len(inputs)
-    # C passes (map, is, any), not a generator: that was 16 Python calls of a submission's ~45; types by identity, as
-    # ``wire.only``: a list's ``!=`` asked each type's ``==``, and a metaclass's ``__eq__`` passed a stranger
+    # C passes (map, is, any), not a generator: that would be 16 Python calls of a submission's ~45; types by identity,
+    # as ``wire.only``: a list's ``!=`` would ask each type's ``==``, and a metaclass's ``__eq__`` could pass a stranger
     if not all(map(operator.is_, map(type, parts), kinds)) or any(map(_EXTRA, parts)):
         return None
     copies = list(map(dict, map(_DICT, chunks)))  # C, as ``texts``: a comprehension was a Python call
