@@ -134,8 +134,8 @@ def compare(
         members = [once_per_step(ax, m) for _, m in seeds]  # a step twice in a seed: averaged as two seeds
         series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
         values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
-        # only the steps that have it: a metric logged every k steps (NaN between) drew no line at all, and a
-        # run without it was an empty line in the legend
+        # only the steps that have it: a metric logged every k steps (NaN between) would draw no line at all, and a
+        # run without it would be an empty line in the legend
         values = values.dropna(subset=[y])
         if values.empty:
             missing.append(printable(label))

@@ -196,8 +196,8 @@ class LiveView:
     # -- drawing ---------------------------------------------------------------------------------
 
     def _redraw(self) -> None:
-        """Draw; a failure is shown above the plots and kept in ``error``, then raised: a timer thread's had
-        nobody to raise to (it went to the kernel's log) and the view froze without a word."""
+        """Draw; a failure is shown above the plots and kept in ``error``, then raised: a timer thread's has
+        nobody to raise to (it goes to the kernel's log), and the view would freeze without a word."""
         try:
             self._draw()
         except Exception as exc:

@@ -222,9 +222,9 @@ class Panel:
             if hi <= 0:
                 return None
             lo = lo if lo > 0 else hi / 10  # points <= 0 are not drawn on a log axis
-            # from 1/Y_SPAN: under 1e-300, a margin below it was 0, and matplotlib kept the limits it had (warning)
+            # from 1/Y_SPAN: under 1e-300, a margin below it is 0, and matplotlib keeps the limits it had (warning)
             lo, hi = math.log10(max(lo, 1 / Y_SPAN)), math.log10(max(hi, 1 / Y_SPAN))
-        # a flat line: 10% of its value (a constant learning rate of 1e-5 sat on an axis of ±0.006, drawn as 0)
+        # a flat line: 10% of its value (on an axis of ±0.006, a constant learning rate of 1e-5 is drawn as 0)
         span = hi - lo or abs(hi) * 0.1 or 0.05
         if self._ylim_fits is not None:
             cur_lo, cur_hi = self._ylim_fits
