@@ -113,9 +113,9 @@ ORANGE = "#b45309"
 class ScheduleNote:
     """A run panel's line saying where the next step is on the schedule and the rate it gets, and the orange
     warning shown on passing the end of a decaying schedule: once, and said anew whenever the schedule or the rate
-    changes while past it (it kept naming the old total steps, floor and rate); hidden while not past, or while
-    there is no valid schedule. ``warnings`` holds the warning shown now, if any: it kept every version said while
-    a person edited the form (a new one per keystroke in a field), stale figures among them, without bound."""
+    changes while past it (not the old total steps, floor and rate); hidden while not past, or while there is no
+    valid schedule. ``warnings`` holds the warning shown now, if any, not every version said while a person edits
+    the form (a new one per keystroke in a field), stale figures among them, without bound."""
 
     def __init__(self) -> None:
         self.line = W.HTML()

@@ -233,7 +233,7 @@ class RunPanel:
     def _n_changed(self, _change: Any) -> None:
         problem = n_problem(whole(self.n.value))
         (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
-        self._sync_buttons()  # before the line: it said "ready" while Run was still disabled
+        self._sync_buttons()  # before the line: else it would say "ready" while Run is still disabled
         self.line.n_problem = "" if problem is None else str(problem)
         if problem is not None and not self.running:
             self.line.show(html.escape(str(problem), quote=False), error=True)
@@ -250,13 +250,13 @@ class RunPanel:
         self.step_button.disabled = off
         self.run_button.disabled = off or n_problem(whole(self.n.value)) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
-        if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it was lost
+        if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it is not lost
             self._show_ready()
         self.builder.lr_finder.sync()
 
     def _session_closed(self) -> None:
         """The session closed (in another cell, a ``with`` block's end): Step, Run and Find LR off and the line saying
-        so at once; they said "ready" until a click was refused. A run or Find LR going says so at its end."""
+        so at once, not "ready" until a click is refused. A run or Find LR going says so at its end."""
         with self._ending:  # not under a run's end drawing its last line
             if not self._closed:
                 self._sync_buttons()

@@ -20,7 +20,7 @@ def start(panel: Any, n: Any) -> bool:
     line saying why not; the panel is marked running before its thread starts, and unmarked if it cannot."""
     problem = turns.refusal(panel, n)
     if problem is not None and panel.running:
-        return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
+        return False  # a second click: the line and ``error`` stay the run's (else a success would show as failed)
     if problem is not None:
         panel.error, waits = problem, turns.taken(panel)
         panel.line.refused(problem, waits or (str(problem) if panel.builder.lr_finder.running else None))

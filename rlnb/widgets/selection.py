@@ -43,8 +43,8 @@ class Selection:
 
     def lock(self, kind: str | None) -> None:
         """Allow only ``kind``: the other tab's controls are disabled (a builder locked before to another panel's
-        session is unlocked first: else every control stayed off), and ``kind``'s tab is selected. ``None``
-        allows both again (a builder whose panel closed: it stayed locked to the dead session)."""
+        session is unlocked first: else every control would stay off), and ``kind``'s tab is selected. ``None``
+        allows both again (a builder whose panel closed, not locked to the dead session)."""
         if kind is not None:
             wire.optimizer_kind(kind, "kind")
         self.locked = kind
