@@ -109,8 +109,9 @@ class OptimizerBuilder(BuilderForm):
 
     def on_change(self, callback: Callable[[OptimizerBuilder], None]) -> Callable[[], None]:
         """Call ``callback(builder)`` after every change of a control; returns a function that unsubscribes. One that
-        raises is a ``RuntimeWarning``: it skipped the callbacks after it (a RunPanel's, whose Run then stayed on)."""
-        if not callable(callback):  # 5 was taken, then every edit raised "'int' object is not callable"
+        raises is a ``RuntimeWarning``: raised, it would skip the callbacks after it (a RunPanel's, whose Run would
+        stay on)."""
+        if not callable(callback):  # taken, 5 would make every edit raise "'int' object is not callable"
             raise TypeError(f"on_change: callback must be a function callback(builder), got {callback!r}"[:300])
         self._callbacks.append(callback)
         return lambda: self._callbacks.remove(callback)

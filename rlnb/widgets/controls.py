@@ -79,7 +79,7 @@ class LearningRate:
 
     def _from_text(self, change: dict[str, Any]) -> None:
         """The slider follows every value typed; one outside its range (1000, 1e-9: valid rates) puts it at that end
-        and its tooltip says the box holds the rate sent. It stayed where it was, showing a rate not sent."""
+        and its tooltip says the box holds the rate sent: a slider left where it is would show a rate not sent."""
         v, lo, hi = change["new"], 10.0**self.slider.min, 10.0**self.slider.max
         if lo <= v <= hi:
             self.slider.tooltip = None

@@ -68,10 +68,10 @@ def rl_figures(session: Session, task: Task, params: OptimizerParams) -> dict[st
 
 def log_figures(session: Session, step: int, returned: object, log: bool) -> dict[str, Any] | None:
     """What a step function returned at ``step`` (which ran), as ``figures``, logged if ``log``, each as the float
-    logged: a value ``history.log`` takes (``torch.tensor([0.5])``, a ``Fraction``) failed the status line's format
-    after it was logged, ending the run. A figure that ``history.log`` refuses stops the run with a ``ValueError``
-    naming ``step_fn`` and saying the step ran: it named ``history.log``, which the person never called, and the line
-    gave the step before, as if it had not run."""
+    logged: a value ``history.log`` takes (``torch.tensor([0.5])``, a ``Fraction``) would otherwise fail the status
+    line's format after it was logged, ending the run. A figure that ``history.log`` refuses stops the run with a
+    ``ValueError`` naming ``step_fn`` and saying the step ran, not ``history.log``, which the person never called,
+    with the line giving the step before, as if it had not run."""
     figured = figures(returned)
     if not (figured and log):
         return figured
@@ -108,9 +108,9 @@ def taken_mid_run(panel: Any, builder: OptimizerBuilder) -> str:
 
 def sent_schedule(panel: Any) -> tuple[Schedule | None, tuple[float, ...], str]:
     """The schedule a step of ``panel`` sends, its base rates, and why it is not the form's, for the schedule line:
-    the form's; during a run, the run's (``panel._config``), saying so while an edit is not used (the line was empty
-    while the form was invalid mid-run, the run going on with a schedule it no longer showed); none while the form is
-    invalid and no run goes."""
+    the form's; during a run, the run's (``panel._config``), saying so while an edit is not used (an empty line while
+    the form is invalid mid-run would hide the schedule the run goes on with); none while the form is invalid and no
+    run goes."""
     if panel.running:
         params, schedule = panel._config
         held = "the run's schedule: your edit is not used until the form is valid" if panel.line.held else ""
