@@ -92,7 +92,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, list(map(len, seqs))
     )
     forward_only = bool(body.forward_only)
-    # the tokens the loss and its metrics read (``map``s, not comprehensions: a Python call each, issue 20)
+    # the tokens the loss and its metrics read (``map``s, not comprehensions: those would be a Python call each)
     counted = list(map(losses_mod.loss_mask, repeat(loss_type), inputs))
     whole = losses_mod.counts_all(counted)
     # A forward-only evaluation runs in eval mode: LoRA's dropout (or a custom module's) off, so the same evaluation

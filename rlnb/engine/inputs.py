@@ -229,7 +229,7 @@ def logprobs(
     position of ``counted`` is 1 (``losses.counts_all``, which the caller asked once for this and the loss).
     Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
     change its positions."""
-    lens = list(map(len, seqs))  # C calls, where comprehensions were 2 Python calls a forward-backward (issue 20)
+    lens = list(map(len, seqs))  # C calls, where comprehensions would be 2 Python calls a forward-backward
     width = max(lens)
     check_logits(len(seqs), width, adapter.vocab_size, adapter.device)
     padded = seqs if min(lens) == width else [s + [0] * (width - len(s)) for s in seqs]  # none to pad: no call
@@ -272,10 +272,10 @@ LOGITS_CHECKED = 64 * 2**20
 
 def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> None:
     """``RESOURCE_EXHAUSTED`` before the forward when the batch's logits alone (a lower bound of what it takes) would
-    not fit the memory free now (``free_memory``): they took what there was and failed once allocated, or, where Linux
-    overcommits, the process was killed. A sample's KV cache has the same check (``memory.refuse_past_free``)."""
+    not fit the memory free now (``free_memory``): they would take what there is and fail once allocated, or, where
+    Linux overcommits, get the process killed. A sample's KV cache has the same check (``memory.refuse_past_free``)."""
     need = rows * width * vocab * LOGIT_BYTES
-    if need < LOGITS_CHECKED:  # reading free memory (/proc, the cgroup) on every step cost ~0.2 ms
+    if need < LOGITS_CHECKED:  # reading free memory (/proc, the cgroup) on every step would cost ~0.2 ms
         return
     how = (f"{rows} samples x {width} tokens (the longest) x {vocab} logits x {LOGIT_BYTES} bytes: float32 logits and "
            "log-softmax")  # fmt: skip
