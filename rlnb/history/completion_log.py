@@ -133,8 +133,8 @@ def _plain(step: int, rows: list[Any]) -> list[dict[str, Any]] | None:
 
 
 def _not_a_row(given: Mapping[Any, Any]) -> list[str]:
-    """What makes a given row no row of the table: a missing column (it was kept as NaN), one it has not (it became a
-    column of its own) or a negative ``length``; ``row`` checks the types."""
+    """What makes a given row no row of the table: a missing column (else kept as NaN), one it has not (else a column
+    of its own) or a negative ``length``; ``row`` checks the types."""
     missing = [name for name in COLUMNS if name != "step" and name not in given]
     unknown = [name for name in given if name not in COLUMNS]
     length = given.get("length")

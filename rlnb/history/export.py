@@ -46,7 +46,7 @@ def save_run(
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
     refuse_dangling_link("history.save: path", folder, after=" (nothing was written)")  # mkdir said "File exists"
-    # config.json too: a Hugging Face model folder has one (it was overwritten); a link counts, dangling or not
+    # config.json too: a Hugging Face model folder has one (it would be overwritten); a link counts, dangling or not
     # (a write through it lands wherever it points)
     taken = [n for n in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE) if _taken(folder / n)]
     if taken:

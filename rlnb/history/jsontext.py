@@ -100,8 +100,8 @@ cost a training step 16 Python calls."""
 
 def row_line(row: dict[str, Any]) -> str:
     """``line(row)``, the same bytes, for a row whose values are mostly plain (a record's): ``row`` is spelled in
-    place by a loop, ``spelled``'s dict case without its call and comprehension (8 Python calls a training step,
-    issue 20); a value other than a finite float or a dict of them is spelled by ``spelled``."""
+    place by a loop, ``spelled``'s dict case without its call and comprehension (8 Python calls a training step);
+    a value other than a finite float or a dict of them is spelled by ``spelled``."""
     for k, v in row.items():  # a value replaced, none added: the iteration stands
         if type(v) in _AS_IS:
             continue

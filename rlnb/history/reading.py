@@ -101,7 +101,7 @@ def set_aside_config(path: Path) -> None:
     ``config.json.damaged`` (``.damaged.1``, ... if taken) first, with a warning naming it, so it can be mended."""
     file = path / CONFIG_FILE
     names = (path / f"{CONFIG_FILE}.damaged{f'.{n}' if n else ''}" for n in range(10**6))
-    kept = next(k for k in names if not os.path.lexists(k))  # exists() is false for a link to nothing: it was replaced
+    kept = next(k for k in names if not os.path.lexists(k))  # exists() misses a dangling link: rename would replace it
     try:
         file.rename(kept)
     except OSError:  # a folder that cannot be written: the store says so when it writes the config

@@ -105,7 +105,7 @@ class RunStore:
 
     def write_record(self, rec: Any) -> None:
         """``write_op(as_row(rec))``, the record's row made here and its line by ``jsontext.row_line``: a record is
-        written twice, and ``as_row`` and ``line`` were 8 Python calls a step (issue 20). The same bytes."""
+        written twice, and ``as_row`` and ``line`` would be 8 Python calls a step. The same bytes."""
         self._append("_ops", OPS_FILE, row_line(dict(zip(COLUMNS, ROW_FIELDS(rec), strict=True))))
 
     def write_metrics(self, row: dict[str, Any]) -> None:
