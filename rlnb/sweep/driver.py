@@ -125,7 +125,7 @@ def sweep(
 
         def make_spec(n: int, config: dict[str, Any], seed_of: int | None = None) -> TrialSpec:
             """Trial ``n``, with the seed of trial ``seed_of`` (default ``n``): an Optuna trial asked again after a
-            stop keeps the seed it was stopped with (it ran with the new number's, replacing the stopped row)."""
+            stop keeps the seed it was stopped with (with the new number's, its row would replace the stopped row)."""
             seed = trial.seeds[(n if seed_of is None else seed_of) % len(trial.seeds)]
             run_id = trial_run_id(folder, n, seed)
             variant = names[n // len(trial.seeds)] if names is not None else None  # the plan: configs × seeds

@@ -95,10 +95,10 @@ def planned_rows(
     folder: Path, rows: list[dict[str, Any]], expected: Callable[[int], dict[str, Any] | None]
 ) -> list[dict[str, Any]]:
     """The rows of trials this sweep has, each with the number, variant, label, config and seed ``expected`` gives
-    it. Another trial's row (a hand edit: ``{"trial": 99, ...}``) is left out with a warning: it was a row of the
-    table with no config, and counted done ("done 5 of 4"). A planned trial's row that says otherwise (a config
+    it. Another trial's row (a hand edit: ``{"trial": 99, ...}``) is left out with a warning: it would be a row of
+    the table with no config, and count done ("done 5 of 4"). A planned trial's row that says otherwise (a config
     edited by hand) is warned about, field by field, and takes the plan's: the plan is what the trial ran with,
-    and the table showed its result beside the edited config, silently."""
+    and the table would show its result beside the edited config, silently."""
     kept = []
     for trial in sorted({r["trial"] for r in rows if expected(r["trial"]) is None}):
         warnings.warn(f"{folder / ROWS_FILE}: trial {trial} is not a trial of this sweep; its row is ignored",
