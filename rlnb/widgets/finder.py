@@ -179,7 +179,7 @@ class LRFinderControls(Suggestion):
     def own_step(self) -> Any:
         """The step_fn of the RunPanel holding the builder as ``lr_find``'s (``own_probe.OwnStep``), or None: no
         panel, a panel's RL task, or ``options["step_fn"]`` given. ``ValueError`` saying why and how when that
-        step_fn cannot be probed (its last step had no reward or loss): it probed the first_letter task instead."""
+        step_fn cannot be probed (its last step had no reward or loss), not a probe of the first_letter task."""
         from rlnb.widgets.own_probe import OwnStep, objective_of
 
         panel: Any = getattr(self.builder, "panel", None)
@@ -260,7 +260,7 @@ class LRFinderControls(Suggestion):
 
     def _run(self) -> None:
         """The button's range test; how it ended is said once Find LR and the panel's Step and Run are enabled again
-        (it was said first, and a click straight after reading it hit a disabled button)."""
+        (said before, a click straight after reading it would hit a disabled button)."""
         try:
             self.run()
         except BaseException as exc:  # noqa: BLE001 - shown in the panel, kept in .error (a SystemExit ended it unseen)
