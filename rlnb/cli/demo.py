@@ -83,7 +83,7 @@ def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, line
 
     out = Path(o.out)
     try:  # the earlier output comes back when the run stops before it recorded anything (a Ctrl-C)
-        for line in lines:  # in the block: a Ctrl-C while a pager held stderr left it aside beside an empty run
+        for line in lines:  # in the block: a Ctrl-C while a pager holds stderr would leave it aside beside an empty run
             print(line, file=sys.stderr)
         completed, failure = _train(session, o, params, out)
     except BaseException as exc:
@@ -142,7 +142,7 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
                 continue
             completed += 1
             status = rlnb.wire.short_name(r.status)
-            # 3 significant figures: 3 decimals printed 0.000 for the tiny model's 0.00043, as if nothing trained
+            # 3 significant figures: 3 decimals would print 0.000 for the tiny model's 0.00043, as if nothing trained
             gn = f"{r.grad_norm:9.3g}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
             print(f"{r.step:>4}  {r.loss:8.4f}  {r.reward:6.3f}  {gn}  {elapsed:5.1f}s  {status}", flush=True)
@@ -285,7 +285,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         quiet(sys.stdout)
         say(f"rlnb demo: stopped, its output was closed{kept(out, stop)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
-    except OSError as exc:  # a full disk once steps were recorded: a traceback, no word of where they were kept
+    except OSError as exc:  # a full disk once steps are recorded: one line saying where they are kept, no traceback
         say(f"rlnb demo: {exc}{kept(out, exc)}")
         return 1
     finally:  # an in-process caller (a test, a notebook) keeps its own

@@ -57,7 +57,7 @@ def _set_aside_run(run: Path, aside: Path) -> bool:
         aside.mkdir(exist_ok=True)
         run.rename(aside / run.name)
     finally:
-        release(held)  # unlocked first: a child forked meanwhile kept a closed lock held
+        release(held)  # unlocked first: a child forked meanwhile would keep a closed lock held
     return True
 
 
@@ -130,7 +130,7 @@ def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[
             aside = free(out, EARLIER)
             staging.rename(aside)
         note_own_files(out, ["run/"])
-    except BaseException as exc:  # a Ctrl-C too: the manifest went aside and the rest stayed, the folder refused
+    except BaseException as exc:  # a Ctrl-C too: else the manifest goes aside and the rest stays, the folder refused
         setting = bool(moved) or aside is not None or staging.is_dir()
         for folder in (staging, aside):  # restore_earlier_output took the earlier run/ still there for the new run's
             if folder is not None and folder.is_dir():  # what is left there stays, and the demo's last line says
@@ -196,7 +196,7 @@ def _refuse_others(out: Path, force: bool) -> None:
     other files of its names without ``force``; first a session writing its run folder. An aside folder a stopped demo
     left is no refusal (the next one is numbered)."""
     _refuse_running(out / "run")
-    for name in (*OUTPUTS, MANIFEST):  # a manifest that is a named pipe: reading it waited for ever
+    for name in (*OUTPUTS, MANIFEST):  # a manifest that is a named pipe: reading it would wait for ever
         if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
             raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")
     own = _own_files(out)

@@ -80,9 +80,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped. A stop
-    while it starts (torch's import, a model's load: seconds) is as one while it listens: Ctrl-C printed a
-    ``KeyboardInterrupt`` traceback, and SIGTERM killed it before its checkpoints' temporary folder was removed.
-    A hang-up (the terminal closed) is a SIGTERM: its default action killed the server, leaving that folder; under
+    while it starts (torch's import, a model's load: seconds) is as one while it listens, not a ``KeyboardInterrupt``
+    traceback at Ctrl-C, nor, at SIGTERM, a kill before its checkpoints' temporary folder is removed.
+    A hang-up (the terminal closed) is a SIGTERM: its default action would kill the server, leaving that folder; under
     ``nohup`` (SIGHUP ignored) a hang-up stays ignored, as a Ctrl-C does in a background job (``ignored``)."""
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks, not by the default handler
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -168,7 +168,7 @@ def _serve_app(
 
     try:
         sock = bind(args.host, args.port)  # a port in use, said before the address is announced or the state is
-        # locked: an in-process caller whose bind failed held --state-dir's lock until its registry was collected
+        # locked: an in-process caller whose bind fails would hold --state-dir's lock until its registry is collected
     except ValueError as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2, False
