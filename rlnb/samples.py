@@ -87,7 +87,7 @@ def _numbers(values: Any, name: str) -> list[float]:
             raise TypeError(f"{name} must be numbers, got {bad!r}")
     try:
         return list(map(float, listed))
-    except OverflowError:  # an int no float holds (10**400): Python's message named no argument
+    except OverflowError:  # an int no float holds (10**400): Python's message names no argument
         raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got an "
                          "integer past any float") from None  # fmt: skip
 

@@ -70,8 +70,8 @@ class Schedule:
         return self.min_lr_ratio + (1 - self.min_lr_ratio) * shape
 
     def __call__(self, step: int, base_lr: float) -> float:
-        """The rate for ``step``; ``base_lr`` a finite number >= 0 (NaN, -1 and True gave a rate no step can use,
-        "1e-3" Python's "can't multiply sequence"; 0 is the widgets' "no rate yet", drawn as 0)."""
+        """The rate for ``step``; ``base_lr`` a finite number >= 0 (NaN, -1 and True would give a rate no step can
+        use, "1e-3" Python's "can't multiply sequence"; 0 is the widgets' "no rate yet", drawn as 0)."""
         if isinstance(base_lr, bool) or not isinstance(base_lr, numbers.Real) or not 0 <= float(base_lr) < math.inf:
             raise ValueError(f"base_lr = {base_lr!r} is invalid: must be a finite number >= 0")
         return float(base_lr) * self.multiplier(step)

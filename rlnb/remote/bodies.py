@@ -162,7 +162,7 @@ class Scrubber:
     def decode(self, response: httpx.Response, what: str) -> Any:
         """The body as JSON, every string scrubbed; ``APIError`` (no raw text chained) if it is not JSON."""
         data, detail = self._decoded(response)
-        if detail:  # raised where no local holds the body's text (a traceback with locals printed an echoed key)
+        if detail:  # raised where no local holds the body's text (a traceback with locals would print an echoed key)
             raise invalid(response, what, detail)
         return data
 

@@ -267,7 +267,7 @@ class Caller:
         if late or shut:
             tries += f"; {limit} passed" if late else "; its time to reconnect passed"
         cause = self._bodies.cause(error)  # None for one that quotes a key, which is then masked in place: the
-        if error is not None:  # frames this passes through hold it (a traceback with locals printed it)
+        if error is not None:  # frames this passes through hold it (a traceback with locals would print it)
             self._bodies.mask(error)
         raise cls(what + tries + off, method=method, url=url, sent=not isinstance(error, UNSENT)) from cause
 

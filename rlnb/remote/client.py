@@ -96,7 +96,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
     """
 
     def __repr__(self) -> str:
-        if "base_url" not in vars(self):  # a constructor that raised: its traceback's locals crashed the stdlib's
+        if "base_url" not in vars(self):  # a constructor that raised: its traceback's locals would crash the stdlib's
             return "<APIClient (not built)>"
         return f"<APIClient {self.base_url} max_retries={self.max_retries}>"
 

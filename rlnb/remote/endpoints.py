@@ -19,8 +19,8 @@ _Object = TypeVar("_Object", wire.ModelResources, wire.Session, wire.Checkpoint)
 
 
 def seg(value: str, name: str) -> str:
-    """One path segment, escaped; an empty id would silently address a different endpoint, and so did ``.`` and
-    ``..``, which httpx resolves as dot segments (``/training-sessions/../stop`` was ``/stop``): their dots escaped."""
+    """One path segment, escaped; an empty id would silently address a different endpoint, and so would ``.`` and
+    ``..``, which httpx resolves as dot segments (``/training-sessions/../stop`` is ``/stop``): their dots escaped."""
     if not value:
         raise ValueError(f"expected a non-empty {name}, got {value!r}")
     escaped = quote(str(value), safe="")

@@ -118,7 +118,7 @@ class Poller:
                         return
                     now = time.monotonic()
                     # A head in a status newer than rlnb's list may have ended: every operation, in plain polls
-                    # (only the head was polled, and a session stalled behind it until its operation_timeout).
+                    # (polling only the head, a session would stall behind it until its operation_timeout).
                     self._head_only = self.in_order and _known(self._inflight[:1])
                     targets = self._inflight[:1] if self._head_only else self._inflight
                     due = [op for op in targets if op.due <= now]
@@ -172,7 +172,7 @@ class Poller:
                 log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
                 env, transient = op.env, True
         except APIError as exc:  # an unreadable answer (a proxy's page, a garbled body): polled again a few times
-            op.unread += 1  # (once, it failed an operation the server went on running), then it fails
+            op.unread += 1  # (failing at once would fail an operation the server goes on running), then it fails
             if op.unread <= self.client.max_retries:
                 log.warning("polling %s %s: %s; polling again (%d of %d)", op.kind, op.env.id, exc, op.unread,
                             self.client.max_retries)  # fmt: skip
