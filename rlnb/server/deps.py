@@ -89,7 +89,8 @@ def check_request(request: Request) -> None:
 class CheckedJsonRequest(Request):
     """The request FastAPI is handed once ``read_json`` has parsed and checked its body: the public ``json()`` returns
     that parse, and the body is replayed to whatever reads it again. Setting Starlette's private cache
-    (``request._json``) did the same until a Starlette that names it otherwise: then every body was parsed twice."""
+    (``request._json``) would do the same until a Starlette that names it otherwise: then every body would be parsed
+    twice."""
 
     def __init__(self, request: Request, body: bytes, parsed: Any) -> None:
         super().__init__(request.scope, _replayed(body, request.receive))
@@ -144,7 +145,7 @@ RegistryDep = Annotated[Registry, Depends(get_registry)]
 User = Annotated[str, Depends(current_user)]
 NoBody = Annotated[wire.NoBody | None, Body()]
 """The body of a POST that takes none (a stop, a payload URL, a checkpoint operation): absent, ``{}`` or ``null``; a
-field is a 400 naming it, as in every other body (``{"force": true}`` as a resource stop's body was ignored)."""
+field is a 400 naming it, as in every other body (``{"force": true}`` as a resource stop's body is not ignored)."""
 AUTHENTICATED: dict[str, Any] = {
     "dependencies": [Depends(current_user), Depends(check_request)],
     "responses": ERROR_RESPONSES,

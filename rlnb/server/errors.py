@@ -136,7 +136,7 @@ def install_error_handlers(app: FastAPI) -> None:
             answer = error_response(405, said, ERROR_TYPES[400])
             answer.headers["Allow"] = allowed
             return answer
-        if exc.status_code == 404 and "endpoint" not in request.scope:  # no route matched: a bare "Not Found" was said
+        if exc.status_code == 404 and "endpoint" not in request.scope:  # no route matched: more than a bare "Not Found"
             return error_response(404, _route_miss(request.method, request.url.path), ERROR_TYPES[404])
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
 

@@ -18,7 +18,7 @@ from rlnb.server.errors import SHOWN, error_response
 
 HOST = re.compile(r"(\[[0-9a-fA-F:.]+\]|[^][@/?#:\s\x00-\x1f\x7f]*)(:[0-9]*)?")
 """What a ``Host`` header holds (RFC 9110 7.2): a name or an IPv4 address, or an IPv6 one in brackets, and a port;
-no control character (a NUL raised out of the loopback check: a 500)."""
+no control character (a NUL would raise out of the loopback check: a 500)."""
 
 
 def host_name(header: str) -> str:

@@ -139,8 +139,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
 
     def mend_journal(self) -> None:
         """Write a journal that failed (a full disk) again, whole, from memory, at most every ``JOURNAL_RETRY`` seconds
-        (at a change, and at the reaper's turn). It stopped for good: a restart lost every change after the failure,
-        and removed the checkpoints saved since, as a killed server's never journaled."""
+        (at a change, and at the reaper's turn). Stopped for good, a restart would lose every change after the failure,
+        and remove the checkpoints saved since, as a killed server's never journaled."""
         with self.lock:
             if self.journal is None or not self.journal.failed or self.clock() < self._mend_at:
                 return

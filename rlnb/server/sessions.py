@@ -118,7 +118,9 @@ class SessionsMixin(RegistryCore):
             self._closers.add(thread)
         try:
             thread.start()
-        except RuntimeError as exc:  # no thread to be had: building here was the minutes-long create the SDK retries
+        except (
+            RuntimeError
+        ) as exc:  # no thread to be had: building here would be the minutes-long create the SDK retries
             with self.lock:
                 self._closers.discard(thread)
             why = f"this server could not start a thread to build the session's model ({exc}): it runs too many"

@@ -114,14 +114,14 @@ class ServerSettings:
     """Characters of one stop string."""
     max_label_bytes: int = 65536
     """Bytes of a session's ``display_name``, and of its ``metadata`` as JSON (400 past it): a session keeps them for
-    good, in memory and in ``--state-dir``'s journal, and a 30 MB name was taken."""
+    good, in memory and in ``--state-dir``'s journal, and would take a 30 MB name."""
     max_kept_operations: int = 10_000
     """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
-    Idempotency-Key a 409): a session kept every operation's record, and an RL run of 10,000 steps makes ~40,000,
-    each ~3 KB or more (a sample's holds its tokens and logprobs). Pending and running ones are always kept."""
+    Idempotency-Key a 409): a session that kept every operation's record would keep ~40,000 for an RL run of 10,000
+    steps, each ~3 KB or more (a sample's holds its tokens and logprobs). Pending and running ones are always kept."""
     max_kept_result_bytes: int = 64 << 20
     """Bytes of JSON the finished operations each session keeps may hold, the newest (older ones are let go as past
-    ``max_kept_operations``; the newest is always kept, whatever its size): a count alone let a 64 x 8 x 128-token
+    ``max_kept_operations``; the newest is always kept, whatever its size): a count alone would let a 64 x 8 x 128-token
     sample (1.7 MB of JSON, ~5 MB of server memory as objects) be kept 10,000 times. Memory is ~3x the JSON kept
     (``bench/bench_kept_results.py``)."""
     result_offload_bytes: int | None = None

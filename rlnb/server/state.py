@@ -98,11 +98,11 @@ class StateDirLocked(StateDirError):
 class Journal:
     def __init__(self, directory: Path):
         self.dir = directory
-        try:  # a file or a named pipe there: mkdir said "[Errno 17] File exists"
+        try:  # a file or a named pipe there: mkdir would say "[Errno 17] File exists"
             refuse_not_folder("state_dir", directory, "the server's state goes")
         except ValueError as exc:
             raise StateDirError(str(exc)) from None
-        try:  # held for the server's life; unlocked, said, on a file system that cannot lock (it refused to start)
+        try:  # held for the server's life; unlocked, said, on a file system that cannot lock (the server starts)
             directory.mkdir(parents=True, exist_ok=True)
             self._lock_file = hold_lock(directory / LOCK_FILE, f"{directory} is in use by another rlnb serve (pid "
                                                                "{holder})")  # fmt: skip
@@ -127,7 +127,7 @@ class Journal:
                 raise StateDirError(f"rlnb serve cannot read its signing key: {exc}") from None
         key = secrets.token_bytes(MIN_KEY_BYTES)
         tmp = path.with_name(KEY_FILE + ".tmp")
-        try:  # never through a link planted at the temporary name: the key went into its target, readable by others
+        try:  # never through a link planted at the temporary name: the key would go into its target, readable by others
             write_new(tmp, key.hex().encode("ascii"), sync=True, mode=0o600)
             os.replace(tmp, path)
             fsync(self.dir)  # the rename itself survives a crash
