@@ -51,7 +51,7 @@ def demo(options: DemoOptions | None = None) -> int:
     )
     held = aside = None
     set_aside = False
-    try:  # out and run/ are made once the params fit: --lr 1e308 was refused with an empty run/ left behind
+    try:  # out and run/ are made once the params fit: --lr 1e308 is refused with no empty run/ left behind
         _check_fits(backend, params, o.lr)
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -247,7 +247,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb demo``: its arguments checked, then ``demo``; a bad argument or a failure is one line ``rlnb demo: ...``
-    (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2; a file it
+    (never argparse's usage and "rlnb: error:", as for ``rlnb serve``), exit 2; a file it
     cannot write once it trains (a full disk), one line saying where the steps are, exit 1."""
     hangup = [signal.SIGHUP] if hasattr(signal, "SIGHUP") and not ignored(signal.SIGHUP) else []  # POSIX; nohup
     stops = [signal.SIGTERM, *hangup]
@@ -278,7 +278,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         signum = stop.args[0]
         say(f"rlnb demo: stopped ({signal.Signals(signum).name}){kept(out, stop)}")
         return 128 + signum  # 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they ended
-    except KeyboardInterrupt as stop:  # Ctrl-C: a traceback through torch, and no word of what was kept
+    except KeyboardInterrupt as stop:  # Ctrl-C: one line saying what is kept, not a traceback through torch
         say(f"rlnb demo: interrupted{kept(out, stop)}")
         return 130
     except BrokenPipeError as stop:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the pipe)

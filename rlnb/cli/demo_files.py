@@ -113,9 +113,9 @@ def note_own_files(out: Path, names: list[str]) -> None:
 def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[str]]:
     """Before training, with ``out``'s lock held: the files an earlier demo wrote in ``out`` (and left unchanged) are
     moved into ``STAGING``, then that into the first free aside folder (``demo_aside``); any other file of its names
-    (a user's history.csv, overwritten without a word before) only with ``force``; a name there that is no plain file
-    never. That folder (None when nothing moved) and the names it moved, for the demo to say (an interrupted demo's
-    steps, which it had said were kept, went without a word at the next)."""
+    (a user's history.csv, which would be overwritten without a word) only with ``force``; a name there that is no
+    plain file never. That folder (None when nothing moved) and the names it moved, for the demo to say (an
+    interrupted demo's steps, which it said were kept, would otherwise go without a word at the next)."""
     _refuse_others(out, force)
     staging, aside, moved = out / STAGING, None, []
     try:  # none of the earlier demo's files is left beside a new run that stops early
@@ -132,7 +132,10 @@ def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[
         note_own_files(out, ["run/"])
     except BaseException as exc:  # a Ctrl-C too: else the manifest goes aside and the rest stays, the folder refused
         setting = bool(moved) or aside is not None or staging.is_dir()
-        for folder in (staging, aside):  # restore_earlier_output took the earlier run/ still there for the new run's
+        for folder in (
+            staging,
+            aside,
+        ):  # restore_earlier_output would take the earlier run/ still there for the new run's
             if folder is not None and folder.is_dir():  # what is left there stays, and the demo's last line says
                 with contextlib.suppress(OSError):
                     _put_back(out, folder)
@@ -234,7 +237,7 @@ def _check_out(out: Path, force: bool) -> list[str]:
     refuse_dangling_link("--out", out)  # mkdir said "File exists" once the model had loaded
     _refuse_kept(out)
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
-    if not there.is_dir():  # the error named a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
+    if not there.is_dir():  # not an error naming a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
         raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")
     with tempfile.TemporaryFile(dir=there):  # an OSError: check_out says it
         pass

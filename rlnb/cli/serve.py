@@ -201,7 +201,7 @@ def _serve_app(
         print(f"rlnb serve: warning: --host {args.host} takes requests from other machines and there is no --token: "
               "anyone who reaches this port can train, sample and download checkpoints; give --token, or --host "
               "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
-    # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
+    # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, would be a 404 on /v1/rl/v1/rl
     address = f"http://{url_host(reachable(args.host))}:{args.port}"
     if args.public_url is None and reachable(args.host) != args.host:  # a wildcard: the links name this machine
         print(f"rlnb serve: warning: --host {args.host} takes requests from other machines, but its presigned links "
