@@ -227,7 +227,7 @@ class Scrubber:
         else:
             body = self.scrub(decoded)
             message = _said(body) or json.dumps(body, ensure_ascii=False)[:500]
-        if response.has_redirect_location:  # a 302 or 304 without one (a proxy's) raised a bare KeyError
+        if response.has_redirect_location:  # a 302 or 304 without one (a proxy's) would raise a bare KeyError
             message = self._redirect(request, response, base_url)
         cls = status_error_class(response.status_code)
         url = str(request.url.copy_with(query=None))  # presigned URLs carry a signature in the query

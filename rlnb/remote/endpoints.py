@@ -28,7 +28,7 @@ def seg(value: str, name: str) -> str:
 
 
 def list_params(limit: object, **params: str | None) -> dict[str, str]:
-    """One page's query: ``limit`` checked against the API's 1..100 (``limit=500`` was sent, and refused by the
+    """One page's query: ``limit`` checked against the API's 1..100 (``limit=500``, sent, would be refused by the
     server as a 422 naming no field of the call), without the unset (None or empty) filters."""
     count = check_int("limit", limit, 1, wire.LIST_LIMIT_MAX, why="the API's page size")
     return {"limit": str(count), **{name: value for name, value in params.items() if value}}
