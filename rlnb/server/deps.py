@@ -116,8 +116,8 @@ def _replayed(body: bytes, receive: Receive) -> Receive:
 
 class JsonRoute(APIRoute):
     """A route whose JSON body is read by ``read_json`` before FastAPI reads it: a key given twice in one object is a
-    400 naming it (``json.loads`` kept the last value: ``{"base_model": "a", "base_model": "b"}`` made a resource of
-    ``b``). A body it cannot read is left to FastAPI, whose errors say why (``install_error_handlers``)."""
+    400 naming it (``json.loads`` keeps the last value: ``{"base_model": "a", "base_model": "b"}`` would make a
+    resource of ``b``). A body it cannot read is left to FastAPI, whose errors say why (``install_error_handlers``)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handle = super().get_route_handler()

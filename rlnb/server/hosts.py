@@ -24,7 +24,7 @@ no control character (a NUL would raise out of the loopback check: a 500)."""
 def host_name(header: str) -> str:
     """The name a ``Host`` header gives, lowercased, without its port (``[::1]:8000`` is ``::1``); ``""`` for one that
     is no ``host[:port]`` (a bracket left open, text after it, a port that is no number up to 65535, a path or a user
-    beside the name: ``[::1``, ``127.0.0.1:80x`` were read as loopback names)."""
+    beside the name: ``[::1``, ``127.0.0.1:80x`` would read as loopback names)."""
     if not HOST.fullmatch(header):
         return ""
     try:

@@ -103,7 +103,7 @@ class ServerSettings:
     """Budget of one sample request: prompts x num_samples x max_tokens (400 past it)."""
     max_sample_prompt_tokens: int = 131072
     """What one sample request prefills: prompts x num_samples x its longest prompt's tokens (every row is
-    padded to the longest; 400 past it). 2,000 prompts of 250 tokens took the server from 0.4 to 2.4 GB."""
+    padded to the longest; 400 past it). 2,000 prompts of 250 tokens take the server from 0.4 to 2.4 GB."""
     max_prompt_logprobs: int = 1 << 20
     """Prompt log-probs one sample request returns: its prompts' tokens x (1 with ``prompt_logprobs`` +
     ``topk_prompt_logprobs``), 400 past it. 512 prompts of 255 tokens with 20 top log-probs (a 0.6 MB body) answered
@@ -165,7 +165,7 @@ class ServerSettings:
 
 COUNT_MAX, BYTES_MAX, SECONDS_MAX, TTL_MAX = 2**31 - 1, 2**63 - 1, 86_400, 7 * 86_400
 """Upper bounds of the limits: a count (an int32), a size in bytes (an int64: a file's size), a timeout (a day), a
-URL's lifetime (a week, as S3's presigned URLs): ``body_timeout=1e300`` was taken, a wait no timer can hold."""
+URL's lifetime (a week, as S3's presigned URLs): else ``body_timeout=1e300`` would pass, a wait no timer can hold."""
 _SECONDS = ("body_timeout", "body_idle_timeout")
 _TTLS = ("download_ttl", "payload_ttl")
 _BYTES = ("max_body_bytes", "max_payload_bytes", "max_session_payload_bytes", "max_total_payload_bytes",

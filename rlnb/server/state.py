@@ -143,7 +143,7 @@ class Journal:
         latest: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
         ops = _OpLines(keep_ops, latest["dropped"])
         path = self.dir / JOURNAL
-        try:  # a link was read through (another file's state taken as this server's), then replaced by the rewrite
+        try:  # a link would be read through (another file's state taken as this server's), then replaced by the rewrite
             refuse_link(path)
             refuse_pipe(path)  # reading one waited for ever: the server never listened
             # one put there after the checks is refused as it is opened (``no_follow``), not waited on
