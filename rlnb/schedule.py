@@ -15,8 +15,8 @@ ScheduleKind = Literal["constant", "linear", "cosine"]
 
 MAX_STEPS = 1_000_003
 """The longest schedule (``total_steps``, and the warmup within it): the most steps one run takes,
-``rlnb.tasks.MAX_STEPS`` (a layer above; a test keeps the two equal). A longer one never reached its floor in any
-run, and the builder took ``10**300`` as valid and raised an ``OverflowError`` at ``10**400`` (its plot)."""
+``rlnb.tasks.MAX_STEPS`` (a layer above; a test keeps the two equal). A longer one would never reach its floor in
+any run, and the builder would take ``10**300`` as valid and raise an ``OverflowError`` at ``10**400`` (its plot)."""
 
 
 @dataclass(frozen=True)
