@@ -115,7 +115,7 @@ def _folder_name(value: object) -> str | None:
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
     """``{"versions": {"torch": "2.13"}}`` → ``{"versions.torch": "2.13"}``; lists as JSON text;
     None and NaN left out (every library wants a value); a lone surrogate as its escape (``escaped``: no library
-    takes one: TensorBoard and MLflow were dropped at the batch holding it)."""
+    takes one: TensorBoard and MLflow would be dropped at the batch holding it)."""
     flat: dict[str, Scalar] = {}
     for key, value in config.items():
         name = escaped(f"{prefix}{key}")

@@ -86,8 +86,8 @@ class _Writer:
         self._files.add_summary(finish if end else start)
 
     def _check(self, lost: str) -> None:
-        """``Watched.check``, having stopped the library's writer if the file is gone: its thread printed a traceback
-        of its own at its next flush."""
+        """``Watched.check``, having stopped the library's writer if the file is gone: its thread would print a
+        traceback of its own at its next flush."""
         try:
             self._file.check(lost)
         except FileNotFoundError:

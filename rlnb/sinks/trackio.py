@@ -77,7 +77,7 @@ class Trackio(Sink):
 
     def _load(self) -> None:
         """Import Trackio, and check the project's name as ``trackio.init`` does at the run's first point (a name
-        beginning ``registry-`` or ending like a table's file: the sink was dropped once training had started)."""
+        beginning ``registry-`` or ending like a table's file: the sink would be dropped once training has started)."""
         super()._load()  # Trackio itself first: its modules imported before may be there without it (set to None)
         import trackio
         from trackio.sqlite_storage import SQLiteStorage
@@ -124,7 +124,7 @@ class Trackio(Sink):
             return Path(SQLiteStorage.init_db(self.project))
         from trackio.fragments import local_inbox_dir
 
-        inbox = Path(local_inbox_dir())  # the dashboard empties it, never removes it: deleted, fragments were lost
+        inbox = Path(local_inbox_dir())  # the dashboard empties it, never removes it: deleted, fragments would be lost
         inbox.mkdir(parents=True, exist_ok=True)
         return inbox
 

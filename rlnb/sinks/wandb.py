@@ -181,8 +181,8 @@ class _Writer:
         run.define_metric("*", step_metric=STEP_KEY)
 
     def _check(self, lost: str) -> None:
-        """An offline run's file deleted while the run is written (``rm -rf wandb``, or the file alone): W&B went on
-        writing into the deleted file, and nothing said that every step since was lost. That drops the sink, with a
+        """An offline run's file deleted while the run is written (``rm -rf wandb``, or the file alone): W&B goes on
+        writing into the deleted file, and nothing would say that every step since is lost. That drops the sink, with a
         warning naming what was deleted (``Watched.check``)."""
         if self._watched is not None:
             self._watched.check(lost)
