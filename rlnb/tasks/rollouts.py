@@ -66,7 +66,7 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     """
     if scale not in _SCALES:
         raise ValueError(f"scale must be one of {', '.join(_SCALES)}, got {scale!r}")
-    # "10" was read as the rewards 1 and 0; a list (a step's, always) skips the ABC check, a Python call a group
+    # "10" would read as the rewards 1 and 0; a list (a step's, always) skips the ABC check, a Python call a group
     if type(rewards) is not list and (isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable)):
         raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
     values = list(rewards)

@@ -130,17 +130,17 @@ def task_prompt_ids(task: Task, codec: Codec, vocab: int | None, context: int | 
     """The task's prompts as token ids of a model with ``codec``, ``vocab`` tokens and ``context`` positions, each
     checked as ``Session.sample`` checks a prompt (a lone surrogate, no tokens, an id past the vocabulary, no room for
     the task's ``max_tokens``: ``no_room``), naming the task: the one check run before anything runs by
-    ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt failed every step of every trial, and
-    by ``lr_find`` before it opens a new session. ``vocab`` / ``context`` None: not known, not checked."""
+    ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt would fail every step of every trial,
+    and by ``lr_find`` before it opens a new session. ``vocab`` / ``context`` None: not known, not checked."""
     return _checked_ids(task, functools.partial(to_tokens, codec), vocab, context)
 
 
 def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
     """The task's prompts as ``session`` reads them (its codec; its vocabulary and context where it knows them),
     checked as ``task_prompt_ids`` checks them: ``lr_find``'s check before it copies the session, where such a prompt
-    failed the first step, the copy already made, and a RunPanel's at the click. Text for a session without a tokenizer
-    is refused naming the prompt. A ``VerifiedTask``'s held-out prompts are checked too: a panel evaluates them every
-    10 steps, where one the model cannot hold failed, ten trained steps after the click."""
+    would fail the first step, the copy already made, and a RunPanel's at the click. Text for a session without a
+    tokenizer is refused naming the prompt. A ``VerifiedTask``'s held-out prompts are checked too: a panel evaluates
+    them every 10 steps, where one the model cannot hold would fail, ten trained steps after the click."""
     backend = session.backend
     vocab, context = getattr(backend, "vocab_size", None), getattr(backend, "context_length", None)
 

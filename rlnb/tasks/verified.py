@@ -206,8 +206,8 @@ def _split_seed(seed: object) -> int:
 
 
 MAX_LENGTH = 1024
-"""The longest word ``first_letter_task`` makes: ``length=10**4`` took minutes to draw its words and longer ones
-hung, for prompts of ``length + 1`` tokens that the built-in models (a context of 256) never hold."""
+"""The longest word ``first_letter_task`` makes: ``length=10**4`` would take minutes to draw its words and longer ones
+hang, for prompts of ``length + 1`` tokens that the built-in models (a context of 256) never hold."""
 MAX_PROMPTS = 2**14
 """The most prompts in one split of ``first_letter_task``: ``n_train=10**9`` drew words until memory ran out (and
 each step samples ``group_size`` completions of every training prompt)."""
@@ -234,7 +234,7 @@ def _words(first: str, alphabet: str, length: int, needed: int, rng: random.Rand
 
 def _letters(i: int, alphabet: str, n: int) -> str:
     """The ``n`` base-``len(alphabet)`` digits of ``i`` as letters, least significant first, in time linear in ``n``
-    (``i // k**j % k`` for each ``j`` took minutes at ``length=10**4``)."""
+    (``i // k**j % k`` for each ``j`` would take minutes at ``length=10**4``)."""
     out = []
     for _ in range(n):
         i, digit = divmod(i, len(alphabet))
