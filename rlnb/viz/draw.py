@@ -36,7 +36,7 @@ def png(fig: Figure) -> bytes:
 
 
 Y_SPAN = 1e150
-"""A y-axis ends at ±this: figures near the largest float (1.7e308) made the limits' margins overflow and the tick
+"""A y-axis ends at ±this: figures near the largest float (1.7e308) would make the limits' margins overflow and the tick
 locator fail (``arange: cannot compute length``) when drawn; larger points run off the frame. Half the largest
 float's decades, not all of them: a log axis (``ax.set_yscale("log")`` afterwards, the live view's "log y") ticks
 past its top by up to its span in decades, and from 1 to 1e300 that tick was inf (``OverflowError`` when drawn)."""

@@ -179,7 +179,7 @@ class Panel:
             self._note = note
             self.note.set_text(note)
             self.note.set_wrap(True)  # as_written may have broken an earlier note itself
-            as_written(self.note)  # a metric's name in it: CJK or emoji drew boxes, two "$" failed the draw
+            as_written(self.note)  # a metric's name in it: CJK or emoji would draw boxes, two "$" fail the draw
             self._stale = True
 
     def set_label(self, key: str, label: str) -> None:

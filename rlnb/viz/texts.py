@@ -1,7 +1,7 @@
 """Texts as a figure draws them: a person's names written as they are (no TeX, control characters as escapes, each
 character in a font that has it), cut in the middle to the room they have. A text is fitted as given, measured as it
-will be drawn (``drawn_width``), then drawn (``as_written``): fitted after, an escape was cut in two, and fitted before
-but measured as given, a CJK name drawn as escapes was six times as wide as its room.
+will be drawn (``drawn_width``), then drawn (``as_written``): fitted after, an escape would be cut in two, and fitted
+before but measured as given, a CJK name drawn as escapes would be six times as wide as its room.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def as_written(artist: Artist) -> None:
 
 def _wrap_here(text: Text) -> None:
     """``text`` broken into lines as wide as its axes here (``wrapped``), not by matplotlib: its wrapping measures the
-    lines as TeX whatever ``parse_math`` says, so a note naming ``"$\\nope$ cost"`` failed the whole draw."""
+    lines as TeX whatever ``parse_math`` says, so a note naming ``"$\\nope$ cost"`` would fail the whole draw."""
     figure = cast(Figure, text.get_figure(root=True))
     room = text.axes.bbox.width if text.axes is not None else figure.bbox.width
     font, renderer = text.get_fontproperties(), agg(figure)
