@@ -78,9 +78,10 @@ def _int64(value: Any) -> Any:
 
 def _a_bool(value: Any) -> bool:
     """Whether ``value`` is a bool, numpy's or torch's scalar one too (``np.True_``, a 0-d array or tensor of bools):
-    neither is an ``int``, and pydantic read ``np.True_`` as token 1. Told by type and dtype, never by calling the
-    value: any object with a ``shape`` of ``()`` had its ``item()`` called, whose exception escaped the field's error
-    (and whose hang hung the check). Either library is looked up only if it is loaded: a value of it means it is."""
+    neither is an ``int``, and pydantic reads ``np.True_`` as token 1. Told by type and dtype, never by calling the
+    value: any object with a ``shape`` of ``()`` would have its ``item()`` called, whose exception would escape the
+    field's error (and whose hang hang the check). Either library is looked up only if it is loaded: a value of it means
+    it is."""
     if isinstance(value, bool):
         return True
     np, torch = sys.modules.get("numpy"), sys.modules.get("torch")

@@ -107,7 +107,7 @@ class TensorData(_Model):
     def _check(self) -> TensorData:
         if not math.isfinite(sum(self.data)):  # one NaN or inf makes the sum one (so may big finite values): search
             _finite_list(self.data)
-        if self.dtype == "int64":  # 2.5 was taken here, then failed the operation naming no value; inline: a call less
+        if self.dtype == "int64":  # 2.5 would pass here, then fail the operation naming no value; inline: a call less
             try:
                 ids: list[int] | None = list(map(int, self.data))
             except (OverflowError, TypeError, ValueError):
