@@ -51,7 +51,7 @@ class OptimizerBuilder(BuilderForm):
         wire.optimizer_kind(optimizer)
         if not isinstance(expanded, bool):  # "no" opened the form: any truthy value did
             raise TypeError(f"expanded must be True or False, got {expanded!r}")
-        # 2.5 was taken as 2, "10" as 10, NaN a TraitError; past MAX_STEPS the form opened marked invalid
+        # not 2.5 taken as 2, "10" as 10, NaN a TraitError; nor, past MAX_STEPS, a form that opens marked invalid
         total_steps = check_int("total_steps", total_steps, 1, MAX_STEPS, why="the most steps a run takes")
         if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")

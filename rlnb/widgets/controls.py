@@ -60,7 +60,7 @@ class LearningRate:
             layout=W.Layout(flex="1 1 240px", max_width="480px"),
         )
         self.text = W.FloatText(layout=W.Layout(width="110px"))
-        # the box under the slider in a column too narrow for both (the slider's label was cut)
+        # the box under the slider in a column too narrow for both (else the slider's label is cut)
         self.box = W.HBox([self.slider, self.text], layout=W.Layout(flex_flow="row wrap"))
         self._busy = False
         self.units: dict[str, float] = {}

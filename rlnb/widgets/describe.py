@@ -19,7 +19,7 @@ from rlnb.widgets.controls import TEXT
 
 PLOT_STEPS = 601
 """Steps the schedule's plot evaluates (evenly spaced, and its corners: the warmup's end and total steps). One
-per step took 0.65 s at a million total steps and hung the kernel at a billion, a finger held on 0."""
+per step would take 0.65 s at a million total steps and hang the kernel at a billion, a finger held on 0."""
 
 
 def rate(value: float) -> str:

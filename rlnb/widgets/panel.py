@@ -28,7 +28,8 @@ from rlnb.widgets.steps import StepFn, check_given, n_problem, rl_figures, sent_
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
 JOIN_DEADLINE = 600.0
-"""Seconds ``RunPanel.join()`` waits by default (a notebook's ``panel.join()`` under a hung step hung the kernel)."""
+"""Seconds ``RunPanel.join()`` waits by default (so that a ``panel.join()`` under a hung step does not hang the
+kernel)."""
 
 
 class RunPanel:
@@ -62,7 +63,7 @@ class RunPanel:
         every: float = 0.5,
         step_timeout: float | None = STEP_WAIT,
     ):
-        # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
+        # before the builder given is locked to the session: else n_steps=2.5 is taken as 2, 0 a form with no Run
         n_steps, every = check_steps(n_steps, name="n_steps"), check_seconds("every", every)
         self.step_timeout = step_timeout
         check_given(task, builder, step_fn)
@@ -175,7 +176,7 @@ class RunPanel:
 
     def _clicked(self, button: W.Button, n: int) -> None:
         """Step or Run N: the button disables itself as the run starts, so the focus goes on to Stop (a keyboard's
-        was dropped to the page, Stop a few Tabs away), and back to ``button`` as the run ends, when and how
+        would drop to the page, Stop a few Tabs away), and back to ``button`` as the run ends, when and how
         ``run_thread.refocus`` says."""
         if self.start(n):
             self.focus_after = button

@@ -143,8 +143,8 @@ def _take_turn(panel: Any, turn: contextlib.ExitStack, step: int, done: int, n: 
 
 def join(panel: Any, timeout: float) -> bool:
     """``RunPanel.join``'s wait: True once the run has ended, False after ``timeout`` seconds, a ``RuntimeError`` at
-    once from a thread the run waits for: ``join()`` inside ``with session.stepping():`` waited for a run that waited
-    for the block, and hung the kernel for the whole deadline."""
+    once from a thread the run waits for: ``join()`` inside ``with session.stepping():`` would wait for a run that waits
+    for the block, and hang the kernel for the whole deadline."""
     me, end = threading.current_thread(), time.monotonic() + timeout
     while not panel._ended.wait(min(WAIT_SLICE, max(0.0, end - time.monotonic()))):
         # not once a Stop or the session's close is sent: the wait ends at its next slice (a close() in that block)

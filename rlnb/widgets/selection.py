@@ -111,7 +111,7 @@ class Selection:
     def _picked(self, change: dict[str, Any]) -> None:
         if self.quiet:
             return
-        if change["new"] is None:  # ``index = None`` (code): a blank dropdown, while the summary named the preset
+        if change["new"] is None:  # ``index = None`` (code): a blank dropdown, so the summary names no preset
             self.quiet = True
             try:
                 self.form.preset.value = change["old"]

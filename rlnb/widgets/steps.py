@@ -36,7 +36,7 @@ def check_given(task: object, builder: object, step_fn: object) -> None:
 
 def n_problem(n: object) -> ValueError | None:
     """Why ``n`` cannot be the number of steps of a run (the N field, ``start(n)``), or None: ``check_steps``'s
-    range, [1, ``MAX_STEPS``], the one bound of every entry that runs steps (N had none: 10**12 was taken)."""
+    range, [1, ``MAX_STEPS``], the one bound of every entry that runs steps (N too: 10**12 is refused)."""
     try:
         check_steps(n, name="N")
     except ValueError as exc:
