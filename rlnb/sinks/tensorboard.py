@@ -29,7 +29,7 @@ class TensorBoard(Sink):
     extra = "tensorboard"
 
     def __init__(self, logdir: str | Path = "runs", *, interval: float = FLUSH_INTERVAL, process: bool = False):
-        if logdir == "":  # Path("") is the working folder: an unset variable wrote the run folders there
+        if logdir == "":  # Path("") is the working folder: an unset variable would write the run folders there
             raise ValueError("TensorBoard.logdir must be a folder's path, got ''")
         self.logdir = user_path("TensorBoard.logdir", logdir)  # ~ is home; None or 5 named here
         super().__init__(interval=interval, process=process)

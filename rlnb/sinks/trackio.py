@@ -71,7 +71,7 @@ class Trackio(Sink):
         """The project as Trackio keeps it on disk (``canonical``: ``my.model`` is ``mymodel``, one database, where two
         sinks wrote one run twice), and where a Space or server elsewhere keeps it: not the other options of ``init``
         (two sinks of one project, one with ``embed=True``, are one place), nor ``webhook_url``, a secret of its own,
-        nor a ``server_url``'s ``write_token`` (``scrub``): the place is shown in a refusal, which showed them whole."""
+        nor a ``server_url``'s ``write_token`` (``scrub``): the place is shown in a refusal, not them."""
         elsewhere = {k: scrub(str(v)) for k, v in self._init.items() if k in ELSEWHERE and v}
         return {"project": canonical(self.project), **elsewhere}
 
