@@ -99,8 +99,8 @@ def rl_step(
     (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
     params = session.check_params(params)
     check_loss(loss, loss_params)
-    # before anything is sampled: a bad one was pydantic's error on num_samples, or (advantage_scale) "scale"
-    # after the step's samples, whose completions were then recorded unscored
+    # before anything is sampled: else a bad one would be pydantic's error on num_samples, or (advantage_scale)
+    # "scale" after the step's samples, whose completions would then be recorded unscored
     group_size = group_size_for(session, task, group_size)
     check_temperature(temperature)
     seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the API's int64
@@ -174,7 +174,9 @@ def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
     reference log-probs that ``rl_step`` does not have."""
     config = wire.loss_config(loss, loss_params)
     spec = wire.LOSSES[config.type]
-    if "advantages" not in spec.required:  # cross_entropy: every forward-backward failed INVALID_INPUT after sampling
+    if (
+        "advantages" not in spec.required
+    ):  # cross_entropy: every forward-backward would fail INVALID_INPUT after sampling
         policy = ", ".join(s.name for s in wire.LOSSES.values() if "advantages" in s.required)
         raise ValueError(
             f"loss {spec.name!r} is not a policy loss (it reads {', '.join(spec.required)}, not the "

@@ -214,7 +214,7 @@ each step samples ``group_size`` completions of every training prompt)."""
 
 ENUMERATED = 2**16
 """Up to this many words per first letter, every one is listed and shuffled (the splits the lessons were measured
-on); past it, words are drawn: listing 4**11 of them (``length=12``) ran for minutes and took gigabytes."""
+on); past it, words are drawn: listing 4**11 of them (``length=12``) would run for minutes and take gigabytes."""
 
 
 def _words(first: str, alphabet: str, length: int, needed: int, rng: random.Random) -> list[str]:
