@@ -204,7 +204,7 @@ class Repeats(Text):
 
 def once_per_step(ax: Axes, rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` in step order, each step once: its last row, the value logged last (a resumed run that logged a step
-    again, a sink's rows read back); each step was a point per row, the line going down and up across it. How many
+    again, a sink's rows read back), not a point per row, the line going down and up across it. How many
     steps came more than once is noted on ``ax`` (``Repeats``: the most of its lines')."""
     rows = rows.sort_values("step", kind="stable")
     repeated = int(rows["step"][rows["step"].duplicated()].nunique())

@@ -117,7 +117,7 @@ class Panel:
 
     def align_top(self, top: float) -> None:
         """The axes' top at ``top`` (at most ``self.top``): a live view gives each of its panels the lowest any needs,
-        so that every axes is as tall (under a two-line title, one was 12 px shorter than those beside it)."""
+        so that every axes is as tall (under a two-line title, one would be 12 px shorter than those beside it)."""
         top = min(top, self.top)
         if top != self.figure.subplotpars.top:
             self.figure.subplots_adjust(top=top)
@@ -252,7 +252,7 @@ class Panel:
                     fit_legend(labels, font, self._legend_room(font, inside), self.canvas.get_renderer()),
                     **({"loc": "best"} if inside else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}),
                     prop=font,
-                    frameon=inside,  # inside, on a pale ground over the lines: a line drawn through a label hid it
+                    frameon=inside,  # inside, on a pale ground over the lines, which would hide a label they cross
                     framealpha=0.8,
                     edgecolor="none",
                 )

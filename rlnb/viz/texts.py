@@ -24,9 +24,9 @@ from rlnb.viz.glyphs import as_drawn, drawable
 
 def as_written(artist: Artist) -> None:
     """Every text of ``artist`` (an Axes, a Figure) drawn as written: matplotlib reads text between two ``$`` as TeX,
-    and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` failed to draw, and
-    ``"price $5 to $10"`` lost its dollars); each character in a font that has it, or as its escape where no
-    installed font has it (``rlnb.viz.glyphs``: CJK and emoji were empty boxes)."""
+    and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` would fail to draw, and
+    ``"price $5 to $10"`` lose its dollars); each character in a font that has it, or as its escape where no
+    installed font has it (``rlnb.viz.glyphs``: else CJK and emoji are empty boxes)."""
     for text in artist.findobj(Text):
         text.set_parse_math(False)
         drawable(text)
@@ -46,7 +46,7 @@ def _wrap_here(text: Text) -> None:
 
 def printable(name: object) -> str:
     """``name`` as text with each character that is not printable as its escape (``\\n``, ``\\x00``), as the live
-    tables show it: a run or a metric named ``"a\\x00b\\n"`` was drawn raw, a box and a line break in the legend."""
+    tables show it: a run or a metric named ``"a\\x00b\\n"`` drawn raw would be a box and a line break in the legend."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(name))
 
 
@@ -108,7 +108,7 @@ def _cut(text: str, keep: int) -> str:
 
 def fit_title(ax: Axes, room: float, renderer: RendererBase | None = None) -> None:
     """Each line of ``ax``'s title cut in the middle ("…") to ``room`` pixels, as ``renderer`` (else ``agg``) draws
-    it: a long figure name ran off the figure's edges, clipped at both ends with nothing to say so."""
+    it: a long figure name would run off the figure's edges, clipped at both ends with nothing to say so."""
     title = ax.title
     font, renderer = title.get_fontproperties(), renderer or agg(cast(Figure, ax.get_figure(root=True)))
 
