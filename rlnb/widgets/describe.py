@@ -88,14 +88,14 @@ def scheduled_rate(value: float) -> str:
 
 def rates_at(schedule: Schedule, step: int, rates: tuple[float, ...]) -> str:
     """The rates step ``step`` sends, as the summary writes them: ``lr 0.0031``; Muon's ``lr 0.031, AdamW 0.0012``
-    (the line named Muon's alone, while both are scheduled and sent); a computed one rounded, said so (``≈``)."""
+    (both, since both are scheduled and sent); a computed one rounded, said so (``≈``)."""
     return "lr " + ", AdamW ".join(scheduled_rate(schedule(step, r)) for r in rates)
 
 
 def position(schedule: Schedule, step: int, rates: tuple[float, ...]) -> tuple[str, bool]:
     """Where step ``step`` (the next one sent, counting from 0) is on ``schedule`` and the rates it gets (``rates``:
     ``base_rates``): ``step 12 / 30 of the cosine schedule · lr 0.0031``, each rate as sent (``rate``: two
-    significant figures showed a 0.00125 that the summary shows exactly as 0.0013). The flag says the step is past
+    significant figures would show as 0.0013 a 0.00125 that the summary shows exactly). The flag says the step is past
     the end of a decaying schedule, where every step gets the floor."""
     lr = rates_at(schedule, step, rates)
     if step < schedule.warmup_steps:

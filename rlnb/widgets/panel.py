@@ -116,7 +116,7 @@ class RunPanel:
         self._stop = threading.Event()
         self._ended = threading.Event()
         """Set at a run's real end, its last line included (``run_thread``); cleared before ``running`` says a run
-        goes: ``join`` waits for it (the thread's own join returned at once before the thread was made)."""
+        goes: ``join`` waits for it (the thread's own join would return at once before the thread is made)."""
         self._ended.set()
         self._thread: threading.Thread | None = None  # the last run's: a join from its own step is refused
         self.waits_on: threading.Thread | None = None
@@ -137,7 +137,7 @@ class RunPanel:
         """The session's step as the panel last read it (at its start, and at each step of a run): an edit of
         the form shows the schedule at this step, without asking a remote server (one that had gone held the
         kernel ~13 s per keystroke, then raised)."""
-        # subscribed before the buttons read ``session.closed``: a close between the two was never heard (held
+        # subscribed before the buttons read ``session.closed``: a close between the two would never be heard (held
         # weakly: the session keeps no panel alive; a session closed already is said at once)
         self._unhear = session.on_close(self._session_closed)
         self._show_ready()

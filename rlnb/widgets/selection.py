@@ -1,8 +1,9 @@
 """Which optimizer tab and which preset the builder's form holds: the state its summary and lesson follow.
 
-A preset fills every control, Muon's rate in the form's units (a match_adam session read a preset's 0.05 as
+A preset fills every control, Muon's rate in the form's units (a match_adam session would read a preset's 0.05 as
 another step size); an edit of the selected tab marks it "<preset> (modified)". A tab or preset set to none in
-code is put back, and the message line says why: the builder read no tab as Muon and kept a blank preset's label.
+code is put back, and the message line says why: else the builder would read no tab as Muon and keep a blank preset's
+label.
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 
 
 def check_given(task: object, builder: object, step_fn: object) -> None:
-    """A panel's ``task``, ``builder`` and ``step_fn``, checked when it is made (each wrong one failed later)."""
-    if task is not None and not isinstance(task, Task):  # Run failed: "'str' object has no attribute 'group_size'"
+    """A panel's ``task``, ``builder`` and ``step_fn``, checked when it is made (each wrong one would fail later)."""
+    if task is not None and not isinstance(task, Task):  # Run would fail: "'str' object has no attribute 'group_size'"
         raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
     if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
         raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
