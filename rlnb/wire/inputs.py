@@ -162,7 +162,7 @@ class ModelInput(_Model):
     @property
     def tokens(self) -> list[int]:
         """All chunks' tokens, concatenated."""
-        return list(chain.from_iterable(map(_CHUNK_TOKENS, self.chunks)))  # C: a generator was 2 calls a step
+        return list(chain.from_iterable(map(_CHUNK_TOKENS, self.chunks)))  # C: a generator would be 2 calls a step
 
 
 class Sample(_Model):

@@ -98,7 +98,7 @@ def bound_text(bound: Ge | Gt | Le | Lt | None) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def _params_model(field: FieldInfo) -> type[_Model] | None:
     """The wire model a field holds (``grpo_params``' ``GrpoLossParams``), or None. Kept per field (a ``FieldInfo``,
-    hashed by identity), in C: its generator was 2 Python calls a forward-backward's body."""
+    hashed by identity), in C: a generator would be 2 Python calls a forward-backward's body."""
     args = getattr(field.annotation, "__args__", ())
     return next((a for a in args if isinstance(a, type) and issubclass(a, _Model)), None)
 
