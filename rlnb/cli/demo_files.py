@@ -115,7 +115,7 @@ def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[
     moved into ``STAGING``, then that into the first free aside folder (``demo_aside``); any other file of its names
     (a user's history.csv, which would be overwritten without a word) only with ``force``; a name there that is no
     plain file never. That folder (None when nothing moved) and the names it moved, for the demo to say (an
-    interrupted demo's steps, which it said were kept, would otherwise go without a word at the next)."""
+    interrupted demo's steps, said to be kept, would otherwise go without a word at the next)."""
     _refuse_others(out, force)
     staging, aside, moved = out / STAGING, None, []
     try:  # none of the earlier demo's files is left beside a new run that stops early
