@@ -66,7 +66,7 @@ def finite_loss(loss: torch.Tensor, metrics: dict[str, float]) -> float:
     value = loss.item()  # no ``detach`` first: an op, and ``item`` records no gradient
     if not math.isfinite(value):
         raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
-    if not all(map(math.isfinite, metrics.values())):  # C passes; a generator was a Python call a step
+    if not all(map(math.isfinite, metrics.values())):  # C passes; a generator would be a Python call a step
         bad = next(k for k, v in metrics.items() if not math.isfinite(v))
         raise OperationError(
             Code.NON_FINITE_LOSS,
