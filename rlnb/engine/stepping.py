@@ -72,7 +72,7 @@ def optim_metrics(stats: StepStats, hp: params_mod.Hyperparams) -> dict[str, flo
         "clip_coef": stats.clip_coef,
         "learning_rate": stats.learning_rate,
     }
-    # each extra one where it is set, in this order: ``if``s, where a comprehension was a Python call a step
+    # each extra one where it is set, in this order: ``if``s, where a comprehension would be a Python call a step
     if stats.grad_norm_muon is not None:
         metrics["grad_norm/muon"] = stats.grad_norm_muon
     if stats.grad_norm_adam is not None:

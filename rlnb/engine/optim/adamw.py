@@ -113,7 +113,7 @@ def _plain(group: dict[str, Any]) -> bool:
     """Whether ``group``'s options are the ones ``_update`` is torch's step for."""
     numbers = (group["lr"], *group["betas"])
     return (
-        all(map(operator.eq, map(group.get, _OWN), _OWN.values()))  # C passes: a generator was 6 Python calls a step
+        all(map(operator.eq, map(group.get, _OWN), _OWN.values()))  # C passes, not a generator's 6 Python calls a step
         and not group.get("fused")
         and group.get("decoupled_weight_decay", True)
         and not any(map(torch.is_tensor, numbers))
