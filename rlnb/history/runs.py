@@ -189,7 +189,7 @@ def warn_in_memory(folder: Path) -> None:
 
 def warn_memory_only(folder: Path) -> None:
     """Say that a figure or completions logged on a history ``History.load`` read stay in memory: the run folder is
-    only read (another session may be writing it), and they were lost at the kernel's end, silently."""
+    only read (another session may be writing it), and they are lost at the kernel's end, not silently."""
     warnings.warn(
         f"this history was loaded from {folder}: what is logged on it stays in memory, not in that folder; "
         "history.save(new_folder) writes it all, or continue the run with rlnb.connect(..., run_id=...)",
