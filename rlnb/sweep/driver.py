@@ -106,7 +106,7 @@ def sweep(
     if where.executor == "ray":
         from .ray_checks import check_picklable, refuse_remote
 
-        refuse_remote(trial.target)  # its trials ran on threads beside a local Ray started for nothing
+        refuse_remote(trial.target)  # its trials would run on threads beside a local Ray started for nothing
         check_picklable(trial.the_task(), options)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     _refuse_unused_muon_options(base, dims, plan, options)
@@ -115,7 +115,7 @@ def sweep(
     with held(folder, resume is not None) as state:  # one sweep at a time in a folder
         the_task = trial.the_task()
         recorded = {**settings(base, configs, trial, study, the_task, options), "variants": names}
-        # what the space means: (1e-4, 1e-2, "log") on resume of Float(1e-4, 1e-2, log=True) was refused
+        # what the space means: (1e-4, 1e-2, "log") on resume of Float(1e-4, 1e-2, log=True) is not refused
         recorded["space"] = recorded_space(dims)
         same = {
             "space": lambda stored: same_space(dims, stored),
@@ -176,7 +176,7 @@ def _refuse_unused_muon_options(
     base: OptimizerParams, dims: dict[str, Any], plan: list[tuple[dict[str, Any], int]], options: dict[str, Any]
 ) -> None:
     """A sweep's ``MUON_ONLY`` options go to its Muon trials only (``TrialSpec.session_options``): where no trial can
-    be Muon, nothing would use them, and they were dropped in silence; refused before any trial runs."""
+    be Muon, nothing would use them, and they would be dropped in silence; refused before any trial runs."""
     picks = dims.get("optimizer")
     if isinstance(picks, Categorical):
         kinds = set(picks.choices)
