@@ -199,10 +199,10 @@ def own_modules(options: dict[str, Any]) -> dict[str, Any]:
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot, up to
     ``spec.slot_timeout`` seconds, then fail naming that option. The client's own retries wait through ``SlotWait``
-    (``RetryPolicy.pause``): each ``connect`` first ran its 5 retries, a 429's ``Retry-After`` (up to 60 s) each, past
-    the slot_timeout and deaf to the sweep's stop. Its polls until the model resource and session are up wait through
-    ``SlotWait.ready`` (``PollOptions.pause``): a stop waited out ``ready_timeout`` (1800 s by default). Its tries
-    share one model resource (``KeptResource``), stopped at the end when no session opened on it."""
+    (``RetryPolicy.pause``): else each ``connect`` would first run its 5 retries, a 429's ``Retry-After`` (up to 60 s)
+    each, past the slot_timeout and deaf to the sweep's stop. Its polls until the model resource and session are up
+    wait through ``SlotWait.ready`` (``PollOptions.pause``): else a stop would wait out ``ready_timeout`` (1800 s by
+    default). Its tries share one model resource (``KeptResource``), stopped at the end when no session opened on it."""
     delay, end, tries = RATE_LIMIT_WAIT[0], time.monotonic() + spec.slot_timeout, 0
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
                               **own_modules(spec.session_options)}  # fmt: skip
