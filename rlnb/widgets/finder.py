@@ -99,7 +99,7 @@ class LRFinderControls(Suggestion):
 
     @options.setter
     def options(self, options: Any) -> None:
-        """A dict, else a ``TypeError`` here: None was taken, and a click raised into the kernel's log alone."""
+        """A dict, else a ``TypeError`` here: taken, None would make a click raise into the kernel's log alone."""
         if not isinstance(options, dict):
             raise TypeError(f"lr_finder.options must be a dict of lr_find's options, such as {{'steps': 30}}, got "
                             f"{options!r}"[:300])  # fmt: skip
@@ -235,7 +235,7 @@ class LRFinderControls(Suggestion):
 
     def _clicked(self) -> None:
         """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop (alone: its own),
-        which ends it (a keyboard's was dropped to the page), and back to Find LR when the test ends if the focus is
+        which ends it (a keyboard's would drop to the page), and back to Find LR when the test ends if the focus is
         still in the panel or on nothing (``_run``)."""
         stop = getattr(getattr(self.builder, "panel", None), "stop_button", None) or self.stop_button
         if self.running:  # a second click: the focus stays
