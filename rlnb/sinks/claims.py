@@ -43,8 +43,8 @@ def folder() -> Path:
 
 def _user() -> str:
     """The user's name, or ``uid<n>`` where the user has none: a container run as a uid outside ``/etc/passwd``
-    (``docker run --user 12345``, OpenShift), with no ``$USER``, made ``getpass.getuser`` raise ``KeyError``
-    (``OSError`` from Python 3.13), which dropped every sink at its run's start and failed every ``rlnb.export``."""
+    (``docker run --user 12345``, OpenShift), with no ``$USER``, makes ``getpass.getuser`` raise ``KeyError``
+    (``OSError`` from Python 3.13), which would drop every sink at its run's start and fail every ``rlnb.export``."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):
