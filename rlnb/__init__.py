@@ -111,12 +111,12 @@ _MODULES = {
     "export": "rlnb.sinks.exporting",
 }
 """The module of each public name that is no error class; every other one of ``__all__`` that is no submodule is an
-exception of ``rlnb.errors`` (named once, in ``__all__``: a second list of them was kept in step by a test only)."""
+exception of ``rlnb.errors`` (named once, in ``__all__``: a second list would be kept in step by a test only)."""
 
 _PUBLIC: dict[str, str] = {name: _MODULES.get(name, "rlnb.errors") for name in __all__ if name not in _SUBMODULES}
-"""Each public name of ``__all__`` that is no module → the module it is imported from, on first use: ``import rlnb``
-imported pandas, pydantic and numpy at once (0.6-2.5 s), so ``rlnb --help`` took seconds and a Ctrl-C in them
-printed a traceback."""
+"""Each public name of ``__all__`` that is no module → the module it is imported from, on first use: importing them
+all would import pandas, pydantic and numpy at once (0.6-2.5 s), so ``rlnb --help`` would take seconds and a Ctrl-C
+in them print a traceback."""
 
 
 def __getattr__(name: str) -> object:

@@ -57,7 +57,7 @@ class Marks:
         before = self.stringified
         value = evaluate()
         if type(value) is jinja2.Undefined:  # jinja's own: an inline if's implicit else (``{{ "x" if m.tools }}``),
-            return value  # printed as nothing by design, as in transformers; it was refused as a value not given
+            return value  # printed as nothing by design, as in transformers: not refused as a value not given
         if isinstance(value, jinja2.Undefined):
             if not exempt(value):
                 self.found.append(value._undefined_message)
@@ -227,7 +227,7 @@ def _plain(value: Any) -> Any:
 
 def _format(text: str, *args: Any, **kwargs: Any) -> str:
     """``str.format`` as jinja's sandbox runs it (``SandboxedFormatter``): ``'{0.__globals__}'.format(f)`` a
-    ``SecurityError``, as in transformers; it ran unsandboxed on a marked text."""
+    ``SecurityError``, as in transformers, a marked text's too (its own ``format`` would run unsandboxed)."""
     return type(text)(_formatter().vformat(text, args, kwargs))
 
 
@@ -268,7 +268,7 @@ def _method(sandboxed: Callable[[Any, str], Any], obj: Any, attribute: str) -> A
 
 
 def _joined(text: Any) -> Any:
-    """A ``~``'s text, kept ``_Marked`` where it holds a marker (it was plain text, which tests as not empty)."""
+    """A ``~``'s text, kept ``_Marked`` where it holds a marker (as plain text it would test as not empty)."""
     marks = CURRENT.get(None)
     if marks is None or not marks.marking or type(text) is not str or not any(m in text for m in marks.names.values()):
         return text

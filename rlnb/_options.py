@@ -31,8 +31,8 @@ G = TypeVar("G", bound="DataclassInstance")
 
 def take(group: type[G], options: dict[str, Any], given: G | None = None) -> G:
     """``group`` made of the keywords in ``options`` that name its fields (removed from ``options``), over
-    ``given`` (default: the group's defaults), which must be a ``group``: a dict was "replace() should be called on
-    dataclass instances" or "'dict' object has no attribute 'device'", naming neither the keyword nor the group."""
+    ``given`` (default: the group's defaults), which must be a ``group``: a dict would be "replace() should be called
+    on dataclass instances" or "'dict' object has no attribute 'device'", naming neither the keyword nor the group."""
     names = {f.name for f in dataclasses.fields(group)}
     if given is not None and not isinstance(given, group):
         keyword = re.sub(r"(?<!^)(?=[A-Z])", "_", group.__name__).lower()  # ModelOptions: model_options
@@ -122,7 +122,7 @@ def check_event(value: Any, stops: str, name: str = "stop") -> None:
 
 def takes(fn: Any, n: int) -> bool:
     """Whether ``fn`` can be called with ``n`` positional arguments (one whose signature cannot be read is trusted):
-    a function of the wrong ones failed at its first call, a session or folder already made, naming no option."""
+    a function of the wrong ones would fail at its first call, a session or folder already made, naming no option."""
     if not callable(fn):
         return False
     try:
@@ -183,8 +183,8 @@ OPERATION_TIMEOUT = 3600.0
 """Seconds after submission at which a remote session gives an operation up (FAILED, TIMEOUT); what lr_find waits
 for a local session's operations too."""
 A_DAY = 86400.0
-"""The longest wait a seconds option takes: ``op_delay`` past ~1e10 s failed its sleep (every operation
-``INTERNAL_ERROR: OverflowError``), a live view's ``every`` its redraw timer (the view froze)."""
+"""The longest wait a seconds option takes: ``op_delay`` past ~1e10 s would fail its sleep (every operation
+``INTERNAL_ERROR: OverflowError``), a live view's ``every`` its redraw timer (the view would freeze)."""
 
 
 def check_seconds(name: str, value: Any, high: float = A_DAY) -> float:
@@ -199,7 +199,7 @@ def check_seconds(name: str, value: Any, high: float = A_DAY) -> float:
 def check_timeout(name: str, value: Any) -> float | None:
     """A wait's ``timeout`` in seconds, or None for no limit: a real number >= 0 (infinity, or one past what a lock
     can wait, is no limit). NaN, a negative number, a bool or a string is a ``ValueError`` naming ``name``: NaN
-    waited not at all, infinity raised ``OverflowError`` from inside ``threading``."""
+    would wait not at all, infinity raise ``OverflowError`` from inside ``threading``."""
     if value is None:
         return None
     seconds = math.nan

@@ -247,5 +247,6 @@ _FILTER = RedactingFilter()
 for _name in ("rlnb", *HTTP_LOGGERS):
     logging.getLogger(_name).addFilter(_FILTER)
 """Every record rlnb, httpx and httpcore log is scrubbed wherever it goes, without touching anyone's levels, handlers
-or propagation (``configure_logging`` is opt-in; without it, a record went to the root logger's handlers, or Python's
-last-resort stderr, as written: httpcore's DEBUG lines list the response headers, one echoing the key included)."""
+or propagation (``configure_logging`` is opt-in; without it, a record would go to the root logger's handlers, or
+Python's last-resort stderr, as written: httpcore's DEBUG lines list the response headers, one echoing the key
+included)."""

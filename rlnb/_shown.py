@@ -13,13 +13,12 @@ __all__ = ["shown"]
 
 
 def shown(text: object, limit: int = 40) -> str:
-    """``text`` quoted for an error message, cut to ``limit`` characters: a 5,000-digit int64 string came back
-    whole in the 400's message (as would a megabyte), and so did an 8 KB id in a 404's. Any other value is shown as
-    its repr, cut alike (a list of 10,000 learning rates made a 70 KB ``InvalidParams``). The one rule every message
-    cuts by (``wire.shown``, the CLI's options, the chat checks): the CLI cut to 37 characters and "..." without
-    saying how long. A value whose ``repr()`` raises is shown a few levels deep (a list 5,000 deep as
-    ``[[[[[...]]]]]``), each value in it whose repr raises by its type: what it raised replaced the error that
-    showed it."""
+    """``text`` quoted for an error message, cut to ``limit`` characters: a 5,000-digit int64 string would come back
+    whole in the 400's message (as would a megabyte), and so would an 8 KB id in a 404's. Any other value is shown as
+    its repr, cut alike (a list of 10,000 learning rates would make a 70 KB ``InvalidParams``). The one rule every
+    message cuts by (``wire.shown``, the CLI's options, the chat checks), saying how long the text was. A value whose
+    ``repr()`` raises is shown a few levels deep (a list 5,000 deep as ``[[[[[...]]]]]``), each value in it whose
+    repr raises by its type: what it raises would replace the error that shows it."""
     if isinstance(text, str):
         if len(text) <= limit:
             return str.__repr__(text)

@@ -118,7 +118,7 @@ def _texts(value: Any) -> Iterator[str]:
 
 def _frozen(value: Any) -> Any:
     """``value`` (plain data) as a key that tells apart all a template can (a tuple from a list, 1 from 1.0 and
-    True, -0.0 from 0.0: equal floats, printed apart, so one's render was the other's prompt)."""
+    True, -0.0 from 0.0: equal floats, printed apart, so one's render would be the other's prompt)."""
     kind = type(value)
     if isinstance(value, float):
         return kind.__name__, float.hex(value)  # the float's every bit: -0.0 is "-0x0.0p+0", and every NaN one key

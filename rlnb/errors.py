@@ -41,7 +41,7 @@ class RlnbError(Exception):
 
 SHOWN_VALUE = 300
 """The most characters of a refused value an ``InvalidParams`` shows (``wire.shown``; ``errors`` keeps it whole): a
-list of 10,000 learning rates gave a 70 KB message, its rule at the very end."""
+list of 10,000 learning rates would give a 70 KB message, its rule at the very end."""
 
 
 class InvalidParams(RlnbError, ValueError):
@@ -90,7 +90,7 @@ class Cancelled(OperationError):
 def describe(exc: BaseException) -> str:
     """``"Type: message"`` of ``exc`` for a row or a log, then its notes (``add_note``: a task's reward names the
     task, prompt and completion there); its type alone when ``str(exc)`` itself raises (a user's exception class):
-    a sweep's row was lost to one, and the sweep with it."""
+    else a sweep's row would be lost to one, and the sweep with it."""
     try:
         said = f"{type(exc).__name__}: {exc}"
     except Exception:  # noqa: BLE001 - whatever its __str__ raised, the failure is still said

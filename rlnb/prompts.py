@@ -25,7 +25,7 @@ REPLACEMENT = "\ufffd"
 def tokenizer_spec(tokenizer: Any) -> Any:
     """``tokenizer=`` as ``rlnb.connect`` takes it: None, a folder or cached hub id (a ``str``; an ``os.PathLike``
     as its path), or a tokenizer object with ``encode`` and ``decode``; anything else is a ``TypeError`` naming
-    ``tokenizer`` (it was taken for a tokenizer, and the first text failed on its missing ``encode``)."""
+    ``tokenizer`` (taken for a tokenizer, it would fail only at the first text, on its missing ``encode``)."""
     if tokenizer is None or isinstance(tokenizer, str):
         return tokenizer
     if isinstance(tokenizer, os.PathLike):

@@ -27,7 +27,7 @@ ID_MAX = 2**63 - 1
 
 def _tensor(data: Sequence[float], dtype: wire.TensorDType, name: str = "") -> wire.TensorData:
     """``data`` as wire tensor data; a value it cannot hold (NaN, inf; past float32's range, inf on the engine, which
-    failed the forward-backward as "non-finite") is refused naming the argument ``name``."""
+    would fail the forward-backward as "non-finite") is refused naming the argument ``name``."""
     data = list(data)
     if dtype == "float32" and not _within(data, -FLOAT32_MAX, FLOAT32_MAX):  # int64: ids ``_ids`` checked, a mask
         bad = next((v for v in data if not -FLOAT32_MAX <= v <= FLOAT32_MAX), None)  # one pass: NaN fails it too
@@ -87,7 +87,7 @@ def _numbers(values: Any, name: str) -> list[float]:
             raise TypeError(f"{name} must be numbers, got {bad!r}")
     try:
         return list(map(float, listed))
-    except OverflowError:  # an int no float holds (10**400): Python's message named no argument
+    except OverflowError:  # an int no float holds (10**400): Python's message names no argument
         raise ValueError(f"{name} must be numbers a float32 holds (at most {FLOAT32_MAX:.4g} in size), got an "
                          "integer past any float") from None  # fmt: skip
 

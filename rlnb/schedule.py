@@ -15,8 +15,8 @@ ScheduleKind = Literal["constant", "linear", "cosine"]
 
 MAX_STEPS = 1_000_003
 """The longest schedule (``total_steps``, and the warmup within it): the most steps one run takes,
-``rlnb.tasks.MAX_STEPS`` (a layer above; a test keeps the two equal). A longer one never reached its floor in any
-run, and the builder took ``10**300`` as valid and raised an ``OverflowError`` at ``10**400`` (its plot)."""
+``rlnb.tasks.MAX_STEPS`` (a layer above; a test keeps the two equal). A longer one would never reach its floor in
+any run, and the builder would take ``10**300`` as valid and raise an ``OverflowError`` at ``10**400`` (its plot)."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,8 @@ class Schedule:
         return self.min_lr_ratio + (1 - self.min_lr_ratio) * shape
 
     def __call__(self, step: int, base_lr: float) -> float:
-        """The rate for ``step``; ``base_lr`` a finite number >= 0 (NaN, -1 and True gave a rate no step can use,
-        "1e-3" Python's "can't multiply sequence"; 0 is the widgets' "no rate yet", drawn as 0)."""
+        """The rate for ``step``; ``base_lr`` a finite number >= 0 (NaN, -1 and True would give a rate no step can
+        use, "1e-3" Python's "can't multiply sequence"; 0 is the widgets' "no rate yet", drawn as 0)."""
         if isinstance(base_lr, bool) or not isinstance(base_lr, numbers.Real) or not 0 <= float(base_lr) < math.inf:
             raise ValueError(f"base_lr = {base_lr!r} is invalid: must be a finite number >= 0")
         return float(base_lr) * self.multiplier(step)

@@ -44,7 +44,7 @@ def own_errors() -> tuple[type[BaseException], ...]:
     """What a member's own code (its reward, its params function) may raise and fail that member alone. A Ctrl-C
     reaches only the main thread: there a ``KeyboardInterrupt`` is the user's and stops the ensemble; on another
     thread (a sweep's ensembles run on one) anything is that code's own, as a sweep's threads take it
-    (``KeyboardInterrupt``, ``SystemExit`` or a ``BaseException`` of its own failed every member of the group)."""
+    (``KeyboardInterrupt``, ``SystemExit`` or a ``BaseException`` of its own would fail every member of the group)."""
     if threading.current_thread() is threading.main_thread():
         return (Exception,)
     return (BaseException,)

@@ -149,7 +149,7 @@ class StackedOptimizer:
     def norms(self) -> Norms:
         """As ``get_total_norm``: each parameter's norm, then the norm of those (one reduction over a whole
         row in float32 would be ~1e-6 off for a model of 150k weights), in a session's ``norm_dtype`` (float16's
-        were taken in float16: past 65504 they were inf though every gradient was finite)."""
+        taken in float16 would be inf past 65504 though every gradient is finite)."""
         g = self.model.grad
         dtype = norm_dtype(g.dtype)
         each = torch.stack(

@@ -147,7 +147,7 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
     wire.optimizer_kind(optimizer)
     if isinstance(members, Member | Mapping | str | bytes) or not isinstance(members, Iterable):  # a dict: its keys
         raise TypeError(f"members must be a list of Member objects, got {type(members).__name__}")
-    members = list(members)  # a generator was read by the run-id check, leaving no member: IndexError
+    members = list(members)  # a generator would be read by the run-id check, leaving no member: IndexError
     wrong = next((i for i, m in enumerate(members) if not isinstance(m, Member)), None)
     if wrong is not None:
         raise TypeError(f"members[{wrong}] must be a Member(params, seed), got {type(members[wrong]).__name__}")
@@ -218,7 +218,7 @@ def _members(limit: int) -> int:
 
 def check_open_files(members: int) -> None:
     """``ValueError`` naming the limit when ``members`` recording runs cannot all hold their files open: past it,
-    ``OSError: Too many open files`` came from some members' Histories, which went on in memory with a warning."""
+    ``OSError: Too many open files`` would come from some members' Histories, which go on in memory with a warning."""
     limit = open_files_limit(members * FILES_PER_MEMBER + FILES_RESERVED)
     if limit is not None and members > _members(limit):
         raise ValueError(f"members: {members} recording members hold ~{FILES_PER_MEMBER} files open each, and this "

@@ -5,8 +5,8 @@ rlnb serve [--host 127.0.0.1] [--port 8000] [--token TOKEN]  a Together-compatib
 
 This module holds only the parser and the choice of runner; ``demo`` and ``serve`` hold each subcommand's
 arguments and what it does, and import torch or the server only when they run (``--help`` stays fast). It imports
-them, and argparse, inside ``main``: a Ctrl-C while they were imported (the first milliseconds of every command) was a
-``KeyboardInterrupt`` traceback.
+them, and argparse, inside ``main``: a Ctrl-C while they are imported at module level (the first milliseconds of every
+command) would be a ``KeyboardInterrupt`` traceback.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def demo(options: DemoOptions | None = None) -> int:
     )
     held = aside = None
     set_aside = False
-    try:  # out and run/ are made once the params fit: --lr 1e308 was refused with an empty run/ left behind
+    try:  # out and run/ are made once the params fit: --lr 1e308 is refused with no empty run/ left behind
         _check_fits(backend, params, o.lr)
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -83,7 +83,7 @@ def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, line
 
     out = Path(o.out)
     try:  # the earlier output comes back when the run stops before it recorded anything (a Ctrl-C)
-        for line in lines:  # in the block: a Ctrl-C while a pager held stderr left it aside beside an empty run
+        for line in lines:  # in the block: a Ctrl-C while a pager holds stderr would leave it aside beside an empty run
             print(line, file=sys.stderr)
         completed, failure = _train(session, o, params, out)
     except BaseException as exc:
@@ -98,7 +98,7 @@ def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, line
               f"{kept_words(asides(out))}", file=sys.stderr)  # fmt: skip
         return 1
     try:
-        problem = drop(out, aside)  # one that fails was a traceback and exit 1 after a run that wrote its files
+        problem = drop(out, aside)  # a failure here is said, not raised: the run wrote its files
     except KeyboardInterrupt:  # SIGTERM too: it completed (not 130, "the steps so far"); the next demo resumes it
         where = (
             f"stays in {aside}: delete it" if aside and aside.is_dir() else f"the next demo in {out} deletes the rest"
@@ -142,7 +142,7 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
                 continue
             completed += 1
             status = rlnb.wire.short_name(r.status)
-            # 3 significant figures: 3 decimals printed 0.000 for the tiny model's 0.00043, as if nothing trained
+            # 3 significant figures: 3 decimals would print 0.000 for the tiny model's 0.00043, as if nothing trained
             gn = f"{r.grad_norm:9.3g}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
             print(f"{r.step:>4}  {r.loss:8.4f}  {r.reward:6.3f}  {gn}  {elapsed:5.1f}s  {status}", flush=True)
@@ -247,7 +247,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb demo``: its arguments checked, then ``demo``; a bad argument or a failure is one line ``rlnb demo: ...``
-    (argparse's usage and "rlnb: error:" were printed for some options, as ``rlnb serve``'s were), exit 2; a file it
+    (never argparse's usage and "rlnb: error:", as for ``rlnb serve``), exit 2; a file it
     cannot write once it trains (a full disk), one line saying where the steps are, exit 1."""
     hangup = [signal.SIGHUP] if hasattr(signal, "SIGHUP") and not ignored(signal.SIGHUP) else []  # POSIX; nohup
     stops = [signal.SIGTERM, *hangup]
@@ -278,14 +278,14 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         signum = stop.args[0]
         say(f"rlnb demo: stopped ({signal.Signals(signum).name}){kept(out, stop)}")
         return 128 + signum  # 143 for SIGTERM, 129 for SIGHUP, as a shell reports a process they ended
-    except KeyboardInterrupt as stop:  # Ctrl-C: a traceback through torch, and no word of what was kept
+    except KeyboardInterrupt as stop:  # Ctrl-C: one line saying what is kept, not a traceback through torch
         say(f"rlnb demo: interrupted{kept(out, stop)}")
         return 130
     except BrokenPipeError as stop:  # `rlnb demo | head`: a traceback, and another at exit (flushing into the pipe)
         quiet(sys.stdout)
         say(f"rlnb demo: stopped, its output was closed{kept(out, stop)}")
         return 141  # 128 + SIGPIPE, as a shell reports a process its pipe ended
-    except OSError as exc:  # a full disk once steps were recorded: a traceback, no word of where they were kept
+    except OSError as exc:  # a full disk once steps are recorded: one line saying where they are kept, no traceback
         say(f"rlnb demo: {exc}{kept(out, exc)}")
         return 1
     finally:  # an in-process caller (a test, a notebook) keeps its own

@@ -1,7 +1,7 @@
 """Where ``rlnb demo`` keeps the earlier output it replaces, and the lock that makes it one demo at a time in ``--out``.
 
 A demo holds ``LOCK`` from before it moves anything until it returns: a second demo in that ``--out`` is told another
-demo runs there (it was told, for a few milliseconds, that a stopped demo had left its output there). The earlier
+demo runs there (not, for the few milliseconds of a move, that a stopped demo had left its output there). The earlier
 output goes into ``STAGING`` file by file, then that folder is renamed, at once, to the first free aside folder
 (``EARLIER``, then ``EARLIER-2``, ``-3``...): a demo killed part way (``kill -9``) leaves ``STAGING``, which the next
 demo puts back in place (``recover``). A stopped demo's aside folder is kept, and the next demo sets its own earlier

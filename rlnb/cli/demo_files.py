@@ -57,7 +57,7 @@ def _set_aside_run(run: Path, aside: Path) -> bool:
         aside.mkdir(exist_ok=True)
         run.rename(aside / run.name)
     finally:
-        release(held)  # unlocked first: a child forked meanwhile kept a closed lock held
+        release(held)  # unlocked first: a child forked meanwhile would keep a closed lock held
     return True
 
 
@@ -71,9 +71,10 @@ def _lock(run: Path) -> IO[str]:
 
 
 def _refuse_running(run: Path) -> None:
-    """A ``ValueError`` when a live session holds ``run`` (``_lock``), checked before anything moves: a second demo in
-    one ``--out`` moved the first's manifest aside, then was refused by the lock and left it there; with the first's
-    earlier output set aside, it was told a stopped demo had left that. A lock that cannot be tried stops nothing."""
+    """A ``ValueError`` when a live session holds ``run`` (``_lock``), checked before anything moves: else a second
+    demo in one ``--out`` would move the first's manifest aside, then be refused by the lock and leave it there; with
+    the first's earlier output set aside, it would be told a stopped demo had left that. A lock that cannot be tried
+    stops nothing."""
     if run.is_symlink() or not (run / LOCK_FILE).is_file():
         return
     try:
@@ -97,7 +98,7 @@ def _own_files(out: Path) -> dict[str, str]:
 
 def note_own_files(out: Path, names: list[str]) -> None:
     """Remember ``names`` as the demo's own (``run/`` before training, the rest once written), replaced atomically;
-    never written through a link left under the temporary name (``write_new``: it wrote into the link's target)."""
+    never written through a link left under the temporary name (``write_new``), which would write the link's target."""
     own = {name: ("" if name == "run/" else _digest(out / name)) for name in names}
     tmp = out / (MANIFEST + ".tmp")
     try:
@@ -112,9 +113,9 @@ def note_own_files(out: Path, names: list[str]) -> None:
 def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[str]]:
     """Before training, with ``out``'s lock held: the files an earlier demo wrote in ``out`` (and left unchanged) are
     moved into ``STAGING``, then that into the first free aside folder (``demo_aside``); any other file of its names
-    (a user's history.csv, overwritten without a word before) only with ``force``; a name there that is no plain file
-    never. That folder (None when nothing moved) and the names it moved, for the demo to say (an interrupted demo's
-    steps, which it had said were kept, went without a word at the next)."""
+    (a user's history.csv, which would be overwritten without a word) only with ``force``; a name there that is no
+    plain file never. That folder (None when nothing moved) and the names it moved, for the demo to say (an
+    interrupted demo's steps, said to be kept, would otherwise go without a word at the next)."""
     _refuse_others(out, force)
     staging, aside, moved = out / STAGING, None, []
     try:  # none of the earlier demo's files is left beside a new run that stops early
@@ -129,9 +130,12 @@ def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[
             aside = free(out, EARLIER)
             staging.rename(aside)
         note_own_files(out, ["run/"])
-    except BaseException as exc:  # a Ctrl-C too: the manifest went aside and the rest stayed, the folder refused
+    except BaseException as exc:  # a Ctrl-C too: else the manifest goes aside and the rest stays, the folder refused
         setting = bool(moved) or aside is not None or staging.is_dir()
-        for folder in (staging, aside):  # restore_earlier_output took the earlier run/ still there for the new run's
+        for folder in (
+            staging,
+            aside,
+        ):  # restore_earlier_output would take the earlier run/ still there for the new run's
             if folder is not None and folder.is_dir():  # what is left there stays, and the demo's last line says
                 with contextlib.suppress(OSError):
                     _put_back(out, folder)
@@ -164,7 +168,7 @@ def write_outputs(history: Any, out: Path) -> Any:
 
 def _put_back(out: Path, aside: Path) -> None:
     """Each file of ``aside`` back in ``out`` (an ``OSError`` where one cannot go), the folder deleted; a manifest the
-    new run wrote is deleted when none was set aside: it named as the demo's a ``run/`` that was no demo's
+    new run wrote is deleted when none was set aside: it would name as the demo's a ``run/`` that is no demo's
     (``--force``)."""
     if not (aside / MANIFEST).exists():
         (out / MANIFEST).unlink(missing_ok=True)
@@ -195,7 +199,7 @@ def _refuse_others(out: Path, force: bool) -> None:
     other files of its names without ``force``; first a session writing its run folder. An aside folder a stopped demo
     left is no refusal (the next one is numbered)."""
     _refuse_running(out / "run")
-    for name in (*OUTPUTS, MANIFEST):  # a manifest that is a named pipe: reading it waited for ever
+    for name in (*OUTPUTS, MANIFEST):  # a manifest that is a named pipe: reading it would wait for ever
         if (out / name).is_symlink() or (out / name).exists() and not (out / name).is_file():
             raise ValueError(f"{out / name} is not a file an rlnb demo wrote; move it away or pick another --out")
     own = _own_files(out)
@@ -233,7 +237,7 @@ def _check_out(out: Path, force: bool) -> list[str]:
     refuse_dangling_link("--out", out)  # mkdir said "File exists" once the model had loaded
     _refuse_kept(out)
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
-    if not there.is_dir():  # the error named a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
+    if not there.is_dir():  # not an error naming a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
         raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")
     with tempfile.TemporaryFile(dir=there):  # an OSError: check_out says it
         pass

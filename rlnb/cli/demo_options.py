@@ -73,7 +73,7 @@ class DemoOptions:
         paths = (("--out", self.out, "a folder", "a folder's path"),
                  ("--model", self.model, "a folder or a model", "tiny, small, a folder or a hub id"))  # fmt: skip
         for option, value, what, takes in paths:
-            if not isinstance(value, str | os.PathLike):  # Path(123) raised a TypeError naming no option
+            if not isinstance(value, str | os.PathLike):  # Path(123) would raise a TypeError naming no option
                 raise ValueError(f"{option} must be {takes} (a str or a Path), got {value!r}")
             if not str(value).strip():  # an unset variable: '' is the working folder (its files overwritten) for either
                 raise ValueError(f"{option} is empty (an unset variable?): give {what}")

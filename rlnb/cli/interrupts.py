@@ -2,14 +2,15 @@
 
 A ``KeyboardInterrupt`` raised inside an import is not always one where it surfaces. torch's C initialisation imports
 numpy, and when that import is interrupted torch clears the error with a warning and goes on with a half-imported
-numpy: the Ctrl-C was lost (``rlnb demo`` ran to its end, ``rlnb serve`` started serving), or came back later as an
+numpy: the Ctrl-C is lost (``rlnb demo`` runs to its end, ``rlnb serve`` starts serving), or comes back later as an
 unrelated error (``rlnb demo: initialization failed``, exit 2, from matplotlib's C extension; an ``AttributeError``
 traceback from pandas). So while the command line runs, a Ctrl-C that arrives inside an import is held until the
 outermost import returns, then raised as usual (one line, exit status 130). A third Ctrl-C while still importing is
 raised at once, so that an import that hangs can still be interrupted.
 
 A Ctrl-C the process was started to ignore stays ignored: a shell starts a background job (``rlnb serve &``) with
-SIGINT ignored, and Python keeps that; the handler that went in ~40 ms later honoured it from then on (``ignored``).
+SIGINT ignored, and Python keeps that; the handler that goes in ~40 ms later would honour it from then on
+(``ignored``).
 
 This module imports nothing slow (``signal`` and what Python has loaded already): the handler goes in before the
 command line imports anything else.

@@ -20,8 +20,8 @@ def quiet(stream: Any) -> None:
 
 
 def say(line: str) -> None:
-    """``line`` on stderr, which may be the closed pipe too (``rlnb demo 2>&1 | head``: the line raised in the
-    handler of the first ``BrokenPipeError``, a traceback no one saw, exit status 1)."""
+    """``line`` on stderr, which may be the closed pipe too (``rlnb demo 2>&1 | head``: raised in the handler of the
+    first ``BrokenPipeError``, the line would be a traceback no one sees, exit status 1)."""
     try:
         print(line, file=sys.stderr, flush=True)
     except OSError:

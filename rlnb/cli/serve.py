@@ -80,9 +80,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``rlnb serve``: its options checked (exit 2 with one line), then the server until it is stopped. A stop
-    while it starts (torch's import, a model's load: seconds) is as one while it listens: Ctrl-C printed a
-    ``KeyboardInterrupt`` traceback, and SIGTERM killed it before its checkpoints' temporary folder was removed.
-    A hang-up (the terminal closed) is a SIGTERM: its default action killed the server, leaving that folder; under
+    while it starts (torch's import, a model's load: seconds) is as one while it listens, not a ``KeyboardInterrupt``
+    traceback at Ctrl-C, nor, at SIGTERM, a kill before its checkpoints' temporary folder is removed.
+    A hang-up (the terminal closed) is a SIGTERM: its default action would kill the server, leaving that folder; under
     ``nohup`` (SIGHUP ignored) a hang-up stays ignored, as a Ctrl-C does in a background job (``ignored``)."""
     # uvicorn re-raises SIGTERM once it has shut down: exit through the finally blocks, not by the default handler
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -141,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _remove_scratch(scratch: str) -> None:
     """Remove the checkpoints' temporary folder at the stop. A failure is said on stderr, naming the folder and
-    what could not be removed (it was silent: the checkpoints stayed in the temporary folder unsaid), and not
+    what could not be removed (so that no checkpoint stays in the temporary folder unsaid), and not
     raised: the server has stopped either way, and everything else in the folder is still removed."""
     try:
         shutil.rmtree(scratch)
@@ -168,7 +168,7 @@ def _serve_app(
 
     try:
         sock = bind(args.host, args.port)  # a port in use, said before the address is announced or the state is
-        # locked: an in-process caller whose bind failed held --state-dir's lock until its registry was collected
+        # locked: an in-process caller whose bind fails would hold --state-dir's lock until its registry is collected
     except ValueError as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2, False
@@ -201,14 +201,14 @@ def _serve_app(
         print(f"rlnb serve: warning: --host {args.host} takes requests from other machines and there is no --token: "
               "anyone who reaches this port can train, sample and download checkpoints; give --token, or --host "
               "127.0.0.1 for this machine only", file=sys.stderr)  # fmt: skip
-    # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, was a 404 on /v1/rl/v1/rl
+    # the address clients take: the API's own root (.../v1/rl), pasted into rlnb.connect, would be a 404 on /v1/rl/v1/rl
     address = f"http://{url_host(reachable(args.host))}:{args.port}"
     if args.public_url is None and reachable(args.host) != args.host:  # a wildcard: the links name this machine
         print(f"rlnb serve: warning: --host {args.host} takes requests from other machines, but its presigned links "
               f"(checkpoint downloads, and the uploads the SDK makes of bodies over 0.5 MiB) name {address}, which "
               f"only this machine reaches: give --public-url http://ADDRESS:{args.port}, the address the other "
               "machines use", file=sys.stderr)  # fmt: skip
-    try:  # connections made once it is announced wait for uvicorn's accept: they were refused until uvicorn listened
+    try:  # connections made once it is announced wait for uvicorn's accept, not refused until uvicorn listens
         sock.listen()
         print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
               "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip

@@ -29,7 +29,7 @@ SETTING_FLAGS: Final = {
 }
 """The ``ServerSettings`` fields whose own checks refuse what an ``rlnb serve`` option gave, each with its option: a
 setting's error names the field, a Python caller's word for it (``create_app(op_delay=...)``), and ``rlnb serve`` says
-the option instead (it said ``op_delay must be ...`` to a user who typed ``--op-delay``). The other options are checked
+the option instead (``op_delay must be ...`` would puzzle one who typed ``--op-delay``). The other options are checked
 naming themselves before the settings are made (``checked``); a state directory's errors are the registry's."""
 
 
@@ -67,7 +67,7 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
 
     _given_once(args.limit)
     args.port, limits = _port(args.port), parse_limits(args.limit)
-    over = args.offload_results_over  # a size in bytes, as the byte limits: 10**39 was taken
+    over = args.offload_results_over  # a size in bytes, as the byte limits, not 10**39
     if over is not None and not 0 <= over <= BYTES_MAX:
         raise ValueError(f"--offload-results-over must be 0 to 2**63 - 1 bytes (leave it out: never), got {over}")
     return limits, _served_models(args.model)
@@ -86,8 +86,8 @@ def _port(text: str) -> int:
 
 
 def _given_once(limits: list[str]) -> None:
-    """A ``ValueError`` naming a limit given twice: the last was taken without a word (a script's default, then the
-    user's lower value, silently raised back)."""
+    """A ``ValueError`` naming a limit given twice: taking the last without a word would raise a user's lower value
+    back to a script's default given after it, silently."""
     seen: dict[str, str] = {}
     for item in limits:
         name = item.partition("=")[0]

@@ -121,7 +121,8 @@ class LocalBackend:
         self._worker = Worker(self._run, name=f"rlnb-{self._info.id}", classify=handlers.classify)
         self.runs_here: Callable[[], bool] = self._worker.runs_here
         """Whether the caller is the thread that runs this session's operations (``Operation.result`` refuses to
-        wait there): the worker's own method, where a method of the backend that asked it was a Python call a wait."""
+        wait there): the worker's own method, where a method of the backend that asked it would be a Python call a
+        wait."""
         worker = weakref.ref(self._worker)
         model_setup.claim(model, lambda: (w := worker()) is not None and not w.closed)
 

@@ -73,7 +73,7 @@ def check_tensors(path: Path, field: str, tensors: dict[str, Any], model: Mappin
     for name, t in tensors.items():
         if not isinstance(t, torch.Tensor):
             raise damaged(path, f"its {field}' {name!r} is {type(t).__name__}, expected a tensor")
-        if kind := _not_dense(t):  # torch's finite check raised its own error for them, naming no file
+        if kind := _not_dense(t):  # torch's finite check raises its own error for them, naming no file
             raise damaged(path, f"its {field}' {name!r} is a {kind} tensor, expected a dense one holding its values")
         own = model.get(name)
         if own is not None and own.is_floating_point() and not t.is_floating_point():

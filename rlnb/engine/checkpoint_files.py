@@ -210,7 +210,7 @@ def writing(path: Path) -> Iterator[Path]:
     fsynced), so that neither a process killed mid-save nor a power loss leaves a half-written or empty checkpoint
     under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``, one
     whose name is taken (before it writes, or by another save meanwhile) a ``FileExistsError`` naming it, one that
-    may not write there (read-only) its ``PermissionError`` naming the checkpoint (it named the hidden partial). Once
+    may not write there (read-only) its ``PermissionError`` naming the checkpoint, not the hidden partial. Once
     renamed the checkpoint is kept: a folder that cannot be fsynced then is a ``RuntimeWarning`` naming it."""
     if path.exists() or path.is_symlink():
         raise _taken(path)

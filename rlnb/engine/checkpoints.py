@@ -220,7 +220,7 @@ adapter, which the checkpoint's weights replace, and seeded dropout's generator,
 def with_saved_lora(config: LoraConfig | bool, state: dict[str, Any] | None) -> dict[str, Any] | LoraConfig | bool:
     """``lora=`` with the settings it leaves out taken from the checkpoint it resumes, which the adapter must keep:
     a resume with ``lora=True``, or ``{"rank": 4}`` alone as Together's Tinker shim sends, of a run made with
-    ``alpha`` 8 or ``train_unembed`` false took the defaults in their place and was refused."""
+    ``alpha`` 8 or ``train_unembed`` false would take the defaults in their place and be refused."""
     saved = state.get("lora") if state is not None else None
     if not isinstance(saved, dict):
         return config

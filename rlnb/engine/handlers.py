@@ -66,7 +66,7 @@ def finite_loss(loss: torch.Tensor, metrics: dict[str, float]) -> float:
     value = loss.item()  # no ``detach`` first: an op, and ``item`` records no gradient
     if not math.isfinite(value):
         raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
-    if not all(map(math.isfinite, metrics.values())):  # C passes; a generator was a Python call a step
+    if not all(map(math.isfinite, metrics.values())):  # C passes; a generator would be a Python call a step
         bad = next(k for k, v in metrics.items() if not math.isfinite(v))
         raise OperationError(
             Code.NON_FINITE_LOSS,
@@ -92,7 +92,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
         loss_type, given.model_dump(exclude_none=True) if given is not None else None, inputs, list(map(len, seqs))
     )
     forward_only = bool(body.forward_only)
-    # the tokens the loss and its metrics read (``map``s, not comprehensions: a Python call each, issue 20)
+    # the tokens the loss and its metrics read (``map``s, not comprehensions: those would be a Python call each)
     counted = list(map(losses_mod.loss_mask, repeat(loss_type), inputs))
     whole = losses_mod.counts_all(counted)
     # A forward-only evaluation runs in eval mode: LoRA's dropout (or a custom module's) off, so the same evaluation

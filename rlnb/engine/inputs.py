@@ -4,8 +4,8 @@ Apart from the handlers because every kind that reads tokens shares these checks
 the request's field: a bad request fails whole, before it can leave half-accumulated gradients. A sample request's
 own checks (sampling params, ``num_samples``, prompts that leave room) are ``rlnb.engine.sample_inputs``.
 
-A sample changed after it was built (a list item set later) or made by ``model_construct`` skipped the wire's checks:
-a float id reached the embedding (``INTERNAL_ERROR``), a bool or 2.0 was read as an id in silence. Lists are checked
+A sample changed after it was built (a list item set later) or made by ``model_construct`` skips the wire's checks:
+a float id would reach the embedding (``INTERNAL_ERROR``), a bool or 2.0 read as an id in silence. Lists are checked
 in C passes (``wire.lists.only``: every item exactly an ``int``, or a ``float``), and only a list that fails them goes
 item by item, to name the first bad one or let a numpy number through.
 """
@@ -71,7 +71,7 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
         for key, td in s.loss_fn_inputs.items():
             where = f"samples[{i}].loss_fn_inputs.{key}"
             tensors[key] = read_tensor(td, where)
-            # ``data``'s own min and max (whole numbers once read): C passes, where the tensor's were 4 torch ops
+            # ``data``'s own min and max (whole numbers once read): C passes, where the tensor's would be 4 torch ops
             if (
                 key == "target_tokens"
                 and td.dtype == "int64"
@@ -85,8 +85,8 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
 
 def model_tokens(model_input: object, where: str) -> list[int]:
     """The tokens of ``model_input`` (``where``: the request's field), each part checked first: a crafted body's
-    dict chunk was ``AttributeError`` inside ``ModelInput.tokens``, so ``INTERNAL_ERROR``. The parts are checked in C
-    passes; only a bad one goes part by part, to name it (that was 5 Python calls a one-chunk input)."""
+    dict chunk would be ``AttributeError`` inside ``ModelInput.tokens``, so ``INTERNAL_ERROR``. The parts are checked in
+    C passes; only a bad one goes part by part, to name it (that would be 5 Python calls a one-chunk input)."""
     chunks = getattr(model_input, "chunks", None)
     if not (isinstance(model_input, wire.ModelInput) and isinstance(chunks, list) and _well_formed(chunks)):
         _name_bad_part(model_input, where)
@@ -127,7 +127,7 @@ def must_be(value: object, kind: type, where: str) -> None:
 def read_tensor(td: wire.TensorData, where: str) -> Tensor:
     """``td`` as a 1-D tensor of its dtype, once its layout (``wire.TensorData.layout_problem``, the wire's own rules)
     and its elements are checked: numbers (no text, bool or ``None``), whole ones in int64's range for ``int64``.
-    A tensor that skipped the wire's validation (``model_construct``, a field set later) was read loosely: text was
+    A tensor that skips the wire's validation (``model_construct``, a field set later) is not read loosely: text as
     ``INTERNAL_ERROR``, a bool a number, another dtype float32, ``shape`` and the sparse fields ignored.
     ``INVALID_INPUT`` naming ``where``."""
     if not isinstance(td, wire.TensorData):  # tested here, named by ``must_be``: a call a tensor less
@@ -169,14 +169,14 @@ def float32_tensor(data: list[float], where: str) -> Tensor:
 
 def _int64_tensor(data: list[float], where: str) -> Tensor:
     """``data`` as int64, once each element is a whole number in int64's range. C passes over the list (``int``,
-    ``==``, ``min``, ``max``), not torch ops: the wire's ids are floats, and a float64 tensor's checks were 9 ops and a
+    ``==``, ``min``, ``max``), not torch ops: the wire's ids are floats, and a float64 tensor's checks take 9 ops and a
     host sync a sample (faster on 100k ids too: building a float64 tensor cost more than the passes)."""
     floats = _check_numbers(data, where)
     try:
         ids = list(map(int, data)) if floats or not only(data, int) else data  # NaN and inf raise
     except (OverflowError, ValueError):
         ids = None
-    # a fraction (int() dropped it), NaN, inf, or out of range; the error made only then (a call a step), naming the
+    # a fraction (int() would drop it), NaN, inf, or out of range; the error made only then (a call a step), naming the
     # value as the wire's 400 names it (``wire.not_int64``)
     if ids is None or (ids is not data and ids != data) or (ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX)):
         raise OperationError(Code.INVALID_INPUT, f"{where}: {not_int64(data)}")
@@ -190,7 +190,7 @@ def custom_gradients(
     once its inputs are checked: one gradient per sample with one value per token; ``target_tokens`` and the mask
     checked by ``losses.check_input``, a forward-backward's own check (int64 ids of the sample's length: float ids would
     reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (``losses.mask_key``,
-    a forward-backward's own rule: here ``mask`` was ignored). ``INVALID_INPUT`` naming the field,
+    a forward-backward's own rule: here ``mask`` would be ignored). ``INVALID_INPUT`` naming the field,
     ``NON_FINITE_LOSS`` for a gradient that is not finite."""
     if len(gradients) != len(seqs):
         raise OperationError(Code.INVALID_INPUT, f"gradients has {len(gradients)} entries for {len(seqs)} samples")
@@ -229,12 +229,12 @@ def logprobs(
     position of ``counted`` is 1 (``losses.counts_all``, which the caller asked once for this and the loss).
     Sequences are right-padded into one batch: with causal attention, padding after a sequence cannot
     change its positions."""
-    lens = list(map(len, seqs))  # C calls, where comprehensions were 2 Python calls a forward-backward (issue 20)
+    lens = list(map(len, seqs))  # C calls, where comprehensions would be 2 Python calls a forward-backward
     width = max(lens)
     check_logits(len(seqs), width, adapter.vocab_size, adapter.device)
     padded = seqs if min(lens) == width else [s + [0] * (width - len(s)) for s in seqs]  # none to pad: no call
     idx = torch.tensor(padded, device=adapter.device)
-    # each sample's positions before its padding: a few ops for the batch, where padding row by row was 4 a sample
+    # each sample's positions before its padding: a few ops for the batch, where padding row by row would be 4 a sample
     valid = torch.arange(width) < torch.tensor(lens)[:, None] if len(seqs) > 1 else None
     tgt = targets[0][None] if valid is None else _padded(targets, valid)
     if counted is None:
@@ -272,10 +272,10 @@ LOGITS_CHECKED = 64 * 2**20
 
 def check_logits(rows: int, width: int, vocab: int, device: torch.device) -> None:
     """``RESOURCE_EXHAUSTED`` before the forward when the batch's logits alone (a lower bound of what it takes) would
-    not fit the memory free now (``free_memory``): they took what there was and failed once allocated, or, where Linux
-    overcommits, the process was killed. A sample's KV cache has the same check (``memory.refuse_past_free``)."""
+    not fit the memory free now (``free_memory``): they would take what there is and fail once allocated, or, where
+    Linux overcommits, get the process killed. A sample's KV cache has the same check (``memory.refuse_past_free``)."""
     need = rows * width * vocab * LOGIT_BYTES
-    if need < LOGITS_CHECKED:  # reading free memory (/proc, the cgroup) on every step cost ~0.2 ms
+    if need < LOGITS_CHECKED:  # reading free memory (/proc, the cgroup) on every step would cost ~0.2 ms
         return
     how = (f"{rows} samples x {width} tokens (the longest) x {vocab} logits x {LOGIT_BYTES} bytes: float32 logits and "
            "log-softmax")  # fmt: skip

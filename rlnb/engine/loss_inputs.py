@@ -18,7 +18,7 @@ _GRPO = wire.LOSS_NAMES["grpo"]
 _UNSPECIFIED_AGG = next(v for v in get_args(GrpoLossAggregationType) if v.endswith("_UNSPECIFIED"))  # protobuf's unset
 _MASKED = ("logprobs", "advantages", "reference_logprobs")
 """A policy loss's inputs it reads at unmasked positions only (``losses.compute`` puts neutral values at the others):
-finite there, whatever a masked one holds (a sentinel past float32's range, -1.7e308, was refused)."""
+finite there, whatever a masked one holds (a sentinel past float32's range, -1.7e308, is not refused)."""
 _DTYPES = {"int64": torch.int64, "float32": torch.float32}
 _INPUT_DTYPES = {key: tuple(_DTYPES[d] for d in names) for key, names in wire.LOSS_INPUT_DTYPES.items()}
 """The torch dtypes each loss input may have: made once, not a generator per input checked."""
@@ -68,8 +68,8 @@ def _check_logprobs(
     i: int, loss_type: str, params: dict[str, Any], x: dict[str, torch.Tensor], on: torch.Tensor
 ) -> None:
     """The log-probs a policy loss reads (the sampler's; the reference's when GRPO's beta > 0) are <= 0, up to
-    ``LOGPROB_SLACK``, at the positions it reads (a masked one may hold anything): probabilities sent by mistake made
-    the ratio e^(lp - q) ~0, and the step trained on nothing, in silence. ``rlnb.samples.policy``'s own rule."""
+    ``LOGPROB_SLACK``, at the positions it reads (a masked one may hold anything): probabilities sent by mistake would
+    make the ratio e^(lp - q) ~0, and the step train on nothing, in silence. ``rlnb.samples.policy``'s own rule."""
     read = ("logprobs", "reference_logprobs") if loss_type == _GRPO and params["beta"] > 0 else ("logprobs",)
     for key in read:
         above = (x[key] > LOGPROB_SLACK) & on

@@ -261,7 +261,7 @@ def _summary(m: torch.Tensor, means: dict[str, torch.Tensor], tokens: torch.Tens
     transfer: on a GPU each ``.item()`` would wait for the device, and on a CPU each small op costs more than
     its arithmetic. ``tokens`` must be 0 where ``m`` is (cross-entropy's weights), so that Σ tokens·m = Σ tokens."""
     rows = [m] if tokens is None else [m, tokens]
-    for x in means.values():  # a loop, where a generator and a comprehension were 3 Python calls a step
+    for x in means.values():  # a loop, where a generator and a comprehension would be 3 Python calls a step
         rows.append(x.to(m.dtype))
     sums = (torch.stack(rows) @ m).tolist()
     count = sums.pop(0)

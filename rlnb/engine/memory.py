@@ -38,8 +38,8 @@ def free_memory(device: torch.device) -> int | None:
 def refuse_past_free(need: int, device: torch.device, what: str, how: str, advice: str) -> None:
     """``RESOURCE_EXHAUSTED`` before anything is allocated when ``need`` bytes (of ``what``, counted as ``how`` says)
     would not fit the memory free now (``free_memory``; nothing where it cannot be read): a sample's KV cache and a
-    batch's logits alike, which took what there was and failed once allocated, or got the process killed where Linux
-    overcommits memory. ``advice`` says what to send instead."""
+    batch's logits alike, which would take what there is and fail once allocated, or get the process killed where
+    Linux overcommits memory. ``advice`` says what to send instead."""
     free = free_memory(device) if need else None
     if free is not None and need > free:
         raise OperationError(

@@ -119,9 +119,9 @@ FINGERPRINT_VALUES = 4096
 @torch.no_grad()
 def fingerprint(module: nn.Module) -> str:
     """A digest of a model's weights: each tensor's name, shape, dtype and ``FINGERPRINT_VALUES`` of its values.
-    A checkpoint keeps its base model's, so a resume knows that base wherever its folder is now (a moved or
-    copied folder was refused by its path), and tells it from other weights at the same path (a LoRA adapter of
-    one base was loaded onto another). It reads a few thousand values per tensor, not gigabytes."""
+    A checkpoint keeps its base model's, so a resume knows that base wherever its folder is now (by its path, a
+    moved or copied folder would be refused), and tells it from other weights at the same path (a LoRA adapter of
+    one base would load onto another). It reads a few thousand values per tensor, not gigabytes."""
     digest = hashlib.sha256()
     for name, tensor in module.state_dict().items():
         flat = tensor.detach().reshape(-1)

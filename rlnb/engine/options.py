@@ -70,9 +70,9 @@ SEED_RANGE = (-(2**63), 2**63 - 1)
 
 
 def check_device(device: object, name: str = "device") -> torch.device | None:
-    """``device`` as torch names it (None for ``"auto"``), or a ``ValueError`` naming it: ``"tpu"`` was refused
-    only once ``connect`` ran. Only the CPU and CUDA are taken: torch parses more names, and ``"meta"`` opened a
-    session whose every operation failed INTERNAL_ERROR, ``"mps"``, ``"xpu"``, ``"hpu"`` raised torch's own errors.
+    """``device`` as torch names it (None for ``"auto"``), or a ``ValueError`` naming it, before ``connect`` runs
+    (``"tpu"`` too). Only the CPU and CUDA are taken: torch parses more names, and ``"meta"`` would open a session
+    whose every operation fails INTERNAL_ERROR, ``"mps"``, ``"xpu"``, ``"hpu"`` raise torch's own errors.
     Whether CUDA is there is checked when the session starts. ``name``: the option said (``rlnb demo``'s
     ``--device``)."""
     if str(device) == "auto":
@@ -127,7 +127,7 @@ class MuonOptions:
         if ns is not None and not (isinstance(ns, str) and ns in DTYPES or isinstance(ns, torch.dtype) and ns in
                                    DTYPES.values()):  # fmt: skip
             raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)} or None (chosen from the hardware), got {ns!r}")
-        split = self.muon_split  # a Mapping's groups are checked here too: a misspelt one failed once the model loaded
+        split = self.muon_split  # a Mapping's groups are checked here too, not once the model has loaded
         if (
             split is not None
             and not callable(split)

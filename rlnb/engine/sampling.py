@@ -71,7 +71,8 @@ def check_stop(stop: Sequence[str], most: int, chars: int) -> None:
 def check_cache(rows: int, length: int, per_token: int, device: torch.device) -> None:
     """``RESOURCE_EXHAUSTED`` before anything is allocated when the KV cache of ``rows`` x ``length`` tokens would not
     fit the memory free now (``free_memory``, the bound): the engine has no token budget (``rlnb serve`` has), and a
-    cache past it failed only once allocated or filled — or, where Linux overcommits memory, got the process killed."""
+    cache past it would fail only once allocated or filled — or, where Linux overcommits memory, get the process
+    killed."""
     how = f"{rows} rows (prompts x num_samples) x {length} tokens (longest prompt + max_tokens) x {per_token} bytes"
     advice = "sample fewer prompts, num_samples or max_tokens at once"
     refuse_past_free(rows * length * per_token, device, "this sample's KV cache", how, advice)

@@ -1,7 +1,7 @@
 """The optim-step's handler (``rlnb.engine.handlers``' table holds it) and its parts: the body's hyperparameters
 resolved once for a loop's one body, its metrics (batched trials report the same, ``rlnb.batched``) and its result
 built without pydantic's validation. Apart from the other handlers as the step's hot path, cut to the fewest Python
-calls (issue 20; ``tests/engine/test_step_calls.py`` counts them)."""
+calls (``tests/engine/test_step_calls.py`` counts them)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ _NEW, _SET = object.__new__, object.__setattr__
 def optim_result(step: int, metrics: dict[str, float]) -> wire.OptimStepResult:
     """``wire.OptimStepResult(step=step, metrics=metrics)``: built as pydantic's ``model_construct`` builds it, in one
     Python call, where ``step`` is an int in int64's range and every metric a float (the engine's own values: their
-    validation was 5 Python calls a step, issue 20); anything else validated (an int metric becomes its float). Kept
+    validation would be 5 Python calls a step); anything else validated (an int metric becomes its float). Kept
     apart from validation, the one rule, for those calls: ``tests/engine/test_step_calls.py`` pins the two alike."""
     if type(step) is not int or not 0 <= step <= wire.INT64_MAX or not {*map(type, metrics.values())} <= _FLOAT:
         return wire.OptimStepResult(step=step, metrics=metrics)
@@ -72,7 +72,7 @@ def optim_metrics(stats: StepStats, hp: params_mod.Hyperparams) -> dict[str, flo
         "clip_coef": stats.clip_coef,
         "learning_rate": stats.learning_rate,
     }
-    # each extra one where it is set, in this order: ``if``s, where a comprehension was a Python call a step
+    # each extra one where it is set, in this order: ``if``s, where a comprehension would be a Python call a step
     if stats.grad_norm_muon is not None:
         metrics["grad_norm/muon"] = stats.grad_norm_muon
     if stats.grad_norm_adam is not None:

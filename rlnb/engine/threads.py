@@ -155,7 +155,7 @@ class Lease:
     def apply(self, key: Key | None = None) -> int:
         """An operation (of ``key``) starts on this thread: set its torch count (only if it changed). A count the
         timings kept for ``key`` is read here, inline, while it and the policy's decision stand: what ``threads``
-        answers then, without its three Python calls an operation (issue 20)."""
+        answers then, without its three Python calls an operation."""
         now = time.monotonic()
         self.running, self.last_active = True, now
         if self.fixed is not None:  # no call

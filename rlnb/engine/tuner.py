@@ -43,7 +43,9 @@ def work(kind: wire.OperationKind, body: Any) -> tuple[Key, float]:
     size = 1
     if isinstance(body, wire.ForwardBackwardBody | wire.CustomForwardBackwardBody):
         try:
-            size = sum(map(len, map(_TOKENS, body.samples)))  # C passes: a generator was a Python call an operation
+            size = sum(
+                map(len, map(_TOKENS, body.samples))
+            )  # C passes: a generator would be a Python call an operation
         except (AttributeError, TypeError):  # a crafted body (model_construct): its handler refuses it, naming the part
             size = 1
     elif isinstance(body, wire.SampleBody):
@@ -53,7 +55,7 @@ def work(kind: wire.OperationKind, body: Any) -> tuple[Key, float]:
         try:
             size = len(body.model_inputs) * n * max_tokens if type(n) is type(max_tokens) is int else 1
         except TypeError:  # a crafted body's model_inputs of no length: its handler refuses it, naming the field
-            size = 1  # (a crafted num_samples or max_tokens of text or a float likewise: "3" * 16 was a size)
+            size = 1  # (a crafted num_samples or max_tokens of text or a float likewise: "3" * 16 is no size)
     size = max(1, size)
     return (str(kind), 1 << (size - 1).bit_length()), float(size)
 

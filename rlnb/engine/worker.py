@@ -79,7 +79,7 @@ def _envelope(
 
 
 _Job = tuple[wire.OperationKind, Any, str, Listener]
-"""A queued operation: its kind, body, id and listener (a tuple: a dataclass's ``__init__`` was a Python call)."""
+"""A queued operation: its kind, body, id and listener (a tuple: a dataclass's ``__init__`` would be a Python call)."""
 
 
 _VARIANT = "89ab"
@@ -132,7 +132,7 @@ class Worker:
     def close(self, timeout: float | None = None) -> bool:
         """Stop: refuse new work, interrupt a running sample, fail the queue. False if the running
         operation was still going after ``timeout``. At interpreter exit (a session's close among the exit's
-        steps) no limit is ``EXIT_DEADLINE``: an operation, or a listener, that never returns hung the exit."""
+        steps) no limit is ``EXIT_DEADLINE``: an operation, or a listener, that never returns would hang the exit."""
         if timeout is None and _exit.exiting():
             timeout = EXIT_DEADLINE
         with self._lock:

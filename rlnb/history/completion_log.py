@@ -36,7 +36,7 @@ COLUMNS: dict[str, type] = {
 """The table's columns and their types: ``group`` is the prompt's index in the task, ``length`` the
 completion's tokens, ``truncated`` whether it reached ``max_tokens`` before a stop."""
 TEXTS = ("prompt", "completion")
-"""The text columns: valid Unicode only. A lone surrogate (``"\\ud800"``) failed every ``completions`` table of the
+"""The text columns: valid Unicode only. A lone surrogate (``"\\ud800"``) would fail every ``completions`` table of the
 run, loaded again or not (pandas' text columns hold UTF-8)."""
 _ROW = {name: kind for name, kind in COLUMNS.items() if name != "step"}.keys()
 """A given row's columns (its ``step`` is the one given)."""
@@ -93,7 +93,7 @@ def checked(step: Any, rows: Iterable[Any]) -> list[dict[str, Any]]:
         return plain
     batch = []
     for i, given in enumerate(rows):
-        if isinstance(given, Mapping):  # numpy and torch scalars as what they hold (np.float32 rewards were refused)
+        if isinstance(given, Mapping):  # numpy and torch scalars as what they hold (np.float32 rewards too)
             given = {k: scalar(v) for k, v in given.items()}
         bad: list[str] = _not_a_row(given) if isinstance(given, Mapping) else [f"{given!r} is not a dict"]
         line = None if bad else row({"step": step, **given} | {"step": step}, bad)
@@ -133,8 +133,8 @@ def _plain(step: int, rows: list[Any]) -> list[dict[str, Any]] | None:
 
 
 def _not_a_row(given: Mapping[Any, Any]) -> list[str]:
-    """What makes a given row no row of the table: a missing column (it was kept as NaN), one it has not (it became a
-    column of its own) or a negative ``length``; ``row`` checks the types."""
+    """What makes a given row no row of the table: a missing column (else kept as NaN), one it has not (else a column
+    of its own) or a negative ``length``; ``row`` checks the types."""
     missing = [name for name in COLUMNS if name != "step" and name not in given]
     unknown = [name for name in given if name not in COLUMNS]
     length = given.get("length")
@@ -181,8 +181,8 @@ def read_completions(path: Path) -> list[dict[str, Any]]:
 
 def completions(path: str | Path) -> pd.DataFrame:
     """The completions table of the run folder ``path``, without loading its operations (empty for a run of no RL
-    step). A path that is no run folder is a ``FileNotFoundError``, as ``History.load`` says it: a mistyped path
-    gave an empty table, as if the run had sampled nothing."""
+    step). A path that is no run folder is a ``FileNotFoundError``, as ``History.load`` says it: an empty table for a
+    mistyped path would read as if the run had sampled nothing."""
     folder = user_path("path", path)
     if not (folder / OPS_FILE).exists():
         raise FileNotFoundError(f"{folder} is not an rlnb run folder (no {OPS_FILE}): give the folder History.load "

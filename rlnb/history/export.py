@@ -46,7 +46,7 @@ def save_run(
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
     refuse_dangling_link("history.save: path", folder, after=" (nothing was written)")  # mkdir said "File exists"
-    # config.json too: a Hugging Face model folder has one (it was overwritten); a link counts, dangling or not
+    # config.json too: a Hugging Face model folder has one (it would be overwritten); a link counts, dangling or not
     # (a write through it lands wherever it points)
     taken = [n for n in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE) if _taken(folder / n)]
     if taken:
@@ -72,10 +72,10 @@ def save_run(
             lines = "".join(map(line, rows))
             if lines or name != COMPLETIONS_FILE:  # a run without RL steps has no completions.jsonl
                 texts.append((name, lines))
-        for name, text in texts:  # under names no reader takes, then renamed: a save killed part way made a folder
-            write_new(folder / (name + SAVING), text.encode("utf-8"), sync=True)  # that loaded as a run without its
-            written.append(folder / (name + SAVING))  # figures, and refused a retry; never through a link left there;
-        for name, _ in texts:  # synced: a power loss after the renames left them empty. ops.jsonl last: the folder
+        for name, text in texts:  # under names no reader takes, then renamed: a save killed part way would make a
+            write_new(folder / (name + SAVING), text.encode("utf-8"), sync=True)  # folder that loads as a run without
+            written.append(folder / (name + SAVING))  # its figures, and refuses a retry; never through a link left;
+        for name, _ in texts:  # synced: a power loss past the renames would empty them. ops.jsonl last: the folder
             (folder / (name + SAVING)).replace(folder / name)  # is a run once every file is in place
             written.append(folder / name)
         for synced in (folder, *(f.parent for f in made)):  # the renames, and each folder made, on the disk too
@@ -89,8 +89,8 @@ def save_run(
 
 def _remove(files: list[Path], made: list[Path]) -> None:
     """Undo a save that failed part way (a full disk): its files, and the folders the save made (the folder and the
-    parents it needed, leaf first). Left behind, they made a retry once space was freed refuse the folder as holding a
-    run already, and left empty folders about."""
+    parents it needed, leaf first). Left behind, they would make a retry once space is freed refuse the folder as
+    holding a run already, and leave empty folders about."""
     for file in files:
         with contextlib.suppress(OSError):
             file.unlink(missing_ok=True)
@@ -153,7 +153,7 @@ def write_whole(path: Any, render: Callable[[Any], object]) -> None:
     if file.exists() and not file.is_file() and not file.is_dir():
         render(str(file))
         return
-    if not file.parent.is_dir():  # else write_new's error named the .saving file
+    if not file.parent.is_dir():  # else write_new's error would name the .saving file
         raise FileNotFoundError(f"cannot write {file}: its folder {file.parent} does not exist")
     buffer = io.BytesIO()
     render(buffer)

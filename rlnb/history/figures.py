@@ -60,7 +60,7 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     not valid Unicode (a lone surrogate: no table column holds it), or one named like a steps column."""
     if step is NO_STEP:  # History.log(step=3, ...)
         step = figures.pop("step", None)  # History.log's own **figures
-    elif "step" in figures:  # History.log(1, step=...): it raised Python's "multiple values for argument 'step'"
+    elif "step" in figures:  # History.log(1, step=...): not Python's "multiple values for argument 'step'"
         raise ValueError(f"history.log: 'step' is a column of the steps table ({', '.join(STEP_COLUMNS)}); log "
                          "it under another name (e.g. 'my_step')")  # fmt: skip
     row: dict[str, Any] = {"step": checked_step("history.log", step)}

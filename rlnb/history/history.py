@@ -179,7 +179,7 @@ class History(HistoryViews):
             was_done = rec.status in wire.TERMINAL_STATUSES
             if was_done:  # a finished record changed again: a cached frame may hold its old state
                 self._ops_table.refinished()
-            # the envelope folded into the record here, not in a function of its own: 6 Python calls a step (issue 20)
+            # the envelope folded into the record here: a function of its own would be 6 Python calls a step
             rec.op_id = env.id if env.id.isascii() else escaped(env.id)  # a lone surrogate as its escape
             rec.status = str(env.status)
             if env.status == wire.OperationStatus.RUNNING and math.isnan(rec.started_at):

@@ -37,7 +37,7 @@ markers: a value that holds itself is a ``RecursionError``, as ``spelled`` made 
 def line(row: dict[str, Any]) -> str:
     """One line of a run folder's ``.jsonl`` file (a sweep's ``trials.jsonl``, a server's journal), its non-finite
     floats ``spelled``. Never an error: what the encoder refuses (a key JSON has no text for, ``writable``) is written
-    as ``writable`` makes it. It raised into the writer: a record's line, a trial's row, a server's state were lost."""
+    as ``writable`` makes it: raised into the writer, it would lose a record's line, a trial's row, a server's state."""
     try:
         return "".join(LINE_CHUNKS(spelled(row), 0)) + "\n"
     except (ValueError, TypeError, RecursionError):  # rare: kept off the line of every step
@@ -83,7 +83,7 @@ def _key(key: Any) -> str:
 
 def number(value: Any) -> Any:
     """A value read from a field that holds a number: a ``NON_FINITE`` string as its float, anything else as read
-    (a bare ``NaN`` of an older rlnb's file was read as the float already)."""
+    (a bare ``NaN`` of an older rlnb's file is read as the float already)."""
     return NON_FINITE.get(value, value) if isinstance(value, str) else value
 
 
@@ -100,8 +100,8 @@ cost a training step 16 Python calls."""
 
 def row_line(row: dict[str, Any]) -> str:
     """``line(row)``, the same bytes, for a row whose values are mostly plain (a record's): ``row`` is spelled in
-    place by a loop, ``spelled``'s dict case without its call and comprehension (8 Python calls a training step,
-    issue 20); a value other than a finite float or a dict of them is spelled by ``spelled``."""
+    place by a loop, ``spelled``'s dict case without its call and comprehension (8 Python calls a training step);
+    a value other than a finite float or a dict of them is spelled by ``spelled``."""
     for k, v in row.items():  # a value replaced, none added: the iteration stands
         if type(v) in _AS_IS:
             continue

@@ -42,7 +42,7 @@ class Listeners(Generic[T]):
 
     def tell_logging(self, item: T, what: str) -> None:
         """``tell``, an error logged (``what`` names the call): what was told is recorded already, and an error
-        raised to the caller (``history.log``'s) read as if it was not, to be recorded twice when run again."""
+        raised to the caller (``history.log``'s) would read as if it was not, to be recorded twice when run again."""
         try:
             self.tell(item)
         except Exception:  # noqa: BLE001 - a listener's bug; the caller's call succeeded

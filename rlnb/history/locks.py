@@ -4,7 +4,7 @@ of whoever finds it taken.
 
 A file system that takes no locks at all (Lustre mounted without ``flock``, an NFS without its lock daemon:
 ``ENOSYS``, ``ENOLCK``, ``EOPNOTSUPP``) is not another writer: the folder is written unlocked, with a
-``LockUnsupportedWarning``. It was refused as ``RunLocked`` by "pid unknown", so no run could be recorded there.
+``LockUnsupportedWarning``. Refused as ``RunLocked`` by "pid unknown", no run could be recorded there.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def refuse_link(file: Path) -> None:
 def refuse_pipe(file: Path, mode: int | None = None) -> None:
     """``OSError`` naming ``file`` when it is a named pipe: opening it to read or append waits for ever for the other
     end (a folder from elsewhere, or a hostile one); or (itself or through a link) a device or socket: ``/dev/zero``
-    read whole never ends, and took the memory. ``mode``: its ``st_mode`` as an open descriptor's ``fstat`` read it
+    read whole never ends, taking the memory. ``mode``: its ``st_mode`` as an open descriptor's ``fstat`` read it
     (``regular``); else it is looked up by name, a check a pipe put there before the open gets past."""
     if mode is None:
         try:
@@ -141,7 +141,7 @@ def shared(file: Path, names: int) -> str:
 def write_new(file: Path, data: bytes, sync: bool = False, mode: int = 0o666) -> None:
     """Write ``data`` as a new file at ``file`` (a temporary name, renamed into place after), never through what is
     there: a symbolic link is refused (``refuse_link``), a file left there (a killed write's) is removed first, not
-    written over (a hard link's other names kept the new text), and the file is created exclusively (``O_EXCL``,
+    written over (a hard link's other names would keep the new text), and the file is created exclusively (``O_EXCL``,
     ``O_NOFOLLOW``): a link or file put there in between fails the write instead of taking it. A write that fails
     part way (a full disk), at its ``fsync`` or at its close (a small write's bytes refused only there: NFS, a quota),
     removes the file it made, its error naming ``file``. ``sync``: on the disk before it returns (``fsync``), for a

@@ -92,7 +92,7 @@ def read_config(path: Path, say: bool = True) -> tuple[dict[str, Any], bool]:
             warnings.warn(f"{file} is not a JSON object; loading the run without its config", RuntimeWarning,
                           stacklevel=3)  # fmt: skip
         return {}, True
-    return config_values(config), False  # "NaN" as written since; a bare NaN (an older rlnb's) was read as one
+    return config_values(config), False  # "NaN" as written since; a bare NaN (an older rlnb's) is read as one
 
 
 def set_aside_config(path: Path) -> None:
@@ -101,7 +101,7 @@ def set_aside_config(path: Path) -> None:
     ``config.json.damaged`` (``.damaged.1``, ... if taken) first, with a warning naming it, so it can be mended."""
     file = path / CONFIG_FILE
     names = (path / f"{CONFIG_FILE}.damaged{f'.{n}' if n else ''}" for n in range(10**6))
-    kept = next(k for k in names if not os.path.lexists(k))  # exists() is false for a link to nothing: it was replaced
+    kept = next(k for k in names if not os.path.lexists(k))  # exists() misses a dangling link: rename would replace it
     try:
         file.rename(kept)
     except OSError:  # a folder that cannot be written: the store says so when it writes the config
@@ -112,7 +112,7 @@ def set_aside_config(path: Path) -> None:
 
 def _opened(file: Path) -> IO[bytes] | None:
     """``file`` opened to read, or None (with a warning) where it is no regular file (``_regular``), also one put
-    there after that look and before the open (``locks.regular``: a pipe swapped in was waited on for ever)."""
+    there after that look and before the open (``locks.regular``: a pipe swapped in would be waited on for ever)."""
     if not _regular(file):
         return None
     try:

@@ -104,8 +104,8 @@ def check_annotation(fields: dict[str, Any]) -> dict[str, Any]:
     if own:
         raise ValueError(f"annotate: {', '.join(own)} is the run's own field (its folder and sessions); "
                          "pick another name")  # fmt: skip
-    for name, value in fields.items():  # one config.json cannot hold was kept, and failed every later write
-        try:  # (the session's close too, which then left its sinks unflushed)
+    for name, value in fields.items():  # one config.json cannot hold, kept, would fail every later write
+        try:  # (the session's close too, which would then leave its sinks unflushed)
             loads(json.dumps({name: value}, default=str))
             check_text(name, "its name")  # a lone surrogate is written as an escape, and no table or sink shows it
             check_text(json.dumps(value, default=str, ensure_ascii=False), "its value (as JSON)")

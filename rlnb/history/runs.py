@@ -116,7 +116,7 @@ def open_run(
         written = [f for f in (path / OPS_FILE, path / METRICS_FILE) if f.is_file() and f.stat().st_size]
         kept, damaged = ({}, False) if written else read_config(path, say=False)
         # a run that only logged figures is continued too, and one that holds only its config (annotated, then ended
-        # before any operation): it was written over, its label and first created_at lost
+        # before any operation): else it would be written over, its label and first created_at lost
         earlier = read_run(path) if written or (kept and (path / OPS_FILE).is_file()) else None
         damaged = earlier.config_damaged if earlier is not None else damaged
         if damaged:
@@ -189,7 +189,7 @@ def warn_in_memory(folder: Path) -> None:
 
 def warn_memory_only(folder: Path) -> None:
     """Say that a figure or completions logged on a history ``History.load`` read stay in memory: the run folder is
-    only read (another session may be writing it), and they were lost at the kernel's end, silently."""
+    only read (another session may be writing it), and they are lost at the kernel's end, not silently."""
     warnings.warn(
         f"this history was loaded from {folder}: what is logged on it stays in memory, not in that folder; "
         "history.save(new_folder) writes it all, or continue the run with rlnb.connect(..., run_id=...)",

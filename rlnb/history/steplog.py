@@ -141,7 +141,7 @@ class StepLog:
 
     def finished(self, rec: Any) -> None:
         """``rec`` has just reached a terminal status (call once per operation, after ``submitted``). Its times are
-        ``timing.op_times``'s rule applied inline, kept so for the call an operation it saved (issue 20):
+        ``timing.op_times``'s rule applied inline, kept so for the call an operation it saves:
         ``tests/history/test_timing_rule.py`` pins the two alike for every kind."""
         with self._lock:
             segment = self._segment_of.pop(rec.seq, self._segments)  # a weights-sync's: the optim-step before it

@@ -105,7 +105,7 @@ class RunStore:
 
     def write_record(self, rec: Any) -> None:
         """``write_op(as_row(rec))``, the record's row made here and its line by ``jsontext.row_line``: a record is
-        written twice, and ``as_row`` and ``line`` were 8 Python calls a step (issue 20). The same bytes."""
+        written twice, and ``as_row`` and ``line`` would be 8 Python calls a step. The same bytes."""
         self._append("_ops", OPS_FILE, row_line(dict(zip(COLUMNS, ROW_FIELDS(rec), strict=True))))
 
     def write_metrics(self, row: dict[str, Any]) -> None:
@@ -238,7 +238,7 @@ def _lock_gone(lock: Path) -> OSError:
 def _still_there(fh: IO[Any], path: Path) -> bool:
     """Whether the open file ``fh``, that its file system says has no link (the callers' one ``fstat`` per line
     written, inline), is still the file at ``path`` (``_append``: a file deleted, or replaced by ``rm``, a sync tool's
-    or ``git stash``'s copy, took the lines into a file no folder held, without a word): a
+    or ``git stash``'s copy, would take the lines into a file no folder holds, without a word): a
     file system that says so of a file still there (a FUSE one may) is taken at its path."""
     try:
         return os.path.samestat(os.fstat(fh.fileno()), os.stat(path))

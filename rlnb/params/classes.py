@@ -44,7 +44,7 @@ class _Params:
 
     def __setattr__(self, name: str, value: Any) -> None:
         """An assignment is checked as the constructor checks: the same errors, numpy integers, ``adam`` as a dict
-        (pydantic's own check said "Input should be a valid integer" of ``np.int64(5)``)."""
+        (pydantic's own check says "Input should be a valid integer" of ``np.int64(5)``)."""
         if name == "adam" and not isinstance(value, AdamParams) and isinstance(value, dict | wire.AdamParams):
             value = MuonParams(adam=value).adam
         given = plain_fields(type(self), {name: value}).get(name)
@@ -124,14 +124,14 @@ class _Params:
             data["adam"] = {**(data.get("adam") or {}), "learning_rate": resolved.adam.learning_rate * factor}
         try:
             return type(self)(**data)
-        except InvalidParams as exc:  # 1e-320 underflowed a rate to 0.0: the error named a rate the user never gave
+        except InvalidParams as exc:  # 1e-320 underflows a rate to 0.0: the error would name a rate the user never gave
             gives = ", ".join(f"{name} {rate!r} * {factor!r} = {rate * factor!r}" for name, rate in rates.items())
             said = f"it gives {gives}, out of range ({'; '.join(str(exc).splitlines())})"
             raise InvalidParams(f"{type(self).__name__}.scaled", [("factor", factor, said)]) from None
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
-        """A copy, with ``update``'s fields checked as the constructor checks them (pydantic's own copy took
-        them unchecked: ``learning_rate=-1`` stepped up the loss, a misspelt ``lr`` was dropped)."""
+        """A copy, with ``update``'s fields checked as the constructor checks them (pydantic's own copy takes
+        them unchecked: ``learning_rate=-1`` would step up the loss, a misspelt ``lr`` be dropped)."""
         if not update:
             return super().model_copy(deep=deep)  # type: ignore[misc]  # a mixin: BaseModel comes later in the MRO
         return type(self)(**{**cast(wire._Model, self).model_dump(exclude_unset=True), **update})

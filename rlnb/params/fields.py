@@ -21,8 +21,8 @@ from rlnb.wire.rules import bounds
 
 def plain_fields(model: Any, data: Mapping[str, Any]) -> dict[str, Any]:
     """``data``'s values ``plain``, ``None`` left out (unset, as on the wire), and -0.0 as 0.0 in a field whose range
-    starts at 0 (``signless_zero``): ``weight_decay=-0.0`` was sent as ``"weight_decay": -0.0`` and recorded so, a
-    sign that means nothing there. A field that must be > 0 keeps -0.0, for its refusal to show what was given."""
+    starts at 0 (``signless_zero``): ``weight_decay=-0.0`` would be sent as ``"weight_decay": -0.0`` and recorded so,
+    a sign that means nothing there. A field that must be > 0 keeps -0.0, for its refusal to show what was given."""
     out = {}
     zeros = signless_zero(model)
     for name, value in data.items():
@@ -45,14 +45,15 @@ def _from_zero(low: Any) -> bool:
 
 def plain(value: Any) -> Any:
     """A numpy or torch scalar as the Python number it holds: a numpy integer (np.arange's) is an int, as everywhere
-    in rlnb; a numpy or torch bool a bool, refused as ``True`` is (``np.True_`` was taken as 1.0)."""
+    in rlnb; a numpy or torch bool a bool, refused as ``True`` is (not taken as 1.0)."""
     value = scalar(value)
     return int(value) if is_integer(value) and not isinstance(value, int) else value
 
 
 def refuse_arrays(model: Any, data: Mapping[str, Any]) -> None:
     """An array is no number, whatever its size (``wire.arrays``, a nested params dict's too): torch's
-    ``tensor([0.1])`` was taken as 0.1 (pydantic calls its ``__float__``) while numpy's ``array([0.1])`` was refused."""
+    ``tensor([0.1])`` would be taken as 0.1 (pydantic calls its ``__float__``) while numpy's ``array([0.1])`` is
+    refused."""
     refused = wire.arrays(model, data)
     if refused:
         raise _said(model, refused)

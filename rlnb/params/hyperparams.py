@@ -104,8 +104,8 @@ def check_decay(hp: Hyperparams, owner: str) -> None:
 
 def check_adam_clip(params: wire.MuonParams | None, owner: str) -> None:
     """``InvalidParams`` (``owner``'s ``adam.grad_clip_norm``) where Muon's ``adam`` sets a clip other than the one a
-    Muon step uses: one global norm over all parameters, Muon's own ``grad_clip_norm`` (unset: 1.0). The nested one
-    was taken and never read, so ``adam=AdamParams(grad_clip_norm=0.01)`` clipped nothing, in silence. The same value
+    Muon step uses: one global norm over all parameters, Muon's own ``grad_clip_norm`` (unset: 1.0). A nested one
+    taken and never read would let ``adam=AdamParams(grad_clip_norm=0.01)`` clip nothing, in silence. The same value
     (or none) is taken: AdamW's params reused for Muon's ``adam`` carry one."""
     if params is None or params.adam is None or params.adam.grad_clip_norm is None:
         return

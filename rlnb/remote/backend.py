@@ -116,7 +116,7 @@ class RemoteBackend:
         no poll for ``poll_failure_window`` seconds, and at once when the server no longer knows it (404).
         """
         api_key = _secrets.hide(api_key)  # first: no traceback's locals show it (``rlnb._secrets``)
-        keep_resource = check_bool("keep_resource", keep_resource)  # "no" is truthy: it kept a paid resource running
+        keep_resource = check_bool("keep_resource", keep_resource)  # "no" is truthy: a paid resource would run on
         new = take(SessionOptions, options, session)
         http = take(ClientOptions, options, client)
         waits = take(PollOptions, options, poll)
@@ -191,7 +191,7 @@ class RemoteBackend:
         end, after a warning naming what may still run remotely when the stop failed.
 
         Called from a listener on this backend's own poll or send thread (a history callback), it closes on a
-        thread of its own and returns: inline it joined the thread it ran on (``cannot join current thread``,
+        thread of its own and returns: inline it would join the thread it runs on (``cannot join current thread``,
         the session left CLOSING and what was in flight never settled)."""
         if self.runs_here():
             threading.Thread(target=self._close_logged, name=f"rlnb-close-{self.session_id}", daemon=True).start()

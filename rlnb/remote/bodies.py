@@ -8,7 +8,7 @@ text holds neither a backslash nor a key cannot hide one, and is parsed straight
 
 A body is read in chunks up to ``max_bytes``: a server that streams without end cannot fill the memory. The
 client asks for gzip or deflate only and decodes them itself, ``max_bytes`` at most per chunk: httpx decodes
-each chunk whole, so a few kilobytes of stacked gzip (``Content-Encoding: gzip, gzip``) or brotli took 4 GB.
+each chunk whole, so a few kilobytes of stacked gzip (``Content-Encoding: gzip, gzip``) or brotli would take 4 GB.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class Scrubber:
     def decode(self, response: httpx.Response, what: str) -> Any:
         """The body as JSON, every string scrubbed; ``APIError`` (no raw text chained) if it is not JSON."""
         data, detail = self._decoded(response)
-        if detail:  # raised where no local holds the body's text (a traceback with locals printed an echoed key)
+        if detail:  # raised where no local holds the body's text (a traceback with locals would print an echoed key)
             raise invalid(response, what, detail)
         return data
 
@@ -227,18 +227,18 @@ class Scrubber:
         else:
             body = self.scrub(decoded)
             message = _said(body) or json.dumps(body, ensure_ascii=False)[:500]
-        if response.has_redirect_location:  # a 302 or 304 without one (a proxy's) raised a bare KeyError
+        if response.has_redirect_location:  # a 302 or 304 without one (a proxy's) would raise a bare KeyError
             message = self._redirect(request, response, base_url)
         cls = status_error_class(response.status_code)
         url = str(request.url.copy_with(query=None))  # presigned URLs carry a signature in the query
         return cls(message + note, method=request.method, url=url, status_code=response.status_code, body=body)
 
     def _redirect(self, request: httpx.Request, response: httpx.Response, base_url: str) -> str:
-        """Where a redirect points and why it is not followed (it read "301 <html>Moved</html>", though http://
-        for https:// or an old host name is an easy mistake, whose fix is the address the server names)."""
+        """Where a redirect points and why it is not followed (more than "301 <html>Moved</html>": http:// for
+        https:// or an old host name is an easy mistake, whose fix is the address the server names)."""
         location = response.headers["location"]
         why = redirects.fault(location)
-        if why:  # a relative path to httpx (``ht!tp://x``): the address it joined was no address the server named
+        if why:  # a relative path to httpx (``ht!tp://x``): the address it joins is no address the server named
             return self.redact(f"{response.reason_phrase}: the server redirects to {location[:200]!r}, which is no URL "
                                f"({why}); rlnb follows no redirect")  # fmt: skip
         where = request.url.join(location).copy_with(query=None)
@@ -257,8 +257,8 @@ class Scrubber:
 def _said(body: Any) -> str | None:
     """The message of an error body: the API's ``{"error": {"message", ...}}`` (its ``type`` left out too), a
     gateway's ``{"error": "..."}``, or a gRPC gateway's ``{"code": 3, "message": "...", "details": []}`` (which the
-    service may send instead); None for any other body. A body without the API's ``type`` used to be shown whole
-    as the message."""
+    service may send instead); None for any other body, so that a body without the API's ``type`` is not shown
+    whole as the message."""
     err = body.get("error") if isinstance(body, dict) else None
     for said in (err.get("message") if isinstance(err, dict) else err, body.get("message") if err is None else None):
         if isinstance(said, str) and said.strip():

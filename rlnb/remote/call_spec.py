@@ -29,7 +29,7 @@ UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.Uns
 """Failures before a request's first byte left: a create may be sent again after them."""
 HOPELESS = (httpx.LocalProtocolError, httpx.UnsupportedProtocol)
 """Failures that the same request meets every time (it cannot be built; a scheme the transport cannot send): never
-retried (an ``UnsupportedProtocol`` was tried 6 times over 14 s, and counted as a create that may have acted)."""
+retried (an ``UnsupportedProtocol`` retried would take 6 tries over 14 s, and count as a create that may have acted)."""
 
 
 def check_seconds(name: str, value: object) -> float:
@@ -42,9 +42,9 @@ def check_seconds(name: str, value: object) -> float:
 
 def check_timeout(timeout: object) -> float | httpx.Timeout:
     """``ValueError`` naming the field unless ``timeout`` is a finite number of seconds > 0 (``check_seconds``) or an
-    ``httpx.Timeout`` whose every field is one or None (no per-socket limit; the call's deadline still holds). A
-    ``Timeout(-1)`` or NaN was taken, then every request raised the socket's bare "Timeout value out of range"; a
-    ``Timeout(0)`` failed every connect, retried, as "Operation now in progress"."""
+    ``httpx.Timeout`` whose every field is one or None (no per-socket limit; the call's deadline still holds). Taken,
+    a ``Timeout(-1)`` or NaN would make every request raise the socket's bare "Timeout value out of range", and a
+    ``Timeout(0)`` would fail every connect, retried, as "Operation now in progress"."""
     if not isinstance(timeout, httpx.Timeout):
         return check_seconds("timeout", timeout)
     for name, value in timeout.as_dict().items():
@@ -60,8 +60,8 @@ def check_timeout(timeout: object) -> float | httpx.Timeout:
 
 def doubled_prefix(base_url: str) -> str:
     """Words for a 404 when ``base_url`` already ends in the API's ``/v1`` or ``/v1/rl`` (the server URL of the API
-    reference, ``https://api.together.ai/v1``), which rlnb adds itself: every call went to ``/v1/v1/rl/...`` and
-    failed "404 no route" naming neither; else ""."""
+    reference, ``https://api.together.ai/v1``), which rlnb adds itself: every call goes to ``/v1/v1/rl/...``, and
+    a bare "404 no route" would name neither; else ""."""
     base = base_url.rstrip("/")
     for tail in (API_PREFIX, "/v1"):
         if base.lower().endswith(tail) and "/" in base.split("://", 1)[-1]:

@@ -48,7 +48,7 @@ from rlnb.remote.call_spec import (
     check_timeout,
     doubled_prefix,
 )
-from rlnb.remote.features import ServerFeatures as ServerFeatures  # where it was first
+from rlnb.remote.features import ServerFeatures as ServerFeatures  # importable from here too, for callers that do
 from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
@@ -188,7 +188,7 @@ class Caller:
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:
         """``request`` sent, its answer streamed; off the API by ``cookies.send_apart``; to it, with the client's own
         ``auth`` (httpx's sentinel for it is refused by Starlette's TestClient, built on httpx2), following no redirect
-        (an http_client's ``follow_redirects=True`` took another host's answer for the API's)."""
+        (an http_client's ``follow_redirects=True`` would take another host's answer for the API's)."""
         if trusted:
             return self._http.send(request, stream=True, follow_redirects=False)
         return cookies.send_apart(self._http, request)
@@ -256,7 +256,7 @@ class Caller:
             request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
         if response is not None:
             note = self.retry.unheeded(response.headers) + off
-            if retry and late and attempt < self.retry.max_retries:  # it failed at once, saying only "429 ..."
+            if retry and late and attempt < self.retry.max_retries:  # else it fails at once, saying only "429 ..."
                 note += f"; not retried: the wait before a retry ({delay:.3g} s) would pass {limit}"
             if response.status_code == 404 and call.auth:  # a call of the API (not a presigned URL's)
                 note += doubled_prefix(self.base_url)
@@ -266,7 +266,7 @@ class Caller:
         if late or shut:
             tries += f"; {limit} passed" if late else "; its time to reconnect passed"
         cause = self._bodies.cause(error)  # None for one that quotes a key, which is then masked in place: the
-        if error is not None:  # frames this passes through hold it (a traceback with locals printed it)
+        if error is not None:  # frames this passes through hold it (a traceback with locals would print it)
             self._bodies.mask(error)
         raise cls(what + tries + off, method=method, url=url, sent=not isinstance(error, UNSENT)) from cause
 

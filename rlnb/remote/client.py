@@ -50,7 +50,7 @@ class ClientOptions:
     max_response_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        """Integers checked when the group is built, kept as plain ints (``np.int64(2)`` stayed numpy's)."""
+        """Integers checked when the group is built, kept as plain ints (``np.int64(2)`` becomes ``2``)."""
         set_int(self, "max_retries", 0, optional=True)
         set_int(self, "max_response_bytes", 1, optional=True)
 
@@ -96,7 +96,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
     """
 
     def __repr__(self) -> str:
-        if "base_url" not in vars(self):  # a constructor that raised: its traceback's locals crashed the stdlib's
+        if "base_url" not in vars(self):  # a constructor that raised: its traceback's locals would crash the stdlib's
             return "<APIClient (not built)>"
         return f"<APIClient {self.base_url} max_retries={self.max_retries}>"
 
@@ -178,8 +178,8 @@ class APIClient(ResourceCalls, CheckpointCalls):
     def send_operation(self, session_id: str, op: PreparedOperation) -> wire.Operation[Any]:
         """Send a prepared operation (its upload first, if any); its envelope. A 2xx whose envelope cannot be read (a
         proxy's truncated or garbled answer, one without an id) is asked again with the same ``Idempotency-Key``, which
-        the API answers with the operation it took, up to ``max_retries`` times: failed at once, the operation ran on
-        the server while its record said FAILED (an optim-step applied and never recorded)."""
+        the API answers with the operation it took, up to ``max_retries`` times: failed at once, the operation would
+        run on the server while its record says FAILED (an optim-step applied and never recorded)."""
         content = op.content
         if op.upload is not None and op.inline is not None:
             content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})

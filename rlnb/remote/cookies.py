@@ -6,7 +6,7 @@ domain (``Domain=``) could set, replace or delete the cookies the API gets. rlnb
 the same client (its proxies, TLS settings and transport apply to storage too), with the jar's policy wrapped in
 ``Apart``: while this thread sends a presigned request (``send_apart``), the jar takes no cookie from its answers (a
 redirect's included); every other request's answer, another thread's (the poller's) too, is the policy's own. Putting
-the jar back as it was after the answer instead reverted a cookie the API set meanwhile in another thread. The other
+the jar back as it was after the answer would revert a cookie the API set meanwhile in another thread. The other
 half, no cookie of the jar going to a presigned host, is ``Caller._build``'s bare request.
 """
 

@@ -4,7 +4,8 @@ The API lists a checkpoint's files by name (``CheckpointFile.filename``), and th
 name is taken only as a relative path of plain parts under the folder asked for (no ``..``, no absolute path, no
 backslash or drive, no control character), which also resolves inside it once its sub-folders exist (a symlinked
 sub-folder cannot lead out), so nothing is written outside the folder whatever the server says; nor one that is
-another's folder, or whose place a folder (or whose sub-folder a file) holds already: its rename failed after others.
+another's folder, or whose place a folder (or whose sub-folder a file) holds already (its rename would fail after
+others).
 Each file is written to a hidden partial file beside its place, checked against the size the API announced, and
 renamed into place only when every file of the checkpoint arrived: a failure, a deadline or Ctrl-C leaves no
 partial file, and no checkpoint half of one download and half of another.
@@ -86,7 +87,7 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
             raise _refused(checkpoint_id, str(rel), f"has a part longer than this file system takes ({longest} bytes a "
                            f"name, {PARTIAL} of them for the partial file's own)")  # fmt: skip
     folders = {part for rel in rels for part in rel.parents}
-    for rel in rels:  # ``sub/x`` and ``sub``: renamed in turn, the second failed on the folder the first made
+    for rel in rels:  # ``sub/x`` and ``sub``: renamed in turn, the second would fail on the folder the first made
         if rel in folders:
             raise _refused(checkpoint_id, str(rel), "is also the folder of another file listed")
     folder.mkdir(parents=True, exist_ok=True)

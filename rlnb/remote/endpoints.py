@@ -19,8 +19,8 @@ _Object = TypeVar("_Object", wire.ModelResources, wire.Session, wire.Checkpoint)
 
 
 def seg(value: str, name: str) -> str:
-    """One path segment, escaped; an empty id would silently address a different endpoint, and so did ``.`` and
-    ``..``, which httpx resolves as dot segments (``/training-sessions/../stop`` was ``/stop``): their dots escaped."""
+    """One path segment, escaped; an empty id would silently address a different endpoint, and so would ``.`` and
+    ``..``, which httpx resolves as dot segments (``/training-sessions/../stop`` is ``/stop``): their dots escaped."""
     if not value:
         raise ValueError(f"expected a non-empty {name}, got {value!r}")
     escaped = quote(str(value), safe="")
@@ -28,7 +28,7 @@ def seg(value: str, name: str) -> str:
 
 
 def list_params(limit: object, **params: str | None) -> dict[str, str]:
-    """One page's query: ``limit`` checked against the API's 1..100 (``limit=500`` was sent, and refused by the
+    """One page's query: ``limit`` checked against the API's 1..100 (``limit=500``, sent, would be refused by the
     server as a 422 naming no field of the call), without the unset (None or empty) filters."""
     count = check_int("limit", limit, 1, wire.LIST_LIMIT_MAX, why="the API's page size")
     return {"limit": str(count), **{name: value for name, value in params.items() if value}}

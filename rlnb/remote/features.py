@@ -13,8 +13,8 @@ import httpx
 from rlnb.remote.retry import delay_seconds, http_date
 
 MIN_LONG_POLL = 1.0
-"""The shortest advertised long-poll wait taken: a GET of a shorter one, answered at once, had waited half of it, and
-was asked again at once (``poller``), a GET per round trip for as long as the operation ran."""
+"""The shortest advertised long-poll wait taken: a GET of a shorter one, answered at once, would have waited half of
+it, and be asked again at once (``poller``), a GET per round trip for as long as the operation runs."""
 
 
 @dataclass

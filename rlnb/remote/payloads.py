@@ -25,8 +25,8 @@ OMITTED_KEYS = frozenset({"shape", "sparse_crow_indices", "sparse_col_indices"})
 
 def presigned(url: str, base_url: str, name: str) -> str:
     """``url``, the API's ``upload_url`` / ``download_url`` (``name``), or ``APIError`` naming it (never its
-    signature): it must be absolute (a relative one was joined to ``base_url`` and went to the API server, a path
-    it does not have), and http only under an http ``base_url`` (the training data crossed in clear text)."""
+    signature): it must be absolute (a relative one would be joined to ``base_url`` and go to the API server, a path
+    it does not have), and http only under an http ``base_url`` (else the training data crosses in clear text)."""
     parts = urlsplit(url)
     shown = parts._replace(query="", fragment="").geturl()
     if parts.scheme not in ("http", "https") or not parts.hostname:

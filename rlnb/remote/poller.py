@@ -118,7 +118,7 @@ class Poller:
                         return
                     now = time.monotonic()
                     # A head in a status newer than rlnb's list may have ended: every operation, in plain polls
-                    # (only the head was polled, and a session stalled behind it until its operation_timeout).
+                    # (polling only the head, a session would stall behind it until its operation_timeout).
                     self._head_only = self.in_order and _known(self._inflight[:1])
                     targets = self._inflight[:1] if self._head_only else self._inflight
                     due = [op for op in targets if op.due <= now]
@@ -172,7 +172,7 @@ class Poller:
                 log.warning("polling %s %s failed, will try again: %s", op.kind, op.env.id, exc)
                 env, transient = op.env, True
         except APIError as exc:  # an unreadable answer (a proxy's page, a garbled body): polled again a few times
-            op.unread += 1  # (once, it failed an operation the server went on running), then it fails
+            op.unread += 1  # (failing at once would fail an operation the server goes on running), then it fails
             if op.unread <= self.client.max_retries:
                 log.warning("polling %s %s: %s; polling again (%d of %d)", op.kind, op.env.id, exc, op.unread,
                             self.client.max_retries)  # fmt: skip
@@ -202,7 +202,7 @@ class Poller:
             self._ended(op, now)
         else:
             # A long-poll that answered: ask again right away, unless it came back unchanged before half its wait (a
-            # server or proxy that does not hold it was asked in a loop, thousands of GETs a second).
+            # server or proxy that does not hold it would be asked in a loop, thousands of GETs a second).
             at_once = wait and not transient and (changed or now - started >= wait / 2)
             op.due = (
                 now
@@ -212,7 +212,7 @@ class Poller:
 
     def _newer(self, op: InFlight, status: str) -> None:
         """A status newer than rlnb's list (``wire.Newer``) may or may not end the operation: it is polled on under its
-        deadline, and each such status is said once (it failed the operation at once, unparsed)."""
+        deadline, and each such status is said once (failing the operation at once would fail one that may succeed)."""
         if not isinstance(status, wire.OperationStatus) and status not in self._said:
             self._said.add(status)
             log.warning(

@@ -51,9 +51,9 @@ def create_once(
     """``create()``; when its answer is lost, the one object ``find(since)`` lists (``since``: when it was
     sent, on the server's clock), or the original error when there is none, with a note that the server may have
     created it all the same, or may still (a slow server acts after the call's deadline), and how to find it
-    (``lister``: the ``APIClient`` method): the bare timeout left a paid resource running, unnamed. Ctrl-C while it is
-    answered is raised as it is, once the one object ``find`` lists is handed to ``adopt`` (the caller's clean-up
-    stops it): the server may have acted already, and what it made ran on, named nowhere."""
+    (``lister``: the ``APIClient`` method): a bare timeout would leave a paid resource running, unnamed. Ctrl-C while
+    it is answered is raised as it is, once the one object ``find`` lists is handed to ``adopt`` (the caller's
+    clean-up stops it): the server may have acted already, and what it made would run on, named nowhere."""
     sent = time.time()
     try:
         return create()

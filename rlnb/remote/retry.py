@@ -80,7 +80,7 @@ class RetryPolicy:
 
     def unheeded(self, headers: httpx.Headers) -> str:
         """Words for the final error when the server asked for a longer wait than ``max_retry_after``, else "": its
-        ``Retry-After`` gave way to backoff, and a 429 "come back in an hour" read as a plain failure."""
+        ``Retry-After`` gives way to backoff, and a 429 "come back in an hour" would read as a plain failure."""
         asked = _retry_after(headers)
         if asked is None or not self.max_retry_after < asked < float("inf"):
             return ""

@@ -22,7 +22,7 @@ log = logging.getLogger("rlnb")
 STOP_RECONNECT = 5.0
 """Seconds the stops that clean up (``close()``'s, and those undoing a failed ``connect``) keep trying a server that
 takes no connection, a second apart at most, before a warning names what may still run: asked once, a network blip
-left a paid resource running; retried through the whole backoff, a dead server held them 14 s each."""
+would leave a paid resource running; retried through the whole backoff, a dead server would hold them 14 s each."""
 
 
 @dataclass(frozen=True)
@@ -221,7 +221,7 @@ def _checked(
 ) -> wire.ModelResources:
     """``resource``, unless it uses another optimizer than the one asked for, or ``lora`` (when given) asks
     for LoRA on a full-weight resource or full weights on a LoRA one (``ValueError``), or it names an optimizer
-    rlnb does not know (``RlnbError``: a newer revision's was taken for Adam, and every optim-step sent Adam's body)."""
+    rlnb does not know (``RlnbError``: taken for Adam, a newer revision's would get Adam's body in every optim-step)."""
     config = resource.optimizer_config
     named = ", ".join(sorted(k for k, v in (config.model_extra or {}).items() if v is not None))  # {}: Adam, default
     if config.adam is None and config.muon is None and named:

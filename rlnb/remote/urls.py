@@ -16,13 +16,13 @@ from rlnb.errors import CleartextKeyWarning, user_stacklevel
 
 def check_base_url(url: str, name: str) -> str:
     """``url`` as a base URL: no credentials (``_secrets.check_url``); no query or fragment, which the API's paths
-    would be appended to (``https://host/?api_key=sk-...`` sent every call to ``/`` with the key in its query, and
-    failed "404" naming neither); no whitespace or unprintable character (``" http://host"`` went to a relative
-    URL, ``"http://host\\n"`` raised httpx's ``InvalidURL`` naming no field); a port in range and brackets that close;
-    an http(s) scheme and a host (``"http://"``, an unset variable in an f-string, was
-    sent 6 times over 14 s, then failed "missing an 'http://' protocol", which it had). The ``ValueError`` names
-    ``name`` and never shows the query."""
-    for i, char in enumerate(url):  # urlsplit strips them at the ends, so the checks below passed; httpx does not
+    would be appended to (``https://host/?api_key=sk-...`` would send every call to ``/`` with the key in its query,
+    and fail "404" naming neither); no whitespace or unprintable character (``" http://host"`` would go to a relative
+    URL, ``"http://host\\n"`` raise httpx's ``InvalidURL`` naming no field); a port in range and brackets that close;
+    an http(s) scheme and a host (``"http://"``, an unset variable in an f-string, would be sent 6 times over 14 s,
+    then fail "missing an 'http://' protocol", which it has). The ``ValueError`` names ``name`` and never shows the
+    query."""
+    for i, char in enumerate(url):  # urlsplit strips them at the ends, so the checks below would pass; httpx does not
         if char.isspace() or not char.isprintable():  # a zero-width space pasted from a page too
             what = "whitespace" if char.isspace() else f"an unprintable character (U+{ord(char):04X})"
             raise ValueError(

@@ -58,7 +58,7 @@ class PollOptions:
 
     def __post_init__(self) -> None:
         for name in ("poll_min", "poll_max", "ready_timeout", "operation_timeout", "poll_failure_window"):
-            value = getattr(self, name)  # "30" raised a bare TypeError naming no field; True was taken as 1 s
+            value = getattr(self, name)  # "30" would raise a bare TypeError naming no field; True would be 1 s
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise ValueError(f"{name} must be a number of seconds > 0, got {shown(value)}")
         if not 0 < self.poll_min <= self.poll_max:
@@ -79,7 +79,7 @@ def check_pause(pause: object) -> None:
 def called_off(pause: Callable[[float], object], seconds: float) -> bool:
     """Ask ``pause`` to wait ``seconds``: whether it called the wait's retry (or start) off. It answers True (call it
     off), or False or None (go on: a function that only sleeps returns None); a numpy bool counts as a bool. Any other
-    answer is a ``TypeError`` naming ``pause``: read by its truth value, a 0 went on and a "no" called it off."""
+    answer is a ``TypeError`` naming ``pause``: read by its truth value, a 0 would go on and a "no" call it off."""
     answer = pause(seconds)
     if answer is None or isinstance(answer, bool | np.bool_):
         return bool(answer)
@@ -104,9 +104,9 @@ def wait_until(fetch: Callable[[], M], ready: str, dead: frozenset[str], poll: P
 
     Raises ``SessionClosed`` (a session) or ``ResourceEnded`` (a model resource) on a dead status, or on any other
     status that comes with an error (the API sets ``error`` only on one "in an error state": a CREATING session
-    with one has failed, and the wait used to go on to ``timeout``), and ``OperationTimeout`` after ``timeout``
-    seconds, naming the newer statuses seen: the wait went on through them (warned once each) and timed out
-    saying only "still", with no word that rlnb could not read them. ``poll.pause`` waits between polls; its True
+    with one has failed: waiting on to ``timeout`` would wait for nothing), and ``OperationTimeout`` after
+    ``timeout`` seconds, naming the newer statuses seen: the wait goes on through them (warned once each), and a
+    bare "still" would not say that rlnb could not read them. ``poll.pause`` waits between polls; its True
     ends the wait with ``RlnbError`` (then ``connect`` stops what it created, as on any failed start).
     """
     timeout = poll.ready_timeout

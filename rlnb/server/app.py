@@ -191,7 +191,7 @@ def run(app: FastAPI, sock: socket.socket) -> None:
     """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted. A second signal while it stops
     abandons the running operations at once (``app.state.hurry``); a stop that skipped the app's shutdown (uvicorn
     does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too. A SIGINT
-    ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler honoured it."""
+    ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler would honour it."""
     import uvicorn
 
     hurry: threading.Event = app.state.hurry

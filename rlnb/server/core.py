@@ -1,10 +1,9 @@
 """What ``Registry``'s mixins (``resources``, ``sessions``, ``ops``) need of the registry, stated once.
 
 ``RegistryCore`` is the base class the mixins and ``Registry`` share: the tables each mixin reads, and the methods
-that ``Registry`` or another mixin defines. Each mixin used to repeat the ones it called in an ``if TYPE_CHECKING``
-block, and nothing checked that block against the real definition. Here mypy checks every use against this one
-declaration and every definition against it, and a method that nobody defines makes ``Registry()`` fail at once
-(it stays abstract) instead of returning ``None``.
+that ``Registry`` or another mixin defines. A copy of them in each mixin's ``if TYPE_CHECKING`` block would be checked
+against nothing. Here mypy checks every use against this one declaration and every definition against it, and a
+method that nobody defines makes ``Registry()`` fail at once (it stays abstract) instead of returning ``None``.
 """
 
 from __future__ import annotations

@@ -89,7 +89,8 @@ def check_request(request: Request) -> None:
 class CheckedJsonRequest(Request):
     """The request FastAPI is handed once ``read_json`` has parsed and checked its body: the public ``json()`` returns
     that parse, and the body is replayed to whatever reads it again. Setting Starlette's private cache
-    (``request._json``) did the same until a Starlette that names it otherwise: then every body was parsed twice."""
+    (``request._json``) would do the same until a Starlette that names it otherwise: then every body would be parsed
+    twice."""
 
     def __init__(self, request: Request, body: bytes, parsed: Any) -> None:
         super().__init__(request.scope, _replayed(body, request.receive))
@@ -115,8 +116,8 @@ def _replayed(body: bytes, receive: Receive) -> Receive:
 
 class JsonRoute(APIRoute):
     """A route whose JSON body is read by ``read_json`` before FastAPI reads it: a key given twice in one object is a
-    400 naming it (``json.loads`` kept the last value: ``{"base_model": "a", "base_model": "b"}`` made a resource of
-    ``b``). A body it cannot read is left to FastAPI, whose errors say why (``install_error_handlers``)."""
+    400 naming it (``json.loads`` keeps the last value: ``{"base_model": "a", "base_model": "b"}`` would make a
+    resource of ``b``). A body it cannot read is left to FastAPI, whose errors say why (``install_error_handlers``)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handle = super().get_route_handler()
@@ -144,7 +145,7 @@ RegistryDep = Annotated[Registry, Depends(get_registry)]
 User = Annotated[str, Depends(current_user)]
 NoBody = Annotated[wire.NoBody | None, Body()]
 """The body of a POST that takes none (a stop, a payload URL, a checkpoint operation): absent, ``{}`` or ``null``; a
-field is a 400 naming it, as in every other body (``{"force": true}`` as a resource stop's body was ignored)."""
+field is a 400 naming it, as in every other body (``{"force": true}`` as a resource stop's body is not ignored)."""
 AUTHENTICATED: dict[str, Any] = {
     "dependencies": [Depends(current_user), Depends(check_request)],
     "responses": ERROR_RESPONSES,

@@ -121,9 +121,9 @@ def install_error_handlers(app: FastAPI) -> None:
         why = str(first.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's prefix of a validator's own
         said = why if param and why.startswith(param) else f"{param or 'request'}: {why}"  # words, which name the field
         if first.get("type") in _BOUND_BROKEN and (span := _range(request, tuple(first["loc"]))) is not None:
-            got = str(first.get("input"))  # pydantic named the one bound it broke
+            got = str(first.get("input"))  # pydantic names the one bound it broke
             if isinstance(first.get("input"), float) and math.isnan(first["input"]):  # it broke every comparison
-                said, got = f"{param}: NaN is not allowed", ""  # pydantic named the one bound it tried first
+                said, got = f"{param}: NaN is not allowed", ""  # pydantic names the one bound it tried first
             said += f" (allowed: {span}" + (f"; got {got})" if got and len(got) <= MAX_SHOWN_DIGITS else ")")
         return error_response(400, said, ERROR_TYPES[400], param)
 
@@ -136,7 +136,7 @@ def install_error_handlers(app: FastAPI) -> None:
             answer = error_response(405, said, ERROR_TYPES[400])
             answer.headers["Allow"] = allowed
             return answer
-        if exc.status_code == 404 and "endpoint" not in request.scope:  # no route matched: a bare "Not Found" was said
+        if exc.status_code == 404 and "endpoint" not in request.scope:  # no route matched: more than a bare "Not Found"
             return error_response(404, _route_miss(request.method, request.url.path), ERROR_TYPES[404])
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
 
@@ -217,8 +217,8 @@ def _encoded_slash(raw: str, templates: list[str]) -> tuple[str | None, str]:
 
 
 def _unreadable_body(body: bytes, cause: ValueError | RecursionError) -> JSONResponse:
-    """Why FastAPI's ``json.loads`` failed, where it said only "There was an error parsing the body": JSON nested
-    past Python's stack, an integer too long to read (named), or bytes that are not UTF-8/16/32 text."""
+    """Why FastAPI's ``json.loads`` failed, beyond its "There was an error parsing the body": JSON nested past
+    Python's stack, an integer too long to read (named), or bytes that are not UTF-8/16/32 text."""
     from rlnb.server.json_body import read_json  # which raises this module's ServerError
 
     if isinstance(cause, RecursionError):
@@ -235,7 +235,7 @@ def _unreadable_body(body: bytes, cause: ValueError | RecursionError) -> JSONRes
 
 def _loss_said(body: Any) -> str | None:
     """A bad ``loss`` in the words rlnb's client and engine say it (``wire.validated``, as ``wire.loss_config`` checks
-    it before sending: each bad field, its value and its rule), where pydantic's named the first alone, in its own."""
+    it before sending: each bad field, its value and its rule), where pydantic's names the first alone, in its own."""
     loss = body.get("loss") if isinstance(body, dict) else None
     if not isinstance(loss, dict):
         return None
@@ -248,8 +248,8 @@ def _loss_said(body: Any) -> str | None:
 
 def _body_error(request: Request, kind: object) -> str:
     """Why a body as a whole was refused: missing (``curl`` without ``-d``: "request: Field required"), or sent without
-    ``Content-Type: application/json`` (``curl -d`` sends a form's type, and the body was read as bytes: "Input should
-    be a valid dictionary"), or JSON that is not an object."""
+    ``Content-Type: application/json`` (``curl -d`` sends a form's type, and the body would be read as bytes: "Input
+    should be a valid dictionary"), or JSON that is not an object."""
     given = request.headers.get("content-type")
     media = (given or "").split(";", 1)[0].strip().lower()
     if kind == "missing":

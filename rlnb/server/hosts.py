@@ -1,7 +1,8 @@
-"""The ``Host`` a request may name. ``rlnb serve`` on this machine's loopback without ``--token`` (its default) answered
-every request, whatever name it was sent to: a web page whose name is rebound to 127.0.0.1 (DNS rebinding) reaches it
-as its own origin, and its script could list the sessions, sample, train and download every checkpoint from the browser
-of whoever runs the server. Such a server answers only its loopback names and its ``--public-url``'s (``OwnNames``)."""
+"""The ``Host`` a request may name. ``rlnb serve`` on this machine's loopback without ``--token`` (its default) that
+answered every request, whatever name it is sent to, would be reached by a web page whose name is rebound to 127.0.0.1
+(DNS rebinding) as its own origin, and its script could list the sessions, sample, train and download every checkpoint
+from the browser of whoever runs the server. Such a server answers only its loopback names and its ``--public-url``'s
+(``OwnNames``)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ from rlnb.server.errors import SHOWN, error_response
 
 HOST = re.compile(r"(\[[0-9a-fA-F:.]+\]|[^][@/?#:\s\x00-\x1f\x7f]*)(:[0-9]*)?")
 """What a ``Host`` header holds (RFC 9110 7.2): a name or an IPv4 address, or an IPv6 one in brackets, and a port;
-no control character (a NUL raised out of the loopback check: a 500)."""
+no control character (a NUL would raise out of the loopback check: a 500)."""
 
 
 def host_name(header: str) -> str:
     """The name a ``Host`` header gives, lowercased, without its port (``[::1]:8000`` is ``::1``); ``""`` for one that
     is no ``host[:port]`` (a bracket left open, text after it, a port that is no number up to 65535, a path or a user
-    beside the name: ``[::1``, ``127.0.0.1:80x`` were read as loopback names)."""
+    beside the name: ``[::1``, ``127.0.0.1:80x`` would read as loopback names)."""
     if not HOST.fullmatch(header):
         return ""
     try:

@@ -32,7 +32,7 @@ _Path = tuple[str, "_Path"] | None
 def _first(value: Any, hit: Callable[[Any], bool]) -> tuple[str, Any] | None:
     """The path and the item of the first ``hit`` in decoded JSON (a loop, not recursion: the JSON may nest as deep
     as the decoder allows). Each item's path is its key and its parent's path, joined only for the hit: a copy per
-    item made a 2 MB body (200,000 keys 900 levels down, the repeated key after them) take 1.7 GB."""
+    item would make a 2 MB body (200,000 keys 900 levels down, the repeated key after them) take 1.7 GB."""
     stack: list[tuple[_Path, Any]] = [(None, value)]
     while stack:
         path, item = stack.pop()
@@ -54,8 +54,8 @@ class _Twice(dict[str, Any]):
 
 
 def _repeated(keys: list[str]) -> str:
-    """The first key given again, in one pass: searching each key's earlier keys took minutes for a body of 10^5
-    keys with one given twice at its end (and blocked the server's event loop meanwhile)."""
+    """The first key given again, in one pass: searching each key's earlier keys would take minutes for a body of
+    10^5 keys with one given twice at its end (and block the server's event loop meanwhile)."""
     seen: set[str] = set()
     for key in keys:
         if key in seen:

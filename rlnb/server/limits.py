@@ -201,7 +201,7 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
 
 def check_prompt_logprobs(settings: ServerSettings, body: wire.SampleBody) -> None:
     """The prompt log-probs a sample returns (one per prompt token, and ``topk_prompt_logprobs`` more), whatever its
-    ``num_samples``: they are kept with the operation, and 0.6 MB of prompts asked for 65 MB of them."""
+    ``num_samples``: they are kept with the operation, and 0.6 MB of prompts can ask for 65 MB of them."""
     each, topk = int(bool(body.prompt_logprobs)) + (body.topk_prompt_logprobs or 0), body.topk_prompt_logprobs or 0
     tokens = sum(len(prompt.tokens) for prompt in body.model_inputs)
     if tokens * each > settings.max_prompt_logprobs:

@@ -23,7 +23,7 @@ def model_info(spec: Any) -> ModelInfo:
     """What supported-models says about a model spec (the one place that reads a model's limits): a
     built-in size, or a Hugging Face folder / cached hub id (its ``config.json``; ``ModelLoadError``
     naming the spec when it cannot be found), or an ``nn.Module`` served from Python (``create_app``), as its
-    adapter reads it (supported-models was a 500 for one, which a remote session asks when it connects)."""
+    adapter reads it (supported-models, which a remote session asks when it connects, answers for one too)."""
     from torch import nn
 
     from rlnb.engine.models import hf

@@ -1,8 +1,8 @@
 """The answer to a presigned checkpoint download: the bytes of a file the route opened itself (``locks.regular``: a
-pipe or a device there is refused), one byte range of it when asked. Starlette's ``FileResponse`` opened the file
-again by name: a pipe put there in between was waited on for ever (a worker thread and the response held), and an
-ASGI server offering ``http.response.pathsend`` was sent the name to open. Serving the opened descriptor through
-it took a private hook (``_open_file``) that another Starlette need not call; this response uses public APIs only."""
+pipe or a device there is refused), one byte range of it when asked. Starlette's ``FileResponse`` opens the file
+again by name: a pipe put there in between would be waited on for ever (a worker thread and the response held), and
+an ASGI server offering ``http.response.pathsend`` is sent the name to open. Serving the opened descriptor through
+it takes a private hook (``_open_file``) that another Starlette need not call; this response uses public APIs only."""
 
 from __future__ import annotations
 

@@ -208,8 +208,8 @@ class PayloadStore:
 
     def claim(self, session_id: str, payload_id: str) -> None:
         """An operation is being submitted with this upload: free its bytes; it takes no other. Called under the
-        lock that queues the operation, so two submissions naming one upload cannot both run it (both read it
-        first, and both used to run)."""
+        lock that queues the operation, so two submissions naming one upload cannot both run it (read first, outside
+        it, both would find it unclaimed and run)."""
         with self._lock:
             p = self.owned(session_id, payload_id)
             if p.used:

@@ -57,7 +57,7 @@ class OpRecord:
     """Bytes of its envelope as JSON, once finished (counted against ``max_kept_result_bytes``)."""
     answer: bytes | None = None
     """Once finished: its envelope as the API sends it, made once (``SessionRecord.ended``), measured, journaled and
-    sent by every GET and retry; ``env`` then keeps no output (its objects took ~3x these bytes)."""
+    sent by every GET and retry; ``env`` then keeps no output (its objects take ~3x these bytes)."""
     abandoned: bool = False
     """Recorded FAILED by a stop that gave up on it (``stopping.abandon``): what its worker reports later is not."""
 

@@ -139,8 +139,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
 
     def mend_journal(self) -> None:
         """Write a journal that failed (a full disk) again, whole, from memory, at most every ``JOURNAL_RETRY`` seconds
-        (at a change, and at the reaper's turn). It stopped for good: a restart lost every change after the failure,
-        and removed the checkpoints saved since, as a killed server's never journaled."""
+        (at a change, and at the reaper's turn). Stopped for good, a restart would lose every change after the failure,
+        and remove the checkpoints saved since, as a killed server's never journaled."""
         with self.lock:
             if self.journal is None or not self.journal.failed or self.clock() < self._mend_at:
                 return
@@ -223,10 +223,10 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
 
     def _close_later(self, sessions: list[SessionRecord]) -> None:
         """``_close`` on a thread of its own, so that a stop answers at once: joining a worker whose
-        operation runs for minutes must not hold a request thread (45 such stops used to take the whole
-        thread pool, /health included). At most one thread per active session: ``max_live_sessions``. When no
-        thread can be started they wait in ``_unclosed`` for the next call (the reaper's turn, a stop, ``settle``):
-        closing them here held the request (or a server stop, past its deadline) for as long as a worker ran."""
+        operation runs for minutes must not hold a request thread (45 such stops would take the whole thread
+        pool, /health included). At most one thread per active session: ``max_live_sessions``. When no thread can
+        be started they wait in ``_unclosed`` for the next call (the reaper's turn, a stop, ``settle``): closing
+        them here would hold the request (or a server stop, past its deadline) for as long as a worker runs."""
         with self.lock:
             waited, self._unclosed = self._unclosed, []
         sessions = [*waited, *sessions]

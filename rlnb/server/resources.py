@@ -145,7 +145,7 @@ class ResourcesMixin(RegistryCore):
 
     def _expire_later(self, res: wire.ModelResources, until: datetime) -> None:
         """``expires_at`` moves to ``until`` if that is later (it never moves earlier), and ``updated_at`` to now with
-        it: it tells when the object last changed (it stayed at ``created_at`` through every extend-expiry)."""
+        it: it tells when the object last changed, an extend-expiry included."""
         if res.expires_at is None or until > res.expires_at:
             res.expires_at, res.updated_at = until, self.now()
 

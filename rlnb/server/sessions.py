@@ -103,7 +103,7 @@ class SessionsMixin(RegistryCore):
     def _build_later(self, rec: SessionRecord, build: Callable[[], SessionBackend], resume: Path | None,
                      cid: str | None) -> None:  # fmt: skip
         """Build the session's model on a thread of its own (the create answers CREATING at once: loading a real
-        model outlasted the SDK's 60 s HTTP timeout, and its retried POST made a second session). A stop waits
+        model can outlast the SDK's 60 s HTTP timeout, and its retried POST would make a second session). A stop waits
         for it with ``stopping.settle``'s deadline, as for a closing backend."""
 
         def run() -> None:
@@ -118,7 +118,9 @@ class SessionsMixin(RegistryCore):
             self._closers.add(thread)
         try:
             thread.start()
-        except RuntimeError as exc:  # no thread to be had: building here was the minutes-long create the SDK retries
+        except (
+            RuntimeError
+        ) as exc:  # no thread to be had: building here would be the minutes-long create the SDK retries
             with self.lock:
                 self._closers.discard(thread)
             why = f"this server could not start a thread to build the session's model ({exc}): it runs too many"
@@ -194,7 +196,7 @@ class SessionsMixin(RegistryCore):
         return wire.SessionList(data=data, meta=meta)
 
     def update_session(self, sid: str, req: wire.UpdateSessionRequest) -> wire.Session:
-        """Apply a PATCH; ``updated_at`` moves only if a field changed (``{}`` or the same name used to move it)."""
+        """Apply a PATCH; ``updated_at`` moves only if a field changed (``{}`` or the same name leaves it)."""
         with self.lock:
             s = self.session(sid)
             merged = s.metadata.patched(req.metadata) if req.metadata is not None else None
@@ -224,6 +226,6 @@ class SessionsMixin(RegistryCore):
         """What a stop makes of an active session: STOPPING while its model is being built (CREATING: the build
         cannot be cut; STOPPED once it ends and the model is let go) or an operation of it is queued or running
         (the running one finishes, and may still change its step; ``_close`` makes it STOPPED once its backend
-        is let go), else STOPPED. A stopped session's step used to change after a stop answered STOPPED."""
+        is let go), else STOPPED: a session answered STOPPED keeps its step."""
         busy = s.status == wire.SessionStatus.CREATING or (s.backend is not None and s.busy())
         return wire.SessionStatus.STOPPING if busy else wire.SessionStatus.STOPPED

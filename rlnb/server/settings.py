@@ -103,7 +103,7 @@ class ServerSettings:
     """Budget of one sample request: prompts x num_samples x max_tokens (400 past it)."""
     max_sample_prompt_tokens: int = 131072
     """What one sample request prefills: prompts x num_samples x its longest prompt's tokens (every row is
-    padded to the longest; 400 past it). 2,000 prompts of 250 tokens took the server from 0.4 to 2.4 GB."""
+    padded to the longest; 400 past it). 2,000 prompts of 250 tokens take the server from 0.4 to 2.4 GB."""
     max_prompt_logprobs: int = 1 << 20
     """Prompt log-probs one sample request returns: its prompts' tokens x (1 with ``prompt_logprobs`` +
     ``topk_prompt_logprobs``), 400 past it. 512 prompts of 255 tokens with 20 top log-probs (a 0.6 MB body) answered
@@ -114,14 +114,14 @@ class ServerSettings:
     """Characters of one stop string."""
     max_label_bytes: int = 65536
     """Bytes of a session's ``display_name``, and of its ``metadata`` as JSON (400 past it): a session keeps them for
-    good, in memory and in ``--state-dir``'s journal, and a 30 MB name was taken."""
+    good, in memory and in ``--state-dir``'s journal, and would take a 30 MB name."""
     max_kept_operations: int = 10_000
     """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
-    Idempotency-Key a 409): a session kept every operation's record, and an RL run of 10,000 steps makes ~40,000,
-    each ~3 KB or more (a sample's holds its tokens and logprobs). Pending and running ones are always kept."""
+    Idempotency-Key a 409): a session that kept every operation's record would keep ~40,000 for an RL run of 10,000
+    steps, each ~3 KB or more (a sample's holds its tokens and logprobs). Pending and running ones are always kept."""
     max_kept_result_bytes: int = 64 << 20
     """Bytes of JSON the finished operations each session keeps may hold, the newest (older ones are let go as past
-    ``max_kept_operations``; the newest is always kept, whatever its size): a count alone let a 64 x 8 x 128-token
+    ``max_kept_operations``; the newest is always kept, whatever its size): a count alone would let a 64 x 8 x 128-token
     sample (1.7 MB of JSON, ~5 MB of server memory as objects) be kept 10,000 times. Memory is ~3x the JSON kept
     (``bench/bench_kept_results.py``)."""
     result_offload_bytes: int | None = None
@@ -165,7 +165,7 @@ class ServerSettings:
 
 COUNT_MAX, BYTES_MAX, SECONDS_MAX, TTL_MAX = 2**31 - 1, 2**63 - 1, 86_400, 7 * 86_400
 """Upper bounds of the limits: a count (an int32), a size in bytes (an int64: a file's size), a timeout (a day), a
-URL's lifetime (a week, as S3's presigned URLs): ``body_timeout=1e300`` was taken, a wait no timer can hold."""
+URL's lifetime (a week, as S3's presigned URLs): else ``body_timeout=1e300`` would pass, a wait no timer can hold."""
 _SECONDS = ("body_timeout", "body_idle_timeout")
 _TTLS = ("download_ttl", "payload_ttl")
 _BYTES = ("max_body_bytes", "max_payload_bytes", "max_session_payload_bytes", "max_total_payload_bytes",
@@ -207,11 +207,11 @@ def parse_limits(items: list[str]) -> dict[str, int]:
 
 def check_public_host(url: str) -> None:
     """A ``ValueError`` naming ``public_url`` unless it has a host and a valid port, and no query, fragment or user:
-    ``http://`` (or ``http://:8000``, ``http://h:99999``) started, and every presigned link read ``http:///v1/...``,
-    a link no client can follow."""
-    if "@" in _authority(url):  # it went into every presigned link the API answers with (checked first: not shown)
+    a server started with ``http://`` (or ``http://:8000``, ``http://h:99999``) would answer every presigned link as
+    ``http:///v1/...``, a link no client can follow."""
+    if "@" in _authority(url):  # it would go into every presigned link the API answers with (checked first: not shown)
         raise ValueError("public_url cannot hold a user or password (user@host): every presigned link shows it")
-    if any(c.isspace() or not c.isprintable() for c in url):  # urlsplit drops a newline: http://h\n:8000 passed
+    if any(c.isspace() or not c.isprintable() for c in url):  # urlsplit drops a newline: http://h\n:8000 would pass
         raise ValueError(f"public_url cannot hold whitespace or a control character: got {shown(url)} (every "
                          "presigned link holds it: no URL a client follows)")  # fmt: skip
     try:

@@ -8,8 +8,8 @@ its tombstone). At start it is read back, keeping only each session's newest ``m
 operations in memory as it reads (``restore`` makes the registry's tables of it), and rewritten compactly;
 ``DIR/signing.key`` keeps presigned URLs valid across restarts and ``DIR/state.lock`` makes one server at a time its
 owner. A running server rewrites the journal the same way once it has grown past twice its compact size
-(``COMPACT_AFTER`` lines at least): every operation's two lines made it grow without bound, and a restart read every
-line ever written. Checkpoint files go to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
+(``COMPACT_AFTER`` lines at least): else every operation's two lines would make it grow without bound, and a restart
+would read every line ever written. Checkpoint files go to ``DIR/checkpoints`` unless ``checkpoint_dir`` says otherwise.
 
 Every line is standard JSON (``history.jsontext``: an optim-step's infinite gradient norm is ``"Infinity"``, read back
 as the float by the wire's models; an older rlnb's bare ``Infinity`` still reads), and the journal is written as a run
@@ -17,8 +17,8 @@ folder's files are: never through a link (``locks.write_new``, ``locks.appending
 stops the start, naming it.
 
 A journal that cannot be written (a full disk) is logged once; the server goes on in memory and tries now and then
-to write it again, whole (``Registry.mend_journal``): it stopped writing for good, so a restart lost every change after
-the failure and removed the checkpoints saved since as never journaled.
+to write it again, whole (``Registry.mend_journal``): a server that stopped writing for good would lose every change
+after the failure at its restart, and remove the checkpoints saved since as never journaled.
 """
 
 from __future__ import annotations
@@ -98,11 +98,11 @@ class StateDirLocked(StateDirError):
 class Journal:
     def __init__(self, directory: Path):
         self.dir = directory
-        try:  # a file or a named pipe there: mkdir said "[Errno 17] File exists"
+        try:  # a file or a named pipe there: mkdir would say "[Errno 17] File exists"
             refuse_not_folder("state_dir", directory, "the server's state goes")
         except ValueError as exc:
             raise StateDirError(str(exc)) from None
-        try:  # held for the server's life; unlocked, said, on a file system that cannot lock (it refused to start)
+        try:  # held for the server's life; unlocked, said, on a file system that cannot lock (the server starts)
             directory.mkdir(parents=True, exist_ok=True)
             self._lock_file = hold_lock(directory / LOCK_FILE, f"{directory} is in use by another rlnb serve (pid "
                                                                "{holder})")  # fmt: skip
@@ -127,7 +127,7 @@ class Journal:
                 raise StateDirError(f"rlnb serve cannot read its signing key: {exc}") from None
         key = secrets.token_bytes(MIN_KEY_BYTES)
         tmp = path.with_name(KEY_FILE + ".tmp")
-        try:  # never through a link planted at the temporary name: the key went into its target, readable by others
+        try:  # never through a link planted at the temporary name: the key would go into its target, readable by others
             write_new(tmp, key.hex().encode("ascii"), sync=True, mode=0o600)
             os.replace(tmp, path)
             fsync(self.dir)  # the rename itself survives a crash
@@ -143,7 +143,7 @@ class Journal:
         latest: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
         ops = _OpLines(keep_ops, latest["dropped"])
         path = self.dir / JOURNAL
-        try:  # a link was read through (another file's state taken as this server's), then replaced by the rewrite
+        try:  # a link would be read through (another file's state taken as this server's), then replaced by the rewrite
             refuse_link(path)
             refuse_pipe(path)  # reading one waited for ever: the server never listened
             # one put there after the checks is refused as it is opened (``no_follow``), not waited on

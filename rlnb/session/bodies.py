@@ -51,9 +51,9 @@ def forward_backward_body(
 
 def sample_list(samples: Any) -> list[wire.Sample]:
     """``samples`` as ``wire.Sample``s; a ``ValueError`` naming ``samples`` or ``samples[i]`` where one is not a
-    sample (pydantic's "Input should be a valid dictionary or instance of Sample" named neither: one ``Sample``
-    passed alone was read as a list of its fields). A ``Sample`` is copied (``_own``): the operation runs later."""
-    # a list (most calls) is none of those and iterable: not asked, where the ABCs' checks were 2 Python calls a step
+    sample (pydantic's "Input should be a valid dictionary or instance of Sample" names neither: one ``Sample``
+    passed alone would read as a list of its fields). A ``Sample`` is copied (``_own``): the operation runs later."""
+    # a list (most calls) is none of those and iterable: not asked, the ABCs' checks costing 2 Python calls a step
     if type(samples) is not list and (
         isinstance(samples, wire.Sample | Mapping | str | bytes) or not isinstance(samples, Iterable)
     ):
@@ -111,8 +111,8 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
     parts = [sample, given, *chunks, *texts, *inputs.values()]
     kinds = [wire.Sample, wire.ModelInput, *[wire.ModelInputChunk] * len(chunks), *[wire.EncodedText] * len(texts)]
     kinds += [wire.TensorData] * len(inputs)
-    # C passes (map, is, any), not a generator: that was 16 Python calls of a submission's ~45; types by identity, as
-    # ``wire.only``: a list's ``!=`` asked each type's ``==``, and a metaclass's ``__eq__`` passed a stranger
+    # C passes (map, is, any), not a generator: that would be 16 Python calls of a submission's ~45; types by identity,
+    # as ``wire.only``: a list's ``!=`` would ask each type's ``==``, and a metaclass's ``__eq__`` could pass a stranger
     if not all(map(operator.is_, map(type, parts), kinds)) or any(map(_EXTRA, parts)):
         return None
     copies = list(map(dict, map(_DICT, chunks)))  # C, as ``texts``: a comprehension was a Python call
@@ -235,8 +235,8 @@ def check_stops(backend: Backend, stops: list[str]) -> None:
 
 def sample_mismatch(body: wire.SampleBody, out: wire.SampleOutput) -> str | None:
     """Why a sample's output does not answer ``body`` (one result per prompt, ``num_samples`` sequences each), or
-    None: a short answer was zipped against the prompts in silence, or failed far away (an ``IndexError``, a
-    ``zip()`` "argument 2 is shorter"), and fewer sequences made a group's advantages from fewer rewards."""
+    None: a short answer would be zipped against the prompts in silence, or fail far away (an ``IndexError``, a
+    ``zip()`` "argument 2 is shorter"), and fewer sequences would make a group's advantages from fewer rewards."""
     n, got = body.num_samples or 1, [len(r.sequences) for r in out.results]
     if got == [n] * len(body.model_inputs):
         return None

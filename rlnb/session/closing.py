@@ -1,5 +1,5 @@
-"""Who hears that a session closed (``Session.on_close``): a RunPanel idle on a session closed in another cell said
-"ready", Step enabled, until a click was refused. Held weakly both ways: a listener (a panel's bound method) keeps
+"""Who hears that a session closed (``Session.on_close``): a RunPanel idle on a session closed in another cell would
+say "ready", Step enabled, until a click is refused. Held weakly both ways: a listener (a panel's bound method) keeps
 no panel alive, and the session's list of them keeps no session alive."""
 
 from __future__ import annotations

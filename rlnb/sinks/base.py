@@ -92,7 +92,7 @@ class RunInfo:
     def from_config(cls, config: Mapping[str, Any], path: Path | None = None, unnamed: str = "rlnb-run") -> RunInfo:
         """The run's name, group, flattened config and tags, from a History's ``config`` (and its folder).
         ``unnamed`` names a run that neither names (a session with ``record=False``): the sinks give each such run a
-        fresh one (``new_run_id``): every one of them was ``rlnb-run``, one TensorBoard folder mixing them."""
+        fresh one (``new_run_id``): one shared name would make one TensorBoard folder mixing them."""
         run_id = _folder_name(config.get("run_id")) or _folder_name(path.name if path else None) or unnamed
         run_id = escaped(run_id)  # a folder named in another encoding ("r\\udcff", its byte 0xff)
         group = _folder_name(config.get("sweep"))  # a hand-edited config's "../x" would lead TensorBoard out of logdir
@@ -115,7 +115,7 @@ def _folder_name(value: object) -> str | None:
 def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
     """``{"versions": {"torch": "2.13"}}`` → ``{"versions.torch": "2.13"}``; lists as JSON text;
     None and NaN left out (every library wants a value); a lone surrogate as its escape (``escaped``: no library
-    takes one: TensorBoard and MLflow were dropped at the batch holding it)."""
+    takes one: TensorBoard and MLflow would be dropped at the batch holding it)."""
     flat: dict[str, Scalar] = {}
     for key, value in config.items():
         name = escaped(f"{prefix}{key}")
@@ -230,7 +230,7 @@ class Sink(ABC):
     def stall(self, writer: threading.Thread, text: str) -> None:
         """Note a run's writer that missed ``close()``'s deadline, with one warning (kept for ``say``). A slow close
         (W&B's ``finish`` of a long run) is no error: the sink stays, other runs keep writing to it, and no close
-        waits for it again while that writer still runs (a hung library held every session's close 30 s)."""
+        waits for it again while that writer still runs (a hung library would hold every session's close 30 s)."""
         with self._lock:
             self.stalled = writer
         self.note(text)
@@ -274,7 +274,7 @@ class Sink(ABC):
                         if self._unsaid:
                             _UNSAID.add(self)
                     raise
-                # at exit it was logged as a failed exit step, and the sinks' other warnings and flush skipped
+                # raised at exit, it would be logged as a failed exit step, the sinks' other warnings and flush skipped
                 print(f"SinkWarning: {text}", file=sys.stderr, flush=True)
 
 

@@ -1,7 +1,7 @@
 """One run of a name written to a sink's place at a time, on this machine (``Lease.claim``).
 
-Two sessions with one run id both find nothing at the place (``Sink.holds``) before either writes: TensorBoard then
-showed both runs' steps as one (two event files in one folder), MLflow made two runs of one name. A claim is a
+Two sessions with one run id both find nothing at the place (``Sink.holds``) before either writes: TensorBoard would
+show both runs' steps as one (two event files in one folder), MLflow make two runs of one name. A claim is a
 (place, run name) pair taken in this process (a set) and across the machine's processes (an ``flock`` on a file
 named by the pair's hash in the temporary folder, which the kernel releases however the process ends). Processes
 on other machines writing to one shared folder are not seen; neither are any where ``fcntl`` is missing (Windows).
@@ -43,8 +43,8 @@ def folder() -> Path:
 
 def _user() -> str:
     """The user's name, or ``uid<n>`` where the user has none: a container run as a uid outside ``/etc/passwd``
-    (``docker run --user 12345``, OpenShift), with no ``$USER``, made ``getpass.getuser`` raise ``KeyError``
-    (``OSError`` from Python 3.13), which dropped every sink at its run's start and failed every ``rlnb.export``."""
+    (``docker run --user 12345``, OpenShift), with no ``$USER``, makes ``getpass.getuser`` raise ``KeyError``
+    (``OSError`` from Python 3.13), which would drop every sink at its run's start and fail every ``rlnb.export``."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):
@@ -75,7 +75,7 @@ def take(where: str, name: str) -> Claim | None:
 def drop(claim: Claim) -> None:
     with _lock:
         _writing.discard(claim.key)
-        release(claim.fd)  # unlocked first: a process forked while it was held kept it
+        release(claim.fd)  # unlocked first: a process forked while it is held would keep it
 
 
 def _hold(key: tuple[str, str]) -> int | None | bool:

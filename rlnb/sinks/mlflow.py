@@ -31,7 +31,7 @@ BATCH_METRICS, BATCH_PARAMS, BATCH_TAGS = 1000, 100, 100
 MAX_PARAM, MAX_TAG = 6000, 8000
 """MLflow's longest param and tag values (characters)."""
 MAX_KEY = 250
-"""MLflow's longest metric or param name (characters): a longer one failed the whole batch, and dropped the sink."""
+"""MLflow's longest metric or param name (characters): a longer one fails the whole batch, and would drop the sink."""
 
 
 def key(name: str) -> str:

@@ -44,10 +44,10 @@ class Steps:
         self._seeded: set[int] = set()  # the records ``seed`` took finished
 
     def seed(self, records: Iterable[Record]) -> None:
-        """Take in the records a History holds before a sink is attached to it mid-run, sending none of them: the
-        step under way then had its loss (and times) from the operations since only, a half of it (a
-        forward-backward before and one after: the sink's loss was half of ``History.steps``'). A record seen finished
-        here is not taken again when its hook comes after (it finished as the sink subscribed)."""
+        """Take in the records a History holds before a sink is attached to it mid-run, sending none of them: else
+        the step under way would have its loss (and times) from the operations since only, a half of it (a
+        forward-backward before and one after: the sink's loss would be half of ``History.steps``'). A record seen
+        finished here is not taken again when its hook comes after (it finished as the sink subscribed)."""
         for rec in records:
             if rec.status in TERMINAL_STATUSES:
                 self._seeded.add(rec.seq)

@@ -44,8 +44,8 @@ def _send(pipe: IO[bytes], message: Any) -> None:
 
 
 def _receive(pipe: IO[bytes]) -> Any:
-    """One message, or ``EOFError`` where the pipe ends, also in the middle of one (its writer was killed while it
-    wrote: a truncated pickle ended the reader with its runs open)."""
+    """One message, or ``EOFError`` where the pipe ends, also in the middle of one (its writer killed while it
+    writes: a truncated pickle would end the reader with its runs open)."""
     head = pipe.read(_HEADER.size)
     if len(head) < _HEADER.size:
         raise EOFError("the sink's child process ended")

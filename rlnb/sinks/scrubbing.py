@@ -9,8 +9,8 @@ from rlnb._secrets import redact
 
 _PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^/\s:]*:)[^\s/]*@")
 """A URL's password: up to the authority's last ``@``, as Python's ``urlsplit`` reads it (and the libraries send it): a
-user named by an e-mail address (``http://bob@corp.com:pw@host``) showed the password whole, one with an ``@`` in it
-(``p@ss``) showed its end."""
+user named by an e-mail address (``http://bob@corp.com:pw@host``) would show the password whole, one with an ``@`` in
+it (``p@ss``) its end."""
 _QUERY_SECRET = re.compile(r"([?&;][\w.-]*(?:token|key|secret|password|passwd|pwd|sig|signature|auth)[\w.-]*=)"
                            r"[^&;#\s'\"]+", re.IGNORECASE)  # fmt: skip
 """A URL query parameter that carries a secret: Trackio's ``server_url`` holds ``?write_token=...``."""

@@ -183,7 +183,7 @@ class Attachment:
 
     def _logged_after_close(self, row: dict[str, Any]) -> None:
         """A figure logged once the sinks finished their runs (an evaluation after the ``with`` block) reaches the run
-        folder alone: said once, as it went missing from the sinks silently. A later session given this history
+        folder alone: said once, not missing from the sinks silently. A later session given this history
         (``history=``) with sinks of its own sends them the figure: nothing is said here then."""
         with self._lock:
             if not self._unheard:

@@ -29,7 +29,7 @@ class TensorBoard(Sink):
     extra = "tensorboard"
 
     def __init__(self, logdir: str | Path = "runs", *, interval: float = FLUSH_INTERVAL, process: bool = False):
-        if logdir == "":  # Path("") is the working folder: an unset variable wrote the run folders there
+        if logdir == "":  # Path("") is the working folder: an unset variable would write the run folders there
             raise ValueError("TensorBoard.logdir must be a folder's path, got ''")
         self.logdir = user_path("TensorBoard.logdir", logdir)  # ~ is home; None or 5 named here
         super().__init__(interval=interval, process=process)
@@ -67,8 +67,8 @@ class _Writer:
         before = set(path.glob(EVENT_FILES))
         self._writer = SummaryWriter(log_dir=str(path))
         self._files: Any = self._writer.file_writer
-        # the event file it made, new in the folder: its name is no public attribute (it was read from tensorboard's
-        # private ``_file_name``, with the folder to watch instead if that went: a deleted event file went unseen)
+        # the event file it made, new in the folder: its name is no public attribute (tensorboard's private
+        # ``_file_name`` may go, and watching the folder instead would leave a deleted event file unseen)
         made = sorted(set(path.glob(EVENT_FILES)) - before)
         if self._files is None or len(made) != 1:
             self._writer.close()
@@ -86,8 +86,8 @@ class _Writer:
         self._files.add_summary(finish if end else start)
 
     def _check(self, lost: str) -> None:
-        """``Watched.check``, having stopped the library's writer if the file is gone: its thread printed a traceback
-        of its own at its next flush."""
+        """``Watched.check``, having stopped the library's writer if the file is gone: its thread would print a
+        traceback of its own at its next flush."""
         try:
             self._file.check(lost)
         except FileNotFoundError:

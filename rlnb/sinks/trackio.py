@@ -71,13 +71,13 @@ class Trackio(Sink):
         """The project as Trackio keeps it on disk (``canonical``: ``my.model`` is ``mymodel``, one database, where two
         sinks wrote one run twice), and where a Space or server elsewhere keeps it: not the other options of ``init``
         (two sinks of one project, one with ``embed=True``, are one place), nor ``webhook_url``, a secret of its own,
-        nor a ``server_url``'s ``write_token`` (``scrub``): the place is shown in a refusal, which showed them whole."""
+        nor a ``server_url``'s ``write_token`` (``scrub``): the place is shown in a refusal, not them."""
         elsewhere = {k: scrub(str(v)) for k, v in self._init.items() if k in ELSEWHERE and v}
         return {"project": canonical(self.project), **elsewhere}
 
     def _load(self) -> None:
         """Import Trackio, and check the project's name as ``trackio.init`` does at the run's first point (a name
-        beginning ``registry-`` or ending like a table's file: the sink was dropped once training had started)."""
+        beginning ``registry-`` or ending like a table's file: the sink would be dropped once training has started)."""
         super()._load()  # Trackio itself first: its modules imported before may be there without it (set to None)
         import trackio
         from trackio.sqlite_storage import SQLiteStorage
@@ -124,7 +124,7 @@ class Trackio(Sink):
             return Path(SQLiteStorage.init_db(self.project))
         from trackio.fragments import local_inbox_dir
 
-        inbox = Path(local_inbox_dir())  # the dashboard empties it, never removes it: deleted, fragments were lost
+        inbox = Path(local_inbox_dir())  # the dashboard empties it, never removes it: deleted, fragments would be lost
         inbox.mkdir(parents=True, exist_ok=True)
         return inbox
 

@@ -28,12 +28,12 @@ from rlnb.sinks.watched import Watched, lost_from
 MODES = ("offline", "online")
 STEP_KEY, FAILURE_KEY = "step", "failed_operation"
 MAX_PROJECT, NOT_IN_PROJECT = 128, "/\\#?%:"
-"""W&B's rule for a project's name (``wandb.Settings``): a name that breaks it failed ``wandb.init`` at the run's first
-point, dropping the sink once training had started."""
+"""W&B's rule for a project's name (``wandb.Settings``): a name that breaks it would fail ``wandb.init`` at the run's
+first point, dropping the sink once training has started."""
 RESUME: dict[bool, Literal["allow", "never"]] = {True: "allow", False: "never"}
-"""``wandb.init``'s ``resume`` for a run continued (a later session: the same W&B run, as each session made one of its
-own) or not (a new run, an export: W&B's server refuses a run it holds already, where resuming it appended every
-point a second time)."""
+"""``wandb.init``'s ``resume`` for a run continued (a later session: the same W&B run, not one of each session's own)
+or not (a new run, an export: W&B's server refuses a run it holds already, where resuming it would append every point
+a second time)."""
 LOGGED = "logged/"
 """The prefix of a figure whose own name W&B or rlnb's rows take (``key``)."""
 
@@ -109,7 +109,7 @@ class WandB(Sink):
     def where(self) -> dict[str, Any]:
         """Offline, the project in W&B's folder (``dir``, else ``$WANDB_DIR``, else the working directory: ``WandB()``
         and ``WandB(dir=".")`` are one); online, the project on the server, whatever ``dir`` keeps locally (two sinks
-        of one run there wrote into one W&B run id)."""
+        of one run there would write into one W&B run id)."""
         if self.mode == "online":
             return {"project": self.project, "entity": self.entity, "mode": self.mode}
         return {"project": self.project, "mode": self.mode, "dir": os.path.realpath(self._root().parent)}
@@ -139,8 +139,8 @@ class WandB(Sink):
         import wandb
 
         # W&B's service starts here and registers its teardown at exit: rlnb's exit hook is registered again right
-        # after, so it runs first. Done only once init returned, an interpreter exiting mid-init tore the service
-        # down under the sink's last points, dropping the sink ("ConnectionResetError: Connection lost").
+        # after, so it runs first. Done only once init returned, an interpreter exiting mid-init would tear the
+        # service down under the sink's last points, dropping the sink ("ConnectionResetError: Connection lost").
         wandb.setup()
         _exit.run_first()
         if self.dir is not None:
@@ -181,8 +181,8 @@ class _Writer:
         run.define_metric("*", step_metric=STEP_KEY)
 
     def _check(self, lost: str) -> None:
-        """An offline run's file deleted while the run is written (``rm -rf wandb``, or the file alone): W&B went on
-        writing into the deleted file, and nothing said that every step since was lost. That drops the sink, with a
+        """An offline run's file deleted while the run is written (``rm -rf wandb``, or the file alone): W&B goes on
+        writing into the deleted file, and nothing would say that every step since is lost. That drops the sink, with a
         warning naming what was deleted (``Watched.check``)."""
         if self._watched is not None:
             self._watched.check(lost)

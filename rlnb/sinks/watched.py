@@ -13,8 +13,8 @@ from rlnb.sinks.base import Failure, Point
 class Watched:
     """The file or folder a run is written to on this machine (a TensorBoard event file, an MLflow or Trackio SQLite
     store, Trackio's inbox of JSONL fragments), checked before each batch: deleted (``rm -rf runs``), the libraries
-    failed with a bare ``[Errno 2]``, an SQL error ("attempt to write a readonly database"), or made a new store and
-    wrote the rest of the run there in silence. ``check`` raises instead, which drops the sink with a warning naming
+    fail with a bare ``[Errno 2]``, an SQL error ("attempt to write a readonly database"), or make a new store and
+    write the rest of the run there in silence. ``check`` raises instead, which drops the sink with a warning naming
     the place and what was lost."""
 
     def __init__(self, path: Path | None, folder: Path | None = None) -> None:
@@ -50,8 +50,8 @@ def _identity(path: Path | None) -> tuple[int, int] | None:
 
 
 def refuse_link(field: str, folder: Path) -> None:
-    """``refuse_dangling_link`` for a sink's folder: a link to nothing on its path made the first point's mkdir fail
-    with "[Errno 17] File exists", naming no link, and dropped the sink."""
+    """``refuse_dangling_link`` for a sink's folder: a link to nothing on its path would make the first point's mkdir
+    fail with "[Errno 17] File exists", naming no link, and drop the sink."""
     refuse_dangling_link(field, folder, after="; nothing was sent")
 
 

@@ -101,7 +101,7 @@ def ablate(
 
 
 def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
-    """Before the sweep: a bad ``metric`` was a ``KeyError`` once every trial had run, and the table was lost; a bad
+    """Before the sweep: a bad ``metric`` would be a ``KeyError`` once every trial has run, and the table lost; a bad
     change is an ``InvalidParams`` naming its variant."""
     if metric not in METRIC_COLUMNS:
         raise ValueError(f"metric must be one of {', '.join(METRIC_COLUMNS)}, got {metric!r}")
@@ -109,7 +109,7 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
         raise TypeError(f"changes must be a dict of variant name -> changed fields, such as "
                         f"{{'higher lr': {{'learning_rate': 1e-2}}}}, got {type(changes).__name__}")  # fmt: skip
     for name, change in changes.items():
-        if not (isinstance(name, str) and name):  # it was named "variants", which the caller never passed
+        if not (isinstance(name, str) and name):  # named "changes", the argument the caller passed
             raise ValueError(f"changes: each variant's name must be a non-empty string, got {name!r}")
         if not isinstance(change, Mapping):
             raise TypeError(f"changes[{name!r}] must be a dict of changed fields, such as {{'learning_rate': 1e-2}}, "
@@ -160,7 +160,7 @@ def histories(trials: pd.DataFrame) -> list[History]:
     """The saved history of every trial of a sweep that has one (for ``rlnb.compare`` and ``plots.compare``, which
     label each by the ``label`` its run records); a trial stopped before it started has none and is left out, so
     labels taken from the table are those of ``trials[trials.run_path.notna()]``. Another table (``ablate``'s summary,
-    ``summarize``'s) is a ``ValueError`` naming ``trials``: it was a bare ``KeyError: 'run_path'``."""
+    ``summarize``'s) is a ``ValueError`` naming ``trials``, not a bare ``KeyError: 'run_path'``."""
     if not isinstance(trials, pd.DataFrame) or "run_path" not in trials.columns:
         got = f"a table of {', '.join(map(str, trials.columns))}" if isinstance(trials, pd.DataFrame) else repr(trials)
         raise ValueError(

@@ -189,7 +189,7 @@ class BatchedExecutor:
 
     def _defer(self, specs: list[TrialSpec], deferred: list[int], sent: set[int]) -> None:
         """The trials whose models the memory no longer held as their ensemble was built (``MemberResult.built``)
-        run as a later ensemble, now that this one has freed its memory (they were FAILED rows, to be run again by
+        run as a later ensemble, now that this one has freed its memory (not FAILED rows, to be run again by
         hand). Each ensemble builds its first member or is refused (its trials FAILED), so this ends; a trial deferred
         again names each ensemble it did not fit in."""
         beside = ", ".join(str(spec.trial) for i, spec in enumerate(specs) if i not in deferred)

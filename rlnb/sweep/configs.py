@@ -18,9 +18,10 @@ from .space import MAX_CONFIGS, check_fields
 
 
 def config_list(configs: Any) -> list[dict[str, Any]] | None:
-    """``sweep``'s ``configs`` as a list of at most ``MAX_CONFIGS`` dicts, read once: a generator ran its trials
-    and was recorded in ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a name, was
-    dict()'s "dictionary update sequence element #0 has length 1". Each config as ``flat_config`` spells it."""
+    """``sweep``'s ``configs`` as a list of at most ``MAX_CONFIGS`` dicts, read once: else a generator would run
+    its trials and be recorded in ``sweep.json`` as ``[]`` (read again, empty), and one dict, or a list holding a
+    name, would be dict()'s "dictionary update sequence element #0 has length 1". Each config as ``flat_config`` spells
+    it."""
     if configs is None:
         return None
     if isinstance(configs, Mapping | str | bytes) or not isinstance(configs, Iterable):
@@ -28,7 +29,9 @@ def config_list(configs: Any) -> list[dict[str, Any]] | None:
             f"configs must be a list of dicts, such as grid(learning_rate=[1e-3, 1e-2]), got "
             f"{configs!r}{' (one config: put it in a list)' if isinstance(configs, Mapping) else ''}"
         )
-    listed = list(itertools.islice(configs, MAX_CONFIGS + 1))  # an endless generator was read until memory ran out
+    listed = list(
+        itertools.islice(configs, MAX_CONFIGS + 1)
+    )  # an endless generator would be read until memory runs out
     if len(listed) > MAX_CONFIGS:
         raise ValueError(
             f"configs holds more than {MAX_CONFIGS} configs: at most {MAX_CONFIGS}, each a trial per seed, as grid() "
@@ -77,8 +80,8 @@ def flat_config(where: str, config: Mapping[str, Any]) -> dict[str, Any]:
 
 def check_distinct_params(base: OptimizerParams, configs: Sequence[Mapping[str, Any]]) -> None:
     """``ValueError`` naming two configs that send the same params: ``{}`` and ``{"learning_rate": 1e-3}`` on a base
-    at 1e-3 ran one trial twice under two labels, which ``check_once`` missed. Compared as sent (``request_body``):
-    an unset field is the target's default, which a remote service may choose otherwise."""
+    at 1e-3 would run one trial twice under two labels, which ``check_once`` misses. Compared as sent
+    (``request_body``): an unset field is the target's default, which a remote service may choose otherwise."""
     seen: dict[str, int] = {}
     for i, config in enumerate(configs):
         body = json.dumps(applied(f"configs[{i}]", base, config).request_body(), sort_keys=True)

@@ -107,7 +107,7 @@ def sweep(
     if where.executor == "ray":
         from .ray_checks import check_picklable, refuse_remote
 
-        refuse_remote(trial.target)  # its trials ran on threads beside a local Ray started for nothing
+        refuse_remote(trial.target)  # its trials would run on threads beside a local Ray started for nothing
         check_picklable(trial.the_task(), options)
     dims, plan = _trials(base, configs, trial, study, Path(resume or runs_dir or default_runs_dir()).expanduser())
     _refuse_unused_muon_options(base, dims, plan, options)
@@ -116,7 +116,7 @@ def sweep(
     with held(folder, resume is not None) as state:  # one sweep at a time in a folder
         the_task = trial.the_task()
         recorded = {**settings(base, configs, trial, study, the_task, options), "variants": names}
-        # what the space means: (1e-4, 1e-2, "log") on resume of Float(1e-4, 1e-2, log=True) was refused
+        # what the space means: (1e-4, 1e-2, "log") on resume of Float(1e-4, 1e-2, log=True) is not refused
         recorded["space"] = recorded_space(dims)
         same = {
             "space": lambda stored: same_space(dims, stored),
@@ -126,7 +126,7 @@ def sweep(
 
         def make_spec(n: int, config: dict[str, Any], seed_of: int | None = None) -> TrialSpec:
             """Trial ``n``, with the seed of trial ``seed_of`` (default ``n``): an Optuna trial asked again after a
-            stop keeps the seed it was stopped with (it ran with the new number's, replacing the stopped row)."""
+            stop keeps the seed it was stopped with (with the new number's, its row would replace the stopped row)."""
             seed = trial.seeds[(n if seed_of is None else seed_of) % len(trial.seeds)]
             run_id = trial_run_id(folder, n, seed)
             variant = names[n // len(trial.seeds)] if names is not None else None  # the plan: configs × seeds
@@ -181,7 +181,7 @@ def _refuse_unused_muon_options(
     base: OptimizerParams, dims: dict[str, Any], plan: list[tuple[dict[str, Any], int]], options: dict[str, Any]
 ) -> None:
     """A sweep's ``MUON_ONLY`` options go to its Muon trials only (``TrialSpec.session_options``): where no trial can
-    be Muon, nothing would use them, and they were dropped in silence; refused before any trial runs."""
+    be Muon, nothing would use them, and they would be dropped in silence; refused before any trial runs."""
     picks = dims.get("optimizer")
     if isinstance(picks, Categorical):
         kinds = set(picks.choices)

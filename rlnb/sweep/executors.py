@@ -110,7 +110,7 @@ class ThreadExecutor:
         rows = []
         for fut in done:
             self._futures.pop(fut)
-            rows.append(fut.result())  # always a row: a failure escaping run_trial is one too (it lost every row)
+            rows.append(fut.result())  # always a row: a failure escaping run_trial is one too (else every row is lost)
         return rows
 
     def stop(self) -> list[dict[str, Any]]:

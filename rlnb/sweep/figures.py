@@ -44,7 +44,7 @@ def check_axes(ax: object) -> None:
 def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax: Axes | None = None) -> Axes:
     """``y`` (default: the objective, the mean of the last 5 steps) against ``x`` per trial, one marker
     per status; ``x`` by default the learning rate, else (a space without it) the first numeric parameter
-    searched, named in the title (it was a ``ValueError`` saying ``learning_rate`` is not a column); the best
+    searched, named in the title (not a ``ValueError`` saying ``learning_rate`` is not a column); the best
     completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and named in
     the legend; a trial whose loss went NaN / inf (``diverged_at``) is ringed in red and never starred. Titled "no
     finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
@@ -137,7 +137,7 @@ def _check_x(trials: pd.DataFrame, x: str) -> None:
 
 def keyed(trials: pd.DataFrame, keys: Sequence[Any]) -> pd.DataFrame:
     """``trials`` with each of its ``keys`` columns that holds an unhashable value (a list, dict or array typed in by
-    hand) as ``hashable`` values, which pandas can group by (it raised ``unhashable type: 'list'``); the caller's
+    hand) as ``hashable`` values, which pandas can group by (else ``unhashable type: 'list'``); the caller's
     table is left as it was."""
     mapped = trials
     for key in keys:

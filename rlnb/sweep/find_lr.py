@@ -91,7 +91,7 @@ def lr_find(
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     check_lrs(start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
     check_range_test(test, session.history.config.get("backend") != "remote" if session else target == "local", options)
-    if step_fn is None:  # a bad prompt failed the first step, the session copied (or a new one opened) by then
+    if step_fn is None:  # a bad prompt would fail the first step, the session copied (or a new one opened) by then
         _check_prompts(test.task or digits_task(), session, target, options)
     trial = _open(kind, session, target, seed, runs_dir, options)
     scaling = SCALING_NAMES.get(str(trial.history.config.get("muon_scaling")), trial.history.config.get("muon_scaling"))
@@ -163,7 +163,7 @@ def lr_find(
             except KeyboardInterrupt:  # as it stands after a Ctrl-C that propagated, but the result is kept
                 late, interrupted = f"{late}; interrupted while the copy closed: it may still be open", True
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
-    # NaN or inf in the EMA made every smoothed point NaN (or inf), read as "flat" with no suggestion.
+    # NaN or inf in the EMA would make every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
     smoothed = smooth(smooth(curve)[::-1])[::-1] + [math.nan] * (len(values) - len(curve))  # no lag
     measured, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective, curve)
@@ -175,7 +175,7 @@ def lr_find(
     path = str(trial.history.path) if trial.history.path else None
     found = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason + late, path)
     found.adam_ratio, found.params, found.interrupted = ratio, params, interrupted
-    if failure is not None:  # the steps measured were lost with the traceback (the error named no run folder)
+    if failure is not None:  # the error names the run folder, so the steps measured are not lost with the traceback
         where = f"in the run folder {path}" if path else "(no run folder: record=False)"
         failure.add_note(f"lr_find: the {len(values)} steps measured before this error are kept {where} and "
                          "as this exception's lr_find attribute (an LRFind)")  # fmt: skip

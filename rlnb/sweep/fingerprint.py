@@ -44,7 +44,8 @@ class _NoSource(Exception):
 def task_detail(task: Task) -> str:
     """What a resume compares of the task beside its name: the reward function (its qualified name, how its code
     was digested and the digest), the prompts' digest and the lengths. Every reward passed as a function is named
-    "custom": another one on resume ran the rest of the sweep with it, its rows beside the first's in one table."""
+    "custom": another one on resume would run the rest of the sweep with it, its rows beside the first's in one
+    table."""
     try:
         return _detail(task, "source", _source)
     except _NoSource:

@@ -33,7 +33,7 @@ RESULT_OPTIONS = frozenset(
      "tokenizer", "resume_from", "resume_from_checkpoint_id", "load_optimizer", "model_options", "muon_options"}
 )  # fmt: skip
 """The ``rlnb.connect`` options that change what a trial computes, recorded in ``sweep.json`` so that a resume
-with others is refused (``muon_scaling="match_adam"`` on resume ran the rest of an "original" sweep in other
+with others is refused (``muon_scaling="match_adam"`` on resume would run the rest of an "original" sweep in other
 units, in one table). Keys, sinks, timeouts, threads and the like may differ on resume."""
 
 
@@ -57,8 +57,8 @@ def new_folder(runs_dir: str | Path | None) -> Path:
 
 def lock(folder: Path, resume: bool) -> IO[str]:
     """Hold the folder's ``sweep.lock`` for the sweep's life (the OS releases it if the process dies), or raise
-    ``RunLocked`` naming the holder. Two sweeps resumed on one folder both ran its unfinished trials, and the
-    second's rows (FAILED: each trial's run folder was the first's) were recorded after, and over, the first's."""
+    ``RunLocked`` naming the holder. Two sweeps resumed on one folder would both run its unfinished trials, and the
+    second's rows (FAILED: each trial's run folder the first's) be recorded after, and over, the first's."""
     if resume:  # a link to nothing was "not a sweep folder (no sweep.json)", not naming the link
         refuse_dangling_link("resume", folder)
     if resume and not (folder / SETTINGS_FILE).exists():
@@ -83,7 +83,7 @@ def held(folder: Path, resume: bool) -> Iterator[dict[str, bool]]:
 
 def _settings_text(path: Path) -> str:
     """A resumed sweep's ``sweep.json``, read; what is no file there refused naming ``resume``, as its other
-    refusals are (a folder there raised a bare ``IsADirectoryError``)."""
+    refusals are (a folder there would raise a bare ``IsADirectoryError``)."""
     try:
         refuse_pipe(path)  # reading one waited for ever
         with open(path, encoding="utf-8", opener=regular) as fh:  # a pipe swapped in after the check: refused
@@ -154,7 +154,7 @@ def begin(
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"resume: {path} is damaged ({exc}); it records the sweep's arguments, so this folder "
                          "cannot be resumed: start a new sweep") from exc  # fmt: skip
-    if not isinstance(stored, dict):  # a list or null: `k in stored` compared nothing, or raised a TypeError
+    if not isinstance(stored, dict):  # a list or null: `k in stored` would compare nothing, or raise a TypeError
         raise ValueError(f"resume: {path} is not a sweep's settings (a JSON object), got {type(stored).__name__}")
     now = json.loads(config_text(settings))  # as written: a NaN setting is "NaN" on both sides (NaN != NaN)
     lacking = [k for k in ALWAYS if k in now and k not in stored]  # removed by hand: resumed with any value of it

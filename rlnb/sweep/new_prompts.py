@@ -1,8 +1,8 @@
 """A task's prompts checked as a session not yet opened will read them: ``lr_find`` without a session, a builder's
 Find LR with no RunPanel, and a sweep's trials. On a Hugging Face model or a remote ``target=`` a prompt it cannot read
-(text for a model without a tokenizer, an id past the vocabulary, one past the context, a lone surrogate) failed the
-range test's first step, after the model was loaded or a remote session started (billed) for it, and each sweep
-trial's first step, after other trials had run for minutes."""
+(text for a model without a tokenizer, an id past the vocabulary, one past the context, a lone surrogate) would fail
+the range test's first step, after the model is loaded or a remote session started (billed) for it, and each sweep
+trial's first step, after other trials have run for minutes."""
 
 from __future__ import annotations
 

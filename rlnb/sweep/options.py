@@ -72,7 +72,7 @@ class TrialOptions:
         seeds = self.seeds  # a str is a sequence too: seeds="ab" ran seeds 'a' and 'b'
         arrayed = hasattr(seeds, "tolist") and getattr(seeds, "shape", None) != ()  # np.int64(5) has tolist, no len
         listed = isinstance(seeds, Sequence) and not isinstance(seeds, str | bytes) or arrayed
-        if listed and len(seeds) > MAX_CONFIGS:  # range(10**7) was read, checked and planned for minutes
+        if listed and len(seeds) > MAX_CONFIGS:  # range(10**7) would be read, checked and planned for minutes
             raise ValueError(f"seeds holds {len(seeds)} seeds: at most {MAX_CONFIGS}, each a trial of every config")
         if not listed or not len(seeds) or not all(is_integer(s) for s in seeds):
             raise ValueError(f"seeds must be a non-empty sequence of integers, such as (0, 1), got {seeds!r}")
@@ -132,7 +132,7 @@ class ExecutorOptions:
         if self.max_concurrent is not None:
             set_int(self, "max_concurrent", 1)
         if self.executor != "ray" and (self.address is not None or self.resources_per_trial is not None):
-            # they were ignored: resources_per_trial={"gpu": 1} on threads trained on the CPU (device= picks it there)
+            # ignored, resources_per_trial={"gpu": 1} on threads would train on the CPU (device= picks it there)
             raise ValueError(f"address= and resources_per_trial= need executor='ray', got executor={self.executor!r}")
         if not isinstance(self.address, str | None):
             raise ValueError(f"address must be None or a Ray address such as 'auto' or 'ray://head:10001', got "
@@ -163,7 +163,7 @@ class RangeTestOptions:
         set_int(self, "seed", *seed_range(self.steps))  # step i samples with seed * SEED_STRIDE + i, an int64
         if self.objective not in ("reward", "loss"):
             raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
-        if self.task is not None and not isinstance(self.task, Task):  # a reward failed its first step, session open
+        if self.task is not None and not isinstance(self.task, Task):  # not at its first step, session open
             raise TypeError(f"task must be a Task, such as first_letter_task(), or None (the digits task), got "
                             f"{self.task!r}")  # fmt: skip
         if self.step_fn is not None and not takes(self.step_fn, 3):  # its first step raised, a session open
@@ -195,7 +195,7 @@ def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) 
     if session is not None and not isinstance(session, Session):
         raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
     check_event(stop, "the test")
-    if progress is not None and not takes(progress, 2):  # sweep's (done, total, row) failed its first call
+    if progress is not None and not takes(progress, 2):  # sweep's (done, total, row) would fail its first call
         raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
 
 

@@ -118,8 +118,8 @@ class OptunaSource:
         """Resume: trials stopped by the user, or left RUNNING by a process that died, are asked again
         with the same params and seed. Returns how many trials already finished for real. A RUNNING trial whose row
         the folder has (the process died between writing it and telling the study) is marked and told from that row,
-        as ``finish`` would have: it ran again, its new row replacing the finished one; a STOPPED one unmarked was
-        counted finished by the next resume."""
+        as ``finish`` would have: else it would run again, its new row replacing the finished one; a STOPPED one
+        unmarked would be counted finished by the next resume."""
         state = self._optuna.trial.TrialState
         trials = self.study.get_trials(deepcopy=False)
         rerun = {t.user_attrs.get(RERUN_ATTR) for t in trials}

@@ -83,7 +83,7 @@ def check_resources(resources_per_trial: dict[str, float] | None) -> tuple[float
 def warn_unused_address(ray: Any, address: str | None) -> None:
     """Warn, naming both, when ``address`` (else ``$RAY_ADDRESS``) is not the Ray this process is already connected
     to: the trials run on that one (``ray.init`` ran before the sweep), and ``address="ray://cluster:10001"`` (or a
-    ``RAY_ADDRESS`` set for the sweep) was ignored without a word. ``"auto"`` is the Ray already running. Connected
+    ``RAY_ADDRESS`` set for the sweep) would be ignored without a word. ``"auto"`` is the Ray already running. Connected
     through Ray Client, the address it was given is compared (``client_address``)."""
     name = "address"
     if address is None and os.environ.get("RAY_ADDRESS"):

@@ -214,7 +214,7 @@ class RayExecutor:
         reads Stop from that (a queued one ends STOPPED at its start): none is cancelled, as if all had started."""
         try:
             started = set(self._ray.get(self._office.stop.remote(self._key), timeout=MAILBOX_TIMEOUT))
-        except self._ray.exceptions.RayError:  # Ray's error escaped the sweep, and running trials' rows were lost
+        except self._ray.exceptions.RayError:  # else Ray's error escapes the sweep, and running trials' rows are lost
             started = {spec.trial for spec in self._refs.values()}
         self._stop_deadline = time.monotonic() + STOP_GRACE
         rows = []

@@ -27,8 +27,8 @@ ROWS_FILE = "trials.jsonl"
 
 def append_row(folder: Path, row: dict[str, Any]) -> None:
     """One finished trial's row, on disk before anyone is told about it; its ``run_path`` relative to the sweep
-    folder (an absolute one named the folder where it ran: moved, the table pointed at nothing, copied, at the
-    original's runs)."""
+    folder (an absolute one would name the folder where it ran: moved, the table would point at nothing, copied, at
+    the original's runs)."""
     path = row.get("run_path")
     if path and Path(path).is_relative_to(folder):
         row = {**row, "run_path": Path(path).relative_to(folder).as_posix()}
@@ -95,10 +95,10 @@ def planned_rows(
     folder: Path, rows: list[dict[str, Any]], expected: Callable[[int], dict[str, Any] | None]
 ) -> list[dict[str, Any]]:
     """The rows of trials this sweep has, each with the number, variant, label, config and seed ``expected`` gives
-    it. Another trial's row (a hand edit: ``{"trial": 99, ...}``) is left out with a warning: it was a row of the
-    table with no config, and counted done ("done 5 of 4"). A planned trial's row that says otherwise (a config
+    it. Another trial's row (a hand edit: ``{"trial": 99, ...}``) is left out with a warning: it would be a row of
+    the table with no config, and count done ("done 5 of 4"). A planned trial's row that says otherwise (a config
     edited by hand) is warned about, field by field, and takes the plan's: the plan is what the trial ran with,
-    and the table showed its result beside the edited config, silently."""
+    and the table would show its result beside the edited config, silently."""
     kept = []
     for trial in sorted({r["trial"] for r in rows if expected(r["trial"]) is None}):
         warnings.warn(f"{folder / ROWS_FILE}: trial {trial} is not a trial of this sweep; its row is ignored",
@@ -124,7 +124,7 @@ def _as_planned(folder: Path, row: dict[str, Any], plan: dict[str, Any]) -> dict
 
 def _inside(folder: Path, where: str, row: dict[str, Any]) -> dict[str, Any]:
     """``row`` without a ``run_path`` that leads out of the sweep folder (``../elsewhere``, or ``/etc`` where the
-    folder holds no run ``etc``: a damaged or hostile file made the table and ``histories`` read a run elsewhere),
+    folder holds no run ``etc``: a damaged or hostile file would make the table and ``histories`` read a run elsewhere),
     warned about. An absolute one an older rlnb wrote is kept: inside the folder, or its name a run there (the
     folder moved since: ``run_path``)."""
     recorded = row.get("run_path")
@@ -155,9 +155,9 @@ def json_equal(a: Any, b: Any) -> bool:
 
 def _numbers(where: str, row: dict[str, Any]) -> dict[str, Any]:
     """``row`` with each result that is no number (``"final_reward": "0.9x"``, a list: a hand edit) as NaN, warned
-    about: the table's float columns refused it with pandas' bare "could not convert string to float" once every
-    trial left had run, and the resumed sweep's table was lost. A ``true`` is no number either: ``diverged_at`` read
-    it as step 1."""
+    about: the table's float columns would refuse it with pandas' bare "could not convert string to float" once every
+    trial left had run, and the resumed sweep's table be lost. A ``true`` is no number either: ``diverged_at`` would
+    read it as step 1."""
     bad = [k for k in (*METRIC_COLUMNS, "diverged_at") if not (row.get(k) is None or type(row[k]) in (int, float))]
     if bad:
         warnings.warn(f"{where}: trial {row['trial']}'s {', '.join(f'{k} {row[k]!r}'[:80] for k in bad)} is no number "

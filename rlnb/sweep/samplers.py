@@ -42,7 +42,7 @@ def check_search(
 
 def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence[int]) -> None:
     """A space of lists and Int ranges alone holds a finite number of points: trials past its points × seeds
-    repeat one already run (``{"learning_rate": [1e-3]}`` with ``n_trials=3`` ran the same trial three times)."""
+    repeat one already run (``{"learning_rate": [1e-3]}`` with ``n_trials=3`` would run the same trial three times)."""
     if any(isinstance(dim, Float) for dim in dims.values()):
         return
     sizes = {name: len(d.choices) if isinstance(d, Categorical) else d.high - d.low + 1 for name, d in dims.items()}
@@ -57,8 +57,8 @@ def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence
 
 
 def _check_objects(sampler: Any, pruner: Any) -> None:
-    """A sampler or pruner given as an object is Optuna's: ``sampler=5`` raised an ``AttributeError`` after the sweep
-    folder was made, ``pruner=5`` FAILED every trial (``'int' object has no attribute 'prune'``)."""
+    """A sampler or pruner given as an object is Optuna's: ``sampler=5`` would raise an ``AttributeError`` after the
+    sweep folder is made, ``pruner=5`` fail every trial (``'int' object has no attribute 'prune'``)."""
     if isinstance(sampler, str) and (pruner is None or isinstance(pruner, str)):
         return
     import optuna

@@ -41,7 +41,7 @@ class SlotWait:
     session cap) not past the trial's slot deadline, every wait woken by its sweep's stop (then the retry is called
     off, and ``stopped`` says so); another status's retries keep the policy's own rules. A pause of the user's own
     (``user``) still waits, and may call a retry off, in the session's life and while it opens (a 429's not past the
-    deadline): it was replaced, for the session's every call."""
+    deadline), for the session's every call."""
 
     def __init__(self, control: Control, end: float, user: Callable[[float], Any] | None = None):
         self.control, self.end, self.retries, self.opened, self.user = control, end, 0, False, user

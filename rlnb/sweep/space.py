@@ -117,9 +117,9 @@ def _integer_field(name: str, spec: Any, dim: Dimension) -> Dimension:
 
 
 def _choices(name: str, choices: Any) -> Iterable[Any]:
-    """A ``Categorical``'s choices, or a ``ValueError`` naming ``name``: ``Categorical("adam")`` tried "a", "d", "a"
-    and "m" (refused as "'a' more than once"), ``Categorical("12")`` the texts "1" and "2", ``Categorical(5)`` was a
-    bare "'int' object is not iterable"."""
+    """A ``Categorical``'s choices, or a ``ValueError`` naming ``name``: else ``Categorical("adam")`` would try "a",
+    "d", "a" and "m" (refused as "'a' more than once"), ``Categorical("12")`` the texts "1" and "2", ``Categorical(5)``
+    be a bare "'int' object is not iterable"."""
     if isinstance(choices, str | bytes | Mapping) or not isinstance(choices, Iterable):
         raise ValueError(f"space[{name!r}]: Categorical takes a list of choices, such as "
                          f"Categorical(['adam', 'muon']), got {choices!r}"[:300])  # fmt: skip
@@ -128,7 +128,8 @@ def _choices(name: str, choices: Any) -> Iterable[Any]:
 
 def in_order(given: Any, values: list[Any]) -> list[Any]:
     """``values`` (read from ``given``) sorted when ``given`` is a set, else as listed: a set's order is the hash
-    seed's, another in each kernel, so the same cell made other configs (or draws) and its ``resume=`` was refused."""
+    seed's, another in each kernel, so the same cell would make other configs (or draws) and its ``resume=`` be
+    refused."""
     if not isinstance(given, AbstractSet):
         return values
     try:
@@ -158,7 +159,7 @@ def check_once(name: str, values: Sequence[Any]) -> None:
         raise ValueError(f"{name} lists NaN, which is no value to try, got {list(values)!r}")
     seen: set[Any] = set()
     twice = []
-    for i, v in enumerate(values):  # by hash: comparing each with every earlier one took 7 s for 10,000 configs
+    for i, v in enumerate(values):  # by hash: comparing each with every earlier one would take 7 s for 10,000 configs
         try:
             key = frozenset(v.items()) if isinstance(v, Mapping) else v
             if key in seen:
@@ -218,8 +219,8 @@ MAX_CONFIGS = 10_000
 """The most configs ``grid`` and ``random_search`` make (as ``sampler='grid'`` runs at most 10,000 points): each is
 a trial, and a list far longer is a mistake that fills memory (a grid) or draws for ever (each draw is compared)."""
 MAX_TRIALS = 100_000
-"""The most trials (configs × seeds) one sweep plans: each is a training run, and a plan of millions took minutes and
-gigabytes to build before the first trial ran."""
+"""The most trials (configs × seeds) one sweep plans: each is a training run, and a plan of millions would take minutes
+and gigabytes to build before the first trial runs."""
 
 
 def check_fields(where: str, names: Iterable[str]) -> None:
@@ -235,7 +236,7 @@ def check_fields(where: str, names: Iterable[str]) -> None:
 def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
     check_fields("grid", axes)
-    for name, values in axes.items():  # a string is a collection too: "0.001" made 5 configs, one per character
+    for name, values in axes.items():  # a string is a collection too: "0.001" would make 5 configs, one per character
         if isinstance(values, str | bytes | Mapping) or not isinstance(values, Collection):
             raise ValueError(f"grid: {name} must be a list of values, such as [1e-3, 1e-2], got {values!r}")
     empty = [name for name, values in axes.items() if not len(values)]
@@ -265,7 +266,7 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     dims = {name: dimension(name, spec) for name, spec in space.items()}
     rng = random.Random(int(seed))
     configs: list[dict[str, Any]] = []
-    seen: set[Any] = set()  # by hash: each draw compared with every config kept took minutes for 10,000
+    seen: set[Any] = set()  # by hash: each draw compared with every config kept would take minutes for 10,000
     for _ in range(n * REDRAWS):
         config = sample(dims, rng)
         key = config_key(config)  # a choice that is a list: by its values

@@ -12,9 +12,9 @@ def open_study(optuna: Any, path: Path, recorded: int, storage: str, **create: A
     """``optuna.create_study(**create)`` (loading the study in ``path`` if there is one) and its storage, at the URL
     ``storage`` (a trial left RUNNING by a process that is gone is marked through it), for a sweep that has
     ``recorded`` trials' rows already. Without the file those trials' params and the sampler's history are gone:
-    the search began anew under their numbers, and their rows were dropped from the table as "not a trial of this
-    sweep". A file Optuna cannot read was a bare sqlalchemy ``DatabaseError`` naming no file; one that holds no
-    trial of the search (empty, another study's) began it anew, as a missing one did."""
+    the search would begin anew under their numbers, and their rows be dropped from the table as "not a trial of this
+    sweep". A file Optuna cannot read would be a bare sqlalchemy ``DatabaseError`` naming no file; one that holds no
+    trial of the search (empty, another study's) would begin it anew, as a missing one would."""
     if recorded and not path.exists():
         raise ValueError(f"resume: {path} is missing: it holds the search's {recorded} recorded trials (their params, "
                          "what the sampler learnt), so the search cannot go on from them; restore it, or start a new "

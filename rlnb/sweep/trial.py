@@ -145,9 +145,9 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
     except BaseException as exc:  # noqa: BLE001 - a failed trial is a row
         # a trial runs on a thread or in a Ray task, never on the thread a Ctrl-C reaches: a KeyboardInterrupt,
         # sys.exit() or another BaseException (a library's own, a GeneratorExit) here is the trial's own code (a
-        # reward). On a thread it dropped the trial's row and stopped (or ended) the sweep, or (another) lost the
-        # row's history; in a Ray task it was a STOPPED "cancelled" row, or a crashed worker
-        row.update(status=TrialStatus.FAILED, reason=describe(exc))  # an exception whose str() raised lost the row
+        # reward). Raised on a thread it would drop the trial's row and stop (or end) the sweep, or (another) lose
+        # the row's history; in a Ray task it would be a STOPPED "cancelled" row, or a crashed worker
+        row.update(status=TrialStatus.FAILED, reason=describe(exc))  # an exception whose str() raises keeps its row
     finally:
         if session is not None:
             session.wait()
@@ -163,8 +163,8 @@ def summary(
 ) -> dict[str, Any]:
     """The result columns of a trial's row, from its run's History, its per-step rewards and losses, and why it ended
     (``reason``). A loss gone NaN / inf is ``diverged_at`` that step (1-based; the step a ``NON_FINITE_LOSS`` failure
-    refused counts), and ``final_loss`` is NaN when the last step's loss was not finite: it was the last finite loss,
-    and a run that diverged read as healthy."""
+    refused counts), and ``final_loss`` is NaN when the last step's loss was not finite: the last finite loss would
+    make a run that diverged read as healthy."""
     recorded = list(history.steps["loss"].dropna()) if history is not None else []
     at = diverged_at(losses, reason)
     last_bad = at is not None and (at > len(losses) or not math.isfinite(losses[-1]))
@@ -200,10 +200,10 @@ def own_modules(options: dict[str, Any]) -> dict[str, Any]:
 def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     """A session for one trial. A remote provider at its session cap answers 429: wait for a slot, up to
     ``spec.slot_timeout`` seconds, then fail naming that option. The client's own retries wait through ``SlotWait``
-    (``RetryPolicy.pause``): each ``connect`` first ran its 5 retries, a 429's ``Retry-After`` (up to 60 s) each, past
-    the slot_timeout and deaf to the sweep's stop. Its polls until the model resource and session are up wait through
-    ``SlotWait.ready`` (``PollOptions.pause``): a stop waited out ``ready_timeout`` (1800 s by default). Its tries
-    share one model resource (``KeptResource``), stopped at the end when no session opened on it."""
+    (``RetryPolicy.pause``): else each ``connect`` would first run its 5 retries, a 429's ``Retry-After`` (up to 60 s)
+    each, past the slot_timeout and deaf to the sweep's stop. Its polls until the model resource and session are up
+    wait through ``SlotWait.ready`` (``PollOptions.pause``): else a stop would wait out ``ready_timeout`` (1800 s by
+    default). Its tries share one model resource (``KeptResource``), stopped at the end when no session opened on it."""
     delay, end, tries = RATE_LIMIT_WAIT[0], time.monotonic() + spec.slot_timeout, 0
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
                               **own_modules(spec.session_options)}  # fmt: skip

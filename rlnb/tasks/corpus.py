@@ -66,8 +66,8 @@ def batch(text: str, n: int, window: int, rng: random.Random) -> list[list[int]]
 
 def tiles(text: str, window: int) -> list[list[int]]:
     """Windows of ``window + 1`` bytes every ``window // 2`` bytes, and one that ends at the text's end: a fixed cover
-    of ``text`` to measure on, every byte after the first predicted (the stride alone left up to ``window // 2`` bytes
-    out: the held-out text's last 16 of 497 at ``window=64``)."""
+    of ``text`` to measure on, every byte after the first predicted (the stride alone would leave up to ``window // 2``
+    bytes out: the held-out text's last 16 of 497 at ``window=64``)."""
     data, window = _windows_of(text, window)
     last = len(data) - window - 1  # the offset of the window that ends at the end
     starts = list(range(0, last + 1, max(window // 2, 1)))

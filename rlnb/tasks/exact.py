@@ -1,8 +1,8 @@
 """``statistics.stdev`` and ``statistics.pstdev`` of floats, the same bits in two Python calls.
 
 ``statistics`` sums in ``Fraction``s: ~90 Python calls for a group of 8 rewards (each value's ``_exact_ratio``, a
-``Fraction`` made and added per denominator), the largest Python cost a batched member adds to a step (issue 20;
-bench/README.md). Here every value is one integer over a common power of two, so the exact sums are ``int`` sums in
+``Fraction`` made and added per denominator), the largest Python cost a batched member would add to a step
+(bench/README.md). Here every value is one integer over a common power of two, so the exact sums are ``int`` sums in
 C, the variance one integer ratio reduced as ``Fraction`` reduces it, and its square root is rounded as
 ``statistics._float_sqrt_of_frac`` rounds it: the result is the correctly rounded square root of the same exact
 variance, bit for bit ``statistics``' (``tests/tasks/test_exact.py`` compares bits).

@@ -34,8 +34,8 @@ Find LR and a batched member alike, so that the same seed draws the same samples
 
 MAX_STEPS = SEED_STRIDE
 """The most RL steps one run takes (the demo, a lesson, a sweep trial, a batched member): seed ``s``'s step
-``SEED_STRIDE`` would sample with seed ``s + 1``'s step-0 seed, so two seeds' runs were no longer apart (and past 2**63
-steps ``seed_range`` turned over, a refusal that blamed the seed)."""
+``SEED_STRIDE`` would sample with seed ``s + 1``'s step-0 seed, so two seeds' runs would no longer be apart (and past
+2**63 steps ``seed_range`` would turn over, a refusal that blames the seed)."""
 
 
 def check_steps(steps: Any, low: int = 1, name: str = "steps") -> int:
@@ -99,8 +99,8 @@ def rl_step(
     (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
     params = session.check_params(params)
     check_loss(loss, loss_params)
-    # before anything is sampled: a bad one was pydantic's error on num_samples, or (advantage_scale) "scale"
-    # after the step's samples, whose completions were then recorded unscored
+    # before anything is sampled: else a bad one would be pydantic's error on num_samples, or (advantage_scale)
+    # "scale" after the step's samples, whose completions would then be recorded unscored
     group_size = group_size_for(session, task, group_size)
     check_temperature(temperature)
     seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the API's int64
@@ -174,7 +174,9 @@ def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
     reference log-probs that ``rl_step`` does not have."""
     config = wire.loss_config(loss, loss_params)
     spec = wire.LOSSES[config.type]
-    if "advantages" not in spec.required:  # cross_entropy: every forward-backward failed INVALID_INPUT after sampling
+    if (
+        "advantages" not in spec.required
+    ):  # cross_entropy: every forward-backward would fail INVALID_INPUT after sampling
         policy = ", ".join(s.name for s in wire.LOSSES.values() if "advantages" in s.required)
         raise ValueError(
             f"loss {spec.name!r} is not a policy loss (it reads {', '.join(spec.required)}, not the "
@@ -192,7 +194,7 @@ def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
 def _keep_failed(session: Session, groups: list[list[Rollout]], step: int | None = None) -> None:
     """The completions of a step whose reward or optim-step failed (or was interrupted), under the step it was to
     complete (``step``, when known). Every earlier operation has finished (the samples came after them), so that is
-    the session's step + 1; a session that cannot say (it was stopped) keeps none, and the failure is raised all
+    the session's step + 1; a session that cannot say (a stopped one) keeps none, and the failure is raised all
     the same."""
     with contextlib.suppress(Exception):
         session.history.log_completions(session.step + 1 if step is None else step, completion_rows(groups))

@@ -66,7 +66,7 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     """
     if scale not in _SCALES:
         raise ValueError(f"scale must be one of {', '.join(_SCALES)}, got {scale!r}")
-    # "10" was read as the rewards 1 and 0; a list (a step's, always) skips the ABC check, a Python call a group
+    # "10" would read as the rewards 1 and 0; a list (a step's, always) skips the ABC check, a Python call a group
     if type(rewards) is not list and (isinstance(rewards, str | bytes) or not isinstance(rewards, Iterable)):
         raise TypeError(f"rewards must be a list of numbers, got {reprlib.repr(rewards)}")
     values = list(rewards)
@@ -216,8 +216,8 @@ def _rewards(task: Task, prompts: Iterable[str], completions: Iterable[str]) -> 
     """``task.reward(prompt, completion)`` of each pair as a finite float: a real number, a bool (``completion ==
     answer``), or numpy's or torch's one (a reward model's score, a one-element tensor). Anything else — a string such
     as '0.5' (a reward that returns text is a bug), a complex, NaN, inf, an int past float — is an error naming the
-    task and the texts (NaN was "the advantages are not finite", naming neither; 10**400 float()'s
-    ``OverflowError``). What the reward raises is raised as it is, with a note naming them (a bare ``KeyError`` named
+    task and the texts (not, for NaN, "the advantages are not finite", naming neither; for 10**400, float()'s
+    ``OverflowError``). What the reward raises is raised as it is, with a note naming them (a bare ``KeyError`` names
     nothing). One loop a group: the reward's own call is the only Python call a float reward costs."""
     reward, rewards = task.reward, []
     for prompt, completion in zip(prompts, completions, strict=False):  # prompts may be endless: repeat(prompt)

@@ -36,7 +36,7 @@ _DIGITS = frozenset("0123456789")
 def digit_fraction(text: str) -> float:
     """Fraction of the characters of ``text`` that are the ASCII digits 0-9 (0 for empty text). Other digits
     (full-width ``８``, Arabic-Indic ``٨``, ``²``) count as non-digits: ``str.isdigit`` would reward them."""
-    if not isinstance(text, str):  # checked here: a call to ``completion_text`` was a Python call a completion
+    if not isinstance(text, str):  # checked here: a call to ``completion_text`` would be a Python call a completion
         completion_text(text, "digit_fraction")
     return sum(map(_DIGITS.__contains__, text)) / max(len(text), 1)  # C calls only: ~9 Python calls a text before
 
@@ -64,7 +64,7 @@ class Task:
                 raise TypeError(f"Task.prompts[{i}] is an iterator, read once: give its ids as a list")
             if not isinstance(prompt, bytes | bytearray):  # ids of a byte-level model: the session knows
                 prompt = as_prompt(prompt, f"Task.prompts[{i}]")
-            if not prompt and not isinstance(prompt, str):  # no ids: every step failed, after the task was made
+            if not prompt and not isinstance(prompt, str):  # no ids: every step would fail, after the task is made
                 raise ValueError(f"Task.prompts[{i}] is empty ({prompt!r}): a prompt needs at least one token")
         if not takes(self.reward, 2):  # each step sampled first, then failed
             raise TypeError(
@@ -80,7 +80,7 @@ class Task:
                 f"it, lambda p, c: {name}(prompts=[p], completions=[c])[0]"
             )
         deferred = _deferred(self.reward)
-        if deferred:  # it returned a coroutine or a generator: every step sampled, then failed "returned <...>"
+        if deferred:  # it returns a coroutine or a generator: every step would sample, then fail "returned <...>"
             raise TypeError(
                 f"Task.reward is {deferred}: rlnb calls reward(prompt, completion) -> float and reads the number it "
                 f"returns, which calling this does not give; use a plain def that returns the number, got "
@@ -113,7 +113,7 @@ def check_group_size(
 def check_local_group_size(task: Task, target: str) -> None:
     """``ValueError`` naming ``group_size`` before anything is made when ``target`` is the in-process engine
     (``"local"``), which samples at most ``MAX_NUM_SAMPLES`` (256) completions per prompt, and the task's group
-    is larger: each trial failed at its first sample. (``rlnb serve`` has the same cap, Together's API
+    is larger: each trial would fail at its first sample. (``rlnb serve`` has the same cap, Together's API
     publishes none: a remote URL is not checked here.)"""
     if target != "local":
         return
@@ -130,17 +130,17 @@ def task_prompt_ids(task: Task, codec: Codec, vocab: int | None, context: int | 
     """The task's prompts as token ids of a model with ``codec``, ``vocab`` tokens and ``context`` positions, each
     checked as ``Session.sample`` checks a prompt (a lone surrogate, no tokens, an id past the vocabulary, no room for
     the task's ``max_tokens``: ``no_room``), naming the task: the one check run before anything runs by
-    ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt failed every step of every trial, and
-    by ``lr_find`` before it opens a new session. ``vocab`` / ``context`` None: not known, not checked."""
+    ``run_batched`` and ``sweep`` (a local built-in model), where such a prompt would fail every step of every trial,
+    and by ``lr_find`` before it opens a new session. ``vocab`` / ``context`` None: not known, not checked."""
     return _checked_ids(task, functools.partial(to_tokens, codec), vocab, context)
 
 
 def session_prompt_ids(task: Task, session: Session) -> list[list[int]]:
     """The task's prompts as ``session`` reads them (its codec; its vocabulary and context where it knows them),
     checked as ``task_prompt_ids`` checks them: ``lr_find``'s check before it copies the session, where such a prompt
-    failed the first step, the copy already made, and a RunPanel's at the click. Text for a session without a tokenizer
-    is refused naming the prompt. A ``VerifiedTask``'s held-out prompts are checked too: a panel evaluates them every
-    10 steps, where one the model cannot hold failed, ten trained steps after the click."""
+    would fail the first step, the copy already made, and a RunPanel's at the click. Text for a session without a
+    tokenizer is refused naming the prompt. A ``VerifiedTask``'s held-out prompts are checked too: a panel evaluates
+    them every 10 steps, where one the model cannot hold would fail, ten trained steps after the click."""
     backend = session.backend
     vocab, context = getattr(backend, "vocab_size", None), getattr(backend, "context_length", None)
 

@@ -129,7 +129,7 @@ def exact_match(answer: Callable[[str], str]) -> Callable[[str, str], float]:
     """``reward(prompt, completion)``: 1.0 when the completion is exactly ``answer(prompt)``, else 0.0.
     No stripping, case folding or number parsing: ``" 7"``, ``"07"``, ``"+7"``, ``"7.0"``, full-width ``"７"``,
     ``"7 8"`` and ``"1 2 3 ... 9"`` all score 0, for a lenient match is a reward that can be gamed. A completion that is
-    not text (bytes, ``None``) is a ``TypeError``: it scored 0, silently."""
+    not text (bytes, ``None``) is a ``TypeError``, not a silent 0."""
 
     answer = functools.partial(expected, answer)  # checked, in a closed-over value
 
@@ -206,15 +206,15 @@ def _split_seed(seed: object) -> int:
 
 
 MAX_LENGTH = 1024
-"""The longest word ``first_letter_task`` makes: ``length=10**4`` took minutes to draw its words and longer ones
-hung, for prompts of ``length + 1`` tokens that the built-in models (a context of 256) never hold."""
+"""The longest word ``first_letter_task`` makes: ``length=10**4`` would take minutes to draw its words and longer ones
+hang, for prompts of ``length + 1`` tokens that the built-in models (a context of 256) never hold."""
 MAX_PROMPTS = 2**14
 """The most prompts in one split of ``first_letter_task``: ``n_train=10**9`` drew words until memory ran out (and
 each step samples ``group_size`` completions of every training prompt)."""
 
 ENUMERATED = 2**16
 """Up to this many words per first letter, every one is listed and shuffled (the splits the lessons were measured
-on); past it, words are drawn: listing 4**11 of them (``length=12``) ran for minutes and took gigabytes."""
+on); past it, words are drawn: listing 4**11 of them (``length=12``) would run for minutes and take gigabytes."""
 
 
 def _words(first: str, alphabet: str, length: int, needed: int, rng: random.Random) -> list[str]:
@@ -234,7 +234,7 @@ def _words(first: str, alphabet: str, length: int, needed: int, rng: random.Rand
 
 def _letters(i: int, alphabet: str, n: int) -> str:
     """The ``n`` base-``len(alphabet)`` digits of ``i`` as letters, least significant first, in time linear in ``n``
-    (``i // k**j % k`` for each ``j`` took minutes at ``length=10**4``)."""
+    (``i // k**j % k`` for each ``j`` would take minutes at ``length=10**4``)."""
     out = []
     for _ in range(n):
         i, digit = divmod(i, len(alphabet))

@@ -26,10 +26,10 @@ from rlnb.viz.texts import agg, drawn_width, printable, shortened
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
 """Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups
-told apart); 30 runs were 30 lines in 10 colours, three to a colour and the legend unable to say which."""
+told apart); else 30 runs would be 30 lines in 10 colours, three to a colour and the legend unable to say which."""
 LEGEND_INSIDE_UP_TO = 6
 """A legend of more entries goes right of the axes of a figure ``compare`` made, in as many columns as it needs (30
-entries inside a new figure were taller than it, and squashed the axes to a sliver); on axes the user gave it stays
+entries inside a new figure would be taller than it, and squash the axes to a sliver); on axes the user gave it stays
 inside them (``_legend_inside``)."""
 LEGEND_ROW_IN = 0.2
 """Inches per legend row (``fontsize="small"``)."""
@@ -44,7 +44,7 @@ def group_style(i: int) -> tuple[str, str]:
 
 def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> None:
     """Each group named, as given: explicit labels, since matplotlib leaves a line out of the legend when its label
-    starts with ``_`` (a run named ``_scratch`` was unlisted). Many go right of the axes, and a figure this call
+    starts with ``_`` (a run named ``_scratch`` would be unlisted). Many go right of the axes, and a figure this call
     made grows to list them in one column (up to ``MAX_HEIGHT_IN``)."""
     if len(names) <= LEGEND_INSIDE_UP_TO:
         placing.legend(ax, handles, names, loc="best", fontsize="small")
@@ -113,7 +113,7 @@ def compare(
     check_name("by", by)
     if band not in ("auto", "minmax", "std", "seeds"):
         raise ValueError(f"band must be 'auto', 'minmax', 'std' or 'seeds', got {band!r}")
-    # not list(): a path was its characters, each "not an rlnb run folder"; compare_runs names what it takes
+    # not list(): a path would be its characters, each "not an rlnb run folder"; compare_runs names what it takes
     given = frame_or_histories
     frame = given if isinstance(given, pd.DataFrame) else compare_runs(given)
     if by not in frame:  # before the emptiness: compare(h.logged) of a new run was a bare KeyError: 'run'
@@ -134,8 +134,8 @@ def compare(
         members = [once_per_step(ax, m) for _, m in seeds]  # a step twice in a seed: averaged as two seeds
         series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
         values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
-        # only the steps that have it: a metric logged every k steps (NaN between) drew no line at all, and a
-        # run without it was an empty line in the legend
+        # only the steps that have it: a metric logged every k steps (NaN between) would draw no line at all, and a
+        # run without it would be an empty line in the legend
         values = values.dropna(subset=[y])
         if values.empty:
             missing.append(printable(label))
@@ -147,7 +147,7 @@ def compare(
         # past the last step every seed reached, the mean is of those left: dashed, not "(n seeds)" any more
         every = np.flatnonzero(stats["count"].to_numpy() == len(members))
         end = every[-1] + 1 if len(every) else 1
-        # a marker at each point while there are few: a run of one step was a line of one point, drawn as nothing
+        # a marker at each point while there are few: a run of one step is a line of one point, drawn as nothing
         # (in its group's marker, at every point while few, else spaced along the line)
         few = len(x) <= MARKERS_UP_TO
         marks: dict[str, Any] = {"marker": mark or ("o" if few else ""), "ms": 3 if few or not mark else 5,

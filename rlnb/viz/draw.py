@@ -36,7 +36,7 @@ def png(fig: Figure) -> bytes:
 
 
 Y_SPAN = 1e150
-"""A y-axis ends at ±this: figures near the largest float (1.7e308) made the limits' margins overflow and the tick
+"""A y-axis ends at ±this: figures near the largest float (1.7e308) would make the limits' margins overflow and the tick
 locator fail (``arange: cannot compute length``) when drawn; larger points run off the frame. Half the largest
 float's decades, not all of them: a log axis (``ax.set_yscale("log")`` afterwards, the live view's "log y") ticks
 past its top by up to its span in decades, and from 1 to 1e300 that tick was inf (``OverflowError`` when drawn)."""
@@ -97,10 +97,10 @@ def not_logged(name: str) -> str:
 
 
 def all_nan(name: str, logged: int | None = None, *, per_step: bool = False, where: str = "") -> str:
-    """The note of a panel whose every value is NaN, said as what happened: it said "no 'loss' logged" (or "no loss
-    reported") under a run that logged or reported a NaN each time. A logged figure was ``logged`` times (``None``:
-    how often is not known); a column of the steps table (``per_step``) is NaN at a step that had no value as at one
-    whose value was NaN, so it says only that."""
+    """The note of a panel whose every value is NaN, said as what happened: "no 'loss' logged" (or "no loss
+    reported") would be false under a run that logged or reported a NaN each time. A logged figure was ``logged``
+    times (``None``: how often is not known); a column of the steps table (``per_step``) is NaN at a step that had no
+    value as at one whose value was NaN, so it says only that."""
     if per_step:
         return f"{name!r} is NaN at every step{where}"
     times = "" if logged is None else f" {logged} time{'' if logged == 1 else 's'}"
@@ -178,8 +178,8 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
 def logged_rows(ax: Axes, frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """The rows of ``frame`` where ``name`` was logged, as numbers (``numbers``), in step order, each step once
     (``once_per_step``): a figure logged in a ``history.log`` call of its own (an eval accuracy every 10 steps) is NaN
-    in the others' rows, and drawn with them it was dots between gaps, no line; one logged late (step 5, then 2) was
-    a line going back across the axes."""
+    in the others' rows, and drawn with them it would be dots between gaps, no line; one logged late (step 5, then 2)
+    would be a line going back across the axes."""
     rows = frame[["step", name]].dropna()
     return once_per_step(ax, rows.assign(**{name: numbers(rows, name)}))
 
@@ -204,7 +204,7 @@ class Repeats(Text):
 
 def once_per_step(ax: Axes, rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` in step order, each step once: its last row, the value logged last (a resumed run that logged a step
-    again, a sink's rows read back); each step was a point per row, the line going down and up across it. How many
+    again, a sink's rows read back), not a point per row, the line going down and up across it. How many
     steps came more than once is noted on ``ax`` (``Repeats``: the most of its lines')."""
     rows = rows.sort_values("step", kind="stable")
     repeated = int(rows["step"][rows["step"].duplicated()].nunique())

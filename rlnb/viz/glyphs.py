@@ -1,7 +1,7 @@
 """Which font draws each character of a text: its own fonts, else the first installed font that has the character
 (matplotlib >= 3.6 draws each glyph with the first font of a family list that has it), else the character's escape.
 
-DejaVu Sans, matplotlib's default, has no CJK and no emoji: a run named ``"学习率 🚀"`` was drawn as empty boxes,
+DejaVu Sans, matplotlib's default, has no CJK and no emoji: a run named ``"学习率 🚀"`` would be drawn as empty boxes,
 with a ``Glyph ... missing from font(s)`` warning at each draw. Where a font with the characters is installed
 (``fonts-noto-cjk``, ``fonts-symbola``, ...) they are drawn; where none is, each is written as its escape
 (``\\u5b66``), which can be read and searched for.

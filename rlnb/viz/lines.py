@@ -59,7 +59,7 @@ def check_ema(ema: object) -> None:
 
 def smooth(y: ArrayLike, ema: float) -> np.ndarray:
     """Exponential moving average ``s[0] = y[0]``, ``s[t] = ema·s[t-1] + (1 - ema)·y[t]``; NaNs and infinities are
-    skipped and stay gaps (the EMA drew the value before an infinity at its step, as if one had been reported)."""
+    skipped and stay gaps (the EMA would draw the value before an infinity at its step, as if one had been reported)."""
     check_ema(ema)
     values = pd.Series(np.asarray(y, dtype=float))
     values = values.where(np.isfinite(values))

@@ -69,10 +69,10 @@ class LiveView:
         if not isinstance(history, History):  # LiveView(session): "'Session' object has no attribute 'step_log'"
             hint = ": pass session.history" if hasattr(history, "history") else ""
             raise TypeError(f"LiveView takes a History, got {type(history).__name__}{hint}")
-        every = check_seconds("every", every)  # NaN redrew at every change; inf or 1e300 froze the view (the timer
-        # thread's OverflowError, in the kernel's log)
+        every = check_seconds("every", every)  # NaN would redraw at every change; inf or 1e300 freeze the view (the
+        # timer thread's OverflowError, in the kernel's log)
         check_ema(ema)
-        rows = check_int("rows", rows, 1)  # rows=0 said "no completed optimizer step yet" under steps that exist
+        rows = check_int("rows", rows, 1)  # rows=0 would say "no completed optimizer step yet" under steps that exist
         loss, learning_rate = check_bool("loss", loss), check_bool("learning_rate", learning_rate)  # None: int + None
         self.history = history
         self.auto = metrics is None
@@ -196,8 +196,8 @@ class LiveView:
     # -- drawing ---------------------------------------------------------------------------------
 
     def _redraw(self) -> None:
-        """Draw; a failure is shown above the plots and kept in ``error``, then raised: a timer thread's had
-        nobody to raise to (it went to the kernel's log) and the view froze without a word."""
+        """Draw; a failure is shown above the plots and kept in ``error``, then raised: a timer thread's has
+        nobody to raise to (it goes to the kernel's log), and the view would freeze without a word."""
         try:
             self._draw()
         except Exception as exc:

@@ -50,7 +50,7 @@ def feed(view: Any, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]
 
 def _add(view: Any, name: str, step: int, value: float, late: set[str]) -> None:
     """``name``'s point fed to its line, and ``name`` put in ``late`` where its step is not past the line's last one
-    (fed so, the line went back across the panel, or drew a step twice: it is then fed again, in step order, each
+    (fed so, the line would go back across the panel, or draw a step twice: it is then fed again, in step order, each
     step once with its last value, as the static plots draw it)."""
     line = view.series[name]
     if line.n and step <= line.last_x:

@@ -117,7 +117,7 @@ class Panel:
 
     def align_top(self, top: float) -> None:
         """The axes' top at ``top`` (at most ``self.top``): a live view gives each of its panels the lowest any needs,
-        so that every axes is as tall (under a two-line title, one was 12 px shorter than those beside it)."""
+        so that every axes is as tall (under a two-line title, one would be 12 px shorter than those beside it)."""
         top = min(top, self.top)
         if top != self.figure.subplotpars.top:
             self.figure.subplots_adjust(top=top)
@@ -179,7 +179,7 @@ class Panel:
             self._note = note
             self.note.set_text(note)
             self.note.set_wrap(True)  # as_written may have broken an earlier note itself
-            as_written(self.note)  # a metric's name in it: CJK or emoji drew boxes, two "$" failed the draw
+            as_written(self.note)  # a metric's name in it: CJK or emoji would draw boxes, two "$" fail the draw
             self._stale = True
 
     def set_label(self, key: str, label: str) -> None:
@@ -222,9 +222,9 @@ class Panel:
             if hi <= 0:
                 return None
             lo = lo if lo > 0 else hi / 10  # points <= 0 are not drawn on a log axis
-            # from 1/Y_SPAN: under 1e-300, a margin below it was 0, and matplotlib kept the limits it had (warning)
+            # from 1/Y_SPAN: under 1e-300, a margin below it is 0, and matplotlib keeps the limits it had (warning)
             lo, hi = math.log10(max(lo, 1 / Y_SPAN)), math.log10(max(hi, 1 / Y_SPAN))
-        # a flat line: 10% of its value (a constant learning rate of 1e-5 sat on an axis of ±0.006, drawn as 0)
+        # a flat line: 10% of its value (on an axis of ±0.006, a constant learning rate of 1e-5 is drawn as 0)
         span = hi - lo or abs(hi) * 0.1 or 0.05
         if self._ylim_fits is not None:
             cur_lo, cur_hi = self._ylim_fits
@@ -252,7 +252,7 @@ class Panel:
                     fit_legend(labels, font, self._legend_room(font, inside), self.canvas.get_renderer()),
                     **({"loc": "best"} if inside else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}),
                     prop=font,
-                    frameon=inside,  # inside, on a pale ground over the lines: a line drawn through a label hid it
+                    frameon=inside,  # inside, on a pale ground over the lines, which would hide a label they cross
                     framealpha=0.8,
                     edgecolor="none",
                 )

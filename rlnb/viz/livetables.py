@@ -27,7 +27,7 @@ live view's automatic mode (``metrics=None``) unless named."""
 TABLE_STYLE = "font-size:small;line-height:1.25;border-collapse:collapse"
 """The style of every table of the live view."""
 CELL_STYLE = "text-align:right;padding:1px 4px"
-"""A cell's style: 4 px each side (at 8, seven columns took 335 px, past the 320 px a 352 px panel's tab has)."""
+"""A cell's style: 4 px each side (at 8, seven columns take 335 px, past the 320 px a 352 px panel's tab has)."""
 VALUE_STYLE = f"{CELL_STYLE};white-space:nowrap"
 """A figure's cell: never broken (``12.35 s`` was broken over two lines, the table twice as tall), its header may be."""
 NARROW_PX = 360

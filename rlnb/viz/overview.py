@@ -69,7 +69,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     rl = "reward" in logged.columns
     panels = [p for p in RL_PANELS if any(c in logged.columns for c, _ in p[1])] if rl else []
     shown = {"reward", EVAL, *(c for _, lines, _ in panels for c, _ in lines)} if rl else set()
-    shown |= {"loss", "grad_norm"}  # their own panels: a second one said "no 'loss' logged yet"
+    shown |= {"loss", "grad_norm"}  # their own panels: a second one would say "no 'loss' logged yet"
     named = [metrics] if isinstance(metrics, str) else list(metrics) if isinstance(metrics, Iterable) else None
     if named is None or not all(isinstance(m, str) for m in named):  # 5: "'int' object is not iterable"
         raise TypeError(f"metrics must be the names of logged figures, got {metrics!r}"[:300])
@@ -101,7 +101,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
     rows = logged_rows(ax, frame, "reward")
     series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
-    if rows.empty:  # every reward NaN: bare axes said nothing
+    if rows.empty:  # every reward NaN: bare axes would say nothing
         note(ax, all_nan("reward"))
     title = "reward"
     if EVAL in frame.columns:
@@ -124,7 +124,7 @@ def _lines(
     if band is not None and set(band) <= set(frame.columns):
         rows = once_per_step(ax, frame[["step", *band]].dropna())  # logged late: in step order
         low, high = (numbers(rows, b).to_numpy(dtype=float) for b in band)
-        keep = extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps drew 100k vertices
+        keep = extremes(low, high, MAX_POINTS)  # decimated as the lines are: 100k steps would draw 100k vertices
         ax.fill_between(
             rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0, label="min-max"
         )

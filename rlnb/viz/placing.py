@@ -1,9 +1,9 @@
 """Where a legend inside its axes goes: where its ``loc`` puts it (matplotlib's "best", where the lines are least,
 unless told), unless that covers a mark drawn alone on the frame (the triangles at +inf and -inf,
 ``lines.inf_marks``). "Best" counts a marker as its centre only, which on the frame's edge is outside every place it
-tries: the legend's pale ground was drawn over the base of the triangles it names, in the live view's panels and the
-static plots alike. The live view places its legend at each render (``place``); a static plot's legend is placed each
-time its axes are drawn (``legend``), after a layout has sized them.
+tries: the legend's pale ground would be drawn over the base of the triangles it names, in the live view's panels and
+the static plots alike. The live view places its legend at each render (``place``); a static plot's legend is placed
+each time its axes are drawn (``legend``), after a layout has sized them.
 """
 
 from __future__ import annotations

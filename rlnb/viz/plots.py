@@ -134,7 +134,7 @@ def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, e
     check_name("name", name)
     frame = history.logged if isinstance(history, History) else history
     if isinstance(history, History) and name not in frame.columns and name in history.steps.columns:
-        frame = history.steps  # it said "no 'learning_rate' logged yet" under a run that reported one every step
+        frame = history.steps  # not "no 'learning_rate' logged yet" under a run that reports one every step
     return metric_panel(new_axes(ax), frame, name, ema)
 
 

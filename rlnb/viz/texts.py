@@ -1,7 +1,7 @@
 """Texts as a figure draws them: a person's names written as they are (no TeX, control characters as escapes, each
 character in a font that has it), cut in the middle to the room they have. A text is fitted as given, measured as it
-will be drawn (``drawn_width``), then drawn (``as_written``): fitted after, an escape was cut in two, and fitted before
-but measured as given, a CJK name drawn as escapes was six times as wide as its room.
+will be drawn (``drawn_width``), then drawn (``as_written``): fitted after, an escape would be cut in two, and fitted
+before but measured as given, a CJK name drawn as escapes would be six times as wide as its room.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from rlnb.viz.glyphs import as_drawn, drawable
 
 def as_written(artist: Artist) -> None:
     """Every text of ``artist`` (an Axes, a Figure) drawn as written: matplotlib reads text between two ``$`` as TeX,
-    and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` failed to draw, and
-    ``"price $5 to $10"`` lost its dollars); each character in a font that has it, or as its escape where no
-    installed font has it (``rlnb.viz.glyphs``: CJK and emoji were empty boxes)."""
+    and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` would fail to draw, and
+    ``"price $5 to $10"`` lose its dollars); each character in a font that has it, or as its escape where no
+    installed font has it (``rlnb.viz.glyphs``: else CJK and emoji are empty boxes)."""
     for text in artist.findobj(Text):
         text.set_parse_math(False)
         drawable(text)
@@ -36,7 +36,7 @@ def as_written(artist: Artist) -> None:
 
 def _wrap_here(text: Text) -> None:
     """``text`` broken into lines as wide as its axes here (``wrapped``), not by matplotlib: its wrapping measures the
-    lines as TeX whatever ``parse_math`` says, so a note naming ``"$\\nope$ cost"`` failed the whole draw."""
+    lines as TeX whatever ``parse_math`` says, so a note naming ``"$\\nope$ cost"`` would fail the whole draw."""
     figure = cast(Figure, text.get_figure(root=True))
     room = text.axes.bbox.width if text.axes is not None else figure.bbox.width
     font, renderer = text.get_fontproperties(), agg(figure)
@@ -46,7 +46,7 @@ def _wrap_here(text: Text) -> None:
 
 def printable(name: object) -> str:
     """``name`` as text with each character that is not printable as its escape (``\\n``, ``\\x00``), as the live
-    tables show it: a run or a metric named ``"a\\x00b\\n"`` was drawn raw, a box and a line break in the legend."""
+    tables show it: a run or a metric named ``"a\\x00b\\n"`` drawn raw would be a box and a line break in the legend."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(name))
 
 
@@ -108,7 +108,7 @@ def _cut(text: str, keep: int) -> str:
 
 def fit_title(ax: Axes, room: float, renderer: RendererBase | None = None) -> None:
     """Each line of ``ax``'s title cut in the middle ("…") to ``room`` pixels, as ``renderer`` (else ``agg``) draws
-    it: a long figure name ran off the figure's edges, clipped at both ends with nothing to say so."""
+    it: a long figure name would run off the figure's edges, clipped at both ends with nothing to say so."""
     title = ax.title
     font, renderer = title.get_fontproperties(), renderer or agg(cast(Figure, ax.get_figure(root=True)))
 

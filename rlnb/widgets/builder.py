@@ -51,7 +51,7 @@ class OptimizerBuilder(BuilderForm):
         wire.optimizer_kind(optimizer)
         if not isinstance(expanded, bool):  # "no" opened the form: any truthy value did
             raise TypeError(f"expanded must be True or False, got {expanded!r}")
-        # 2.5 was taken as 2, "10" as 10, NaN a TraitError; past MAX_STEPS the form opened marked invalid
+        # not 2.5 taken as 2, "10" as 10, NaN a TraitError; nor, past MAX_STEPS, a form that opens marked invalid
         total_steps = check_int("total_steps", total_steps, 1, MAX_STEPS, why="the most steps a run takes")
         if not isinstance(preset, str) or preset not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(map(repr, PRESETS))}, got {preset!r}")
@@ -109,8 +109,9 @@ class OptimizerBuilder(BuilderForm):
 
     def on_change(self, callback: Callable[[OptimizerBuilder], None]) -> Callable[[], None]:
         """Call ``callback(builder)`` after every change of a control; returns a function that unsubscribes. One that
-        raises is a ``RuntimeWarning``: it skipped the callbacks after it (a RunPanel's, whose Run then stayed on)."""
-        if not callable(callback):  # 5 was taken, then every edit raised "'int' object is not callable"
+        raises is a ``RuntimeWarning``: raised, it would skip the callbacks after it (a RunPanel's, whose Run would
+        stay on)."""
+        if not callable(callback):  # taken, 5 would make every edit raise "'int' object is not callable"
             raise TypeError(f"on_change: callback must be a function callback(builder), got {callback!r}"[:300])
         self._callbacks.append(callback)
         return lambda: self._callbacks.remove(callback)

@@ -60,7 +60,7 @@ class LearningRate:
             layout=W.Layout(flex="1 1 240px", max_width="480px"),
         )
         self.text = W.FloatText(layout=W.Layout(width="110px"))
-        # the box under the slider in a column too narrow for both (the slider's label was cut)
+        # the box under the slider in a column too narrow for both (else the slider's label is cut)
         self.box = W.HBox([self.slider, self.text], layout=W.Layout(flex_flow="row wrap"))
         self._busy = False
         self.units: dict[str, float] = {}
@@ -79,7 +79,7 @@ class LearningRate:
 
     def _from_text(self, change: dict[str, Any]) -> None:
         """The slider follows every value typed; one outside its range (1000, 1e-9: valid rates) puts it at that end
-        and its tooltip says the box holds the rate sent. It stayed where it was, showing a rate not sent."""
+        and its tooltip says the box holds the rate sent: a slider left where it is would show a rate not sent."""
         v, lo, hi = change["new"], 10.0**self.slider.min, 10.0**self.slider.max
         if lo <= v <= hi:
             self.slider.tooltip = None
@@ -114,9 +114,9 @@ class LearningRate:
 
 def convert_units(lr: LearningRate, old: str, new: str, shapes: Any) -> str:
     """Set ``lr`` from Muon units ``old`` to ``new`` (for the model's matrix ``shapes``); returns what the form
-    must say, or "". Converted back, the rate is the one typed (0.0123 came back 0.012300000000000002, and 5e-324,
-    0 in match_adam units, came back 0); a rate that is not a finite number > 0 is left as it is, and said (inf
-    raised from the dropdown's observer, to the kernel's log only)."""
+    must say, or "". Converted back, the rate is the one typed (not 0.0123 back as 0.012300000000000002, nor 5e-324,
+    0 in match_adam units, back as 0); a rate that is not a finite number > 0 is left as it is, and said (inf would
+    raise from the dropdown's observer, to the kernel's log only)."""
     from rlnb.sweep.muon_lr import muon_lr_factor
 
     v = lr.value

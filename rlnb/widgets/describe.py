@@ -19,7 +19,7 @@ from rlnb.widgets.controls import TEXT
 
 PLOT_STEPS = 601
 """Steps the schedule's plot evaluates (evenly spaced, and its corners: the warmup's end and total steps). One
-per step took 0.65 s at a million total steps and hung the kernel at a billion, a finger held on 0."""
+per step would take 0.65 s at a million total steps and hang the kernel at a billion, a finger held on 0."""
 
 
 def rate(value: float) -> str:
@@ -88,14 +88,14 @@ def scheduled_rate(value: float) -> str:
 
 def rates_at(schedule: Schedule, step: int, rates: tuple[float, ...]) -> str:
     """The rates step ``step`` sends, as the summary writes them: ``lr 0.0031``; Muon's ``lr 0.031, AdamW 0.0012``
-    (the line named Muon's alone, while both are scheduled and sent); a computed one rounded, said so (``≈``)."""
+    (both, since both are scheduled and sent); a computed one rounded, said so (``≈``)."""
     return "lr " + ", AdamW ".join(scheduled_rate(schedule(step, r)) for r in rates)
 
 
 def position(schedule: Schedule, step: int, rates: tuple[float, ...]) -> tuple[str, bool]:
     """Where step ``step`` (the next one sent, counting from 0) is on ``schedule`` and the rates it gets (``rates``:
     ``base_rates``): ``step 12 / 30 of the cosine schedule · lr 0.0031``, each rate as sent (``rate``: two
-    significant figures showed a 0.00125 that the summary shows exactly as 0.0013). The flag says the step is past
+    significant figures would show as 0.0013 a 0.00125 that the summary shows exactly). The flag says the step is past
     the end of a decaying schedule, where every step gets the floor."""
     lr = rates_at(schedule, step, rates)
     if step < schedule.warmup_steps:
@@ -113,9 +113,9 @@ ORANGE = "#b45309"
 class ScheduleNote:
     """A run panel's line saying where the next step is on the schedule and the rate it gets, and the orange
     warning shown on passing the end of a decaying schedule: once, and said anew whenever the schedule or the rate
-    changes while past it (it kept naming the old total steps, floor and rate); hidden while not past, or while
-    there is no valid schedule. ``warnings`` holds the warning shown now, if any: it kept every version said while
-    a person edited the form (a new one per keystroke in a field), stale figures among them, without bound."""
+    changes while past it (not the old total steps, floor and rate); hidden while not past, or while there is no
+    valid schedule. ``warnings`` holds the warning shown now, if any, not every version said while a person edits
+    the form (a new one per keystroke in a field), stale figures among them, without bound."""
 
     def __init__(self) -> None:
         self.line = W.HTML()

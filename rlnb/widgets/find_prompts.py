@@ -1,5 +1,5 @@
 """Find LR's task prompts checked at the click, as the range test's session will read them: a prompt it cannot read
-failed the test's first step, after the panel's session was copied (on a remote service: a checkpoint saved, a new
+would fail the test's first step, after the panel's session is copied (on a remote service: a checkpoint saved, a new
 session started)."""
 
 from __future__ import annotations

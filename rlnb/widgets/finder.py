@@ -99,7 +99,7 @@ class LRFinderControls(Suggestion):
 
     @options.setter
     def options(self, options: Any) -> None:
-        """A dict, else a ``TypeError`` here: None was taken, and a click raised into the kernel's log alone."""
+        """A dict, else a ``TypeError`` here: taken, None would make a click raise into the kernel's log alone."""
         if not isinstance(options, dict):
             raise TypeError(f"lr_finder.options must be a dict of lr_find's options, such as {{'steps': 30}}, got "
                             f"{options!r}"[:300])  # fmt: skip
@@ -179,7 +179,7 @@ class LRFinderControls(Suggestion):
     def own_step(self) -> Any:
         """The step_fn of the RunPanel holding the builder as ``lr_find``'s (``own_probe.OwnStep``), or None: no
         panel, a panel's RL task, or ``options["step_fn"]`` given. ``ValueError`` saying why and how when that
-        step_fn cannot be probed (its last step had no reward or loss): it probed the first_letter task instead."""
+        step_fn cannot be probed (its last step had no reward or loss), not a probe of the first_letter task."""
         from rlnb.widgets.own_probe import OwnStep, objective_of
 
         panel: Any = getattr(self.builder, "panel", None)
@@ -235,7 +235,7 @@ class LRFinderControls(Suggestion):
 
     def _clicked(self) -> None:
         """The button disables itself as the test starts: the focus goes on to the RunPanel's Stop (alone: its own),
-        which ends it (a keyboard's was dropped to the page), and back to Find LR when the test ends if the focus is
+        which ends it (a keyboard's would drop to the page), and back to Find LR when the test ends if the focus is
         still in the panel or on nothing (``_run``)."""
         stop = getattr(getattr(self.builder, "panel", None), "stop_button", None) or self.stop_button
         if self.running:  # a second click: the focus stays
@@ -260,7 +260,7 @@ class LRFinderControls(Suggestion):
 
     def _run(self) -> None:
         """The button's range test; how it ended is said once Find LR and the panel's Step and Run are enabled again
-        (it was said first, and a click straight after reading it hit a disabled button)."""
+        (said before, a click straight after reading it would hit a disabled button)."""
         try:
             self.run()
         except BaseException as exc:  # noqa: BLE001 - shown in the panel, kept in .error (a SystemExit ended it unseen)

@@ -1,7 +1,7 @@
 """The keyboard's focus back on a button, in the browser, only where the person still is: on nothing, or inside the
 button's RunPanel. ipywidgets' ``focus()`` moves it wherever it is, and the kernel cannot see where it is: Find LR's
-test, ending by itself a minute after the click, took the focus from the cell the person had moved on to, and so did
-a RunPanel's Step on a slow model.
+test, ending by itself a minute after the click, would take the focus from the cell the person has moved on to, and
+so would a RunPanel's Step on a slow model.
 """
 
 from __future__ import annotations

@@ -88,8 +88,8 @@ class BuilderForm:
         self.fold = W.Accordion(children=[form], titles=("optimizer",), selected_index=0 if expanded else None)
         """The form under its one-line summary; ``selected_index`` None = folded."""
         self.opener, beside = opener(self.fold, "sliders", "open or fold the optimizer form")
-        """Opens and folds the form like a click on its summary, from the keyboard too: the form of a panel was out
-        of a keyboard's reach."""
+        """Opens and folds the form like a click on its summary, from the keyboard too: else the form of a panel would
+        be out of a keyboard's reach."""
         self.widget = W.VBox([W.HTML(STYLE), beside])
         self.widget.add_class("rlnb-builder")
 

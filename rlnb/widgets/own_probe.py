@@ -23,8 +23,8 @@ from rlnb.widgets.steps import figures
 GUESSED = ("a guess: the panel has not stepped, so what your step_fn returns is not known yet; its first step here "
            "checks, and one that returns a 'reward' ends the test")  # fmt: skip
 """Said, before the range test's first step, of a panel's step_fn followed by its loss only because the panel never
-stepped: "range test of your step_fn's loss running" said as known what was a guess, and one returning a reward then
-failed the test."""
+stepped: "range test of your step_fn's loss running" would say as known what is a guess, and one returning a reward
+then fails the test."""
 
 REWARD, LOSS = get_args(Objective)  # maximised, minimised
 

@@ -28,7 +28,8 @@ from rlnb.widgets.steps import StepFn, check_given, n_problem, rl_figures, sent_
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
 
 JOIN_DEADLINE = 600.0
-"""Seconds ``RunPanel.join()`` waits by default (a notebook's ``panel.join()`` under a hung step hung the kernel)."""
+"""Seconds ``RunPanel.join()`` waits by default (so that a ``panel.join()`` under a hung step does not hang the
+kernel)."""
 
 
 class RunPanel:
@@ -62,7 +63,7 @@ class RunPanel:
         every: float = 0.5,
         step_timeout: float | None = STEP_WAIT,
     ):
-        # before the builder given is locked to the session: n_steps=2.5 was taken as 2, 0 made a form with no Run
+        # before the builder given is locked to the session: else n_steps=2.5 is taken as 2, 0 a form with no Run
         n_steps, every = check_steps(n_steps, name="n_steps"), check_seconds("every", every)
         self.step_timeout = step_timeout
         check_given(task, builder, step_fn)
@@ -115,7 +116,7 @@ class RunPanel:
         self._stop = threading.Event()
         self._ended = threading.Event()
         """Set at a run's real end, its last line included (``run_thread``); cleared before ``running`` says a run
-        goes: ``join`` waits for it (the thread's own join returned at once before the thread was made)."""
+        goes: ``join`` waits for it (the thread's own join would return at once before the thread is made)."""
         self._ended.set()
         self._thread: threading.Thread | None = None  # the last run's: a join from its own step is refused
         self.waits_on: threading.Thread | None = None
@@ -136,7 +137,7 @@ class RunPanel:
         """The session's step as the panel last read it (at its start, and at each step of a run): an edit of
         the form shows the schedule at this step, without asking a remote server (one that had gone held the
         kernel ~13 s per keystroke, then raised)."""
-        # subscribed before the buttons read ``session.closed``: a close between the two was never heard (held
+        # subscribed before the buttons read ``session.closed``: a close between the two would never be heard (held
         # weakly: the session keeps no panel alive; a session closed already is said at once)
         self._unhear = session.on_close(self._session_closed)
         self._show_ready()
@@ -175,7 +176,7 @@ class RunPanel:
 
     def _clicked(self, button: W.Button, n: int) -> None:
         """Step or Run N: the button disables itself as the run starts, so the focus goes on to Stop (a keyboard's
-        was dropped to the page, Stop a few Tabs away), and back to ``button`` as the run ends, when and how
+        would drop to the page, Stop a few Tabs away), and back to ``button`` as the run ends, when and how
         ``run_thread.refocus`` says."""
         if self.start(n):
             self.focus_after = button
@@ -233,7 +234,7 @@ class RunPanel:
     def _n_changed(self, _change: Any) -> None:
         problem = n_problem(whole(self.n.value))
         (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
-        self._sync_buttons()  # before the line: it said "ready" while Run was still disabled
+        self._sync_buttons()  # before the line: else it would say "ready" while Run is still disabled
         self.line.n_problem = "" if problem is None else str(problem)
         if problem is not None and not self.running:
             self.line.show(html.escape(str(problem), quote=False), error=True)
@@ -250,13 +251,13 @@ class RunPanel:
         self.step_button.disabled = off
         self.run_button.disabled = off or n_problem(whole(self.n.value)) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
-        if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it was lost
+        if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it is not lost
             self._show_ready()
         self.builder.lr_finder.sync()
 
     def _session_closed(self) -> None:
         """The session closed (in another cell, a ``with`` block's end): Step, Run and Find LR off and the line saying
-        so at once; they said "ready" until a click was refused. A run or Find LR going says so at its end."""
+        so at once, not "ready" until a click is refused. A run or Find LR going says so at its end."""
         with self._ending:  # not under a run's end drawing its last line
             if not self._closed:
                 self._sync_buttons()

@@ -55,7 +55,7 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
 
 def preset_values(name: str, muon_rate: Callable[[float], float]) -> dict[str, dict[str, Any]]:
     """``PRESETS[name]`` with Muon's own rate passed through ``muon_rate``: from "original" to a form's units (a
-    session made with ``muon_scaling="match_adam"`` read the preset's 0.05 as another, larger step size)."""
+    session made with ``muon_scaling="match_adam"`` would read the preset's 0.05 as another, larger step size)."""
     values = {key: dict(group) for key, group in PRESETS[name].items()}
     values["muon"]["learning_rate"] = muon_rate(values["muon"]["learning_rate"])
     return values
@@ -98,8 +98,8 @@ class Lesson:
 
     def text(self, kind: str, muon_lr: float | None = None) -> str:
         """The line beside the preset on a form of optimizer ``kind`` (``ValueError`` naming ``kind`` otherwise);
-        ``muon_lr``: the preset's Muon rate in the form's units, named as sent (a match_adam session's line said
-        "Muon lr 0.05" while the form sent 0.0248)."""
+        ``muon_lr``: the preset's Muon rate in the form's units, named as sent (a match_adam session's line would
+        say "Muon lr 0.05" while the form sends 0.0248)."""
         said = self.values[optimizer_kind(kind, "kind")]
         if kind == "muon" and muon_lr is not None and not math.isclose(muon_lr, self.muon_lr, rel_tol=1e-12):
             given = f"Muon lr {self.muon_lr:g}"

@@ -20,7 +20,7 @@ def start(panel: Any, n: Any) -> bool:
     line saying why not; the panel is marked running before its thread starts, and unmarked if it cannot."""
     problem = turns.refusal(panel, n)
     if problem is not None and panel.running:
-        return False  # a second click: the line and ``error`` stay the run's (they showed a success as failed)
+        return False  # a second click: the line and ``error`` stay the run's (else a success would show as failed)
     if problem is not None:
         panel.error, waits = problem, turns.taken(panel)
         panel.line.refused(problem, waits or (str(problem) if panel.builder.lr_finder.running else None))
@@ -38,11 +38,11 @@ def start(panel: Any, n: Any) -> bool:
     panel._busy.set()
     try:
         turns.follow(panel)  # Step and Run off before the line says the run started (as its end: on, then said)
-        # said before the first step, which can take minutes: the line showed "ready", or the last run's error
+        # said before the first step, which can take minutes: not "ready", or the last run's error, until then
         # (not the session's step: a GET on a remote session, on the kernel's thread)
         panel.line.show_run(f"running: 0/{n} done …")
         thread.start()
-    # said: it left the panel marked running with no thread, for good; an interrupt of the kernel too, then raised
+    # said, not a panel left marked running with no thread, for good; an interrupt of the kernel too, then raised
     except BaseException as exc:  # noqa: BLE001
         if thread.is_alive():  # started: its end brings the panel back
             raise
@@ -61,8 +61,8 @@ def run(panel: Any, n: int) -> None:
     """Run ``n`` steps of ``panel`` (the thread's target), until its Stop; every failure of a step is shown, none lost.
     Each step holds the session's turn (``Session.stepping``): a ``step_fn`` of one's own is kept apart from another
     thread's ``rl_step`` as ``rl_step`` is.
-    The session's step as last read is the line's: reading it is a GET on a remote session, which failed again in the
-    handler of a server that had gone (the error escaped, the status stayed green)."""
+    The session's step as last read is the line's: reading it is a GET on a remote session, which would fail again in
+    the handler of a server that has gone (the error escaping, the status staying green)."""
     done, seen, said, error = 0, "?", "", False
     try:
         step = panel._step = panel.session.step
@@ -143,8 +143,8 @@ def _take_turn(panel: Any, turn: contextlib.ExitStack, step: int, done: int, n: 
 
 def join(panel: Any, timeout: float) -> bool:
     """``RunPanel.join``'s wait: True once the run has ended, False after ``timeout`` seconds, a ``RuntimeError`` at
-    once from a thread the run waits for: ``join()`` inside ``with session.stepping():`` waited for a run that waited
-    for the block, and hung the kernel for the whole deadline."""
+    once from a thread the run waits for: ``join()`` inside ``with session.stepping():`` would wait for a run that waits
+    for the block, and hang the kernel for the whole deadline."""
     me, end = threading.current_thread(), time.monotonic() + timeout
     while not panel._ended.wait(min(WAIT_SLICE, max(0.0, end - time.monotonic()))):
         # not once a Stop or the session's close is sent: the wait ends at its next slice (a close() in that block)
@@ -160,9 +160,10 @@ def join(panel: Any, timeout: float) -> bool:
 
 def _end(panel: Any, said: str, error: bool) -> None:
     """The run's last redraw, then its buttons back, then ``said``. Under the panel's ``_ending`` lock, which a start
-    takes too: a click as Step came back started a run whose "running" line this run's end then overwrote. A failure
-    to bring the buttons back is said after how the run ended (it left Step and Run off and the line at the last
-    step's progress, the error in the thread's excepthook only), and is the panel's ``error`` if the run had none."""
+    takes too: else a click as Step comes back could start a run whose "running" line this run's end then overwrites.
+    A failure to bring the buttons back is said after how the run ended (not Step and Run left off and the line at
+    the last step's progress, the error in the thread's excepthook only), and is the panel's ``error`` if the run had
+    none."""
     try:
         with contextlib.suppress(Exception):  # shown on the live view, kept in live.error
             panel.live.refresh()

@@ -1,8 +1,9 @@
 """Which optimizer tab and which preset the builder's form holds: the state its summary and lesson follow.
 
-A preset fills every control, Muon's rate in the form's units (a match_adam session read a preset's 0.05 as
+A preset fills every control, Muon's rate in the form's units (a match_adam session would read a preset's 0.05 as
 another step size); an edit of the selected tab marks it "<preset> (modified)". A tab or preset set to none in
-code is put back, and the message line says why: the builder read no tab as Muon and kept a blank preset's label.
+code is put back, and the message line says why: else the builder would read no tab as Muon and keep a blank preset's
+label.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class Selection:
 
     def lock(self, kind: str | None) -> None:
         """Allow only ``kind``: the other tab's controls are disabled (a builder locked before to another panel's
-        session is unlocked first: else every control stayed off), and ``kind``'s tab is selected. ``None``
-        allows both again (a builder whose panel closed: it stayed locked to the dead session)."""
+        session is unlocked first: else every control would stay off), and ``kind``'s tab is selected. ``None``
+        allows both again (a builder whose panel closed, not locked to the dead session)."""
         if kind is not None:
             wire.optimizer_kind(kind, "kind")
         self.locked = kind
@@ -111,7 +112,7 @@ class Selection:
     def _picked(self, change: dict[str, Any]) -> None:
         if self.quiet:
             return
-        if change["new"] is None:  # ``index = None`` (code): a blank dropdown, while the summary named the preset
+        if change["new"] is None:  # ``index = None`` (code): a blank dropdown, so the summary names no preset
             self.quiet = True
             try:
                 self.form.preset.value = change["old"]

@@ -17,16 +17,16 @@ RED = "#b00020"
 class StatusLine:
     """``widget`` (the panel's ``status``) and what it says. ``waits`` is the reason the line gives for the session
     being another's turn (the "waits" line, or a start refused for it), None when it gives none: the panel redraws
-    the line when the current reason is another (it kept the first reason said: the other run ended and a Find LR
-    began, and the line still named the run)."""
+    the line when the current reason is another (not only the first reason said: the other run may end and a Find LR
+    begin, and the line would still name the run)."""
 
     def __init__(self) -> None:
         self.widget = W.HTML()
-        self.widget.add_class(TEXT)  # a 200-character path in an error was cut at the panel's edge
+        self.widget.add_class(TEXT)  # a 200-character path in an error would be cut at the panel's edge
         self.run = ""  # the run's own line, without ``held``
         self.held = ""  # why the form's edit is not what the run sends, said after the run's line
-        self.n_problem = ""  # why Run N is off (the N field), said after a run's line and how it ended: it replaced
-        # the run's progress until the next step, and after the run Run stayed off with no reason in the line
+        self.n_problem = ""  # why Run N is off (the N field), said after a run's line and how it ended: in its place
+        # it would hide the run's progress until the next step, and Run would stay off after the run with no reason
         self.waits: str | None = None
 
     def show(self, text: str, error: bool = False) -> None:
@@ -53,7 +53,7 @@ class StatusLine:
         self.show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
 
     def ready(self, session: Any, step: int, waits: str | None) -> None:
-        """``step N · ready``; that ``session`` is closed (a panel on one said ready, its buttons enabled); or
+        """``step N · ready``; that ``session`` is closed (not ready, its buttons enabled, on a closed one); or
         ``step N · waits: …`` (``waits``: another panel's run or Find LR goes on it)."""
         self.waits = waits
         if session.closed:

@@ -26,8 +26,8 @@ StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 
 
 def check_given(task: object, builder: object, step_fn: object) -> None:
-    """A panel's ``task``, ``builder`` and ``step_fn``, checked when it is made (each wrong one failed later)."""
-    if task is not None and not isinstance(task, Task):  # Run failed: "'str' object has no attribute 'group_size'"
+    """A panel's ``task``, ``builder`` and ``step_fn``, checked when it is made (each wrong one would fail later)."""
+    if task is not None and not isinstance(task, Task):  # Run would fail: "'str' object has no attribute 'group_size'"
         raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
     if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
         raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
@@ -37,7 +37,7 @@ def check_given(task: object, builder: object, step_fn: object) -> None:
 
 def n_problem(n: object) -> ValueError | None:
     """Why ``n`` cannot be the number of steps of a run (the N field, ``start(n)``), or None: ``check_steps``'s
-    range, [1, ``MAX_STEPS``], the one bound of every entry that runs steps (N had none: 10**12 was taken)."""
+    range, [1, ``MAX_STEPS``], the one bound of every entry that runs steps (N too: 10**12 is refused)."""
     try:
         check_steps(n, name="N")
     except ValueError as exc:
@@ -69,10 +69,10 @@ def rl_figures(session: Session, task: Task, params: OptimizerParams) -> dict[st
 
 def log_figures(session: Session, step: int, returned: object, log: bool) -> dict[str, Any] | None:
     """What a step function returned at ``step`` (which ran), as ``figures``, logged if ``log``, each as the float
-    logged: a value ``history.log`` takes (``torch.tensor([0.5])``, a ``Fraction``) failed the status line's format
-    after it was logged, ending the run. A figure that ``history.log`` refuses stops the run with a ``ValueError``
-    naming ``step_fn`` and saying the step ran: it named ``history.log``, which the person never called, and the line
-    gave the step before, as if it had not run."""
+    logged: a value ``history.log`` takes (``torch.tensor([0.5])``, a ``Fraction``) would otherwise fail the status
+    line's format after it was logged, ending the run. A figure that ``history.log`` refuses stops the run with a
+    ``ValueError`` naming ``step_fn`` and saying the step ran, not ``history.log``, which the person never called,
+    with the line giving the step before, as if it had not run."""
     figured = figures(returned)
     if not (figured and log):
         return figured
@@ -109,9 +109,9 @@ def taken_mid_run(panel: Any, builder: OptimizerBuilder) -> str:
 
 def sent_schedule(panel: Any) -> tuple[Schedule | None, tuple[float, ...], str]:
     """The schedule a step of ``panel`` sends, its base rates, and why it is not the form's, for the schedule line:
-    the form's; during a run, the run's (``panel._config``), saying so while an edit is not used (the line was empty
-    while the form was invalid mid-run, the run going on with a schedule it no longer showed); none while the form is
-    invalid and no run goes."""
+    the form's; during a run, the run's (``panel._config``), saying so while an edit is not used (an empty line while
+    the form is invalid mid-run would hide the schedule the run goes on with); none while the form is invalid and no
+    run goes."""
     if panel.running:
         params, schedule = panel._config
         held = "the run's schedule: your edit is not used until the form is valid" if panel.line.held else ""

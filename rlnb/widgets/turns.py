@@ -41,7 +41,7 @@ P = TypeVar("P", bound=RunPanel)
 
 EXIT_DEADLINE = 30.0
 """Seconds an interpreter exit waits, in all, for the panels' steps in progress before their sessions are closed
-under them (it waited that long for each panel and each Find LR in turn: 62 s for two hung panels)."""
+under them (not that long for each panel and each Find LR in turn: two hung panels would take 62 s)."""
 
 _OPEN: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()  # RunPanels, oldest first
 _COUNT = itertools.count()

@@ -78,9 +78,10 @@ def _int64(value: Any) -> Any:
 
 def _a_bool(value: Any) -> bool:
     """Whether ``value`` is a bool, numpy's or torch's scalar one too (``np.True_``, a 0-d array or tensor of bools):
-    neither is an ``int``, and pydantic read ``np.True_`` as token 1. Told by type and dtype, never by calling the
-    value: any object with a ``shape`` of ``()`` had its ``item()`` called, whose exception escaped the field's error
-    (and whose hang hung the check). Either library is looked up only if it is loaded: a value of it means it is."""
+    neither is an ``int``, and pydantic reads ``np.True_`` as token 1. Told by type and dtype, never by calling the
+    value: any object with a ``shape`` of ``()`` would have its ``item()`` called, whose exception would escape the
+    field's error (and whose hang hang the check). Either library is looked up only if it is loaded: a value of it means
+    it is."""
     if isinstance(value, bool):
         return True
     np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
@@ -211,7 +212,8 @@ class _NumberOnly:
 NUMBER_ONLY: Final = _NumberOnly()
 """Marks a scalar float field (last in its ``Annotated``, after its bounds, which stay in C there) as taking a Python
 ``int`` or ``float`` only (a subclass too: ``np.float64``; a bool is refused by ``Strict``): pydantic's strict float
-took any object with ``__float__``, so ``GrpoLossParams(beta=torch.tensor([0.1]))`` was ``beta=0.10000000149011612``.
+takes any object with ``__float__``, so ``GrpoLossParams(beta=torch.tensor([0.1]))`` would be
+``beta=0.10000000149011612``.
 A tensor of any shape (a 0-d one too), a numpy ``float32`` or integer, a ``Decimal`` is no JSON number: refused
 (``float_type``) in a wire model built by hand; rlnb's own entry points (``rlnb.AdamParams``, ``loss_params=``, the
 sampling arguments, ``lora=``) take a numpy or 0-d torch scalar as the number it holds before building one."""

@@ -107,7 +107,7 @@ class TensorData(_Model):
     def _check(self) -> TensorData:
         if not math.isfinite(sum(self.data)):  # one NaN or inf makes the sum one (so may big finite values): search
             _finite_list(self.data)
-        if self.dtype == "int64":  # 2.5 was taken here, then failed the operation naming no value; inline: a call less
+        if self.dtype == "int64":  # 2.5 would pass here, then fail the operation naming no value; inline: a call less
             try:
                 ids: list[int] | None = list(map(int, self.data))
             except (OverflowError, TypeError, ValueError):
@@ -162,7 +162,7 @@ class ModelInput(_Model):
     @property
     def tokens(self) -> list[int]:
         """All chunks' tokens, concatenated."""
-        return list(chain.from_iterable(map(_CHUNK_TOKENS, self.chunks)))  # C: a generator was 2 calls a step
+        return list(chain.from_iterable(map(_CHUNK_TOKENS, self.chunks)))  # C: a generator would be 2 calls a step
 
 
 class Sample(_Model):

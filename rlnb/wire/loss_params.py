@@ -47,7 +47,7 @@ FLOAT32_MAX = 3.4028234663852886e38
 """The largest float32: a loss computes in float32, where a larger number is inf."""
 Penalty = Annotated[float, Strict(), Field(ge=0, le=FLOAT32_MAX, allow_inf_nan=False), NUMBER_ONLY]
 """A penalty weight, at most ``FLOAT32_MAX``: past it the loss's float32 product is inf, and inf·0 NaN even where
-the penalised term is 0 (a masked token): the loss was NaN whatever the samples, naming nothing."""
+the penalised term is 0 (a masked token): the loss would be NaN whatever the samples, naming nothing."""
 Probability = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False), NUMBER_ONLY]
 """Loss params are strict numbers: a string or a bool is refused, an integer is taken as a float."""
 

@@ -217,8 +217,8 @@ def loss_config(loss: str | LossConfig | dict[str, Any], params: dict[str, Any] 
 def _wire_names(params: dict[str, Any]) -> dict[str, Any]:
     """``params`` with a numpy or 0-d torch scalar as the number it holds (the wire's numbers take Python ones only,
     ``NUMBER_ONLY``; ``rlnb.AdamParams`` takes them so too), and GRPO's enum params given by a short name
-    (``"TOKEN_MEAN"``) as their wire value; another value is a ``ValueError`` listing the names (pydantic's was several
-    lines of the wire values)."""
+    (``"TOKEN_MEAN"``) as their wire value; another value is a ``ValueError`` listing the names (pydantic's would be
+    several lines of the wire values)."""
     out = dict(zip(params, map(scalar, params.values()), strict=True))
     for param, names in GRPO_PARAM_NAMES.items():
         value = out.get(param)

@@ -184,7 +184,7 @@ class GradientTensor(_Model):
     @model_validator(mode="after")
     def _int64_is_integers(self) -> GradientTensor:
         if self.dtype == "D_TYPE_INT64" and (problem := int64_problem(self.data, self.dtype)) is not None:
-            raise ValueError(problem)  # as an int64 TensorData says it, its range checked (2.0**63 was taken)
+            raise ValueError(problem)  # as an int64 TensorData says it, its range checked (2.0**63 refused)
         return self
 
 

@@ -57,8 +57,8 @@ _KINDS = ((bool, "True or False"), (int, "an integer (not a bool or float)"), (f
 
 def _kind(annotation: Any) -> str | None:
     """The number (or flag) a field holds, in words, from its type (through ``Annotated`` and ``| None``); None for
-    any other type. It was read from the annotation's text: a type of ``rlnb.wire.checkpoints`` (check-*int*-s), a
-    ``Literal["int64", ...]`` or a description saying "point" in its metadata was "an integer"."""
+    any other type. Read from the annotation's text, a type of ``rlnb.wire.checkpoints`` (check-*int*-s), a
+    ``Literal["int64", ...]`` or a description saying "point" in its metadata would be "an integer"."""
     held = set(_types(annotation))
     return next((said for kind, said in _KINDS if kind in held), None)
 
@@ -98,7 +98,7 @@ def bound_text(bound: Ge | Gt | Le | Lt | None) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def _params_model(field: FieldInfo) -> type[_Model] | None:
     """The wire model a field holds (``grpo_params``' ``GrpoLossParams``), or None. Kept per field (a ``FieldInfo``,
-    hashed by identity), in C: its generator was 2 Python calls a forward-backward's body."""
+    hashed by identity), in C: a generator would be 2 Python calls a forward-backward's body."""
     args = getattr(field.annotation, "__args__", ())
     return next((a for a in args if isinstance(a, type) and issubclass(a, _Model)), None)
 
@@ -121,8 +121,8 @@ def _said(owner: str, model: type[_Model], errors: Iterable[Mapping[str, Any]], 
 
 def arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """An error (pydantic's shape) for each array among ``data``'s fields, a params object's (a dict) too: an array is
-    no number, whatever its size. pydantic took torch's ``tensor([0.5])`` as 0.5 (its ``__float__``) where numpy's
-    ``array([0.5])`` was refused. The one array check: ``validated``'s, and ``rlnb.params``' (``refuse_arrays``)."""
+    no number, whatever its size. pydantic takes torch's ``tensor([0.5])`` as 0.5 (its ``__float__``) where numpy's
+    ``array([0.5])`` is refused. The one array check: ``validated``'s, and ``rlnb.params``' (``refuse_arrays``)."""
     out: list[dict[str, Any]] = []
     for key, value in data.items():
         field = model.__pydantic_fields__.get(str(key))  # ``model_fields`` is a class property: 2 calls a read

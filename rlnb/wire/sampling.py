@@ -54,7 +54,7 @@ MAX_STOP_CHARS = 256
 
 class SamplingParams(_Model):
     """Sampling settings of one sample request; unset fields take the session's defaults. The integers other than
-    ``seed`` are the API's plain (int32) ones: a larger one was sent, for a server to refuse or wrap."""
+    ``seed`` are the API's plain (int32) ones: a larger one, sent, would be for a server to refuse or wrap."""
 
     max_tokens: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     temperature: Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False), NUMBER_ONLY] | None = None

@@ -95,8 +95,8 @@ class SessionMetadata(_Model):
 
     def patched(self, change: SessionMetadata) -> SessionMetadata:
         """This metadata after a PATCH of ``change``: the fields it names are set (an empty string, read as None,
-        clears one), the others are unchanged, as the API says (a PATCH replaced the whole of it: the W&B project
-        and entity were lost to a PATCH of the url alone)."""
+        clears one), the others are unchanged, as the API says (a PATCH that replaced the whole of it would lose the
+        W&B project and entity to a PATCH of the url alone)."""
         if change.wandb is None:
             return self
         given = {k: getattr(change.wandb, k) for k in change.wandb.model_fields_set}

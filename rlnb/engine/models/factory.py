@@ -36,7 +36,7 @@ def build_adapter(
     generation_eos: list[Any] = []  # a Hugging Face model's own, from its generation config
     cls: type[ModelAdapter]
     if not isinstance(model, str | nn.Module) or isinstance(model, str) and not model.strip():
-        raise ValueError(  # "" loaded the working folder, and was refused as "a directory but holds no config.json"
+        raise ValueError(  # "" would load the working folder, refused as "a directory but holds no config.json"
             f"model must be 'tiny', 'small', a Hugging Face directory or hub id, or an nn.Module; got {model!r}"
         )
     if isinstance(model, str) and model in SIZES:

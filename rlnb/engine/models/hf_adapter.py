@@ -84,7 +84,7 @@ class HFAdapter(ModelAdapter):
         finally:
             m.config.tie_word_embeddings = tied
         if callable(getattr(self.codec.tokenizer, "save_pretrained", None)):  # a tokenizer of one's own (encode and
-            self.codec.tokenizer.save_pretrained(directory)  # decode only) failed the whole save: the weights are kept
+            self.codec.tokenizer.save_pretrained(directory)  # decode only) would fail the whole save: weights kept
 
     def load_merged(self, directory: Path) -> dict[str, Tensor]:
         """The weights of a merged checkpoint's folder, checked as a model folder is (none missing, none of

@@ -57,7 +57,7 @@ class CausalSelfAttention(nn.Module):
         with ``cache`` the new keys/values are written at slots [cache.length, cache.length + T)."""
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
-        # (B, nh, T, hs) each, one by one: a generator over the three was 4 Python calls a layer (issue 20)
+        # (B, nh, T, hs) each, one by one: a generator over the three would be 4 Python calls a layer
         heads = (B, T, self.n_head, C // self.n_head)
         q, k, v = q.view(heads).transpose(1, 2), k.view(heads).transpose(1, 2), v.view(heads).transpose(1, 2)
         if cache is not None:

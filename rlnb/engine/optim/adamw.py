@@ -2,7 +2,7 @@
 
 torch's foreach AdamW (``torch.optim.adam._multi_tensor_adam``, not capturable) works out each weight's bias
 corrections from its step count read by ``.item()``, twice a weight: 58 of the 348 torch ops of a ``tiny`` session's
-forward-backward + optim-step (issue 20), each a dispatch and a host read. Here the counts are stacked and read in
+forward-backward + optim-step, each a dispatch and a host read. Here the counts are stacked and read in
 one transfer, and every other op is torch's own, with the same Python arithmetic, in torch's order: the update is
 torch's bit for bit (``tests/engine/test_adamw.py`` steps both side by side). Its state, state dict and hooks are
 torch's AdamW's. A group with any other option (amsgrad, maximize, capturable, differentiable, fused, not foreach,
@@ -113,7 +113,7 @@ def _plain(group: dict[str, Any]) -> bool:
     """Whether ``group``'s options are the ones ``_update`` is torch's step for."""
     numbers = (group["lr"], *group["betas"])
     return (
-        all(map(operator.eq, map(group.get, _OWN), _OWN.values()))  # C passes: a generator was 6 Python calls a step
+        all(map(operator.eq, map(group.get, _OWN), _OWN.values()))  # C passes, not a generator's 6 Python calls a step
         and not group.get("fused")
         and group.get("decoupled_weight_decay", True)
         and not any(map(torch.is_tensor, numbers))

@@ -122,7 +122,7 @@ def split_params(
 
 def _check_patterns(override: SplitOverride | None, names: list[str]) -> None:
     """``ValueError`` naming a pattern of a ``muon_split`` mapping that matches no trainable parameter, with a few
-    names there are: a misspelt one (``"zzz*"``, ``"h.*.mlp"`` for ``"*.mlp.*"``) was taken and did nothing."""
+    names there are: a misspelt one (``"zzz*"``, ``"h.*.mlp"`` for ``"*.mlp.*"``) would be taken and do nothing."""
     if not isinstance(override, Mapping):
         return
     for pattern in override:

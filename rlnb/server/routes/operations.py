@@ -40,7 +40,7 @@ Wait = Annotated[
     Query(
         ge=0,
         le=MAX_WAIT,
-        allow_inf_nan=False,  # NaN was refused as "less than or equal to 30"
+        allow_inf_nan=False,  # NaN refused as not finite, not as "less than or equal to 30"
         description="rlnb extension: hold the answer up to this many seconds until the status changes",
     ),
 ]
