@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,10 @@ def sweep(
     _secrets.hide_option(options)  # first: no traceback's locals show the key
     check_params(base)
     trial = take(TrialOptions, options, trial_options)
+    misfit = trial.schedule.misfit(trial.steps) if trial.schedule is not None else ""
+    if misfit:  # as a RunPanel warns past the end, in its words; a schedule cut short decayed only part way
+        warnings.warn(f"sweep: in each trial, {misfit}. To decay over the trial, pass a Schedule of total_steps="
+                      f"{trial.steps}", UserWarning, stacklevel=2)  # fmt: skip
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
