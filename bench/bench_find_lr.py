@@ -98,7 +98,8 @@ def main() -> None:
             session, reward = trained(kind, seed, steps)
             variants = [("", None)] + ([(" (muon only)", muon_alone(preset("muon")))] if kind == "muon" else [])
             for label, step_fn in variants:
-                found = lr_find(preset(kind), session, steps=30, seed=seed, step_fn=step_fn, runs_dir=runs)
+                seeded = {} if step_fn else {"seed": seed}  # a step_fn seeds its own steps: lr_find refuses one
+                found = lr_find(preset(kind), session, steps=30, step_fn=step_fn, runs_dir=runs, **seeded)
                 if found.interrupted:  # lr_find keeps a Ctrl-C's result and goes on: the bench stops here
                     session.close()
                     raise KeyboardInterrupt

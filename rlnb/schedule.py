@@ -69,9 +69,37 @@ class Schedule:
         shape = 1 - progress if self.kind == "linear" else 0.5 * (1 + math.cos(math.pi * progress))
         return self.min_lr_ratio + (1 - self.min_lr_ratio) * shape
 
+    def past_end(self, step: int) -> str:
+        """What ``step`` gets past the end of a decaying schedule, in the words the run panel's warning and a sweep's
+        share (``step 30 is ``...): ``past the end of the cosine schedule (total steps 30): every step from here gets
+        its floor, 0.1× the base rate``; "" before the end, and on a constant schedule, which has none."""
+        if self.kind == "constant" or step < self.total_steps:
+            return ""
+        return (f"past the end of the {self.kind} schedule (total steps {self.total_steps}): every step from here "
+                f"gets its floor, {rate(self.min_lr_ratio)}× the base rate")  # fmt: skip
+
+    def misfit(self, steps: int) -> str:
+        """Why a run of ``steps`` steps does not fit this decaying schedule, or "" when it ends at its end (or the
+        schedule is constant): its steps past the end get the floor (``past_end``), or it ends before the floor."""
+        if self.kind == "constant" or steps == self.total_steps:
+            return ""
+        if steps > self.total_steps:
+            return f"step {self.total_steps} of {steps} is {self.past_end(self.total_steps)}"
+        return (f"step {steps - 1}, the last of {steps}, comes before the end of the {self.kind} schedule (total "
+                f"steps {self.total_steps}): it gets {self.multiplier(steps - 1):.2g}× the base rate, not the floor "
+                f"{rate(self.min_lr_ratio)}×")  # fmt: skip
+
     def __call__(self, step: int, base_lr: float) -> float:
         """The rate for ``step``; ``base_lr`` a finite number >= 0 (NaN, -1 and True would give a rate no step can
         use, "1e-3" Python's "can't multiply sequence"; 0 is the widgets' "no rate yet", drawn as 0)."""
         if isinstance(base_lr, bool) or not isinstance(base_lr, numbers.Real) or not 0 <= float(base_lr) < math.inf:
             raise ValueError(f"base_lr = {base_lr!r} is invalid: must be a finite number >= 0")
         return float(base_lr) * self.multiplier(step)
+
+
+def rate(value: float) -> str:
+    """A learning rate (or a factor of one) as sent, in the fewest digits that read back as it (Python's repr):
+    ``0.05``, ``0.00125``, ``100``, ``1e-9``. Two significant figures showed 0.00125 as 0.0013 and 100 as 1e+2, a
+    rate not sent."""
+    text = repr(float(value)).removesuffix(".0")
+    return text.replace("e-0", "e-").replace("e+0", "e+")

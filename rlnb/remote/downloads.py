@@ -5,7 +5,7 @@ name is taken only as a relative path of plain parts under the folder asked for 
 backslash or drive, no control character), which also resolves inside it once its sub-folders exist (a symlinked
 sub-folder cannot lead out), so nothing is written outside the folder whatever the server says; nor one that is
 another's folder, or whose place a folder (or whose sub-folder a file) holds already (its rename would fail after
-others).
+others); nor two names that differ only in case or Unicode form (one place on macOS's or Windows' file system).
 Each file is written to a hidden partial file beside its place, checked against the size the API announced, and
 renamed into place only when every file of the checkpoint arrived: a failure, a deadline or Ctrl-C leaves no
 partial file, and no checkpoint half of one download and half of another.
@@ -18,6 +18,7 @@ import os
 import shutil
 import tempfile
 import time
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -43,6 +44,27 @@ def relative_path(checkpoint_id: str, name: str) -> Path:
     if any(part in ("", ".", "..") for part in parts):
         raise _refused(checkpoint_id, name, "has an empty, '.' or '..' part: it would lead outside the folder")
     return Path(*parts)
+
+
+def folded(rel: Path) -> str:
+    """The one name a case- and normalization-insensitive file system (macOS's, Windows') gives ``rel``'s spellings:
+    Unicode's canonical caseless form."""
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", str(rel)).casefold())
+
+
+def _refuse_folded_twins(checkpoint_id: str, rels: list[Path]) -> None:
+    """``APIError`` naming two names (or a name and another's folder) that differ only in case or Unicode form: two
+    places here, one on macOS's or Windows' file system, where the second file was written over the first."""
+    files: dict[str, Path] = {}
+    pairs = [(files.setdefault(folded(rel), rel), rel) for rel in rels]
+    pairs += [(files.get(folded(part), part), rel) for rel in rels for part in rel.parents[:-1]]
+    for first, rel in pairs:
+        if first not in (rel, *rel.parents):  # the same spelling: listed twice, or a folder, refused after
+            raise APIError(
+                f"checkpoint {checkpoint_id}'s download lists {str(first)!r} and {str(rel)!r}, which differ only in "
+                "case or Unicode form where they meet: one place on a case-insensitive file system (macOS's, "
+                "Windows'), where one would be written over the other; nothing was written"
+            )
 
 
 PARTIAL = len(".") + len(".XXXXXXXX.partial")
@@ -78,6 +100,7 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
     if len(set(rels)) < len(rels):
         twice = next(str(r) for r in rels if rels.count(r) > 1)
         raise _refused(checkpoint_id, twice, "is listed twice")
+    _refuse_folded_twins(checkpoint_id, rels)
     for f in files:
         if f.size < 0:
             raise _refused(checkpoint_id, f.filename, f"has a negative size ({f.size})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,10 @@ def sweep(
     _secrets.hide_option(options)  # first: no traceback's locals show the key
     check_params(base)
     trial = take(TrialOptions, options, trial_options)
+    misfit = trial.schedule.misfit(trial.steps) if trial.schedule is not None else ""
+    if misfit:  # as a RunPanel warns past the end, in its words; a schedule cut short decayed only part way
+        warnings.warn(f"sweep: in each trial, {misfit}. To decay over the trial, pass a Schedule of total_steps="
+                      f"{trial.steps}", UserWarning, stacklevel=2)  # fmt: skip
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)
@@ -166,12 +171,18 @@ def sweep(
 
 def _check_args(runs_dir: object, resume: object, stop: object, progress: object) -> None:
     """Before the folder: ``runs_dir=5`` was a ``TypeError`` naming no argument, ``""`` the working folder,
-    ``stop="yes"`` an ``AttributeError`` after the sweep folder was made, ``progress=5`` (or ``"no"``) a bar."""
+    ``stop="yes"`` an ``AttributeError`` after the sweep folder was made, ``progress=5`` (or ``"no"``) a bar; a
+    ``resume`` folder given with a ``runs_dir`` it is not directly in went on there, ``runs_dir`` dropped."""
+    paths = {}
     for name, value in (("runs_dir", runs_dir), ("resume", resume)):
         if value == "":  # Path("") is the working folder: the sweep's folder went there (connect refuses it)
             raise ValueError(f"{name} must be a folder's path or None, got ''")
         if value is not None:
-            user_path(name, value)
+            paths[name] = user_path(name, value).resolve()
+    if len(paths) == 2 and paths["resume"].parent != paths["runs_dir"]:
+        raise ValueError(f"resume={str(resume)!r} is not a folder in runs_dir={str(runs_dir)!r}: a sweep resumes in "
+                         "its own folder, made in the runs_dir it started with; pass that runs_dir, or leave runs_dir "
+                         "out")  # fmt: skip
     check_event(stop, "the sweep")
     if not (progress is None or isinstance(progress, bool) or takes(progress, 3)):  # None: no bar, as False
         raise TypeError(f"progress must be True, False or a function (done, total, row), got {progress!r}"[:300])

@@ -82,7 +82,7 @@ def lr_find(
         test.end_lr,
         test.steps,
         test.objective,
-        test.seed,
+        test.seed or 0,
         test.step_fn,
     )
     target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)
@@ -90,7 +90,8 @@ def lr_find(
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     check_lrs(start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
-    check_range_test(test, session.history.config.get("backend") != "remote" if session else target == "local", options)
+    local = session.history.config.get("backend") != "remote" if session else target == "local"
+    check_range_test(test, local, options, copied=session is not None)
     if step_fn is None:  # a bad prompt would fail the first step, the session copied (or a new one opened) by then
         _check_prompts(test.task or digits_task(), session, target, options)
     trial = _open(kind, session, target, seed, runs_dir, options)
@@ -266,7 +267,7 @@ def _open(
         "muon_scaling": config.get("muon_scaling") if kind == "muon" else None,  # an Adam session refuses one
         "lora": config.get("lora"),
         "device": config.get("device", "auto"),
-        "seed": seed,
+        "seed": config.get("seed", 0),  # the session's: it builds a LoRA checkpoint's base (the test's seeds its steps)
         **own_modules(options),
     }
     try:

@@ -148,7 +148,9 @@ class RangeTestOptions:
     """What ``lr_find`` runs: ``steps`` steps (an integer in ``RANGE_TEST_STEPS``) as the rate grows from
     ``start_lr`` to ``end_lr`` (finite and > 0; None: the optimizer's default range), each one RL step of
     ``task`` (default: the digits task) reporting ``objective`` (the mean reward, or the loss), or your
-    ``step_fn(session, params, i)``; step i samples with ``seed``."""
+    ``step_fn(session, params, i)`` (then no ``task``: it reads none). Step i of the task samples with ``seed``
+    (None: 0), which also seeds a new local session (its initial weights, unseeded sampling); a session's copy goes on
+    with that session's seed and generators, so beside a ``step_fn`` a seed is refused there (``check_range_test``)."""
 
     start_lr: float | None = None
     end_lr: float | None = None
@@ -156,11 +158,11 @@ class RangeTestOptions:
     task: Task | None = None
     step_fn: StepFn | None = None
     objective: Objective = "reward"
-    seed: int = 0
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         set_int(self, "steps", *RANGE_TEST_STEPS)
-        set_int(self, "seed", *seed_range(self.steps))  # step i samples with seed * SEED_STRIDE + i, an int64
+        set_int(self, "seed", *seed_range(self.steps), optional=True)  # step i samples with seed * SEED_STRIDE + i
         if self.objective not in ("reward", "loss"):
             raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
         if self.task is not None and not isinstance(self.task, Task):  # not at its first step, session open
@@ -169,6 +171,9 @@ class RangeTestOptions:
         if self.step_fn is not None and not takes(self.step_fn, 3):  # its first step raised, a session open
             raise TypeError(f"step_fn must be None or a function step_fn(session, params, i) returning the step's "
                             f"reward or loss, got {self.step_fn!r}"[:300])  # fmt: skip
+        if self.step_fn is not None and self.task is not None:  # the task was dropped: the test measured the step_fn
+            raise ValueError("task= and step_fn= both say what a step of the range test runs (a step_fn reads no "
+                             "task): pass one")  # fmt: skip
         for name in ("start_lr", "end_lr"):
             lr = getattr(self, name)
             if lr is None:
@@ -199,10 +204,17 @@ def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) 
         raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
 
 
-def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any]) -> None:
+def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any], copied: bool = False) -> None:
     """What ``lr_find``'s RL steps (no ``step_fn``) cannot run, refused before a session is copied or opened: a
-    task's group past the in-process engine's cap (``local``), a trainer-only session (``num_generator_replicas=0``)."""
+    task's group past the in-process engine's cap (``local``), a trainer-only session (``num_generator_replicas=0``);
+    beside a ``step_fn``, a ``seed`` where it seeds nothing (a session ``copied``, a remote one), dropped in silence."""
     if test.step_fn is not None:  # the user's step may well not sample
+        if test.seed is not None and (copied or not local):
+            where = "a copy of a session (it goes on with the session's seed and generators)" if copied else (
+                "a remote session (the service seeds it)")  # fmt: skip
+            raise ValueError(f"seed={test.seed} seeds nothing beside a step_fn on {where}: seed seeds the task's RL "
+                             "steps and a new local session; leave it out, and seed what your step_fn "
+                             "samples")  # fmt: skip
         return
     check_local_group_size(test.task or digits_task(), "local" if local else "remote")
     check_can_sample(options, "num_generator_replicas=0 starts a trainer-only session, which cannot sample, and each "

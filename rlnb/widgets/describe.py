@@ -13,20 +13,13 @@ from matplotlib.ticker import MaxNLocator
 
 from rlnb.errors import InvalidParams
 from rlnb.params import MuonHyperparams, OptimizerParams
-from rlnb.schedule import Schedule
+from rlnb.schedule import Schedule, rate
 from rlnb.viz.draw import png
 from rlnb.widgets.controls import TEXT
 
 PLOT_STEPS = 601
 """Steps the schedule's plot evaluates (evenly spaced, and its corners: the warmup's end and total steps). One
 per step would take 0.65 s at a million total steps and hang the kernel at a billion, a finger held on 0."""
-
-
-def rate(value: float) -> str:
-    """A learning rate as sent, in the fewest digits that read back as it (Python's repr): ``0.05``, ``0.00125``,
-    ``100``, ``1e-9``. Two significant figures showed 0.00125 as 0.0013 and 100 as 1e+2, a rate not sent."""
-    text = repr(float(value)).removesuffix(".0")
-    return text.replace("e-0", "e-").replace("e+0", "e+")
 
 
 def base_rates(params: OptimizerParams) -> tuple[float, ...]:
@@ -102,7 +95,7 @@ def position(schedule: Schedule, step: int, rates: tuple[float, ...]) -> tuple[s
         return f"step {step} / warmup {schedule.warmup_steps} · {lr}", False
     if schedule.kind == "constant":
         return f"constant schedule · {lr}", False
-    past = step >= schedule.total_steps
+    past = bool(schedule.past_end(step))
     return f"step {step} / {schedule.total_steps} of the {schedule.kind} schedule · {lr}", past
 
 
@@ -144,10 +137,8 @@ class ScheduleNote:
             self._warned = None
         elif self._warned != (schedule, rates):
             said = (
-                f"⚠ step {step} is past the end of the {schedule.kind} schedule (total steps "
-                f"{schedule.total_steps}): every step from here gets its floor, {rate(schedule.min_lr_ratio)}× the "
-                f"base rate ({rates_at(schedule, step, rates)}). To keep decaying, raise total steps in the optimizer "
-                "form."
+                f"⚠ step {step} is {schedule.past_end(step)} ({rates_at(schedule, step, rates)}). To keep decaying, "
+                "raise total steps in the optimizer form."
             )
             self.warnings[:] = [said]
             self.warning.value = f"<span style='color:{ORANGE}'>{html.escape(said)}</span>"

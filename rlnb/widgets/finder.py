@@ -2,7 +2,7 @@
 (``rlnb.widgets.muon_units``).
 
 **Find LR** runs ``rlnb.sweep.lr_find`` on a background thread, on a copy of the RunPanel's session
-(else a fresh local session of ``model``), probing the panel's task or its own ``step_fn`` (``own_probe``; a
+(else a fresh local session of ``model``), probing the panel's task or its own ``step_fn`` (``find_probe``; a
 builder on its own: ``lr_find``'s default, the digits task), which its status line names; errors show in the status
 line and in ``.error``. Its suggestion (Muon: with the AdamW rate at the config's ratio) shows beside the plot
 and changes nothing until **Apply** is clicked (``rlnb.widgets.suggestion``). While the builder is invalid, Find LR is
@@ -21,7 +21,9 @@ import ipywidgets as W
 
 from rlnb.viz.cells import cell_run, same_cell_before
 from rlnb.viz.draw import png
+from rlnb.widgets import find_probe
 from rlnb.widgets.controls import IN_ROW
+from rlnb.widgets.find_probe import own_step, step_options
 from rlnb.widgets.find_prompts import check_task_prompts
 from rlnb.widgets.focus_back import FocusBack, to_stopper
 from rlnb.widgets.muon_units import RED, Form
@@ -37,7 +39,7 @@ MADE: weakref.WeakSet[LRFinderControls] = weakref.WeakSet()
 class LRFinderControls(Suggestion):
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
     local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...; a RunPanel
-    sets ``task`` to its own, else ``lr_find`` runs the digits task: the status line says which).
+    sets ``task`` to its own, else ``lr_find`` runs the digits task: the status line says which; ``find_probe``).
     ``result`` is the last ``LRFind``; ``apply()`` (the Apply button) puts its suggestion in the form."""
 
     def __init__(self, builder: Form, model: Any = "tiny"):
@@ -146,12 +148,10 @@ class LRFinderControls(Suggestion):
         if self.running and threading.current_thread() is not self._thread:  # a cell, while the button's test goes
             raise RuntimeError("Find LR waits: a range test is going (the Find LR button's); stop() or join() it first")
         kind = self.builder.kind
-        options = dict(self.options)
-        own = self.own_step()  # a RunPanel's step_fn, adapted, else None (its task, or the options' step_fn)
+        own = own_step(self.builder, self.options)  # a RunPanel's step_fn, adapted, else None
         if own is None:  # as the click checks them: a cell's run() copied the session first
             check_task_prompts(self.options, self.session, self.model)
-        if own is not None:
-            options["step_fn"], options["objective"] = own, own.objective
+        options = step_options(self.builder, self.options, own)
         options.setdefault("stop", self._halt)
         options.setdefault("progress", self._progress)
         if self.session is None and options.get("target", "local") == "local":  # remote: base_model= (connect
@@ -159,7 +159,7 @@ class LRFinderControls(Suggestion):
         if self.session is None and kind == "muon":
             options.setdefault("muon_scaling", self.scaling.value)
         self.apply_button.disabled = True
-        probe = self.probe(own.objective if own is not None else None)
+        probe = find_probe.probe(options, own.objective if own is not None else None)
         self._probe = html.escape(probe)  # the progress says it: by then the first step has checked a guess
         guess = f" ({html.escape(GUESSED)})" if own is not None and not own.known else ""
         self._say(f"range test of {self._probe}{guess} running …")
@@ -176,36 +176,13 @@ class LRFinderControls(Suggestion):
             self._say(self._said)
         return result
 
-    def own_step(self) -> Any:
-        """The step_fn of the RunPanel holding the builder as ``lr_find``'s (``own_probe.OwnStep``), or None: no
-        panel, a panel's RL task, or ``options["step_fn"]`` given. ``ValueError`` saying why and how when that
-        step_fn cannot be probed (its last step had no reward or loss), not a probe of the first_letter task."""
-        from rlnb.widgets.own_probe import OwnStep, objective_of
-
-        panel: Any = getattr(self.builder, "panel", None)
-        step_fn = getattr(panel, "own_step_fn", None)
-        if step_fn is None or self.options.get("step_fn") is not None:
-            return None
-        return OwnStep(step_fn, *objective_of(panel.session, panel.returned, self.options.get("objective")))
-
-    def probe(self, own: str | None = None) -> str:
-        """What a range test runs, in words: ``the first_letter task`` (a RunPanel's), ``the digits task``
-        (``lr_find``'s default), ``your step_fn``, ``your step_fn's loss`` (a panel's, following ``own``)."""
-        from rlnb.tasks import digits_task
-
-        if own is not None:
-            return f"your step_fn's {own}"
-        if self.options.get("step_fn") is not None:
-            return "your step_fn"
-        return f"the {getattr(self.options.get('task') or digits_task(), 'name', '?')} task"
-
     def start(self) -> None:
         """Run on a background thread (the button); errors show in the status line and in ``.error``."""
         if self.running or not self.builder.valid or self.busy() is not None:
             self.sync()
             return
         try:  # refused here, saying why: a panel's step_fn that returns nothing to follow, a prompt the test can't read
-            if self.own_step() is None:
+            if own_step(self.builder, self.options) is None:
                 check_task_prompts(self.options, self.session, self.model)
         except (TypeError, ValueError) as exc:
             self._failed(exc, str(exc))

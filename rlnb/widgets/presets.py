@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
+from rlnb.schedule import rate
 from rlnb.tasks import first_letter_task
 from rlnb.tasks.lesson import LessonRun
-from rlnb.widgets.describe import rate
 from rlnb.wire import optimizer_kind
 
 LESSON_STEPS = 40

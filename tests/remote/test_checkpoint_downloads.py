@@ -250,3 +250,31 @@ def test_a_name_longer_than_the_file_system_takes_is_refused_naming_it(tmp_path,
     with client(storage) as c, pytest.raises(rlnb.APIError, match="nothing was written") as info:
         c.download_checkpoint(CID, tmp_path / "out")
     assert "longer than" in str(info.value) and storage.file_gets() == []
+
+
+@pytest.mark.parametrize(
+    ("listed", "first", "second"),
+    [
+        (["Model.pt", "model.pt"], "Model.pt", "model.pt"),
+        (["w/A.bin", "W/a.bin"], "w/A.bin", "W/a.bin"),
+        (["caf\u00e9.json", "cafe\u0301.json"], "caf\u00e9.json", "cafe\u0301.json"),  # one name on macOS
+        (["Sub", "sub/x"], "Sub", "sub/x"),  # a file and a folder of one name there
+    ],
+)
+def test_two_names_one_file_on_a_case_insensitive_file_system_are_refused_naming_both(tmp_path, listed, first, second):
+    """``Model.pt`` and ``model.pt`` are two files here, one on macOS's or Windows' file system (case- and
+    normalization-insensitive): the second was written over the first, and the folder held half the checkpoint."""
+    storage = Storage({name: b"1" for name in listed})
+    with client(storage) as c, pytest.raises(rlnb.APIError, match="nothing was written") as info:
+        c.download_checkpoint(CID, tmp_path / "out")
+    said = str(info.value)
+    assert repr(first) in said and repr(second) in said and "differ only in case" in said
+    assert storage.file_gets() == [] and not (tmp_path / "out").exists()
+
+
+def test_two_files_in_folders_spelt_in_two_cases_both_arrive(tmp_path):
+    """Guard: ``Sub/x`` and ``sub/y`` are two files in any file system (one folder on macOS's): not refused."""
+    storage = Storage({"Sub/x": b"1", "sub/y": b"2"})
+    with client(storage) as c:
+        paths = c.download_checkpoint(CID, tmp_path / "out")
+    assert [p.read_bytes() for p in paths] == [b"1", b"2"]

@@ -296,3 +296,27 @@ def test_configs_listed_twice_are_found_by_hash_not_by_comparing_every_pair():
         check_once("configs", [*configs, {"learning_rate": 1e-4}])
     with pytest.raises(ValueError, match=r"configs lists \{'b': \[1\]\} more than once"):
         check_once("configs", [{"b": [1]}, {"b": [2]}, {"b": [1]}])  # unhashable values: compared one by one
+
+
+def test_a_resume_outside_the_runs_dir_given_is_refused_naming_both(tmp_path):
+    """``sweep(runs_dir=X, resume=Y)`` resumed ``Y`` and dropped ``X`` in silence: a notebook that moved its runs to
+    ``X`` went on writing in an old folder elsewhere. Nothing is read or made before the refusal."""
+    elsewhere, runs = tmp_path / "old" / "sweep-1", tmp_path / "runs"
+    elsewhere.mkdir(parents=True)
+    with pytest.raises(ValueError) as info:
+        sweep(BASE, steps=1, progress=False, runs_dir=runs, resume=elsewhere)
+    said = str(info.value)
+    assert f"resume={str(elsewhere)!r}" in said and f"runs_dir={str(runs)!r}" in said
+    assert "is not a folder in" in said and not runs.exists() and list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.slow  # one sweep of one step, then its resume
+def test_a_resume_of_a_sweep_made_in_the_runs_dir_given_is_taken(tmp_path, monkeypatch):
+    """``runs_dir`` beside ``resume`` names the folder the sweep was made in, as a notebook passes both on a rerun:
+    taken, spelt relatively or through ``~``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    trials = sweep(BASE, steps=1, progress=False, runs_dir="runs")
+    path = Path(trials.attrs["path"])
+    again = sweep(BASE, steps=1, progress=False, runs_dir="~/runs/.", resume=Path("runs") / path.name)
+    assert again.attrs["path"] == str(path) and list(again.status) == ["COMPLETED"]

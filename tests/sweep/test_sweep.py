@@ -1109,3 +1109,31 @@ def test_an_enormous_grid_or_random_search_is_refused_before_it_is_built():
     with pytest.raises(ValueError, match=r"n must be an integer in \[1, 10000\], got 10001"):
         random_search(10_001, learning_rate=(1e-5, 1e-1, "log"))
     assert len(grid(learning_rate=list(range(1, 101)), beta1=[0.5 + i / 1000 for i in range(100)])) == 10_000
+
+
+@pytest.mark.parametrize(
+    ("schedule", "said"),
+    [
+        (Schedule("linear", total_steps=3, min_lr_ratio=0.5), "sweep: in each trial, step 3 of 5 is past the end of "
+         "the linear schedule (total steps 3): every step from here gets its floor, 0.5× the base rate"),
+        (Schedule("cosine", total_steps=50), "sweep: in each trial, step 4, the last of 5, comes before the end of the "
+         "cosine schedule (total steps 50): it gets 0.99× the base rate, not the floor 0.1×"),
+    ],
+)  # fmt: skip
+def test_a_schedule_of_another_length_than_steps_is_warned_about_as_the_run_panel_does(tmp_path, schedule, said):
+    """A schedule of 3 steps in a sweep of 5 gave the last 2 steps the floor, one of 50 decayed 4% by the end: no
+    word of either (a RunPanel says the first, in these words). Said before the sweep folder is made."""
+    stop = threading.Event()
+    stop.set()  # every trial STOPPED before it starts: the warning is what is read
+    with pytest.warns(UserWarning) as caught:
+        sweep(BASE, steps=5, schedule=schedule, runs_dir=tmp_path, progress=False, stop=stop)
+    assert [str(w.message).split(". To")[0] for w in caught] == [said]
+    assert caught[0].filename == __file__
+
+
+def test_a_schedule_as_long_as_steps_or_constant_is_not_warned_about(tmp_path):
+    """Guard: a schedule that ends with the trials, or a constant one (no end), says nothing (warnings are errors)."""
+    stop = threading.Event()
+    stop.set()
+    for schedule in (Schedule("cosine", warmup_steps=2, total_steps=5), Schedule("constant", total_steps=2)):
+        assert len(sweep(BASE, steps=5, schedule=schedule, runs_dir=tmp_path, progress=False, stop=stop)) == 1

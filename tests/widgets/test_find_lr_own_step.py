@@ -160,3 +160,27 @@ def test_options_step_fn_still_wins_over_the_panels(session):
     assert finder.error is None and mine == [0, 1, 2, 3, 4] and calls == []
     assert "(your step_fn)" in finder.status.value or "on your step_fn " in finder.status.value
     panel.close()
+
+
+@pytest.mark.slow  # a range test of 5 RL steps on a copy
+def test_a_task_the_person_set_wins_over_the_panels_step_fn(session):
+    """``lr_finder.options["task"]`` set by the person on a step_fn panel was dropped in silence: the test probed the
+    panel's step_fn. As a step_fn the person set there, it wins; the panel's step_fn is not called."""
+    from rlnb.tasks import digits_task
+
+    step_fn, calls = recording(lambda loss: None)
+    panel = RunPanel(session, step_fn=step_fn, every=0.05)
+    finder = probed(panel, steps=5, task=digits_task())
+    assert finder.error is None and len(finder.result.values) == 5 and calls == []
+    assert "the digits task" in finder.status.value
+    panel.close()
+
+
+def test_a_task_and_a_step_fn_the_person_set_are_refused_naming_both(session):
+    """Both in ``lr_finder.options``: ``lr_find``'s refusal, said in the status line (the task was dropped)."""
+    from rlnb.tasks import digits_task
+
+    panel = RunPanel(session, step_fn=recording(lambda loss: None)[0], every=0.05)
+    finder = probed(panel, steps=5, task=digits_task(), step_fn=lambda s, p, i: 0.0)
+    assert isinstance(finder.error, ValueError) and "task= and step_fn= both say" in finder.status.value
+    panel.close()

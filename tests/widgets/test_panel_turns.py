@@ -11,6 +11,7 @@ import rlnb.sweep
 from rlnb.tasks import digits_task
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel, turns
+from rlnb.widgets.find_probe import probe
 
 RED = "#b00020"
 RUN = "a run of another RunPanel is going on this session (was its cell run again?); Stop ends it"
@@ -88,7 +89,7 @@ def test_a_builder_given_to_a_new_panel_probes_that_panels_task(sessions):
     b = OptimizerBuilder()
     RunPanel(s1, b, every=0.05).close()
     q = RunPanel(s2, b, task=digits_task(), every=0.05)  # the first panel's task stayed Find LR's
-    assert b.lr_finder.options["task"] is q.task and b.lr_finder.probe() == "the digits task"
+    assert b.lr_finder.options["task"] is q.task and probe(b.lr_finder.options) == "the digits task"
     q.close()
     mine = rlnb.tasks.addition_task()
     b.lr_finder.options["task"] = mine  # the person's own choice stays

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
+from rlnb.schedule import rate
 from rlnb.sweep import convert_muon_lr
 from rlnb.sweep.muon_lr import muon_lr_factor
 from rlnb.widgets import OptimizerBuilder
-from rlnb.widgets.describe import rate
 
 
 def test_the_presets_line_names_the_muon_rate_the_form_sends_in_match_adam_units():
