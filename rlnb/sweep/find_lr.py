@@ -16,6 +16,7 @@ rate) are ``lr_rates``'s, the curve and its suggestion ``lr_curve``'s, the resul
 from __future__ import annotations
 
 import math
+import reprlib
 import threading
 import warnings
 from collections.abc import Callable
@@ -198,9 +199,9 @@ def _number(raw: Any, i: int, lr: float) -> float:
         if isinstance(raw, bool | str | bytes):
             raise TypeError
         return float(raw)
-    except (TypeError, ValueError):
-        raise TypeError(f"step_fn returned {raw!r} at step {i} (lr {lr:.3g}): it must return the objective, a "
-                        "number") from None  # fmt: skip
+    except (TypeError, ValueError, OverflowError, RuntimeError):  # 10**400; a tensor of many elements
+        raise TypeError(f"step_fn returned {reprlib.repr(raw)} at step {i} (lr {lr:.3g}): it must return the "
+                        "objective, a number a float holds") from None  # fmt: skip
 
 
 def _check_prompts(task: Task, session: Session | None, target: str, options: dict[str, Any]) -> None:

@@ -129,10 +129,13 @@ def test_a_loss_that_turns_nan_still_gives_the_curve_and_suggestion_before_it(tm
     assert result.suggestion is not None and result.suggestion < 1e-2  # before the minimum
 
 
-@pytest.mark.parametrize("answer", [None, {"loss": 1.0}, True])
+@pytest.mark.parametrize(
+    "answer", [None, {"loss": 1.0}, True, 10**400, torch.ones(2)], ids=["none", "dict", "bool", "huge", "tensor2"]
+)
 def test_a_step_fn_that_returns_no_number_is_named(tmp_path, answer):
     """A step_fn without ``return`` raised float()'s "argument must be a string or a real number, not
-    'NoneType'", which names neither step_fn nor the step; True counted as an objective of 1.0."""
+    'NoneType'", which names neither step_fn nor the step; True counted as an objective of 1.0; an int past a
+    float's range raised float()'s bare ``OverflowError``."""
 
     def step(session, params, i):
         ce_step(session, params)
