@@ -45,7 +45,7 @@ def batched_attention(
     over (B, nh, S, hs) keys; ``attn_mask`` (boolean, True = may attend) or ``is_causal``. The scores are laid out
     keys by queries, their softmax over the keys' dimension -2: torch's CPU softmax over a last dimension narrower
     than its vector (16 floats with AVX-512; the demo's rows hold 5-13 keys) takes a slow path, 17-23x an element's
-    time over dimension -2 (``bench/bench_batched_softmax.py``)."""
+    time over dimension -2 (``bench/bench_batched_ab.py --part softmax``)."""
     scores = k @ q.transpose(-2, -1) * q.shape[-1] ** -0.5  # (B, nh, S, T)
     if is_causal:
         T, S = q.shape[-2], k.shape[-2]
@@ -122,12 +122,15 @@ class StackedModel:
 
     def backward(self, loss: Tensor | None) -> None:
         """``grad`` ← d loss / d every member's weights (zero where ``loss`` is None). Gradients are not
-        accumulated across calls: each RL step has one forward-backward."""
+        accumulated across calls: each RL step has one forward-backward. Each gradient is copied once, into its
+        columns of ``grad``: a linear layer's weight gradient is a transposed view, which a ``reshape`` to a row a
+        member would copy before a ``cat`` copied it again."""
         if loss is None:
             self.grad.zero_()
             return
         grads = torch.autograd.grad(loss, list(self.params.values()))
-        torch.cat([g.reshape(self.members, -1) for g in grads], dim=1, out=self.grad)
+        for (a, b, shape), g in zip(self.columns.values(), grads, strict=True):
+            self.grad[:, a:b].view(self.members, *shape).copy_(g)
 
     def keep(self, index: Sequence[int]) -> None:
         """Drop every member not in ``index`` (members are renumbered in that order); the others keep their
