@@ -1,7 +1,7 @@
 """``stacked.batched_attention``: torch's attention values and gradients, with its softmax over a dimension that is not
 the last one. torch 2.13's CPU softmax over a last dimension narrower than its vector (16 floats with AVX-512) takes a
-slow path, 17-23x an element's time over dimension -2 (``bench/bench_batched_softmax.py``), and ``tiny``'s attention
-rows are 5-13 keys wide in the demo's samples and steps."""
+slow path, 17-23x an element's time over dimension -2 (``bench/bench_batched_ab.py --part softmax``), and ``tiny``'s
+attention rows are 5-13 keys wide in the demo's samples and steps."""
 
 from __future__ import annotations
 
