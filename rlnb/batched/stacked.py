@@ -99,6 +99,7 @@ class StackedModel:
                 for name, (a, b, _) in self.columns.items():
                     self.flat[k, a:b] = own[name].reshape(-1)
         self.grad = torch.zeros_like(self.flat)
+        self.grads = self._views(self.grad)
         self.refresh()
         base = self.base
 
@@ -129,8 +130,12 @@ class StackedModel:
             self.grad.zero_()
             return
         grads = torch.autograd.grad(loss, list(self.params.values()))
-        for (a, b, shape), g in zip(self.columns.values(), grads, strict=True):
-            self.grad[:, a:b].view(self.members, *shape).copy_(g)
+        for into, g in zip(self.grads, grads, strict=True):
+            into.copy_(g)
+
+    def _views(self, rows: Tensor) -> list[Tensor]:
+        """Each parameter's columns of ``rows`` ``[K, P]`` as ``[K, *shape]`` views, in ``columns`` order."""
+        return [rows[:, a:b].view(self.members, *shape) for a, b, shape in self.columns.values()]
 
     def keep(self, index: Sequence[int]) -> None:
         """Drop every member not in ``index`` (members are renumbered in that order); the others keep their
@@ -138,6 +143,7 @@ class StackedModel:
         rows = torch.tensor(list(index), dtype=torch.long, device=self.device)
         self.flat = self.flat.index_select(0, rows)
         self.grad = self.grad.index_select(0, rows)
+        self.grads = self._views(self.grad)
         self.refresh()
 
     def state(self, k: int) -> dict[str, Tensor]:

@@ -159,3 +159,8 @@ def test_the_backward_writes_each_gradient_into_grad_in_one_pass():
     assert 0.99 < past <= 1.0, f"{past:.2f} passes over the gradients past autograd's"
     expected = torch.cat([g.reshape(model.members, -1) for g in grads], dim=1)
     assert torch.equal(model.grad, expected)
+    model.keep([2, 0])  # members leave: the gradients go into the rows of the ensemble left
+    ids, targets = ids[[2, 0]], targets[[2, 0]]
+    grads = torch.autograd.grad(loss(), list(model.params.values()))
+    model.backward(loss())
+    assert torch.equal(model.grad, torch.cat([g.reshape(2, -1) for g in grads], dim=1))
