@@ -45,13 +45,14 @@ def batched_attention(
     over (B, nh, S, hs) keys; ``attn_mask`` (boolean, True = may attend) or ``is_causal``. The scores are laid out
     keys by queries, their softmax over the keys' dimension -2: torch's CPU softmax over a last dimension narrower
     than its vector (16 floats with AVX-512; the demo's rows hold 5-13 keys) takes a slow path, 17-23x an element's
-    time over dimension -2 (``bench/bench_batched_ab.py --part softmax``)."""
+    time over dimension -2 (``bench/bench_batched_ab.py --part softmax``). The mask is filled into the fresh scores
+    in place: torch's out-of-place ``masked_fill`` clones every score first."""
     scores = k @ q.transpose(-2, -1) * q.shape[-1] ** -0.5  # (B, nh, S, T)
     if is_causal:
         T, S = q.shape[-2], k.shape[-2]
         attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()  # top-left aligned, as torch
     if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask.transpose(-2, -1), float("-inf"))
+        scores.masked_fill_(~attn_mask.transpose(-2, -1), float("-inf"))
     return torch.softmax(scores, dim=-2).transpose(-2, -1) @ v
 
 
