@@ -14,8 +14,10 @@ time. The load average is printed at the start and the end. Parts (``--part``):
 * ``gather`` (batched9): ``StackedModel.backward`` gathering the gradients by ``reshape`` and ``cat`` (old: a
   transposed weight's gradient copied twice) against one copy into each parameter's columns of ``grad`` (new);
   decoding is the control.
+* ``fill`` (batched9): ``batched_attention``'s mask filled by an out-of-place ``masked_fill`` (old: torch clones every
+  score first) against ``masked_fill_`` into the fresh scores (new), in both the forward-backward and decoding.
 
-    python bench/bench_batched_ab.py --part softmax|fused|gather [--reps 15] [--threads 1]
+    python bench/bench_batched_ab.py --part softmax|fused|gather|fill [--reps 15] [--threads 1]
 """
 
 from __future__ import annotations
@@ -47,8 +49,21 @@ def last_dim_attention(
         T, S = scores.shape[-2:]
         attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
     if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
+        scores.masked_fill_(~attn_mask, float("-inf"))  # in place, as batched_attention: the parts do not mix
     return torch.softmax(scores, dim=-1) @ v
+
+
+def cloned_fill_attention(
+    q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False
+) -> Tensor:
+    """``batched_attention`` with an out-of-place ``masked_fill`` (before batched9)."""
+    scores = k @ q.transpose(-2, -1) * q.shape[-1] ** -0.5
+    if is_causal:
+        T, S = q.shape[-2], k.shape[-2]
+        attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask.transpose(-2, -1), float("-inf"))
+    return torch.softmax(scores, dim=-2).transpose(-2, -1) @ v
 
 
 def gather_by_cat(model: StackedModel, loss: Tensor) -> None:
@@ -116,7 +131,7 @@ def variants(part: str) -> dict[str, Work]:
     def loss(model: StackedModel) -> Tensor:
         return (model.logprobs(ids, targets, where)[0] * where).sum()
 
-    if part == "softmax":
+    if part in ("softmax", "fill"):
         model = stacked_model()
         layers = [m for m in model.base.modules() if isinstance(m, CausalSelfAttention)]
 
@@ -128,8 +143,9 @@ def variants(part: str) -> dict[str, Work]:
             return use
 
         fb = lambda: model.backward(loss(model))  # noqa: E731
+        old_kernel = last_dim_attention if part == "softmax" else cloned_fill_attention
         return {
-            "old": work(model, fb, kernel(last_dim_attention)),
+            "old": work(model, fb, kernel(old_kernel)),
             "new": work(model, fb, kernel(stacked.batched_attention)),
         }
     if part == "fused":
@@ -149,7 +165,7 @@ def variants(part: str) -> dict[str, Work]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("softmax", "fused", "gather"), required=True)
+    parser.add_argument("--part", choices=("softmax", "fused", "gather", "fill"), required=True)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
