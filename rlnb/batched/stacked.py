@@ -126,7 +126,7 @@ class StackedModel:
         """``grad`` ← d loss / d every member's weights (zero where ``loss`` is None). Gradients are not
         accumulated across calls: each RL step has one forward-backward. Each gradient is copied once, into its
         columns of ``grad``: a linear layer's weight gradient is a transposed view, which a ``reshape`` to a row a
-        member would copy before a ``cat`` copied it again."""
+        member would copy, and a ``cat`` into ``grad`` copy again."""
         if loss is None:
             self.grad.zero_()
             return
