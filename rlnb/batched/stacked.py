@@ -45,13 +45,14 @@ def batched_attention(
     over (B, nh, S, hs) keys; ``attn_mask`` (boolean, True = may attend) or ``is_causal``. The scores are laid out
     keys by queries, their softmax over the keys' dimension -2: torch's CPU softmax over a last dimension narrower
     than its vector (16 floats with AVX-512; the demo's rows hold 5-13 keys) takes a slow path, 17-23x an element's
-    time over dimension -2 (``bench/bench_batched_softmax.py``)."""
+    time over dimension -2 (``bench/bench_batched_ab.py --part softmax``). The mask is filled into the fresh scores
+    in place: torch's out-of-place ``masked_fill`` clones every score first."""
     scores = k @ q.transpose(-2, -1) * q.shape[-1] ** -0.5  # (B, nh, S, T)
     if is_causal:
         T, S = q.shape[-2], k.shape[-2]
         attn_mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()  # top-left aligned, as torch
     if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask.transpose(-2, -1), float("-inf"))
+        scores.masked_fill_(~attn_mask.transpose(-2, -1), float("-inf"))
     return torch.softmax(scores, dim=-2).transpose(-2, -1) @ v
 
 
@@ -99,6 +100,7 @@ class StackedModel:
                 for name, (a, b, _) in self.columns.items():
                     self.flat[k, a:b] = own[name].reshape(-1)
         self.grad = torch.zeros_like(self.flat)
+        self.grads = self._views(self.grad)
         self.refresh()
         base = self.base
 
@@ -122,12 +124,19 @@ class StackedModel:
 
     def backward(self, loss: Tensor | None) -> None:
         """``grad`` ← d loss / d every member's weights (zero where ``loss`` is None). Gradients are not
-        accumulated across calls: each RL step has one forward-backward."""
+        accumulated across calls: each RL step has one forward-backward. Each gradient is copied once, into its
+        columns of ``grad``: a linear layer's weight gradient is a transposed view, which a ``reshape`` to a row a
+        member would copy, and a ``cat`` into ``grad`` copy again."""
         if loss is None:
             self.grad.zero_()
             return
         grads = torch.autograd.grad(loss, list(self.params.values()))
-        torch.cat([g.reshape(self.members, -1) for g in grads], dim=1, out=self.grad)
+        for into, g in zip(self.grads, grads, strict=True):
+            into.copy_(g)
+
+    def _views(self, rows: Tensor) -> list[Tensor]:
+        """Each parameter's columns of ``rows`` ``[K, P]`` as ``[K, *shape]`` views, in ``columns`` order."""
+        return [rows[:, a:b].view(self.members, *shape) for a, b, shape in self.columns.values()]
 
     def keep(self, index: Sequence[int]) -> None:
         """Drop every member not in ``index`` (members are renumbered in that order); the others keep their
@@ -135,6 +144,7 @@ class StackedModel:
         rows = torch.tensor(list(index), dtype=torch.long, device=self.device)
         self.flat = self.flat.index_select(0, rows)
         self.grad = self.grad.index_select(0, rows)
+        self.grads = self._views(self.grad)
         self.refresh()
 
     def state(self, k: int) -> dict[str, Tensor]:

@@ -1,7 +1,7 @@
 """``stacked.batched_attention``: torch's attention values and gradients, with its softmax over a dimension that is not
 the last one. torch 2.13's CPU softmax over a last dimension narrower than its vector (16 floats with AVX-512) takes a
-slow path, 17-23x an element's time over dimension -2 (``bench/bench_batched_softmax.py``), and ``tiny``'s attention
-rows are 5-13 keys wide in the demo's samples and steps."""
+slow path, 17-23x an element's time over dimension -2 (``bench/bench_batched_ab.py --part softmax``), and ``tiny``'s
+attention rows are 5-13 keys wide in the demo's samples and steps."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlnb.batched.stacked import StackedModel, batched_attention
 from rlnb.engine.models.tiny import TinyConfig, build_model
+from rlnb.testing.ops import OpCounter
 
 SOFTMAXES = (torch.ops.aten._softmax.default, torch.ops.aten._softmax_backward_data.default)
 
@@ -61,3 +62,25 @@ def test_a_stacked_model_never_takes_softmax_over_a_narrow_last_dimension():
     assert len(dims.seen) >= 3 * config.n_layer  # forward, backward, decoding: the mode sees the attention
     narrow_last = [size for size, last in dims.seen if last and size < 16]
     assert not narrow_last, f"softmax over a last dimension of {narrow_last} elements"
+
+
+def test_the_mask_is_filled_into_the_scores_in_place():
+    """The scores are a fresh tensor (the scaled product), so the mask is filled into them: torch's out-of-place
+    ``masked_fill`` clones every score first (inside the op: a dispatch mode sees one ``masked_fill``), a pass over
+    them in each layer of the forward and of every decoding step. The values are the out-of-place fill's."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(3, 2, 4, 5, 8, generator=g) for _ in range(3))  # 3 members of (B, nh, T, hs)
+    mask = torch.rand(3, 2, 1, 5, 5, generator=g) > 0.3
+    mask[..., 0] = True
+    causal = torch.func.vmap(lambda q, k, v: batched_attention(q, k, v, is_causal=True))
+    masked = torch.func.vmap(lambda q, k, v, m: batched_attention(q, k, v, attn_mask=m))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for run, kwargs in (
+        (lambda: causal(q, k, v), {"is_causal": True}),
+        (lambda: masked(q, k, v, mask), {"attn_mask": mask}),
+    ):
+        with OpCounter() as count:
+            got = run()
+        fills = count.packets()
+        assert fills["aten.masked_fill_"] == 1 and fills["aten.masked_fill"] == 0, dict(fills)
+        torch.testing.assert_close(got, sdpa(q, k, v, **kwargs))

@@ -136,3 +136,31 @@ def test_adams_update_writes_ten_passes_over_the_weights_and_equals_torchs_adamw
             assert all(torch.equal(model.state(k)[n], p.detach()) for n, p in module.named_parameters())
     written = sum(count.written.values()) / model.flat.numel()
     assert 9 < written <= 10.05, f"{written:.2f} passes over the weights"
+
+
+def test_the_backward_writes_each_gradient_into_grad_in_one_pass():
+    """A weight used transposed (every linear layer's) gets a strided gradient from autograd: reshaped to a row a
+    member it was copied, then copied again by a ``cat`` into ``grad``. One copy into its columns of ``grad`` is one
+    pass over the gradients past what autograd writes, with the same values."""
+    config = TinyConfig(n_layer=1, n_embd=16, n_head=2)
+    names = [n for n, _ in build_model(config, 0).named_parameters()]
+    model = StackedModel([build_model(config, seed) for seed in range(3)], names)
+    ids, targets = torch.randint(0, 256, (2, 3, 4, 6), generator=torch.Generator().manual_seed(0))
+
+    def loss() -> torch.Tensor:
+        return model.logprobs(ids, targets)[0].sum()
+
+    first, second = loss(), loss()
+    with OpCounter(elements=True) as autograd_alone:
+        grads = torch.autograd.grad(first, list(model.params.values()))
+    with OpCounter(elements=True) as backward:
+        model.backward(second)
+    past = (sum(backward.written.values()) - sum(autograd_alone.written.values())) / model.grad.numel()
+    assert 0.99 < past <= 1.0, f"{past:.2f} passes over the gradients past autograd's"
+    expected = torch.cat([g.reshape(model.members, -1) for g in grads], dim=1)
+    assert torch.equal(model.grad, expected)
+    model.keep([2, 0])  # members leave: the gradients go into the rows of the ensemble left
+    ids, targets = ids[[2, 0]], targets[[2, 0]]
+    grads = torch.autograd.grad(loss(), list(model.params.values()))
+    model.backward(loss())
+    assert torch.equal(model.grad, torch.cat([g.reshape(2, -1) for g in grads], dim=1))
