@@ -33,6 +33,9 @@ def check_given(task: object, builder: object, step_fn: object) -> None:
         raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
     if step_fn is not None and not takes(step_fn, 2):  # Run failed: "'str' object is not callable" (or lr_find's i)
         raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
+    if step_fn is not None and task is not None:  # the step_fn runs and reads no task: it would be dropped
+        raise ValueError("task= and step_fn= both say what a step of the panel runs (a step_fn reads no task): "
+                         "pass one")  # fmt: skip
 
 
 def n_problem(n: object) -> ValueError | None:
