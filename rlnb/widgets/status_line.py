@@ -53,7 +53,7 @@ class StatusLine:
         self.show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
 
     def ready(self, session: Any, step: int, waits: str | None) -> None:
-        """``step N · ready``; that ``session`` is closed (not ready, its buttons enabled, on a closed one); or
+        """``step N · ready``; that ``session`` is closed (never ``ready``, buttons enabled, on a closed session); or
         ``step N · waits: …`` (``waits``: another panel's run or Find LR goes on it)."""
         self.waits = waits
         if session.closed:
