@@ -277,15 +277,22 @@ def test_idle_resources_stop_and_their_sessions_expire(tmp_path):
         assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 409
 
 
+def _idle_session_expires(c, clock: Clock, why: str) -> str:
+    """A session left idle past its ``inactive_timeout`` on ``clock`` becomes EXPIRED by the reaper's own turns,
+    within 10 s (``why`` otherwise); its resource's id."""
+    rid, sid = new_session(c, inactive_timeout=300)
+    clock.now += 301
+    deadline = time.monotonic() + 10
+    while c.get(f"/training-sessions/{sid}").json()["status"] != wire.SessionStatus.EXPIRED:
+        assert time.monotonic() < deadline, why
+        time.sleep(0.02)
+    return rid
+
+
 def test_the_reaper_runs_by_itself(tmp_path):
     clock = Clock()
     with app_client(tmp_path, clock=clock, reap_interval=0.02) as c:
-        rid, sid = new_session(c, inactive_timeout=300)
-        clock.now += 301
-        deadline = time.monotonic() + 10
-        while c.get(f"/training-sessions/{sid}").json()["status"] != wire.SessionStatus.EXPIRED:
-            assert time.monotonic() < deadline, "the reaper did not expire the idle session"
-            time.sleep(0.02)
+        rid = _idle_session_expires(c, clock, "the reaper did not expire the idle session")
         assert c.get(f"/model-resources/{rid}").json()["status"] == wire.ModelResourcesStatus.STOPPED
 
 
@@ -304,12 +311,7 @@ def test_the_reaper_lives_through_an_error_and_logs_it(tmp_path, caplog):
             return reap()
 
         registry.reap = reap_once_failing
-        rid, sid = new_session(c, inactive_timeout=300)
-        clock.now += 301
-        deadline = time.monotonic() + 10
-        while c.get(f"/training-sessions/{sid}").json()["status"] != wire.SessionStatus.EXPIRED:
-            assert time.monotonic() < deadline, "the reaper died at its first error"
-            time.sleep(0.02)
+        _idle_session_expires(c, clock, "the reaper died at its first error")
     assert "a reaper's bad turn" in caplog.text
 
 
