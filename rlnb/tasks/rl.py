@@ -130,10 +130,10 @@ def rl_step(
                 for i, (ids, result, group) in enumerate(zip(prompts, sampled.results, groups, strict=True))
                 for j, (seq, r) in enumerate(zip(result.sequences, group, strict=True))
             ]
+            fb = session.forward_backward(batch, loss, loss_params)  # refused (a trainer's shorter context): not sent
         except BaseException:  # scored, and kept: the step's completions were lost with it
             _keep_failed(session, groups)
             raise
-        fb = session.forward_backward(batch, loss, loss_params)
         opt = session.optim_step(params)
         session.weights_sync()
         try:

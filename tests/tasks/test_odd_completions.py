@@ -60,3 +60,16 @@ def test_an_empty_completions_sample_alone_adds_nothing():
         empty = samples.policy([97, 61], [], [], 1.0)
         out = s.forward_backward([empty], "grpo").result(60)
         assert out.loss == 0.0 and out.metrics["loss/tokens"] == 0 and not math.isnan(out.loss)
+
+
+def test_a_batch_longer_than_the_trainers_context_keeps_the_steps_completions(tmp_path):
+    """A remote trainer's ``max_seq_length`` below its sampler's context: the forward-backward is refused, naming the
+    sample and the context, and the step's completions were lost with it."""
+    backend = Recording(LocalBackend("adam", "tiny", device="cpu", seed=0), lambda out: None)
+    backend.max_seq_length = 3  # type: ignore[attr-defined]
+    with rlnb.Session(backend, runs_dir=tmp_path, run_id="r") as s:
+        with pytest.raises(ValueError, match=r"samples\[0\] has 4 tokens, more than the model's context of 3"):
+            rl_step(s, _task(), rlnb.AdamParams(learning_rate=1e-3), seed=0)
+        assert list(s.history.df.kind) == ["sample"] and not backend.bodies
+    table = History.load(tmp_path / "r").completions
+    assert len(table) == 4 and set(table.step) == {1} and not table.reward.isna().any()
