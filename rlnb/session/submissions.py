@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # C: signal.signal and getsignal wrap it in Python calls
 import _thread
+import contextlib
 import functools
 import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rlnb import wire
@@ -100,6 +101,21 @@ class Submissions:
                     f"session {self.session_id}: {unfinished} of {len(pending)} operations still unfinished after "
                     f"{timeout} s"
                 ) from None
+
+
+@contextlib.contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """``with ctrl_c_held():`` submissions that make one whole (``rl_step``'s forward-backward, optim-step and
+    weights-sync), a Ctrl-C held until the block ends, then raised (as ``Submissions.submit`` holds one for a single
+    submission: in a block, it does not hold again)."""
+    pressed = _hold_ctrl_c()
+    try:
+        yield
+    finally:
+        if pressed is not None:
+            _signal.signal(_SIGINT, _signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 def _hold_ctrl_c() -> list[int] | None:

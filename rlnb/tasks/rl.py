@@ -16,6 +16,7 @@ from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
 from rlnb.session.step_turn import STEP_WAIT
+from rlnb.session.submissions import ctrl_c_held
 from rlnb.tasks.rollouts import (
     AdvantageScale,
     Rollout,
@@ -130,12 +131,13 @@ def rl_step(
                 for i, (ids, result, group) in enumerate(zip(prompts, sampled.results, groups, strict=True))
                 for j, (seq, r) in enumerate(zip(result.sequences, group, strict=True))
             ]
-            fb = session.forward_backward(batch, loss, loss_params)  # refused (a trainer's shorter context): not sent
-        except BaseException:  # scored, and kept: the step's completions were lost with it
-            _keep_failed(session, groups)
+            with ctrl_c_held():  # one step, sent whole: a Ctrl-C between them would leave a forward-backward queued
+                fb = session.forward_backward(batch, loss, loss_params)  # whose gradients the next step's optim-step
+                opt = session.optim_step(params)  # applies with its own
+                session.weights_sync()
+        except BaseException:  # the step's completions kept, scored; a batch refused (a trainer's shorter context) is
+            _keep_failed(session, groups)  # not sent
             raise
-        opt = session.optim_step(params)
-        session.weights_sync()
         try:
             out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
         except OperationFailed:
