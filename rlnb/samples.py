@@ -125,12 +125,16 @@ def policy(
 
     ``sampler_logprobs`` are the sampler's log-probs of the completion tokens (``sample`` returns
     them); ``advantage`` is one number for the whole completion or one per completion token.
-    Prompt positions are masked out of the loss.
+    Prompt positions are masked out of the loss. An empty completion (a remote sampler's, a stop string matched at
+    once) trains no token, yet counts as a sample, as TRL keeps one (mask 0): GRPO's ``FIXED_HORIZON`` and
+    ``SEQUENCE_MEAN`` divide by the number of samples, so leaving it out would scale the others' gradients.
     """
     prompt, completion = _ids(prompt_tokens, "prompt_tokens"), _ids(completion_tokens, "completion_tokens")
-    if not prompt or not completion:
-        raise ValueError("prompt_tokens and completion_tokens must both be non-empty")
-    n, pad = len(completion), len(prompt) - 1
+    if not prompt:
+        raise ValueError("prompt_tokens must be non-empty")
+    n = len(completion)
+    tokens = prompt + (completion or prompt[-1:])  # an empty completion: one stand-in target, masked, never read
+    pad = len(tokens) - 1 - n
     sampler_logprobs = _logprobs(sampler_logprobs, "sampler_logprobs", n)
     given = advantage.tolist() if hasattr(advantage, "tolist") else advantage  # numpy / torch, 0-d or not
     if isinstance(given, str | bool) or not isinstance(given, numbers.Real | Sequence):
@@ -138,7 +142,6 @@ def policy(
     adv = _numbers([given], "advantage") * n if isinstance(given, numbers.Real) else _numbers(given, "advantage")
     if len(adv) != n:
         raise ValueError(f"advantage has {len(adv)} entries for {n} completion tokens")
-    tokens = prompt + completion
     inputs = {
         "target_tokens": _tensor(tokens[1:], "int64"),
         "logprobs": _tensor([0.0] * pad + list(sampler_logprobs), "float32", "sampler_logprobs"),

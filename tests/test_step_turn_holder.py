@@ -41,3 +41,60 @@ def test_a_waiter_is_never_told_of_a_thread_whose_step_has_ended():
     assert ended not in seen and "old-cell" not in str(refused.value)
     with turn.hold(timeout=0):  # free again
         pass
+
+
+def _ended_holding(turn: StepTurn, name: str):
+    """A generator suspended inside ``turn.hold()`` (a training loop written as one), driven by a thread that ended."""
+
+    def steps():
+        with turn.hold():
+            yield
+
+    loop = steps()
+    thread = threading.Thread(target=next, args=(loop,), name=name)
+    thread.start()
+    thread.join(DEADLINE)
+    assert not thread.is_alive()
+    return loop
+
+
+def test_a_turn_held_by_a_thread_that_ended_is_taken_with_a_warning():
+    """Every later step waited its whole timeout (600 s by default), then ``SessionBusy`` naming a thread that had
+    ended: the session could never step again."""
+    turn = StepTurn("s")
+    loop = _ended_holding(turn, "ended-loop")
+    words = "thread 'ended-loop' ended in the middle of a step on session s"
+    with pytest.warns(RuntimeWarning, match=words), turn.hold(timeout=DEADLINE):
+        pass
+    with turn.hold(timeout=0):  # free again
+        pass
+    loop.close()  # its block ends on this thread, long after: the turn is not its to release any more
+    with turn.hold(timeout=0):
+        pass
+
+
+def test_a_turn_is_released_when_its_block_ends_on_another_thread():
+    """A generator holding the turn, closed (or collected) on another thread than the one that took it: the release
+    raised ``RuntimeError: cannot release un-acquired lock`` (ignored in a generator's close), and the turn stayed
+    taken for good, refused as "in the middle of a step on another thread"."""
+    turn = StepTurn("s")
+
+    def steps():
+        with turn.hold():
+            yield
+
+    loop = steps()
+    next(loop)  # this thread takes it
+    closer = threading.Thread(target=loop.close)
+    closer.start()
+    closer.join(DEADLINE)
+    done: list[bool] = []
+    other = threading.Thread(target=lambda: done.append(_takes(turn)))
+    other.start()
+    other.join(DEADLINE)
+    assert done == [True]
+
+
+def _takes(turn: StepTurn) -> bool:
+    with turn.hold(timeout=0.2):
+        return True

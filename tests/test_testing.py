@@ -195,3 +195,25 @@ def test_fail_is_checked_when_the_fake_backend_is_made():
         FakeBackend(fail={"optim-steps": "NON_FINITE_LOSS"})
     with pytest.raises(ValueError, match=r"fail\['optim-step'\]: unknown operation error code 'NAN'"):
         FakeBackend(fail={"optim-step": "NAN"})
+
+
+def test_a_close_ends_the_fake_backends_delay_at_once():
+    """``FakeBackend(delay=60)`` (a slow service, simulated): ``close()`` mid-operation waited out the 60 s, where the
+    in-process engine's ``op_delay`` ends at a stop. The running operation still completes, as the engine's does."""
+    s = rlnb.Session(FakeBackend(delay=60), record=False)
+    op = s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    deadline = time.monotonic() + 10
+    while op.status != wire.OperationStatus.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.01)
+    start = time.monotonic()
+    s.close()
+    assert time.monotonic() - start < 10  # a deadline with room: it waited the 60 s
+    assert op.result(10).loss == 1.0
+
+
+@pytest.mark.parametrize("delay", [float("nan"), -1, float("inf"), 1e300, "1", True, None])
+def test_a_fake_backends_delay_is_checked_when_it_is_made(delay):
+    """NaN, -1, inf, 1e300 and "1" were taken, and every operation then failed ``INTERNAL_ERROR`` with the sleep's
+    error (``ValueError: Invalid value NaN``, ``OverflowError: timestamp out of range``); ``True`` slept a second."""
+    with pytest.raises(ValueError, match=r"delay must be a finite number of seconds in \[0, 86400\]"):
+        FakeBackend(delay=delay)

@@ -1,6 +1,7 @@
 """Who hears that a session closed (``Session.on_close``): a RunPanel idle on a session closed in another cell would
-say "ready", Step enabled, until a click is refused. Held weakly both ways: a listener (a panel's bound method) keeps
-no panel alive, and the session's list of them keeps no session alive."""
+say "ready", Step enabled, until a click is refused. A bound method is held weakly: the session keeps no panel alive
+(and the panel's list keeps no session alive); any other function is held until it is told or unsubscribed, since a
+lambda or a function made inside another has no other reference to keep it (held weakly, it would never be called)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ log = logging.getLogger("rlnb")
 
 
 class CloseListeners:
-    """Callbacks, each held weakly, called once, when the session closes."""
+    """Callbacks (bound methods held weakly), called once, when the session closes."""
 
     def __init__(self) -> None:
-        self._refs: list[weakref.ref[Any]] = []
+        self._refs: list[Callable[[], Any]] = []  # each gives its callback, or None once a method's object is gone
         self._lock = threading.Lock()  # a close on a run's thread as a panel subscribes on the kernel's
         self._told = False  # once closed, a callback subscribed later is called at once: it would never hear
 
@@ -28,11 +29,11 @@ class CloseListeners:
             return sum(ref() is not None for ref in self._refs)
 
     def add(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Subscribe ``callback()``, held weakly (a bound method as long as its object lives; keep a reference to
-        any other function: a lambda given here is gone at once); returns a function that unsubscribes."""
+        """Subscribe ``callback()`` (a bound method as long as its object lives, any other function until it is told
+        or unsubscribed); returns a function that unsubscribes."""
         if not callable(callback):
             raise TypeError(f"on_close takes a function callback(), got {type(callback).__name__} {callback!r}")
-        ref: weakref.ref[Any] = weakref.WeakMethod(callback) if inspect.ismethod(callback) else weakref.ref(callback)
+        ref: Callable[[], Any] = weakref.WeakMethod(callback) if inspect.ismethod(callback) else _Held(callback)
         with self._lock:
             late = self._told
             if not late:
@@ -62,3 +63,15 @@ class CloseListeners:
             callback()
         except Exception:  # noqa: BLE001 - the session is closed all the same
             log.exception("a session's on_close listener raised (the session is closed; the others were told)")
+
+
+class _Held:
+    """A callback held strongly, read as a weak reference is (``ref()``)."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None]):
+        self.callback = callback
+
+    def __call__(self) -> Callable[[], None]:
+        return self.callback

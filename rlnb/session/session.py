@@ -145,8 +145,8 @@ class Session:
 
     def on_close(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback()`` once when the session closes (on the thread that closes it), or at once if it has
-        closed already; held weakly: a RunPanel idle on it shows that it closed at once. Returns a function that
-        unsubscribes."""
+        closed already (a RunPanel idle on it shows that it closed at once). A bound method is held only as long as
+        its object lives; any other function, a lambda too, until it is told. Returns a function that unsubscribes."""
         return self._close_listeners.add(callback)
 
     def close(self) -> None:

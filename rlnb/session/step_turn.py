@@ -10,6 +10,7 @@ import contextvars
 import math
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 
 from rlnb._options import check_timeout
@@ -42,53 +43,84 @@ def told(waiting: Callable[[threading.Thread], object]) -> Iterator[None]:
 
 
 class StepTurn:
-    """The turn of one session's steps: a re-entrant lock (a step function that holds it may call ``rl_step``), and
-    who holds it since when, for the error of a thread that waited past its deadline."""
+    """The turn of one session's steps: re-entrant on its thread (a step function that holds it may call ``rl_step``),
+    and who holds it since when, for the error of a thread that waited past its deadline. A plain lock, not an
+    ``RLock``: a block that ends on another thread than the one that took it (a generator suspended in it, closed or
+    collected elsewhere) still releases it, and a turn whose thread ended in the middle of its block (that generator,
+    driven by a thread that ended) is taken over with a ``RuntimeWarning``: neither can be left held for good."""
 
     def __init__(self, session_id: str):
         self.session_id = session_id
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
+        self._meta = threading.Lock()  # who holds it: changed by its holder, or by a thread taking an ended one's turn
         self._holder: threading.Thread | None = None  # the thread in the middle of a step; None between steps
         self._since = 0.0
         self._depth = 0
+        self._taken = 0  # counts each take: a block whose turn was taken over releases nothing
 
     @contextlib.contextmanager
     def hold(self, timeout: float | None = STEP_WAIT) -> Iterator[None]:
         """Hold the turn for the block: wait for another thread's step to end, at most ``timeout`` seconds (None: no
         limit), then ``SessionBusy`` naming the thread in the middle of its step."""
         limit = check_timeout("timeout", timeout)
-        if not self._take(limit):
-            holder = self._holder  # None: a step that began or ended just now
-            on = f"thread {holder.name!r} (for {time.monotonic() - self._since:.1f} s)" if holder else "another thread"
-            raise SessionBusy(
-                f"session {self.session_id} is in the middle of a step on {on}; this thread waited {timeout} s for it "
-                "to end. One step at a time: its forward-backward's gradients are applied by its own optim-step"
-            )
+        me = threading.current_thread()
+        with self._meta:
+            mine = self._holder is me
+            if mine:
+                self._depth += 1
+                taken = self._taken
+        if not mine:
+            taken = self._take(me, limit, timeout)
         try:
-            if self._depth == 0:
-                self._holder, self._since = threading.current_thread(), time.monotonic()
-            self._depth += 1
             yield
         finally:
-            self._depth -= 1
-            if self._depth == 0:
-                self._holder = None  # before the release: a waiter is never told of a step that has ended
-            self._lock.release()
+            with self._meta:
+                if taken == self._taken:  # else an ended thread's block, whose turn another thread took over
+                    self._depth -= 1
+                    if self._depth == 0:
+                        self._holder = None  # before the release: a waiter is never told of a step that has ended
+                        self._lock.release()
 
-    def _take(self, limit: float | None) -> bool:
-        """The lock, waited for at most ``limit`` seconds (None: no limit), this thread's ``told`` callback called as
-        ``told`` says."""
+    def _take(self, me: threading.Thread, limit: float | None, timeout: float | None) -> int:
+        """The turn, waited for at most ``limit`` seconds (None: no limit), this thread's ``told`` callback called as
+        ``told`` says; taken over from a holder that has ended. Returns its take's count."""
         waiting = _TOLD.get()
-        if waiting is None:
-            return self._lock.acquire(timeout=-1 if limit is None else limit)
         end = math.inf if limit is None else time.monotonic() + limit
         while not self._lock.acquire(blocking=False):
             left = end - time.monotonic()
             if left <= 0:
-                return False
+                holder = self._holder  # None: a step that began or ended just now
+                on = (
+                    f"thread {holder.name!r} (for {time.monotonic() - self._since:.1f} s)"
+                    if holder
+                    else "another thread"
+                )
+                raise SessionBusy(
+                    f"session {self.session_id} is in the middle of a step on {on}; this thread waited {timeout} s for "
+                    "it to end. One step at a time: its forward-backward's gradients are applied by its own optim-step"
+                )
             holder = self._holder
-            if holder is not None:  # None: the new holder has not recorded itself yet
+            if holder is not None and not holder.is_alive():
+                with self._meta:
+                    if self._holder is holder:  # still: no other waiter took it over first
+                        return self._own(me, ended=holder)
+            if waiting is not None and holder is not None:  # None: the new holder has not recorded itself yet
                 waiting(holder)
             if self._lock.acquire(timeout=min(WAIT_SLICE, left)):
-                return True
-        return True
+                break
+        with self._meta:
+            return self._own(me)
+
+    def _own(self, me: threading.Thread, ended: threading.Thread | None = None) -> int:
+        """Record ``me`` as the holder (under ``_meta``); ``ended``: the thread whose turn it takes over."""
+        if ended is not None:
+            warnings.warn(
+                f"thread {ended.name!r} ended in the middle of a step on session {self.session_id} (inside "
+                "session.stepping(): a generator it drove?); this step takes the turn over, and its optim-step applies "
+                "any forward-backward that thread submitted without one",
+                RuntimeWarning,
+                stacklevel=5,
+            )
+        self._holder, self._since, self._depth = me, time.monotonic(), 1
+        self._taken += 1
+        return self._taken

@@ -16,6 +16,7 @@ from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
 from rlnb.session.step_turn import STEP_WAIT
+from rlnb.session.submissions import ctrl_c_held
 from rlnb.tasks.rollouts import (
     AdvantageScale,
     Rollout,
@@ -124,14 +125,19 @@ def rl_step(
         except BaseException:  # the user's reward, Ctrl-C in a slow one, advantages that cannot train: kept unscored
             _keep_failed(session, unscored(plain_prompts, sampled.results, plain))
             raise
-        batch = [
-            samples.policy(ids, list(seq.tokens), seq.logprobs or [], r.advantage)
-            for ids, result, group in zip(prompts, sampled.results, groups, strict=True)
-            for seq, r in zip(result.sequences, group, strict=True)
-        ]
-        fb = session.forward_backward(batch, loss, loss_params)
-        opt = session.optim_step(params)
-        session.weights_sync()
+        try:
+            batch = [
+                samples.policy(ids, list(seq.tokens), _sampler_logprobs(seq, i, j, loss), r.advantage)
+                for i, (ids, result, group) in enumerate(zip(prompts, sampled.results, groups, strict=True))
+                for j, (seq, r) in enumerate(zip(result.sequences, group, strict=True))
+            ]
+            with ctrl_c_held():  # one step, sent whole: a Ctrl-C between them would leave a forward-backward queued
+                fb = session.forward_backward(batch, loss, loss_params)  # whose gradients the next step's optim-step
+                opt = session.optim_step(params)  # applies with its own
+                session.weights_sync()
+        except BaseException:  # the step's completions kept, scored; a batch refused (a trainer's shorter context) is
+            _keep_failed(session, groups)  # not sent
+            raise
         try:
             out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
         except OperationFailed:
@@ -155,6 +161,17 @@ def rl_step(
             rewards=[r.reward for g in groups for r in g],
             metrics=metrics,
         )
+
+
+def _sampler_logprobs(seq: wire.SampledSequence, prompt: int, index: int, loss: str) -> list[float]:
+    """A completion's sampler log-probs, which every policy loss reads; ``ValueError`` naming the completion where the
+    sampler sent none (the API's ``logprobs`` is optional: ``samples.policy`` said "0 entries for 3 tokens")."""
+    if seq.logprobs is None and seq.tokens:
+        raise ValueError(
+            f"prompts[{prompt}], completion {index}: the sampler returned no log-probs for its {len(seq.tokens)} "
+            f"tokens, which the {loss!r} loss reads (its ratio to the policy): rl_step needs a sampler that sends them"
+        )
+    return seq.logprobs or []
 
 
 def check_temperature(temperature: Any) -> None:

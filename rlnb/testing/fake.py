@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from rlnb import wire
+from rlnb._options import check_seconds
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
 from rlnb.text import ByteCodec
@@ -25,7 +25,7 @@ class FakeBackend:
 
     Args:
         optimizer: ``"adam"`` or ``"muon"``.
-        delay: seconds each operation spends RUNNING.
+        delay: seconds each operation spends RUNNING (a finite number in [0, 86400]; a close ends them).
         loss: ``loss(step) -> float``, the forward-backward loss at an optimizer step (default 1 / (1 + step)).
         grad_norm: the pre-clip gradient norm every optim-step reports.
         fail: which operations fail: ``{"optim-step": "NON_FINITE_LOSS"}`` or a ``Failure`` callable.
@@ -47,7 +47,7 @@ class FakeBackend:
         fail: dict[str, str] | Failure | None = None,
     ):
         self.optimizer: wire.OptimizerKind = wire.optimizer_kind(optimizer)
-        self.delay, self.grad_norm = delay, grad_norm
+        self.delay, self.grad_norm = check_seconds("delay", delay), grad_norm  # NaN or inf fails every wait
         self.loss = loss or (lambda step: 1.0 / (1 + step))
         self._fail: Failure = _failing(fail) if isinstance(fail, dict) else (fail or _never)
         self.step = self.weights_version = 0
@@ -99,9 +99,10 @@ class FakeBackend:
         return self._worker.runs_here()
 
     def _run(self, kind: wire.OperationKind, body: Any, cancelled: threading.Event) -> wire._Model:
-        """One operation, on the worker's thread: ``delay`` seconds, then its failure or its output."""
-        if self.delay:  # sleep(0) is no yield here: it costs ~80 µs of timer slack
-            time.sleep(self.delay)
+        """One operation, on the worker's thread: ``delay`` seconds (which a close ends at once, as it ends the
+        engine's ``op_delay``: a test of a stop does not wait them out), then its failure or its output."""
+        if self.delay:  # a wait of 0 is no yield here: it costs ~80 µs of timer slack
+            cancelled.wait(self.delay)
         code = self._fail(kind, body, self.step)
         if code is not None:
             raise OperationError(wire.error_code(code), f"FakeBackend fails {kind} at step {self.step}")
