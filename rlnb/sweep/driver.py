@@ -9,6 +9,7 @@ stopped sweep there: finished trials are kept, the rest run.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -178,8 +179,9 @@ def _check_args(runs_dir: object, resume: object, stop: object, progress: object
         if value == "":  # Path("") is the working folder: the sweep's folder went there (connect refuses it)
             raise ValueError(f"{name} must be a folder's path or None, got ''")
         if value is not None:
-            paths[name] = user_path(name, value).resolve()
-    if len(paths) == 2 and paths["resume"].parent != paths["runs_dir"]:
+            paths[name] = user_path(name, value)
+    # realpath, not Path.resolve: a link in a loop is refused by the folder checks after this, naming it
+    if len(paths) == 2 and Path(os.path.realpath(paths["resume"])).parent != Path(os.path.realpath(paths["runs_dir"])):
         raise ValueError(f"resume={str(resume)!r} is not a folder in runs_dir={str(runs_dir)!r}: a sweep resumes in "
                          "its own folder, made in the runs_dir it started with; pass that runs_dir, or leave runs_dir "
                          "out")  # fmt: skip
