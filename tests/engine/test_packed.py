@@ -193,6 +193,21 @@ def test_guard_an_mlp_of_another_formula_keeps_its_class_and_its_layers_are_pack
         close(m(x), ref(x))
 
 
+class Scaled(Gated):
+    """A gated MLP whose forward takes a second argument."""
+
+    def forward(self, x, scale):
+        return super().forward(x) * scale
+
+
+def test_an_mlp_whose_forward_takes_more_than_the_rows_keeps_its_class():
+    m = Scaled()
+    assert packed.pack(m) == 0 and type(m) is Scaled and id(m) not in packed._PACKED
+    x = torch.randn(4, 256)
+    with torch.no_grad():
+        close(m(x, 2.0), Gated.forward(m, x) * 2)
+
+
 def test_refresh_repacks_a_pair_when_either_weight_was_written():
     m = Gated()
     packed.pack(m)

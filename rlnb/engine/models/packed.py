@@ -135,7 +135,7 @@ def _gated(cls: type[nn.Module]) -> type[nn.Module]:
 def _pack_gated(module: nn.Module, min_elements: int) -> bool:
     """Make ``module`` a ``PackedGatedMLP`` if it has a gated MLP's layers (unbiased float32 ``gate_proj`` and
     ``up_proj`` of one input, ``down_proj``, ``act_fn``) and, on a probe, computes ``down(act(gate(x)) * up(x))``:
-    an MLP of another formula keeps its own class. Whether it did."""
+    an MLP of another formula, or whose forward takes other arguments, keeps its own class. Whether it did."""
     gate, up = getattr(module, "gate_proj", None), getattr(module, "up_proj", None)
     if not (type(gate) is nn.Linear and type(up) is nn.Linear and hasattr(module, "down_proj")):
         return False
@@ -148,7 +148,10 @@ def _pack_gated(module: nn.Module, min_elements: int) -> bool:
     own = type(module)
     probe = torch.randn(2, gate.in_features, generator=torch.Generator().manual_seed(0)).to(gate.weight.device)
     with torch.no_grad():
-        want = module(probe)
+        try:
+            want = module(probe)
+        except (TypeError, RuntimeError, ValueError):  # a forward of other arguments: not this formula
+            return False
         module.__class__ = _gated(own)
         if torch.allclose(module(probe), want, rtol=1e-4, atol=1e-5):
             return True
