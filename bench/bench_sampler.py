@@ -17,7 +17,7 @@
     ``compile=True`` and printing the session's recorded compiles.
 (p) Packed weights (``--parts p``): ``F.linear`` against the packed product the sampler uses
     (``rlnb.engine.models.packed``) at decode shapes (1 and 16 rows) for the layer sizes of (a), and whether
-    ``pack`` packs them.
+    ``pack`` packs them; a gated MLP's gate and up at 16 rows, two plain products against one packed pair.
 (e) Memory of the trainer/sampler pair, full-weight vs LoRA (unique tensor bytes with the sampler's packed weight
     copies, and peak RSS in a child).
 (f) Where a compiled sample's time goes (``--parts f``): one sample of (a)'s models on this thread, as the sample
@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
@@ -472,11 +473,15 @@ def unique_bytes(*modules: torch.nn.Module) -> int:
 
 
 def packed_bytes(sampler: torch.nn.Module) -> int:
-    """The packed copies of the sampler's large linear weights (``rlnb.engine.models.packed``), each counted at
-    its weight's size."""
-    from rlnb.engine.models.packed import PackedLinear
+    """The packed copies of the sampler's large linear weights and gated MLPs' gate and up pairs
+    (``rlnb.engine.models.packed``), each counted at its weights' size."""
+    from rlnb.engine.models.packed import PackedGatedMLP, PackedLinear
 
-    return sum(m.weight.numel() * m.weight.element_size() for m in sampler.modules() if isinstance(m, PackedLinear))
+    weights = [m.weight for m in sampler.modules() if isinstance(m, PackedLinear)]
+    weights += [
+        w for m in sampler.modules() if isinstance(m, PackedGatedMLP) for w in (m.gate_proj.weight, m.up_proj.weight)
+    ]
+    return sum(w.numel() * w.element_size() for w in weights)
 
 
 def bench_packed(reps: int) -> None:
@@ -506,6 +511,38 @@ def bench_packed(reps: int) -> None:
                 f"(p) {rows:2d} rows, {k:4d} x {n:4d}: plain {times['plain']:8.1f}  packed {times['packed']:8.1f}  "
                 f"plain / packed {times['plain'] / times['packed']:.2f}  (rlnb packs it: {was_packed})"
             )
+    bench_pairs(reps)
+
+
+def bench_pairs(reps: int) -> None:
+    """(p): a gated MLP's gate and up at 16 rows, two plain products against the one packed pair."""
+    from rlnb.engine.models import packed
+
+    for k, n in [(256, 768), (512, 1536)]:
+        gate, up = torch.nn.Linear(k, n, bias=False), torch.nn.Linear(k, n, bias=False)
+        pair = torch.ops.mkldnn._reorder_linear_weight(torch.cat([gate.weight, up.weight]).detach(), None)
+        x = torch.randn(BATCH, 1, k)
+        contenders: dict[str, Callable[[], object]] = {
+            "plain": partial(two_products, gate, up, x),
+            "pair": partial(pair_product, pair, n, x),
+        }
+        with torch.no_grad():
+            best = take_turns(contenders, reps)
+        print(
+            f"(p) {BATCH} rows, gate and up {k:4d} x {n:4d} each, microseconds: plain {best['plain'] * 1e4:8.1f}  "
+            f"packed pair {best['pair'] * 1e4:8.1f}  plain / pair {best['plain'] / best['pair']:.2f}  "
+            f"(rlnb pairs them: {2 * k * n >= packed.MIN_ELEMENTS})"
+        )
+
+
+def two_products(gate: torch.nn.Linear, up: torch.nn.Linear, x: torch.Tensor) -> None:
+    for _ in range(100):
+        gate(x), up(x)
+
+
+def pair_product(pair: torch.Tensor, n: int, x: torch.Tensor) -> None:
+    for _ in range(100):
+        torch.ops.mkldnn._linear_pointwise(x, pair, None, "none", [], "").split(n, -1)
 
 
 def packed_copy(layer: torch.nn.Linear) -> torch.nn.Module:

@@ -1,5 +1,6 @@
-"""Prepacked sampler weights: which layers are packed, that they compute what ``nn.Linear`` does, that a weight
-written in place is re-packed before it is used, and what a session's sampler holds."""
+"""Prepacked sampler weights: which layers are packed, that they compute what ``nn.Linear`` does (a gated MLP's
+``gate`` and ``up`` as one packed pair), that a weight written in place is re-packed before it is used, and what a
+session's sampler holds."""
 
 import gc
 from copy import deepcopy
@@ -12,7 +13,7 @@ from torch import nn
 import rlnb
 from rlnb import samples
 from rlnb.engine.models import packed
-from rlnb.engine.models.packed import PackedLinear
+from rlnb.engine.models.packed import PackedGatedMLP, PackedLinear
 
 pytestmark = pytest.mark.skipif(not packed.available(torch.device("cpu")), reason="torch built without oneDNN")
 
@@ -141,3 +142,146 @@ def test_the_compiled_step_runs_the_packed_product_and_follows_refresh():
         ref.weight.copy_(new)
         packed.refresh(lin)  # what the sample handler does before the compiled step runs
         close(step(x), torch.relu(ref(x)))
+
+
+class Gated(nn.Module):
+    """A gated MLP as Llama's and Qwen's (``swap``: another formula over the same layers)."""
+
+    def __init__(self, width: int = 256, inner: int = 512, swap: bool = False) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(width, inner, bias=False)
+        self.up_proj = nn.Linear(width, inner, bias=False)
+        self.down_proj = nn.Linear(inner, width, bias=False)
+        self.act_fn = nn.SiLU()
+        self.swap = swap
+
+    def forward(self, x):
+        a, b = (self.up_proj, self.gate_proj) if self.swap else (self.gate_proj, self.up_proj)
+        return self.down_proj(self.act_fn(a(x)) * b(x))
+
+
+def test_a_gated_mlp_multiplies_by_gate_and_up_as_one_packed_product_and_follows_in_place_writes():
+    m = Gated()
+    ref = deepcopy(m)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    x = torch.randn(16, 1, 256)
+    assert packed.pack(m) == 1  # one pair (131,072 weights each: neither alone is packed)
+    assert isinstance(m, PackedGatedMLP) and isinstance(m, Gated) and type(m.gate_proj) is nn.Linear
+    assert m.state_dict().keys() == before.keys() and len(list(m.parameters())) == 3  # weights-sync zips these
+    assert all(torch.equal(v, before[k]) for k, v in m.state_dict().items())
+    with torch.no_grad():
+        first = m(x)
+        close(first, ref(x))
+        for name in ("up_proj", "gate_proj"):  # either weight, written as weights-sync writes it
+            new = torch.randn(512, 256) / 16
+            getattr(m, name).weight.copy_(new)
+            getattr(ref, name).weight.copy_(new)
+            close(m(x), ref(x))
+        assert not torch.allclose(m(x), first, atol=1e-2)
+        x64 = x.to(torch.float64)
+        close(m.double()(x64), ref.double()(x64))  # another dtype: the model's own forward
+
+
+def test_guard_an_mlp_of_another_formula_keeps_its_class_and_its_layers_are_packed_apart():
+    m = Gated(width=512, swap=True)
+    ref = deepcopy(m)
+    assert packed.pack(m) == 3
+    assert type(m) is Gated and all(type(x) is PackedLinear for x in (m.gate_proj, m.up_proj, m.down_proj))
+    assert id(m) not in packed._PACKED
+    x = torch.randn(4, 512)
+    with torch.no_grad():
+        close(m(x), ref(x))
+
+
+class Scaled(Gated):
+    """A gated MLP whose forward takes a second argument."""
+
+    def forward(self, x, scale):
+        return super().forward(x) * scale
+
+
+def test_an_mlp_whose_forward_takes_more_than_the_rows_keeps_its_class():
+    m = Scaled()
+    assert packed.pack(m) == 0 and type(m) is Scaled and id(m) not in packed._PACKED
+    x = torch.randn(4, 256)
+    with torch.no_grad():
+        close(m(x, 2.0), Gated.forward(m, x) * 2)
+
+
+def test_refresh_repacks_a_pair_when_either_weight_was_written():
+    m = Gated()
+    packed.pack(m)
+    old = packed._PACKED[id(m)]
+    packed.refresh(m)
+    assert packed._PACKED[id(m)] is old
+    for layer in (m.gate_proj, m.up_proj):
+        with torch.no_grad():
+            layer.weight.mul_(2)
+        packed.refresh(m)
+        assert packed._PACKED[id(m)] is not old and not m.stale()
+        old = packed._PACKED[id(m)]
+
+
+@pytest.mark.slow
+def test_the_compiled_step_runs_the_packed_pair_and_follows_refresh():
+    m = Gated()
+    ref = deepcopy(m)
+    assert packed.pack(m) == 1 and isinstance(m, PackedGatedMLP)
+    step = torch.compile(lambda x: m(x) * 2, dynamic=False)
+    x = torch.randn(16, 1, 256)
+    with torch.no_grad():
+        assert torch.equal(step(x), m(x) * 2)  # the same kernel as eager
+        new = torch.randn(512, 256) / 16
+        m.up_proj.weight.copy_(new)
+        ref.up_proj.weight.copy_(new)
+        packed.refresh(m)
+        close(step(x), ref(x) * 2)
+
+
+def qwen3_pairs():
+    """A one-layer Qwen3 whose MLP's gate and up (256 x 512 each) make one packed pair."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    config = tf.Qwen3Config(vocab_size=320, hidden_size=256, intermediate_size=512, num_hidden_layers=1,
+                            num_attention_heads=4, num_key_value_heads=2, head_dim=64, eos_token_id=None)  # fmt: skip
+    return tf.Qwen3ForCausalLM(config)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_qwen3_sampler_pairs_its_mlps_and_samples_the_synced_weights_eager_or_compiled(transformers):
+    """Sampled log-probs are those of the trainer's unpacked forward: the start weights until weights-sync, the
+    trained ones after; compiled, the eager tokens and log-probs to 1e-5."""
+    prompt = [5, 6, 7]
+
+    def logprobs(module, tokens):
+        with torch.no_grad():
+            logits = module(input_ids=torch.tensor([prompt + tokens])).logits
+        lp = torch.log_softmax(logits[0, len(prompt) - 1 : -1], -1)
+        return [float(lp[i, t]) for i, t in enumerate(tokens)]
+
+    runs = {}
+    for compile_ in (False, True):
+        with rlnb.connect("local", model=qwen3_pairs(), device="cpu", seed=0, record=False, compile=compile_) as s:
+            assert isinstance(s.backend.sampler.model.layers[0].mlp, PackedGatedMLP)
+            assert not isinstance(s.backend.trainer.model.layers[0].mlp, PackedGatedMLP)
+            initial = deepcopy(s.backend.trainer)
+
+            def sample():
+                return s.sample([prompt], num_samples=1, max_tokens=8, seed=3).result().results[0].sequences[0]
+
+            first = sample()
+            assert first.logprobs == pytest.approx(logprobs(initial, first.tokens), abs=1e-5)
+            s.forward_backward([samples.cross_entropy(list(range(1, 40)))])
+            s.optim_step(rlnb.AdamParams(learning_rate=3e-3)).result()
+            q = sample()  # not synced yet: the sampler still has the start weights
+            assert q.logprobs == pytest.approx(logprobs(initial, q.tokens), abs=1e-5)
+            s.weights_sync().result()
+            q = sample()
+            assert q.logprobs == pytest.approx(logprobs(s.backend.trainer, q.tokens), abs=1e-5)
+            assert q.logprobs != pytest.approx(logprobs(initial, q.tokens), abs=1e-3)  # the step changed them
+            runs[compile_] = (first, q)
+    for got, want in zip(runs[True], runs[False], strict=True):
+        assert got.tokens == want.tokens
+        assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
