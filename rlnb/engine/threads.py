@@ -37,7 +37,7 @@ import torch
 
 from rlnb import wire
 from rlnb._options import is_integer
-from rlnb.engine import heap, tuner
+from rlnb.engine import heap
 from rlnb.engine.tuner import Key, Tuner, work
 
 RECHECK = 5.0
@@ -132,8 +132,8 @@ def auto_threads(cores: int, busy: int, other: float) -> int:
 
 @dataclass(eq=False)
 class Lease:
-    """One worker's claim on the policy. ``apply(key)`` (on the worker's own thread, before each operation)
-    sets that thread's torch count if it changed; ``ThreadUse.after`` marks it idle after it."""
+    """One worker's claim on the policy. ``ThreadUse.before`` (on the worker's own thread, before each operation)
+    marks it running and sets that thread's torch count if it changed; ``ThreadUse.after`` marks it idle after it."""
 
     policy: ThreadPolicy
     fixed: int | None
@@ -151,25 +151,6 @@ class Lease:
 
     def busy(self, now: float) -> bool:
         return self.running or now - self.last_active < BUSY_FOR
-
-    def apply(self, key: Key | None = None) -> int:
-        """An operation (of ``key``) starts on this thread: set its torch count (only if it changed). A count the
-        timings kept for ``key`` is read here, inline, while it and the policy's decision stand: what ``threads``
-        answers then, without its three Python calls an operation."""
-        now = time.monotonic()
-        self.running, self.last_active = True, now
-        if self.fixed is not None:  # no call
-            want = self.fixed
-        else:
-            kept, policy = self.tuner.kept.get(key) if key is not None else None, self.policy
-            if (kept is not None and policy._decided is not None and now - policy._at < RECHECK
-                    and kept[2] == policy._cap and self.tuner._clock() - kept[1] < tuner.KEEP):  # fmt: skip
-                want = kept[0]
-            else:
-                want = self.threads(key)
-        if want != torch.get_num_threads():
-            torch.set_num_threads(want)
-        return want
 
     def release(self) -> None:
         self.policy.release(self)
@@ -244,11 +225,27 @@ class ThreadUse:
 
     def before(self, step: int, kind: wire.OperationKind | None = None, body: Any = None) -> None:
         """An operation (``kind``, ``body``; None: not one to time) starts on this thread at optimizer step
-        ``step``."""
-        if self.lease is None:
+        ``step``: the lease counts as running and the thread's torch count is set (only if it changed). While the
+        policy's decision stands, a count the timings kept is asked of ``Tuner.standing`` alone, the rule ``choose``
+        follows too: three Python calls an operation fewer than ``Lease.threads``."""
+        lease = self.lease
+        if lease is None:
             return
-        self._op = work(kind, body) if kind is not None and self.mode == "auto" else None
-        self._count = self.lease.apply(self._op[0] if self._op is not None else None)
+        self._op = op = work(kind, body) if kind is not None and self.mode == "auto" else None
+        now = time.monotonic()
+        lease.running, lease.last_active = True, now
+        want = lease.fixed
+        if want is None and op is not None:  # a count the timings kept, while the policy's decision stands
+            policy = lease.policy
+            with policy._lock:  # the decision and its cap, read together as ``limits`` writes them
+                cap = policy._cap if policy._decided is not None and now - policy._at < RECHECK else 0
+            if cap:
+                want = lease.tuner.standing(op[0], cap)
+        if want is None:
+            want = lease.threads(op[0] if op is not None else None)
+        if want != torch.get_num_threads():
+            torch.set_num_threads(want)
+        self._count = want
         self._step, self._start = step, time.perf_counter()
 
     def after(self, ok: bool = True) -> None:

@@ -86,24 +86,34 @@ class Tuner:
         self._seen: set[Key] = set()
         self.kept: dict[Key, tuple[int, float, int]] = {}
         """Each key's kept count until ``choose`` times it again: (count, the clock's time it was kept at, the cap it
-        was timed under). ``Lease.apply`` reads it inline, where ``choose`` would answer the same: the four Python calls
-        an operation of asking (``threads``, ``limits``, ``choose``, ``record``) are skipped once a count is kept."""
+        was timed under). ``standing`` reads it; the worker asks ``standing`` alone while the policy's decision stands,
+        skipping the four Python calls an operation of asking (``threads``, ``limits``, ``choose``, ``record``)."""
 
     def choose(self, key: Key, guess: int, cap: int) -> int:
         """The count for the next operation of ``key``: the kept one, else the candidate timed least so far."""
         if cap <= 1:
             return 1
+        kept = self.standing(key, cap)
+        if kept is not None:
+            return kept
         st = self._states.get(key)
-        if st is None or next(iter(st.times)) != cap or (st.kept is not None and self._clock() - st.at >= KEEP):
+        if st is None or next(iter(st.times)) != cap or st.kept is not None:  # new, another cap, or a lapsed count
             other = guess if guess < cap else max(1, cap // 2)
             st = self._states[key] = _State({cap: [], other: []})
             self.kept.pop(key, None)
-        if st.kept is not None:
-            return st.kept
         if key not in self._seen:
             return guess
         high, low = st.times
         return low if len(st.times[low]) < len(st.times[high]) else high
+
+    def standing(self, key: Key, cap: int) -> int | None:
+        """The count kept for ``key`` while it stands: timed under this ``cap`` less than ``KEEP`` seconds ago; None
+        once it lapsed or the cap moved (``choose`` then times both counts again). The one rule: ``choose`` and the
+        worker's fast path (``ThreadUse.before``) both ask it."""
+        kept = self.kept.get(key)
+        if kept is None or kept[2] != cap or self._clock() - kept[1] >= KEEP:
+            return None
+        return kept[0]
 
     def record(self, key: Key, threads: int, seconds: float, size: float) -> Decision | None:
         """One operation's time; the new decision when this timing completes the trials."""

@@ -46,15 +46,17 @@ needed, 192 after the engine's check of unread inputs compared a sample's keys w
 ``jsontext.row_line`` (a call for each of the 4 record lines a step, where ``write_record`` had a copy of it); 176
 after the ninth cut (``PER_FILE``: ``tiny``'s attention heads without a generator, 8; a fixed thread count's lease
 bookkeeping, 4; the step log's times and loss, 3; an optim-step's result unvalidated, 4); 173 after the tenth (the
-worker's operation id made in ``submit``, 2; a wait asking the worker's own ``runs_here``, not the backend's, 1): the
-bound leaves room for checks to come, not for those costs to return."""
+worker's operation id made in ``submit``, 2; a wait asking the worker's own ``runs_here``, not the backend's, 1); 171
+after a fixed count set by ``ThreadUse.before`` itself (the lease's ``apply``, 2); 173 with a submission's Ctrl-C
+held until it is whole (``submissions._hold_ctrl_c``, 2): the bound leaves room for checks to come, not for those
+costs to return."""
 
 
 MUON_BOUND = 215
 """The same for a Muon session's step with its one ``MuonParams``: 322 while its check, body and recorded params were
 made afresh each step (``StepParams`` kept them for ``AdamParams`` only) and the worker resolved its body each time,
 272 after, 269 with the engine's own AdamW step; 270 later, 230 after the cuts ``BOUND`` tells of, 234 with
-``jsontext.row_line``, 215 after the ninth cut, 212 after the tenth."""
+``jsontext.row_line``, 215 after the ninth cut, 212 after the tenth, 210 after the eleventh."""
 
 
 AUTO_EXTRA = 3

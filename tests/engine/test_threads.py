@@ -94,18 +94,18 @@ def test_an_idle_worker_stops_counting(policy, monkeypatch):
     b.release()
 
 
-def test_apply_sets_the_count_of_the_calling_thread(policy):
-    lease = policy.lease(fixed=1)
+def test_before_sets_the_count_of_the_calling_thread(policy):
+    use = ThreadUse(torch.device("cpu"), 1, policy)
     seen = []
 
     def work():
-        lease.apply()
+        use.before(0)
         seen.append(torch.get_num_threads())
 
     t = threading.Thread(target=work)
     t.start()
     t.join()
-    lease.release()
+    use.close()
     assert seen == [1]
 
 

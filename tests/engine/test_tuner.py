@@ -1,6 +1,8 @@
 """The timings behind the thread policy: which count each operation runs at, what is kept, and when it is
 timed again."""
 
+import threading
+
 import pytest
 import torch
 
@@ -111,24 +113,33 @@ def test_a_failed_operation_is_not_timed_and_a_fixed_count_is_never_timed():
     fixed.close()
 
 
+FB_64 = wire.ForwardBackwardBody(
+    samples=[samples.cross_entropy(list(range(41)))], loss=wire.loss_config("cross_entropy")
+)
+"""A forward-backward of ``KEY`` (40 tokens: the size bucket 64)."""
+
+
 def test_a_kept_count_is_read_without_asking_and_answers_what_asking_does(monkeypatch):
-    """``Lease.apply`` reads a count the timings kept inline (``Tuner.kept``): no ``threads`` call while the decision
-    and the policy's stand, and the count ``threads`` answers at each turn: kept, timed again after ``KEEP``, and a
-    cap lowered by a second busy worker."""
+    """``ThreadUse.before`` reads a count the timings kept through ``Tuner.standing`` alone: no ``threads`` call while
+    the decision and the policy's stand, and the count ``threads`` answers at each turn: kept, timed again after
+    ``KEEP``, and a cap lowered by a second busy worker."""
     policy = ThreadPolicy(cpus=2, meter=Load())
-    lease = policy.lease()
+    use = ThreadUse(torch.device("cpu"), None, policy)
+    lease = use.lease
     clock = lease.tuner._clock = Clock()
     asked, threads = [], type(lease).threads
     monkeypatch.setattr(type(lease), "threads", lambda self, key=None: asked.append(key) or threads(self, key))
 
     def op(seconds: dict[int, float]) -> int:
-        count = lease.apply(KEY)
-        assert count == threads(lease, KEY) == torch.get_num_threads()
+        use.before(0, wire.OperationKind.FORWARD_BACKWARD, FB_64)
+        count = torch.get_num_threads()
+        assert count == threads(lease, KEY)
         lease.tuner.record(KEY, count, seconds[count], 1.0)
         return count
 
     previous = torch.get_num_threads()
     try:
+        assert work(wire.OperationKind.FORWARD_BACKWARD, FB_64)[0] == KEY
         assert [op({1: 0.010, 2: 0.012}) for _ in range(1 + 2 * tuner.TRIALS)] == [2] + [2, 1] * tuner.TRIALS
         assert len(asked) == 1 + 2 * tuner.TRIALS and lease.tuner.kept[KEY][0] == 1
         asked.clear()
@@ -144,5 +155,37 @@ def test_a_kept_count_is_read_without_asking_and_answers_what_asking_does(monkey
         assert op({1: 0.012, 2: 0.010}) == 1 and asked == [KEY]
         other.release()
     finally:
-        lease.release()
+        use.close()
+        torch.set_num_threads(previous)
+
+
+def test_standing_is_the_kept_count_choose_answers_until_it_lapses_or_the_cap_moves():
+    clock = Clock()
+    t = Tuner(clock)
+    run(t, {1: 0.010, 2: 0.012}, 1 + 2 * tuner.TRIALS)
+    assert t.standing(KEY, 2) == t.choose(KEY, 2, 2) == 1
+    assert t.standing(KEY, 4) is None and t.standing(("sample", 64), 2) is None  # another cap, another key
+    clock.now += tuner.KEEP - 1
+    assert t.standing(KEY, 2) == 1
+    clock.now += 1  # lapsed: choose times both again
+    assert t.standing(KEY, 2) is None and t.choose(KEY, 2, 2) == 2 and KEY not in t.kept
+
+
+def test_a_kept_count_is_read_with_the_policys_decision_under_its_lock():
+    """The fast path reads the policy's decision and cap under the policy's lock (``limits`` writes them there): a
+    worker whose count is kept waits while another thread holds that lock."""
+    policy = ThreadPolicy(cpus=2, meter=Load())
+    use = ThreadUse(torch.device("cpu"), None, policy)
+    previous = torch.get_num_threads()
+    try:
+        use.lease.tuner.kept[KEY] = (1, use.lease.tuner._clock(), policy.limits()[1])
+        worker = threading.Thread(target=use.before, args=(0, wire.OperationKind.FORWARD_BACKWARD, FB_64))
+        with policy._lock:
+            worker.start()
+            worker.join(0.3)
+            assert worker.is_alive()  # waiting for the lock
+        worker.join(30)
+        assert not worker.is_alive() and use._count == 1
+    finally:
+        use.close()
         torch.set_num_threads(previous)
