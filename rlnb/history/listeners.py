@@ -29,13 +29,14 @@ class Listeners(Generic[T]):
         return lambda: self.callbacks.remove(callback)
 
     def tell(self, item: T) -> None:
-        """Call every listener, then raise the first one's error: a listener that raises (a notebook's bug)
-        starved every one after it (a live view, a sink attached later) of every record."""
-        error: Exception | None = None
+        """Call every listener, then raise the first one's error: one that raises (a notebook's bug, a Ctrl-C while
+        it draws, a ``sys.exit()``) must not leave those after it (a live view, a sink attached later) without the
+        record."""
+        error: BaseException | None = None
         for cb in list(self.callbacks):
             try:
                 cb(item)
-            except Exception as exc:  # noqa: BLE001 - raised once the others have heard
+            except BaseException as exc:  # noqa: BLE001 - raised once the others have heard
                 error = error or exc
         if error is not None:
             raise error

@@ -34,3 +34,22 @@ def test_reading_a_table_tells_each_on_read_callback_and_calls_nothing_with_none
     assert heard == [None, None, None]
     stop()
     assert _tells(lambda: history.df) == 0 and len(heard) == 3
+
+
+def test_a_listener_that_raises_ctrl_c_or_exit_leaves_the_others_told_then_raises_it():
+    """A callback's ``KeyboardInterrupt`` (Ctrl-C while a live view drew) or ``sys.exit()`` stopped the telling:
+    every listener after it (a sink, a live view attached later) missed that record for good."""
+    import pytest
+
+    for raised in (KeyboardInterrupt, SystemExit):
+        listeners: Listeners[int] = Listeners()
+        heard: list[int] = []
+
+        def stop(item: int, raised=raised) -> None:
+            raise raised
+
+        listeners.add(stop)
+        listeners.add(heard.append)
+        with pytest.raises(raised):
+            listeners.tell(7)
+        assert heard == [7]
