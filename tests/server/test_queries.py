@@ -54,48 +54,45 @@ def test_a_checkpoint_operation_refuses_a_body_field_instead_of_ignoring_it(c):
     c.post(f"/training-sessions/{sid}/stop")
 
 
-def test_a_stop_or_payload_url_refuses_a_body_field_instead_of_ignoring_it(tmp_path):
+def test_a_stop_or_payload_url_refuses_a_body_field_instead_of_ignoring_it(c):
     """A session's stop, a resource's stop and the payload URLs take no body, as the checkpoint operations do;
     a field in one was ignored without a word (``{"force": true}`` sent as a resource stop's body, where ``force``
     is a query parameter). No body, ``{}`` or ``null`` still works, as the SDK sends none."""
-    with app_client(tmp_path) as c:
-        rid, sid = new_session(c)
-        upload = c.post(f"/training-sessions/{sid}/payloads/upload-url")
-        assert upload.status_code == 200, upload.text
-        pid = upload.json()["payload_id"]
-        for url, field in {
-            f"/training-sessions/{sid}/stop": "reason",
-            f"/model-resources/{rid}/stop": "force",
-            f"/training-sessions/{sid}/payloads/upload-url": "size",
-            f"/training-sessions/{sid}/payloads/{pid}/download-url": "ttl",
-        }.items():
-            r = c.post(url, json={field: True})
-            assert r.status_code == 400, (url, r.text)
-            assert r.json()["error"]["param"] == field, (url, r.text)
-        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING  # not stopped
-        assert c.post(f"/training-sessions/{sid}/payloads/{pid}/download-url", json={}).status_code == 200
-        assert c.post(f"/training-sessions/{sid}/payloads/upload-url", json=None).status_code == 200
-        assert c.post(f"/training-sessions/{sid}/stop", json={}).status_code == 200
-        assert c.post(f"/model-resources/{rid}/stop").status_code == 200
+    rid, sid = new_session(c)
+    upload = c.post(f"/training-sessions/{sid}/payloads/upload-url")
+    assert upload.status_code == 200, upload.text
+    pid = upload.json()["payload_id"]
+    for url, field in {
+        f"/training-sessions/{sid}/stop": "reason",
+        f"/model-resources/{rid}/stop": "force",
+        f"/training-sessions/{sid}/payloads/upload-url": "size",
+        f"/training-sessions/{sid}/payloads/{pid}/download-url": "ttl",
+    }.items():
+        r = c.post(url, json={field: True})
+        assert r.status_code == 400, (url, r.text)
+        assert r.json()["error"]["param"] == field, (url, r.text)
+    assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING  # not stopped
+    assert c.post(f"/training-sessions/{sid}/payloads/{pid}/download-url", json={}).status_code == 200
+    assert c.post(f"/training-sessions/{sid}/payloads/upload-url", json=None).status_code == 200
+    assert c.post(f"/training-sessions/{sid}/stop", json={}).status_code == 200
+    assert c.post(f"/model-resources/{rid}/stop").status_code == 200
 
 
-def test_a_key_given_twice_in_a_body_sent_without_a_content_type_is_named_too(tmp_path):
+def test_a_key_given_twice_in_a_body_sent_without_a_content_type_is_named_too(c):
     """A FastAPI before 0.132 (pyproject allows 0.115) parses a body with no Content-Type as JSON: the check read only
     ``application/json`` bodies, and such a body made a resource of the last ``base_model`` again."""
-    with app_client(tmp_path) as c:
-        r = c.post("/model-resources", content=b'{"base_model": "rlnb/small", "base_model": "rlnb/tiny"}')
-        assert r.status_code == 400 and "base_model is given 2 times" in r.json()["error"]["message"], r.text
+    r = c.post("/model-resources", content=b'{"base_model": "rlnb/small", "base_model": "rlnb/tiny"}')
+    assert r.status_code == 400 and "base_model is given 2 times" in r.json()["error"]["message"], r.text
 
 
-def test_an_integer_too_long_under_a_long_key_is_named_by_a_cut_path(tmp_path):
+def test_an_integer_too_long_under_a_long_key_is_named_by_a_cut_path(c):
     """The 400 for an integer no field holds echoed its whole path (a 100 KB key came back twice: 200 KB), where a key
     given twice is cut as every echoed value is (``named``)."""
     key = "k" * 100_000
-    with app_client(tmp_path) as c:
-        body = ('{"base_model": "rlnb/tiny", "' + key + '": ' + "9" * 5000 + "}").encode()
-        r = c.post("/model-resources", content=body, headers={"content-type": "application/json"})
-        assert r.status_code == 400 and "5000 digits" in r.json()["error"]["message"], r.text[:300]
-        assert len(r.content) < 2_000
+    body = ('{"base_model": "rlnb/tiny", "' + key + '": ' + "9" * 5000 + "}").encode()
+    r = c.post("/model-resources", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "5000 digits" in r.json()["error"]["message"], r.text[:300]
+    assert len(r.content) < 2_000
 
 
 def test_a_key_given_twice_in_a_json_object_is_a_400_naming_it_not_the_last_value(tmp_path):
@@ -156,17 +153,16 @@ def test_a_key_given_twice_after_a_wide_object_deep_down_is_found_without_a_path
     assert peak < 64 << 20, f"{peak >> 20} MiB"
 
 
-def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_saying_so(tmp_path):
-    with app_client(tmp_path) as c:
-        _, sid = new_session(c)
-        path = f"/training-sessions/{sid}/operations/optim-step/{submit(c, sid, 'optim-step', {})['id']}"
-        for value in ("nan", "inf", "-inf"):
-            err = c.get(path, params={"wait": value}).json()["error"]
-            assert err["param"] == "wait" and "finite" in err["message"], err  # not "less than or equal to 30"
-        r = c.get(path, params={"seen": wire.OperationStatus.PENDING})  # no wait: it would hold nothing
-        assert r.status_code == 400 and r.json()["error"]["param"] == "seen", r.text
-        assert "only with wait" in r.json()["error"]["message"]
-        assert c.get(path, params={"wait": 0, "seen": wire.OperationStatus.PENDING}).status_code == 200
+def test_long_poll_params_that_are_not_finite_or_would_be_ignored_are_400s_saying_so(c):
+    _, sid = new_session(c)
+    path = f"/training-sessions/{sid}/operations/optim-step/{submit(c, sid, 'optim-step', {})['id']}"
+    for value in ("nan", "inf", "-inf"):
+        err = c.get(path, params={"wait": value}).json()["error"]
+        assert err["param"] == "wait" and "finite" in err["message"], err  # not "less than or equal to 30"
+    r = c.get(path, params={"seen": wire.OperationStatus.PENDING})  # no wait: it would hold nothing
+    assert r.status_code == 400 and r.json()["error"]["param"] == "seen", r.text
+    assert "only with wait" in r.json()["error"]["message"]
+    assert c.get(path, params={"wait": 0, "seen": wire.OperationStatus.PENDING}).status_code == 200
 
 
 def test_a_query_parameter_given_twice_is_a_400_naming_it_not_the_last_value(tmp_path):
@@ -187,18 +183,17 @@ def test_a_query_parameter_given_twice_is_a_400_naming_it_not_the_last_value(tmp
         assert both.status_code == 200 and [s["id"] for s in both.json()["data"]] == [sid]  # status may repeat
 
 
-def test_an_unknown_query_parameter_is_a_400_naming_it_not_ignored(tmp_path):
-    with app_client(tmp_path) as c:
-        rid, sid = new_session(c)
-        _, other = new_session(c)
-        r = c.get("/training-sessions", params={"model_resource_id": rid})  # misspelt: it listed every session
-        assert r.status_code == 400 and r.json()["error"]["param"] == "model_resource_id", r.text
-        assert "model_resources_id" in r.json()["error"]["message"]  # what the route reads
-        r = c.post(f"/training-sessions/{sid}/stop", params={"force": "true"})  # a session's stop takes none
-        assert r.status_code == 400 and r.json()["error"]["param"] == "force", r.text
-        assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING
-        ids = [s["id"] for s in c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"]]
-        assert ids == [sid]  # the declared ones still work
+def test_an_unknown_query_parameter_is_a_400_naming_it_not_ignored(c):
+    rid, sid = new_session(c)
+    _, other = new_session(c)
+    r = c.get("/training-sessions", params={"model_resource_id": rid})  # misspelt: it listed every session
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model_resource_id", r.text
+    assert "model_resources_id" in r.json()["error"]["message"]  # what the route reads
+    r = c.post(f"/training-sessions/{sid}/stop", params={"force": "true"})  # a session's stop takes none
+    assert r.status_code == 400 and r.json()["error"]["param"] == "force", r.text
+    assert c.get(f"/training-sessions/{sid}").json()["status"] == wire.SessionStatus.RUNNING
+    ids = [s["id"] for s in c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"]]
+    assert ids == [sid]  # the declared ones still work
 
 
 def test_an_empty_filter_is_a_400_naming_it_not_an_empty_list(tmp_path):
@@ -217,11 +212,10 @@ def test_an_empty_filter_is_a_400_naming_it_not_an_empty_list(tmp_path):
         assert len(c.get("/training-sessions").json()["data"]) == 1
 
 
-def test_two_idempotency_key_headers_are_a_400_not_one_joined_key(tmp_path):
-    with app_client(tmp_path) as c:
-        _, sid = new_session(c)
-        path = f"/training-sessions/{sid}/operations/optim-step"
-        r = c.post(path, json={}, headers=[("Idempotency-Key", "a"), ("Idempotency-Key", "b")])
-        assert r.status_code == 400 and r.json()["error"]["param"] == "Idempotency-Key", r.text  # ran as key "a, b"
-        assert "given 2 times" in r.json()["error"]["message"]
-        assert c.app.state.registry.sessions[sid].ops == {}  # nothing was queued
+def test_two_idempotency_key_headers_are_a_400_not_one_joined_key(c):
+    _, sid = new_session(c)
+    path = f"/training-sessions/{sid}/operations/optim-step"
+    r = c.post(path, json={}, headers=[("Idempotency-Key", "a"), ("Idempotency-Key", "b")])
+    assert r.status_code == 400 and r.json()["error"]["param"] == "Idempotency-Key", r.text  # ran as key "a, b"
+    assert "given 2 times" in r.json()["error"]["message"]
+    assert c.app.state.registry.sessions[sid].ops == {}  # nothing was queued

@@ -2,6 +2,7 @@
 figure, legend labels broken into balanced lines, and a compare legend and a cut title inside their axes and figure
 (measured by their outlines, a few percent narrower than Agg's hinted glyphs, they ran past them)."""
 
+import functools
 import itertools
 
 import numpy as np
@@ -66,6 +67,7 @@ def test_a_label_is_broken_into_as_few_lines_as_fit_each_as_narrow_as_they_allow
     lines, balanced, is what a narrow legend shows now. Widths as Agg draws the live legend's font."""
     font, renderer = FontProperties(size="x-small"), FigureCanvasAgg(Figure(dpi=80)).get_renderer()
 
+    @functools.cache  # the brute force below measures each run of words many times
     def width(line):
         return drawn_width(line, font, renderer)
 
