@@ -145,7 +145,7 @@ class Ensemble:
             self.records[m].abandon(message, code)
         self._end(list(self.live), TrialStatus.FAILED, wire.failure_reason(code, message))
 
-    def _end(self, members: list[int], status: str, reason: str | None) -> None:
+    def _end(self, members: list[int], status: TrialStatus, reason: str | None) -> None:
         """``members`` leave the ensemble with their final result (their weights as they are now), ``on_done`` told."""
         self._leave(members, status, reason)
         for m in members:
@@ -155,7 +155,7 @@ class Ensemble:
         """Tell ``on_done`` member ``m``'s result (set as it left: ``_leave``, ``_not_built``)."""
         self.hooks.done(m, cast(MemberResult, self.results[m]))
 
-    def _leave(self, members: list[int], status: str, reason: str | None) -> None:
+    def _leave(self, members: list[int], status: TrialStatus, reason: str | None) -> None:
         """``_end`` without ``on_done``: the caller's code, which must stay interruptible, is called after. A Ctrl-C
         waits for the model and the optimizer to drop the same rows (one between them: an ``IndexError``)."""
         if not members:

@@ -35,9 +35,13 @@ retried (an ``UnsupportedProtocol`` retried would take 6 tries over 14 s, and co
 def check_seconds(name: str, value: object) -> float:
     """``value`` as a float (a numpy scalar too, as every seconds option of rlnb takes), or a ``ValueError``
     naming ``name`` unless it is a finite number of seconds > 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (math.isfinite(value) and value > 0):
+    try:
+        seconds = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # 10**400
+        seconds = math.inf
+    if not (math.isfinite(seconds) and seconds > 0):
         raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
-    return float(value)
+    return seconds
 
 
 def check_timeout(timeout: object) -> float | httpx.Timeout:

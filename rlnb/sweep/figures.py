@@ -20,7 +20,7 @@ from .trial import RESULT_COLUMNS
 LR = "learning_rate"
 EMPTY = "no finished trials yet"
 """``search_plot``'s title while no trial has a value to draw."""
-MARKERS = {
+MARKERS: dict[str, tuple[str, str]] = {
     TrialStatus.COMPLETED: ("o", "C0"),
     TrialStatus.PRUNED: ("x", "C3"),
     TrialStatus.FAILED: ("s", "0.3"),

@@ -15,7 +15,7 @@ from .lr_curve import significant
 DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (1e-5, 1.0)}
 """(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
-SCALING_NAMES = {strategy: name for name, strategy in wire.MUON_SCALING.items()}
+SCALING_NAMES: dict[str, str] = {strategy: name for name, strategy in wire.MUON_SCALING.items()}
 """A session config's ``muon_scaling`` as the wire spells it, by the convention's name (``DEFAULT_RANGES``'s keys,
 ``muon_lr``'s conventions)."""
 
