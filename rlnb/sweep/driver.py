@@ -21,6 +21,7 @@ import pandas as pd
 from rlnb import _secrets
 from rlnb._options import check_bool, check_event, take, takes, user_path
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
+from rlnb.errors import user_stacklevel
 from rlnb.history import default_runs_dir
 from rlnb.params import AdamParams, OptimizerParams
 from rlnb.wire import TrialStatus
@@ -98,7 +99,7 @@ def sweep(
     misfit = trial.schedule.misfit(trial.steps) if trial.schedule is not None else ""
     if misfit:  # as a RunPanel warns past the end, in its words; a schedule cut short decayed only part way
         warnings.warn(f"sweep: in each trial, {misfit}. To decay over the trial, pass a Schedule of total_steps="
-                      f"{trial.steps}", UserWarning, stacklevel=2)  # fmt: skip
+                      f"{trial.steps}", UserWarning, stacklevel=user_stacklevel())  # fmt: skip
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
     check_connect_options(options, trial.target)

@@ -1131,6 +1131,16 @@ def test_a_schedule_of_another_length_than_steps_is_warned_about_as_the_run_pane
     assert caught[0].filename == __file__
 
 
+def test_the_schedule_warning_through_ablate_points_at_the_users_line(tmp_path):
+    """Through ``ablate`` the warning named rlnb/sweep/__init__.py's line, not the cell that called ``ablate``."""
+    stop = threading.Event()
+    stop.set()
+    with pytest.warns(UserWarning, match="past the end of the linear schedule") as caught:
+        ablate(BASE, {"low": {"learning_rate": 1e-4}}, steps=5, schedule=Schedule("linear", total_steps=3),
+               runs_dir=tmp_path, progress=False, stop=stop)  # fmt: skip
+    assert [w.filename for w in caught] == [__file__]
+
+
 def test_a_schedule_as_long_as_steps_or_constant_is_not_warned_about(tmp_path):
     """Guard: a schedule that ends with the trials, or a constant one (no end), says nothing (warnings are errors)."""
     stop = threading.Event()
