@@ -98,3 +98,54 @@ def test_a_turn_is_released_when_its_block_ends_on_another_thread():
 def _takes(turn: StepTurn) -> bool:
     with turn.hold(timeout=0.2):
         return True
+
+
+def test_a_ctrl_c_as_the_turn_is_taken_lets_it_go():
+    """A Ctrl-C between the lock's acquire and the record of its holder (Python runs its handler at a call) left the
+    turn held by no thread: no takeover (no holder that ended), and every later step, on any thread, waited its whole
+    timeout and was refused ``SessionBusy``."""
+    import signal
+
+    turn = StepTurn("s")
+    record = turn._record
+
+    def ctrl_c_as_recorded(me: threading.Thread) -> int:
+        taken = record(me)
+        signal.raise_signal(signal.SIGINT)  # Python's handler would run here, on this (the main) thread
+        return taken
+
+    turn._record = ctrl_c_as_recorded  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt), turn.hold(timeout=DEADLINE):
+        pass
+    turn._record = record  # type: ignore[method-assign]
+    assert (turn._holder, turn._lock.locked()) == (None, False)
+    done: list[bool] = []
+    other = threading.Thread(target=lambda: done.append(_takes(turn)))
+    other.start()
+    other.join(DEADLINE)
+    assert done == [True] and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_the_takeover_warning_is_given_with_the_turns_own_lock_free():
+    """The warning was given holding ``_meta``, a plain lock: a ``showwarning`` hook (logging's, ipykernel's) or a
+    garbage collection there that ended the ended thread's block took ``_meta`` again on this thread: a deadlock,
+    every later step blocked with no deadline."""
+    import warnings
+
+    turn = StepTurn("s")
+    loop = _ended_holding(turn, "ended-loop")
+    free: list[bool] = []
+
+    def hook(*args, **kwargs) -> None:
+        got = turn._meta.acquire(timeout=1)
+        free.append(got)
+        if got:
+            turn._meta.release()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = hook
+        with turn.hold(timeout=DEADLINE):
+            pass
+    assert free == [True]
+    loop.close()

@@ -40,3 +40,22 @@ def test_a_ctrl_c_while_an_operation_is_recorded_as_submitted_loses_nothing(tmp_
     for history in (s.history, rlnb.History.load(tmp_path / "r")):
         assert list(history.df.status) == [wire.OperationStatus.COMPLETED] * 2
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_held_while_the_submission_raises_is_raised_not_lost(tmp_path):
+    """A Ctrl-C held through a submission whose backend then refused it (a body it cannot encode): the refusal
+    propagated and the Ctrl-C was dropped, so a loop that catches the refusal went on as if none was pressed."""
+    s = rlnb.Session(FakeBackend("adam"), runs_dir=tmp_path, run_id="r")
+    real = s.backend.submit
+
+    def pressed_then_refused(kind, body, listener) -> None:
+        signal.raise_signal(signal.SIGINT)  # held: the handler only notes it
+        raise ValueError("a body it cannot encode")
+
+    s.backend.submit = pressed_then_refused  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt) as raised:
+        s.forward_backward(BATCH)
+    assert isinstance(raised.value.__context__, ValueError)
+    s.backend.submit = real  # type: ignore[method-assign]
+    s.close()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 from rlnb._options import check_timeout
 from rlnb.errors import SessionBusy
+from rlnb.session import ctrl_c
 
 STEP_WAIT = 600.0
 """Seconds a step waits for another thread's step on the same session before ``SessionBusy``: a step of a large
@@ -83,10 +84,41 @@ class StepTurn:
 
     def _take(self, me: threading.Thread, limit: float | None, timeout: float | None) -> int:
         """The turn, waited for at most ``limit`` seconds (None: no limit), this thread's ``told`` callback called as
-        ``told`` says; taken over from a holder that has ended. Returns its take's count."""
+        ``told`` says; taken over from a holder that has ended. Returns its take's count. A Ctrl-C is held over each
+        try (at most ``WAIT_SLICE``): between the acquire and the record of its holder it would leave the turn held
+        for good, by no thread (no takeover then); one that came is raised with the turn let go."""
         waiting = _TOLD.get()
         end = math.inf if limit is None else time.monotonic() + limit
-        while not self._lock.acquire(blocking=False):
+        wait, ended = 0.0, None  # the first try does not wait
+        while True:
+            taken, pressed = 0, ctrl_c.hold()
+            try:
+                if self._lock.acquire(timeout=wait) if wait else self._lock.acquire(blocking=False):
+                    with self._meta:
+                        taken = self._record(me)
+                else:
+                    holder = self._holder
+                    if holder is not None and not holder.is_alive():
+                        with self._meta:
+                            if self._holder is holder:  # still: no other waiter took it over first
+                                taken, ended = self._record(me), holder
+            finally:
+                try:
+                    ctrl_c.restore(pressed)
+                except KeyboardInterrupt:
+                    if taken:
+                        self._let_go(taken)
+                    raise
+            if ended is not None:  # outside ``_meta``: a warning's hooks may run what takes it (a collected block)
+                warnings.warn(
+                    f"thread {ended.name!r} ended in the middle of a step on session {self.session_id} (inside "
+                    "session.stepping(): a generator it drove?); this step takes the turn over, and its optim-step "
+                    "applies any forward-backward that thread submitted without one",
+                    RuntimeWarning,
+                    stacklevel=5,
+                )
+            if taken:
+                return taken
             left = end - time.monotonic()
             if left <= 0:
                 holder = self._holder  # None: a step that began or ended just now
@@ -100,27 +132,19 @@ class StepTurn:
                     "it to end. One step at a time: its forward-backward's gradients are applied by its own optim-step"
                 )
             holder = self._holder
-            if holder is not None and not holder.is_alive():
-                with self._meta:
-                    if self._holder is holder:  # still: no other waiter took it over first
-                        return self._own(me, ended=holder)
             if waiting is not None and holder is not None:  # None: the new holder has not recorded itself yet
                 waiting(holder)
-            if self._lock.acquire(timeout=min(WAIT_SLICE, left)):
-                break
-        with self._meta:
-            return self._own(me)
+            wait = min(WAIT_SLICE, left)
 
-    def _own(self, me: threading.Thread, ended: threading.Thread | None = None) -> int:
-        """Record ``me`` as the holder (under ``_meta``); ``ended``: the thread whose turn it takes over."""
-        if ended is not None:
-            warnings.warn(
-                f"thread {ended.name!r} ended in the middle of a step on session {self.session_id} (inside "
-                "session.stepping(): a generator it drove?); this step takes the turn over, and its optim-step applies "
-                "any forward-backward that thread submitted without one",
-                RuntimeWarning,
-                stacklevel=5,
-            )
+    def _record(self, me: threading.Thread) -> int:
+        """Record ``me`` as the holder (the caller holds ``_meta``). Returns the take's count."""
         self._holder, self._since, self._depth = me, time.monotonic(), 1
         self._taken += 1
         return self._taken
+
+    def _let_go(self, taken: int) -> None:
+        """Undo take ``taken`` (a Ctrl-C came as it was taken): no holder, the turn free."""
+        with self._meta:
+            if taken == self._taken:
+                self._holder, self._depth = None, 0
+                self._lock.release()

@@ -5,26 +5,21 @@ after it are counted down (``History.uncount_step``); and ``wait`` waits for eve
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # C: signal.signal and getsignal wrap it in Python calls
-import _thread
-import contextlib
 import functools
-import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_timeout
 from rlnb.errors import OperationFailed, OperationTimeout
 from rlnb.history import History
+from rlnb.session import ctrl_c
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.wire import OperationKind as Kind
-
-_MAIN, _SIGINT = threading.main_thread().ident, int(signal.SIGINT)
 
 
 class Submissions:
@@ -46,7 +41,7 @@ class Submissions:
         op: Operation[Any] = Operation(kind, transform=transform, held=True)  # its listeners hear of it once the lock
         op._reporter = getattr(self.backend, "runs_here", None)  # is released: they may submit too
         op._owner = owner
-        pressed = _hold_ctrl_c()
+        pressed = ctrl_c.hold()
         try:
             with self._lock:  # one order for the step counter, the history and the backend queue
                 with self._failed_lock:  # a failure counted and its records lowered (``step_failed``) at once
@@ -66,11 +61,11 @@ class Submissions:
                     self._pending.popleft()
                 self._pending.append(op)
         finally:
-            if pressed is not None:
-                _signal.signal(_SIGINT, _signal.default_int_handler)
             op._release()
-        if pressed:  # held while the operation was recorded and handed over: raised now that it is whole
-            raise KeyboardInterrupt
+            if pressed is not None:  # ``ctrl_c.restore`` inline (a submission's calls are counted)
+                ctrl_c.unhold()
+                if pressed:  # held while the operation was recorded and handed over: raised now that it is whole,
+                    raise KeyboardInterrupt  # the error in flight, if any, as its context (never lost to it)
         return op
 
     def step_failed(self, rec: Any) -> None:
@@ -101,33 +96,6 @@ class Submissions:
                     f"session {self.session_id}: {unfinished} of {len(pending)} operations still unfinished after "
                     f"{timeout} s"
                 ) from None
-
-
-@contextlib.contextmanager
-def ctrl_c_held() -> Iterator[None]:
-    """``with ctrl_c_held():`` submissions that make one whole (``rl_step``'s forward-backward, optim-step and
-    weights-sync), a Ctrl-C held until the block ends, then raised (as ``Submissions.submit`` holds one for a single
-    submission: in a block, it does not hold again)."""
-    pressed = _hold_ctrl_c()
-    try:
-        yield
-    finally:
-        if pressed is not None:
-            _signal.signal(_SIGINT, _signal.default_int_handler)
-    if pressed:
-        raise KeyboardInterrupt
-
-
-def _hold_ctrl_c() -> list[int] | None:
-    """On the main thread under Python's own SIGINT handler, hold a Ctrl-C until the submission is whole (the list it
-    fills; None elsewhere: no Ctrl-C reaches another thread, and another handler is its owner's). Raised in the middle,
-    it would leave the record made and written PENDING and the operation never handed over: PENDING for ever. C calls
-    only: a submission's Python calls are counted (``tests/engine/test_step_calls.py``)."""
-    if _thread.get_ident() != _MAIN or _signal.getsignal(_SIGINT) is not _signal.default_int_handler:
-        return None
-    pressed: list[int] = []
-    _signal.signal(_SIGINT, lambda signum, frame: pressed.append(signum))
-    return pressed
 
 
 def _checked(op: Operation[Any], mismatch: Callable[[Any], str | None]) -> wire.Listener:

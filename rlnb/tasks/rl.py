@@ -14,9 +14,8 @@ from rlnb import samples, wire
 from rlnb._options import check_int, check_timeout
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
-from rlnb.session import Session
+from rlnb.session import Operation, Session, ctrl_c
 from rlnb.session.step_turn import STEP_WAIT
-from rlnb.session.submissions import ctrl_c_held
 from rlnb.tasks.rollouts import (
     AdvantageScale,
     Rollout,
@@ -125,18 +124,19 @@ def rl_step(
         except BaseException:  # the user's reward, Ctrl-C in a slow one, advantages that cannot train: kept unscored
             _keep_failed(session, unscored(plain_prompts, sampled.results, plain))
             raise
+        opt: Operation[wire.OptimStepResult] | None = None
         try:
             batch = [
                 samples.policy(ids, list(seq.tokens), _sampler_logprobs(seq, i, j, loss), r.advantage)
                 for i, (ids, result, group) in enumerate(zip(prompts, sampled.results, groups, strict=True))
                 for j, (seq, r) in enumerate(zip(result.sequences, group, strict=True))
             ]
-            with ctrl_c_held():  # one step, sent whole: a Ctrl-C between them would leave a forward-backward queued
+            with ctrl_c.held():  # one step, sent whole: a Ctrl-C between them would leave a forward-backward queued
                 fb = session.forward_backward(batch, loss, loss_params)  # whose gradients the next step's optim-step
                 opt = session.optim_step(params)  # applies with its own
                 session.weights_sync()
         except BaseException:  # the step's completions kept, scored; a batch refused (a trainer's shorter context) is
-            _keep_failed(session, groups)  # not sent
+            _keep_failed(session, groups, _made(opt))  # not sent; a Ctrl-C held until the step was sent comes here
             raise
         try:
             out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
@@ -144,8 +144,7 @@ def rl_step(
             _keep_failed(session, groups)
             raise
         except KeyboardInterrupt:  # Ctrl-C while the step trains on: its completions are kept, under its step
-            done = opt.status == wire.OperationStatus.COMPLETED  # it may have finished since
-            _keep_failed(session, groups, int(opt.result().step) if done else None)
+            _keep_failed(session, groups, _made(opt))
             raise
         step = int(out.step)
         session.history.log_completions(step, completion_rows(groups))
@@ -206,6 +205,14 @@ def check_loss(loss: str, loss_params: dict[str, Any] | None) -> None:
             "which rl_step does not compute: use beta = 0, or build samples.policy(..., reference_logprobs=...) "
             "and call forward_backward yourself"
         )
+
+
+def _made(opt: Operation[wire.OptimStepResult] | None) -> int | None:
+    """The step that ``opt`` (an optim-step sent, or None) made, where it has finished; else None (``_keep_failed``
+    reads the session's step + 1)."""
+    if opt is not None and opt.status == wire.OperationStatus.COMPLETED:
+        return int(opt.result().step)
+    return None
 
 
 def _keep_failed(session: Session, groups: list[list[Rollout]], step: int | None = None) -> None:

@@ -48,7 +48,7 @@ after the ninth cut (``PER_FILE``: ``tiny``'s attention heads without a generato
 bookkeeping, 4; the step log's times and loss, 3; an optim-step's result unvalidated, 4); 173 after the tenth (the
 worker's operation id made in ``submit``, 2; a wait asking the worker's own ``runs_here``, not the backend's, 1); 171
 after a fixed count set by ``ThreadUse.before`` itself (the lease's ``apply``, 2); 173 with a submission's Ctrl-C
-held until it is whole (``submissions._hold_ctrl_c``, 2): the bound leaves room for checks to come, not for those
+held until it is whole (``ctrl_c.hold``, 2): the bound leaves room for checks to come, not for those
 costs to return."""
 
 

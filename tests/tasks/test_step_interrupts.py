@@ -38,3 +38,24 @@ def test_a_ctrl_c_as_rl_step_submits_its_forward_backward_sends_the_whole_step(t
     s.close()
     assert len(History.load(tmp_path / "r").completions) == 4  # the step's completions kept
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_held_until_the_step_is_sent_keeps_its_completions_under_the_step_its_optim_step_made(tmp_path):
+    """The held Ctrl-C, raised once the three were sent, kept the completions under the session's step + 1: where the
+    optim-step had finished by then, one step past the step it made (step 2 for step 1)."""
+    s = rlnb.Session(FakeBackend("adam"), runs_dir=tmp_path, run_id="r")
+    real = s.weights_sync
+
+    def ctrl_c_once_the_optim_step_ended(*args, **kwargs):
+        s.wait(30)  # the optim-step before it has finished
+        signal.raise_signal(signal.SIGINT)  # held until the step is sent
+        return real(*args, **kwargs)
+
+    s.weights_sync = ctrl_c_once_the_optim_step_ended  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        rl_step(s, TASK, rlnb.AdamParams(learning_rate=1e-3), seed=0)
+    s.weights_sync = real  # type: ignore[method-assign]
+    s.wait(30)
+    assert s.step == 1
+    s.close()
+    assert set(History.load(tmp_path / "r").completions.step) == {1}
