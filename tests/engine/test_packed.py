@@ -92,6 +92,20 @@ def test_a_dropped_layer_frees_its_packed_weight_and_a_copy_packs_its_own():
         close(copy(x), F.linear(x, copy.weight, copy.bias))
 
 
+def _trains_then_syncs(s, sample, logprobs, initial, tol: float):
+    """One step trained, then synced: the sampler keeps ``initial``'s log-probs (to ``tol``) until the weights-sync and
+    has the trainer's after it, which the step changed (by more than ``100 * tol``). The synced sample."""
+    s.forward_backward([samples.cross_entropy(list(range(1, 40)))])
+    s.optim_step(rlnb.AdamParams(learning_rate=3e-3)).result()  # moderate logits: float32 rounding stays ~1e-5
+    q = sample()  # not synced yet: the sampler still has the start weights
+    assert q.logprobs == pytest.approx(logprobs(initial, q.tokens), abs=tol)
+    s.weights_sync().result()
+    q = sample()
+    assert q.logprobs == pytest.approx(logprobs(s.backend.trainer, q.tokens), abs=tol)
+    assert q.logprobs != pytest.approx(logprobs(initial, q.tokens), abs=100 * tol)  # the step changed them
+    return q
+
+
 def test_a_session_samples_with_the_trained_weights_only_after_weights_sync():
     model = Head()
     prompt = [5, 6, 7]
@@ -109,14 +123,7 @@ def test_a_session_samples_with_the_trained_weights_only_after_weights_sync():
         def sample():
             return s.sample([prompt], num_samples=1, max_tokens=4, seed=3).result().results[0].sequences[0]
 
-        s.forward_backward([samples.cross_entropy(list(range(1, 40)))])
-        s.optim_step(rlnb.AdamParams(learning_rate=3e-3)).result()  # moderate logits: float32 rounding stays ~1e-5
-        q = sample()  # not synced yet: the sampler still has the start weights
-        assert q.logprobs == pytest.approx(logprobs(initial, q.tokens), abs=1e-4)
-        s.weights_sync().result()
-        q = sample()
-        assert q.logprobs == pytest.approx(logprobs(s.backend.trainer, q.tokens), abs=1e-4)
-        assert q.logprobs != pytest.approx(logprobs(initial, q.tokens), abs=1e-2)  # the step changed them
+        _trains_then_syncs(s, sample, logprobs, initial, 1e-4)
 
 
 @pytest.mark.slow
@@ -273,14 +280,7 @@ def test_a_qwen3_sampler_pairs_its_mlps_and_samples_the_synced_weights_eager_or_
 
             first = sample()
             assert first.logprobs == pytest.approx(logprobs(initial, first.tokens), abs=1e-5)
-            s.forward_backward([samples.cross_entropy(list(range(1, 40)))])
-            s.optim_step(rlnb.AdamParams(learning_rate=3e-3)).result()
-            q = sample()  # not synced yet: the sampler still has the start weights
-            assert q.logprobs == pytest.approx(logprobs(initial, q.tokens), abs=1e-5)
-            s.weights_sync().result()
-            q = sample()
-            assert q.logprobs == pytest.approx(logprobs(s.backend.trainer, q.tokens), abs=1e-5)
-            assert q.logprobs != pytest.approx(logprobs(initial, q.tokens), abs=1e-3)  # the step changed them
+            q = _trains_then_syncs(s, sample, logprobs, initial, 1e-5)
             runs[compile_] = (first, q)
     for got, want in zip(runs[True], runs[False], strict=True):
         assert got.tokens == want.tokens
