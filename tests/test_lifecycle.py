@@ -264,6 +264,7 @@ def test_a_ctrl_c_in_a_callback_on_the_submitting_thread_loses_no_report(tmp_pat
     s.history.on_record(slow_redraw)
     with pytest.raises(KeyboardInterrupt):
         s.forward_backward(BATCH)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the submission's Ctrl-C hold undone
     with watchdog():
         s.wait()  # the operation ended: its COMPLETED report was not dropped with the interrupt
     s.close()

@@ -61,9 +61,11 @@ class Submissions:
                     self._pending.popleft()
                 self._pending.append(op)
         finally:
-            op._release()
-            if pressed is not None:  # ``ctrl_c.restore`` inline (a submission's calls are counted)
-                ctrl_c.unhold()
+            if pressed is not None:  # ``ctrl_c.restore`` inline (a submission's calls are counted), before the
+                ctrl_c.unhold()  # listeners: one that raises (a Ctrl-C in a redraw) must not leave the hold for good
+            try:
+                op._release()
+            finally:
                 if pressed:  # held while the operation was recorded and handed over: raised now that it is whole,
                     raise KeyboardInterrupt  # the error in flight, if any, as its context (never lost to it)
         return op
