@@ -64,8 +64,9 @@ def test_a_turn_held_by_a_thread_that_ended_is_taken_with_a_warning():
     turn = StepTurn("s")
     loop = _ended_holding(turn, "ended-loop")
     words = "thread 'ended-loop' ended in the middle of a step on session s"
-    with pytest.warns(RuntimeWarning, match=words), turn.hold(timeout=DEADLINE):
+    with pytest.warns(RuntimeWarning, match=words) as caught, turn.hold(timeout=DEADLINE):
         pass
+    assert [w.filename for w in caught] == [__file__]  # the line that took the turn
     with turn.hold(timeout=0):  # free again
         pass
     loop.close()  # its block ends on this thread, long after: the turn is not its to release any more

@@ -43,9 +43,7 @@ def work(kind: wire.OperationKind, body: Any) -> tuple[Key, float]:
     size = 1
     if isinstance(body, wire.ForwardBackwardBody | wire.CustomForwardBackwardBody):
         try:
-            size = sum(
-                map(len, map(_TOKENS, body.samples))
-            )  # C passes: a generator would be a Python call an operation
+            size = sum(map(len, map(_TOKENS, body.samples)))  # C passes: a generator is a Python call
         except (AttributeError, TypeError):  # a crafted body (model_construct): its handler refuses it, naming the part
             size = 1
     elif isinstance(body, wire.SampleBody):

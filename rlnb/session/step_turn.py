@@ -115,7 +115,7 @@ class StepTurn:
                     "session.stepping(): a generator it drove?); this step takes the turn over, and its optim-step "
                     "applies any forward-backward that thread submitted without one",
                     RuntimeWarning,
-                    stacklevel=5,
+                    stacklevel=4,  # _take, hold, contextlib's __enter__, the line that takes the turn
                 )
             if taken:
                 return taken
