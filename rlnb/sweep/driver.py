@@ -102,6 +102,10 @@ def sweep(
                       f"{trial.steps}", UserWarning, stacklevel=user_stacklevel())  # fmt: skip
     study = take(SearchOptions, options, search_options)
     where = take(ExecutorOptions, options, executor_options)
+    if study.search == "optuna" and where.executor == "batched" and study.pruner is not None:
+        raise ValueError(f"pruner={study.pruner!r} cannot stop batched trials: executor='batched' asks an "
+                         "ensemble's trials together and they end together, so the pruner has no ended trial to "
+                         "compare with; pass pruner=None, or executor='threads' (or 'auto') to prune")  # fmt: skip
     check_connect_options(options, trial.target)
     check_sweep_prompts(trial.the_task(), trial.target, options, ray=where.executor == "ray")
     _check_args(runs_dir, resume, stop, progress)
@@ -150,7 +154,8 @@ def sweep(
             from .optuna_search import OptunaSource
 
             source = OptunaSource(folder, dims, study.n_trials, make_spec, sampler=study.sampler, pruner=study.pruner,
-                                  objective=trial.objective, steps=trial.steps, recorded=previous)  # fmt: skip
+                                  objective=trial.objective, steps=trial.steps, recorded=previous,
+                                  seeds=len(trial.seeds))  # fmt: skip
             reporter = source.report
         else:
             source = Plan([make_spec(i, c) for i, (c, _) in enumerate(plan)], finished)  # configs × seeds

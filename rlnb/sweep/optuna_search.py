@@ -9,6 +9,7 @@ the sweep's arguments (``samplers``). All storage access goes through one lock: 
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import warnings
@@ -22,7 +23,7 @@ from rlnb.wire import TrialStatus
 
 from .rows import ROWS_FILE, run_path
 from .samplers import SAMPLER_SEED, grid_values, make_pruner, make_sampler
-from .space import Dimension, Float, Int
+from .space import REDRAWS, Categorical, Dimension, Float, Int
 from .study_file import open_study
 from .trial import Objective, TrialSpec, identity
 
@@ -32,6 +33,8 @@ STUDY_FILE = "study.db"
 STOPPED_ATTR, RERUN_ATTR, SEED_OF_ATTR = "rlnb_stopped", "rlnb_rerun_of", "rlnb_seed_of"
 """Trial attributes: stopped (by the user, or by its process dying: to run again); asked again for that trial; runs
 with that (first) trial's seed."""
+REPEAT_ATTR = "rlnb_repeat_of"
+"""A trial whose (params, seed) that trial already has: told FAIL, never run, not counted."""
 
 
 def import_optuna() -> Any:
@@ -81,6 +84,7 @@ class OptunaSource:
         objective: Objective,
         steps: int,
         recorded: Sequence[dict[str, Any]] = (),  # the trials' rows the sweep folder has (a resume's)
+        seeds: int = 1,  # trial n runs with seed n % seeds (or its SEED_OF_ATTR's)
     ):
         optuna = self._optuna = import_optuna()
         self._lock = threading.Lock()
@@ -113,6 +117,11 @@ class OptunaSource:
             n_trials = math.prod(len(v) for v in grid_values(dims).values())
         self.total = n_trials
         self._left = max(0, n_trials - finished)
+        self._seeds = seeds
+        self._dims = dims if not any(isinstance(dim, Float) for dim in dims.values()) else None  # None: infinite
+        waiting = optuna.trial.TrialState.WAITING  # a rerun queued: its params are the stopped trial's
+        self._asked = {self._key(t): t.number for t in self.study.trials
+                       if REPEAT_ATTR not in t.user_attrs and t.state != waiting}  # fmt: skip
 
     def _requeue_stopped(self, rows: Mapping[int, dict[str, Any]]) -> int:
         """Resume: trials stopped by the user, or left RUNNING by a process that died, are asked again
@@ -126,6 +135,8 @@ class OptunaSource:
         self._known = {t.number: t for t in trials}
         finished, lost = 0, []
         for t in trials:
+            if REPEAT_ATTR in t.user_attrs:  # never ran
+                continue
             row = rows.get(t.number)
             if t.state == state.RUNNING and row is not None:
                 recovered = {**row, "run_path": run_path(self._folder, row.get("run_path"))}
@@ -183,10 +194,48 @@ class OptunaSource:
                 return None
             if isinstance(self.sampler, self._optuna.samplers.GridSampler) and self.sampler.is_exhausted(self.study):
                 return None
-            trial = self.study.ask(self._distributions)
+            trial = self._ask()
+            if trial is None:
+                return None
             self._left -= 1
             self._trials[trial.number] = trial
             return self._make_spec(trial.number, dict(trial.params), trial.user_attrs.get(SEED_OF_ATTR))
+
+    def _key(self, trial: Any) -> tuple[tuple[tuple[str, Any], ...], int]:
+        """What makes a trial the same run: its params and the index of its seed."""
+        return tuple(sorted(trial.params.items())), trial.user_attrs.get(SEED_OF_ATTR, trial.number) % self._seeds
+
+    def _ask(self) -> Any:
+        """A new trial. In a finite space, a (params, seed) drawn again is told FAIL (marked ``REPEAT_ATTR``, never
+        run) and drawn anew; after ``REDRAWS`` repeats, a point not asked yet is queued and asked. None: every point
+        is asked."""
+        for _ in range(REDRAWS):
+            trial = self.study.ask(self._distributions)
+            key = self._key(trial)
+            if self._dims is None or RERUN_ATTR in trial.user_attrs or key not in self._asked:
+                self._asked[key] = trial.number
+                return trial
+            trial.set_user_attr(REPEAT_ATTR, self._asked[key])
+            self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        fresh = next(self._unasked(), None)
+        if fresh is None:
+            return None
+        params, seed = fresh
+        self.study.enqueue_trial(params, user_attrs={SEED_OF_ATTR: seed})
+        trial = self.study.ask(self._distributions)
+        self._asked[self._key(trial)] = trial.number
+        return trial
+
+    def _unasked(self) -> Any:
+        """The finite space's (params, seed index) not asked yet, in the space's order."""
+        assert self._dims is not None
+        names = list(self._dims)
+        values = [d.choices if isinstance(d, Categorical) else range(d.low, d.high + 1) for d in self._dims.values()]
+        for seed in range(self._seeds):
+            for point in itertools.product(*values):
+                params = dict(zip(names, point, strict=True))
+                if (tuple(sorted(params.items())), seed) not in self._asked:
+                    yield params, seed
 
     def report(self, spec: TrialSpec, step: int, value: float) -> str | None:
         """Called by a running trial after each step: report, and say whether the pruner stops it."""
