@@ -69,6 +69,13 @@ def _distribution(optuna: Any, dim: Dimension) -> Any:
     return d.CategoricalDistribution(dim.choices)
 
 
+def _points(dim: Dimension) -> Sequence[Any] | None:
+    """Every value of a list or an Int range (a lazy ``range``); None for a Float range."""
+    if isinstance(dim, Int):
+        return range(dim.low, dim.high + 1)
+    return dim.choices if isinstance(dim, Categorical) else None
+
+
 class OptunaSource:
     """Trials from an Optuna study; ``make_spec(number, config)`` turns an asked trial into a TrialSpec."""
 
@@ -118,7 +125,10 @@ class OptunaSource:
         self.total = n_trials
         self._left = max(0, n_trials - finished)
         self._seeds = seeds
-        self._dims = dims if not any(isinstance(dim, Float) for dim in dims.values()) else None  # None: infinite
+        axes = {name: _points(dim) for name, dim in dims.items()}
+        self._axes = (
+            {k: v for k, v in axes.items() if v is not None} if None not in axes.values() else None
+        )  # None: a Float
         waiting = optuna.trial.TrialState.WAITING  # a rerun queued: its params are the stopped trial's
         self._asked = {self._key(t): t.number for t in self.study.trials
                        if REPEAT_ATTR not in t.user_attrs and t.state != waiting}  # fmt: skip
@@ -212,7 +222,7 @@ class OptunaSource:
         for _ in range(REDRAWS):
             trial = self.study.ask(self._distributions)
             key = self._key(trial)
-            if self._dims is None or RERUN_ATTR in trial.user_attrs or key not in self._asked:
+            if self._axes is None or RERUN_ATTR in trial.user_attrs or key not in self._asked:
                 self._asked[key] = trial.number
                 return trial
             trial.set_user_attr(REPEAT_ATTR, self._asked[key])
@@ -228,12 +238,10 @@ class OptunaSource:
 
     def _unasked(self) -> Any:
         """The finite space's (params, seed index) not asked yet, in the space's order."""
-        assert self._dims is not None
-        names = list(self._dims)
-        values = [d.choices if isinstance(d, Categorical) else range(d.low, d.high + 1) for d in self._dims.values()]
+        assert self._axes is not None
         for seed in range(self._seeds):
-            for point in itertools.product(*values):
-                params = dict(zip(names, point, strict=True))
+            for point in itertools.product(*self._axes.values()):
+                params = dict(zip(self._axes, point, strict=True))
                 if (tuple(sorted(params.items())), seed) not in self._asked:
                     yield params, seed
 

@@ -114,7 +114,8 @@ def grid_values(dims: Mapping[str, Dimension]) -> dict[str, list[Any]]:
 
 def make_pruner(optuna: Any, pruner: Any, steps: int) -> Any:
     """``"median"``: MedianPruner after 4 finished trials, judging from a quarter of the steps on;
-    ``"asha"``: SuccessiveHalvingPruner with rungs at ``steps // 9``, then ×3 (4, 12, 36 for 40 steps; reduction factor 3)."""
+    ``"asha"``: SuccessiveHalvingPruner with rungs at ``steps // 9``, then ×3 (reduction factor 3): 4, 12 and 36
+    for 40 steps."""
     if pruner is None:
         return optuna.pruners.NopPruner()
     if not isinstance(pruner, str):
