@@ -125,10 +125,8 @@ class OptunaSource:
         self.total = n_trials
         self._left = max(0, n_trials - finished)
         self._seeds = seeds
-        axes = {name: _points(dim) for name, dim in dims.items()}
-        self._axes = (
-            {k: v for k, v in axes.items() if v is not None} if None not in axes.values() else None
-        )  # None: a Float
+        axes = {name: points for name, dim in dims.items() if (points := _points(dim)) is not None}
+        self._axes = axes if len(axes) == len(dims) else None  # None: a Float range makes the space infinite
         waiting = optuna.trial.TrialState.WAITING  # a rerun queued: its params are the stopped trial's
         self._asked = {self._key(t): t.number for t in self.study.trials
                        if REPEAT_ATTR not in t.user_attrs and t.state != waiting}  # fmt: skip
