@@ -23,7 +23,7 @@ from rlnb.wire import TrialStatus
 
 from .rows import ROWS_FILE, run_path
 from .samplers import SAMPLER_SEED, grid_values, make_pruner, make_sampler
-from .space import REDRAWS, Categorical, Dimension, Float, Int
+from .space import Categorical, Dimension, Float, Int
 from .study_file import open_study
 from .trial import Objective, TrialSpec, identity
 
@@ -35,6 +35,8 @@ STOPPED_ATTR, RERUN_ATTR, SEED_OF_ATTR = "rlnb_stopped", "rlnb_rerun_of", "rlnb_
 with that (first) trial's seed."""
 REPEAT_ATTR = "rlnb_repeat_of"
 """A trial whose (params, seed) that trial already has: told FAIL, never run, not counted."""
+REASKS = 3
+"""Repeats told FAIL in a row before a point not asked yet is queued (each is a trial in the study's file)."""
 
 
 def import_optuna() -> Any:
@@ -215,9 +217,9 @@ class OptunaSource:
 
     def _ask(self) -> Any:
         """A new trial. In a finite space, a (params, seed) drawn again is told FAIL (marked ``REPEAT_ATTR``, never
-        run) and drawn anew; after ``REDRAWS`` repeats, a point not asked yet is queued and asked. None: every point
+        run) and drawn anew; after ``REASKS`` repeats, a point not asked yet is queued and asked. None: every point
         is asked."""
-        for _ in range(REDRAWS):
+        for _ in range(REASKS):
             trial = self.study.ask(self._distributions)
             key = self._key(trial)
             if self._axes is None or RERUN_ATTR in trial.user_attrs or key not in self._asked:

@@ -1,7 +1,7 @@
 """A space of lists and Int ranges alone holds a finite number of (config, seed) trials, and ``check_search`` lets
 ``n_trials`` up to that number through so that no trial repeats one already run. Optuna's samplers draw with
 replacement: a point drawn again is told FAIL (marked, never run, not counted) and drawn anew, and after
-``REDRAWS`` repeats a point not asked yet is queued. Without this, ``[1e-3, 2e-3, 5e-3]`` with ``n_trials=3`` ran
+``REASKS`` repeats a point not asked yet is queued. Without this, ``[1e-3, 2e-3, 5e-3]`` with ``n_trials=3`` ran
 5e-3 twice (summarised as two seeds agreeing to the digit) and never 1e-3. No training: the source alone."""
 
 import pytest
