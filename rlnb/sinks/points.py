@@ -47,12 +47,15 @@ class Steps:
         """Take in the records a History holds before a sink is attached to it mid-run, sending none of them: else
         the step under way would have its loss (and times) from the operations since only, a half of it (a
         forward-backward before and one after: the sink's loss would be half of ``History.steps``'). A record seen
-        finished here is not taken again when its hook comes after (it finished as the sink subscribed)."""
+        finished here is not taken again when its hook comes after (it finished as the sink subscribed). An
+        unfinished record of an earlier session (its process died mid-operation) never finishes: it is not waited
+        for, or every later point would wait until ``close()``."""
+        latest = self._starts[-1] if self._starts else None
         for rec in records:
             if rec.status in TERMINAL_STATUSES:
                 self._seeded.add(rec.seq)
                 heapq.heappush(self._ready, (rec.seq, rec))
-            else:
+            elif latest is None or latest.begins(rec):
                 self._running.add(rec.seq)
         self.drain(min(self._running, default=math.inf))
 
