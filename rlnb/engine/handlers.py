@@ -29,6 +29,7 @@ from rlnb.engine.models import packed
 from rlnb.engine.models.compiled import bucket
 from rlnb.engine.state import Engine
 from rlnb.engine.stepping import optim_step
+from rlnb.engine.worker import failure
 from rlnb.errors import Cancelled, OperationError
 from rlnb.wire import OperationErrorCode as Code
 
@@ -43,7 +44,7 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
     return out
 
 
-def classify(exc: Exception) -> OperationError | None:
+def classify(exc: BaseException) -> OperationError | None:
     """What an exception of torch or of the handlers' helpers stands for (the worker's ``classify``)."""
     cpu = isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)  # torch's CPU allocator: no OOM type
     if cpu or isinstance(exc, torch.OutOfMemoryError | MemoryError):
@@ -113,7 +114,10 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
             engine.trainer.train()
     value = finite_loss(loss, metrics)
     if not forward_only:
-        loss.backward()
+        try:  # a ``try``, not a function: no Python call a step
+            loss.backward()
+        except BaseException as exc:
+            raise _dropped(engine, exc) from exc
     outputs = None
     if body.return_loss_fn_outputs:
         outputs = [
@@ -138,8 +142,22 @@ def custom_forward_backward(
     grads = inputs_mod.custom_gradients(seqs, inputs, body.gradients)  # w·g, or zero where the mask is
     lps, _ = inputs_mod.logprobs(engine.adapter, engine.trainer, seqs, [x["target_tokens"] for x in inputs], None)
     surrogate = sum((lp * g.to(lp.device)).sum() for lp, g in zip(lps, grads, strict=True))
-    surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
+    try:
+        surrogate.backward()  # type: ignore[union-attr]  # d surrogate / d lp = g: the caller's gradients exactly
+    except BaseException as exc:
+        raise _dropped(engine, exc) from exc
     return wire.CustomForwardBackwardResult()
+
+
+def _dropped(engine: Engine, exc: BaseException) -> BaseException:
+    """A backward that failed part way (out of memory) added to some parameters' gradients and not to others: every
+    gradient since the last optim-step is dropped, as a non-finite one is, and the failure says so. A
+    ``BaseException`` that is no ``Exception`` (``SystemExit``) goes on as it is."""
+    engine.optim.zero_grad()
+    if not isinstance(exc, Exception):
+        return exc
+    code, message = failure(exc, classify)
+    return OperationError(code, f"{message}; the gradients accumulated since the last optim-step were dropped")
 
 
 # -- weights-sync (the optim-step: ``rlnb.engine.stepping``) ---------------------------------------

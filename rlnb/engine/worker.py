@@ -3,7 +3,8 @@
 It owns the operation status machine (PENDING → RUNNING → COMPLETED / FAILED) and the rules that make
 a session safe to use from a notebook:
 
-* The thread never dies. Whatever an operation raises ends *that* operation FAILED with a code: an
+* The thread never dies. Whatever an operation raises (a ``SystemExit`` from a model's forward too) ends *that*
+  operation FAILED with a code: an
   ``OperationError``'s own, what ``classify`` makes of the exception (the engine's: ``INVALID_INPUT``,
   ``NON_FINITE_LOSS``, ``RESOURCE_EXHAUSTED`` for out-of-memory), else ``INTERNAL_ERROR`` with the
   exception's type and message; a listener that raises (say, a full disk under the run store) is logged
@@ -42,15 +43,15 @@ EXIT_DEADLINE = 60.0
 
 Run = Callable[[wire.OperationKind, Any, threading.Event], Any]
 """``run(kind, body, cancelled) -> output``: does one operation; may watch ``cancelled`` between steps."""
-Classify = Callable[[Exception], OperationError | None]
+Classify = Callable[[BaseException], OperationError | None]
 """``classify(exc)``: the ``OperationError`` (code and message) an exception stands for; None for a bug."""
 
 
-def _unknown(exc: Exception) -> OperationError | None:
+def _unknown(exc: BaseException) -> OperationError | None:
     return None
 
 
-def failure(exc: Exception, classify: Classify = _unknown) -> tuple[Code, str]:
+def failure(exc: BaseException, classify: Classify = _unknown) -> tuple[Code, str]:
     """The code and message an operation fails with when its work raised ``exc``."""
     known = exc if isinstance(exc, OperationError) else classify(exc)
     if known is not None:
@@ -166,8 +167,8 @@ class Worker:
                 _listener_failed(kind, env)
             try:
                 output = self._run_op(kind, body, self.cancelled)
-            except Exception as exc:  # noqa: BLE001 - any failure is the operation's, never the worker's
-                env = wire.Operation.failed(op_id, *failure(exc, self._classify))
+            except BaseException as exc:  # noqa: BLE001 - any failure is the operation's, never the worker's (a
+                env = wire.Operation.failed(op_id, *failure(exc, self._classify))  # SystemExit ended it in silence)
             else:
                 env = _envelope(op_id, Status.COMPLETED, output, _WITH_OUTPUT)
             try:
