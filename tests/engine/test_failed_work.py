@@ -76,3 +76,14 @@ def test_a_backward_that_fails_part_way_drops_every_accumulated_gradient_and_say
         before = model.head.weight.detach().clone()
         s.optim_step(rlnb.AdamParams(learning_rate=1e-2)).result(timeout=60)
         assert torch.equal(model.head.weight, before)  # nothing to train on: no step on the failed batch
+
+
+def test_an_optim_step_the_engine_refuses_says_the_gradients_are_kept():
+    """An eps that is 0 in the weights' float32 passes the params' own checks and is refused by the engine: nothing
+    changed, and the next optim-step applies the gradients accumulated before (the message said nothing of them)."""
+    with rlnb.connect("local", model=Model(), seed=0, record=False) as s:
+        s.forward_backward(SEQ).result(timeout=60)
+        with pytest.raises(rlnb.OperationFailed, match="eps") as caught:
+            s.optim_step(rlnb.AdamParams(eps=1e-50)).result(timeout=60)
+        assert caught.value.code == Code.INVALID_INPUT
+        assert "the gradients accumulated since the last optim-step are kept for the next one" in str(caught.value)
