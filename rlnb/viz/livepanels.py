@@ -80,7 +80,7 @@ def draw_panel(
     """The panel of ``name`` drawn as a PNG (``smooth``: its EMA shown; ``na_reason``: why the latest step has no
     gradient norm; ``logged``: ``name`` is a figure given to ``log``, which says so while none has come)."""
     keys = [k for k in panel.lines if ":" not in k and k != "grad_clip_norm"]
-    lo, hi, x_last = math.inf, -math.inf, 0.0
+    lo, hi, pos, x_last = math.inf, -math.inf, math.inf, 0.0  # pos: the lowest point above 0, a log axis' floor
     infs: list[str] = []
     for key in keys:
         s = series[key]
@@ -94,7 +94,7 @@ def draw_panel(
             panel.set(key + ":ema", ex, ey, visible=smooth and drawn, markers=False)
             raw.set_alpha(0.35 if smooth else 1.0)
         infs += _infs(panel, key, s)
-        lo, hi = min(lo, s.lo), max(hi, s.hi)
+        lo, hi, pos = min(lo, s.lo), max(hi, s.hi), min(pos, s.pos_lo)
         if s.n:
             x_last = max(x_last, s.last_x)
     note = ""
@@ -109,9 +109,10 @@ def draw_panel(
     if name != "grad_norm":  # a legend inside once the held-out accuracy or an infinity is there
         held_out = [EVAL_ACCURACY] if EVAL_ACCURACY in panel.lines and series[EVAL_ACCURACY].n else []
         panel.legend([*named, *held_out, *infs] if held_out or infs else [], inside=True)
-    panel.set_log(log_y and hi > 0)  # a log axis needs a positive point: until one comes, it stays linear
+    log = log_y and hi > 0  # a log axis needs a positive point: until one comes, it stays linear
+    panel.set_log(log)
     panel.set_note(note)
-    panel.set_limits(x_last, lo, hi)
+    panel.set_limits(x_last, min(lo if lo > 0 else pos, hi) if log else lo, hi)  # a 0 is not drawn on a log axis
     return panel.render()
 
 

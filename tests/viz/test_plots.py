@@ -526,6 +526,20 @@ def test_log_y_before_a_run_or_on_values_that_are_not_positive_stays_linear_unti
     view.close()
 
 
+def test_log_y_keeps_the_small_positive_points_of_a_line_that_holds_a_zero_in_view():
+    """A reward that starts at 0 (or a warm-up's first learning rate): on a log axis the 0 is not drawn, and the
+    positive points are (the floor was a tenth of the highest point: 0.002 to 0.05 were drawn off the axes)."""
+    h = History()
+    for step, reward in enumerate([0.0, 0.002, 0.01, 0.03, 0.05, 0.2, 1.0]):
+        h.log(step, reward=reward)
+    view = LiveView(h, metrics=("reward",), loss=False, learning_rate=False, every=0)
+    view.log_toggle.value = True
+    ax = view.panels["reward"].ax
+    low, high = ax.get_ylim()
+    assert ax.get_yscale() == "log" and low < 0.002 and 1.0 < high
+    view.close()
+
+
 def test_an_infinite_figure_is_a_gap_in_the_live_view_not_the_end_of_its_panel():
     h = History()
     view = LiveView(h, metrics=("ppl",), every=0)
