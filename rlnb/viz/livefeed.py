@@ -1,6 +1,7 @@
 """What a live view's lines are fed, as the step log grows: each settled step's loss, norms, clip threshold and
-learning rate; each logged figure to its own panel (made when first seen, where the view shows every figure) or,
-``eval/accuracy``, to the reward's; and a figure logged late (step 2's after step 5's) fed again, in step order."""
+learning rate (a step that comes again: every step fed again in step order, each once with its last row); each
+logged figure to its own panel (made when first seen, where the view shows every figure) or, ``eval/accuracy``, to
+the reward's; and a figure logged late (step 2's after step 5's) fed again, in step order."""
 
 from __future__ import annotations
 
@@ -13,17 +14,28 @@ from rlnb.viz.livepanels import NORMS
 from rlnb.viz.livetables import RL_TABLE
 from rlnb.viz.series import Series
 
+STEP_LINES = ("loss", *NORMS, "learning_rate")
+
 
 def feed(view: Any, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]:
     """``rows`` (settled steps) and ``logs`` (figures given to ``history.log``) fed to ``view``'s lines; the names of
     the panels whose data changed."""
     changed: set[str] = set()
+    clip = view.series["grad_clip_norm"]  # fed at every row
+    steps = [clip.last_x if clip.n else -math.inf, *(row.step for row in rows)]
+    if any(b <= a for a, b in zip(steps, steps[1:])):  # a step again (a run continued from step 0): the lines
+        # would run back across the panel; fed again, in step order, each step once with its last row, as plots.loss
+        fed = view.history.step_log.settled(0)[: view._rows_seen]
+        rows = [row for _, row in sorted({row.step: row for row in fed}.items())]
+        for col in (*STEP_LINES, "grad_clip_norm"):
+            if col in view.series:
+                view.series[col] = Series(view.ema)
     for row in rows:
-        for col in ("loss", *NORMS, "learning_rate"):
+        for col in STEP_LINES:
             if col in view.series:
                 view.series[col].add(row.step, getattr(row, col))
-        clip = row.grad_clip_norm
-        view.series["grad_clip_norm"].add(row.step, clip if clip > 0 else math.nan)  # 0 = clipping off
+        threshold = row.grad_clip_norm
+        view.series["grad_clip_norm"].add(row.step, threshold if threshold > 0 else math.nan)  # 0 = clipping off
     if rows:
         changed |= {"loss", "grad_norm", "learning_rate"} & set(view.panels)
     late: set[str] = set()

@@ -125,3 +125,29 @@ def test_the_notes_count_is_a_number_kept_apart_from_its_wording(monkeypatch):
     ax = draw.new_axes(None)
     draw_repeats(ax, (2, 1, 4))
     assert [t.get_text() for t in ax.texts] == ["repeated steps: 4"]
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.runs.RunContinuedWarning")  # the second session starts at 0
+def test_a_live_views_step_lines_draw_a_repeated_step_once_in_step_order(tmp_path):
+    """Two sessions of one run, each from step 0 (steps 1-3 twice): the live loss line ran back across the panel
+    (x 1, 2, 3, 1, 2, 3) where ``plots.loss`` draws each step once, with its last value."""
+    import rlnb
+    from rlnb import samples
+    from rlnb.testing import FakeBackend
+    from rlnb.viz.live import LiveView
+
+    for first in (True, False):
+        s = rlnb.Session(FakeBackend("adam", loss=lambda step, k=first: 1.0 + step + (0 if k else 10)),
+                         runs_dir=tmp_path, run_id="r")  # fmt: skip
+        view = LiveView(s.history, every=0) if not first else None
+        for _ in range(3):
+            s.forward_backward([samples.cross_entropy([1, 2, 3])])
+            s.optim_step(rlnb.AdamParams()).result(timeout=30)
+            if view is not None:
+                view.refresh()
+        s.close()
+    xy = view.series["loss"].raw.xy()
+    drawn = plots.loss(s.history).lines[0].get_xydata().tolist()
+    assert [list(p) for p in zip(*xy, strict=True)] == drawn
+    assert [x for x, _ in drawn] == [1.0, 2.0, 3.0]
+    view.close()
