@@ -5,6 +5,7 @@ the reward's; and a figure logged late (step 2's after step 5's) fed again, in s
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -23,7 +24,7 @@ def feed(view: Any, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]
     changed: set[str] = set()
     clip = view.series["grad_clip_norm"]  # fed at every row
     steps = [clip.last_x if clip.n else -math.inf, *(row.step for row in rows)]
-    if any(b <= a for a, b in zip(steps, steps[1:])):  # a step again (a run continued from step 0): the lines
+    if any(b <= a for a, b in itertools.pairwise(steps)):  # a step again (a run continued from step 0): the lines
         # would run back across the panel; fed again, in step order, each step once with its last row, as plots.loss
         fed = view.history.step_log.settled(0)[: view._rows_seen]
         rows = [row for _, row in sorted({row.step: row for row in fed}.items())]
