@@ -26,7 +26,7 @@ from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import truthful_openapi
 from rlnb.server.registry import Registry
 from rlnb.server.routes import checkpoints, operations, payloads, resources, sessions
-from rlnb.server.settings import MAX_WAIT, ServerSettings
+from rlnb.server.settings import MAX_WAIT, ServerSettings, check_public_host
 
 log = logging.getLogger("rlnb")
 
@@ -146,6 +146,7 @@ def app_for(host: str, port: int, **options: Any) -> FastAPI:
     starts listening."""
     options.setdefault("public_url", f"http://{url_host(reachable(host))}:{port}")  # http://::1:8000 is no URL
     if options.get("token") is None and loopback(host):  # this machine's own: a rebound name is no name of it
+        check_public_host(options["public_url"])  # read here before the settings check it: a ValueError naming it
         options.setdefault("host_names", frozenset({host.lower(), host_name(urlsplit(options["public_url"]).netloc)}))
     return create_app(**options)
 
