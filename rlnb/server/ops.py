@@ -207,12 +207,13 @@ class OperationsMixin(RegistryCore):
         """Answer every held long-poll now, and every later one at once: the server is stopping. Its graceful
         shutdown waits for the requests in flight before the app's shutdown changes any status: a held GET would keep
         the stop ``SHUTDOWN_GRACE`` seconds longer, then be cancelled (a 500, a traceback on stderr)."""
-        waiters = []
+        waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         with self.lock:
             self._polls_released = True
             for s in self.sessions.values():
                 for op in s.ops.values():
-                    waiters, op.waiters = waiters + op.waiters, []
+                    waiters.extend(op.waiters)
+                    op.waiters = []
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_wake, fut)
 
