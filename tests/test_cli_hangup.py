@@ -87,3 +87,32 @@ def test_demo_hung_up_says_where_the_steps_are_and_exits_129(tmp_path):
         proc.wait(timeout=EXIT_DEADLINE)
     assert proc.returncode == 129, err  # 128 + SIGHUP
     assert err == f"rlnb demo: stopped (SIGHUP); the steps so far are in {tmp_path / 'run'} (rlnb.History.load)\n"
+
+
+def test_serve_started_with_its_output_closed_serves_and_keeps_its_files_off_that_descriptor(tmp_path):
+    """``rlnb serve >&-`` (a service manager's or a script's closed stdout): uvicorn's log setup read
+    ``sys.stdout.isatty()`` of ``None``, a traceback, exit 1, before it listened. The closed descriptor is the null
+    device's: the lowest free descriptor is the next file opened, and what writes to stdout must not reach it."""
+    import time
+
+    import httpx
+
+    from rlnb.testing import free_port
+
+    port = free_port()
+    argv = [sys.executable, "-m", "rlnb.cli", "serve", "--device", "cpu", "--port", str(port)]
+    env = {**os.environ, "PYTHONPATH": ROOT, "TMPDIR": str(tmp_path)}
+    closing = lambda: os.close(1)  # noqa: E731 - in the child, after its standard streams are set
+    server = subprocess.Popen(argv, env=env, text=True, stderr=subprocess.PIPE, preexec_fn=closing)  # noqa: PLW1509
+    deadline = time.monotonic() + EXIT_DEADLINE
+    while server.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    assert server.poll() is None, server.communicate()[1]
+    assert os.readlink(f"/proc/{server.pid}/fd/1") == os.devnull
+    server.send_signal(signal.SIGTERM)
+    _, err = server.communicate(timeout=EXIT_DEADLINE)
+    assert (server.returncode, err) == (0, "")

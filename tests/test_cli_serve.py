@@ -197,3 +197,19 @@ def test_a_python_caller_of_the_server_sees_the_settings_field_names():
     for field, value in given.items():
         with pytest.raises(ValueError, match=f"^{field} "):
             create_app(**{field: value})
+
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://[::1]:x/", "http://h:99999"])
+def test_a_public_url_no_url_parser_reads_is_refused_naming_the_option_on_a_loopback_host(url, capsys):
+    """On a loopback host without a token the server answers its ``--public-url``'s name too: that name was read
+    before the URL was checked, so ``http://[::1`` stopped it with urllib's bare "Invalid IPv6 URL"."""
+    assert main(["serve", "--device", "cpu", "--port", "0", "--public-url", url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rlnb serve: --public-url {url!r} is not a valid URL"), err
+
+
+def test_a_python_caller_on_a_loopback_host_sees_the_public_url_named():
+    from rlnb.server.app import app_for
+
+    with pytest.raises(ValueError, match=r"^public_url 'http://\[::1' is not a valid URL"):
+        app_for("127.0.0.1", 8000, public_url="http://[::1", device="cpu")

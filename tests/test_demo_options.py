@@ -91,3 +91,37 @@ def test_out_expands_a_tilde_as_every_other_folder_option_does(monkeypatch, tmp_
     named ``~`` in the working folder, where ``runs_dir``, ``checkpoint_dir`` and ``History.save`` expand it."""
     monkeypatch.setenv("HOME", str(tmp_path))
     assert DemoOptions(out="~/demo").out == tmp_path / "demo"
+
+
+def _refused(tmp_path, capsys, *options: str) -> str:
+    from rlnb.cli import main
+
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", str(tmp_path / "out"), *options]) == 2
+    return capsys.readouterr().err
+
+
+def test_a_model_the_engine_cannot_load_is_refused_naming_model(tmp_path, capsys):
+    """``rlnb demo --model FOLDER`` (no config.json) said the folder's fault without naming the option."""
+    err = _refused(tmp_path, capsys, "--model", str(tmp_path))
+    assert err.startswith(f"rlnb demo: --model: '{tmp_path}' is a directory but holds no config.json"), err
+    err = _refused(tmp_path, capsys, "--model", "no-such/model")
+    assert err.startswith("rlnb demo: --model 'no-such/model' is not a local directory"), err
+
+
+@pytest.mark.slow  # builds the model
+def test_a_lora_rank_past_the_models_layers_is_refused_naming_lora(tmp_path, capsys):
+    """``--lora 100000`` was refused as ``lora: rank ...``, the engine's keyword, not the option typed."""
+    err = _refused(tmp_path, capsys, "--lora", "100000")
+    assert err.startswith("rlnb demo: --lora: rank 100000 is more than any adapted layer can use"), err
+
+
+def test_a_device_this_torch_lacks_is_refused_naming_device(tmp_path, capsys, monkeypatch):
+    """``--device cuda`` on a torch without CUDA was refused as ``device='cuda' but ...``."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    from rlnb.cli import main
+
+    assert main(["demo", "--steps", "1", "--device", "cuda", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlnb demo: --device 'cuda' but this torch has no CUDA device"), err

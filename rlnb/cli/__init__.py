@@ -24,7 +24,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     subcommand's own handler runs is one line and 130, as within it (a ``KeyboardInterrupt`` traceback before); one
     during an import is held until it returns (``interrupts``: a library could lose it or turn it into an error)."""
     from rlnb.cli.interrupts import HeldDuringImports
+    from rlnb.cli.output import opened
 
+    opened()  # before anything opens a file: a closed stdout's descriptor is no file's
     try:
         with HeldDuringImports():
             import argparse

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlnb.cli.demo_options import DEMO_PARAMS, DemoOptions
+from rlnb.cli.demo_options import DEMO_PARAMS, DemoOptions, as_option
 from rlnb.cli.demo_stops import RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, integer, number
@@ -46,9 +46,12 @@ def demo(options: DemoOptions | None = None) -> int:
     said = check_out(out, o.force)
     adapter = {"rank": o.lora, "alpha": 2 * o.lora} if o.lora else None
     kind = rlnb.wire.optimizer_kind(o.optimizer)
-    backend = LocalBackend(
-        kind, seed=o.seed, device=o.device, model=o.model, dtype=o.dtype, lora=adapter, threads=o.threads
-    )
+    try:
+        backend = LocalBackend(
+            kind, seed=o.seed, device=o.device, model=o.model, dtype=o.dtype, lora=adapter, threads=o.threads
+        )
+    except ValueError as exc:
+        raise as_option(exc) from None
     held = aside = None
     set_aside = False
     try:  # out and run/ are made once the params fit: --lr 1e308 is refused with no empty run/ left behind

@@ -26,3 +26,20 @@ def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
     except OSError:
         quiet(sys.stderr)
+
+
+def opened() -> None:
+    """A closed stdout or stderr (``rlnb serve >&-``, a service manager's closed streams) as the null device:
+    Python leaves the stream ``None``, where uvicorn's log setup calls ``sys.stdout.isatty()`` (a traceback, exit 1),
+    and the descriptor free, where the next file opened (a lock, the journal, a socket) would take it and a write to
+    stdout (a C library's, a child's) would land in that file."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_WRONLY)
+            if null != fd:  # stdin closed too: the null device came as descriptor 0
+                os.dup2(null, fd)
+                os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 - the process's stream, never closed

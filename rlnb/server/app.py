@@ -26,7 +26,7 @@ from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import truthful_openapi
 from rlnb.server.registry import Registry
 from rlnb.server.routes import checkpoints, operations, payloads, resources, sessions
-from rlnb.server.settings import MAX_WAIT, ServerSettings
+from rlnb.server.settings import MAX_WAIT, ServerSettings, check_public_host
 
 log = logging.getLogger("rlnb")
 
@@ -146,6 +146,7 @@ def app_for(host: str, port: int, **options: Any) -> FastAPI:
     starts listening."""
     options.setdefault("public_url", f"http://{url_host(reachable(host))}:{port}")  # http://::1:8000 is no URL
     if options.get("token") is None and loopback(host):  # this machine's own: a rebound name is no name of it
+        check_public_host(options["public_url"])  # read here before the settings check it: a ValueError naming it
         options.setdefault("host_names", frozenset({host.lower(), host_name(urlsplit(options["public_url"]).netloc)}))
     return create_app(**options)
 
@@ -188,13 +189,15 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def run(app: FastAPI, sock: socket.socket) -> None:
-    """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted. A second signal while it stops
-    abandons the running operations at once (``app.state.hurry``); a stop that skipped the app's shutdown (uvicorn
-    does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too. A SIGINT
+    """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted. A stop answers the long-polls it
+    holds at once (their status as it is), before uvicorn waits for the requests in flight. A second signal while it
+    stops abandons the running operations at once (``app.state.hurry``); a stop that skipped the app's shutdown
+    (uvicorn does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too. A SIGINT
     ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler would honour it."""
     import uvicorn
 
     hurry: threading.Event = app.state.hurry
+    registry: Registry = app.state.registry
     ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
     class Server(uvicorn.Server):
@@ -210,6 +213,8 @@ def run(app: FastAPI, sock: socket.socket) -> None:
                 return
             if self.should_exit:
                 hurry.set()
+            else:  # on a thread: this handler may have interrupted the event loop's thread inside the registry's lock
+                threading.Thread(target=registry.release_long_polls, name="rlnb-release-polls", daemon=True).start()
             super().handle_exit(sig, frame)
 
     host, port = sock.getsockname()[:2]

@@ -38,6 +38,9 @@ def _wake(fut: asyncio.Future[None]) -> None:
 
 
 class OperationsMixin(RegistryCore):
+    _polls_released = False
+    """Set when the server begins to stop (``release_long_polls``): a long-poll answers at once."""
+
     # -- operations ------------------------------------------------------------------------------
 
     def replay(self, sid: str, kind: wire.OperationKind, key: str, fingerprint: str) -> OpRecord | None:
@@ -187,6 +190,8 @@ class OperationsMixin(RegistryCore):
             status = op.env.status
             if status in wire.TERMINAL_STATUSES or (seen is not None and status != seen) or timeout <= 0:
                 return
+            if self._polls_released:
+                return
             fut: asyncio.Future[None] = loop.create_future()
             op.waiters.append((loop, fut))
         try:
@@ -197,6 +202,20 @@ class OperationsMixin(RegistryCore):
             with self.lock:
                 if (loop, fut) in op.waiters:
                     op.waiters.remove((loop, fut))
+
+    def release_long_polls(self) -> None:
+        """Answer every held long-poll now, and every later one at once: the server is stopping. Its graceful
+        shutdown waits for the requests in flight before the app's shutdown changes any status: a held GET would keep
+        the stop ``SHUTDOWN_GRACE`` seconds longer, then be cancelled (a 500, a traceback on stderr)."""
+        waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        with self.lock:
+            self._polls_released = True
+            for s in self.sessions.values():
+                for op in s.ops.values():
+                    waiters.extend(op.waiters)
+                    op.waiters = []
+        for loop, fut in waiters:
+            loop.call_soon_threadsafe(_wake, fut)
 
     # -- checkpoints -----------------------------------------------------------------------------
 
