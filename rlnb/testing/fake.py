@@ -35,9 +35,11 @@ class FakeBackend:
         fail: which operations fail: ``{"optim-step": "NON_FINITE_LOSS"}`` or a ``Failure`` callable.
         seed: seeds the samples sent without a ``seed`` (the engine's ``seed=``): a run is the same each time.
         num_generator_replicas: 0 makes a trainer-only session, whose samples fail ``INVALID_INPUT``.
-        vocab_size, context_length: the token ids and the tokens a sample or a prompt may hold (at most 256: the ids
-            are bytes); past them the ``Session`` refuses before sending, and a body sent past it fails
-            ``INVALID_INPUT``, as on the engine. None: no bound (a stand-in for a model with a larger vocabulary).
+        vocab_size: the token ids a sample or a prompt may hold, [0, vocab_size) (at most 256: the ids are bytes);
+            past it the ``Session`` refuses before sending, and a body sent past it fails ``INVALID_INPUT``, as on
+            the engine. None: no bound (a stand-in for a model with a larger vocabulary).
+        context_length: the most tokens a sample, or a prompt and its ``max_tokens``, may hold, checked the same
+            way; None: no bound.
 
     What the engine refuses in a request is refused here, with its code and words: a loss's missing or unread
     inputs, inputs of another length than their sample, token ids outside the vocabulary or past the context, the
