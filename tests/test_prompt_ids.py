@@ -13,7 +13,7 @@ from tests.support.calls import python_calls
 
 @pytest.fixture
 def s():
-    with rlnb.Session(FakeBackend(), record=False) as session:
+    with rlnb.Session(FakeBackend(vocab_size=None, context_length=None), record=False) as session:  # ids unbounded
         yield session
 
 
@@ -79,7 +79,8 @@ def test_ids_in_an_iterable_that_is_no_sequence_are_one_prompt(s):
 
 def test_an_id_past_int64_is_named_before_anything_is_sent(s):
     """Past the wire's int64 the prompt was a raw pydantic ``ValidationError`` for ``EncodedText``, and ``decode``
-    gave a replacement character: both now name the token where the session knows no vocabulary (FakeBackend's)."""
+    gave a replacement character: both now name the token where the session knows no vocabulary (this FakeBackend's:
+    ``vocab_size=None``)."""
     with pytest.raises(ValueError, match=r"^prompts\[0\]: token 9223372036854775808 is outside the token ids \(0 to"):
         s.sample([1, 2**63], max_tokens=1)
     with pytest.raises(ValueError, match=r"^tokens: token 9223372036854775808 is outside the token ids \(0 to"):

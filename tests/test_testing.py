@@ -217,3 +217,18 @@ def test_a_fake_backends_delay_is_checked_when_it_is_made(delay):
     error (``ValueError: Invalid value NaN``, ``OverflowError: timestamp out of range``); ``True`` slept a second."""
     with pytest.raises(ValueError, match=r"delay must be a finite number of seconds in \[0, 86400\]"):
         FakeBackend(delay=delay)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ({"vocab_size": 300}, r"vocab_size must be an integer in \[1, 256\]"),
+        ({"context_length": 0}, r"context_length must be an integer"),
+        ({"num_generator_replicas": -1}, r"num_generator_replicas must be an integer"),
+        ({"seed": 1.5}, r"seed must be an integer"),
+    ],
+)
+def test_the_fake_backends_model_options_are_checked_when_it_is_made(option, message):
+    """A guard: a vocabulary past the byte codec's 256 ids, or a bound that is no count, is refused by name."""
+    with pytest.raises(ValueError, match=message):
+        FakeBackend(**option)

@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_seconds
+from rlnb._options import check_int, check_seconds
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
+from rlnb.testing import fake_ops
 from rlnb.text import ByteCodec
 from rlnb.wire import Listener
 
@@ -21,21 +22,40 @@ Failure = Callable[[str, Any, int], str | None]
 
 
 class FakeBackend:
-    """A training session without a model.
+    """A training session without a model: the in-process engine's worker, statuses, error codes and result fields,
+    on a pretend byte-level model the size of the built-in ``"tiny"`` (256 token ids, a context of 256 tokens).
 
     Args:
         optimizer: ``"adam"`` or ``"muon"``.
         delay: seconds each operation spends RUNNING (a finite number in [0, 86400]; a close ends them).
-        loss: ``loss(step) -> float``, the forward-backward loss at an optimizer step (default 1 / (1 + step)).
-        grad_norm: the pre-clip gradient norm every optim-step reports.
+        loss: ``loss(step) -> float``, the forward-backward loss at an optimizer step (default 1 / (1 + step)); NaN
+            or ±inf fails the forward-backward ``NON_FINITE_LOSS``, as the engine and the service fail it.
+        grad_norm: the pre-clip gradient norm an optim-step reports; 0 where no forward-backward accumulated
+            gradients since the step before, as on the engine.
         fail: which operations fail: ``{"optim-step": "NON_FINITE_LOSS"}`` or a ``Failure`` callable.
+        seed: seeds the samples sent without a ``seed`` (the engine's ``seed=``): a run is the same each time.
+        num_generator_replicas: 0 makes a trainer-only session, whose samples fail ``INVALID_INPUT``.
+        vocab_size: the token ids a sample or a prompt may hold, [0, vocab_size) (at most 256: the ids are bytes);
+            past it the ``Session`` refuses before sending, and a body sent past it fails ``INVALID_INPUT``, as on
+            the engine. None: no bound (a stand-in for a model with a larger vocabulary).
+        context_length: the most tokens a sample, or a prompt and its ``max_tokens``, may hold, checked the same
+            way; None: no bound.
 
-    Sampling returns ``max_tokens`` (default 4) pseudo-random bytes per sequence, reproducible from the
-    ``seed``, each with logprob -1; text is byte-level (``codec``), as on the built-in models.
+    What the engine refuses in a request is refused here, with its code and words: a loss's missing or unread
+    inputs, inputs of another length than their sample, token ids outside the vocabulary or past the context, the
+    other optimizer's params. What differs, by design: sampling returns pseudo-random bytes (``max_tokens``, default
+    ``wire.DEFAULT_MAX_TOKENS``, cut at a stop string as the engine cuts them), every sampled token, prompt token and
+    counted target at log-prob -1 (``fake_ops.FAKE_LOGPROB``); the loss is ``loss(step)``, whatever the loss type;
+    forward-backward metrics hold ``loss/tokens`` only; a Muon step splits ``grad_norm`` equally between its groups.
     ``submitted`` lists every ``(kind, body)`` in order.
     """
 
     codec = ByteCodec()
+    max_num_samples = 256
+    """The in-process engine's bounds (``rlnb.engine.inputs.MAX_NUM_SAMPLES``, the wire's on stop strings): a
+    ``Session`` refuses past them before sending."""
+    max_stop_strings = wire.MAX_STOP_STRINGS
+    max_stop_chars = wire.MAX_STOP_CHARS
 
     def __init__(
         self,
@@ -45,13 +65,26 @@ class FakeBackend:
         loss: Callable[[int], float] | None = None,
         grad_norm: float = 1.0,
         fail: dict[str, str] | Failure | None = None,
+        seed: int = 0,
+        num_generator_replicas: int = 1,
+        vocab_size: int | None = 256,
+        context_length: int | None = 256,
     ):
         self.optimizer: wire.OptimizerKind = wire.optimizer_kind(optimizer)
         self.delay, self.grad_norm = check_seconds("delay", delay), grad_norm  # NaN or inf fails every wait
         self.loss = loss or (lambda step: 1.0 / (1 + step))
         self._fail: Failure = _failing(fail) if isinstance(fail, dict) else (fail or _never)
+        self.seed = check_int("seed", seed, -(2**63), 2**63 - 1)
+        self.sample_rng = random.Random(self.seed)
+        self.num_generator_replicas = check_int("num_generator_replicas", num_generator_replicas, 0, wire.INT32_MAX)
+        self.vocab_size = None if vocab_size is None else check_int("vocab_size", vocab_size, 1, 256)
+        self.context_length = None if context_length is None else check_int("context_length", context_length, 1)
         self.step = self.weights_version = 0
+        self.accumulated = False
+        """Whether a forward-backward has accumulated gradients since the last optim-step (the engine's state)."""
         self.submitted: list[tuple[str, Any]] = []
+        self._training_checkpoints: list[wire.TrainingCheckpoint] = []
+        self._inference_checkpoints: list[wire.InferenceCheckpoint] = []
         now = datetime.now(UTC)
         self._info = wire.Session(
             id=f"fake-{uuid.uuid4()}", status=wire.SessionStatus.RUNNING, base_model="fake", model_resources_id="fake",
@@ -77,6 +110,8 @@ class FakeBackend:
             target_weights_version=self.weights_version,
             trainer_step=self.step,
         )
+        info.training_checkpoints = list(self._training_checkpoints)
+        info.inference_checkpoints = list(self._inference_checkpoints)
         return info
 
     def config(self) -> dict[str, Any]:
@@ -105,67 +140,48 @@ class FakeBackend:
             cancelled.wait(self.delay)
         code = self._fail(kind, body, self.step)
         if code is not None:
-            raise OperationError(wire.error_code(code), f"FakeBackend fails {kind} at step {self.step}")
-        return _OUTPUTS[kind](self, body)
-
-    def _forward_backward(self, body: wire.ForwardBackwardBody) -> wire.ForwardBackwardResult:
-        tokens = sum(len(s.model_input.tokens) for s in body.samples)
-        return wire.ForwardBackwardResult(loss=self.loss(self.step), metrics={"loss/tokens": float(tokens)})
+            code = wire.error_code(code)
+            if kind == wire.OperationKind.OPTIM_STEP and code == wire.OperationErrorCode.NON_FINITE_LOSS:
+                self.accumulated = False  # the engine drops the gradients that were not finite
+            raise OperationError(code, f"FakeBackend fails {kind} at step {self.step}")
+        output = _OUTPUTS[kind](self, body)
+        if kind in wire.CHANGES_SESSION:
+            self._info.updated_at = datetime.now(UTC)
+        return output
 
     def _custom_forward_backward(self, body: wire.CustomForwardBackwardBody) -> wire.CustomForwardBackwardResult:
+        for i, s in enumerate(body.samples):
+            fake_ops.check_tokens(self, s.model_input.tokens, f"samples[{i}]")
         return wire.CustomForwardBackwardResult()
-
-    def _optim_step(self, body: wire.OptimStepBody | None) -> wire.OptimStepResult:
-        self.step += 1
-        given = getattr(body, wire.OPTIMIZER_PARAMS_FIELD[self.optimizer]) if body is not None else None
-        lr = getattr(given, "learning_rate", None) or 1e-4
-        clip = getattr(given, "grad_clip_norm", None)
-        clip = 1.0 if clip is None else clip  # the engine's default; 0 = clipping off, as sent
-        metrics = {"grad_norm": self.grad_norm, "grad_clip_norm": clip, "learning_rate": lr}
-        return wire.OptimStepResult(step=self.step, metrics=metrics)
 
     def _weights_sync(self, body: wire.WeightsSyncBody) -> wire.WeightsSyncResult:
         self.weights_version = self.step
         return wire.WeightsSyncResult(weights_version=self.weights_version)
 
     def _inference_checkpoint(self, body: None) -> wire.InferenceCheckpointResult:
-        return wire.InferenceCheckpointResult(checkpoint=wire.InferenceCheckpoint(**self._checkpoint()))
+        ckpt = wire.InferenceCheckpoint(**self._checkpoint())
+        self._inference_checkpoints.append(ckpt)
+        return wire.InferenceCheckpointResult(checkpoint=ckpt)
 
     def _training_checkpoint(self, body: None) -> wire.TrainingCheckpointResult:
-        return wire.TrainingCheckpointResult(checkpoint=wire.TrainingCheckpoint(**self._checkpoint()))
+        ckpt = wire.TrainingCheckpoint(**self._checkpoint())
+        self._training_checkpoints.append(ckpt)
+        return wire.TrainingCheckpointResult(checkpoint=ckpt)
 
     def _checkpoint(self) -> dict[str, Any]:
         return {"id": f"ckpt-fake-{uuid.uuid4().hex[:8]}", "step": self.step, "created_at": datetime.now(UTC)}
 
-    def _sample(self, body: wire.SampleBody) -> wire.SampleOutput:
-        sp = body.sampling_params or wire.SamplingParams()
-        rng = random.Random(sp.seed)
-        n, length = body.num_samples or 1, sp.max_tokens or 4
-        results = []
-        for _ in body.model_inputs:
-            seqs = [
-                wire.SampledSequence(
-                    tokens=[rng.randrange(256) for _ in range(length)],
-                    logprobs=[-1.0] * length,
-                    stop_reason=wire.STOP_REASON_LENGTH,
-                )  # fmt: skip
-                for _ in range(n)
-            ]
-            segments = [wire.PolicyVersionSegment(start_token=0, version=self.weights_version)]
-            results.append(wire.SampleResult(policy_segments=segments, sequences=seqs))
-        return wire.SampleOutput(results=results)
-
 
 _OUTPUTS: dict[wire.OperationKind, Callable[[FakeBackend, Any], wire._Model]] = {
-    wire.OperationKind.FORWARD_BACKWARD: FakeBackend._forward_backward,
+    wire.OperationKind.FORWARD_BACKWARD: fake_ops.forward_backward,
     wire.OperationKind.CUSTOM_FORWARD_BACKWARD: FakeBackend._custom_forward_backward,
-    wire.OperationKind.OPTIM_STEP: FakeBackend._optim_step,
+    wire.OperationKind.OPTIM_STEP: fake_ops.optim_step,
     wire.OperationKind.WEIGHTS_SYNC: FakeBackend._weights_sync,
-    wire.OperationKind.SAMPLE: FakeBackend._sample,
+    wire.OperationKind.SAMPLE: fake_ops.sample,
     wire.OperationKind.INFERENCE_CHECKPOINT: FakeBackend._inference_checkpoint,
     wire.OperationKind.TRAINING_CHECKPOINT: FakeBackend._training_checkpoint,
 }
-"""Each kind's plausible output (and the step or version it advances)."""
+"""Each kind's output (and the step or version it advances); ``fake_ops`` holds those that check their body."""
 
 
 def _failing(fail: dict[str, str]) -> Failure:

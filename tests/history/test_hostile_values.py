@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.history import History
 from rlnb.history.locks import hold_lock, write_new
 from rlnb.history.store import RunStore, RunStoreWarning
@@ -27,6 +27,24 @@ ROW = {"group": 0, "prompt": "2+2=", "completion": "4", "reward": 1.0, "advantag
        "truncated": False}  # fmt: skip
 
 
+def answering(losses) -> FakeBackend:
+    """A backend whose forward-backwards complete with ``losses``, one each, as a hostile server may answer: ±inf
+    among them (a ``FakeBackend`` of its own fails a non-finite loss ``NON_FINITE_LOSS``, as the engine does)."""
+    backend, given = FakeBackend(), iter(losses)
+    submit = backend.submit
+
+    def answered(kind, body, listener):
+        def told(env):
+            if kind == wire.OperationKind.FORWARD_BACKWARD and env.status == wire.OperationStatus.COMPLETED:
+                env = env.model_copy(update={"output": env.output.model_copy(update={"loss": next(given)})})
+            listener(env)
+
+        submit(kind, body, told)
+
+    backend.submit = answered
+    return backend
+
+
 @pytest.mark.parametrize(
     ("losses", "total"),
     [((1e308, 1e308), math.inf), ((math.inf, -math.inf), math.nan), ((1e308, 1e308, -1e308), 1e308)],
@@ -35,8 +53,7 @@ def test_losses_whose_sum_passes_the_largest_float_are_recorded_and_summed(tmp_p
     """Two forward-backwards of loss 1e308 in one step (a hostile server's answer, a custom loss): ``math.fsum``
     raised ``OverflowError`` while the second was recorded (on the backend's thread: "recording forward-backward ...
     failed"), so its line never reached the run folder (PENDING for ever there) and the step's loss read 1e308."""
-    given = iter(losses)
-    session = rlnb.Session(FakeBackend(loss=lambda step: next(given)), runs_dir=tmp_path, run_id="big")
+    session = rlnb.Session(answering(losses), runs_dir=tmp_path, run_id="big")
     for _ in losses:
         session.forward_backward(BATCH)
     session.optim_step()

@@ -1,0 +1,179 @@
+"""What ``FakeBackend``'s operations check and return: the in-process engine's refusals (its codes and words) and the
+fields of its results, without a model. Torch-free: the engine's own checks read tensors, so the ones a caller's
+request trips (a loss's inputs, token ids, the other optimizer's params, sampling on a trainer-only session, a
+non-finite loss) are made again here over the body's plain lists."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import TYPE_CHECKING, Any
+
+from rlnb import params as params_mod
+from rlnb import wire
+from rlnb.engine.stops import StopMatcher
+from rlnb.errors import OperationError
+from rlnb.prompts import no_room
+from rlnb.samples import LOGPROB_SLACK
+from rlnb.wire import OperationErrorCode as Code
+
+if TYPE_CHECKING:
+    from rlnb.testing.fake import FakeBackend
+
+_CROSS_ENTROPY, _GRPO = wire.LOSS_NAMES["cross_entropy"], wire.LOSS_NAMES["grpo"]
+FAKE_LOGPROB = -1.0
+"""The log-prob the fake gives every sampled token, every counted target and every prompt token after the first."""
+
+
+def forward_backward(fake: FakeBackend, body: wire.ForwardBackwardBody) -> wire.ForwardBackwardResult:
+    """The engine's refusals of the body, then ``fake.loss(step)``: ``NON_FINITE_LOSS`` where it is NaN or ±inf,
+    as the engine (and the service) fail it; ``loss_fn_outputs`` when asked, ``FAKE_LOGPROB`` at counted targets."""
+    problem = wire.loss_problem(body.loss)
+    if problem is not None:
+        raise _refuse(problem[1])
+    loss_type = body.loss.type
+    spec = wire.LOSSES[loss_type]
+    counted = [_counted(fake, loss_type, spec, body.loss, i, s) for i, s in enumerate(body.samples)]
+    value = float(fake.loss(fake.step))
+    if not math.isfinite(value):
+        raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
+    fake.accumulated = fake.accumulated or not body.forward_only
+    outputs = None
+    if body.return_loss_fn_outputs:
+        outputs = [
+            wire.LossFnOutput(
+                tensors={"logprobs": wire.TensorData(data=[FAKE_LOGPROB if c else 0.0 for c in m], dtype="float32")}
+            )
+            for m in counted
+        ]
+    metrics = {"loss/tokens": float(sum(map(sum, counted)))}
+    return wire.ForwardBackwardResult(loss=value, metrics=metrics, loss_fn_outputs=outputs)
+
+
+def _refuse(message: str) -> OperationError:
+    return OperationError(Code.INVALID_INPUT, message)
+
+
+def _counted(fake: FakeBackend, loss_type: str, spec: wire.LossSpec, loss: Any, i: int, s: wire.Sample) -> list[bool]:
+    """Sample ``i``'s checks, in the engine's words (``rlnb.engine.inputs``, ``loss_inputs``), and the positions its
+    loss counts: weights (or a policy loss's mask) not 0, else every one."""
+    n = len(check_tokens(fake, s.model_input.tokens, f"samples[{i}]"))
+    x = s.loss_fn_inputs
+    ids = x["target_tokens"].data if "target_tokens" in x and x["target_tokens"].dtype == "int64" else None
+    if ids and fake.vocab_size is not None and not 0 <= min(ids) <= max(ids) < fake.vocab_size:
+        raise _refuse(f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {fake.vocab_size})")
+    reads = (*spec.required, *spec.optional)
+    for key in wire.unread_inputs(loss_type, x):
+        raise _refuse(f"sample {i}: {spec.type} does not read input {key!r} (it reads {', '.join(reads)})")
+    for key in spec.required:
+        if key not in x:
+            raise _refuse(f"sample {i}: missing required input {key!r} for {loss_type}")
+    if "mask" in spec.optional and "weights" in x and "mask" in x:
+        raise _refuse(f"sample {i}: give either weights or mask, not both (inputs 'weights' and 'mask' each say which "
+                      "positions count: one would be ignored)")  # fmt: skip
+    beta = getattr(getattr(loss, spec.params_field) if spec.params_field else None, "beta", None)
+    beta = spec.defaults.get("beta", 0.0) if beta is None else beta
+    if loss_type == _GRPO and beta > 0 and "reference_logprobs" not in x:
+        raise _refuse(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
+    for key in reads:
+        if key in x and len(x[key].data) != n:
+            raise _refuse(f"sample {i}: input {key!r} must be 1-D of length {n} (the model input's), got "
+                          f"({len(x[key].data)},)")  # fmt: skip
+    mask = next((x[k] for k in ("weights", "mask") if k in x and k in reads), None)
+    on = [True] * n if mask is None else [v != 0 for v in mask.data]
+    if loss_type != _CROSS_ENTROPY:  # the log-probs a policy loss reads are <= 0 where it reads them
+        for key in ("logprobs", "reference_logprobs") if loss_type == _GRPO and beta > 0 else ("logprobs",):
+            at = next((j for j, v in enumerate(x[key].data) if on[j] and v > LOGPROB_SLACK), None)
+            if at is not None:
+                raise _refuse(f"sample {i}: input {key!r} is {x[key].data[at]:g} at position {at}: log-probabilities "
+                              "are <= 0 (probabilities sent by mistake?)")  # fmt: skip
+    return on
+
+
+def check_tokens(fake: FakeBackend, tokens: list[int], where: str) -> list[int]:
+    """``rlnb.engine.inputs.check_tokens``' refusals: no tokens, more than the context, an id outside the vocabulary."""
+    if not tokens:
+        raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
+    if fake.context_length is not None and len(tokens) > fake.context_length:
+        raise OperationError(
+            Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {fake.context_length}"
+        )
+    vocab = fake.vocab_size
+    bad = None if vocab is None else next((t for t in tokens if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise OperationError(Code.INVALID_INPUT, f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
+    return tokens
+
+
+def optim_step(fake: FakeBackend, body: wire.OptimStepBody | None) -> wire.OptimStepResult:
+    """The step's hyperparameters resolved as the engine resolves them (the other optimizer's params:
+    ``INVALID_INPUT``, the gradients kept), then the engine's metrics: ``fake.grad_norm`` as the pre-clip norm of the
+    gradients forward-backwards accumulated since the last step, 0 where none did."""
+    try:
+        hp = params_mod.resolve(fake.optimizer, body if body is not None else wire.OptimStepBody())
+    except ValueError as exc:
+        raise OperationError(Code.INVALID_INPUT, str(exc)) from None
+    fake.step += 1
+    norm, clip = fake.grad_norm if fake.accumulated else 0.0, hp.grad_clip_norm  # the engine's, with no gradients
+    fake.accumulated = False
+    coef = min(1.0, clip / (norm + 1e-6)) if clip > 0 else 1.0  # the engine's factor (0: clipping off)
+    metrics = {"grad_norm": norm, "grad_clip_norm": clip, "clip_coef": coef, "learning_rate": hp.learning_rate}
+    if isinstance(hp, params_mod.MuonHyperparams):  # the groups' shares: equal, their root sum of squares the norm
+        metrics |= {"grad_norm/muon": norm / math.sqrt(2), "grad_norm/adam": norm / math.sqrt(2)}
+        metrics["adam/learning_rate"] = hp.adam.learning_rate
+    return wire.OptimStepResult(step=fake.step, metrics=metrics)
+
+
+def sample(fake: FakeBackend, body: wire.SampleBody) -> wire.SampleOutput:
+    """Pseudo-random bytes (``FAKE_LOGPROB`` each) from the request's seed, else from the session's stream; cut at a
+    stop string as the engine cuts them (the token that completes it kept, ``STOP_REASON_STOP``)."""
+    if fake.num_generator_replicas == 0:
+        raise OperationError(
+            Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
+        )
+    sp = body.sampling_params or wire.SamplingParams()
+    n, length = 1 if body.num_samples is None else body.num_samples, sp.max_tokens or wire.DEFAULT_MAX_TOKENS
+    if not 1 <= n <= fake.max_num_samples:
+        raise _refuse(f"num_samples must be an integer in [1, {fake.max_num_samples}], got {n!r}")
+    prompts = [_prompt(fake, mi.tokens, length, i) for i, mi in enumerate(body.model_inputs)]
+    rng = random.Random(sp.seed if sp.seed is not None else fake.sample_rng.getrandbits(62))
+    results = []
+    for prompt in prompts:
+        seqs = [_sequence(fake, rng, length, sp.stop or ()) for _ in range(n)]
+        segments = [wire.PolicyVersionSegment(start_token=0, version=fake.weights_version)]
+        result = wire.SampleResult(policy_segments=segments, sequences=seqs)
+        if body.prompt_logprobs or body.topk_prompt_logprobs:
+            result.prompt_logprobs = [0.0] + [FAKE_LOGPROB] * (len(prompt) - 1)
+            if body.topk_prompt_logprobs:
+                result.topk_prompt_logprobs = [wire.PromptTopLogprobs()] + [
+                    _top(t, body.topk_prompt_logprobs, fake.vocab_size or 256) for t in prompt[1:]
+                ]
+        results.append(result)
+    return wire.SampleOutput(results=results)
+
+
+def _prompt(fake: FakeBackend, tokens: list[int], max_tokens: int, i: int) -> list[int]:
+    """Prompt ``i`` checked as the engine checks it: its ids, and room for ``max_tokens`` in the context."""
+    check_tokens(fake, tokens, f"model_inputs[{i}]")
+    why = None if fake.context_length is None else no_room(len(tokens), max_tokens, fake.context_length)
+    if why is not None:
+        raise _refuse(f"model_inputs[{i}]: {why}")
+    return tokens
+
+
+def _sequence(fake: FakeBackend, rng: random.Random, length: int, stop: list[str] | tuple[()]) -> wire.SampledSequence:
+    matcher = StopMatcher(fake.codec, stop) if stop else None
+    tokens: list[int] = []
+    reason = wire.STOP_REASON_LENGTH
+    while len(tokens) < length:
+        tokens.append(rng.randrange(fake.vocab_size or 256))  # bytes: the codec's
+        if matcher is not None and matcher.push(tokens[-1]):
+            reason = wire.STOP_REASON_STOP
+            break
+    return wire.SampledSequence(tokens=tokens, logprobs=[FAKE_LOGPROB] * len(tokens), stop_reason=reason)
+
+
+def _top(token: int, k: int, vocab: int) -> wire.PromptTopLogprobs:
+    """``k`` ids, the prompt's own first, each at ``FAKE_LOGPROB``."""
+    ids = [token, *(j for j in range(min(k, vocab)) if j != token)][: min(k, vocab)]
+    return wire.PromptTopLogprobs(token_ids=ids, logprobs=[FAKE_LOGPROB] * len(ids))
