@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 import torch
 
-from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.model_setup import resolve_device
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.muon import ns_dtype_for
@@ -22,7 +21,7 @@ from rlnb.engine.options import MuonOptions, check_device
 from rlnb.engine.threads import check_threads
 from rlnb.tasks.rl import check_loss, check_temperature
 from rlnb.tasks.task import check_group_size
-from rlnb.wire import LOSS_PARAMS_FIELD, LossConfig, loss_config
+from rlnb.wire import LOSS_PARAMS_FIELD, MAX_NUM_SAMPLES, LossConfig, loss_config
 
 
 @dataclass(frozen=True)

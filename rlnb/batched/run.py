@@ -39,7 +39,6 @@ from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.failures import own_errors
 from rlnb.batched.members import Hooks, Member, MemberResult, OnStep
 from rlnb.batched.options import ENGINE_OPTIONS, EngineOptions, StepOptions
-from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.options import MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
@@ -48,7 +47,7 @@ from rlnb.history.runconfig import RUN_FIELDS
 from rlnb.params import AdamParams, MuonParams
 from rlnb.tasks import SEED_STRIDE, Task, check_steps, digits_task, seed_range
 from rlnb.tasks.task import check_group_size
-from rlnb.wire import OptimizerKind
+from rlnb.wire import MAX_NUM_SAMPLES, OptimizerKind
 
 __all__ = ["BATCHABLE_OPTIONS", "SEED_STRIDE", "Member", "MemberResult", "OnStep", "run_batched", "why_not_batched"]
 

@@ -28,7 +28,7 @@ from torch import nn
 
 from rlnb import wire
 from rlnb._options import check_seconds, refuse_unknown, take
-from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, inputs, model_setup
+from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, model_setup
 from rlnb.engine.checkpoint_files import Variant
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
@@ -172,8 +172,8 @@ class LocalBackend:
     def context_length(self) -> int:
         return self.engine.adapter.context_length
 
-    max_num_samples = inputs.MAX_NUM_SAMPLES
-    """The most completions per prompt a sample may ask for (``rlnb.engine.inputs``)."""
+    max_num_samples = wire.MAX_NUM_SAMPLES
+    """The most completions per prompt a sample may ask for (``wire.MAX_NUM_SAMPLES``)."""
 
     @property
     def max_stop_strings(self) -> int:

@@ -29,8 +29,6 @@ from rlnb.wire.inputs import not_int64
 from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX
 
-MAX_NUM_SAMPLES = 256
-"""Completions per prompt in one sample operation."""
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 

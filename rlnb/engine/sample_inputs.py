@@ -9,11 +9,12 @@ import pydantic
 
 from rlnb import wire
 from rlnb.engine import sampling
-from rlnb.engine.inputs import MAX_NUM_SAMPLES, check_tokens, model_tokens, must_be
+from rlnb.engine.inputs import check_tokens, model_tokens, must_be
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
 from rlnb.prompts import EMPTY_STOP, no_room
 from rlnb.text import NoTokenizerCodec
+from rlnb.wire import MAX_NUM_SAMPLES
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire.loss_params import FLOAT32_MAX
 

@@ -19,8 +19,7 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
     try:
         hp = step_hyperparams(engine, body)
     except ValueError as exc:  # the other optimizer's params, or an eps these weights cannot take
-        kept = "; nothing changed: the gradients accumulated since the last optim-step are kept for the next one"
-        raise OperationError(Code.INVALID_INPUT, f"{exc}{kept}") from None
+        raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}") from None
     try:
         stats = engine.optim.step(hp, checked=True)  # just above
     except NonFiniteGradient as exc:

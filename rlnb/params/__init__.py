@@ -48,6 +48,7 @@ from .classes import (
 from .hyperparams import (
     ADAM_DEFAULTS,
     DECAY_RULE,
+    GRADIENTS_KEPT,
     HYPERPARAMS,
     MUON_DEFAULTS,
     AdamHyperparams,
@@ -64,6 +65,7 @@ __all__ = [
     "ADAM_DEFAULTS",
     "ADAM_FIELDS",
     "DECAY_RULE",
+    "GRADIENTS_KEPT",
     "HYPERPARAMS",
     "MUON_ADAM_FIELDS",
     "MUON_DEFAULTS",

@@ -135,6 +135,10 @@ def muon_hyperparams(params: wire.MuonParams | None) -> MuonHyperparams:
     return MuonHyperparams(**own, adam=adam_hyperparams(params.adam if params is not None else None))
 
 
+GRADIENTS_KEPT = "; nothing changed: the gradients accumulated since the last optim-step are kept for the next one"
+"""The end of an optim-step's ``INVALID_INPUT`` message where its params are refused (the engine's and the fake's)."""
+
+
 def resolve(optimizer: wire.OptimizerKind, body: wire.OptimStepBody) -> Hyperparams:
     """The hyperparameters of an optim-step body for a session whose optimizer is ``optimizer``: its params
     (checked when the body was built or parsed) with the defaults filled in. A body that carries only the

@@ -20,11 +20,11 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
-from rlnb.engine.inputs import MAX_NUM_SAMPLES
 from rlnb.prompts import EMPTY_STOP, REPLACEMENT, surrogate
 from rlnb.server.errors import ServerError, error_response
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
+from rlnb.wire import MAX_NUM_SAMPLES
 
 PRESIGNED_UPLOADS = "/v1/rl/payloads/"
 """Presigned payload uploads: their limit is ``max_payload_bytes`` (the side channel is for big bodies)."""

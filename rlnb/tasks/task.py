@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
+from rlnb import wire
 from rlnb._options import check_int, set_int, takes
 from rlnb._shown import shown
 from rlnb.prompts import SHOWN, check_ids, no_room
@@ -117,12 +118,10 @@ def check_local_group_size(task: Task, target: str) -> None:
     publishes none: a remote URL is not checked here.)"""
     if target != "local":
         return
-    from rlnb.engine.inputs import MAX_NUM_SAMPLES  # torch: only for a local target, which imports it anyway
-
-    if task.group_size > MAX_NUM_SAMPLES:
+    if task.group_size > wire.MAX_NUM_SAMPLES:
         raise ValueError(
-            f"Task.group_size must be in [2, {MAX_NUM_SAMPLES}] for target 'local' (the in-process engine samples "
-            f"at most {MAX_NUM_SAMPLES} completions per prompt), got {task.group_size} (task {task.name!r})"
+            f"Task.group_size must be in [2, {wire.MAX_NUM_SAMPLES}] for target 'local' (the in-process engine samples "
+            f"at most {wire.MAX_NUM_SAMPLES} completions per prompt), got {task.group_size} (task {task.name!r})"
         )
 
 

@@ -51,9 +51,8 @@ class FakeBackend:
     """
 
     codec = ByteCodec()
-    max_num_samples = 256
-    """The in-process engine's bounds (``rlnb.engine.inputs.MAX_NUM_SAMPLES``, the wire's on stop strings): a
-    ``Session`` refuses past them before sending."""
+    max_num_samples = wire.MAX_NUM_SAMPLES
+    """The in-process engine's bounds on a sample request: a ``Session`` refuses past them before sending."""
     max_stop_strings = wire.MAX_STOP_STRINGS
     max_stop_chars = wire.MAX_STOP_CHARS
 

@@ -112,7 +112,7 @@ def optim_step(fake: FakeBackend, body: wire.OptimStepBody | None) -> wire.Optim
     try:
         hp = params_mod.resolve(fake.optimizer, body if body is not None else wire.OptimStepBody())
     except ValueError as exc:
-        raise OperationError(Code.INVALID_INPUT, str(exc)) from None
+        raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}") from None
     fake.step += 1
     norm, clip = fake.grad_norm if fake.accumulated else 0.0, hp.grad_clip_norm  # the engine's, with no gradients
     fake.accumulated = False

@@ -21,6 +21,7 @@ from rlnb.wire.lists import Int64List, LogProbList
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "MAX_NUM_SAMPLES",
     "MAX_STOP_CHARS",
     "MAX_STOP_STRINGS",
     "STOP_REASON_LENGTH",
@@ -45,6 +46,9 @@ STOP_REASON_STOP: Final[StopReason] = "STOP_REASON_STOP"
 DEFAULT_MAX_TOKENS = 16
 """``max_tokens`` when a sample request leaves it unset (rlnb's backends; advertised by ``rlnb serve``)."""
 
+MAX_NUM_SAMPLES = 256
+"""Completions per prompt in one sample operation: the in-process engine's bound, ``rlnb serve``'s and
+``FakeBackend``'s."""
 MAX_STOP_STRINGS = 16
 """Stop strings of one sample request: ``rlnb serve``'s default limit (``max_stop_strings``), and the in-process
 engine's bound (each new token is searched for every stop string, in every row)."""
