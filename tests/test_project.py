@@ -302,3 +302,15 @@ def test_each_xdist_worker_runs_on_a_core_of_its_own_where_there_are_enough(monk
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", count)
     sys.modules["conftest"]._one_core_per_worker()
     assert set_to == ([pinned] if pinned else [])
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_no_notebook_cell_shows_its_figure_twice(notebook):
+    """A cell that draws with pyplot and then returns its figure shows it twice: once as pyplot's display, once as
+    the cell's value (notebook 02's comparison did)."""
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]
+    for i, cell in enumerate(cells):
+        images = {o["output_type"] for o in cell.get("outputs", []) if "image/png" in o.get("data", {})}
+        assert images != {"execute_result", "display_data"}, f"{notebook} cell {i} shows its figure twice"
