@@ -6,6 +6,7 @@ import errno
 import logging
 import signal
 import socket
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -218,8 +219,18 @@ def run(app: FastAPI, sock: socket.socket) -> None:
             super().handle_exit(sig, frame)
 
     host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE)
+    config = uvicorn_config(app, host, port)
     try:
         Server(config).run(sockets=[sock])
     finally:
         app.state.registry.close(0)
+
+
+def uvicorn_config(app: FastAPI, host: str, port: int) -> Any:
+    """uvicorn's settings for ``app``. Colours are off where ``sys.stdout`` is None (pythonw, an embedding program):
+    uvicorn would ask ``sys.stdout.isatty()`` to choose them, which raises there."""
+    import uvicorn
+
+    colours = None if sys.stdout is not None else False  # None: uvicorn's choice
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE,
+                          use_colors=colours)  # fmt: skip
