@@ -25,7 +25,7 @@ from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.errors import OperationError
 from rlnb.wire import OperationErrorCode as Code
-from rlnb.wire.inputs import not_int64
+from rlnb.wire.inputs import not_int64, outside_vocab
 from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX
 
@@ -76,7 +76,7 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
                 and td.data
                 and not 0 <= min(td.data) <= max(td.data) < vocab
             ):
-                raise OperationError(Code.INVALID_INPUT, f"{where}: ids must be in [0, {vocab})")
+                raise OperationError(Code.INVALID_INPUT, f"{where}: {outside_vocab(td.data, vocab)}")
         inputs.append(tensors)
     return seqs, inputs
 

@@ -16,6 +16,7 @@ from rlnb.errors import OperationError
 from rlnb.prompts import no_room
 from rlnb.samples import LOGPROB_SLACK
 from rlnb.wire import OperationErrorCode as Code
+from rlnb.wire.inputs import outside_vocab
 
 if TYPE_CHECKING:
     from rlnb.testing.fake import FakeBackend
@@ -61,7 +62,7 @@ def _counted(fake: FakeBackend, loss_type: str, spec: wire.LossSpec, loss: Any, 
     x = s.loss_fn_inputs
     ids = x["target_tokens"].data if "target_tokens" in x and x["target_tokens"].dtype == "int64" else None
     if ids and fake.vocab_size is not None and not 0 <= min(ids) <= max(ids) < fake.vocab_size:
-        raise _refuse(f"samples[{i}].loss_fn_inputs.target_tokens: ids must be in [0, {fake.vocab_size})")
+        raise _refuse(f"samples[{i}].loss_fn_inputs.target_tokens: {outside_vocab(ids, fake.vocab_size)}")
     reads = (*spec.required, *spec.optional)
     for key in wire.unread_inputs(loss_type, x):
         raise _refuse(f"sample {i}: {spec.type} does not read input {key!r} (it reads {', '.join(reads)})")

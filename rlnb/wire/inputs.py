@@ -7,6 +7,7 @@ Forward-backward and custom forward-backward bodies carry ``Sample``s; a sample 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from itertools import chain
 from operator import attrgetter
 from typing import Annotated, Any, Literal, TypeAlias, get_args
@@ -25,6 +26,7 @@ __all__ = [
     "TensorData",
     "int64_problem",
     "not_int64",
+    "outside_vocab",
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -48,6 +50,17 @@ def not_int64(data: list[Any], dtype: str = "int64") -> str | None:
     for i, v in enumerate(data):
         if _int64_ids([v]) is None:
             return f"data[{i}] is {shown(v)}, but dtype {dtype} holds integers in int64's range only"
+    return None
+
+
+def outside_vocab(ids: Sequence[float], vocab: int) -> str | None:
+    """Why ``target_tokens`` ``ids`` do not fit a vocabulary of ``vocab`` ids, naming the first outside and its
+    position, or None when every id fits: the one wording of the engine and ``FakeBackend``. -100 (Hugging Face's
+    ignore index, in a batch made for its trainers) is no id: the position needs an id, and its weight 0 ignores it."""
+    for i, t in enumerate(ids):
+        if not 0 <= t < vocab:
+            hint = " (-100 is Hugging Face's ignore index, no id: give that position any id and weight 0)"
+            return f"ids must be in [0, {vocab}), got {int(t)} at position {i}{hint if t == -100 else ''}"
     return None
 
 

@@ -87,3 +87,17 @@ def test_an_optim_step_the_engine_refuses_says_the_gradients_are_kept():
             s.optim_step(rlnb.AdamParams(eps=1e-50)).result(timeout=60)
         assert caught.value.code == Code.INVALID_INPUT
         assert "the gradients accumulated since the last optim-step are kept for the next one" in str(caught.value)
+
+
+def test_a_target_outside_the_vocabulary_is_named_with_its_position_and_minus_100_is_explained():
+    """``target_tokens`` of -100 at a weight-0 position (Hugging Face's ignore index, in a batch made for its
+    trainers): the refusal said "ids must be in [0, 256)" and named neither the value nor where it is."""
+    with rlnb.connect("local", model="tiny", seed=0, record=False) as s:
+        sample = samples.cross_entropy(list(b"hello"), weights=[0, 1, 1, 0, 1])  # target 2: weight 0
+        sample.loss_fn_inputs["target_tokens"].data[2] = -100
+        with pytest.raises(rlnb.OperationFailed) as caught:
+            s.forward_backward([sample]).result(timeout=60)
+    assert caught.value.code == Code.INVALID_INPUT
+    message = str(caught.value)
+    assert "target_tokens: ids must be in [0, 256), got -100 at position 2" in message
+    assert "Hugging Face's ignore index" in message and "weight 0" in message
