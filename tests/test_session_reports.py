@@ -36,6 +36,7 @@ def test_an_on_record_callback_that_raises_on_a_failed_optim_step_still_counts_i
         s.optim_step().result(timeout=30)
     s.close()
     assert "a notebook's bug" in caplog.text  # logged, as before
+    assert "or telling its listeners, failed" in caplog.text  # the record was written: a listener failed
     assert [(r.kind, wire.OperationStatus(r.status).name, r.step) for r in s.history.records] == [
         ("forward-backward", "COMPLETED", 0),
         ("optim-step", "FAILED", 0),

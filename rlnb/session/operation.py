@@ -178,11 +178,11 @@ class Operation(Generic[T]):
                 try:
                     self._on_update(env, at)
                 except Exception:  # recording failed (a listener's bug): the result must still arrive
-                    log.exception("recording %s %s failed", self.kind, env.id)
+                    log.exception("recording %s %s, or telling its listeners, failed", self.kind, env.id)
                 except BaseException:  # a listener's ``sys.exit()``: raised to the submitting thread's caller;
                     if self._reporter is None or not self._reporter():  # on the session's own thread, it would end
                         raise  # that thread, and every operation of the session would wait for ever
-                    log.exception("recording %s %s failed (on the thread that runs the session's operations)",
+                    log.exception("recording %s %s, or telling its listeners, failed (on the thread that runs the session's operations)",
                                   self.kind, env.id)  # fmt: skip
             status = env.status
             if status != wire.OperationStatus.COMPLETED and status != wire.OperationStatus.FAILED:
@@ -196,7 +196,7 @@ class Operation(Generic[T]):
                     try:
                         self._on_failed()
                     except Exception:  # as ``on_update``'s
-                        log.exception("recording %s %s failed", self.kind, env.id)
+                        log.exception("recording %s %s, or telling its listeners, failed", self.kind, env.id)
             elif self._transform is not None and output is not None:
                 try:
                     output = self._transform(output)
