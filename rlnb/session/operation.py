@@ -182,8 +182,8 @@ class Operation(Generic[T]):
                 except BaseException:  # a listener's ``sys.exit()``: raised to the submitting thread's caller;
                     if self._reporter is None or not self._reporter():  # on the session's own thread, it would end
                         raise  # that thread, and every operation of the session would wait for ever
-                    log.exception("recording %s %s, or telling its listeners, failed (on the thread that runs the session's operations)",
-                                  self.kind, env.id)  # fmt: skip
+                    log.exception("recording %s %s, or telling its listeners, failed (on the thread that runs the "
+                                  "session's operations)", self.kind, env.id)  # fmt: skip
             status = env.status
             if status != wire.OperationStatus.COMPLETED and status != wire.OperationStatus.FAILED:
                 return
