@@ -131,7 +131,7 @@ def decode(
 
 
 GROUPS = {
-    "packed products": ("mkldnn::_linear_pointwise", "rlnb::packed_linear"),
+    "packed products": ("mkldnn::_linear_pointwise", "rlnb::packed_linear", "rlnb::packed_pair"),
     "plain matmuls": ("aten::mm", "aten::addmm", "aten::bmm"),
     "attention": ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math"),
     "compiled kernels": ("## Call CompiledFxGraph",),

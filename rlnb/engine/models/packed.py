@@ -10,7 +10,7 @@ when it runs eagerly, by ``refresh`` (the sample handler, before each sample) fo
 
 The cost is that copy, about the size of the packed weights. So it is not done under LoRA, whose sampler shares
 the frozen base with the trainer (one base is the point of LoRA), nor on CUDA or for other dtypes, nor where
-torch has no oneDNN. Under ``torch.compile`` the packed product is the custom op ``rlnb::packed_linear``, which
+torch has no oneDNN. Under ``torch.compile`` the packed product is the op ``rlnb::packed_linear`` (``_LIB``), which
 the compiler calls as it is, so compiled and eager decoding run the same kernel.
 
 A gated MLP (``down(act(gate(x)) * up(x))``, Llama's and Qwen's) multiplies the same rows by ``gate`` and ``up``:
@@ -71,24 +71,37 @@ class PackedLinear(nn.Linear):
         return torch.ops.mkldnn._linear_pointwise(x, _PACKED[id(self)], self.bias, "none", [], "")
 
 
-@torch.library.custom_op("rlnb::packed_linear", mutates_args=())
-def packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
+_LIB = torch.library.Library("rlnb", "DEF")
+"""The packed products as ops of their own, for the compiled step. Defined with ``Library``, a CPU kernel and a fake
+one, not ``torch.library.custom_op``: that one wraps each call in Python (an autograd function, an alias check, a
+redispatch: 8 Python calls a product, ~45 a decode step of bench (a)'s 3m Qwen3), where the sampler runs without
+gradients and the kernels alias nothing."""
+_LIB.define("packed_linear(Tensor x, Tensor weight, Tensor? bias, int layer) -> Tensor")
+_LIB.define("packed_pair(Tensor x, Tensor first, Tensor second, int layer) -> Tensor")
+
+
+def _packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
     """``x @ weight.T + bias`` with the packed copy of ``weight`` that layer ``id`` ``layer`` keeps."""
     return torch.ops.mkldnn._linear_pointwise(x, _PACKED[layer], bias, "none", [], "")
 
 
-@packed_linear.register_fake
-def _(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
-    return x.new_empty((*x.shape[:-1], weight.shape[0]))
-
-
-@torch.library.custom_op("rlnb::packed_pair", mutates_args=())
-def packed_pair(x: Tensor, first: Tensor, second: Tensor, layer: int) -> Tensor:
+def _packed_pair(x: Tensor, first: Tensor, second: Tensor, layer: int) -> Tensor:
     """``x @ cat([first, second]).T`` with the packed copy of the two that module id ``layer`` keeps."""
     return torch.ops.mkldnn._linear_pointwise(x, _PACKED[layer], None, "none", [], "")
 
 
-@packed_pair.register_fake
+_LIB.impl("packed_linear", _packed_linear, "CPU")
+_LIB.impl("packed_pair", _packed_pair, "CPU")
+packed_linear = torch.ops.rlnb.packed_linear.default
+packed_pair = torch.ops.rlnb.packed_pair.default
+
+
+@torch.library.register_fake("rlnb::packed_linear", lib=_LIB)
+def _(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@torch.library.register_fake("rlnb::packed_pair", lib=_LIB)
 def _(x: Tensor, first: Tensor, second: Tensor, layer: int) -> Tensor:
     return x.new_empty((*x.shape[:-1], first.shape[0] + second.shape[0]))
 
