@@ -34,7 +34,7 @@ from rlnb.batched.recorder import Op, Recorder
 from rlnb.engine.optim.trainer import NonFiniteGradient
 from rlnb.engine.stepping import optim_metrics
 from rlnb.errors import describe
-from rlnb.params import Hyperparams, OptimizerParams
+from rlnb.params import GRADIENTS_KEPT, Hyperparams, OptimizerParams
 from rlnb.tasks.rollouts import Rollout, completion_rows
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OptimizerKind
@@ -117,6 +117,7 @@ def fail_optim_step(
     (nothing recorded) if it can."""
     opt, sync = ops
     if refused is not None:  # as the engine's optim-step checks them first, whatever the forward-backward did
+        refused += GRADIENTS_KEPT  # in the engine's words
         rec.fail(opt, Code.INVALID_INPUT, refused)
         rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
         reason = wire.failure_reason(Code.INVALID_INPUT, refused)
