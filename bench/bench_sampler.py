@@ -47,6 +47,7 @@ import torch
 
 import rlnb
 from rlnb.engine import choice, sampling
+from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler, bucket
 from rlnb.engine.models.decoders import RecomputeDecoder
@@ -124,6 +125,8 @@ def decode(
 
     def run() -> object:
         with torch.no_grad():
+            if compiler is not None:
+                packed.refresh(module)  # as the sample handler does: the compiled step finds the packed copies
             dec = adapter.decoder(module, rows, longest, compiler)
             return sampling.generate(dec, prompts, n, settings, seed, adapter.codec, adapter.device, chooser)
 

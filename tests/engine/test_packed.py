@@ -140,6 +140,7 @@ def test_the_compiled_step_runs_the_packed_product_and_follows_refresh():
     ref = nn.Linear(512, 512)
     ref.load_state_dict(lin.state_dict())
     packed.pack(lin)
+    packed.refresh(lin)  # as the sample handler does before each compiled sample
     step = torch.compile(lambda x: torch.relu(lin(x)), dynamic=False)
     x = torch.randn(16, 1, 512)
     with torch.no_grad():
@@ -235,6 +236,7 @@ def test_the_compiled_step_runs_the_packed_pair_and_follows_refresh():
     m = Gated()
     ref = deepcopy(m)
     assert packed.pack(m) == 1 and isinstance(m, PackedGatedMLP)
+    packed.refresh(m)  # as the sample handler does before each compiled sample
     step = torch.compile(lambda x: m(x) * 2, dynamic=False)
     x = torch.randn(16, 1, 256)
     with torch.no_grad():
@@ -298,10 +300,46 @@ def test_a_packed_product_as_the_compiled_step_calls_it_runs_one_python_function
     assert isinstance(pair, PackedGatedMLP)
     x = torch.randn(16, 512)
     with torch.no_grad():
-        both = torch.ops.rlnb.packed_pair.default(x, pair.gate_proj.weight, pair.up_proj.weight, id(pair))
+        packed.refresh(pair)
+        both = torch.ops.rlnb.packed_pair.default(x, pair.gate_proj.weight, pair.up_proj.weight, 0)
         close(both, x @ torch.cat([pair.gate_proj.weight, pair.up_proj.weight]).T)
-        close(torch.ops.rlnb.packed_linear.default(x, lin.weight, None, id(lin)), x @ lin.weight.T)
-        w, g, u, one_id, two_id = lin.weight, pair.gate_proj.weight, pair.up_proj.weight, id(lin), id(pair)
-        one = python_calls(lambda: torch.ops.rlnb.packed_linear.default(x, w, None, one_id))
-        two = python_calls(lambda: torch.ops.rlnb.packed_pair.default(x, g, u, two_id))
+        g, u = pair.gate_proj.weight, pair.up_proj.weight
+        two = python_calls(lambda: torch.ops.rlnb.packed_pair.default(x, g, u, 0))
+        with pytest.raises(RuntimeError, match="another model's"):
+            torch.ops.rlnb.packed_linear.default(x, lin.weight, None, 0)  # no refresh(lin): pair's is named
+        packed.refresh(lin)
+        close(torch.ops.rlnb.packed_linear.default(x, lin.weight, None, 0), x @ lin.weight.T)
+        w = lin.weight
+        one = python_calls(lambda: torch.ops.rlnb.packed_linear.default(x, w, None, 0))
     assert (one, two) == (4, 4)  # the lambda, the op's __call__, the kernel and its oneDNN op's __call__
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_second_session_of_one_packed_architecture_samples_with_the_compiled_step_it_has(transformers):
+    """The compiled step finds a packed layer's copy by the layer's place in the model, not its ``id``: a layer's
+    ``id`` was a constant of the graph, so each new session's model compiled the decode step again (~5.5 s for bench
+    (a)'s 3m Qwen3, unrecorded in ``compiles``), and from torch's ninth graph ran it eager. Two sessions at once
+    sample their own weights."""
+    from torch._dynamo.utils import counters
+
+    def sample(s):
+        return s.sample([[5, 6, 7]], num_samples=2, max_tokens=8, temperature=0.0).result().results[0].sequences[0]
+
+    first = rlnb.connect("local", model=qwen3_pairs(), device="cpu", seed=0, record=False, compile=True, threads=1)
+    want = sample(first)
+    graphs = counters["stats"]["unique_graphs"]
+    torch.manual_seed(1)
+    other = qwen3_pairs()  # another model of the same architecture, other weights
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    second = rlnb.connect("local", model=other, device="cpu", seed=0, record=False, compile=True, threads=1)
+    got = sample(second)
+    assert counters["stats"]["unique_graphs"] == graphs, "the second session's model compiled the step again"
+    assert sample(first).tokens == want.tokens  # each session its own packed copies, both open
+    assert got.tokens != want.tokens
+    eager = rlnb.connect("local", model=deepcopy(other), device="cpu", seed=0, record=False)
+    assert sample(eager).logprobs == pytest.approx(got.logprobs, abs=1e-5)
+    for s in (first, second, eager):
+        s.close()

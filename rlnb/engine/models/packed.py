@@ -23,6 +23,7 @@ bytes of the two weights, also where neither alone would be packed (bench (a)'s 
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 
 import torch
@@ -33,8 +34,15 @@ MIN_ELEMENTS = 1 << 18
 """Pack weights of at least this many elements (512 x 512): below, oneDNN's packed product is no faster."""
 
 _PACKED: dict[int, Tensor] = {}
-"""Each live ``PackedLinear``'s packed weight, by the layer's ``id`` (the custom op finds it there: a packed oneDNN
-tensor cannot be a traced input). A layer's entry goes when the layer does; a copy of a layer packs its own."""
+"""Each live ``PackedLinear``'s packed weight, by the layer's ``id`` (the ops find it there through ``_SLOTS``: a
+packed oneDNN tensor cannot be a traced input). A layer's entry goes when the layer does; a copy packs its own."""
+
+
+_SLOTS = threading.local()
+"""``layers``: the ``id`` and (first) weight's address of each packed layer of the model whose compiled step runs on
+this thread, by its place in the model (``slot``), set by ``refresh`` before each compiled sample. The ops find a
+layer's packed copy by its slot, the same in every session of one architecture: with the layer's ``id``, a constant
+Dynamo guards, each new session's model compiled the step again, and past torch's eighth graph ran it eager."""
 
 
 def available(device: torch.device) -> bool:
@@ -52,6 +60,7 @@ class PackedLinear(nn.Linear):
     """An ``nn.Linear`` that multiplies by a packed copy of its weight (see the module docstring)."""
 
     packed_version: int
+    packed_slot: int
 
     def stale(self) -> bool:
         """Whether the weight was written since it was packed (or this layer, a copy, was never packed)."""
@@ -65,7 +74,7 @@ class PackedLinear(nn.Linear):
         if x.dtype != torch.float32:
             return F.linear(x, self.weight, self.bias)
         if torch.compiler.is_compiling():  # refreshed before the compiled step runs (``refresh``)
-            return packed_linear(x, self.weight, self.bias, id(self))
+            return packed_linear(x, self.weight, self.bias, self.packed_slot)
         if self.stale():
             self.repack()
         return torch.ops.mkldnn._linear_pointwise(x, _PACKED[id(self)], self.bias, "none", [], "")
@@ -76,18 +85,28 @@ _LIB = torch.library.Library("rlnb", "DEF")
 one, not ``torch.library.custom_op``: that one wraps each call in Python (an autograd function, an alias check, a
 redispatch: 8 Python calls a product, ~45 a decode step of bench (a)'s 3m Qwen3), where the sampler runs without
 gradients and the kernels alias nothing."""
-_LIB.define("packed_linear(Tensor x, Tensor weight, Tensor? bias, int layer) -> Tensor")
-_LIB.define("packed_pair(Tensor x, Tensor first, Tensor second, int layer) -> Tensor")
+_LIB.define("packed_linear(Tensor x, Tensor weight, Tensor? bias, int slot) -> Tensor")
+_LIB.define("packed_pair(Tensor x, Tensor first, Tensor second, int slot) -> Tensor")
 
 
-def _packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
-    """``x @ weight.T + bias`` with the packed copy of ``weight`` that layer ``id`` ``layer`` keeps."""
+def _packed_linear(x: Tensor, weight: Tensor, bias: Tensor | None, slot: int) -> Tensor:
+    """``x @ weight.T + bias`` with the packed copy of ``weight`` that the layer at ``slot`` keeps (``_SLOTS``): a
+    step of another model than ``refresh`` last named on this thread is an error, not another's weights."""
+    layer, data = _SLOTS.layers[slot]
+    if weight.data_ptr() != data:  # inline: a function would be a Python call a product
+        raise RuntimeError(_NOT_REFRESHED)
     return torch.ops.mkldnn._linear_pointwise(x, _PACKED[layer], bias, "none", [], "")
 
 
-def _packed_pair(x: Tensor, first: Tensor, second: Tensor, layer: int) -> Tensor:
-    """``x @ cat([first, second]).T`` with the packed copy of the two that module id ``layer`` keeps."""
+def _packed_pair(x: Tensor, first: Tensor, second: Tensor, slot: int) -> Tensor:
+    """``x @ cat([first, second]).T`` with the packed copy of the two that the module at ``slot`` keeps."""
+    layer, data = _SLOTS.layers[slot]
+    if first.data_ptr() != data:
+        raise RuntimeError(_NOT_REFRESHED)
     return torch.ops.mkldnn._linear_pointwise(x, _PACKED[layer], None, "none", [], "")
+
+
+_NOT_REFRESHED = "a packed layer's copy asked for another model's: call packed.refresh(model) before its compiled step"
 
 
 _LIB.impl("packed_linear", _packed_linear, "CPU")
@@ -97,12 +116,12 @@ packed_pair = torch.ops.rlnb.packed_pair.default
 
 
 @torch.library.register_fake("rlnb::packed_linear", lib=_LIB)
-def _(x: Tensor, weight: Tensor, bias: Tensor | None, layer: int) -> Tensor:
+def _(x: Tensor, weight: Tensor, bias: Tensor | None, slot: int) -> Tensor:
     return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
 @torch.library.register_fake("rlnb::packed_pair", lib=_LIB)
-def _(x: Tensor, first: Tensor, second: Tensor, layer: int) -> Tensor:
+def _(x: Tensor, first: Tensor, second: Tensor, slot: int) -> Tensor:
     return x.new_empty((*x.shape[:-1], first.shape[0] + second.shape[0]))
 
 
@@ -115,6 +134,7 @@ class PackedGatedMLP(nn.Module):
     down_proj: nn.Module
     act_fn: nn.Module
     packed_versions: tuple[int, int]
+    packed_slot: int
 
     def versions(self) -> tuple[int, int]:
         return self.gate_proj.weight._version, self.up_proj.weight._version
@@ -131,7 +151,7 @@ class PackedGatedMLP(nn.Module):
         if x.dtype != torch.float32:
             return super().forward(x)  # the model's own MLP
         if torch.compiler.is_compiling():  # refreshed before the compiled step runs (``refresh``)
-            both = packed_pair(x, self.gate_proj.weight, self.up_proj.weight, id(self))
+            both = packed_pair(x, self.gate_proj.weight, self.up_proj.weight, self.packed_slot)
         else:
             if self.stale():
                 self.repack()
@@ -189,11 +209,23 @@ def pack(model: nn.Module, min_elements: int = MIN_ELEMENTS) -> int:
             packed: PackedLinear = module  # type: ignore[assignment]  # the class was just swapped
             packed.repack()
             count += 1
+    for slot, module in enumerate(_packed(model)):
+        module.packed_slot = slot
     return count
 
 
+def _packed(model: nn.Module) -> list[PackedLinear | PackedGatedMLP]:
+    """``model``'s packed layers, in the order of ``modules()``: a layer's slot is its place here."""
+    return [m for m in model.modules() if isinstance(m, PackedLinear | PackedGatedMLP)]
+
+
 def refresh(model: nn.Module) -> None:
-    """Re-pack every layer whose weight was written in place since it was packed."""
-    for module in model.modules():
-        if isinstance(module, PackedLinear | PackedGatedMLP) and module.stale():
+    """Re-pack every layer whose weight was written in place since it was packed, and make ``model``'s packed
+    layers the ones the compiled step on this thread finds by slot (``_SLOTS``)."""
+    layers = _packed(model)
+    for module in layers:
+        if module.stale():
             module.repack()
+    _SLOTS.layers = [
+        (id(m), (m.weight if isinstance(m, PackedLinear) else m.gate_proj.weight).data_ptr()) for m in layers
+    ]
