@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from rlnb import wire
-from rlnb.engine import checkpoints, choice, sample_inputs, sampling
+from rlnb.engine import checkpoints, choice, refusals, sample_inputs, sampling
 from rlnb.engine import inputs as inputs_mod
 from rlnb.engine import losses as losses_mod
 from rlnb.engine.checkpoint_files import DiskFull
@@ -181,9 +181,7 @@ def weights_sync(engine: Engine, body: wire.WeightsSyncBody, cancelled: threadin
 @torch.no_grad()
 def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) -> wire.SampleOutput:
     if engine.num_generator_replicas == 0:
-        raise OperationError(
-            Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
-        )
+        raise OperationError(Code.INVALID_INPUT, refusals.TRAINER_ONLY)
     sp, n, settings, prompts = sample_inputs.sample_request(engine.adapter, body)
     sampling.check_stop(settings.stop, engine.max_stop_strings, engine.max_stop_chars)
     seed = sp.seed if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))

@@ -23,6 +23,7 @@ from rlnb import wire
 from rlnb.engine import losses as losses_mod
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.refusals import check_tokens
 from rlnb.errors import OperationError
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire.inputs import not_int64, outside_vocab
@@ -30,26 +31,6 @@ from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
-
-def check_tokens(adapter: ModelAdapter, tokens: list[int], where: str) -> list[int]:
-    """``tokens`` if they are a model input the model can read, else ``INVALID_INPUT`` naming ``where``."""
-    if not tokens:
-        raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
-    if not only(tokens, int):  # plain ints, as the wire leaves them: one C pass; else the first non-integer is named
-        odd = ((i, t) for i, t in enumerate(tokens) if not isinstance(t, numbers.Integral) or isinstance(t, bool))
-        at, bad = next(odd, (None, None))  # a numpy integer is an id
-        if at is not None:
-            said = f"token {bad!r} at position {at} is {type(bad).__name__}, expected an integer id"
-            raise OperationError(Code.INVALID_INPUT, f"{where}: {said}")
-    limit = adapter.context_length
-    if len(tokens) > limit:
-        raise OperationError(Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {limit}")
-    vocab = adapter.vocab_size
-    if min(tokens) < 0 or max(tokens) >= vocab:  # min/max run in C: the common, valid case costs little
-        bad = next(t for t in tokens if not 0 <= t < vocab)
-        raise OperationError(Code.INVALID_INPUT, f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
-    return tokens
 
 
 def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[list[list[int]], list[dict[str, Tensor]]]:

@@ -1,15 +1,16 @@
 """The inputs of a loss, checked before any compute (``rlnb.engine.losses`` holds the maths): its params by the wire
-catalogue's bounds, each ``loss_fn_inputs`` tensor's dtype, length and finiteness, the keys no loss would read, and
-the log-probs a policy loss reads. Apart from the maths so that each stays one concept; ``losses`` re-exports them."""
+catalogue's bounds, each ``loss_fn_inputs`` tensor's dtype, length and finiteness, and the log-probs a policy loss
+reads (the checks that read no tensor, such as the keys no loss would read, are ``rlnb.engine.refusals``'). Apart from
+the maths so that each stays one concept; ``losses`` re-exports them."""
 
 import math
-from collections.abc import Mapping
 from typing import Any, get_args
 
 import torch
 from pydantic import ValidationError
 
 from rlnb import wire
+from rlnb.engine.refusals import InvalidLossInput, mask_key
 from rlnb.samples import LOGPROB_SLACK
 from rlnb.wire.loss_params import FLOAT32_MAX, GrpoLossAggregationType
 
@@ -22,11 +23,6 @@ finite there, whatever a masked one holds (a sentinel past float32's range, -1.7
 _DTYPES = {"int64": torch.int64, "float32": torch.float32}
 _INPUT_DTYPES = {key: tuple(_DTYPES[d] for d in names) for key, names in wire.LOSS_INPUT_DTYPES.items()}
 """The torch dtypes each loss input may have: made once, not a generator per input checked."""
-
-
-class InvalidLossInput(ValueError):
-    """Bad loss inputs; the backend turns it into a FAILED op with
-    TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT. Message names the sample index and the key."""
 
 
 def validate(
@@ -79,24 +75,6 @@ def _check_logprobs(
                                    "log-probabilities are <= 0 (probabilities sent by mistake?)")  # fmt: skip
 
 
-def check_read(loss_type: str | None, inputs: list[dict[str, torch.Tensor]]) -> None:
-    """Refuse a ``loss_fn_inputs`` key the operation would silently ignore (``wire.unread_inputs``), as
-    ``rlnb serve`` does with a 400: a forward-backward of ``loss_type``, or a custom-forward-backward
-    (None). Apart from ``validate``, which checks a loss's own inputs."""
-    spec = wire.LOSSES.get(loss_type) if loss_type is not None else None
-    read = wire.LOSS_READS[loss_type] if loss_type in wire.LOSS_READS else wire.LOSS_READS[None]
-    for i, x in enumerate(inputs):
-        if x.keys() <= read:  # every key read (C): nothing to name
-            continue
-        for key in wire.unread_inputs(loss_type, x):
-            if key in wire.LOSS_INPUT_DTYPES and spec is not None:
-                reads = ", ".join((*spec.required, *spec.optional))
-                raise InvalidLossInput(f"sample {i}: {spec.type} does not read input {key!r} (it reads {reads})")
-            raise InvalidLossInput(
-                f"sample {i}: no loss reads input {key!r} (the inputs are {', '.join(wire.LOSS_INPUT_DTYPES)})"
-            )
-
-
 def _check_params(spec: wire.LossSpec, params: dict[str, Any] | None) -> dict[str, Any]:
     """The params by the rules of ``spec.params`` (the wire model's bounds), defaults filled in. A bad value is said
     as rlnb's client says it (``wire.one_line``: the body's field, its value and its rule), every bad field at once."""
@@ -139,16 +117,6 @@ def check_input(where: str, key: str, t: Any, n: int, read: torch.Tensor | None 
         # 1e39 is a finite JSON number: the range says why it is refused
         said = f"NaN, inf or past float32's range (+-{FLOAT32_MAX:.4g}), which the engine reads them in"
         raise InvalidLossInput(f"{where} has non-finite values: {said}")
-
-
-def mask_key(where: str, x: Mapping[str, Any]) -> str | None:
-    """Which of a sample's inputs says the positions that count, ``"weights"`` or ``"mask"`` (None: neither), for a
-    policy loss and a custom forward-backward alike; both given is refused (one of them would be ignored).
-    Raise InvalidLossInput naming ``where``."""
-    if "weights" in x and "mask" in x:
-        raise InvalidLossInput(f"{where}: give either weights or mask, not both (inputs 'weights' and 'mask' each "
-                               "say which positions count: one would be ignored)")  # fmt: skip
-    return "weights" if "weights" in x else "mask" if "mask" in x else None
 
 
 def loss_mask(loss_type: str, inputs_i: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -22,7 +22,8 @@ from typing import Any, NamedTuple, Protocol
 
 import torch
 
-from rlnb.engine.loss_inputs import InvalidLossInput, check_input, check_read, loss_mask, mask_key, validate
+from rlnb.engine.loss_inputs import check_input, loss_mask, validate
+from rlnb.engine.refusals import InvalidLossInput, check_read, mask_key
 from rlnb.engine.token_logprobs import logprobs_and_entropy
 from rlnb.wire import LOSS_NAMES
 from rlnb.wire.loss_params import GRPO_PARAM_NAMES

@@ -11,6 +11,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_int, check_seconds
+from rlnb.engine.refusals import check_tokens
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
 from rlnb.testing import fake_ops
@@ -150,7 +151,7 @@ class FakeBackend:
 
     def _custom_forward_backward(self, body: wire.CustomForwardBackwardBody) -> wire.CustomForwardBackwardResult:
         for i, s in enumerate(body.samples):
-            fake_ops.check_tokens(self, s.model_input.tokens, f"samples[{i}]")
+            check_tokens(self, s.model_input.tokens, f"samples[{i}]")
         return wire.CustomForwardBackwardResult()
 
     def _weights_sync(self, body: wire.WeightsSyncBody) -> wire.WeightsSyncResult:

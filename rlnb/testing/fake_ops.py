@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlnb import params as params_mod
 from rlnb import wire
+from rlnb.engine.refusals import TRAINER_ONLY, InvalidLossInput, check_read, check_tokens, mask_key
 from rlnb.engine.stops import StopMatcher
 from rlnb.errors import OperationError
 from rlnb.prompts import no_room
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from rlnb.testing.fake import FakeBackend
 
 _CROSS_ENTROPY, _GRPO = wire.LOSS_NAMES["cross_entropy"], wire.LOSS_NAMES["grpo"]
+Inputs = dict[str, wire.TensorData]
 FAKE_LOGPROB = -1.0
 """The log-prob the fake gives every sampled token, every counted target and every prompt token after the first."""
 
@@ -34,7 +36,12 @@ def forward_backward(fake: FakeBackend, body: wire.ForwardBackwardBody) -> wire.
         raise _refuse(problem[1])
     loss_type = body.loss.type
     spec = wire.LOSSES[loss_type]
-    counted = [_counted(fake, loss_type, spec, body.loss, i, s) for i, s in enumerate(body.samples)]
+    inputs = [_read(fake, i, s) for i, s in enumerate(body.samples)]
+    try:
+        check_read(loss_type, [x for x, _ in inputs])
+        counted = [_counted(loss_type, spec, body.loss, i, x, n) for i, (x, n) in enumerate(inputs)]
+    except InvalidLossInput as exc:
+        raise _refuse(str(exc)) from None
     value = float(fake.loss(fake.step))
     if not math.isfinite(value):
         raise OperationError(Code.NON_FINITE_LOSS, f"loss is {value}; no gradients were accumulated")
@@ -55,23 +62,28 @@ def _refuse(message: str) -> OperationError:
     return OperationError(Code.INVALID_INPUT, message)
 
 
-def _counted(fake: FakeBackend, loss_type: str, spec: wire.LossSpec, loss: Any, i: int, s: wire.Sample) -> list[bool]:
-    """Sample ``i``'s checks, in the engine's words (``rlnb.engine.inputs``, ``loss_inputs``), and the positions its
-    loss counts: weights (or a policy loss's mask) not 0, else every one."""
+def _read(fake: FakeBackend, i: int, s: wire.Sample) -> tuple[Inputs, int]:
+    """Sample ``i``'s loss inputs and its length, its tokens and target ids checked as ``rlnb.engine.inputs`` checks
+    them (every sample's, before any loss input's key)."""
     n = len(check_tokens(fake, s.model_input.tokens, f"samples[{i}]"))
     x = s.loss_fn_inputs
     ids = x["target_tokens"].data if "target_tokens" in x and x["target_tokens"].dtype == "int64" else None
     if ids and fake.vocab_size is not None and not 0 <= min(ids) <= max(ids) < fake.vocab_size:
         raise _refuse(f"samples[{i}].loss_fn_inputs.target_tokens: {outside_vocab(ids, fake.vocab_size)}")
+    return x, n
+
+
+def _counted(
+    loss_type: str, spec: wire.LossSpec, loss: Any, i: int, x: dict[str, wire.TensorData], n: int
+) -> list[bool]:
+    """Sample ``i``'s loss inputs checked in the engine's words (``rlnb.engine.loss_inputs.validate``), and the
+    positions its loss counts: weights (or a policy loss's mask) not 0, else every one."""
     reads = (*spec.required, *spec.optional)
-    for key in wire.unread_inputs(loss_type, x):
-        raise _refuse(f"sample {i}: {spec.type} does not read input {key!r} (it reads {', '.join(reads)})")
     for key in spec.required:
         if key not in x:
             raise _refuse(f"sample {i}: missing required input {key!r} for {loss_type}")
-    if "mask" in spec.optional and "weights" in x and "mask" in x:
-        raise _refuse(f"sample {i}: give either weights or mask, not both (inputs 'weights' and 'mask' each say which "
-                      "positions count: one would be ignored)")  # fmt: skip
+    if "mask" in spec.optional:
+        mask_key(f"sample {i}", x)
     beta = getattr(getattr(loss, spec.params_field) if spec.params_field else None, "beta", None)
     beta = spec.defaults.get("beta", 0.0) if beta is None else beta
     if loss_type == _GRPO and beta > 0 and "reference_logprobs" not in x:
@@ -89,21 +101,6 @@ def _counted(fake: FakeBackend, loss_type: str, spec: wire.LossSpec, loss: Any, 
                 raise _refuse(f"sample {i}: input {key!r} is {x[key].data[at]:g} at position {at}: log-probabilities "
                               "are <= 0 (probabilities sent by mistake?)")  # fmt: skip
     return on
-
-
-def check_tokens(fake: FakeBackend, tokens: list[int], where: str) -> list[int]:
-    """``rlnb.engine.inputs.check_tokens``' refusals: no tokens, more than the context, an id outside the vocabulary."""
-    if not tokens:
-        raise OperationError(Code.INVALID_INPUT, f"{where}: model_input has no tokens")
-    if fake.context_length is not None and len(tokens) > fake.context_length:
-        raise OperationError(
-            Code.INVALID_INPUT, f"{where}: {len(tokens)} tokens exceed the model's context of {fake.context_length}"
-        )
-    vocab = fake.vocab_size
-    bad = None if vocab is None else next((t for t in tokens if not 0 <= t < vocab), None)
-    if bad is not None:
-        raise OperationError(Code.INVALID_INPUT, f"{where}: token {bad} is outside the vocabulary [0, {vocab})")
-    return tokens
 
 
 def optim_step(fake: FakeBackend, body: wire.OptimStepBody | None) -> wire.OptimStepResult:
@@ -129,9 +126,7 @@ def sample(fake: FakeBackend, body: wire.SampleBody) -> wire.SampleOutput:
     """Pseudo-random bytes (``FAKE_LOGPROB`` each) from the request's seed, else from the session's stream; cut at a
     stop string as the engine cuts them (the token that completes it kept, ``STOP_REASON_STOP``)."""
     if fake.num_generator_replicas == 0:
-        raise OperationError(
-            Code.INVALID_INPUT, "this session is trainer-only (0 generator replicas): sample is rejected"
-        )
+        raise OperationError(Code.INVALID_INPUT, TRAINER_ONLY)
     sp = body.sampling_params or wire.SamplingParams()
     n, length = 1 if body.num_samples is None else body.num_samples, sp.max_tokens or wire.DEFAULT_MAX_TOKENS
     if not 1 <= n <= fake.max_num_samples:

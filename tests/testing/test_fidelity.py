@@ -67,6 +67,12 @@ BAD_INPUTS = {
     "a policy loss without its inputs": ([CE], "grpo", None),
     "an input the loss does not read": ([{**CE.model_dump(), "loss_fn_inputs": {
         **CE.model_dump()["loss_fn_inputs"], "mask": {"data": [1, 1, 1], "dtype": "int64"}}}], "cross_entropy", None),
+    "an input no loss reads (misspelt)": ([{**CE.model_dump(), "loss_fn_inputs": {
+        **CE.model_dump()["loss_fn_inputs"], "weight": {"data": [1.0, 1.0, 1.0], "dtype": "float32"}}}],
+        "cross_entropy", None),
+    "both weights and mask": ([samples.policy([1, 2], [3], [-1.0], 1.0).model_copy(update={
+        "loss_fn_inputs": {**samples.policy([1, 2], [3], [-1.0], 1.0).loss_fn_inputs,
+                           "weights": wire.TensorData(data=[0.0, 1.0], dtype="float32")}})], "ppo", None),
     "weights of another length": ([{**CE.model_dump(), "loss_fn_inputs": {
         **CE.model_dump()["loss_fn_inputs"], "weights": {"data": [1.0], "dtype": "float32"}}}], "cross_entropy", None),
     "a target outside the vocabulary": ([{**CE.model_dump(), "loss_fn_inputs": {
