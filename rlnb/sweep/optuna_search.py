@@ -23,7 +23,7 @@ from rlnb.wire import TrialStatus
 
 from .rows import ROWS_FILE, run_path
 from .samplers import SAMPLER_SEED, grid_values, make_pruner, make_sampler
-from .space import Categorical, Dimension, Float, Int
+from .space import Dimension, Float, Int, points
 from .study_file import open_study
 from .trial import Objective, TrialSpec, identity
 
@@ -69,13 +69,6 @@ def _distribution(optuna: Any, dim: Dimension) -> Any:
     if isinstance(dim, Int):
         return d.IntDistribution(dim.low, dim.high, log=dim.log)
     return d.CategoricalDistribution(dim.choices)
-
-
-def _points(dim: Dimension) -> Sequence[Any] | None:
-    """Every value of a list or an Int range (a lazy ``range``); None for a Float range."""
-    if isinstance(dim, Int):
-        return range(dim.low, dim.high + 1)
-    return dim.choices if isinstance(dim, Categorical) else None
 
 
 class OptunaSource:
@@ -127,7 +120,7 @@ class OptunaSource:
         self.total = n_trials
         self._left = max(0, n_trials - finished)
         self._seeds = seeds
-        axes = {name: points for name, dim in dims.items() if (points := _points(dim)) is not None}
+        axes = {name: values for name, dim in dims.items() if (values := points(dim)) is not None}
         self._axes = axes if len(axes) == len(dims) else None  # None: a Float range makes the space infinite
         waiting = optuna.trial.TrialState.WAITING  # a rerun queued: its params are the stopped trial's
         self._asked = {self._key(t): t.number for t in self.study.trials

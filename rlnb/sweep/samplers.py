@@ -10,7 +10,7 @@ from typing import Any
 
 from rlnb._options import check_int
 
-from .space import MAX_CONFIGS, Categorical, Dimension, Float
+from .space import MAX_CONFIGS, Dimension, points
 
 SAMPLER_SEED = 0
 """Samplers named by string are seeded with this plus the trials the study already has (0 for a new sweep):
@@ -43,9 +43,10 @@ def check_search(
 def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence[int]) -> None:
     """A space of lists and Int ranges alone holds a finite number of points: trials past its points × seeds
     repeat one already run (``{"learning_rate": [1e-3]}`` with ``n_trials=3`` would run the same trial three times)."""
-    if any(isinstance(dim, Float) for dim in dims.values()):
+    axes = {name: points(dim) for name, dim in dims.items()}
+    sizes = {name: len(values) for name, values in axes.items() if values is not None}
+    if len(sizes) < len(axes):  # a Float range: no end of points
         return
-    sizes = {name: len(d.choices) if isinstance(d, Categorical) else d.high - d.low + 1 for name, d in dims.items()}
     distinct = math.prod(sizes.values()) * len(seeds)
     if n_trials > distinct:
         each = " × ".join(f"{name} {size}" for name, size in sizes.items())
@@ -99,14 +100,15 @@ def grid_values(dims: Mapping[str, Dimension]) -> dict[str, list[Any]]:
     ``MAX_GRID_POINTS`` combinations (sized before any list is built: ``Int(1, 10**9)`` would fill memory)."""
     axes: dict[str, Sequence[Any]] = {}
     for name, dim in dims.items():
-        if isinstance(dim, Float):
+        values = points(dim)
+        if values is None:
             raise ValueError(f"sampler='grid' needs a list of values for {name!r} (or an Int range), not {dim}")
-        axes[name] = dim.choices if isinstance(dim, Categorical) else range(dim.low, dim.high + 1)
-    points = math.prod(len(values) for values in axes.values())
-    if points > MAX_GRID_POINTS:
+        axes[name] = values
+    count = math.prod(len(values) for values in axes.values())
+    if count > MAX_GRID_POINTS:
         each = " × ".join(f"{name} {len(values)}" for name, values in axes.items())
         raise ValueError(
-            f"sampler='grid' has {points} points ({each}): at most {MAX_GRID_POINTS}; "
+            f"sampler='grid' has {count} points ({each}): at most {MAX_GRID_POINTS}; "
             "use sampler='tpe' or 'random' with n_trials"
         )
     return {name: list(values) for name, values in axes.items()}

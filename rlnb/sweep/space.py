@@ -57,6 +57,14 @@ REDRAWS = 20
 """``random_search`` draws up to this many configs per one asked before it says the space is too small."""
 
 
+def points(dim: Dimension) -> Sequence[Any] | None:
+    """Every value of a list or an Int range (a lazy ``range``: ``Int(1, 10**9)`` is not built); None for a Float
+    range, which has no finite set of points."""
+    if isinstance(dim, Int):
+        return range(dim.low, dim.high + 1)
+    return dim.choices if isinstance(dim, Categorical) else None
+
+
 def dimension(name: str, spec: Any) -> Dimension:
     """A dimension from its object or shorthand; a malformed one raises naming ``name``. Numpy and torch scalars
     among its choices or ends are the Python numbers they hold."""
