@@ -155,7 +155,8 @@ class Caller:
                 self._after_failure(request, attempt, said, error, end, limit, call)
             else:
                 ms = (time.monotonic() - started) * 1000
-                log.debug("%s %s -> %d in %.0f ms", request.method, request.url, response.status_code, ms)
+                shown = request.url if trusted else request.url.copy_with(query=None)  # a presigned query signs
+                log.debug("%s %s -> %d in %.0f ms", request.method, shown, response.status_code, ms)
                 self._server.learn(request.url, response)
                 if response.is_success:
                     return response
@@ -171,8 +172,11 @@ class Caller:
         if call.content is not None:
             headers["Content-Type"] = "application/json"
         timeout = self._http.timeout
-        if call.wait:  # the server may hold a long-poll that long: the read deadline starts after it
-            timeout = httpx.Timeout(timeout.read, connect=timeout.connect, read=(timeout.read or 0) + call.wait)
+        if call.wait and timeout.read is not None:  # the server may hold a long-poll that long: the read deadline
+            # starts after it (a read of None has no limit to move)
+            timeout = httpx.Timeout(
+                connect=timeout.connect, read=timeout.read + call.wait, write=timeout.write, pool=timeout.pool
+            )
         request = self._http.build_request(
             call.method, url, content=call.content, params=call.params, headers=headers, timeout=timeout
         )
