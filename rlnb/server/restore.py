@@ -96,10 +96,14 @@ def reached(floor: tuple[int, int], env: wire.Operation[Any]) -> tuple[int, int]
 
 def progress(s: SessionRecord, checkpoints: list[CheckpointRecord], floor: tuple[int, int] = (0, 0)) -> wire.Session:
     """A session's last view rebuilt from its checkpoints and ``floor``, the step and weights version its completed
-    operations reached (``reached``): a server that stopped without closing it never saved one."""
-    step, version = floor
+    operations reached (``reached``): a server that stopped without closing it never saved one. The saved session
+    line is a floor too: a resumed session's step comes from its checkpoint, not from an operation, and a compacted
+    journal's tombstones carry none."""
     mine = sorted((c.info for c in checkpoints if c.info.session_id == s.id), key=lambda c: c.created_at)
     view = s.view()
+    saved = view.policy_state
+    step = max(floor[0], int(view.step), int(saved.trainer_step))
+    version = max(floor[1], int(saved.applied_weights_version), int(saved.target_weights_version))
     view.step = step
     view.policy_state = wire.PolicyState(
         applied_weights_version=version, target_weights_version=version, trainer_step=step
