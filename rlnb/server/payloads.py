@@ -224,6 +224,13 @@ class PayloadStore:
 
     # -- dropping --------------------------------------------------------------------------------
 
+    def drop(self, payload_id: str) -> None:
+        """Free one payload now (a result whose operation was let go); one already gone is no error."""
+        with self._lock:
+            p = self._payloads.get(payload_id)
+            if p is not None:
+                self._drop(p)
+
     def drop_session(self, session_id: str) -> None:
         with self._lock:
             for p in [p for p in self._payloads.values() if p.session_id == session_id]:

@@ -54,7 +54,10 @@ class OpRecord:
     fingerprint: str = ""
     """Of the body it was submitted with (``limits.fingerprint``): the key is bound to it."""
     size: int = 0
-    """Bytes of its envelope as JSON, once finished (counted against ``max_kept_result_bytes``)."""
+    """Bytes of its envelope as JSON, once finished, and of its offloaded copy and result payload while they are held
+    (counted against ``max_kept_result_bytes``)."""
+    result_payload: str | None = None
+    """The payload holding its offloaded output's large members (``offloaded``): dropped with the operation."""
     answer: bytes | None = None
     """Once finished: its envelope as the API sends it, made once (``SessionRecord.ended``), measured, journaled and
     sent by every GET and retry; ``env`` then keeps no output (its objects take ~3x these bytes)."""
@@ -105,6 +108,8 @@ class SessionRecord:
     """Operations let go by ``finish``: id → kind (their keys stay in ``keys``)."""
     kept_bytes: int = 0
     """The ``size`` of the operations in ``finished``, together."""
+    drop_payload: Callable[[str], None] | None = field(default=None, repr=False)
+    """Frees a result payload (the server's payload store): an operation let go takes its offloaded result along."""
 
     def finish(self, op_id: str, keep: int, budget: int) -> None:
         """Note that an operation ended, and let the oldest finished ones go past the newest ``keep``, or past
@@ -130,6 +135,24 @@ class SessionRecord:
             op = self.ops.pop(old)
             self.kept_bytes -= op.size
             self.dropped[old] = op.kind
+            if op.result_payload is not None and self.drop_payload is not None:
+                self.drop_payload(op.result_payload)
+
+    def offload(self, op: OpRecord, body: bytes, payload: tuple[str, int] | None) -> None:
+        """Keep ``body``, ``op``'s envelope as served with its large members in ``payload`` (id, bytes), counted with
+        the finished operation's size until the session ends (``keep_whole``)."""
+        extra = len(body) + payload[1] if payload else 0  # else ``body`` is ``answer`` itself
+        op.offloaded, op.result_payload = body, payload[0] if payload else None
+        op.size += extra
+        self.kept_bytes += extra
+
+    def keep_whole(self) -> None:
+        """Forget every offloaded copy (the session ended: its payloads are freed, its results served whole)."""
+        for op in self.ops.values():
+            if op.offloaded is not None and op.answer is not None:
+                self.kept_bytes -= op.size - len(op.answer)
+                op.size = len(op.answer)
+            op.offloaded, op.result_payload = None, None
 
     def op_line(self, op: OpRecord) -> dict[str, Any]:
         """An operation as the state journal keeps it: a finished one's ``answer`` as its ``env``, the bytes

@@ -198,8 +198,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         """Mark a session ended (under the lock) and free its payloads (its offloaded results are served whole
         from now on); its backend is closed and let go by ``_close``. ``reason`` (and ``code``): why it is ERROR."""
         self.payloads.drop_session(s.id)
-        for op in s.ops.values():
-            op.offloaded = None
+        s.keep_whole()
         now = self.now()
         s.status, s.updated_at = status, now
         if reason is not None:

@@ -90,7 +90,7 @@ class SessionsMixin(RegistryCore):
                 id=f"sess-{uuid.uuid4()}", resource_id=res.id, base_model=res.base_model, created_by=user,
                 created_at=now, updated_at=now, status=wire.SessionStatus.CREATING, lora_config=lora,
                 resume_from=req.resume_from_checkpoint_id, display_name=req.display_name or None,  # '' is none
-                metadata=req.metadata or wire.SessionMetadata(),
+                metadata=req.metadata or wire.SessionMetadata(), drop_payload=self.payloads.drop,
             )  # fmt: skip
             self.sessions[rec.id] = rec
             self._touch(res.id)

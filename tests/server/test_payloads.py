@@ -210,3 +210,26 @@ def test_unused_upload_urls_are_capped_per_session_and_freed_when_used_or_expire
         clock.now += 601
         registry.reap()  # unused ones expire and free theirs
         assert len([upload_url(c, sid) for _ in range(3)]) == 3
+
+
+def test_an_offloaded_result_goes_with_its_operation_past_max_kept_operations(tmp_path):
+    """The payload of an offloaded result is freed when the operation is let go, and counted with its bytes while
+    held: a running session's results stay within max_kept_operations, payloads included."""
+    sample = {"model_inputs": [wire.ModelInput.from_tokens([1, 2, 3]).to_json_dict()],
+              "sampling_params": {"max_tokens": 8}}  # fmt: skip
+    with app_client(tmp_path, result_offload_bytes=64, max_kept_operations=2) as c:
+        registry = c.app.state.registry
+        _, sid = new_session(c)
+        named = [
+            wait(c, sid, "sample", submit(c, sid, "sample", sample)["id"])["output"]["payload_id"] for _ in range(6)
+        ]
+        held = {p.id for p in registry.payloads._payloads.values()}
+        assert held == set(named[-2:])  # the two operations kept, their payloads; the four let go, none
+        s = registry.sessions[sid]
+        assert s.kept_bytes == sum(op.size for op in s.ops.values())
+        assert all(op.size > len(op.answer) for op in s.ops.values())  # the offloaded copy and payload counted
+        assert c.post(f"/training-sessions/{sid}/payloads/{named[0]}/download-url").status_code == 404
+        link = c.post(f"/training-sessions/{sid}/payloads/{named[-1]}/download-url").json()["download_url"]
+        assert len(c.get(link).json()["results"]) == 1
+        assert c.post(f"/training-sessions/{sid}/stop").status_code == 200
+        assert s.kept_bytes == sum(len(op.answer) for op in s.ops.values())  # served whole once it ended

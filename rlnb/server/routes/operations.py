@@ -72,17 +72,18 @@ def served(registry: Registry, session_id: str, op: OpRecord) -> Response:
     if limit is None or op.env.status != wire.OperationStatus.COMPLETED or members is None:
         return answer(op.reply())
     with registry.lock:
-        if registry.sessions[session_id].status not in wire.SESSION_ACTIVE:
+        s = registry.sessions[session_id]
+        if s.status not in wire.SESSION_ACTIVE or s.ops.get(op.env.id) is not op:  # ended, or let go meanwhile
             return answer(op.reply())
         if op.offloaded is None:
-            body = op.reply()
+            body, payload = op.reply(), None
             data = json.loads(body)  # once per operation
             out = data["output"]
             if len(json.dumps(out, separators=(",", ":"))) > limit:
-                big = {k: out.pop(k) for k in members if k in out}
-                out["payload_id"] = registry.payloads.new_result(session_id, json.dumps(big).encode()).id
-                body = json_body(data)
-            op.offloaded = body
+                big = json.dumps({k: out.pop(k) for k in members if k in out}).encode()
+                out["payload_id"] = registry.payloads.new_result(session_id, big).id
+                body, payload = json_body(data), (out["payload_id"], len(big))
+            s.offload(op, body, payload)
         return answer(op.offloaded)
 
 
