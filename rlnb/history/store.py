@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import config_text, line, row_line
-from rlnb.history.locks import appending, hold_lock, release, write_new
+from rlnb.history.locks import appending, fsync, hold_lock, release, write_new
 from rlnb.history.record import COLUMNS, ROW_FIELDS
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"
@@ -84,7 +84,8 @@ class RunStore:
             self._fail(exc)
 
     def write_config(self, config: dict[str, Any]) -> None:
-        """Replace ``config.json`` whole (write then rename: a crash leaves the old or the new one)."""
+        """Replace ``config.json`` whole (written and synced, renamed, the folder synced: a crash or a power loss
+        leaves the old or the new one, never an empty file)."""
         with self._lock:
             if self.failed:
                 return
@@ -93,8 +94,9 @@ class RunStore:
                     if not self.closed:  # a closed store's lock is taken afresh for this write
                         _lock_still_there(self._held, self._files[LOCK_FILE])
                     tmp = self.path / CONFIG_TMP
-                    write_new(tmp, config_text(config).encode("utf-8"))  # standard JSON: NaN as "NaN"
+                    write_new(tmp, config_text(config).encode("utf-8"), sync=True)  # standard JSON: NaN as "NaN"
                     tmp.replace(self.path / CONFIG_FILE)
+                    fsync(self.path)
             except (OSError, RunLocked) as exc:
                 self._fail(exc)
 

@@ -18,7 +18,7 @@ from typing import IO, Any
 from rlnb._options import refuse_dangling_link
 from rlnb.history import default_runs_dir, new_run_id
 from rlnb.history.jsontext import config_text, spelled
-from rlnb.history.locks import hold_lock, refuse_pipe, regular, release, write_new
+from rlnb.history.locks import fsync, hold_lock, refuse_pipe, regular, release, write_new
 from rlnb.history.reading import loads, read_config
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task
@@ -146,8 +146,9 @@ def begin(
     setting compared by what it means, not its text (the space), whether the stored one is the same."""
     path = folder / SETTINGS_FILE
     if not resume:  # written then renamed: never through a link planted at either name
-        write_new(folder / (SETTINGS_FILE + ".tmp"), config_text(settings).encode("utf-8"))
+        write_new(folder / (SETTINGS_FILE + ".tmp"), config_text(settings).encode("utf-8"), sync=True)
         (folder / (SETTINGS_FILE + ".tmp")).replace(path)
+        fsync(folder)  # the rename too: a power loss leaves the settings whole or none
         return []
     try:  # a sweep killed while writing it left it empty or cut short: a bare JSONDecodeError named no file
         stored = spelled(loads(_settings_text(path)))  # an older rlnb's bare NaN as it is written now
