@@ -20,8 +20,9 @@ RUNS_DIR_ENV = "RLNB_RUNS_DIR"
 
 
 def default_runs_dir() -> Path:
-    """Where runs go when ``runs_dir`` is not given: ``$RLNB_RUNS_DIR``, else ``./rlnb-runs``."""
-    return Path(os.environ.get(RUNS_DIR_ENV, "rlnb-runs")).expanduser()
+    """Where runs go when ``runs_dir`` is not given: ``$RLNB_RUNS_DIR``, else (unset or empty, as a shell's
+    ``RLNB_RUNS_DIR=`` unsets it) ``./rlnb-runs``."""
+    return Path(os.environ.get(RUNS_DIR_ENV) or "rlnb-runs").expanduser()
 
 
 def new_run_id(label: str = "") -> str:
@@ -61,7 +62,7 @@ def runs_root(runs_dir: str | Path | None) -> Path:
     if runs_dir == "":  # Path("") is the working folder
         raise ValueError("runs_dir must be a folder's path or None, got ''")
     root = user_path("runs_dir", runs_dir) if runs_dir is not None else default_runs_dir()
-    field = "runs_dir" if runs_dir is not None or RUNS_DIR_ENV not in os.environ else f"${RUNS_DIR_ENV}"
+    field = "runs_dir" if runs_dir is not None or not os.environ.get(RUNS_DIR_ENV) else f"${RUNS_DIR_ENV}"
     refuse_dangling_link(field, root)  # mkdir failed "File exists" after the model loaded
     for folder in (root, *root.parents):
         if folder.exists():

@@ -349,3 +349,12 @@ def test_a_run_folder_whose_files_are_hard_links_is_never_written_into(tmp_path,
         store.write_completions([{**ROW, "step": 9}])
     store.close()
     assert (snapshot / name).read_bytes() == before
+
+
+def test_an_empty_runs_dir_variable_is_as_if_unset(tmp_path, monkeypatch):
+    """``RLNB_RUNS_DIR=`` (a shell's or CI's way to unset it) put every run straight into the working folder."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RLNB_RUNS_DIR", "")
+    s = rlnb.Session(FakeBackend(), run_id="r")
+    s.close()
+    assert s.history.path == tmp_path / "rlnb-runs" / "r"
