@@ -581,6 +581,9 @@ CRAFTED = {
     "vocab-differs": (config_with(vocab_size=1000),  # "look at the above report!", a report never shown
                       r"config\.json does not match its weights: transformer\.wte\.weight is \[320, 64\] in the "
                       r"checkpoint but \[1000, 64\] by the config"),
+    "fewer-layers": (config_with(n_layer=1),  # layer 1's weights dropped, a one-layer model trained, without a word
+                     r"holds 11 weights the model it describes has no place for "
+                     r"\(transformer\.h\.1\.attn\.c_attn\.weight, .*\): they would be dropped"),
     "unknown-type": (config_with(model_type="zorblax"),
                      r"config\.json is not a config transformers can load .*zorblax"),
     "shard-missing": (lambda f: sharded(f, lambda shards: shards[1].unlink()),

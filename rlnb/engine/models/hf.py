@@ -220,6 +220,13 @@ def load_weights(path: Path, spec: str, dtype: torch.dtype | str, trust_remote_c
             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): they would be random, trained as if "
             "they were the model's. A shard or file of the weights may be missing"
         )
+    unexpected = sorted(set(info.get("unexpected_keys", ())))  # what transformers knows to be harmless is not here
+    if unexpected:
+        raise ModelLoadError(
+            f"model {spec!r}: the checkpoint in {path} holds {len(unexpected)} weights the model it describes has no "
+            f"place for ({', '.join(unexpected[:3])}{', ...' if len(unexpected) > 3 else ''}): they would be dropped, "
+            "and a smaller model trained. config.json may not match the weights (fewer layers, another architecture)"
+        )
     return model
 
 
