@@ -56,6 +56,7 @@ def build_engine(
             "base_model": adapter.name,
             "base_model_dir": checkpoints.model_dir(adapter),
             "base_fingerprint": adapter.fingerprint,
+            "base_dtype": adapter.base_dtype,
             "seed": mo.seed if adapter.kind == "builtin" else None,  # builds the base a LoRA checkpoint adapts
             "lora": lora.as_dict() if lora else None,
             "ns_dtype": str(ns).removeprefix("torch."),

@@ -131,8 +131,8 @@ def _inference_meta(path: Path) -> dict[str, Any]:
 
 
 _OPTIONAL: dict[str, type] = {
-    "base_model_dir": str, "base_fingerprint": str, "lora": dict, "ns_dtype": str, "seed": int, "grads": dict,
-    "merged_sha256": dict,  # an inference checkpoint's: absent in an older rlnb's
+    "base_model_dir": str, "base_fingerprint": str, "base_dtype": str, "lora": dict, "ns_dtype": str, "seed": int,
+    "grads": dict, "merged_sha256": dict,  # an inference checkpoint's: absent in an older rlnb's
 }  # fmt: skip
 _INFERENCE: dict[str, type] = {"base_model": str, "step": int, **_OPTIONAL}
 _TRAINING: dict[str, type] = {**_INFERENCE, "weights": dict, "optimizer": dict}
@@ -243,6 +243,11 @@ def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings
         raise CheckpointMismatch(
             f"checkpoint's seed is {base_seed}, this session's is {seed}: a LoRA checkpoint of a built-in model keeps "
             f"only the adapter, and seed builds the base weights it adapts; resume with seed={base_seed}"
+        )
+    if state.get("base_dtype") not in (None, adapter.base_dtype):  # an older checkpoint has none
+        raise CheckpointMismatch(
+            f"checkpoint's LoRA adapter was trained on {state['base_dtype']} base weights, this session's are "
+            f"{adapter.base_dtype}: it adapts the weights as they were; resume with dtype={state['base_dtype']!r}"
         )
     if state.get("base_fingerprint") not in (None, adapter.fingerprint):  # an older checkpoint has none
         raise CheckpointMismatch(

@@ -15,7 +15,7 @@ from torch import nn
 
 from rlnb.engine import checkpoints
 from rlnb.engine.models import packed
-from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.models.adapter import ModelAdapter, model_dtype
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.models.hf import tie_head, untie_head
 from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted, undo_lora
@@ -87,6 +87,7 @@ def build_model(
     )  # fmt: skip
     eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
     adapter.fingerprint = fingerprint(adapter.module)  # of the base as loaded: before LoRA renames its layers
+    adapter.base_dtype = str(model_dtype(adapter.module)).removeprefix("torch.")
     if resume is not None:  # before LoRA adapts a model= module in place
         checkpoints.check_resume(resume, adapter, lora, options.seed)
     trainer = adapter.module

@@ -199,6 +199,9 @@ def test_a_lora_resume_refuses_other_lora_settings_or_another_base_seed(tmp_path
     ):
         with pytest.raises(CheckpointMismatch, match=message):
             lora_session("tiny", lora=lora, seed=seed, resume_from=path)
+    with pytest.raises(CheckpointMismatch, match=r"trained on float32 base weights, this session's are bfloat16: .*"
+                                                  r"resume with dtype='float32'"):  # fmt: skip
+        lora_session("tiny", lora={"rank": 2, "alpha": 8}, seed=3, dtype="bfloat16", resume_from=path)
     with lora_session("tiny", lora={"rank": 2, "alpha": 8, "seed": 9}, seed=3, resume_from=path) as r:
         assert r.forward_backward(batch, forward_only=True).result().loss == loss  # LoRA's own seed: only the init
 

@@ -51,6 +51,8 @@ class ModelAdapter:
     kind = "module"
     fingerprint: str | None = None
     """The base weights' digest as loaded (``model_setup.fingerprint``): what a checkpoint's base is checked by."""
+    base_dtype: str | None = None
+    """The base weights' dtype as loaded (``"bfloat16"``): a LoRA checkpoint's base is named by it before its digest."""
 
     def __init__(self, module: nn.Module, name: str, codec: Codec, device: torch.device) -> None:
         self.module = module
