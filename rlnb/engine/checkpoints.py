@@ -3,7 +3,9 @@
 * A **training checkpoint** is one ``<id>.pt`` (``torch.save``): the trainable weights (the whole model
   for a full-weight session, only the adapter for LoRA: the base is rebuilt from the model it names),
   the optimizer state, the gradients forward-backwards accumulated for the next optim-step, the step, the
-  sampler's generator (unseeded samples go on after a resume), LoRA dropout's generator (its masks go on), the
+  sampler's generator (unseeded samples go on after a resume, from the checkpoint's weights: the sampler of a
+  resumed session holds them, weights version = step, as a new session's holds the weights it opens with, even where
+  the saving session had not synced them yet), LoRA dropout's generator (its masks go on), the
   Newton-Schulz dtype and the LoRA settings —
   all that resume needs to give the same next step as a session that never stopped.
 * An **inference checkpoint** is a folder ``<id>/``: ``merged/`` holds the full model with the trained
