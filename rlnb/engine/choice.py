@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from rlnb import wire
 from rlnb.engine.models.compiled import Compiler
 
 if TYPE_CHECKING:
     from rlnb.engine.sampling import Settings
 
-MIN_TEMPERATURE = 1e-5
-"""Below this, sampling is greedy (dividing logits by a tinier temperature overflows)."""
+MIN_TEMPERATURE = wire.MIN_TEMPERATURE
 
 
 def choose(

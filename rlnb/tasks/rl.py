@@ -174,13 +174,15 @@ def _sampler_logprobs(seq: wire.SampledSequence, prompt: int, index: int, loss: 
 
 
 def check_temperature(temperature: Any) -> None:
-    """``ValueError`` unless an RL step's sampling temperature is a finite number > 0: at 0 (greedy) a group's
-    completions are one and the same, so are their rewards, and every step trained nothing (loss 0, gradient 0)."""
+    """``ValueError`` unless an RL step's sampling temperature is a finite number of at least
+    ``wire.MIN_TEMPERATURE``: below it (0 included) sampling is greedy, a group's completions are one and the same, so
+    are their rewards, and every step trained nothing (loss 0, gradient 0)."""
     t = temperature
-    if isinstance(t, bool) or not (isinstance(t, numbers.Real) and math.isfinite(t) and float(t) > 0):
+    low = wire.MIN_TEMPERATURE
+    if isinstance(t, bool) or not (isinstance(t, numbers.Real) and math.isfinite(t) and float(t) >= low):
         raise ValueError(
-            f"temperature must be a finite number > 0 (at 0 every completion of a group is the greedy one: equal "
-            f"rewards, advantages 0, nothing trained), got {t!r}"
+            f"temperature must be a finite number >= {low:g} (below it sampling is greedy: every completion of a "
+            f"group is the same, equal rewards, advantages 0, nothing trained), got {t!r}"
         )
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "MAX_NUM_SAMPLES",
     "MAX_STOP_CHARS",
+    "MIN_TEMPERATURE",
     "MAX_STOP_STRINGS",
     "STOP_REASON_LENGTH",
     "STOP_REASON_STOP",
@@ -54,6 +55,8 @@ MAX_STOP_STRINGS = 16
 engine's bound (each new token is searched for every stop string, in every row)."""
 MAX_STOP_CHARS = 256
 """Characters of one stop string: ``rlnb serve``'s default limit (``max_stop_chars``), and the in-process engine's."""
+MIN_TEMPERATURE = 1e-5
+"""Below this temperature rlnb's sampler is greedy (dividing logits by a tinier one overflows); RL steps refuse it."""
 
 
 class SamplingParams(_Model):

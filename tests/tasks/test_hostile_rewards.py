@@ -155,10 +155,11 @@ def test_a_verified_task_without_an_answer_for_a_prompt_is_refused_when_made(ans
 def test_greedy_sampling_in_an_rl_step_is_refused_it_trains_nothing(tmp_path):
     """At temperature 0 every completion of a group is the greedy one: equal rewards, advantages 0, loss 0 and gradient
     norm 0 at every step (a random reward gave identical completions advantages summing to 0: ~1e-8, rounding)."""
-    words = r"temperature must be a finite number > 0 \(at 0 every completion of a group is the greedy one.*\), got 0"
+    words = r"temperature must be a finite number >= 1e-05 \(below it sampling is greedy: every completion of a group"
     with rlnb.connect("local", model="tiny", seed=0, device="cpu", runs_dir=tmp_path, run_id="r") as s:
-        with pytest.raises(ValueError, match=words):
-            rl_step(s, digits_task(), rlnb.AdamParams(), temperature=0, seed=0)
+        for greedy in (0, 1e-6, 9.9e-6):  # the sampler is greedy below wire.MIN_TEMPERATURE, not only at 0
+            with pytest.raises(ValueError, match=words + rf".*got {greedy}"):
+                rl_step(s, digits_task(), rlnb.AdamParams(), temperature=greedy, seed=0)
         assert s.history.df.empty  # refused before anything was sampled
     with pytest.raises(ValueError, match=words):
         StepOptions(temperature=0.0)

@@ -405,7 +405,7 @@ def test_rl_step_refuses_a_loss_it_cannot_train_before_sampling(loss_params, wor
         ({"group_size": 0}, r"group_size must be an integer in \[2, 256\] \(.*\), got 0"),
         ({"group_size": 2.5}, r"group_size must be an integer in \[2, 256\] \(.*\), got 2.5"),
         ({"group_size": 1000}, r"group_size must be an integer in \[2, 256\] \(.*\), got 1000"),  # num_samples' cap
-        ({"temperature": -1.0}, r"temperature must be a finite number > 0 \(.*\), got -1.0"),
+        ({"temperature": -1.0}, r"temperature must be a finite number >= 1e-05 \(.*\), got -1.0"),
         ({"seed": 1.5}, r"seed must be None or an integer in \[-9223372036854775808, 9223372036854775807\], got 1.5"),
     ],
 )
