@@ -314,3 +314,14 @@ def test_no_notebook_cell_shows_its_figure_twice(notebook):
     for i, cell in enumerate(cells):
         images = {o["output_type"] for o in cell.get("outputs", []) if "image/png" in o.get("data", {})}
         assert images != {"execute_result", "display_data"}, f"{notebook} cell {i} shows its figure twice"
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_no_notebook_logs_the_reward_that_rl_step_logs(notebook):
+    """``rl_step`` logs its step's reward to the history: a cell logging it again made two rows a step, the second
+    without ``reward_std`` (notebook 06's RL loop did)."""
+    import json
+
+    for i, cell in enumerate(json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]):
+        code = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        assert not ("rl_step(" in code and re.search(r"history\.log\([^)]*reward=", code)), f"{notebook} cell {i}"
