@@ -57,7 +57,8 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
     """GRPO advantages of one group: each reward minus the group's mean, scaled.
 
     ``"sample_std"`` (TRL's definition): divided by the sample std (n - 1) + 1e-4. ``"population_std"``:
-    divided by the population std, with no epsilon. ``"none"``: not divided (TRL's
+    divided by the population std, with no epsilon: scale-free, so rewards a float32 rounding apart get -1 and +1
+    (``"sample_std"``: about ±3e-4). ``"none"``: not divided (TRL's
     ``scale_rewards="none"``, Dr. GRPO's choice). A group whose rewards are all equal (one reward
     included) gets advantages of exactly 0; a group with a non-finite reward gets NaN advantages. Rewards of any
     finite size work (near 1e308, their sum overflowed): they are scaled by a power of two first, which changes no
