@@ -232,3 +232,21 @@ def test_the_fake_backends_model_options_are_checked_when_it_is_made(option, mes
     """A guard: a vocabulary past the byte codec's 256 ids, or a bound that is no count, is refused by name."""
     with pytest.raises(ValueError, match=message):
         FakeBackend(**option)
+
+
+def test_the_fake_backends_grad_norm_may_follow_the_step():
+    """A guard: ``grad_norm(step)`` gives each optim-step its norm (the step counted before it, as ``loss(step)``),
+    and a NaN from it fails that step, which drops the gradients and leaves the step count."""
+    s = rlnb.Session(FakeBackend(grad_norm=lambda step: float("nan") if step == 1 else 2.0), record=False)
+    try:
+        batch = [samples.cross_entropy([1, 2, 3])]
+        s.forward_backward(batch)
+        assert s.optim_step().result(30).metrics["grad_norm"] == 2.0
+        s.forward_backward(batch)
+        with pytest.raises(rlnb.OperationFailed) as failed:
+            s.optim_step().result(30)
+        assert failed.value.code == wire.OperationErrorCode.NON_FINITE_LOSS
+        after = s.optim_step().result(30)  # the failed step dropped the gradients: none to apply, step 1 again
+        assert (after.step, after.metrics["grad_norm"]) == (2, 0.0)
+    finally:
+        s.close()

@@ -11,7 +11,6 @@ from typing import Any
 
 from rlnb import wire
 from rlnb._options import check_int, check_seconds
-from rlnb.engine.refusals import check_tokens
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
 from rlnb.testing import fake_ops
@@ -31,8 +30,10 @@ class FakeBackend:
         delay: seconds each operation spends RUNNING (a finite number in [0, 86400]; a close ends them).
         loss: ``loss(step) -> float``, the forward-backward loss at an optimizer step (default 1 / (1 + step)); NaN
             or ±inf fails the forward-backward ``NON_FINITE_LOSS``, as the engine and the service fail it.
-        grad_norm: the pre-clip gradient norm an optim-step reports; 0 where no forward-backward accumulated
-            gradients since the step before, as on the engine.
+        grad_norm: the pre-clip gradient norm an optim-step reports, or ``grad_norm(step) -> float``; 0 where no
+            forward-backward accumulated gradients since the step before, as on the engine. NaN or ±inf fails the
+            optim-step ``NON_FINITE_LOSS`` and drops the gradients, the step unchanged, as the engine fails
+            gradients that are not finite.
         fail: which operations fail: ``{"optim-step": "NON_FINITE_LOSS"}`` or a ``Failure`` callable.
         seed: seeds the samples sent without a ``seed`` (the engine's ``seed=``): a run is the same each time.
         num_generator_replicas: 0 makes a trainer-only session, whose samples fail ``INVALID_INPUT``.
@@ -44,11 +45,17 @@ class FakeBackend:
 
     What the engine refuses in a request is refused here, with its code and words: a loss's missing or unread
     inputs, inputs of another length than their sample, token ids outside the vocabulary or past the context, the
-    other optimizer's params. What differs, by design: sampling returns pseudo-random bytes (``max_tokens``, default
-    ``wire.DEFAULT_MAX_TOKENS``, cut at a stop string as the engine cuts them), every sampled token, prompt token and
-    counted target at log-prob -1 (``fake_ops.FAKE_LOGPROB``); the loss is ``loss(step)``, whatever the loss type;
-    forward-backward metrics hold ``loss/tokens`` only; a Muon step splits ``grad_norm`` equally between its groups.
-    ``submitted`` lists every ``(kind, body)`` in order.
+    other optimizer's params, an AdamW eps that is 0 in float32 (the pretend weights' dtype, ``tiny``'s) or a step
+    size past float32's range, a custom forward-backward's gradients (their count, length and finiteness) and its
+    inputs, sampling params sent past the wire's checks. What differs, by design: sampling returns pseudo-random
+    bytes (``max_tokens``, default ``wire.DEFAULT_MAX_TOKENS``, cut at a stop string as the engine cuts them) whatever
+    ``temperature``, ``top_p`` and ``top_k`` say, except that greedy sampling (a temperature below 1e-5, or top_k 1)
+    gives every completion of a prompt the same bytes whatever the seed; a tiny ``top_p``, greedy on the engine, is
+    not; every sampled token, prompt token and counted target is at log-prob -1 (``fake_ops.FAKE_LOGPROB``); the loss
+    is ``loss(step)``, whatever the loss type; forward-backward metrics hold ``loss/tokens`` only; gradients are not
+    finite only where ``grad_norm`` says so (custom gradients of 3e38 overflow on the engine, not here), and the
+    failure names no parameter; a Muon step splits ``grad_norm`` equally between its groups. ``submitted`` lists
+    every ``(kind, body)`` in order.
     """
 
     codec = ByteCodec()
@@ -63,7 +70,7 @@ class FakeBackend:
         *,
         delay: float = 0.0,
         loss: Callable[[int], float] | None = None,
-        grad_norm: float = 1.0,
+        grad_norm: float | Callable[[int], float] = 1.0,
         fail: dict[str, str] | Failure | None = None,
         seed: int = 0,
         num_generator_replicas: int = 1,
@@ -115,8 +122,11 @@ class FakeBackend:
         return info
 
     def config(self) -> dict[str, Any]:
-        """What the run's ``config.json`` records: ``backend='fake'``, the session id, the optimizer."""
-        return {"backend": "fake", "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer}
+        """What the run's ``config.json`` records: ``backend='fake'``, the session id, the optimizer, the seed."""
+        return {
+            "backend": "fake", "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer,
+            "seed": self.seed,
+        }  # fmt: skip
 
     def close(self) -> None:
         """Stop as a local session stops: the running operation finishes, queued ones fail SESSION_NOT_ACTIVE."""
@@ -149,11 +159,6 @@ class FakeBackend:
             self._info.updated_at = datetime.now(UTC)
         return output
 
-    def _custom_forward_backward(self, body: wire.CustomForwardBackwardBody) -> wire.CustomForwardBackwardResult:
-        for i, s in enumerate(body.samples):
-            check_tokens(self, s.model_input.tokens, f"samples[{i}]")
-        return wire.CustomForwardBackwardResult()
-
     def _weights_sync(self, body: wire.WeightsSyncBody) -> wire.WeightsSyncResult:
         self.weights_version = self.step
         return wire.WeightsSyncResult(weights_version=self.weights_version)
@@ -174,7 +179,7 @@ class FakeBackend:
 
 _OUTPUTS: dict[wire.OperationKind, Callable[[FakeBackend, Any], wire._Model]] = {
     wire.OperationKind.FORWARD_BACKWARD: fake_ops.forward_backward,
-    wire.OperationKind.CUSTOM_FORWARD_BACKWARD: FakeBackend._custom_forward_backward,
+    wire.OperationKind.CUSTOM_FORWARD_BACKWARD: fake_ops.custom_forward_backward,
     wire.OperationKind.OPTIM_STEP: fake_ops.optim_step,
     wire.OperationKind.WEIGHTS_SYNC: FakeBackend._weights_sync,
     wire.OperationKind.SAMPLE: fake_ops.sample,

@@ -1,7 +1,7 @@
 """What ``FakeBackend``'s operations check and return: the in-process engine's refusals (its codes and words) and the
 fields of its results, without a model. Torch-free: the engine's own checks read tensors, so the ones a caller's
 request trips (a loss's inputs, token ids, the other optimizer's params, sampling on a trainer-only session, a
-non-finite loss) are made again here over the body's plain lists."""
+non-finite loss or gradient) are made again over the body's plain lists, here and in ``fake_checks``."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 from rlnb import params as params_mod
 from rlnb import wire
-from rlnb.engine.refusals import TRAINER_ONLY, InvalidLossInput, check_read, check_tokens, mask_key
+from rlnb.engine.refusals import TRAINER_ONLY, InvalidLossInput, check_read, mask_key
 from rlnb.engine.stops import StopMatcher
 from rlnb.errors import OperationError
-from rlnb.prompts import no_room
 from rlnb.samples import LOGPROB_SLACK
+from rlnb.testing import fake_checks
+from rlnb.testing.fake_checks import read_sample
+from rlnb.testing.fake_checks import refuse as _refuse
 from rlnb.wire import OperationErrorCode as Code
-from rlnb.wire.inputs import outside_vocab
 
 if TYPE_CHECKING:
     from rlnb.testing.fake import FakeBackend
 
 _CROSS_ENTROPY, _GRPO = wire.LOSS_NAMES["cross_entropy"], wire.LOSS_NAMES["grpo"]
-Inputs = dict[str, wire.TensorData]
 FAKE_LOGPROB = -1.0
 """The log-prob the fake gives every sampled token, every counted target and every prompt token after the first."""
 
@@ -36,7 +36,7 @@ def forward_backward(fake: FakeBackend, body: wire.ForwardBackwardBody) -> wire.
         raise _refuse(problem[1])
     loss_type = body.loss.type
     spec = wire.LOSSES[loss_type]
-    inputs = [_read(fake, i, s) for i, s in enumerate(body.samples)]
+    inputs = [read_sample(fake, i, s) for i, s in enumerate(body.samples)]
     try:
         check_read(loss_type, [x for x, _ in inputs])
         counted = [_counted(loss_type, spec, body.loss, i, x, n) for i, (x, n) in enumerate(inputs)]
@@ -58,19 +58,13 @@ def forward_backward(fake: FakeBackend, body: wire.ForwardBackwardBody) -> wire.
     return wire.ForwardBackwardResult(loss=value, metrics=metrics, loss_fn_outputs=outputs)
 
 
-def _refuse(message: str) -> OperationError:
-    return OperationError(Code.INVALID_INPUT, message)
-
-
-def _read(fake: FakeBackend, i: int, s: wire.Sample) -> tuple[Inputs, int]:
-    """Sample ``i``'s loss inputs and its length, its tokens and target ids checked as ``rlnb.engine.inputs`` checks
-    them (every sample's, before any loss input's key)."""
-    n = len(check_tokens(fake, s.model_input.tokens, f"samples[{i}]"))
-    x = s.loss_fn_inputs
-    ids = x["target_tokens"].data if "target_tokens" in x and x["target_tokens"].dtype == "int64" else None
-    if ids and fake.vocab_size is not None and not 0 <= min(ids) <= max(ids) < fake.vocab_size:
-        raise _refuse(f"samples[{i}].loss_fn_inputs.target_tokens: {outside_vocab(ids, fake.vocab_size)}")
-    return x, n
+def custom_forward_backward(
+    fake: FakeBackend, body: wire.CustomForwardBackwardBody
+) -> wire.CustomForwardBackwardResult:
+    """The engine's checks of the body (``fake_checks.custom_gradients``); then gradients are accumulated."""
+    fake_checks.custom_gradients(fake, body)
+    fake.accumulated = True
+    return wire.CustomForwardBackwardResult()
 
 
 def _counted(
@@ -104,16 +98,22 @@ def _counted(
 
 
 def optim_step(fake: FakeBackend, body: wire.OptimStepBody | None) -> wire.OptimStepResult:
-    """The step's hyperparameters resolved as the engine resolves them (the other optimizer's params:
-    ``INVALID_INPUT``, the gradients kept), then the engine's metrics: ``fake.grad_norm`` as the pre-clip norm of the
-    gradients forward-backwards accumulated since the last step, 0 where none did."""
+    """The step's hyperparameters resolved and checked as the engine checks them (the other optimizer's params, an
+    eps or a step size float32 weights cannot take: ``INVALID_INPUT``, the gradients kept), then the engine's
+    metrics: ``fake.grad_norm`` as the pre-clip norm of the gradients accumulated since the last step, 0 where none
+    were; a norm that is NaN or inf fails the step ``NON_FINITE_LOSS`` and drops them, as on the engine."""
     try:
         hp = params_mod.resolve(fake.optimizer, body if body is not None else wire.OptimStepBody())
+        fake_checks.step_limits(hp)
     except ValueError as exc:
         raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}") from None
-    fake.step += 1
-    norm, clip = fake.grad_norm if fake.accumulated else 0.0, hp.grad_clip_norm  # the engine's, with no gradients
+    given = fake.grad_norm
+    norm = float(given(fake.step) if callable(given) else given) if fake.accumulated else 0.0  # none: the engine's 0
     fake.accumulated = False
+    if not math.isfinite(norm):
+        raise OperationError(Code.NON_FINITE_LOSS, fake_checks.non_finite_gradients(norm))
+    fake.step += 1
+    clip = hp.grad_clip_norm
     coef = min(1.0, clip / (norm + 1e-6)) if clip > 0 else 1.0  # the engine's factor (0: clipping off)
     metrics = {"grad_norm": norm, "grad_clip_norm": clip, "clip_coef": coef, "learning_rate": hp.learning_rate}
     if isinstance(hp, params_mod.MuonHyperparams):  # the groups' shares: equal, their root sum of squares the norm
@@ -123,19 +123,23 @@ def optim_step(fake: FakeBackend, body: wire.OptimStepBody | None) -> wire.Optim
 
 
 def sample(fake: FakeBackend, body: wire.SampleBody) -> wire.SampleOutput:
-    """Pseudo-random bytes (``FAKE_LOGPROB`` each) from the request's seed, else from the session's stream; cut at a
-    stop string as the engine cuts them (the token that completes it kept, ``STOP_REASON_STOP``)."""
+    """The request checked as the engine checks it (``fake_checks.sample_request``), then pseudo-random bytes
+    (``FAKE_LOGPROB`` each) from the request's seed, else from the session's stream; greedy sampling
+    (``fake_checks.greedy``) gives every completion of a prompt the same bytes, from the prompt and the weights version
+    alone. Each is cut at a stop string as the engine cuts them (the token that completes it kept,
+    ``STOP_REASON_STOP``)."""
     if fake.num_generator_replicas == 0:
         raise OperationError(Code.INVALID_INPUT, TRAINER_ONLY)
-    sp = body.sampling_params or wire.SamplingParams()
-    n, length = 1 if body.num_samples is None else body.num_samples, sp.max_tokens or wire.DEFAULT_MAX_TOKENS
-    if not 1 <= n <= fake.max_num_samples:
-        raise _refuse(f"num_samples must be an integer in [1, {fake.max_num_samples}], got {n!r}")
-    prompts = [_prompt(fake, mi.tokens, length, i) for i, mi in enumerate(body.model_inputs)]
-    rng = random.Random(sp.seed if sp.seed is not None else fake.sample_rng.getrandbits(62))
+    sp, n, prompts = fake_checks.sample_request(fake, body)
+    length, greedy = sp.max_tokens or wire.DEFAULT_MAX_TOKENS, fake_checks.greedy(sp)
+    rng = random.Random(sp.seed if sp.seed is not None else fake.sample_rng.getrandbits(62))  # drawn when greedy too
     results = []
     for prompt in prompts:
-        seqs = [_sequence(fake, rng, length, sp.stop or ()) for _ in range(n)]
+        if greedy:
+            one = _sequence(fake, random.Random(f"{fake.weights_version}:{prompt}"), length, sp.stop or ())
+            seqs = [one.model_copy(deep=True) for _ in range(n)]
+        else:
+            seqs = [_sequence(fake, rng, length, sp.stop or ()) for _ in range(n)]
         segments = [wire.PolicyVersionSegment(start_token=0, version=fake.weights_version)]
         result = wire.SampleResult(policy_segments=segments, sequences=seqs)
         if body.prompt_logprobs or body.topk_prompt_logprobs:
@@ -146,15 +150,6 @@ def sample(fake: FakeBackend, body: wire.SampleBody) -> wire.SampleOutput:
                 ]
         results.append(result)
     return wire.SampleOutput(results=results)
-
-
-def _prompt(fake: FakeBackend, tokens: list[int], max_tokens: int, i: int) -> list[int]:
-    """Prompt ``i`` checked as the engine checks it: its ids, and room for ``max_tokens`` in the context."""
-    check_tokens(fake, tokens, f"model_inputs[{i}]")
-    why = None if fake.context_length is None else no_room(len(tokens), max_tokens, fake.context_length)
-    if why is not None:
-        raise _refuse(f"model_inputs[{i}]: {why}")
-    return tokens
 
 
 def _sequence(fake: FakeBackend, rng: random.Random, length: int, stop: list[str] | tuple[()]) -> wire.SampledSequence:

@@ -3,43 +3,15 @@ and what a caller sees (status, error code and message, result fields) is compar
 (its loss is ``loss(step)``, its tokens pseudo-random at log-prob -1), the shape is compared, not the values."""
 
 import math
-import threading
 
 import pytest
 
-import rlnb
 from rlnb import samples, wire
 from rlnb.engine.backend import LocalBackend
 from rlnb.testing import FakeBackend
+from tests.support.fidelity import both, seen, session, submitted
 
-BACKENDS = ["engine", "fake"]
 CE = samples.cross_entropy([1, 2, 3, 4], weights=[0, 0, 1, 1])
-
-
-def session(kind: str, optimizer: str = "adam", **options) -> rlnb.Session:
-    fake = {k: options.pop(k) for k in ("loss", "grad_norm") if k in options}
-    if kind == "engine":
-        return rlnb.Session(LocalBackend(optimizer, "tiny", seed=0, **options), record=False)
-    return rlnb.Session(FakeBackend(optimizer, **options, **fake), record=False)
-
-
-def seen(op) -> tuple:
-    """What a caller sees of a finished operation: COMPLETED and its result, or FAILED, its code and its words."""
-    try:
-        return ("COMPLETED", op.result(30))
-    except rlnb.OperationFailed as failed:
-        return ("FAILED", failed.code, str(failed).split(f"{failed.code}: ", 1)[1])
-
-
-def both(scenario, **options) -> list:
-    out = []
-    for kind in BACKENDS:
-        s = session(kind, **options)
-        try:
-            out.append(scenario(s))
-        finally:
-            s.close()
-    return out
 
 
 def test_a_non_finite_loss_fails_the_forward_backward_on_both():
@@ -130,21 +102,6 @@ def test_an_optim_step_reports_the_engines_fields(optimizer):
         assert fake.metrics.get(key) == engine.metrics.get(key)
     assert engine_bare.metrics["grad_norm"] == fake_bare.metrics["grad_norm"] == 0.0
     assert engine_bare.metrics["clip_coef"] == fake_bare.metrics["clip_coef"] == 1.0
-
-
-def submitted(s: rlnb.Session, kind: wire.OperationKind, body) -> tuple:
-    """A body sent to the backend as it is (built by hand, past the ``Session``'s checks): how its operation ended."""
-    done, last = threading.Event(), []
-
-    def told(env):
-        last[:] = [env]
-        if env.status in (wire.OperationStatus.COMPLETED, wire.OperationStatus.FAILED):
-            done.set()
-
-    s.backend.submit(kind, body, told)
-    assert done.wait(30)
-    env = last[0]
-    return env.status, env.error.code if env.error else None, env.error.message if env.error else None
 
 
 def test_the_other_optimizers_params_fail_the_optim_step_on_both():
