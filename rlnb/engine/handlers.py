@@ -27,7 +27,7 @@ from rlnb.engine import losses as losses_mod
 from rlnb.engine.checkpoint_files import DiskFull
 from rlnb.engine.models import packed
 from rlnb.engine.models.compiled import bucket
-from rlnb.engine.optim.failures import StepFailed
+from rlnb.engine.optim.failures import GRADIENTS_DROPPED, StepFailed
 from rlnb.engine.state import Engine
 from rlnb.engine.stepping import optim_step
 from rlnb.engine.worker import failure
@@ -161,7 +161,7 @@ def _dropped(engine: Engine, exc: BaseException) -> BaseException:
     if not isinstance(exc, Exception):
         return exc
     code, message = failure(exc, classify)
-    return OperationError(code, f"{message}; the gradients accumulated since the last optim-step were dropped")
+    return OperationError(code, f"{message}{GRADIENTS_DROPPED}")
 
 
 # -- weights-sync (the optim-step: ``rlnb.engine.stepping``) ---------------------------------------

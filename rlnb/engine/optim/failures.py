@@ -7,6 +7,8 @@ UNCHANGED = (
     "; parameters and optimizer state unchanged, the accumulated gradients dropped (run a forward-backward to train on)"
 )
 """What a failed optim-step that had moved nothing says of it (its caller drops the gradients)."""
+GRADIENTS_DROPPED = "; the gradients accumulated since the last optim-step were dropped"
+"""What a backward that failed part way says: a session's (``rlnb.engine.handlers``) and an ensemble's alike."""
 
 
 class NonFiniteGradient(Exception):
