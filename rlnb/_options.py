@@ -163,6 +163,12 @@ def refuse_dangling_link(name: str, path: Path, after: str = "") -> None:
             return
 
 
+def not_folder(mode: int) -> str:
+    """What a path of ``os.stat`` mode ``mode`` that is no folder is, in the words every refusal of it uses."""
+    return ("a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a file")  # fmt: skip
+
+
 def refuse_not_folder(name: str, path: Path, goes: str) -> None:
     """A ``ValueError`` naming ``name`` where ``path``, or what exists above it, is a file, a named pipe, a device or
     a socket: ``mkdir(exist_ok=True)`` there said "[Errno 17] File exists". ``goes``: what goes into the folder."""
@@ -173,8 +179,7 @@ def refuse_not_folder(name: str, path: Path, goes: str) -> None:
         return
     if above is None or mode is None or stat.S_ISDIR(mode):
         return
-    kind = ("a named pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a file")  # fmt: skip
+    kind = not_folder(mode)
     where = f"is {kind}" if above == path else f"is under {str(above)!r}, {kind}"
     raise ValueError(f"{name} {str(path)!r} {where}: {goes} into a folder")
 

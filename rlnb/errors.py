@@ -57,6 +57,16 @@ class InvalidParams(RlnbError, ValueError):
         super().__init__("\n".join(lines))
 
 
+class OptionRefused(RlnbError, ValueError):
+    """The engine's refusal of one of a session's options, raised before the session starts: ``field`` is the option's
+    keyword (``device``, ``lora``, ``model``), so a front end names its own spelling of it (``rlnb demo --device``)
+    from the field, not from the message's words."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class OperationFailed(RlnbError):
     """An operation finished FAILED. ``code`` is the API's ``TRAINING_OPERATION_ERROR_CODE_*``."""
 

@@ -261,7 +261,8 @@ def test_demo_replaces_its_own_earlier_output_and_others_only_with_force_and_ave
 def test_demo_whose_every_step_fails_says_why_and_exits_1(tmp_path, capsys, monkeypatch):
     # every optim-step failing (here, the weights diverged: NaN gradients) was said only by its code, and the demo
     # exited 0 as if it had trained
-    from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
+    from rlnb.engine.optim.failures import NonFiniteGradient
+    from rlnb.engine.optim.trainer import TrainerOptimizer
 
     def diverged(self, hp, *, checked=False):
         raise NonFiniteGradient(float("nan"), ["wte.weight"])

@@ -213,3 +213,12 @@ def test_a_python_caller_on_a_loopback_host_sees_the_public_url_named():
 
     with pytest.raises(ValueError, match=r"^public_url 'http://\[::1' is not a valid URL"):
         app_for("127.0.0.1", 8000, public_url="http://[::1", device="cpu")
+
+
+def test_a_device_this_torch_lacks_is_refused_in_the_demos_words(capsys, monkeypatch):
+    """``rlnb serve --device cuda`` said ``--device='cuda' but ...``, where ``rlnb demo`` says ``--device 'cuda'``."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["serve", "--device", "cuda", "--port", "0"]) == 2
+    assert capsys.readouterr().err.startswith("rlnb serve: --device 'cuda' but this torch has no CUDA device")

@@ -112,7 +112,8 @@ def test_a_demo_whose_steps_all_fail_keeps_the_earlier_demos_output(tmp_path, mo
     assert main(demo) == 0
     before = _files(out)
 
-    from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
+    from rlnb.engine.optim.failures import NonFiniteGradient
+    from rlnb.engine.optim.trainer import TrainerOptimizer
 
     def diverged(self, hp, *, checked=False):  # every optim-step fails: the weights diverged
         raise NonFiniteGradient(float("nan"), ["wte.weight"])

@@ -125,3 +125,46 @@ def test_a_device_this_torch_lacks_is_refused_naming_device(tmp_path, capsys, mo
     assert main(["demo", "--steps", "1", "--device", "cuda", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlnb demo: --device 'cuda' but this torch has no CUDA device"), err
+
+
+def test_the_engines_refusal_of_an_option_carries_the_field_the_command_line_names(monkeypatch):
+    """``as_option`` read the engine's message's first words (``device=``, ``lora: ``, ``model ``) to name the option:
+    the refusal carries the field, and a message that only begins with those words names no option."""
+    import torch
+
+    from rlnb.cli.demo_options import as_option
+    from rlnb.engine.model_setup import resolve_device
+    from rlnb.errors import OptionRefused
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(OptionRefused) as caught:
+        resolve_device("cuda")
+    assert caught.value.field == "device"
+    assert str(caught.value).startswith("device='cuda' but this torch has no CUDA device")  # the engine's words
+    assert str(as_option(caught.value)).startswith("--device 'cuda' but this torch has no CUDA device")
+    assert str(as_option(OptionRefused("lora", "lora: rank 9 is more"))) == "--lora: rank 9 is more"
+    assert str(as_option(OptionRefused("model", "'x' is a directory"))) == "--model: 'x' is a directory"
+    plain = ValueError("model output was not finite")  # no option's refusal, whatever its first word
+    assert as_option(plain) is plain
+
+
+def test_a_lora_rank_and_a_model_the_engine_refuses_are_refusals_of_those_fields(tmp_path):
+    from rlnb.engine.backend import LocalBackend
+    from rlnb.errors import OptionRefused
+
+    with pytest.raises(OptionRefused) as caught:
+        LocalBackend("adam", model=str(tmp_path), device="cpu")
+    assert caught.value.field == "model" and "is a directory but holds no config.json" in str(caught.value)
+    with pytest.raises(OptionRefused) as caught:
+        LocalBackend("adam", model="tiny", device="cpu", lora={"rank": 100000, "alpha": 1})
+    assert caught.value.field == "lora" and str(caught.value).startswith("lora: rank 100000 is more than")
+
+
+def test_demo_into_a_device_says_a_device(capsys):
+    """``rlnb demo --out /dev/null`` said /dev/null "is a file", where ``rlnb serve`` says "a device"."""
+    from rlnb.cli import main
+
+    assert main(["demo", "--out", "/dev/null"]) == 2
+    assert capsys.readouterr().err == (
+        "rlnb demo: cannot write the demo's files in /dev/null: /dev/null is a device, not a folder\n"
+    )

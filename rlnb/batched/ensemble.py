@@ -31,9 +31,11 @@ from rlnb.batched.sampler import Sampler
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine import handlers
 from rlnb.engine.models.factory import build_adapter
+from rlnb.engine.optim.failures import GRADIENTS_DROPPED
 from rlnb.engine.sampling import Drawn
 from rlnb.engine.stepping import optim_metrics
 from rlnb.engine.worker import failure
+from rlnb.errors import OperationError
 from rlnb.params import Hyperparams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
@@ -281,7 +283,11 @@ class Ensemble:
         losses, total = member_losses(lp.view(K * B, width), entropy.view(K * B, width), batch, K, self.loss,
                                       self.loss_params, self.context_length)  # fmt: skip
         results = dict(zip(self.live, losses, strict=True))
-        self.model.backward(total)  # each member: its own loss's gradient
+        try:
+            self.model.backward(total)  # each member: its own loss's gradient
+        except Exception as exc:  # as a session's failed backward says it; ``run`` fails every member with it
+            code, message = failure(exc, handlers.classify)
+            raise OperationError(code, f"{message}{GRADIENTS_DROPPED}") from exc
         errors, values = {}, {}
         for m, r in results.items():
             if r.result is not None:

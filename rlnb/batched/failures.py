@@ -31,7 +31,7 @@ from rlnb import wire
 from rlnb.batched.members import Member, params_at
 from rlnb.batched.optim import no_gradient
 from rlnb.batched.recorder import Op, Recorder
-from rlnb.engine.optim.trainer import NonFiniteGradient
+from rlnb.engine.optim.failures import NonFiniteGradient
 from rlnb.engine.stepping import optim_metrics
 from rlnb.errors import describe
 from rlnb.params import GRADIENTS_KEPT, Hyperparams, OptimizerParams

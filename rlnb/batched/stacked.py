@@ -124,15 +124,19 @@ class StackedModel:
 
     def backward(self, loss: Tensor | None) -> None:
         """``grad`` ← d loss / d every member's weights (zero where ``loss`` is None). Gradients are not
-        accumulated across calls: each RL step has one forward-backward. Each gradient is copied once, into its
-        columns of ``grad``: a linear layer's weight gradient is a transposed view, which a ``reshape`` to a row a
-        member would copy, and a ``cat`` into ``grad`` copy again."""
+        accumulated across calls: each RL step has one forward-backward; one that fails leaves ``grad`` zero. Each
+        gradient is copied once, into its columns of ``grad``: a linear layer's weight gradient is a transposed view,
+        which a ``reshape`` to a row a member would copy, and a ``cat`` into ``grad`` copy again."""
         if loss is None:
             self.grad.zero_()
             return
-        grads = torch.autograd.grad(loss, list(self.params.values()))
-        for into, g in zip(self.grads, grads, strict=True):
-            into.copy_(g)
+        try:
+            grads = torch.autograd.grad(loss, list(self.params.values()))
+            for into, g in zip(self.grads, grads, strict=True):
+                into.copy_(g)
+        except BaseException:
+            self.grad.zero_()  # out of memory part way: no gradient kept, the last step's nor part of this one's
+            raise
 
     def _views(self, rows: Tensor) -> list[Tensor]:
         """Each parameter's columns of ``rows`` ``[K, P]`` as ``[K, *shape]`` views, in ``columns`` order."""

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from rlnb._options import refuse_dangling_link
+from rlnb._options import not_folder, refuse_dangling_link
 from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
 from rlnb.errors import RunLocked
 from rlnb.history.locks import release, write_new
@@ -238,7 +238,9 @@ def _check_out(out: Path, force: bool) -> list[str]:
     _refuse_kept(out)
     there = next((p for p in (out, *out.parents) if p.exists()), Path("."))
     if not there.is_dir():  # not an error naming a temporary file's name in it: "Not a directory: 'f/tmpgdge4jqb'"
-        raise ValueError(f"cannot write the demo's files in {out}: {there} is a file, not a folder")
+        raise ValueError(
+            f"cannot write the demo's files in {out}: {there} is {not_folder(there.stat().st_mode)}, not a folder"
+        )
     with tempfile.TemporaryFile(dir=there):  # an OSError: check_out says it
         pass
     if not out.is_dir():

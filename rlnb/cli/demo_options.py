@@ -14,6 +14,8 @@ from typing import Any
 
 from rlnb._options import is_integer, user_path
 from rlnb._shown import shown
+from rlnb.cli.options import refused_option
+from rlnb.errors import OptionRefused
 
 _ADAM: dict[str, Any] = {
     "learning_rate": 2e-3,
@@ -125,17 +127,8 @@ def _one_of(option: str, value: object, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
 
 
-ENGINE_WORDS = {"device=": "--device ", "lora: ": "--lora: ", "model ": "--model "}
-"""How the engine's refusals of the demo's options begin, and the option each names (``device='cuda' but ...``)."""
-
-
 def as_option(exc: ValueError) -> ValueError:
     """The engine's refusal of a demo option (a device this torch lacks, a LoRA rank past the model's layers, a model
-    it cannot load) naming the option typed, as every other refusal of ``rlnb demo`` does."""
-    from rlnb.engine.models.hf import ModelLoadError
-
-    text = str(exc)
-    for word, option in ENGINE_WORDS.items():
-        if text.startswith(word):
-            return ValueError(option + text.removeprefix(word))
-    return ValueError(f"--model: {text}") if isinstance(exc, ModelLoadError) else exc
+    it cannot load: ``OptionRefused``, by its field) naming the option typed, as every other refusal of ``rlnb demo``
+    does; any other error as it is."""
+    return ValueError(refused_option(exc, f"--{exc.field}")) if isinstance(exc, OptionRefused) else exc

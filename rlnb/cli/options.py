@@ -7,6 +7,7 @@ import argparse
 import re
 
 from rlnb._shown import shown
+from rlnb.errors import OptionRefused
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
@@ -81,3 +82,16 @@ def exit_with_stdin_argument(p: argparse.ArgumentParser) -> None:
         help="stop, as at SIGTERM, when stdin reaches its end: the process that started the server holds the pipe, "
         "so the server does not outlive it, even SIGKILLed (rlnb.testing.ServerProcess passes it)",
     )
+
+
+def refused_option(exc: OptionRefused, option: str) -> str:
+    """The engine's refusal of a session option said naming ``option``, the command line's spelling of its field: in
+    the field's place where the message begins with it (``device='cuda' but`` as ``--device 'cuda' but``, ``lora: rank``
+    as ``--lora: rank``, ``model 'x' is`` as ``--model 'x' is``), before the message otherwise (``--model: '/x' is a
+    directory``). ``rlnb demo`` and ``rlnb serve`` say it alike."""
+    text, field = str(exc), exc.field
+    if text.startswith(f"{field}="):
+        return f"{option} {text[len(field) + 1 :]}"
+    if text.startswith((f"{field}: ", f"{field} ")):
+        return option + text[len(field) :]
+    return f"{option}: {text}"

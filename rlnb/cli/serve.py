@@ -191,7 +191,7 @@ def _serve_app(
     # A setting out of range; a state directory that is locked, is a file, or has a bad signing key.
     except (ValueError, StateDirError) as exc:
         sock.close()
-        said = f"--state-dir: {exc}" if isinstance(exc, StateDirError) else as_option(str(exc))
+        said = f"--state-dir: {exc}" if isinstance(exc, StateDirError) else as_option(exc)
         print(f"rlnb serve: {said}", file=sys.stderr)
         return 2, False
     except BaseException:  # Ctrl-C or SIGTERM during a model's load: the port is let go at once

@@ -12,7 +12,8 @@ from typing import Any, Final
 
 from rlnb._options import refuse_dangling_link, refuse_not_folder, user_path
 from rlnb._shown import shown
-from rlnb.cli.options import ascii_integer
+from rlnb.cli.options import ascii_integer, refused_option
+from rlnb.errors import OptionRefused
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
 """The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
@@ -33,9 +34,12 @@ the option instead (``op_delay must be ...`` would puzzle one who typed ``--op-d
 naming themselves before the settings are made (``checked``); a state directory's errors are the registry's."""
 
 
-def as_option(message: str) -> str:
-    """A setting's error (``op_delay must be ...``, ``device='cuda' but ...``: each names its field first) with that
-    field said as its ``rlnb serve`` option; any other message as it is."""
+def as_option(exc: ValueError) -> str:
+    """A setting's error (``op_delay must be ...``: each names its field first; the engine's ``OptionRefused`` by its
+    field) with that field said as its ``rlnb serve`` option; any other message as it is."""
+    if isinstance(exc, OptionRefused):
+        return refused_option(exc, SETTING_FLAGS.get(exc.field, f"--{exc.field}"))
+    message = str(exc)
     field = re.match(r"[a-z_]+\b", message)
     if field is None or field.group() not in SETTING_FLAGS:
         return message

@@ -27,6 +27,7 @@ from rlnb.engine import losses as losses_mod
 from rlnb.engine.checkpoint_files import DiskFull
 from rlnb.engine.models import packed
 from rlnb.engine.models.compiled import bucket
+from rlnb.engine.optim.failures import GRADIENTS_DROPPED, StepFailed
 from rlnb.engine.state import Engine
 from rlnb.engine.stepping import optim_step
 from rlnb.engine.worker import failure
@@ -49,6 +50,9 @@ def classify(exc: BaseException) -> OperationError | None:
     cpu = isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)  # torch's CPU allocator: no OOM type
     if cpu or isinstance(exc, torch.OutOfMemoryError | MemoryError):
         return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
+    if isinstance(exc, StepFailed):  # an optim-step's: its cause's code, and what the step left
+        code, message = failure(exc.cause, classify)
+        return OperationError(code, f"{message}{exc.words()}")
     if isinstance(exc, losses_mod.InvalidLossInput):
         return OperationError(Code.INVALID_INPUT, str(exc))
     if isinstance(exc, DiskFull):
@@ -157,7 +161,7 @@ def _dropped(engine: Engine, exc: BaseException) -> BaseException:
     if not isinstance(exc, Exception):
         return exc
     code, message = failure(exc, classify)
-    return OperationError(code, f"{message}; the gradients accumulated since the last optim-step were dropped")
+    return OperationError(code, f"{message}{GRADIENTS_DROPPED}")
 
 
 # -- weights-sync (the optim-step: ``rlnb.engine.stepping``) ---------------------------------------

@@ -7,7 +7,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -17,10 +18,11 @@ from rlnb.engine import checkpoints
 from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter, model_dtype
 from rlnb.engine.models.factory import build_adapter
-from rlnb.engine.models.hf import tie_head, untie_head
+from rlnb.engine.models.hf import ModelLoadError, tie_head, untie_head
 from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted, undo_lora
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import ModelOptions, check_device, eos_ids
+from rlnb.errors import OptionRefused
 from rlnb.prompts import tokenizer_spec
 
 
@@ -30,8 +32,28 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if resolved is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={str(device)!r} but this torch has no CUDA device (torch {torch.__version__})")
+        raise OptionRefused(
+            "device", f"device={str(device)!r} but this torch has no CUDA device (torch {torch.__version__})"
+        )
     return resolved
+
+
+class ModelRefused(OptionRefused, ModelLoadError):
+    """A model the engine cannot load (``ModelLoadError``) as the refusal of ``model=`` (``OptionRefused``)."""
+
+
+@contextmanager
+def refused_as(field: str, kind: type[ValueError] = ValueError) -> Iterator[None]:
+    """A ``kind`` raised in the block as the refusal of the option ``field`` (``OptionRefused``; a ``ModelLoadError``
+    stays one: ``ModelRefused``), in its own words, traceback and cause: the models' modules refuse ``lora=`` and
+    ``model=`` in their own ``ValueError``s."""
+    try:
+        yield
+    except OptionRefused:
+        raise
+    except kind as exc:
+        refused = (ModelRefused if isinstance(exc, ModelLoadError) else OptionRefused)(field, str(exc))
+        raise refused.with_traceback(exc.__traceback__) from exc.__cause__
 
 
 def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
@@ -57,10 +79,11 @@ def refuse_in_use(model: object) -> None:
     each one's optim-step moved the other's model, silently."""
     is_open = _IN_USE.get(model) if isinstance(model, nn.Module) else None
     if is_open is not None and is_open():
-        raise ValueError(
+        raise OptionRefused(
+            "model",
             f"model ({type(model).__name__}) is the model of another open session, which trains it in place: two "
             "sessions on one module would step the same weights; close that session first, or pass a copy "
-            "(copy.deepcopy(model))"
+            "(copy.deepcopy(model))",
         )
 
 
@@ -76,15 +99,17 @@ def build_model(
     weights when resuming, and its optimizer (``make_optimizer``: the backend's, which loads a resumed run's state).
     All of the checkpoint is checked before its weights are copied in (the optimizer's state in ``make_optimizer``),
     and a ``model=`` module that LoRA adapted for a session that then fails to open is given its own layers back."""
-    refuse_adapted(model)  # before a tokenizer or the model loads
+    with refused_as("model"):
+        refuse_adapted(model)  # before a tokenizer or the model loads
     refuse_in_use(model)
     tokenizer = tokenizer_spec(options.tokenizer)
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)
-    adapter = build_adapter(
-        model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=device,
-        eos_token_id=eos_ids(options.eos_token_id), trust_remote_code=options.trust_remote_code,
-    )  # fmt: skip
+    with refused_as("model", ModelLoadError):
+        adapter = build_adapter(
+            model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=device,
+            eos_token_id=eos_ids(options.eos_token_id), trust_remote_code=options.trust_remote_code,
+        )  # fmt: skip
     eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
     adapter.fingerprint = fingerprint(adapter.module)  # of the base as loaded: before LoRA renames its layers
     adapter.base_dtype = str(model_dtype(adapter.module)).removeprefix("torch.")
@@ -92,7 +117,8 @@ def build_model(
         checkpoints.check_resume(resume, adapter, lora, options.seed)
     trainer = adapter.module
     if lora is not None:
-        trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
+        with refused_as("lora"):
+            trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
     untied, tied_config = False, getattr(getattr(trainer, "config", None), "tie_word_embeddings", None)
     try:
         weights = checkpoints.check_weights(resume, adapter, trainer, lora) if resume is not None else None

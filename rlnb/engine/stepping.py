@@ -9,7 +9,8 @@ import threading
 
 from rlnb import params as params_mod
 from rlnb import wire
-from rlnb.engine.optim.trainer import NonFiniteGradient, StepStats
+from rlnb.engine.optim.failures import NonFiniteGradient, StepFailed
+from rlnb.engine.optim.trainer import StepStats
 from rlnb.engine.state import Engine
 from rlnb.errors import OperationError
 from rlnb.wire import OperationErrorCode as Code
@@ -25,6 +26,9 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
     except NonFiniteGradient as exc:
         engine.optim.zero_grad()
         raise OperationError(Code.NON_FINITE_LOSS, exc.dropped()) from None
+    except StepFailed:  # out of memory part way: ``handlers.classify`` says what it left
+        engine.optim.zero_grad()
+        raise
     engine.optim.zero_grad()
     engine.step += 1
     return optim_result(engine.step, optim_metrics(stats, hp))

@@ -12,9 +12,10 @@ from torch import Tensor, nn
 
 from rlnb.engine.models.tiny import TinyConfig, build_model
 from rlnb.engine.optim import muon
+from rlnb.engine.optim.failures import NonFiniteGradient
 from rlnb.engine.optim.muon import NS_COEFFS, newton_schulz
 from rlnb.engine.optim.split import split_params
-from rlnb.engine.optim.trainer import NonFiniteGradient, TrainerOptimizer
+from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.errors import InvalidParams
 from rlnb.params import ADAM_DEFAULTS, AdamHyperparams, AdamParams, MuonHyperparams, MuonParams
 

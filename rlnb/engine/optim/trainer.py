@@ -22,29 +22,18 @@ from torch import Tensor, nn
 
 from rlnb import wire
 from rlnb.engine.optim.adamw import AdamW
+from rlnb.engine.optim.failures import NonFiniteGradient, StepFailed
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
 from rlnb.engine.optim.norms import clip_coefficient, clips, scale_grads, total_norm
 from rlnb.engine.optim.split import ParamSplit, split_params
 from rlnb.params import ADAM_DEFAULTS, AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
-
-class NonFiniteGradient(Exception):
-    """The pre-clip gradient norm is NaN or infinite; ``step`` raised before changing anything."""
-
-    def __init__(self, grad_norm: float, names: list[str]) -> None:
-        where = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
-        where = where or "none (the norm itself overflowed)"
-        super().__init__(f"gradient norm is {grad_norm}; non-finite gradients in: {where}")
-        self.grad_norm = grad_norm
-        self.names = names
-
-    def dropped(self) -> str:
-        """A NON_FINITE_LOSS optim-step's message, a session's and a batched trial's: the gradients are gone too."""
-        return (
-            f"{self}; parameters and optimizer state unchanged, the accumulated gradients dropped (run a "
-            "forward-backward to train on)"
-        )
+_MuonUpdates = tuple[
+    list[tuple[list[tuple[str, nn.Parameter]], list[Tensor], list[Tensor], float, Tensor]], dict[str, Tensor]
+]
+"""``TrainerOptimizer._muon_updates``' result: per group its weights, their gradients and momentum buffers, its shape
+scale and its stacked update; the momentum buffers a first step makes."""
 
 
 @dataclass
@@ -74,9 +63,14 @@ class TrainerOptimizer:
        ``grad_clip_norm`` is this global clip and ``hp.adam.grad_clip_norm`` is not read (params refuse any
        other value: ``rlnb.params.check_adam_clip``): one norm over the whole model, so the two groups keep
        their relative scale.
-    4. AdamW (``torch.optim.AdamW``, foreach, bit for bit: ``rlnb.engine.optim.adamw``) with this step's lr, betas,
+    4. Muon kind: the ``rlnb.engine.optim.muon`` update of each hidden matrix, batched over equal shapes, worked out
+       on copies and held: its allocations come before anything moves.
+    5. AdamW (``torch.optim.AdamW``, foreach, bit for bit: ``rlnb.engine.optim.adamw``) with this step's lr, betas,
        eps and weight decay, on all parameters (adam kind) or on the AdamW group with ``hp.adam`` (muon kind).
-    5. Muon kind: the module docstring's update on each hidden matrix, batched over equal shapes.
+    6. Muon kind: the held updates applied, in place.
+
+    An exception in 1-4 (out of memory) changes nothing (the caller drops the gradients, clipped in place);
+    one in 5-6 leaves the weights half-stepped: ``StepFailed`` says which (``rlnb.engine.optim.failures``).
 
     ``muon_scaling`` picks the shape scale s: "original" (KJ) or "match_adam" (Moonshot: gives Muon's
     update the RMS of an AdamW update, so AdamW's learning rate and weight decay carry over; the same
@@ -137,38 +131,46 @@ class TrainerOptimizer:
         caller has just passed ``hp`` to ``check`` (the engine's handler, which names a refusal ``INVALID_INPUT``)."""
         if not checked:
             self.check(hp)
+        muon = hp if isinstance(hp, MuonHyperparams) else None
         adam_hp = hp.adam if isinstance(hp, MuonHyperparams) else hp
-
-        total = total_norm([p.grad for _, p in self._named if p.grad is not None])
-        grad_norm = total.item()
-        norm_muon = norm_adam = None
-        if self.kind == "muon":
-            norm_muon, norm_adam = (
-                total_norm([p.grad for _, p in group if p.grad is not None]).item()
-                for group in (self.split.muon, self.split.adam)
-            )
-        if not math.isfinite(grad_norm):
-            bad = [n for n, p in self._named if p.grad is not None and not p.grad.isfinite().all()]
-            raise NonFiniteGradient(grad_norm, bad)
-
-        max_norm = hp.grad_clip_norm
-        coef = clip_coefficient(max_norm, total) if clips(max_norm, grad_norm) else None
-        clip_coef = 1.0 if coef is None else coef.item()
-        if coef is not None and clip_coef != 1.0:  # a factor of 1 leaves every (finite) gradient as it is
-            scale_grads([p.grad for _, p in self._named if p.grad is not None], coef)
-
-        if self._adamw is not None:
-            for group in self._adamw.param_groups:
-                group.update(
-                    lr=adam_hp.learning_rate,
-                    betas=(adam_hp.beta1, adam_hp.beta2),
-                    eps=adam_hp.eps,
-                    weight_decay=adam_hp.weight_decay,
+        try:  # a ``try`` costs no Python call a step
+            total = total_norm([p.grad for _, p in self._named if p.grad is not None])
+            grad_norm = total.item()
+            norm_muon = norm_adam = None
+            if self.kind == "muon":
+                norm_muon, norm_adam = (
+                    total_norm([p.grad for _, p in group if p.grad is not None]).item()
+                    for group in (self.split.muon, self.split.adam)
                 )
-            self._adamw.step()
-        if isinstance(hp, MuonHyperparams):
-            self._muon_step(hp)
-            self._tell_no_adam(hp.adam)
+            if not math.isfinite(grad_norm):
+                bad = [n for n, p in self._named if p.grad is not None and not p.grad.isfinite().all()]
+                raise NonFiniteGradient(grad_norm, bad)
+            max_norm = hp.grad_clip_norm
+            coef = clip_coefficient(max_norm, total) if clips(max_norm, grad_norm) else None
+            clip_coef = 1.0 if coef is None else coef.item()
+            if coef is not None and clip_coef != 1.0:  # a factor of 1 leaves every (finite) gradient as it is
+                scale_grads([p.grad for _, p in self._named if p.grad is not None], coef)
+            updates = None if muon is None else self._muon_updates(muon)
+        except NonFiniteGradient:
+            raise
+        except Exception as exc:  # nothing moved yet (a clipped gradient is the caller's to drop)
+            raise StepFailed(exc, half=False) from exc
+        try:
+            if self._adamw is not None:
+                for group in self._adamw.param_groups:
+                    group.update(
+                        lr=adam_hp.learning_rate,
+                        betas=(adam_hp.beta1, adam_hp.beta2),
+                        eps=adam_hp.eps,
+                        weight_decay=adam_hp.weight_decay,
+                    )
+                self._adamw.step()
+            if muon is not None and updates is not None:
+                self._muon_apply(updates, muon)
+        except Exception as exc:
+            raise StepFailed(exc, half=True) from exc
+        if muon is not None:
+            self._tell_no_adam(muon.adam)
 
         return StepStats(
             grad_norm=grad_norm,
@@ -195,21 +197,35 @@ class TrainerOptimizer:
                 stacklevel=3,
             )
 
-    def _muon_step(self, hp: MuonHyperparams) -> None:
-        lr, wd = hp.learning_rate, hp.weight_decay
+    def _muon_updates(self, hp: MuonHyperparams) -> _MuonUpdates:
+        """Each Muon group's update (its weights, shape scale, stacked Newton-Schulz result) and the momentum buffers a
+        first step makes, worked out on copies: the step's allocations, before anything moves. Held until
+        ``_muon_apply``: as much memory again as the Muon matrices."""
+        groups, fresh = [], {}
         for (_, _, scale), members in self._muon_groups.items():
             live = [(n, p) for n, p in members if p.grad is not None]
             if not live:
                 continue
+            bufs = []
             for n, p in live:
-                if n not in self.momentum:
-                    self.momentum[n] = torch.zeros_like(p)
-            bufs = [self.momentum[n] for n, _ in live]
-            grad = torch.stack([p.grad for _, p in live if p.grad is not None])  # [k, rows, cols]
-            buf = torch.stack(bufs)  # [k, rows, cols]
-            update = muon_update(grad, buf, hp.momentum, hp.newton_schulz_steps, dtype=self.ns_dtype)
-            for b, new in zip(bufs, buf.unbind(0), strict=True):  # the stacked buffer back into per-matrix state
-                b.copy_(new)
+                b = self.momentum.get(n)
+                if b is None:
+                    b = fresh[n] = torch.zeros_like(p)
+                bufs.append(b)
+            grads = [p.grad for _, p in live if p.grad is not None]
+            buf = torch.stack(bufs)  # a copy [k, rows, cols], which ``muon_update`` moves
+            update = muon_update(torch.stack(grads), buf, hp.momentum, hp.newton_schulz_steps, dtype=self.ns_dtype)
+            groups.append((live, grads, bufs, scale, update))
+        return groups, fresh
+
+    def _muon_apply(self, updates: _MuonUpdates, hp: MuonHyperparams) -> None:
+        """The momentum and weights moved by ``_muon_updates``' results, in place: nothing allocated to fail part way.
+        Each buffer takes ``muon_update``'s lerp again (the same elementwise op, bit for bit)."""
+        lr, wd = hp.learning_rate, hp.weight_decay
+        groups, fresh = updates
+        self.momentum.update(fresh)
+        for live, grads, bufs, scale, update in groups:
+            torch._foreach_lerp_(bufs, grads, 1 - hp.momentum)
             for (_, p), u in zip(live, update.unbind(0), strict=True):
                 p.mul_(1 - lr * wd).add_(u, alpha=-lr * scale)
 

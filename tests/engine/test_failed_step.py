@@ -1,0 +1,75 @@
+"""An optim-step that raises part way (out of memory): all or nothing, or a failure that says what it left half done."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rlnb
+from rlnb import samples
+from rlnb.engine.optim import adamw, trainer
+from rlnb.wire import OperationErrorCode as Code
+
+SEQ = [samples.cross_entropy(list(b"hello world, a step that runs out of memory"))]
+UNCHANGED = "parameters and optimizer state unchanged, the accumulated gradients dropped"
+
+
+def oom(*args, **kwargs):
+    raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+
+
+def snapshot(s: rlnb.Session) -> dict[str, torch.Tensor]:
+    """Every weight, AdamW moment and step count, and Muon momentum of the session, copied."""
+    optim = s.backend.optim
+    out = {f"w/{n}": p.detach().clone() for n, p in optim._named}
+    if optim._adamw is not None:
+        for i, state in enumerate(optim._adamw.state.values()):
+            out |= {f"adam/{i}/{k}": v.clone() for k, v in state.items()}
+    return out | {f"muon/{n}": b.clone() for n, b in optim.momentum.items()}
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow  # two tiny sessions, a few steps each
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_a_step_that_runs_out_of_memory_before_it_changes_anything_changes_nothing_and_says_so(kind, monkeypatch):
+    """Muon's maths (its Newton-Schulz stacks: the step's allocations) run before AdamW moves its group: a Muon step
+    that runs out of memory leaves the AdamW group as it was too. Adam: the gradient norm's allocation."""
+    hp = rlnb.MuonParams(learning_rate=0.02) if kind == "muon" else rlnb.AdamParams(learning_rate=1e-2)
+    with rlnb.connect("local", model="tiny", optimizer=kind, seed=0, record=False) as s:
+        s.forward_backward(SEQ).result(timeout=60)
+        s.optim_step(hp).result(timeout=60)  # state to keep: moments, counts, momentum
+        s.forward_backward(SEQ).result(timeout=60)
+        before = snapshot(s)
+        target = (trainer, "muon_update") if kind == "muon" else (trainer, "total_norm")
+        with monkeypatch.context() as patch:
+            patch.setattr(*target, oom)
+            with pytest.raises(rlnb.OperationFailed) as caught:
+                s.optim_step(hp).result(timeout=60)
+        assert caught.value.code == Code.RESOURCE_EXHAUSTED
+        assert "out of memory" in str(caught.value) and UNCHANGED in str(caught.value)
+        assert same(snapshot(s), before)
+        assert all(p.grad is None for _, p in s.backend.optim._named)
+        s.forward_backward(SEQ).result(timeout=60)  # the session goes on, at the same step
+        assert s.optim_step(hp).result(timeout=60).step == 2
+
+
+@pytest.mark.slow  # a tiny session
+def test_a_step_that_fails_once_it_has_changed_weights_says_they_are_half_stepped(monkeypatch):
+    """AdamW's own step allocates (its second moment's square root) after it has moved the weights: a failure there
+    cannot be undone without a copy of the weights, so it says what it left and how to get a whole state back."""
+    with rlnb.connect("local", model="tiny", optimizer="muon", seed=0, record=False) as s:
+        s.forward_backward(SEQ).result(timeout=60)
+        before = snapshot(s)
+        with monkeypatch.context() as patch, pytest.raises(rlnb.OperationFailed) as caught:
+            patch.setattr(adamw.torch, "_foreach_sqrt", oom)
+            s.optim_step(rlnb.MuonParams(learning_rate=0.02)).result(timeout=60)
+        assert caught.value.code == Code.RESOURCE_EXHAUSTED
+        message = str(caught.value)
+        assert "half-stepped" in message and "restore" in message and "checkpoint" in message
+        after = snapshot(s)
+        muon = {n for n, _ in s.backend.optim.split.muon}
+        assert all(torch.equal(after[f"w/{n}"], before[f"w/{n}"]) for n in muon)  # Muon's weights: not yet moved
+        assert all(p.grad is None for _, p in s.backend.optim._named)
