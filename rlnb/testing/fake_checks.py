@@ -23,8 +23,6 @@ from rlnb.wire.loss_params import FLOAT32_MAX
 if TYPE_CHECKING:
     from rlnb.testing.fake import FakeBackend
 
-MIN_TEMPERATURE = 1e-5
-"""Below this temperature the engine samples greedily (``rlnb.engine.choice``'s, which imports torch)."""
 FLOAT32_LEAST = 2.0**-149
 """float32's least positive number: an AdamW ``eps`` below it rounds to it or to 0 in the weights."""
 MUON_SCALE = 2.0
@@ -182,4 +180,4 @@ def _sampling_params(sp: Any) -> wire.SamplingParams:
 
 def greedy(sp: wire.SamplingParams) -> bool:
     """Whether the engine samples ``sp`` greedily: every completion of a prompt the same, whatever the seed."""
-    return (sp.temperature is not None and sp.temperature < MIN_TEMPERATURE) or sp.top_k == 1
+    return (sp.temperature is not None and sp.temperature < wire.MIN_TEMPERATURE) or sp.top_k == 1
