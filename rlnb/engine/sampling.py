@@ -6,8 +6,9 @@ Temperature, top-k and top-p run on the model's device; chosen tokens and their 
 until the end. Randomness is drawn up front: each prompt's generator (seeded from the request's seed and
 the prompt's index) fills a ``[max_tokens, n]`` block of uniforms, and each step picks every row's token
 by inverting its filtered CDF at that row's uniform — one batched operation per token, and a prompt's
-completions do not depend on which other prompts share the batch (the API's "same seed + same prompt
-+ same weights → same tokens"). The host looks at the batch only for what needs it:
+completions do not depend on which other prompts share the batch, only on the seed and its index in the
+request (the API's "same seed + same prompt + same weights → same tokens", for a prompt at the same place).
+The host looks at the batch only for what needs it:
 stop strings (each new token goes to a ``StopMatcher``) and, without them, whether every row has ended
 — checked every ``CHECK_EVERY`` tokens rather than at each one, and only with EOS tokens (no row ends without).
 The token choice itself is ``rlnb.engine.choice``. ``generate`` draws the uniforms from one seed; ``draw`` takes

@@ -70,7 +70,7 @@ class SamplingParams(_Model):
     """-1 = off (the API's word); 0 is off too (as vLLM takes it), and so is a k at or past the vocabulary."""
     stop: list[str] | None = None
     seed: Int64 | None = None
-    """Same seed + same prompt + same weights -> same tokens."""
+    """Same seed + same prompt at the same index of the request + same weights -> same tokens (rlnb's backends)."""
 
 
 class SampleBody(_Request):
