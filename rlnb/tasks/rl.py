@@ -96,7 +96,9 @@ def rl_step(
     EOS included. Advantages are ``group_advantages(rewards, advantage_scale)`` per prompt. The step's
     completions go to ``session.history.log_completions`` (also when its forward-backward or optim-step
     fails, and with NaN rewards when the reward raises or a Ctrl-C interrupts it), and its RL metrics
-    (``rlnb.tasks.RL_METRICS``) to ``session.history.log``."""
+    (``rlnb.tasks.RL_METRICS``) to ``session.history.log``. At a ``temperature`` other than 1 the step is off-policy
+    and nothing corrects for it: the samples come from the tempered policy, the loss's ratio compares untempered
+    log-probs (docs/losses.md, "Temperature")."""
     params = session.check_params(params)
     check_loss(loss, loss_params)
     # before anything is sampled: else a bad one would be pydantic's error on num_samples, or (advantage_scale)

@@ -84,6 +84,7 @@ def served(registry: Registry, session_id: str, op: OpRecord) -> Response:
                 out["payload_id"] = registry.payloads.new_result(session_id, big).id
                 body, payload = json_body(data), (out["payload_id"], len(big))
             s.offload(op, body, payload)
+            return answer(body)
         return answer(op.offloaded)
 
 
