@@ -148,6 +148,7 @@ def test_the_engines_refusal_of_an_option_carries_the_field_the_command_line_nam
     assert as_option(plain) is plain
 
 
+@pytest.mark.slow  # imports peft and transformers
 def test_a_lora_rank_and_a_model_the_engine_refuses_are_refusals_of_those_fields(tmp_path):
     from rlnb.engine.backend import LocalBackend
     from rlnb.errors import OptionRefused
