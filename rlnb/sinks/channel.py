@@ -113,6 +113,8 @@ class Channel:
         if where is None:
             return False
         self._left_out = True
+        if self.marked is not None:  # a later session continuing the run sends it nothing of this one either
+            self.marked.remove()
         kept = self._history.path or "session.history, in memory"
         self.sink.note(f"rlnb.sinks.{type(self.sink).__name__} left run {run.name} out: it holds another run of that "
                        f"name, {where}; written there too, the two would be mixed. {kept} has everything: "

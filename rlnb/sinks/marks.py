@@ -104,6 +104,13 @@ class MarkFile:
         with self._lock:
             self._close()
 
+    def remove(self) -> None:
+        """No mark: the sink left this run out (it holds another of that name), so nothing of it is sent there later."""
+        with self._lock:
+            self._close()
+            with contextlib.suppress(OSError):
+                self.file.unlink(missing_ok=True)
+
     def _close(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:

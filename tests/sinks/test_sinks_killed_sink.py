@@ -14,33 +14,40 @@ from pathlib import Path
 import pytest
 
 import rlnb
+from rlnb import sinks
 
 ROOT = Path(__file__).resolve().parents[2]
 KILLED = """
 import os, queue, signal, sys, threading
 import rlnb
-from rlnb import samples, sinks
-import rlnb.sinks.tensorboard as tb
+from rlnb import sinks
+from rlnb.sinks import process
 
-written, blocked, real = queue.SimpleQueue(), threading.Event(), tb._Writer.write
+written, blocked, opened = queue.SimpleQueue(), threading.Event(), process.Lease.open
 
-def write(self, points, failures):  # the library hangs at step 4: steps 4-6 stay queued in the sink
-    if any(p.step > 3 for p in points):
-        blocked.set()
-        threading.Event().wait()
-    real(self, points, failures)
-    for p in points:
-        written.put(p.step)
+def open_(self, run):  # the library hangs at step 4 (in-process or in its child): steps 4-6 stay queued here
+    writer = opened(self, run)
+    write = writer.write
+    def hanging(points, failures):
+        if any(p.step > 3 for p in points):
+            blocked.set()
+            threading.Event().wait()
+        write(points, failures)
+        for p in points:
+            written.put(p.step)
+    writer.write = hanging
+    return writer
 
-tb._Writer.write = write
-runs, logdir = sys.argv[1], sys.argv[2]
+process.Lease.open = open_
+runs, kind, where = sys.argv[1:4]
+sink = sinks.TensorBoard(where, interval=0) if kind == "tensorboard" else sinks.MLflow(where, interval=0)
 s = rlnb.connect("local", model="tiny", seed=0, device="cpu", threads=1, runs_dir=runs, run_id="r",
-                 checkpoint_dir=os.path.join(runs, "ck"), sinks=[sinks.TensorBoard(logdir, interval=0)])
+                 checkpoint_dir=os.path.join(runs, "ck"), sinks=[sink])
 for i in range(6):
-    s.forward_backward([samples.cross_entropy(s.encode(f"n={i}"))])
+    s.forward_backward([rlnb.samples.cross_entropy(s.encode(f"n={i}"))])
     s.optim_step().result(timeout=60)
     s.history.log(i + 1, reward=float(i))
-    while i < 3 and written.get(timeout=60) < i + 1:  # steps 1-3 written there, one batch each
+    while i < 3 and written.get(timeout=120) < i + 1:  # steps 1-3 written there, one batch each
         pass
 assert blocked.wait(60)
 ck = s.save_training_checkpoint().result(timeout=60).checkpoint.id
@@ -49,36 +56,48 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def events(run_dir: Path, tag: str) -> dict[int, list[float]]:
-    """Every event of ``tag`` in a TensorBoard run, by step: a step written twice has two."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
+def events(kind: str, where: Path, tag: str) -> dict[int, list[float]]:
+    """Every value of ``tag`` the library holds for run ``r``, by step: a step written twice has two."""
     found: dict[int, list[float]] = {}
-    for event in acc.Scalars(tag):
-        found.setdefault(event.step, []).append(event.value)
+    if kind == "tensorboard":
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        acc = EventAccumulator(str(where / "r"), size_guidance={"scalars": 0})
+        acc.Reload()
+        for event in acc.Scalars(tag):
+            found.setdefault(event.step, []).append(event.value)
+        return found
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{where}")
+    runs = client.search_runs([client.get_experiment_by_name("rlnb").experiment_id])
+    assert [run.info.run_name for run in runs] == ["r"]  # continued in one MLflow run
+    for metric in client.get_metric_history(runs[0].info.run_id, tag):
+        found.setdefault(metric.step, []).append(metric.value)
     return found
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["tensorboard", "mlflow"])
 @pytest.mark.filterwarnings("ignore::rlnb.history.runs.RunContinuedWarning")
-def test_a_run_continued_after_kill_9_gets_every_step_into_its_sink_once(tmp_path):
-    pytest.importorskip("tensorboard")
+@pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")  # SQLAlchemy 2.1, in MlflowClient
+def test_a_run_continued_after_kill_9_gets_every_step_into_its_sink_once(kind, tmp_path, sink_env):
+    pytest.importorskip(kind)
+    where = tmp_path / ("tb" if kind == "tensorboard" else "m.db")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = [str(tmp_path / "runs"), str(tmp_path / "tb")]
+    args = [str(tmp_path / "runs"), kind, str(where)]
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED), *args], env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    assert sorted(events(tmp_path / "tb" / "r", "loss")) == [1, 2, 3]  # what the killed session's sink wrote
+    assert sorted(events(kind, where, "loss")) == [1, 2, 3]  # what the killed session's sink wrote
+    sink = sinks.TensorBoard(where) if kind == "tensorboard" else sinks.MLflow(where)
     kw = dict(model="tiny", seed=0, device="cpu", threads=1, runs_dir=tmp_path / "runs", run_id="r")
-    with rlnb.connect("local", resume_from=done.stdout.strip(), sinks=[rlnb.sinks.TensorBoard(args[1])], **kw) as s:
+    with rlnb.connect("local", resume_from=done.stdout.strip(), sinks=[sink], **kw) as s:
         for i in range(6, 8):
             s.forward_backward([rlnb.samples.cross_entropy(s.encode(f"n={i}"))])
             s.optim_step().result(timeout=60)
-    steps = s.history.steps
-    found = events(tmp_path / "tb" / "r", "loss")
-    assert {step: len(values) for step, values in found.items()} == {step: 1 for step in range(1, 9)}
-    assert [found[step][0] for step in range(1, 9)] == pytest.approx(list(steps.loss), rel=1e-6)
-    rewards = events(tmp_path / "tb" / "r", "reward")  # history.log's rows too
+    losses = events(kind, where, "loss")
+    assert {step: len(values) for step, values in losses.items()} == {step: 1 for step in range(1, 9)}
+    assert [losses[step][0] for step in range(1, 9)] == pytest.approx(list(s.history.steps.loss), rel=1e-6)
+    rewards = events(kind, where, "reward")  # history.log's rows too
     assert rewards == {step: [pytest.approx(step - 1.0)] for step in range(1, 7)}

@@ -5,6 +5,7 @@ that the sink holds. The subprocess killed with ``kill -9`` is in ``test_sinks_k
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from typing import Any
 
@@ -24,13 +25,17 @@ WRITTEN: dict[str, list[tuple[list[Point], list[Failure]]]] = {}
 
 
 class Kept(Sink):
-    """A library kept in memory (``WRITTEN[name]``), whose ``fail_at``-th write fails (the sink is dropped)."""
+    """A library kept in memory (``WRITTEN[name]``) that fails at the batch holding step ``fail_at`` (the sink is
+    dropped)."""
 
     library, extra = "json", "none"
 
-    def __init__(self, name: str, fail_at: int = 0, **kw: Any):
-        self.name, self.fail_at = name, fail_at
+    def __init__(self, name: str, fail_at: int = 0, held: bool = False, **kw: Any):
+        self.name, self.fail_at, self.held = name, fail_at, held
         super().__init__(**kw)
+
+    def holds(self, run: RunInfo) -> str | None:
+        return "as another run of that name" if self.held else None
 
     def spec(self) -> tuple[str, str, dict[str, Any]]:
         return __name__, "Kept", {"name": self.name, "interval": self.interval}
@@ -39,10 +44,9 @@ class Kept(Sink):
         return self
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
-        writes = WRITTEN.setdefault(self.name, [])
-        if len(writes) + 1 == self.fail_at:
+        if self.fail_at and any(p.step >= self.fail_at for p in points):
             raise OSError("disk gone")
-        writes.append((points, failures))
+        WRITTEN.setdefault(self.name, []).append((points, failures))
 
     def close(self) -> None:
         return None
@@ -51,6 +55,14 @@ class Kept(Sink):
 def figures_of(name: str) -> list[tuple[int, str]]:
     """Each figure the sink was given, by step: one given twice is there twice."""
     return sorted((p.step, k) for points, _ in WRITTEN.get(name, []) for p in points for k in p.values)
+
+
+def written(name: str, step: int) -> None:
+    """Wait until the sink wrote ``step`` (a batch of its own: the one holding a step it fails at writes nothing)."""
+    deadline = time.monotonic() + 30
+    while step not in {s for s, _ in figures_of(name)}:
+        assert time.monotonic() < deadline, f"{name} never wrote step {step}"
+        time.sleep(0.005)
 
 
 def a_run_with_a_failed_sample() -> History:
@@ -113,9 +125,9 @@ def test_a_sink_dropped_mid_run_gets_what_it_missed_once_the_run_is_continued(tm
             s.forward_backward(CE)
             s.optim_step().result()
             s.history.log(step, reward=step / 10)
-            s.wait()
-    first = figures_of("a")
-    assert first and max(first)[0] < 5  # the sink was dropped with steps unwritten
+            if step < 3:
+                written("a", step)
+    assert {step for step, _ in figures_of("a")} == {1, 2}  # dropped at step 3: steps 3-5 unwritten
     with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[Kept("a", interval=0)]):
         pass  # continued: the sink is sent what it missed, before anything new
     whole = {p.step: p.values for p in replay(History.load(runs / "r"), T0)[0]}
@@ -176,10 +188,25 @@ def test_a_run_exported_whole_is_not_sent_again_when_it_is_continued(tmp_path):
             s.forward_backward(CE)
             s.optim_step().result()
             s.wait()
-    WRITTEN["e"].clear()  # its copy of the run deleted, then the whole run exported there
+    WRITTEN.pop("e", None)  # its copy of the run deleted, then the whole run exported there
     rlnb.export(runs / "r", Kept("e"))
     exported = figures_of("e")
     assert {step for step, _ in exported} == {1, 2, 3}
     with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[Kept("e", interval=0)]):
         pass
     assert figures_of("e") == exported  # nothing twice
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_run_left_out_of_a_sink_holding_another_is_not_sent_there_when_continued(tmp_path):
+    from rlnb.testing import FakeBackend
+
+    runs = tmp_path / "runs"
+    other = Kept("h", held=True, interval=0)
+    session = rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[other])
+    with pytest.warns(sinks.SinkWarning, match="left run r out"), session as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[Kept("h", interval=0)]):
+        pass  # continued: the earlier session's steps are not mixed into the other run there
+    assert figures_of("h") == []
