@@ -12,7 +12,7 @@ from typing import Any
 
 from rlnb.history import History
 from rlnb.history.runconfig import is_time
-from rlnb.sinks import claims, stream
+from rlnb.sinks import claims, marks, stream
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, SinkError, scrubbed
 from rlnb.sinks.points import replay
 from rlnb.sinks.process import Lease
@@ -39,6 +39,7 @@ def export(run: History | str | Path, sink: Sink) -> None:
         raise SinkError(f"{sink!r} cannot be used") from sink.error
     config = dict(history.config)  # a snapshot: annotate() may add a field meanwhile, on another thread
     created = config.get("created_at")  # a damaged config's (text, 10**400) is no time: now instead
+    records, logged = history.records, len(history.logged)  # as replay reads them: a mark of what it sends
     points, failures = replay(history, float(created) if is_time(created) else time.time())
     info = RunInfo.from_config(config, history.path or history.loaded_from, unnamed(history))  # loaded: no store
     heard: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -56,6 +57,7 @@ def export(run: History | str | Path, sink: Sink) -> None:
             raise SinkError(f"could not export run {info.name} to {sink!r}: no answer within {timeout:g} s "
                             f"(rlnb.sinks.stream.CLOSE_TIMEOUT) while {doing}; {left}") from None  # fmt: skip
         if news is None:
+            marks.whole(history.path or history.loaded_from, sink, records, logged)
             return
         if isinstance(news, str):
             doing = news

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,6 +22,7 @@ from rlnb.history.steplog import KEPT_GRADIENTS
 from rlnb.history.timing import Times, op_times, step_times
 from rlnb.prompts import escaped
 from rlnb.sinks.base import Failure, Point
+from rlnb.sinks.marks import MAX_BEYOND, Mark
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
 TRAINING = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.OPTIM_STEP})
@@ -42,22 +44,52 @@ class Steps:
         self._loss = math.nan  # of the training forward-backwards since the last optim-step (a failed one too)
         self._times: list[Times] = []  # of the operations since the last optim-step
         self._seeded: set[int] = set()  # the records ``seed`` took finished
+        self._done = -1  # every record up to it has given its items (``mark``)
+        self._beyond: set[int] = set()  # and these past it
 
-    def seed(self, records: Iterable[Record]) -> None:
+    def seed(self, records: Iterable[Record], sent: Mark | None = None) -> list[Item]:
         """Take in the records a History holds before a sink is attached to it mid-run, sending none of them: else
         the step under way would have its loss (and times) from the operations since only, a half of it (a
         forward-backward before and one after: the sink's loss would be half of ``History.steps``'). A record seen
         finished here is not taken again when its hook comes after (it finished as the sink subscribed). An
         unfinished record of an earlier session (its process died mid-operation) never finishes: it is not waited
-        for, or every later point would wait until ``close()``."""
+        for, or every later point would wait until ``close()``. With ``sent`` (how far a sink wrote the run,
+        ``rlnb.sinks.marks``), the items of the records it does not hold are returned, to be sent to it: those a
+        killed session queued and its sink never wrote."""
         latest = self._starts[-1] if self._starts else None
+        records = list(records)
+        out: list[Item] = []
         for rec in records:
             if rec.status in TERMINAL_STATUSES:
                 self._seeded.add(rec.seq)
                 heapq.heappush(self._ready, (rec.seq, rec))
+                if sent is not None and not sent.holds(rec.seq) and rec.kind not in TRAINING:
+                    out += [failure(rec)] if rec.status == OperationStatus.FAILED else []  # as ``record`` says it
             elif latest is None or latest.begins(rec):
                 self._running.add(rec.seq)
-        self.drain(min(self._running, default=math.inf))
+        before = min(self._running, default=math.inf)
+        while self._ready and self._ready[0][0] < before:
+            seq, rec = heapq.heappop(self._ready)
+            items = self._emit(rec)
+            out += items if sent is not None and not sent.holds(seq) else []
+        self._done = int(before) - 1 if self._running else max((rec.seq for rec in records), default=-1)
+        return out
+
+    def mark(self, logged: int) -> Mark:
+        """What a sink holds once it has written every item given so far, and ``logged`` rows of ``history.log``."""
+        return Mark(self._done, frozenset(self._beyond), logged)
+
+    def _given(self, seq: int) -> None:
+        """Record ``seq``'s items as given (``mark``); past an operation whose end is never heard, the mark stops
+        waiting for it after ``MAX_BEYOND`` others (that one's items, if it ends later, are then taken as written)."""
+        if seq <= self._done:
+            return
+        self._beyond.add(seq)
+        while self._done + 1 in self._beyond:
+            self._beyond.remove(self._done + 1)
+            self._done += 1
+        if len(self._beyond) > MAX_BEYOND:
+            self._done, self._beyond = max(self._beyond), set()
 
     def record(self, rec: Record) -> list[Item]:
         if rec.seq in self._seeded:
@@ -68,13 +100,17 @@ class Steps:
         self._running.discard(rec.seq)
         heapq.heappush(self._ready, (rec.seq, rec))
         now = [failure(rec)] if rec.kind not in TRAINING and rec.status == OperationStatus.FAILED else []
+        if now:
+            self._given(rec.seq)
         return now + self.drain(min(self._running, default=math.inf))
 
     def drain(self, before: float = math.inf) -> list[Item]:
         """Everything ready that was submitted before ``before`` (default: all), in order."""
         out: list[Item] = []
         while self._ready and self._ready[0][0] < before:
-            out.extend(self._emit(heapq.heappop(self._ready)[1]))
+            seq, rec = heapq.heappop(self._ready)
+            out.extend(self._emit(rec))
+            self._given(seq)
         return out
 
     def _emit(self, rec: Record) -> list[Item]:
@@ -133,6 +169,14 @@ def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
         else:
             steps[item.step] = Point(item.step, dict(item.values), item.time)
     return [steps[s] for s in sorted(steps)], failures
+
+
+def unsent(records: list[Record], starts: list[SessionStart], rows: list[dict[str, Any]], sent: Mark) -> list[Item]:
+    """What a sink that holds ``sent`` of a run has not written: the items of ``records`` past it (``Steps.seed``) and
+    ``rows`` (``history.log``'s) past its count, each row stamped with the latest end of an operation."""
+    items = Steps(starts).seed(records, sent)
+    at = max((r.finished_at for r in records if not math.isnan(r.finished_at)), default=time.time())
+    return items + [logged(row, at) for row in rows[sent.logged :]]
 
 
 def replay(history: History, at: float) -> tuple[list[Point], list[Failure]]:

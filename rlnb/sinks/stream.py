@@ -5,12 +5,14 @@ lock: a step's point is made from its finished records (``rlnb.sinks.points``) a
 gets one daemon thread per run, which opens the library's run at the first point and writes a
 batch every ``sink.interval`` seconds, so a slow library never blocks training. ``close()``
 flushes within a deadline; an ``atexit`` hook closes whatever is still attached, so that an
-interpreter exiting without ``session.close()`` loses nothing and never hangs.
+interpreter exiting without ``session.close()`` loses nothing and never hangs. After each batch the sink's thread
+records in the run folder how far it wrote (``rlnb.sinks.marks``): a session continuing the run after a process
+killed with points queued sends each sink what it missed.
 """
 
 from __future__ import annotations
 
-import queue
+import math
 import threading
 import time
 import warnings
@@ -21,10 +23,12 @@ from typing import Any
 from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
 from rlnb.history.runconfig import session_starts
-from rlnb.sinks import claims
-from rlnb.sinks.base import RunInfo, Sink, SinkWarning, Writer, say_all
-from rlnb.sinks.points import Item, Steps, logged, merge
-from rlnb.sinks.process import Lease, place, stop_all
+from rlnb.sinks import marks
+from rlnb.sinks.base import Sink, SinkWarning, say_all
+from rlnb.sinks.channel import Channel
+from rlnb.sinks.marks import Mark
+from rlnb.sinks.points import Item, Steps, logged, unsent
+from rlnb.sinks.process import place, stop_all
 
 CLOSE_TIMEOUT = 30.0
 """Seconds ``close()`` waits for the sinks to write what they hold before giving up on them."""
@@ -32,105 +36,6 @@ EXIT_TIMEOUT = 30.0
 """Seconds, over all sinks, that interpreter exit waits for runs nobody closed (MLflow's child
 may still be starting: importing MLflow and creating a new store's tables take seconds). A sink's
 child process still busy then is killed."""
-MAX_BACKLOG = 100_000
-"""Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
-_CLOSE = object()
-
-
-class _Channel:
-    """One run of one sink: a queue and a daemon thread that writes it in batches."""
-
-    def __init__(self, sink: Sink, history: History, unnamed: str, fresh: bool):
-        self.sink = sink
-        self._history = history
-        self._unnamed = unnamed
-        self._fresh = fresh  # a new run, not one a later session continues: the sink must not hold it yet
-        self._left_out = False
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._closing = threading.Event()
-        self.run_name = str(history.config.get("run_id", ""))
-        self.thread = threading.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}", daemon=True)
-        self.thread.start()
-
-    def put(self, item: Item) -> None:
-        if self.sink.error is not None or self._left_out:
-            return
-        if self._queue.qsize() >= MAX_BACKLOG:
-            self.sink.fail(RuntimeError(f"fell {MAX_BACKLOG} points behind the run"), self.run_name)
-            return
-        self._queue.put(item)
-
-    def close(self) -> None:
-        self._queue.put(_CLOSE)
-        self._closing.set()
-
-    def join(self, timeout: float) -> bool:
-        self.thread.join(timeout)
-        return not self.thread.is_alive()
-
-    def _run(self) -> None:
-        lease: Lease | None = None
-        writer: Writer | None = None
-        try:
-            lease = Lease(self.sink)
-            lease.ready()
-            while True:
-                batch = [self._queue.get()]
-                if batch[0] is not _CLOSE:
-                    self._closing.wait(self.sink.interval)
-                while batch[-1] is not _CLOSE:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                if self.sink.error is not None:  # dropped while writing another run
-                    _quietly_close(writer)
-                    return
-                if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
-                    run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
-                    run.continued = not self._fresh
-                    self.run_name = run.name
-                    if self._held(lease, run):
-                        return
-                    writer = lease.open(run)
-                    _exit.run_first()
-                points, failures = merge(i for i in batch if i is not _CLOSE)
-                if points or failures:
-                    writer.write(points, failures)
-                if batch[-1] is _CLOSE:
-                    writer.close()
-                    return
-        except BaseException as exc:  # noqa: BLE001 - any error drops the sink, never the run
-            self.sink.fail(exc, self.run_name)
-            _quietly_close(writer)
-        finally:
-            if lease is not None:
-                lease.release()
-
-    def _held(self, lease: Lease, run: RunInfo) -> bool:
-        """Whether another run of this name is being written to the sink's place now (``Lease.claim``: two sessions
-        of this machine with one run id), or, for a new run, the sink holds one already (``Sink.holds``: a run folder
-        deleted and its id used again, another runs folder): this run is then left out there, with a warning,
-        instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one)."""
-        where = None if lease.claim(run) else claims.HELD
-        where = where or (lease.holds(run) if self._fresh else None)
-        if where is None:
-            return False
-        self._left_out = True
-        kept = self._history.path or "session.history, in memory"
-        self.sink.note(f"rlnb.sinks.{type(self.sink).__name__} left run {run.name} out: it holds another run of that "
-                       f"name, {where}; written there too, the two would be mixed. {kept} has everything: "
-                       "rlnb.export writes it there once the other is removed")  # fmt: skip
-        return True
-
-
-def _quietly_close(writer: Writer | None) -> None:
-    """Best effort after a failure (the warning has been given): finish the library's run."""
-    if writer is not None:
-        try:
-            writer.close()
-        except Exception:  # noqa: BLE001
-            return
 
 
 class Attachment:
@@ -145,19 +50,43 @@ class Attachment:
         if threading.current_thread() is threading.main_thread():  # a sweep's trial thread: another's catch_warnings
             say_all()  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said
         fresh = not session_starts(dict(history.config)) and history not in _LATEST  # no session streamed it before
-        self._channels = [_Channel(s, history, unnamed(history), fresh) for s in sinks if s.error is None]
+        self._channels = [Channel(s, history, unnamed(history), fresh) for s in sinks if s.error is None]
         with self._lock:  # a record that finishes meanwhile is heard once its state is taken in: seen once
             self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
-            self._steps.seed(history.records)  # attached mid-step: the step's operations so far count in it
+            records, rows = history.records, history.logged.to_dict("records")
+            self._steps.seed(records)  # attached mid-step: the step's operations so far count in it
+            self._logged = len(rows)  # history.log rows taken in: a mark's count
+            for channel in self._channels:
+                self._resume(channel, records, rows)
         self._unread = history.on_read(self._on_read)  # kept after close() while a writer that missed it may fail
         _ATTACHED.add(self)
         _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
 
+    def _resume(self, channel: Channel, records: list[Record], rows: list[dict[str, Any]]) -> None:
+        """Queue for ``channel`` what its sink missed of this run by its mark in the run folder (``rlnb.sinks.marks``:
+        a session killed with points queued); a sink without a mark (it never streamed this run) gets one now and the
+        steps from now on."""
+        if channel.marked is None:
+            return
+        now, sent = self._steps.mark(self._logged), None
+        try:
+            sent = channel.marked.read()
+        except ValueError as exc:
+            channel.sink.note(f"rlnb.sinks.{type(channel.sink).__name__} cannot tell how far it wrote run "
+                              f"{channel.run_name} in earlier sessions: {exc}; steps a killed session left "
+                              "unwritten there are not sent (rlnb.export writes the whole run once it is deleted "
+                              "there)")  # fmt: skip
+        missed = unsent(records, session_starts(dict(self._history.config)), rows, sent) if sent else []
+        if missed:
+            channel.put([*missed, now], backlog=math.inf)
+        else:
+            marks.write_once(channel.marked.file, now)  # the sink's thread keeps its own open
+
     def _on_record(self, rec: Record) -> None:
         try:
             with self._lock:
-                if not self._closed:
-                    self._send(self._steps.record(rec))
+                if not self._closed and (items := self._steps.record(rec)):
+                    self._send([*items, self._steps.mark(self._logged)])
         except Exception as exc:  # noqa: BLE001 - a hook must never raise into the backend
             self._broken(exc)
 
@@ -165,7 +94,8 @@ class Attachment:
         try:
             with self._lock:
                 if not self._closed:
-                    self._send([logged(row, time.time())])
+                    self._logged += 1
+                    self._send([logged(row, time.time()), self._steps.mark(self._logged)])
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
         self._say()  # at the user's log call
@@ -207,10 +137,9 @@ class Attachment:
         for channel in self._channels:
             channel.sink.fail(exc, channel.run_name)
 
-    def _send(self, items: list[Item]) -> None:
-        for item in items:
-            for channel in self._channels:
-                channel.put(item)
+    def _send(self, items: list[Item | Mark]) -> None:
+        for channel in self._channels:
+            channel.put(items)
 
     def close(self, timeout: float | None = None) -> None:
         """Write what is pending and finish every sink's run; a sink still busy after ``timeout``
@@ -223,7 +152,7 @@ class Attachment:
             self._closed = True
             for unsubscribe in self._unsubscribe:
                 unsubscribe()
-            self._send(self._steps.drain())
+            self._send([*self._steps.drain(), self._steps.mark(self._logged)])
             self._unheard = [type(c.sink).__name__ for c in self._channels if c.sink.error is None]
             if self._unheard:
                 self._unsubscribe = [self._history.on_log(self._logged_after_close)]
@@ -269,8 +198,9 @@ def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:
 
 
 def attach(history: History, sinks: Sink | Sequence[Sink]) -> Attachment:
-    """Stream ``history`` to ``sinks`` from now on (the steps finished before are not sent; the one under way counts
-    its operations from before)."""
+    """Stream ``history`` to ``sinks`` from now on (the steps finished before are not sent, but those a sink of this
+    place was given and had not written, by its mark in the run folder; the one under way counts its operations from
+    before)."""
     return Attachment(history, validate(sinks))
 
 

@@ -1101,7 +1101,7 @@ def test_a_sink_failure_after_the_last_log_is_said_at_the_next_read_or_new_run()
         failed.clear()
         other = Late(1, OSError("second disk gone"), interval=0)
         second = stream.attach(History(), [other])
-        second._channels[0].put(Point(1, {"x": 1.0}, 0.0))
+        second._channels[0].put([Point(1, {"x": 1.0}, 0.0)])
         assert failed.wait(60)
         quiet = Flaky(10**6, OSError("never raised"), interval=0)
         with warnings.catch_warnings(record=True) as on_thread:  # a sweep's trial thread starting a run: not there

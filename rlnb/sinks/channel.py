@@ -1,0 +1,131 @@
+"""One run of one sink streamed (``rlnb.sinks.stream``): a queue, and a daemon thread that opens the library's run at
+the first point and writes a batch every ``sink.interval`` seconds. After each batch it records in the run folder how
+far it wrote (``rlnb.sinks.marks``), so that a session continuing the run after its process was killed sends the sink
+what it missed, and nothing twice.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from rlnb import _exit
+from rlnb.history import History
+from rlnb.sinks import claims, marks
+from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
+from rlnb.sinks.marks import Mark
+from rlnb.sinks.points import Item, merge
+from rlnb.sinks.process import Lease
+
+MAX_BACKLOG = 100_000
+"""Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
+_CLOSE = object()
+
+
+class Channel:
+    """One run of one sink: a queue and a daemon thread that writes it in batches."""
+
+    def __init__(self, sink: Sink, history: History, unnamed: str, fresh: bool):
+        self.sink = sink
+        self._history = history
+        self._unnamed = unnamed
+        self._fresh = fresh  # a new run, not one a later session continues: the sink must not hold it yet
+        self._left_out = False
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._closing = threading.Event()
+        self.run_name = str(history.config.get("run_id", ""))
+        file = marks.path(history.path, sink) if history.path is not None else None
+        self.marked = marks.MarkFile(file) if file is not None else None  # how far it wrote the run
+        self.thread = threading.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}", daemon=True)
+        self.thread.start()
+
+    def put(self, items: list[Item | Mark], backlog: float = MAX_BACKLOG) -> None:
+        """Queue what one hook made: a point or failures, then the mark that says what the sink holds once it wrote
+        them (``resend``: a killed session's unwritten points, never too many at once)."""
+        if self.sink.error is not None or self._left_out:
+            return
+        if self._queue.qsize() >= backlog:
+            self.sink.fail(RuntimeError(f"fell {MAX_BACKLOG} points behind the run"), self.run_name)
+            return
+        self._queue.put(items)
+
+    def close(self) -> None:
+        self._queue.put(_CLOSE)
+        self._closing.set()
+
+    def join(self, timeout: float) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def _run(self) -> None:
+        lease: Lease | None = None
+        writer: Writer | None = None
+        try:
+            lease = Lease(self.sink)
+            lease.ready()
+            while True:
+                batch = [self._queue.get()]
+                if batch[0] is not _CLOSE:
+                    self._closing.wait(self.sink.interval)
+                while batch[-1] is not _CLOSE:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                if self.sink.error is not None:  # dropped while writing another run
+                    _quietly_close(writer)
+                    return
+                if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
+                    run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
+                    run.continued = not self._fresh
+                    self.run_name = run.name
+                    if self._held(lease, run):
+                        return
+                    writer = lease.open(run)
+                    _exit.run_first()
+                items = [i for group in batch if group is not _CLOSE for i in group]
+                points, failures = merge(i for i in items if isinstance(i, Point | Failure))
+                if points or failures:
+                    writer.write(points, failures)
+                mark = next((i for i in reversed(items) if isinstance(i, Mark)), None)
+                if mark is not None and self.marked is not None:
+                    self.marked.write(mark)
+                if batch[-1] is _CLOSE:
+                    writer.close()
+                    return
+        except BaseException as exc:  # noqa: BLE001 - any error drops the sink, never the run
+            self.sink.fail(exc, self.run_name)
+            _quietly_close(writer)
+        finally:
+            if lease is not None:
+                lease.release()
+            if self.marked is not None:
+                self.marked.close()
+
+    def _held(self, lease: Lease, run: RunInfo) -> bool:
+        """Whether another run of this name is being written to the sink's place now (``Lease.claim``: two sessions
+        of this machine with one run id), or, for a new run, the sink holds one already (``Sink.holds``: a run folder
+        deleted and its id used again, another runs folder): this run is then left out there, with a warning,
+        instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one)."""
+        where = None if lease.claim(run) else claims.HELD
+        where = where or (lease.holds(run) if self._fresh else None)
+        if where is None:
+            return False
+        self._left_out = True
+        if self.marked is not None:  # a later session continuing the run sends it nothing of this one either
+            self.marked.remove()
+        kept = self._history.path or "session.history, in memory"
+        self.sink.note(f"rlnb.sinks.{type(self.sink).__name__} left run {run.name} out: it holds another run of that "
+                       f"name, {where}; written there too, the two would be mixed. {kept} has everything: "
+                       "rlnb.export writes it there once the other is removed")  # fmt: skip
+        return True
+
+
+def _quietly_close(writer: Writer | None) -> None:
+    """Best effort after a failure (the warning has been given): finish the library's run."""
+    if writer is not None:
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001
+            return

@@ -1,0 +1,212 @@
+"""How far each sink wrote a run, kept in the run folder (``rlnb.sinks.marks``): a session continuing the run sends
+a sink the steps an earlier session recorded and never wrote there (its process killed, its sink dropped), and none
+that the sink holds. The subprocess killed with ``kill -9`` is in ``test_sinks_killed_sink.py``."""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from typing import Any
+
+import pytest
+
+import rlnb
+from rlnb import samples, sinks, wire
+from rlnb.history import History
+from rlnb.sinks import marks
+from rlnb.sinks.base import Failure, Point, RunInfo, Sink
+from rlnb.sinks.marks import Mark
+from rlnb.sinks.points import merge, replay, unsent
+from tests.support.histories import FAILED, T0, add, hand_history
+
+CE = [samples.cross_entropy(list(b"hello world"))]
+WRITTEN: dict[str, list[tuple[list[Point], list[Failure]]]] = {}
+
+
+class Kept(Sink):
+    """A library kept in memory (``WRITTEN[name]``) that fails at the batch holding step ``fail_at`` (the sink is
+    dropped)."""
+
+    library, extra = "json", "none"
+
+    def __init__(self, name: str, fail_at: int = 0, held: bool = False, **kw: Any):
+        self.name, self.fail_at, self.held = name, fail_at, held
+        super().__init__(**kw)
+
+    def holds(self, run: RunInfo) -> str | None:
+        return "as another run of that name" if self.held else None
+
+    def spec(self) -> tuple[str, str, dict[str, Any]]:
+        return __name__, "Kept", {"name": self.name, "interval": self.interval}
+
+    def open(self, run: RunInfo) -> Kept:
+        return self
+
+    def write(self, points: list[Point], failures: list[Failure]) -> None:
+        if self.fail_at and any(p.step >= self.fail_at for p in points):
+            raise OSError("disk gone")
+        WRITTEN.setdefault(self.name, []).append((points, failures))
+
+    def close(self) -> None:
+        return None
+
+
+def figures_of(name: str) -> list[tuple[int, str]]:
+    """Each figure the sink was given, by step: one given twice is there twice."""
+    return sorted((p.step, k) for points, _ in WRITTEN.get(name, []) for p in points for k in p.values)
+
+
+def written(name: str, step: int) -> None:
+    """Wait until the sink wrote ``step`` (a batch of its own: the one holding a step it fails at writes nothing)."""
+    deadline = time.monotonic() + 30
+    while step not in {s for s, _ in figures_of(name)}:
+        assert time.monotonic() < deadline, f"{name} never wrote step {step}"
+        time.sleep(0.005)
+
+
+def a_run_with_a_failed_sample() -> History:
+    """Five steps (loss 1..5), a sample that failed after step 2, a logged figure per step."""
+    h = hand_history([1.0, 2.0, 3.0, 4.0, 5.0], norms=[0.1] * 5)
+    error = wire.OperationError(code=wire.OperationErrorCode.INVALID_INPUT, message="bad prompt")
+    h.records  # noqa: B018
+    add(h, wire.OperationKind.SAMPLE, at=T0 + 20, status=FAILED, error=error)
+    for step in range(1, 6):
+        h.log(step, reward=step / 10)
+    return h
+
+
+def test_what_a_mark_does_not_hold_is_sent_with_the_steps_whole_loss():
+    h = a_run_with_a_failed_sample()
+    records, rows = h.records, h.logged.to_dict("records")
+    whole, failed = replay(h, T0)
+    by_step = {p.step: p.values for p in whole}
+    fb3 = next(r.seq for r in records if r.kind == "forward-backward" and r.step == 2)  # step 3's forward-backward
+    points, failures = merge(unsent(records, [], rows, Mark(fb3, frozenset(), 2)))  # rows of steps 1-2 written
+    assert [p.step for p in points] == [3, 4, 5]  # step 3's point from its forward-backward written: its loss whole
+    assert [p.values for p in points] == [by_step[3], by_step[4], by_step[5]]
+    assert [f.seq for f in failures] == [f.seq for f in failed] and failures[0].code.endswith("INVALID_INPUT")
+    sample = failed[0].seq
+    _, failures = merge(unsent(records, [], rows, Mark(fb3, frozenset({sample}), 5)))
+    assert failures == []  # said when it ended, ahead of the unfinished step: held
+    assert unsent(records, [], rows, Mark(records[-1].seq, frozenset(), 5)) == []  # everything held
+    logged_only, _ = merge(unsent(records, [], rows, Mark(records[-1].seq, frozenset(), 4)))
+    assert [(p.step, p.values) for p in logged_only] == [(5, {"reward": 0.5})]
+
+
+def test_a_mark_file_is_read_back_and_a_damaged_one_is_named(tmp_path):
+    sink = Kept("m")
+    file = marks.path(tmp_path, sink)
+    assert file is not None and marks.read(file) is None  # never streamed: no mark
+    marked = marks.MarkFile(file)
+    marked.write(Mark(7, frozenset({9, 12}), 3))
+    assert marks.read(file) == Mark(7, frozenset({9, 12}), 3)
+    marked.write(Mark(8, frozenset(), 3))  # shorter: no tail of the last left
+    assert marks.read(file) == Mark(8, frozenset(), 3)
+    marked.close()
+    marks.MarkFile(file).write(Mark(9, frozenset(), 4))  # a file opened again over a longer one
+    assert marks.read(file) == Mark(9, frozenset(), 4)
+    assert marks.path(tmp_path, Kept("other")) != file  # one per sink place
+    for text in ("{", '{"seq": "7", "beyond": [], "logged": 0}', '{"seq": 7, "beyond": [true], "logged": 0}', "[]"):
+        file.write_text(text)
+        with pytest.raises(ValueError, match=f"{file.name} "):
+            marks.read(file)
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_sink_dropped_mid_run_gets_what_it_missed_once_the_run_is_continued(tmp_path):
+    from rlnb.testing import FakeBackend
+
+    runs = tmp_path / "runs"
+    dropped = Kept("a", fail_at=3, interval=0)
+    with pytest.warns(sinks.SinkWarning, match="disk gone"), rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r",
+                                                                          sinks=[dropped]) as s:  # fmt: skip
+        for step in range(1, 6):
+            s.forward_backward(CE)
+            s.optim_step().result()
+            s.history.log(step, reward=step / 10)
+            if step < 3:
+                written("a", step)
+    assert {step for step, _ in figures_of("a")} == {1, 2}  # dropped at step 3: steps 3-5 unwritten
+    with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[Kept("a", interval=0)]):
+        pass  # continued: the sink is sent what it missed, before anything new
+    whole = {p.step: p.values for p in replay(History.load(runs / "r"), T0)[0]}
+    got = merge(p for points, _ in WRITTEN["a"] for p in points)[0]
+    assert {p.step: p.values for p in got} == whole
+    assert figures_of("a") == sorted({(s, k) for s, values in whole.items() for k in values})  # each once
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", sinks.SinkWarning)
+        with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[Kept("a", interval=0)]):
+            pass  # continued again: it holds everything, nothing is sent twice
+    assert len(figures_of("a")) == sum(len(values) for values in whole.values())
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_damaged_mark_is_said_and_nothing_is_sent_twice(tmp_path):
+    from rlnb.testing import FakeBackend
+
+    runs = tmp_path / "runs"
+    with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[Kept("d", interval=0)]) as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    file = marks.path(runs / "r", Kept("d"))
+    assert file is not None and marks.read(file) is not None
+    file.write_text("{")
+    said = r"cannot tell how far it wrote run r .*rlnb.export writes the whole"
+    with pytest.warns(sinks.SinkWarning, match=said), rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r",
+                                                                   sinks=[Kept("d", interval=0)]):  # fmt: skip
+        pass
+    assert {s for s, _ in figures_of("d")} == {1} and marks.read(file) is not None  # a fresh mark from then on
+
+
+def test_a_recorded_stream_marks_each_batch_and_a_run_in_memory_has_no_mark(tmp_path):
+    from rlnb.testing import FakeBackend
+
+    with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r", sinks=[Kept("w", interval=0)]) as s:
+        file = marks.path(tmp_path / "r", Kept("w"))
+        assert file is not None and marks.read(file) == Mark(-1, frozenset(), 0)  # from the start: none written
+        for _ in range(3):
+            s.forward_backward(CE)
+            s.optim_step().result()
+    held = marks.read(file)
+    assert held is not None and held.seq == s.history.records[-1].seq and not held.beyond
+    with rlnb.Session(FakeBackend(), record=False, sinks=[Kept("x", interval=0)]) as bare:
+        bare.forward_backward(CE)
+        bare.optim_step().result()
+    assert {s for s, _ in figures_of("x")} == {1} and not math.isnan(bare.history.steps.loss.iloc[0])
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_run_exported_whole_is_not_sent_again_when_it_is_continued(tmp_path):
+    from rlnb.testing import FakeBackend
+
+    runs = tmp_path / "runs"
+    dropped = Kept("e", fail_at=2, interval=0)
+    with pytest.warns(sinks.SinkWarning, match="disk gone"), rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r",
+                                                                          sinks=[dropped]) as s:  # fmt: skip
+        for _ in range(3):
+            s.forward_backward(CE)
+            s.optim_step().result()
+            s.wait()
+    WRITTEN.pop("e", None)  # its copy of the run deleted, then the whole run exported there
+    rlnb.export(runs / "r", Kept("e"))
+    exported = figures_of("e")
+    assert {step for step, _ in exported} == {1, 2, 3}
+    with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[Kept("e", interval=0)]):
+        pass
+    assert figures_of("e") == exported  # nothing twice
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_run_left_out_of_a_sink_holding_another_is_not_sent_there_when_continued(tmp_path):
+    from rlnb.testing import FakeBackend
+
+    runs = tmp_path / "runs"
+    other = Kept("h", held=True, interval=0)
+    session = rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[other])
+    with pytest.warns(sinks.SinkWarning, match="left run r out"), session as s:
+        s.forward_backward(CE)
+        s.optim_step().result()
+    with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="r", sinks=[Kept("h", interval=0)]):
+        pass  # continued: the earlier session's steps are not mixed into the other run there
+    assert figures_of("h") == []
