@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb._hosts import loopback
 from rlnb.server import stopping
+from rlnb.server.deps import OVERRIDES, ServingApp
 from rlnb.server.errors import EncodedSlash, install_error_handlers
 from rlnb.server.faults import FaultInjector
 from rlnb.server.hosts import OwnNames, host_name
@@ -69,7 +70,7 @@ serving the same API."""
 
 TITLE, VERSION = "rlnb serve — Together-compatible RL training sessions", "R-new"
 
-_health = APIRouter()
+_health = APIRouter(dependency_overrides_provider=OVERRIDES)
 
 
 @_health.api_route("/health", methods=["GET", "HEAD"], include_in_schema=False)  # HEAD: `wget --spider`, monitors
@@ -142,6 +143,7 @@ def create_app(
     paths = [route.path for router in ROUTERS for route in router.routes if isinstance(route, APIRoute)]
     app.add_middleware(EncodedSlash, templates=paths)  # inside Advertise: its 404 says what the server offers too
     app.add_middleware(Advertise)
+    app.add_middleware(ServingApp)  # each request reads its own app's dependency_overrides (the routes are shared)
     if settings.fail_rate:
         app.add_middleware(FaultInjector, rate=settings.fail_rate, seed=settings.fail_seed)
     app.add_middleware(BodyLimit, settings=settings)  # before anything reads a body

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hmac
 from collections import Counter
 from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from starlette.types import Message, Receive
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
 from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError, named
@@ -146,7 +147,39 @@ User = Annotated[str, Depends(current_user)]
 NoBody = Annotated[wire.NoBody | None, Body()]
 """The body of a POST that takes none (a stop, a payload URL, a checkpoint operation): absent, ``{}`` or ``null``; a
 field is a 400 naming it, as in every other body (``{"force": true}`` as a resource stop's body is not ignored)."""
+_SERVING: ContextVar[Any] = ContextVar("rlnb_serving_app", default=None)
+
+
+class AppOverrides:
+    """FastAPI's ``dependency_overrides`` of the app serving the request: the routes are built once and shared by every
+    app ``create_app`` makes, so their overrides provider is this object, not the app that included them, and it reads
+    the app from the request's context (``ServingApp``)."""
+
+    @property
+    def dependency_overrides(self) -> dict[Callable[..., Any], Callable[..., Any]]:
+        app = _SERVING.get()
+        return app.dependency_overrides if app is not None else {}
+
+
+OVERRIDES = AppOverrides()
+
+
+class ServingApp:
+    """ASGI middleware naming the app that serves a request for ``AppOverrides`` (FastAPI puts it in the scope)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = _SERVING.set(scope.get("app"))
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _SERVING.reset(token)
+
+
 AUTHENTICATED: dict[str, Any] = {
+    "dependency_overrides_provider": OVERRIDES,
     "dependencies": [Depends(current_user), Depends(check_request)],
     "responses": ERROR_RESPONSES,
     "route_class": JsonRoute,

@@ -66,3 +66,16 @@ def test_a_second_app_takes_the_document_the_first_built(monkeypatch, tmp_path):
         first.openapi()["info"]["title"] = "changed"
         assert client.get("/openapi.json").json() == document
     assert paths == []
+
+
+def test_an_apps_dependency_overrides_reach_the_shared_routes_and_no_other_app(tmp_path):
+    """FastAPI's way to swap a dependency (tests, an embedding app's own auth): the routes are shared by every app, so
+    each request reads the overrides of the app serving it."""
+    from rlnb.server.deps import current_user
+
+    overridden = create_app(checkpoint_dir=tmp_path / "a", token="secret-token")
+    overridden.dependency_overrides[current_user] = lambda: "someone"
+    other = create_app(checkpoint_dir=tmp_path / "b", token="secret-token")
+    with TestClient(overridden) as a, TestClient(other) as b:
+        assert a.get("/v1/rl/training-sessions").status_code == 200
+        assert b.get("/v1/rl/training-sessions").status_code == 401

@@ -11,7 +11,7 @@ from fastapi.responses import FileResponse
 
 from rlnb import wire
 from rlnb.history import locks
-from rlnb.server.deps import AUTHENTICATED, RegistryDep
+from rlnb.server.deps import AUTHENTICATED, OVERRIDES, RegistryDep
 from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError
 from rlnb.server.opened_file import OpenedFileResponse
 from rlnb.server.ops import FileKind
@@ -19,7 +19,12 @@ from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
 log = logging.getLogger("rlnb")
 router = APIRouter(prefix="/v1/rl/checkpoints", tags=["checkpoints"], **AUTHENTICATED)
-presigned = APIRouter(prefix="/v1/rl/checkpoints", tags=["checkpoints"], responses=ERROR_RESPONSES)
+presigned = APIRouter(
+    prefix="/v1/rl/checkpoints",
+    tags=["checkpoints"],
+    responses=ERROR_RESPONSES,
+    dependency_overrides_provider=OVERRIDES,
+)
 """Files behind presigned URLs: no Authorization header (the SDK strips it), a per-checkpoint signature."""
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from rlnb import wire
-from rlnb.server.deps import AUTHENTICATED, NoBody, RegistryDep
+from rlnb.server.deps import AUTHENTICATED, OVERRIDES, NoBody, RegistryDep
 from rlnb.server.errors import ERROR_RESPONSES
 
 router = APIRouter(prefix="/v1/rl/training-sessions/{session_id}/payloads", tags=["payloads"], **AUTHENTICATED)
-presigned = APIRouter(prefix="/v1/rl/payloads", tags=["payloads"], responses=ERROR_RESPONSES)
+presigned = APIRouter(
+    prefix="/v1/rl/payloads", tags=["payloads"], responses=ERROR_RESPONSES, dependency_overrides_provider=OVERRIDES
+)
 """Presigned: no Authorization header (the SDK sends none), a signature and an expiry in the query."""
 
 
