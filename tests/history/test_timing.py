@@ -112,17 +112,18 @@ def test_the_same_on_a_remote_session(extensions):
 def test_the_weights_sync_behind_each_step_is_not_a_wait():
     """An RL loop submits forward-backward, optim-step and weights-sync back to back: the sync waits
     for the optim-step by design, which is not the next step waiting behind another."""
-    session = rlnb.Session(FakeBackend(delay=0.03), record=False)
-    for _ in range(3):
+    delay = 0.1  # a step that waited behind the sync would show >= 0.09 s; a loaded machine's hiccups stay below
+    session = rlnb.Session(FakeBackend(delay=delay), record=False)
+    for _ in range(2):
         opt = submit_step(session)
         session.weights_sync()
         opt.result(timeout=30)
     session.wait()
     ops = session.history.df
     syncs = ops[ops.kind == wire.OperationKind.WEIGHTS_SYNC]
-    assert (syncs.queue_s >= 0.03 * 0.9).all()  # each waited for its optim-step
+    assert (syncs.queue_s >= delay * 0.9).all()  # each waited for its optim-step
     steps = same_everywhere(session.history)
-    assert (steps.queue_s < 0.03).all() and (steps.iloc[1:].step_time_s >= 3 * 0.03 * 0.9).all()  # its run counts
+    assert (steps.queue_s < delay * 0.9).all() and (steps.iloc[1:].step_time_s >= 3 * delay * 0.9).all()  # its run
     session.close()
 
 
