@@ -68,6 +68,7 @@ class MuonUnits:
         from rlnb.sweep.find_lr import SCALING_NAMES
 
         self._session = session
+        self._units = None  # the last session's units: set to this one's below, the form's rate converted to them
         if session is None or session.optimizer != "muon":
             self.scaling.disabled, self._units = False, None
             return
