@@ -220,8 +220,11 @@ class RunPanel:
         return rl_figures(session, self.task, params)
 
     def _builder_changed(self, builder: OptimizerBuilder) -> None:
-        if self.running:
-            self.line.held = taken_mid_run(self, builder)
+        if self.running:  # the form of another panel's session (given the builder since) is not this run's
+            held = turns.elsewhere(self)
+            self.line.held = (
+                taken_mid_run(self, builder) if held is None else f"{held}; the run goes on with its config"
+            )
             self.line.show_run()
         self._sync_buttons()
         self._sync_schedule()
@@ -242,16 +245,17 @@ class RunPanel:
             self.line.show_run() if self.running else self._show_ready()
 
     def _show_ready(self) -> None:
-        self.line.ready(self.session, self._step, turns.taken(self))
+        self.line.ready(self.session, self._step, turns.taken(self) or turns.elsewhere(self))
 
     def _sync_buttons(self) -> None:
         busy, finding = self.running, self.builder.lr_finder.running
         waits = None if busy else turns.taken(self)
-        off = busy or finding or waits is not None or not self.builder.valid or self.session.closed
-        self.step_button.disabled = off
-        self.run_button.disabled = off or n_problem(whole(self.n.value)) is not None
+        held = None if busy else turns.elsewhere(self)  # its builder holds another session's form
+        off = busy or finding or waits or held or not self.builder.valid or self.session.closed
+        self.step_button.disabled = bool(off)
+        self.run_button.disabled = bool(off) or n_problem(whole(self.n.value)) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
-        if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it is not lost
+        if self.line.stale(waits or held, busy or finding):  # "ready" once Step is: a click on reading it is not lost
             self._show_ready()
         self.builder.lr_finder.sync()
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 from rlnb import _exit
 from rlnb.errors import SessionClosed
 from rlnb.tasks.task import session_prompt_ids
+from rlnb.widgets.muon_units import session_units
 from rlnb.widgets.steps import n_problem
 
 
@@ -96,6 +97,8 @@ def take(panel: RunPanel) -> None:
     builder.lock(panel.session.optimizer)
     finder.busy = lambda: _finder_waits(panel)
     finder.on_change = lambda: follow(panel)  # a range test starts or ends
+    for p in sharing(panel):  # the open ones: each says whether the form is still one for its session
+        p._sync_buttons()
 
 
 def follow(panel: RunPanel) -> None:
@@ -152,6 +155,24 @@ def taken(panel: RunPanel) -> str | None:
     return None
 
 
+def elsewhere(panel: RunPanel) -> str | None:
+    """Why ``panel`` cannot train with its builder now, or None: another open panel given it holds it (the last given
+    it), on a session of another optimizer or other Muon lr units, and the form is that session's (its config would be
+    refused here, or sent in the other units: another step size)."""
+    holder = getattr(panel.builder, "panel", None)
+    if holder is None or holder is panel or _form(holder.session) == _form(panel.session):
+        return None
+    return (
+        f"its builder belongs to the RunPanel on session {holder.session.id} ({_form(holder.session)}): close that "
+        "panel to have it back, or make this one with its own OptimizerBuilder"
+    )
+
+
+def _form(session: Any) -> str:
+    """What a form must be to train ``session``: its optimizer, and a Muon session's lr units."""
+    return f"{session.optimizer}, {session_units(session)} units" if session.optimizer == "muon" else session.optimizer
+
+
 def closed_session(session: Any) -> SessionClosed:
     """The error of a start, or of a run's next step, on ``session`` closed."""
     return SessionClosed(f"session {session.id} is closed: connect a new one to train")
@@ -163,7 +184,7 @@ def refusal(panel: Any, n: Any) -> Exception | None:
         return RuntimeError("a run is going; Stop it first")
     if panel.session.closed:  # else accepted, and failed at its first step
         return closed_session(panel.session)
-    why = taken(panel)
+    why = taken(panel) or elsewhere(panel)
     if why is not None:
         return RuntimeError(why)
     if panel.builder.lr_finder.running:

@@ -115,6 +115,27 @@ def test_a_builder_whose_panel_closed_is_free_of_its_session(sessions, found):
     assert found[1] == [(None, None)]  # a fresh local session, lr_find's own task
 
 
+def test_an_older_panel_whose_builder_a_panel_on_another_optimizer_holds_waits_saying_so(sessions):
+    """The Adam panel said "ready", Step on, while a Muon panel held the builder: a click was refused with "pass
+    AdamParams, not MuonParams", which the person never passed, and that line stayed after the builder came back."""
+    adam, _, muon = sessions
+    sent: list[str] = []
+    b = OptimizerBuilder("adam")
+    older = RunPanel(adam, b, step_fn=lambda s, p: sent.append(type(p).__name__), every=0.05)
+    newer = RunPanel(muon, b, step_fn=lambda s, p: sent.append(type(p).__name__), every=0.05)
+    why = f"its builder belongs to the RunPanel on session {muon.id} (muon, original units): close that panel"
+    assert text(older.status).startswith(f"step 0 · waits: {why}")
+    assert older.step_button.disabled and older.run_button.disabled and older.stop_button.disabled
+    assert older.start(1) is False and why in text(older.status) and sent == []
+    newer.step_button.click()
+    assert newer.join(30) and sent == ["MuonParams"]
+    newer.close()  # the builder comes back to the Adam panel, which says so
+    assert text(older.status) == "step 0 · ready" and not older.step_button.disabled
+    older.step_button.click()
+    assert older.join(30) and older.error is None and sent == ["MuonParams", "AdamParams"]
+    older.close()
+
+
 def test_the_status_says_ready_again_once_find_lr_has_ended(sessions, found):
     panel = RunPanel(sessions[0], every=0.05)
     panel.builder.lr_finder.button.click()

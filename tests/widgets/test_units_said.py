@@ -4,6 +4,7 @@ takes that session's units. Driven through ``.value`` and ``.click()``."""
 
 import html
 import math
+import threading
 
 import pytest
 
@@ -80,6 +81,7 @@ def test_a_builder_given_to_a_second_muon_panel_takes_that_sessions_units(first,
         preset = {u: convert_muon_lr(0.05, "original", u, "tiny") if u != "original" else 0.05 for u in UNITS}
         assert b.lr_finder.scaling.value == second and b.lr_finder.scaling.disabled
         assert ("(0.05 in original units)" in b.lesson.value) == (second == "match_adam")
+        assert older.step_button.disabled and f"{second} units)" in older.status.value  # the form is in other units
         newer.step_button.click()
         assert newer.join(30) and newer.error is None and sent == [pytest.approx(preset[second], rel=1e-12)]
         newer.close()  # the builder goes back to the older panel, in its session's units
@@ -94,3 +96,28 @@ def test_a_builder_given_to_a_second_muon_panel_takes_that_sessions_units(first,
 
 
 UNITS = ("original", "match_adam")
+
+
+@pytest.mark.slow  # two tiny local sessions made
+def test_a_run_going_keeps_its_sessions_units_when_its_builder_is_given_to_a_panel_in_other_units():
+    """A run on an original-units session took the form's rate converted for a match_adam panel given its builder
+    mid-run as an edit: its next steps were sent 0.0248, half the preset's step size."""
+    made = {u: rlnb.connect("local", optimizer="muon", muon_scaling=u, record=False, device="cpu") for u in UNITS}
+    sent: list[float] = []
+    go = threading.Event()
+    b = OptimizerBuilder("muon")
+    older = RunPanel(made["original"], b, step_fn=lambda s, p: go.wait(30) and sent.append(p.learning_rate))
+    try:
+        older.n.value = 3
+        older.run_button.click()
+        newer = RunPanel(made["match_adam"], b, step_fn=lambda s, p: None)
+        said = older.status.value
+        go.set()
+        assert older.join(30) and older.error is None and sent == [0.05, 0.05, 0.05]
+        assert "its builder belongs to the RunPanel on session" in said and "the run goes on with its config" in said
+        newer.close()
+    finally:
+        go.set()
+        older.close()
+        for s in made.values():
+            s.close()
