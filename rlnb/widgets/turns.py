@@ -86,12 +86,10 @@ def sharing(panel: P) -> list[P]:
 
 def take(panel: RunPanel) -> None:
     """``panel`` holds its builder now: Find LR copies its session, probes its task (unless the options name one of
-    the person's) and waits for the runs of every open panel given that builder. The hooks were the last panel's:
-    closing an older one cleared them while a newer one ran, and Find LR trained beside that run."""
+    the person's: ``find_probe.step_options``) and waits for the runs of every open panel given that builder. The
+    hooks were the last panel's: closing an older one cleared them while a newer one ran, and Find LR trained beside
+    that run."""
     builder, finder = panel.builder, panel.builder.lr_finder
-    held = getattr(builder, "panel", None)
-    if finder.options.get("task") is None or (held is not None and finder.options.get("task") is held.task):
-        finder.options["task"] = panel.task
     builder.panel = panel
     finder.session = panel.session  # its units first: the summary that ``lock`` redraws names them
     builder.lock(panel.session.optimizer)
@@ -117,8 +115,6 @@ def release(panel: RunPanel) -> None:
     builder, finder = panel.builder, panel.builder.lr_finder
     if getattr(builder, "panel", None) is not panel:
         return  # another panel holds it now: its hooks stay
-    if finder.options.get("task") is panel.task:
-        del finder.options["task"]
     rest = [p for p in sharing(panel) if p is not panel]
     if rest:
         take(rest[-1])
