@@ -151,6 +151,13 @@ def taken(panel: RunPanel) -> str | None:
     return None
 
 
+def form_closed(panel: RunPanel) -> str | None:
+    """Why ``panel`` cannot train: its builder is closed (``builder.close()``), the form off the page; or None."""
+    if panel.builder.closed:
+        return "its OptimizerBuilder is closed: make a new RunPanel (with a new OptimizerBuilder) to train"
+    return None
+
+
 def elsewhere(panel: RunPanel) -> str | None:
     """Why ``panel`` cannot train with its builder now, or None: another open panel given it holds it (the last given
     it), on a session of another optimizer or other Muon lr units, and the form is that session's (its config would be
@@ -180,6 +187,8 @@ def refusal(panel: Any, n: Any) -> Exception | None:
         return RuntimeError("a run is going; Stop it first")
     if panel.session.closed:  # else accepted, and failed at its first step
         return closed_session(panel.session)
+    if (closed := form_closed(panel)) is not None:
+        return ValueError(closed)
     why = taken(panel) or elsewhere(panel)
     if why is not None:
         return RuntimeError(why)
