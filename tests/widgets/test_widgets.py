@@ -483,8 +483,9 @@ def test_run_panel_refuses_bad_options_before_it_touches_the_builder(panel_sessi
 def test_run_panel_refuses_a_task_beside_a_step_fn_naming_both():
     """``RunPanel(session, task=..., step_fn=...)``: the step_fn runs and reads no task, so the task was dropped in
     silence (the person believed the panel trained on it), as ``lr_find`` refuses the pair."""
-    with pytest.raises(ValueError, match=r"task= and step_fn= both say what a step of the panel runs .*: pass one"):
-        RunPanel(None, task=first_letter_task(), step_fn=lambda session, params: None)  # type: ignore[arg-type]
+    both = r"task= and step_fn= both say what a step of the panel runs .*: pass one"
+    with rlnb.Session(FakeBackend("adam"), record=False) as session, pytest.raises(ValueError, match=both):
+        RunPanel(session, task=first_letter_task(), step_fn=lambda session, params: None)
 
 
 def test_run_panel_and_find_lr_take_turns_on_the_session(panel_session):
