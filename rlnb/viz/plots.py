@@ -17,6 +17,7 @@ This module is the public face of every figure; the larger ones are drawn by the
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -48,7 +49,7 @@ from rlnb.viz.draw import (
     steps_of,
     within_span,
 )
-from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, smooth
+from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, check_ema, decimate, smooth
 from rlnb.viz.texts import as_written, fit_titles
 
 __all__ = [
@@ -78,7 +79,9 @@ _Drawn = TypeVar("_Drawn", Axes, Figure)
 
 
 def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
-    """A public plot whose texts are drawn as written (``as_written``), refusing what is no history by name."""
+    """A public plot whose texts are drawn as written (``as_written``), refusing what is no history by name, and an
+    ``ema`` out of range at the call (it was checked only where there was data to smooth: an empty history took 2)."""
+    signature = inspect.signature(draw)
 
     @functools.wraps(draw)
     def drawn(*args: Any, **kwargs: Any) -> _Drawn:
@@ -87,6 +90,9 @@ def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
             # plots.loss(session): AttributeError "'Session' object has no attribute 'columns'"
             hint = ": pass session.history" if hasattr(data, "history") else ""
             raise TypeError(f"plots.{draw.__name__} takes a History or a DataFrame, got {type(data).__name__}{hint}")
+        ema = signature.bind_partial(*args, **kwargs).arguments.get("ema")
+        if ema is not None:
+            check_ema(ema)
         out = draw(*args, **kwargs)
         within_span(out)  # a figure of 1.7e308 failed when drawn (the tick locator's arange)
         fit_titles(out)  # on the names as given, each measured as drawn: an escape is never cut in two

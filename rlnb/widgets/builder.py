@@ -60,6 +60,8 @@ class OptimizerBuilder(BuilderForm):
         self._callbacks: list[Callable[[OptimizerBuilder], None]] = []
         self._params: OptimizerParams | None = None
         self.errors: list[str] = []
+        self.closed = False
+        """Whether ``close`` was called: a RunPanel given the builder then refuses to train (its form is gone)."""
         self.panel: Any = None
         """The open RunPanel that holds this builder now (the last given it): its session, task and turns are
         Find LR's (``rlnb.widgets.turns.take``); None on its own."""
@@ -138,9 +140,11 @@ class OptimizerBuilder(BuilderForm):
 
     def close(self) -> None:
         """Close every control of the builder (the front end removes them); a Find LR in flight stops after
-        its step, instead of training on, unseen."""
+        its step, instead of training on, unseen; a RunPanel given it turns its Step and Run off, saying why."""
         self.lr_finder.stop()
         close_tree(self.widget)
+        self.closed = True
+        self._tell()
 
     # -- reactions -------------------------------------------------------------------------------
 
@@ -206,6 +210,10 @@ class OptimizerBuilder(BuilderForm):
         self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
         self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value) + note, len(self.errors)))
         self.lr_finder.sync()
+        self._tell()
+
+    def _tell(self) -> None:
+        """Call the ``on_change`` callbacks."""
         for cb in list(self._callbacks):
             try:
                 cb(self)

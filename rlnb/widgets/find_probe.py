@@ -1,7 +1,8 @@
 """What Find LR's range test probes, and how its status line says it: a RunPanel's own ``step_fn`` (adapted by
-``own_probe``), else ``lr_finder.options``'s ``step_fn`` or ``task``, else the task a RunPanel sets there (its own,
-``turns.take``), else ``lr_find``'s default, the digits task. A step_fn reads no task, and ``lr_find`` refuses the
-two together: the task a panel set is left out beside one; a task the person set is not, and the test says why."""
+``own_probe``), else ``lr_finder.options``'s ``step_fn`` or ``task``, else the task of the RunPanel holding the
+builder (added at each test, never kept in ``options``, which the person may set whole), else ``lr_find``'s default,
+the digits task. A step_fn reads no task, and ``lr_find`` refuses the two together: the panel's task is not added
+beside one; a task the person set is kept, and the test says why."""
 
 from __future__ import annotations
 
@@ -21,21 +22,21 @@ def own_step(builder: Any, options: Mapping[str, Any]) -> OwnStep | None:
 
     panel: Any = getattr(builder, "panel", None)
     step_fn = getattr(panel, "own_step_fn", None)
-    task = options.get("task")
-    if step_fn is None or options.get("step_fn") is not None or task is not None and task is not panel.task:
+    if step_fn is None or options.get("step_fn") is not None or options.get("task") is not None:
         return None
     return OwnStep(step_fn, *objective_of(panel.session, panel.returned, options.get("objective")))
 
 
 def step_options(builder: Any, options: Mapping[str, Any], own: OwnStep | None) -> dict[str, Any]:
-    """``options`` as ``lr_find`` takes them: with ``own`` (``own_step``) as the step_fn and its objective, and
-    without the holding panel's task beside a step_fn (``turns.take`` put it there for the panel's RL steps)."""
+    """``options`` as ``lr_find`` takes them: with ``own`` (``own_step``) as the step_fn and its objective, else the
+    task of the panel holding ``builder`` where they name no task and no step_fn (read here, at each test: kept in
+    ``options``, it went with a dict set whole, and the test probed the digits task)."""
     given = dict(options)
     if own is not None:
         given["step_fn"], given["objective"] = own, own.objective
     panel: Any = getattr(builder, "panel", None)
-    if given.get("step_fn") is not None and panel is not None and given.get("task") is panel.task:
-        del given["task"]
+    if panel is not None and given.get("step_fn") is None and given.get("task") is None:
+        given["task"] = panel.task
     return given
 
 

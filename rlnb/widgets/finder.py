@@ -38,8 +38,9 @@ MADE: weakref.WeakSet[LRFinderControls] = weakref.WeakSet()
 
 class LRFinderControls(Suggestion):
     """``session`` (set by the RunPanel) is what a range test copies; without one it runs on a fresh
-    local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...; a RunPanel
-    sets ``task`` to its own, else ``lr_find`` runs the digits task: the status line says which; ``find_probe``).
+    local session of ``model``. ``options`` go to ``lr_find`` (``steps``, ``task``, ``start_lr``, ...; with no
+    ``task`` there, a RunPanel's test probes the panel's, else ``lr_find`` runs the digits task: the status line says
+    which; ``find_probe``).
     ``result`` is the last ``LRFind``; ``apply()`` (the Apply button) puts its suggestion in the form."""
 
     def __init__(self, builder: Form, model: Any = "tiny"):
@@ -149,9 +150,9 @@ class LRFinderControls(Suggestion):
             raise RuntimeError("Find LR waits: a range test is going (the Find LR button's); stop() or join() it first")
         kind = self.builder.kind
         own = own_step(self.builder, self.options)  # a RunPanel's step_fn, adapted, else None
-        if own is None:  # as the click checks them: a cell's run() copied the session first
-            check_task_prompts(self.options, self.session, self.model)
         options = step_options(self.builder, self.options, own)
+        if own is None:  # as the click checks them: a cell's run() copied the session first
+            check_task_prompts(options, self.session, self.model)
         options.setdefault("stop", self._halt)
         options.setdefault("progress", self._progress)
         if self.session is None and options.get("target", "local") == "local":  # remote: base_model= (connect
@@ -183,7 +184,7 @@ class LRFinderControls(Suggestion):
             return
         try:  # refused here, saying why: a panel's step_fn that returns nothing to follow, a prompt the test can't read
             if own_step(self.builder, self.options) is None:
-                check_task_prompts(self.options, self.session, self.model)
+                check_task_prompts(step_options(self.builder, self.options, None), self.session, self.model)
         except (TypeError, ValueError) as exc:
             self._failed(exc, str(exc))
             self._say(self._said)

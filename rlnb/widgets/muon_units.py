@@ -35,6 +35,14 @@ class Form(Protocol):
     def params(self) -> OptimizerParams: ...
 
 
+def session_units(session: Session) -> str:
+    """A Muon session's lr units, fixed when it was created ("original" unless its config names others)."""
+    from rlnb.sweep.find_lr import SCALING_NAMES
+
+    given = session.history.config.get("muon_scaling")
+    return str(SCALING_NAMES.get(str(given), given) or "original")
+
+
 class MuonUnits:
     """The units dropdown (``scaling``) and the status line it shares with the range test (``status``):
     ``session`` (set by the RunPanel) fixes the units to its own; ``shapes`` are ``model``'s, then the session's."""
@@ -65,9 +73,9 @@ class MuonUnits:
         """Take a session's Muon units (converting the form's rate to them, for its model's shapes) and
         lock the units: a rate in the other convention would mean another step size to this session."""
         from rlnb.sweep import muon_shapes
-        from rlnb.sweep.find_lr import SCALING_NAMES
 
         self._session = session
+        self._units = None  # the last session's units: set to this one's below, the form's rate converted to them
         if session is None or session.optimizer != "muon":
             self.scaling.disabled, self._units = False, None
             return
@@ -76,8 +84,7 @@ class MuonUnits:
         except ValueError as exc:  # a remote session on a model whose shapes are not known here
             self.shapes = None
             self.scaling.tooltip = str(exc)
-        given = session.history.config.get("muon_scaling")
-        units = SCALING_NAMES.get(str(given), given) or "original"
+        units = session_units(session)
         if units != self.scaling.value and self.shapes is None:
             self._converting = True  # nothing to convert with: say so
             try:

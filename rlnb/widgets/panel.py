@@ -66,7 +66,7 @@ class RunPanel:
         # before the builder given is locked to the session: else n_steps=2.5 is taken as 2, 0 a form with no Run
         n_steps, every = check_steps(n_steps, name="n_steps"), check_seconds("every", every)
         self.step_timeout = step_timeout
-        check_given(task, builder, step_fn)
+        check_given(session, task, builder, step_fn)
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)
@@ -220,8 +220,11 @@ class RunPanel:
         return rl_figures(session, self.task, params)
 
     def _builder_changed(self, builder: OptimizerBuilder) -> None:
-        if self.running:
-            self.line.held = taken_mid_run(self, builder)
+        if self.running:  # the form of another panel's session (given the builder since) is not this run's
+            held = turns.elsewhere(self)
+            self.line.held = (
+                taken_mid_run(self, builder) if held is None else f"{held}; the run goes on with its config"
+            )
             self.line.show_run()
         self._sync_buttons()
         self._sync_schedule()
@@ -242,16 +245,18 @@ class RunPanel:
             self.line.show_run() if self.running else self._show_ready()
 
     def _show_ready(self) -> None:
-        self.line.ready(self.session, self._step, turns.taken(self))
+        self.line.ready(self.session, self._step, turns.taken(self) or turns.elsewhere(self), turns.form_closed(self))
 
     def _sync_buttons(self) -> None:
         busy, finding = self.running, self.builder.lr_finder.running
         waits = None if busy else turns.taken(self)
-        off = busy or finding or waits is not None or not self.builder.valid or self.session.closed
-        self.step_button.disabled = off
-        self.run_button.disabled = off or n_problem(whole(self.n.value)) is not None
+        held = None if busy else turns.form_closed(self) or turns.elsewhere(self)  # no form, or another session's
+        off = busy or finding or waits or held or not self.builder.valid or self.session.closed
+        self.step_button.disabled = bool(off)
+        self.run_button.disabled = bool(off) or n_problem(whole(self.n.value)) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
-        if self.line.stale(waits, busy or finding):  # "ready" once Step is: a click on reading it is not lost
+        said = held if self.builder.closed else waits or held  # the reason ``_show_ready`` gives first
+        if self.line.stale(said, busy or finding):  # "ready" once Step is: a click on reading it is not lost
             self._show_ready()
         self.builder.lr_finder.sync()
 

@@ -22,7 +22,7 @@ def start(panel: Any, n: Any) -> bool:
     if problem is not None and panel.running:
         return False  # a second click: the line and ``error`` stay the run's (else a success would show as failed)
     if problem is not None:
-        panel.error, waits = problem, turns.taken(panel)
+        panel.error, waits = problem, turns.taken(panel) or turns.elsewhere(panel)
         panel.line.refused(problem, waits or (str(problem) if panel.builder.lr_finder.running else None))
         panel._sync_buttons()
         return False

@@ -52,13 +52,16 @@ class StatusLine:
         self.waits = waits
         self.show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
 
-    def ready(self, session: Any, step: int, waits: str | None) -> None:
-        """``step N · ready``; that ``session`` is closed (never ``ready``, buttons enabled, on a closed session); or
-        ``step N · waits: …`` (``waits``: another panel's run or Find LR goes on it)."""
-        self.waits = waits
+    def ready(self, session: Any, step: int, waits: str | None, shut: str | None = None) -> None:
+        """``step N · ready``; that ``session`` is closed (never ``ready``, buttons enabled, on a closed session), or
+        ``shut``: why the panel cannot train at all (its builder closed); or ``step N · waits: …`` (``waits``: another
+        panel's run or Find LR goes on it, or another panel holds its builder)."""
+        self.waits = waits if shut is None else shut
         if session.closed:
             said = html.escape(f"session {session.id} is closed", quote=False)  # the id is its server's word
             self.show(f"{said}: connect a new one to train", error=True)
+        elif shut is not None:
+            self.show(html.escape(shut, quote=False), error=True)
         elif waits is not None:
             self.show(f"step {step} · waits: {html.escape(waits, quote=False)}")
         else:

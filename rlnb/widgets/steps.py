@@ -25,12 +25,17 @@ StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 """``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
 
 
-def check_given(task: object, builder: object, step_fn: object) -> None:
-    """A panel's ``task``, ``builder`` and ``step_fn``, checked when it is made (each wrong one would fail later)."""
+def check_given(session: object, task: object, builder: object, step_fn: object) -> None:
+    """A panel's ``session``, ``task``, ``builder`` and ``step_fn``, checked when it is made (each wrong one would fail
+    later, or at once naming none of them)."""
+    if not isinstance(session, Session):  # None: "'NoneType' object has no attribute 'optimizer'"
+        raise TypeError(f"session must be an rlnb Session (rlnb.connect(...)), got {session!r}"[:300])
     if task is not None and not isinstance(task, Task):  # Run would fail: "'str' object has no attribute 'group_size'"
         raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
     if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
         raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
+    if isinstance(builder, OptimizerBuilder) and builder.closed:  # its form is off the page: nothing to see or edit
+        raise ValueError("builder is closed: pass a new OptimizerBuilder, or none (the panel makes its own)")
     if step_fn is not None and not takes(step_fn, 2):  # Run failed: "'str' object is not callable" (or lr_find's i)
         raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
     if step_fn is not None and task is not None:  # the step_fn runs and reads no task: it would be dropped

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 from rlnb import _exit
 from rlnb.errors import SessionClosed
 from rlnb.tasks.task import session_prompt_ids
+from rlnb.widgets.muon_units import session_units
 from rlnb.widgets.steps import n_problem
 
 
@@ -85,17 +86,17 @@ def sharing(panel: P) -> list[P]:
 
 def take(panel: RunPanel) -> None:
     """``panel`` holds its builder now: Find LR copies its session, probes its task (unless the options name one of
-    the person's) and waits for the runs of every open panel given that builder. The hooks were the last panel's:
-    closing an older one cleared them while a newer one ran, and Find LR trained beside that run."""
+    the person's: ``find_probe.step_options``) and waits for the runs of every open panel given that builder. The
+    hooks were the last panel's: closing an older one cleared them while a newer one ran, and Find LR trained beside
+    that run."""
     builder, finder = panel.builder, panel.builder.lr_finder
-    held = getattr(builder, "panel", None)
-    if finder.options.get("task") is None or (held is not None and finder.options.get("task") is held.task):
-        finder.options["task"] = panel.task
     builder.panel = panel
     finder.session = panel.session  # its units first: the summary that ``lock`` redraws names them
     builder.lock(panel.session.optimizer)
     finder.busy = lambda: _finder_waits(panel)
     finder.on_change = lambda: follow(panel)  # a range test starts or ends
+    for p in sharing(panel):  # the open ones: each says whether the form is still one for its session
+        p._sync_buttons()
 
 
 def follow(panel: RunPanel) -> None:
@@ -114,8 +115,6 @@ def release(panel: RunPanel) -> None:
     builder, finder = panel.builder, panel.builder.lr_finder
     if getattr(builder, "panel", None) is not panel:
         return  # another panel holds it now: its hooks stay
-    if finder.options.get("task") is panel.task:
-        del finder.options["task"]
     rest = [p for p in sharing(panel) if p is not panel]
     if rest:
         take(rest[-1])
@@ -152,6 +151,31 @@ def taken(panel: RunPanel) -> str | None:
     return None
 
 
+def form_closed(panel: RunPanel) -> str | None:
+    """Why ``panel`` cannot train: its builder is closed (``builder.close()``), the form off the page; or None."""
+    if panel.builder.closed:
+        return "its OptimizerBuilder is closed: make a new RunPanel (with a new OptimizerBuilder) to train"
+    return None
+
+
+def elsewhere(panel: RunPanel) -> str | None:
+    """Why ``panel`` cannot train with its builder now, or None: another open panel given it holds it (the last given
+    it), on a session of another optimizer or other Muon lr units, and the form is that session's (its config would be
+    refused here, or sent in the other units: another step size)."""
+    holder = getattr(panel.builder, "panel", None)
+    if holder is None or holder is panel or _form(holder.session) == _form(panel.session):
+        return None
+    return (
+        f"its builder belongs to the RunPanel on session {holder.session.id} ({_form(holder.session)}): close that "
+        "panel to have it back, or make this one with its own OptimizerBuilder"
+    )
+
+
+def _form(session: Any) -> str:
+    """What a form must be to train ``session``: its optimizer, and a Muon session's lr units."""
+    return f"{session.optimizer}, {session_units(session)} units" if session.optimizer == "muon" else session.optimizer
+
+
 def closed_session(session: Any) -> SessionClosed:
     """The error of a start, or of a run's next step, on ``session`` closed."""
     return SessionClosed(f"session {session.id} is closed: connect a new one to train")
@@ -163,7 +187,9 @@ def refusal(panel: Any, n: Any) -> Exception | None:
         return RuntimeError("a run is going; Stop it first")
     if panel.session.closed:  # else accepted, and failed at its first step
         return closed_session(panel.session)
-    why = taken(panel)
+    if (closed := form_closed(panel)) is not None:
+        return ValueError(closed)
+    why = taken(panel) or elsewhere(panel)
     if why is not None:
         return RuntimeError(why)
     if panel.builder.lr_finder.running:

@@ -141,3 +141,22 @@ def test_a_figure_or_column_named_by_no_text_is_refused_naming_the_argument(call
     h.log(1, acc=0.5)
     with pytest.raises(TypeError, match=rf"^{field} must be the name of a column \(a str\), got "):
         call(h)
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda h, ema: plots.loss(h, ema=ema),
+        lambda h, ema: plots.loss(h, None, ema),
+        lambda h, ema: plots.grad_norm(h, ema=ema),
+        lambda h, ema: plots.metric(h, "reward", ema=ema),
+        lambda h, ema: plots.overview(h, ema=ema),
+        lambda h, ema: plots.compare([h], ema=ema),
+    ],
+)
+@pytest.mark.parametrize("ema", [2, "0.9", True])
+def test_an_ema_out_of_range_is_refused_at_the_call_on_an_empty_history_too(draw, ema):
+    """``plots.loss(h, ema=2)`` was drawn on an empty history and refused once it had a step: the check ran only
+    where there was data to smooth (``LiveView(ema=2)`` refuses at once)."""
+    with pytest.raises(ValueError, match=r"ema must be a number in \[0, 1\), got "):
+        draw(History(), ema)

@@ -1,8 +1,14 @@
-"""``builder.lr_finder.options`` set whole to something that is no dict of ``lr_find``'s options."""
+"""``builder.lr_finder.options`` set whole: to something that is no dict of ``lr_find``'s options, or to a dict that
+names no task, on a RunPanel's builder."""
 
 import pytest
 
-from rlnb.widgets import OptimizerBuilder
+import rlnb
+import rlnb.sweep
+from rlnb.sweep.lr_result import LRFind
+from rlnb.tasks import addition_task
+from rlnb.testing import FakeBackend
+from rlnb.widgets import OptimizerBuilder, RunPanel
 
 
 @pytest.mark.parametrize("options", [None, [("steps", 5)], "steps=5"])
@@ -25,3 +31,28 @@ def test_a_dict_of_options_is_taken_and_used_by_the_click():
     assert "steps must be an integer in [5, 10000], got 0" in str(b.lr_finder.error)
     assert "steps must be an integer in [5, 10000], got 0" in b.lr_finder.status.value
     b.close()
+
+
+def test_options_set_whole_on_a_panels_builder_still_probe_the_panels_task(monkeypatch):
+    """``lr_finder.options = {"steps": 5}`` (the shape its own ``TypeError`` suggests) dropped the panel's task, kept
+    in that dict: the test probed the digits task, and Apply would set a rate found on a task the panel does not
+    train. A task the person sets there still wins."""
+    probed = []
+    found = LRFind([1e-3, 1e-2], [0.0, 1.0], [0.0, 1.0], 0.01, "reward", "adam", None, "steepest ascent of it")
+    monkeypatch.setattr(
+        rlnb.sweep, "lr_find", lambda p, s, **k: probed.append((k.get("task"), k.get("steps"))) or found
+    )
+    session = rlnb.Session(FakeBackend("adam"), record=False)
+    panel = RunPanel(session, every=0.05)
+    finder = panel.builder.lr_finder
+    try:
+        finder.options = {"steps": 5}
+        finder.button.click()
+        assert finder.join(30) and probed == [(panel.task, 5)] and "on the first_letter task" in finder.status.value
+        mine = addition_task()
+        finder.options = {"steps": 6, "task": mine}
+        finder.button.click()
+        assert finder.join(30) and probed[-1] == (mine, 6) and "on the addition task" in finder.status.value
+    finally:
+        panel.close()
+        session.close()

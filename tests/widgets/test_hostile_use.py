@@ -13,7 +13,7 @@ import pytest
 import rlnb
 import rlnb.sweep
 from rlnb.testing import FakeBackend
-from rlnb.widgets import RunPanel, finder
+from rlnb.widgets import OptimizerBuilder, RunPanel, finder
 
 DEADLINE = 60.0
 
@@ -265,4 +265,28 @@ def test_a_figure_that_history_log_takes_is_said_in_the_status_line_not_a_failur
     assert panel.error is None and fake.step == 2
     assert "step 2 · 2 done" in panel.status.value and panel.returned == ("acc",)
     assert fake.history.logged.acc.tolist() == [0.5, 0.5]
+    panel.close()
+
+
+@pytest.mark.parametrize("session", [None, "local", rlnb.AdamParams()])
+def test_a_panel_given_no_session_is_refused_naming_session(session):
+    """``RunPanel(None)`` raised ``AttributeError: 'NoneType' object has no attribute 'optimizer'``."""
+    with pytest.raises(TypeError, match=r"session must be an rlnb Session \(rlnb\.connect\(\.\.\.\)\), got "):
+        RunPanel(session)
+
+
+def test_a_panel_whose_builder_is_closed_says_so_its_step_and_run_off(fake):
+    """``builder.close()`` took the form off the page while the panel said "ready", Step on, and its runs went on
+    sending the closed form's config."""
+    sent = []
+    builder = OptimizerBuilder("adam")
+    panel = RunPanel(fake, builder, step_fn=lambda s, p: sent.append(p), every=0.05)
+    builder.close()
+    why = "its OptimizerBuilder is closed: make a new RunPanel (with a new OptimizerBuilder) to train"
+    assert re.sub(r"<[^>]+>", "", panel.status.value) == why and "#b00020" in panel.status.value
+    assert panel.step_button.disabled and panel.run_button.disabled and panel.stop_button.disabled
+    assert panel.start(1) is False and why in panel.status.value and sent == []
+    assert isinstance(panel.error, ValueError)
+    with pytest.raises(ValueError, match=r"builder is closed: pass a new OptimizerBuilder, or none"):
+        RunPanel(fake, builder)
     panel.close()

@@ -11,7 +11,7 @@ import rlnb.sweep
 from rlnb.tasks import digits_task
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel, turns
-from rlnb.widgets.find_probe import probe
+from rlnb.widgets.find_probe import probe, step_options
 
 RED = "#b00020"
 RUN = "a run of another RunPanel is going on this session (was its cell run again?); Stop ends it"
@@ -80,7 +80,7 @@ def test_find_lr_waits_for_the_run_of_every_open_panel_given_its_builder(session
     found[0].set()
     assert b.lr_finder.join(30) and found[1][0][0] is s2 and not p1.step_button.disabled
     p2.close()  # p1 holds the builder again: its session, its task
-    assert b.panel is p1 and b.lr_finder.session is s1 and b.lr_finder.options["task"] is p1.task
+    assert b.panel is p1 and b.lr_finder.session is s1 and probed_task(b) is p1.task
     p1.close()
 
 
@@ -89,12 +89,18 @@ def test_a_builder_given_to_a_new_panel_probes_that_panels_task(sessions):
     b = OptimizerBuilder()
     RunPanel(s1, b, every=0.05).close()
     q = RunPanel(s2, b, task=digits_task(), every=0.05)  # the first panel's task stayed Find LR's
-    assert b.lr_finder.options["task"] is q.task and probe(b.lr_finder.options) == "the digits task"
+    assert probed_task(b) is q.task and probe(step_options(b, b.lr_finder.options, None)) == "the digits task"
     q.close()
+    assert probed_task(b) is None and "task" not in b.lr_finder.options  # a builder on its own: lr_find's default
     mine = rlnb.tasks.addition_task()
     b.lr_finder.options["task"] = mine  # the person's own choice stays
     RunPanel(s1, b, every=0.05).close()
-    assert b.lr_finder.options["task"] is mine
+    assert b.lr_finder.options["task"] is mine and probed_task(b) is mine
+
+
+def probed_task(b: OptimizerBuilder):
+    """The task the next range test of ``b``'s Find LR is given."""
+    return step_options(b, b.lr_finder.options, None).get("task")
 
 
 def test_a_builder_whose_panel_closed_is_free_of_its_session(sessions, found):
@@ -113,6 +119,27 @@ def test_a_builder_whose_panel_closed_is_free_of_its_session(sessions, found):
     b.lr_finder.button.click()
     assert b.lr_finder.join(30) and not isinstance(b.lr_finder.error, rlnb.SessionClosed)
     assert found[1] == [(None, None)]  # a fresh local session, lr_find's own task
+
+
+def test_an_older_panel_whose_builder_a_panel_on_another_optimizer_holds_waits_saying_so(sessions):
+    """The Adam panel said "ready", Step on, while a Muon panel held the builder: a click was refused with "pass
+    AdamParams, not MuonParams", which the person never passed, and that line stayed after the builder came back."""
+    adam, _, muon = sessions
+    sent: list[str] = []
+    b = OptimizerBuilder("adam")
+    older = RunPanel(adam, b, step_fn=lambda s, p: sent.append(type(p).__name__), every=0.05)
+    newer = RunPanel(muon, b, step_fn=lambda s, p: sent.append(type(p).__name__), every=0.05)
+    why = f"its builder belongs to the RunPanel on session {muon.id} (muon, original units): close that panel"
+    assert text(older.status).startswith(f"step 0 · waits: {why}")
+    assert older.step_button.disabled and older.run_button.disabled and older.stop_button.disabled
+    assert older.start(1) is False and why in text(older.status) and sent == []
+    newer.step_button.click()
+    assert newer.join(30) and sent == ["MuonParams"]
+    newer.close()  # the builder comes back to the Adam panel, which says so
+    assert text(older.status) == "step 0 · ready" and not older.step_button.disabled
+    older.step_button.click()
+    assert older.join(30) and older.error is None and sent == ["MuonParams", "AdamParams"]
+    older.close()
 
 
 def test_the_status_says_ready_again_once_find_lr_has_ended(sessions, found):

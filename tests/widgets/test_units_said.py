@@ -1,15 +1,18 @@
 """Muon's lr units as the form says them: the preset's line names the rate sent, a rate that cannot be converted is
-said in the form, and a round trip between the units gives back the rate typed. Driven through ``.value``."""
+said in the form, a round trip between the units gives back the rate typed, and a builder given to a second panel
+takes that session's units. Driven through ``.value`` and ``.click()``."""
 
 import html
 import math
+import threading
 
 import pytest
 
+import rlnb
 from rlnb.schedule import rate
 from rlnb.sweep import convert_muon_lr
 from rlnb.sweep.muon_lr import muon_lr_factor
-from rlnb.widgets import OptimizerBuilder
+from rlnb.widgets import OptimizerBuilder, RunPanel
 
 
 def test_the_presets_line_names_the_muon_rate_the_form_sends_in_match_adam_units():
@@ -61,3 +64,60 @@ def test_units_switched_there_and_back_give_back_the_rate_typed(typed):
     lr.value = 0.02  # a rate of the person's own, typed in match_adam units: converted, not the one remembered
     b.lr_finder.scaling.value = "original"
     assert lr.value == convert_muon_lr(0.02, "match_adam", "original", "tiny")
+
+
+@pytest.mark.slow  # two tiny local sessions made
+@pytest.mark.parametrize("first, second", [("original", "match_adam"), ("match_adam", "original")])
+def test_a_builder_given_to_a_second_muon_panel_takes_that_sessions_units(first, second):
+    """After a panel on an original-units session, a panel on a match_adam one given the same builder kept the
+    dropdown on "original" and sent the preset's 0.05 unconverted (about twice its step size), saying nothing; the
+    other order sent 0.0248 to an original session."""
+    made = {u: rlnb.connect("local", optimizer="muon", muon_scaling=u, record=False, device="cpu") for u in UNITS}
+    sent: list[float] = []
+    b = OptimizerBuilder("muon")
+    older = RunPanel(made[first], b, step_fn=lambda s, p: sent.append(p.learning_rate), n_steps=1)
+    newer = RunPanel(made[second], b, step_fn=lambda s, p: sent.append(p.learning_rate), n_steps=1)
+    try:
+        preset = {u: convert_muon_lr(0.05, "original", u, "tiny") if u != "original" else 0.05 for u in UNITS}
+        assert b.lr_finder.scaling.value == second and b.lr_finder.scaling.disabled
+        assert ("(0.05 in original units)" in b.lesson.value) == (second == "match_adam")
+        assert older.step_button.disabled and f"{second} units)" in older.status.value  # the form is in other units
+        newer.step_button.click()
+        assert newer.join(30) and newer.error is None and sent == [pytest.approx(preset[second], rel=1e-12)]
+        newer.close()  # the builder goes back to the older panel, in its session's units
+        assert b.lr_finder.scaling.value == first
+        older.step_button.click()
+        assert older.join(30) and older.error is None and sent[-1] == pytest.approx(preset[first], rel=1e-12)
+    finally:
+        older.close()
+        newer.close()
+        for s in made.values():
+            s.close()
+
+
+UNITS = ("original", "match_adam")
+
+
+@pytest.mark.slow  # two tiny local sessions made
+def test_a_run_going_keeps_its_sessions_units_when_its_builder_is_given_to_a_panel_in_other_units():
+    """A run on an original-units session took the form's rate converted for a match_adam panel given its builder
+    mid-run as an edit: its next steps were sent 0.0248, half the preset's step size."""
+    made = {u: rlnb.connect("local", optimizer="muon", muon_scaling=u, record=False, device="cpu") for u in UNITS}
+    sent: list[float] = []
+    go = threading.Event()
+    b = OptimizerBuilder("muon")
+    older = RunPanel(made["original"], b, step_fn=lambda s, p: go.wait(30) and sent.append(p.learning_rate))
+    try:
+        older.n.value = 3
+        older.run_button.click()
+        newer = RunPanel(made["match_adam"], b, step_fn=lambda s, p: None)
+        said = older.status.value
+        go.set()
+        assert older.join(30) and older.error is None and sent == [0.05, 0.05, 0.05]
+        assert "its builder belongs to the RunPanel on session" in said and "the run goes on with its config" in said
+        newer.close()
+    finally:
+        go.set()
+        older.close()
+        for s in made.values():
+            s.close()

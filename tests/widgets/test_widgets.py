@@ -20,6 +20,7 @@ from rlnb.tasks.lesson import LessonRun
 from rlnb.testing import FakeBackend
 from rlnb.widgets import LESSONS, PRESETS, OptimizerBuilder, RunPanel
 from rlnb.widgets.controls import INVALID
+from rlnb.widgets.find_probe import step_options
 from rlnb.widgets.presets import DEFAULT_PRESET, TOO_HIGH
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
 
@@ -366,10 +367,11 @@ def test_run_panel_shows_a_failed_operation_without_a_traceback():
 
 def test_the_panel_trains_and_probes_the_verifiable_task_by_default(panel_session):
     panel = RunPanel(panel_session, every=0.05)
-    assert panel.task.name == "first_letter" and panel.builder.lr_finder.options["task"] is panel.task
+    finder = panel.builder.lr_finder
+    assert panel.task.name == "first_letter" and step_options(panel.builder, finder.options, None)["task"] is panel.task
     mine = rlnb.tasks.addition_task()
     other = RunPanel(panel_session, OptimizerBuilder(panel_session.optimizer), task=mine, every=0.05)
-    assert other.builder.lr_finder.options["task"] is mine
+    assert step_options(other.builder, other.builder.lr_finder.options, None)["task"] is mine
     panel.close()
     other.close()
 
@@ -481,8 +483,9 @@ def test_run_panel_refuses_bad_options_before_it_touches_the_builder(panel_sessi
 def test_run_panel_refuses_a_task_beside_a_step_fn_naming_both():
     """``RunPanel(session, task=..., step_fn=...)``: the step_fn runs and reads no task, so the task was dropped in
     silence (the person believed the panel trained on it), as ``lr_find`` refuses the pair."""
-    with pytest.raises(ValueError, match=r"task= and step_fn= both say what a step of the panel runs .*: pass one"):
-        RunPanel(None, task=first_letter_task(), step_fn=lambda session, params: None)  # type: ignore[arg-type]
+    both = r"task= and step_fn= both say what a step of the panel runs .*: pass one"
+    with rlnb.Session(FakeBackend("adam"), record=False) as session, pytest.raises(ValueError, match=both):
+        RunPanel(session, task=first_letter_task(), step_fn=lambda session, params: None)
 
 
 def test_run_panel_and_find_lr_take_turns_on_the_session(panel_session):
