@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlnb.session.ctrl_c import held
 from rlnb.wire import TrialStatus
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
@@ -19,6 +20,8 @@ from .options import ExecutorOptions, SearchOptions
 from .rows import append_row
 from .trial import TrialSpec, base_row, identity
 
+Groups = list[tuple[list[dict[str, Any]], str]]
+"""Rows by the executor they come from."""
 Progress = Callable[[int, int, dict[str, Any]], None]
 """``progress(done, total, row)`` after each finished trial."""
 POLL_S = 0.2
@@ -126,14 +129,20 @@ class Run:
             append_row(self.folder, row)
             self.source.finish(row)
 
-    def record(self, rows: list[dict[str, Any]], where: str) -> None:
-        """Store every row first, then call the progress callback (which may raise) for each."""
-        self.store(rows, where)
-        done = self.source.done_before + len(self.rows) - len(rows)
-        for i, row in enumerate(rows, 1):
+    def record(self, take: Callable[[], Groups]) -> None:
+        """Take rows (a poll, a stop's trials) and store them all with a Ctrl-C held meanwhile (no user code runs
+        there; a poll's wait holds it up to ``POLL_S``), then call the progress callback (which may raise) for each:
+        a Ctrl-C in the callback, or between taking and storing, dropped every row not yet stored."""
+        with held():
+            groups = take()
+            for rows, where in groups:
+                self.store(rows, where)
+        fresh = [row for rows, _ in groups for row in rows]
+        done = self.source.done_before + len(self.rows) - len(fresh)
+        for i, row in enumerate(fresh, 1):
             self.report(done + i, self.source.total, row)
 
-    def stop_all(self, kill: bool = False) -> list[tuple[list[dict[str, Any]], str]]:
+    def stop_all(self, kill: bool = False) -> Groups:
         """Cancel what has not started (and with ``kill``, what runs); return those rows by executor."""
         out = [(ex.kill() if kill else ex.stop(), ex.name) for ex in list(self.executors.values())]
         for spec in self.source.leftovers() if isinstance(self.source, Plan) else []:
@@ -150,10 +159,9 @@ class Run:
             try:
                 if self.stop.is_set() and not stopped:
                     stopped, since = True, time.monotonic()
-                    for rows, where in self.stop_all():
-                        self.record(rows, where)
+                    self.record(self.stop_all)
                 if stopped and time.monotonic() - since > STOP_WAIT_S:
-                    self.give_up(self.record)
+                    self.record(self.give_up)
                 while not stopped and not exhausted and self.running() < self.limit:
                     spec = self.source.next_spec()
                     if spec is None:
@@ -167,41 +175,51 @@ class Run:
                 if not busy and (stopped or exhausted):
                     return
                 for ex in busy:
-                    self.record(ex.poll(POLL_S / len(busy)), ex.name)
+                    self.record(_poll(ex, POLL_S / len(busy)))
             except KeyboardInterrupt:
                 interrupts += 1
                 self.interrupted = True
                 self.stop.set()
                 if interrupts > 1:
-                    for rows, where in self.stop_all(kill=True):
-                        self.record(rows, where)
+                    self.record(lambda: self.stop_all(kill=True))
 
     def running(self) -> int:
         return sum(ex.running() for ex in self.executors.values())
 
-    def give_up(self, keep: Callable[[list[dict[str, Any]], str], None]) -> None:
+    def give_up(self) -> Groups:
         """``STOP_WAIT_S`` after a stop: each trial on this process's threads still in its step is a STOPPED row
         (``GAVE_UP``), as a second Ctrl-C makes it; a trial that already ended keeps its own row."""
-        for ex in [ex for ex in self.executors.values() if ex.name != "ray" and ex.running()]:
-            keep([{**r, "reason": GAVE_UP} if r.get("reason") == ABANDONED else r for r in ex.kill()], ex.name)
+        return [
+            ([{**r, "reason": GAVE_UP} if r.get("reason") == ABANDONED else r for r in ex.kill()], ex.name)
+            for ex in [ex for ex in self.executors.values() if ex.name != "ray" and ex.running()]
+        ]
 
     def drain(self) -> None:
         """After an error: stop, and store what comes back (running trials end at their next step). An
         interrupt stops waiting, as a second one does in ``drive``: a trial stuck in its step held the error,
-        and the kernel, for ever."""
+        and the kernel, for ever. Each take and its storing hold a Ctrl-C, as in ``record``."""
         self.stop.set()
-        for rows, where in self.stop_all():
-            self.store(rows, where)
         since = time.monotonic()
         try:
+            self.keep(self.stop_all)
             while self.running():
                 for ex in [ex for ex in self.executors.values() if ex.running()]:
-                    self.store(ex.poll(POLL_S), ex.name)
+                    self.keep(_poll(ex, POLL_S))
                 if time.monotonic() - since > STOP_WAIT_S:
-                    self.give_up(self.store)
+                    self.keep(self.give_up)
         except KeyboardInterrupt:
-            for rows, where in self.stop_all(kill=True):
+            self.keep(lambda: self.stop_all(kill=True))
+
+    def keep(self, take: Callable[[], Groups]) -> None:
+        """``record`` without the progress callback: an error is on its way out."""
+        with held():
+            for rows, where in take():
                 self.store(rows, where)
+
+
+def _poll(ex: Executor, timeout: float) -> Callable[[], Groups]:
+    """Taking the rows ``ex`` has finished (waiting up to ``timeout`` s), for ``record`` / ``keep``."""
+    return lambda: [(ex.poll(timeout), ex.name)]
 
 
 def _progress(progress: Progress | bool, total: int) -> Progress:

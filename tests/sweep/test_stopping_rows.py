@@ -1,0 +1,55 @@
+"""A sweep stopped twice over (two Ctrl-Cs, an error then a Ctrl-C) keeps a row for every trial: the trials not yet
+started are stored before any progress callback runs, and the caller's own ``stop=`` Event is left as it was."""
+
+import _thread
+import json
+from pathlib import Path
+
+import pytest
+
+import rlnb
+from rlnb.sweep import dispatch, grid, sweep
+
+BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+CONFIGS = grid(learning_rate=[1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 6e-3])
+
+
+def lines(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "trials.jsonl").read_text().splitlines()]
+
+
+def test_a_second_interrupt_while_the_stopped_rows_are_reported_loses_none_of_them(tmp_path):
+    """The progress callback (a widget's redraw) is where a Ctrl-C lands: the first, after trial 0, stops the sweep;
+    the second, at the first "stopped before it started" row, dropped every later one from the table and the file."""
+    calls = []
+
+    def progress(done, total, row):
+        calls.append(row["trial"])
+        if len(calls) <= 2:
+            raise KeyboardInterrupt
+
+    trials = sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=progress, executor="threads")
+    assert sorted(trials.trial) == list(range(6)) and trials.attrs["interrupted"] is True
+    assert list(trials.status) == ["COMPLETED"] + ["STOPPED"] * 5
+    assert sorted(r["trial"] for r in lines(Path(trials.attrs["path"]))) == list(range(6))
+
+
+def test_an_interrupt_while_an_errors_rows_are_stored_loses_none_of_them(tmp_path, monkeypatch):
+    """An error (the progress callback's) stops the sweep; a Ctrl-C while the trials not yet started were being
+    stored escaped with the rest of them unstored, and replaced the error."""
+    real, written = dispatch.append_row, []
+
+    def append_row(folder, row):
+        real(folder, row)
+        written.append(row["trial"])
+        if len(written) == 3:  # the second stopped row: a real SIGINT, as Ctrl-C sends
+            _thread.interrupt_main()
+
+    def boom(done, total, row):
+        raise RuntimeError("my progress bar broke")
+
+    monkeypatch.setattr(dispatch, "append_row", append_row)
+    with pytest.raises(RuntimeError, match="my progress bar broke"):
+        sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=boom, executor="threads")
+    rows = lines(next(tmp_path.iterdir()))
+    assert sorted(r["trial"] for r in rows) == list(range(6))
