@@ -107,6 +107,8 @@ class Run:
         self.folder, self.source, self.wanted, self.stop, self.report = folder, source, wanted, stop, report
         self.limit, self.executors = limit, executors
         self.rows: list[dict[str, Any]] = []
+        self.waiting: list[tuple[TrialSpec, str]] = []
+        """Trials taken from the source whose executor is full (``fill``), with that executor."""
         self.not_batched: dict[int, str] = {}
         """Trial → why it runs on a thread although batching was asked for."""
         self.interrupted = False
@@ -145,10 +147,10 @@ class Run:
     def stop_all(self, kill: bool = False) -> Groups:
         """Cancel what has not started (and with ``kill``, what runs); return those rows by executor."""
         out = [(ex.kill() if kill else ex.stop(), ex.name) for ex in list(self.executors.values())]
-        for spec in self.source.leftovers() if isinstance(self.source, Plan) else []:
-            out.append(
-                ([base_row(spec, TrialStatus.STOPPED, "stopped before it started")], route(spec, self.wanted)[0])
-            )
+        waiting, self.waiting = self.waiting, []
+        left = self.source.leftovers() if isinstance(self.source, Plan) else []
+        for spec, where in waiting + [(spec, route(spec, self.wanted)[0]) for spec in left]:
+            out.append(([base_row(spec, TrialStatus.STOPPED, "stopped before it started")], where))
         return out
 
     def drive(self) -> None:
@@ -162,17 +164,10 @@ class Run:
                     self.record(self.stop_all)
                 if stopped and time.monotonic() - since > STOP_WAIT_S:
                     self.record(self.give_up)
-                while not stopped and not exhausted and self.running() < self.limit:
-                    spec = self.source.next_spec()
-                    if spec is None:
-                        exhausted = True
-                        break
-                    where, why = route(spec, self.wanted)
-                    if why is not None:
-                        self.not_batched[spec.trial] = why
-                    self.executor_for(where).submit(spec)
+                if not stopped:
+                    exhausted = self.fill(exhausted)
                 busy = [ex for ex in self.executors.values() if ex.running()]
-                if not busy and (stopped or exhausted):
+                if not busy and (stopped or exhausted and not self.waiting):
                     return
                 for ex in busy:
                     self.record(_poll(ex, POLL_S / len(busy)))
@@ -182,6 +177,33 @@ class Run:
                 self.stop.set()
                 if interrupts > 1:
                     self.record(lambda: self.stop_all(kill=True))
+
+    def fill(self, exhausted: bool) -> bool:
+        """Submit trials while fewer than ``limit`` are in flight (waiting ones too), each to its executor, the thread
+        pool only while it has room: ``limit`` is the wanted executor's (32 for an ensemble), and trials that cannot be
+        batched ran up to 32 at once beside it, where a pool runs ``max_concurrent`` or 1. A trial whose pool is full
+        waits its turn (``waiting``) while later ones go on to theirs. Whether the source has no more."""
+        for spec, where in list(self.waiting):
+            if self.has_room(where):
+                self.waiting.remove((spec, where))
+                self.executor_for(where).submit(spec)
+        while not exhausted and self.running() + len(self.waiting) < self.limit:
+            spec = self.source.next_spec()
+            if spec is None:
+                return True
+            where, why = route(spec, self.wanted)
+            if why is not None:
+                self.not_batched[spec.trial] = why
+            if self.has_room(where):
+                self.executor_for(where).submit(spec)
+            else:
+                self.waiting.append((spec, where))
+        return exhausted
+
+    def has_room(self, where: str) -> bool:
+        """The wanted executor has ``limit``; the thread pool beside it (``route``'s other choice), its capacity."""
+        ex = self.executor_for(where)
+        return where != "threads" or ex.running() < ex.capacity()
 
     def running(self) -> int:
         return sum(ex.running() for ex in self.executors.values())
