@@ -71,7 +71,10 @@ def start(
     stop: threading.Event,
     progress: Progress | bool,
 ) -> Run:
-    """The run of one sweep with its executors (the thread pool is made when a trial first needs it)."""
+    """The run of one sweep with its executors (the thread pool is made when a trial first needs it). They watch the
+    run's own Event, which ``stop`` (the caller's) sets, as an interrupt or an error does: the caller's is never set
+    (a Stop button's, reused, stopped every later sweep before it ran a trial)."""
+    own = threading.Event()
     executors: dict[str, Executor] = {}
     if where.executor == "ray":
         from .ray_executor import RayExecutor
@@ -80,11 +83,12 @@ def start(
                                        resources_per_trial=where.resources_per_trial)  # fmt: skip
     wanted = "threads" if where.executor == "auto" and study.search == "optuna" else where.executor
     if wanted in ("auto", "batched"):
-        executors["batched"] = BatchedExecutor(folder, stop, reporter, max_members=where.max_concurrent or MAX_MEMBERS)
+        executors["batched"] = BatchedExecutor(folder, own, reporter, max_members=where.max_concurrent or MAX_MEMBERS)
     capacity = {"ray": "ray", "auto": "batched", "batched": "batched"}.get(wanted)
     limit = where.max_concurrent or (executors[capacity].capacity() if capacity else 1)
-    run = Run(folder, source, wanted, stop, _progress(progress, source.total), limit, executors)
-    run.make_threads = lambda: ThreadExecutor(where.max_concurrent or 1, folder, stop, reporter)
+    run = Run(folder, source, wanted, own, _progress(progress, source.total), limit, executors)
+    run.make_threads = lambda: ThreadExecutor(where.max_concurrent or 1, folder, own, reporter)
+    run.asked = stop
     return run
 
 
@@ -93,6 +97,8 @@ class Run:
 
     make_threads: Callable[[], Executor]
     """Builds the thread pool when a trial is first routed to it."""
+    asked: threading.Event
+    """The caller's ``stop=``: read, never set; ``drive`` passes it on to ``stop``, the run's own."""
 
     def __init__(
         self,
@@ -159,6 +165,8 @@ class Run:
         interrupts, since = 0, 0.0
         while True:
             try:
+                if self.asked.is_set():
+                    self.stop.set()
                 if self.stop.is_set() and not stopped:
                     stopped, since = True, time.monotonic()
                     self.record(self.stop_all)

@@ -3,6 +3,7 @@ started are stored before any progress callback runs, and the caller's own ``sto
 
 import _thread
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,23 @@ def test_an_interrupt_while_an_errors_rows_are_stored_loses_none_of_them(tmp_pat
         sweep(BASE, CONFIGS, steps=1, runs_dir=tmp_path, progress=boom, executor="threads")
     rows = lines(next(tmp_path.iterdir()))
     assert sorted(r["trial"] for r in rows) == list(range(6))
+
+
+@pytest.mark.slow  # three sweeps (~3 s here)
+@pytest.mark.parametrize("executor", ["threads", "auto"])
+def test_an_interrupted_sweep_leaves_the_callers_stop_event_unset(tmp_path, executor):
+    """A Stop button's Event, reused cell after cell: a Ctrl-C (or an error) set it, and the next sweep given it ran
+    nothing, every trial "stopped before it started", ``interrupted`` False."""
+    stop = threading.Event()
+
+    def interrupt(done, total, row):
+        raise KeyboardInterrupt
+
+    kwargs = {"steps": 1, "runs_dir": tmp_path, "executor": executor, "stop": stop}
+    first = sweep(BASE, CONFIGS[:2], progress=interrupt, max_concurrent=1, **kwargs)
+    assert first.attrs["interrupted"] is True and "STOPPED" in set(first.status) and not stop.is_set()
+    with pytest.raises(RuntimeError, match="my progress bar broke"):
+        sweep(BASE, CONFIGS[:1], progress=lambda *a: (_ for _ in ()).throw(RuntimeError("my progress bar broke")),
+              **kwargs)  # fmt: skip
+    assert not stop.is_set()
+    assert list(sweep(BASE, CONFIGS[:1], progress=False, **kwargs).status) == ["COMPLETED"]
