@@ -81,7 +81,8 @@ def start(
 
         executors["ray"] = RayExecutor(folder, reporter, address=where.address,
                                        resources_per_trial=where.resources_per_trial)  # fmt: skip
-    wanted = "threads" if where.executor == "auto" and study.search == "optuna" else where.executor
+    one_at_a_time = where.executor == "auto" and study.search == "optuna"  # Optuna asks its trials one at a time
+    wanted = "threads" if one_at_a_time else where.executor
     if wanted in ("auto", "batched"):
         executors["batched"] = BatchedExecutor(folder, own, reporter, max_members=where.max_concurrent or MAX_MEMBERS)
     capacity = {"ray": "ray", "auto": "batched", "batched": "batched"}.get(wanted)
@@ -89,6 +90,9 @@ def start(
     run = Run(folder, source, wanted, own, _progress(progress, source.total), limit, executors)
     run.make_threads = lambda: ThreadExecutor(where.max_concurrent or 1, folder, own, reporter)
     run.asked = stop
+    run.why_not = (
+        "search='optuna' asks its trials one at a time" if one_at_a_time else f"executor={wanted!r} was asked for"
+    )
     return run
 
 
@@ -97,6 +101,9 @@ class Run:
 
     make_threads: Callable[[], Executor]
     """Builds the thread pool when a trial is first routed to it."""
+    why_not: str
+    """Every row's ``not_batched`` where batching was not wanted: ``executor=`` asked for another, or Optuna's trials
+    under ``"auto"``, asked one at a time (not the user's ``executor='threads'``)."""
     asked: threading.Event
     """The caller's ``stop=``: read, never set; ``drive`` passes it on to ``stop``, the run's own."""
 
@@ -132,7 +139,7 @@ class Run:
             if self.wanted in ("auto", "batched"):
                 row["not_batched"] = self.not_batched.get(row["trial"])
             else:  # the column is always there: the table's shape does not depend on the executor
-                row["not_batched"] = f"executor={self.wanted!r} was asked for"
+                row["not_batched"] = self.why_not
             self.rows.append(row)
             append_row(self.folder, row)
             self.source.finish(row)
