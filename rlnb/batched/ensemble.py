@@ -121,7 +121,7 @@ class Ensemble:
                         self._crash(*failure(exc, handlers.classify))
                 self._end(list(self.live), TrialStatus.COMPLETED, None)
             except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished (the caller's stop Event is
-                # left as it was: set, it stopped the next run given it)
+                # left as it was: set, it would stop the next run given it)
                 for m in list(self.live):
                     self.records[m].abandon("the session was stopped while this operation ran")
                     self._end([m], TrialStatus.STOPPED, f"stopped after {len(self.rewards[m])} of {self.steps} steps")

@@ -73,7 +73,7 @@ def start(
 ) -> Run:
     """The run of one sweep with its executors (the thread pool is made when a trial first needs it). They watch the
     run's own Event, which ``stop`` (the caller's) sets, as an interrupt or an error does: the caller's is never set
-    (a Stop button's, reused, stopped every later sweep before it ran a trial)."""
+    (a Stop button's, reused, would stop every later sweep before it ran a trial)."""
     own = threading.Event()
     executors: dict[str, Executor] = {}
     if where.executor == "ray":
@@ -147,7 +147,7 @@ class Run:
     def record(self, take: Callable[[], Groups]) -> None:
         """Take rows (a poll, a stop's trials) and store them all with a Ctrl-C held meanwhile (no user code runs
         there; a poll's wait holds it up to ``POLL_S``), then call the progress callback (which may raise) for each:
-        a Ctrl-C in the callback, or between taking and storing, dropped every row not yet stored."""
+        a Ctrl-C in the callback, or between taking and storing, would drop every row not yet stored."""
         with held():
             groups = take()
             for rows, where in groups:
@@ -196,8 +196,8 @@ class Run:
     def fill(self, exhausted: bool) -> bool:
         """Submit trials while fewer than ``limit`` are in flight (waiting ones too), each to its executor, the thread
         pool only while it has room: ``limit`` is the wanted executor's (32 for an ensemble), and trials that cannot be
-        batched ran up to 32 at once beside it, where a pool runs ``max_concurrent`` or 1. A trial whose pool is full
-        waits its turn (``waiting``) while later ones go on to theirs. Whether the source has no more."""
+        batched would run up to 32 at once beside it, where a pool runs ``max_concurrent`` or 1. A trial whose pool is
+        full waits its turn (``waiting``) while later ones go on to theirs. Whether the source has no more."""
         for spec, where in list(self.waiting):
             if self.has_room(where):
                 self.waiting.remove((spec, where))
