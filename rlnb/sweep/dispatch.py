@@ -15,7 +15,7 @@ from rlnb.session.ctrl_c import held
 from rlnb.wire import TrialStatus
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
-from .executors import ABANDONED, Executor, ThreadExecutor, route
+from .executors import ABANDONED, Executor, RunStop, ThreadExecutor, route
 from .options import ExecutorOptions, SearchOptions
 from .rows import append_row
 from .trial import TrialSpec, base_row, identity
@@ -71,10 +71,9 @@ def start(
     stop: threading.Event,
     progress: Progress | bool,
 ) -> Run:
-    """The run of one sweep with its executors (the thread pool is made when a trial first needs it). They watch the
-    run's own Event, which ``stop`` (the caller's) sets, as an interrupt or an error does: the caller's is never set
-    (a Stop button's, reused, would stop every later sweep before it ran a trial)."""
-    own = threading.Event()
+    """The run of one sweep with its executors (the thread pool is made when a trial first needs it), stopped by an
+    Event of its own (``RunStop``) that reads the caller's ``stop``."""
+    own = RunStop(stop)
     executors: dict[str, Executor] = {}
     if where.executor == "ray":
         from .ray_executor import RayExecutor
@@ -89,7 +88,6 @@ def start(
     limit = where.max_concurrent or (executors[capacity].capacity() if capacity else 1)
     run = Run(folder, source, wanted, own, _progress(progress, source.total), limit, executors)
     run.make_threads = lambda: ThreadExecutor(where.max_concurrent or 1, folder, own, reporter)
-    run.asked = stop
     run.why_not = (
         "search='optuna' asks its trials one at a time" if one_at_a_time else f"executor={wanted!r} was asked for"
     )
@@ -104,8 +102,6 @@ class Run:
     why_not: str
     """Every row's ``not_batched`` where batching was not wanted: ``executor=`` asked for another, or Optuna's trials
     under ``"auto"``, asked one at a time (not the user's ``executor='threads'``)."""
-    asked: threading.Event
-    """The caller's ``stop=``: read, never set; ``drive`` passes it on to ``stop``, the run's own."""
 
     def __init__(
         self,
@@ -172,8 +168,6 @@ class Run:
         interrupts, since = 0, 0.0
         while True:
             try:
-                if self.asked.is_set():
-                    self.stop.set()
                 if self.stop.is_set() and not stopped:
                     stopped, since = True, time.monotonic()
                     self.record(self.stop_all)

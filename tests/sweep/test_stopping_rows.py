@@ -10,6 +10,7 @@ import pytest
 
 import rlnb
 from rlnb.sweep import dispatch, grid, sweep
+from rlnb.sweep.executors import RunStop
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
 CONFIGS = grid(learning_rate=[1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 6e-3])
@@ -74,3 +75,17 @@ def test_an_interrupted_sweep_leaves_the_callers_stop_event_unset(tmp_path, exec
               **kwargs)  # fmt: skip
     assert not stop.is_set()
     assert list(sweep(BASE, CONFIGS[:1], progress=False, **kwargs).status) == ["COMPLETED"]
+
+
+def test_a_sweeps_own_stop_follows_the_callers_event_and_never_sets_it():
+    """The trials watch the run's own Event: the caller's is seen at once (a trial stops at its next step, a slot
+    wait ends), and setting the run's leaves the caller's as it was."""
+    caller = threading.Event()
+    own = RunStop(caller)
+    assert not own.is_set() and not own.wait(0.05)
+    threading.Timer(0.05, caller.set).start()
+    assert own.wait(30) and own.is_set()
+    other = threading.Event()
+    interrupted = RunStop(other)
+    interrupted.set()
+    assert interrupted.is_set() and interrupted.wait(0) and not other.is_set()
