@@ -120,8 +120,8 @@ class Ensemble:
                     except Exception as exc:  # noqa: BLE001 - the shared step broke: so did every live member's trial
                         self._crash(*failure(exc, handlers.classify))
                 self._end(list(self.live), TrialStatus.COMPLETED, None)
-            except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished
-                self.hooks.stop.set()
+            except KeyboardInterrupt:  # as a sweep's Ctrl-C: stop, keep what finished (the caller's stop Event is
+                # left as it was: set, it would stop the next run given it)
                 for m in list(self.live):
                     self.records[m].abandon("the session was stopped while this operation ran")
                     self._end([m], TrialStatus.STOPPED, f"stopped after {len(self.rewards[m])} of {self.steps} steps")

@@ -91,7 +91,7 @@ def run_batched(
     records under ``runs_dir/<run_id>`` (in memory when ``runs_dir`` is None). ``on_step(i, report)`` follows
     each completed step of member i (a string answer prunes it: PRUNED with that reason) and
     ``on_done(i, result)`` its end. Setting ``stop`` ends the run before the next step (members end
-    STOPPED); Ctrl-C does the same and sets ``stop``. ``keep_weights`` returns each member's final weights.
+    STOPPED); Ctrl-C does the same and leaves ``stop`` as it was. ``keep_weights`` returns each member's final weights.
 
     ``options`` are the fields of two groups, by name: ``StepOptions`` as for ``rl_step`` (``group_size``,
     default the task's; ``temperature``, ``loss``, ``loss_params``) and ``EngineOptions`` as for

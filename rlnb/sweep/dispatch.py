@@ -11,14 +11,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlnb.session.ctrl_c import held
 from rlnb.wire import TrialStatus
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
-from .executors import ABANDONED, Executor, ThreadExecutor, route
+from .executors import ABANDONED, Executor, RunStop, ThreadExecutor, route
 from .options import ExecutorOptions, SearchOptions
 from .rows import append_row
 from .trial import TrialSpec, base_row, identity
 
+Groups = list[tuple[list[dict[str, Any]], str]]
+"""Rows by the executor they come from."""
 Progress = Callable[[int, int, dict[str, Any]], None]
 """``progress(done, total, row)`` after each finished trial."""
 POLL_S = 0.2
@@ -68,20 +71,26 @@ def start(
     stop: threading.Event,
     progress: Progress | bool,
 ) -> Run:
-    """The run of one sweep with its executors (the thread pool is made when a trial first needs it)."""
+    """The run of one sweep with its executors (the thread pool is made when a trial first needs it), stopped by an
+    Event of its own (``RunStop``) that reads the caller's ``stop``."""
+    own = RunStop(stop)
     executors: dict[str, Executor] = {}
     if where.executor == "ray":
         from .ray_executor import RayExecutor
 
         executors["ray"] = RayExecutor(folder, reporter, address=where.address,
                                        resources_per_trial=where.resources_per_trial)  # fmt: skip
-    wanted = "threads" if where.executor == "auto" and study.search == "optuna" else where.executor
+    one_at_a_time = where.executor == "auto" and study.search == "optuna"  # Optuna asks its trials one at a time
+    wanted = "threads" if one_at_a_time else where.executor
     if wanted in ("auto", "batched"):
-        executors["batched"] = BatchedExecutor(folder, stop, reporter, max_members=where.max_concurrent or MAX_MEMBERS)
+        executors["batched"] = BatchedExecutor(folder, own, reporter, max_members=where.max_concurrent or MAX_MEMBERS)
     capacity = {"ray": "ray", "auto": "batched", "batched": "batched"}.get(wanted)
     limit = where.max_concurrent or (executors[capacity].capacity() if capacity else 1)
-    run = Run(folder, source, wanted, stop, _progress(progress, source.total), limit, executors)
-    run.make_threads = lambda: ThreadExecutor(where.max_concurrent or 1, folder, stop, reporter)
+    run = Run(folder, source, wanted, own, _progress(progress, source.total), limit, executors)
+    run.make_threads = lambda: ThreadExecutor(where.max_concurrent or 1, folder, own, reporter)
+    run.why_not = (
+        "search='optuna' asks its trials one at a time" if one_at_a_time else f"executor={wanted!r} was asked for"
+    )
     return run
 
 
@@ -90,6 +99,9 @@ class Run:
 
     make_threads: Callable[[], Executor]
     """Builds the thread pool when a trial is first routed to it."""
+    why_not: str
+    """Every row's ``not_batched`` where batching was not wanted: ``executor=`` asked for another, or Optuna's trials
+    under ``"auto"``, asked one at a time (not the user's ``executor='threads'``)."""
 
     def __init__(
         self,
@@ -104,6 +116,8 @@ class Run:
         self.folder, self.source, self.wanted, self.stop, self.report = folder, source, wanted, stop, report
         self.limit, self.executors = limit, executors
         self.rows: list[dict[str, Any]] = []
+        self.waiting: list[tuple[TrialSpec, str]] = []
+        """Trials taken from the source whose executor is full (``fill``), with that executor."""
         self.not_batched: dict[int, str] = {}
         """Trial → why it runs on a thread although batching was asked for."""
         self.interrupted = False
@@ -121,25 +135,31 @@ class Run:
             if self.wanted in ("auto", "batched"):
                 row["not_batched"] = self.not_batched.get(row["trial"])
             else:  # the column is always there: the table's shape does not depend on the executor
-                row["not_batched"] = f"executor={self.wanted!r} was asked for"
+                row["not_batched"] = self.why_not
             self.rows.append(row)
             append_row(self.folder, row)
             self.source.finish(row)
 
-    def record(self, rows: list[dict[str, Any]], where: str) -> None:
-        """Store every row first, then call the progress callback (which may raise) for each."""
-        self.store(rows, where)
-        done = self.source.done_before + len(self.rows) - len(rows)
-        for i, row in enumerate(rows, 1):
+    def record(self, take: Callable[[], Groups]) -> None:
+        """Take rows (a poll, a stop's trials) and store them all with a Ctrl-C held meanwhile (no user code runs
+        there; a poll's wait holds it up to ``POLL_S``), then call the progress callback (which may raise) for each:
+        a Ctrl-C in the callback, or between taking and storing, would drop every row not yet stored."""
+        with held():
+            groups = take()
+            for rows, where in groups:
+                self.store(rows, where)
+        fresh = [row for rows, _ in groups for row in rows]
+        done = self.source.done_before + len(self.rows) - len(fresh)
+        for i, row in enumerate(fresh, 1):
             self.report(done + i, self.source.total, row)
 
-    def stop_all(self, kill: bool = False) -> list[tuple[list[dict[str, Any]], str]]:
+    def stop_all(self, kill: bool = False) -> Groups:
         """Cancel what has not started (and with ``kill``, what runs); return those rows by executor."""
         out = [(ex.kill() if kill else ex.stop(), ex.name) for ex in list(self.executors.values())]
-        for spec in self.source.leftovers() if isinstance(self.source, Plan) else []:
-            out.append(
-                ([base_row(spec, TrialStatus.STOPPED, "stopped before it started")], route(spec, self.wanted)[0])
-            )
+        waiting, self.waiting = self.waiting, []
+        left = self.source.leftovers() if isinstance(self.source, Plan) else []
+        for spec, where in waiting + [(spec, route(spec, self.wanted)[0]) for spec in left]:
+            out.append(([base_row(spec, TrialStatus.STOPPED, "stopped before it started")], where))
         return out
 
     def drive(self) -> None:
@@ -150,58 +170,87 @@ class Run:
             try:
                 if self.stop.is_set() and not stopped:
                     stopped, since = True, time.monotonic()
-                    for rows, where in self.stop_all():
-                        self.record(rows, where)
+                    self.record(self.stop_all)
                 if stopped and time.monotonic() - since > STOP_WAIT_S:
-                    self.give_up(self.record)
-                while not stopped and not exhausted and self.running() < self.limit:
-                    spec = self.source.next_spec()
-                    if spec is None:
-                        exhausted = True
-                        break
-                    where, why = route(spec, self.wanted)
-                    if why is not None:
-                        self.not_batched[spec.trial] = why
-                    self.executor_for(where).submit(spec)
+                    self.record(self.give_up)
+                if not stopped:
+                    exhausted = self.fill(exhausted)
                 busy = [ex for ex in self.executors.values() if ex.running()]
-                if not busy and (stopped or exhausted):
+                if not busy and (stopped or exhausted and not self.waiting):
                     return
                 for ex in busy:
-                    self.record(ex.poll(POLL_S / len(busy)), ex.name)
+                    self.record(_poll(ex, POLL_S / len(busy)))
             except KeyboardInterrupt:
                 interrupts += 1
                 self.interrupted = True
                 self.stop.set()
                 if interrupts > 1:
-                    for rows, where in self.stop_all(kill=True):
-                        self.record(rows, where)
+                    self.record(lambda: self.stop_all(kill=True))
+
+    def fill(self, exhausted: bool) -> bool:
+        """Submit trials while fewer than ``limit`` are in flight (waiting ones too), each to its executor, the thread
+        pool only while it has room: ``limit`` is the wanted executor's (32 for an ensemble), and trials that cannot be
+        batched would run up to 32 at once beside it, where a pool runs ``max_concurrent`` or 1. A trial whose pool is
+        full waits its turn (``waiting``) while later ones go on to theirs. Whether the source has no more."""
+        for spec, where in list(self.waiting):
+            if self.has_room(where):
+                self.waiting.remove((spec, where))
+                self.executor_for(where).submit(spec)
+        while not exhausted and self.running() + len(self.waiting) < self.limit:
+            spec = self.source.next_spec()
+            if spec is None:
+                return True
+            where, why = route(spec, self.wanted)
+            if why is not None:
+                self.not_batched[spec.trial] = why
+            if self.has_room(where):
+                self.executor_for(where).submit(spec)
+            else:
+                self.waiting.append((spec, where))
+        return exhausted
+
+    def has_room(self, where: str) -> bool:
+        """The wanted executor has ``limit``; the thread pool beside it (``route``'s other choice), its capacity."""
+        ex = self.executor_for(where)
+        return where != "threads" or ex.running() < ex.capacity()
 
     def running(self) -> int:
         return sum(ex.running() for ex in self.executors.values())
 
-    def give_up(self, keep: Callable[[list[dict[str, Any]], str], None]) -> None:
+    def give_up(self) -> Groups:
         """``STOP_WAIT_S`` after a stop: each trial on this process's threads still in its step is a STOPPED row
         (``GAVE_UP``), as a second Ctrl-C makes it; a trial that already ended keeps its own row."""
-        for ex in [ex for ex in self.executors.values() if ex.name != "ray" and ex.running()]:
-            keep([{**r, "reason": GAVE_UP} if r.get("reason") == ABANDONED else r for r in ex.kill()], ex.name)
+        return [
+            ([{**r, "reason": GAVE_UP} if r.get("reason") == ABANDONED else r for r in ex.kill()], ex.name)
+            for ex in [ex for ex in self.executors.values() if ex.name != "ray" and ex.running()]
+        ]
 
     def drain(self) -> None:
         """After an error: stop, and store what comes back (running trials end at their next step). An
         interrupt stops waiting, as a second one does in ``drive``: a trial stuck in its step held the error,
-        and the kernel, for ever."""
+        and the kernel, for ever. Each take and its storing hold a Ctrl-C, as in ``record``."""
         self.stop.set()
-        for rows, where in self.stop_all():
-            self.store(rows, where)
         since = time.monotonic()
         try:
+            self.keep(self.stop_all)
             while self.running():
                 for ex in [ex for ex in self.executors.values() if ex.running()]:
-                    self.store(ex.poll(POLL_S), ex.name)
+                    self.keep(_poll(ex, POLL_S))
                 if time.monotonic() - since > STOP_WAIT_S:
-                    self.give_up(self.store)
+                    self.keep(self.give_up)
         except KeyboardInterrupt:
-            for rows, where in self.stop_all(kill=True):
+            self.keep(lambda: self.stop_all(kill=True))
+
+    def keep(self, take: Callable[[], Groups]) -> None:
+        """``record`` without the progress callback: an error is on its way out."""
+        with held():
+            for rows, where in take():
                 self.store(rows, where)
+
+
+def _poll(ex: Executor, timeout: float) -> Callable[[], Groups]:
+    """Taking the rows ``ex`` has finished (waiting up to ``timeout`` s), for ``record`` / ``keep``."""
+    return lambda: [(ex.poll(timeout), ex.name)]
 
 
 def _progress(progress: Progress | bool, total: int) -> Progress:

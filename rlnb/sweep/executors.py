@@ -11,6 +11,7 @@ instead of in an ensemble.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
@@ -51,6 +52,32 @@ class Executor(Protocol):
         """A second interrupt: end running trials now if the executor can (their STOPPED rows)."""
 
     def close(self) -> None: ...
+
+
+class RunStop(threading.Event):
+    """A sweep's stop: set by the sweep (an interrupt, an error) and set whenever the caller's ``stop=`` is, which it
+    reads and never sets (a Stop button's Event, reused, would stop every later sweep before it ran a trial)."""
+
+    def __init__(self, caller: threading.Event):
+        super().__init__()
+        self._caller = caller
+
+    def is_set(self) -> bool:
+        return super().is_set() or self._caller.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Up to ``timeout`` s, in slices of ``WAIT_SLICE_S``: the caller's Event sets no condition of this one."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left = WAIT_SLICE_S if end is None else min(WAIT_SLICE_S, end - time.monotonic())
+            if left <= 0:
+                return False
+            super().wait(left)
+        return True
+
+
+WAIT_SLICE_S = 0.1
+"""How soon a wait on a ``RunStop`` sees the caller's Event set."""
 
 
 class _ThreadControl:
