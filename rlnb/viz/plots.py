@@ -80,7 +80,7 @@ _Drawn = TypeVar("_Drawn", Axes, Figure)
 
 def _written(draw: Callable[..., _Drawn]) -> Callable[..., _Drawn]:
     """A public plot whose texts are drawn as written (``as_written``), refusing what is no history by name, and an
-    ``ema`` out of range at the call, an empty history's too (checked where the data is smoothed, it would pass there)."""
+    ``ema`` out of range at the call, on an empty history too (where the data is smoothed, it would pass there)."""
     signature = inspect.signature(draw)
 
     @functools.wraps(draw)
