@@ -290,7 +290,7 @@ def test_rewards_read_the_completion_without_eos_and_the_loss_keeps_it(hf_dirs):
     task = Task("seven", ["n="], lambda p, c: seen.append(c) or float(c == "7"), max_tokens=6)
     real = s.forward_backward
     s.forward_backward = lambda batch, *a, **k: sent.append(batch) or real(batch, *a, **k)  # type: ignore[method-assign]
-    report = rl_step(s, task, rlnb.AdamParams(learning_rate=1e-3), group_size=2, temperature=1e-6)
+    report = rl_step(s, task, rlnb.AdamParams(learning_rate=1e-3), group_size=2, temperature=wire.MIN_TEMPERATURE)
     s.close()
     assert seen == ["7", "7"] and report.rewards == [1.0, 1.0]
     targets = [x.loss_fn_inputs["target_tokens"].data for x in sent[0]]
