@@ -249,7 +249,7 @@ def ns_vs_torch_muon(args, device: str) -> dict:
             runs.append(time.perf_counter() - start)
         return min(runs)
 
-    t_ours = time_it(lambda: ours._muon_step(hp))
+    t_ours = time_it(lambda: ours._muon_apply(ours._muon_updates(hp), hp))
     t_theirs = time_it(theirs.step)
     t_ns = time_it(lambda: [newton_schulz(p.grad, 5, torch.bfloat16) for p in mats])
     return {

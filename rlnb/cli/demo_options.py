@@ -15,7 +15,6 @@ from typing import Any
 from rlnb._options import is_integer, user_path
 from rlnb._shown import shown
 from rlnb.cli.options import refused_option
-from rlnb.errors import OptionRefused
 
 _ADAM: dict[str, Any] = {
     "learning_rate": 2e-3,
@@ -131,4 +130,6 @@ def as_option(exc: ValueError) -> ValueError:
     """The engine's refusal of a demo option (a device this torch lacks, a LoRA rank past the model's layers, a model
     it cannot load: ``OptionRefused``, by its field) naming the option typed, as every other refusal of ``rlnb demo``
     does; any other error as it is."""
+    from rlnb.errors import OptionRefused  # here: rlnb.errors reads rlnb.wire (pydantic), which ``--help`` never needs
+
     return ValueError(refused_option(exc, f"--{exc.field}")) if isinstance(exc, OptionRefused) else exc

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import TYPE_CHECKING
 
 from rlnb._shown import shown
-from rlnb.errors import OptionRefused
+
+if TYPE_CHECKING:  # rlnb.errors reads rlnb.wire (pydantic): not for ``--help``
+    from rlnb.errors import OptionRefused
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)

@@ -13,7 +13,6 @@ from typing import Any, Final
 from rlnb._options import refuse_dangling_link, refuse_not_folder, user_path
 from rlnb._shown import shown
 from rlnb.cli.options import ascii_integer, refused_option
-from rlnb.errors import OptionRefused
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
 """The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
@@ -37,6 +36,8 @@ naming themselves before the settings are made (``checked``); a state directory'
 def as_option(exc: ValueError) -> str:
     """A setting's error (``op_delay must be ...``: each names its field first; the engine's ``OptionRefused`` by its
     field) with that field said as its ``rlnb serve`` option; any other message as it is."""
+    from rlnb.errors import OptionRefused  # here: rlnb.errors reads rlnb.wire (pydantic), which ``--help`` never needs
+
     if isinstance(exc, OptionRefused):
         return refused_option(exc, SETTING_FLAGS.get(exc.field, f"--{exc.field}"))
     message = str(exc)
