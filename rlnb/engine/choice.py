@@ -11,13 +11,11 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from rlnb import wire
 from rlnb.engine.models.compiled import Compiler
+from rlnb.wire import MIN_TEMPERATURE
 
 if TYPE_CHECKING:
     from rlnb.engine.sampling import Settings
-
-MIN_TEMPERATURE = wire.MIN_TEMPERATURE
 
 
 def choose(
