@@ -10,10 +10,16 @@ trial alone would make, to float rounding:
 2. a member whose g is not finite is dropped by the caller before ``step`` (its state stays as it was);
 3. clipping ∇ ← ∇·min(1, c / (g + 1e-6)) with the member's c (c = 0: off), as ``clip_grads_with_norm_``, the factor
    reported as applied (``clip_coefficient``);
-4. AdamW as ``torch.optim.AdamW(foreach=True)`` computes it: decay, moments, bias corrections, update —
+4. Muon: ``muon_update`` (momentum, Nesterov, Newton-Schulz) on every member's matrices of one shape as one
+   stack ``[K * n, rows, cols]``, worked out on copies of the momentum and held: its allocations come before
+   anything moves;
+5. AdamW as ``torch.optim.AdamW(foreach=True)`` computes it: decay, moments, bias corrections, update —
    written out on the AdamW group's columns because torch's optimizer takes one scalar per hyperparameter;
-5. Muon: ``muon_update`` (momentum, Nesterov, Newton-Schulz) on every member's matrices of one shape as one
-   stack ``[K * n, rows, cols]``, then W ← W·(1 - η·λ) - η·s·O per member.
+6. Muon: the held updates applied in place, W ← W·(1 - η·λ) - η·s·O per member, and the momentum moved.
+
+An exception in 1-4 (out of memory) changes nothing: ``StepFailed`` (``rlnb.engine.optim.failures``, the session's
+words) not half, the gradients zeroed; one in 5-6 (AdamW allocates after it has moved its weights) leaves every
+member half-stepped, and ``StepFailed`` says so.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from rlnb.batched.stacked import StackedModel
+from rlnb.engine.optim.failures import StepFailed
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, shape_scale
 from rlnb.engine.optim.norms import clip_coefficient, norm_dtype, total_norm
@@ -149,7 +156,15 @@ class StackedOptimizer:
     def norms(self) -> Norms:
         """As ``get_total_norm``: each parameter's norm, then the norm of those (one reduction over a whole
         row in float32 would be ~1e-6 off for a model of 150k weights), in a session's ``norm_dtype`` (float16's
-        taken in float16 would be inf past 65504 though every gradient is finite)."""
+        taken in float16 would be inf past 65504 though every gradient is finite). The optim-step's first
+        allocations: an exception is ``StepFailed``, nothing moved, the gradients zeroed."""
+        try:
+            return self._norms()
+        except Exception as exc:
+            self.model.grad.zero_()
+            raise StepFailed(exc, half=False) from exc
+
+    def _norms(self) -> Norms:
         g = self.model.grad
         dtype = norm_dtype(g.dtype)
         each = torch.stack(
@@ -183,7 +198,8 @@ class StackedOptimizer:
     @torch.no_grad()
     def step(self, hps: Sequence[Hyperparams], norms: Norms) -> list[StepStats]:
         """Clip and update every member: ``hps[k]`` is member k's hyperparameters (``params.resolved()``),
-        ``norms`` from ``norms()`` (all finite)."""
+        ``norms`` from ``norms()`` (all finite). Raises ``StepFailed`` (the gradients zeroed) where an exception
+        stops it: not half before anything moved, half after (module docstring)."""
         if len(hps) != self.model.members:
             raise ValueError(f"{len(hps)} hyperparameter sets for {self.model.members} members")
         for hp in hps:
@@ -192,21 +208,29 @@ class StackedOptimizer:
         adam_hps = [hp.adam if isinstance(hp, MuonHyperparams) else hp for hp in hps]
         grad_norms = norms.total.tolist()
         max_norms = [float(hp.grad_clip_norm) for hp in hps]
-        coef = torch.ones_like(norms.total)
-        if any(c > 0 for c in max_norms):
-            # a session's clip_coefficient, c in the norms' dtype (in float16 weights' own, 1e5 was inf: no clip); on
-            # where the given c > 0, as a session's (1e-300 is 0 in float32, yet clips to 0)
-            c = _column(max_norms, norms.total)[:, 0]
-            on = torch.tensor([c > 0 for c in max_norms], device=coef.device)
-            coef = torch.where(on, clip_coefficient(c, norms.total), coef)
-        coefs = coef.tolist()
-        if any(f != 1.0 for f in coefs):  # a factor of 1 changes nothing: no pass over every gradient for it
-            self.model.grad.mul_(coef[:, None])
-        if self.adam_end:
-            self._adamw(adam_hps)
-        if self.kind == "muon":
-            self._muon(muon_hps)
-        self.model.refresh()
+        try:  # a clipped gradient is dropped with the others
+            coef = torch.ones_like(norms.total)
+            if any(c > 0 for c in max_norms):
+                # a session's clip_coefficient, c in the norms' dtype (in float16 weights' own, 1e5 was inf: no clip);
+                # on where the given c > 0, as a session's (1e-300 is 0 in float32, yet clips to 0)
+                c = _column(max_norms, norms.total)[:, 0]
+                on = torch.tensor([c > 0 for c in max_norms], device=coef.device)
+                coef = torch.where(on, clip_coefficient(c, norms.total), coef)
+            coefs = coef.tolist()
+            if any(f != 1.0 for f in coefs):  # a factor of 1 changes nothing: no pass over every gradient for it
+                self.model.grad.mul_(coef[:, None])
+            updates = self._muon_updates(muon_hps) if self.kind == "muon" else []
+        except Exception as exc:
+            self.model.grad.zero_()
+            raise StepFailed(exc, half=False) from exc
+        try:
+            if self.adam_end:
+                self._adamw(adam_hps)
+            self._muon_apply(updates)
+            self.model.refresh()  # the forward's copies of the weights
+        except Exception as exc:
+            self.model.grad.zero_()
+            raise StepFailed(exc, half=True) from exc
         muon = norms.muon.tolist() if norms.muon is not None else None
         adam = norms.adam.tolist() if norms.adam is not None else None
         return [
@@ -237,25 +261,39 @@ class StackedOptimizer:
         denom = torch.addcdiv(col(lambda hp: hp.eps), self.exp_avg_sq.sqrt(), col(lambda hp: (1 - hp.beta2**t) ** 0.5))
         p.addcdiv_(self.exp_avg * step_size, denom)  # addcdiv(value=s) computes (s * m) / d, so s goes first
 
-    def _muon(self, hps: Sequence[MuonHyperparams]) -> None:
-        K = self.model.members
-        decay = [1 - hp.learning_rate * hp.weight_decay for hp in hps]
+    def _muon_updates(self, hps: Sequence[MuonHyperparams]) -> list[tuple[Tensor, Tensor, Tensor]]:
+        """Each shape group's update -η·s·O ``[K, n, rows, cols]`` (Newton-Schulz batched over the members that share
+        a step count), its decay factors 1 - η·λ and its momentum's lerp weights 1 - β, worked out on copies of the
+        momentum: the step's allocations, before anything moves. Held until ``_muon_apply``: as much memory again as
+        every member's Muon matrices, and while one group is worked out its gradient's and momentum's copies and
+        Newton-Schulz's own."""
+        K, out = self.model.members, []
         ns_steps = [hp.newton_schulz_steps for hp in hps]
+        distinct = sorted(set(ns_steps))
         for (start, stop, n, rows, cols), buf in zip(self.groups, self.momentum, strict=True):
             grad = self.model.grad[:, start:stop].reshape(K * n, rows, cols)  # member-major: row k * n + i
             beta = _column([hp.momentum for hp in hps for _ in range(n)], grad, dims=3)
-            distinct = sorted(set(ns_steps))
             if len(distinct) == 1:
-                update = muon_update(grad, buf, beta, distinct[0], dtype=self.ns_dtype)
+                update = muon_update(grad, buf.clone(), beta, distinct[0], dtype=self.ns_dtype)
             else:  # Newton-Schulz batched over the members that share a step count
                 update = torch.empty_like(grad)
                 for steps in distinct:
                     pick = [k * n + i for k in range(K) if ns_steps[k] == steps for i in range(n)]
                     rows_of = torch.tensor(pick, device=grad.device)
-                    sub = buf.index_select(0, rows_of)
+                    sub = buf.index_select(0, rows_of)  # a copy, which ``muon_update`` moves
                     update[rows_of] = muon_update(grad[rows_of], sub, beta[rows_of], steps, dtype=self.ns_dtype)
-                    buf[rows_of] = sub
             scale = shape_scale(rows, cols, self.muon_scaling)
-            w = self.model.flat[:, start:stop].view(K, n, rows, cols)
-            w.mul_(_column(decay, w, dims=4))
-            w.add_(update.view(K, n, rows, cols) * _column([-hp.learning_rate * scale for hp in hps], w, dims=4))
+            lr = _column([-hp.learning_rate * scale for hp in hps], grad, dims=4)
+            decay = _column([1 - hp.learning_rate * hp.weight_decay for hp in hps], grad, dims=4)
+            out.append((update.view(K, n, rows, cols).mul_(lr), decay, (1 - beta).view(K, n, 1, 1)))
+        return out
+
+    def _muon_apply(self, updates: Sequence[tuple[Tensor, Tensor, Tensor]]) -> None:
+        """The weights and momentum moved by ``_muon_updates``' results, in place: nothing allocated to fail part way.
+        Each buffer takes ``muon_update``'s lerp again (the same elementwise op on the same values, bit for bit)."""
+        K = self.model.members
+        for (start, stop, n, rows, cols), buf, (update, decay, weight) in zip(
+            self.groups, self.momentum, updates, strict=True
+        ):
+            buf.view(K, n, rows, cols).lerp_(self.model.grad[:, start:stop].view(K, n, rows, cols), weight)
+            self.model.flat[:, start:stop].view(K, n, rows, cols).mul_(decay).add_(update)
