@@ -125,6 +125,7 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--public-url", "http://h:99999"], "--public-url 'http://h:99999' is not a valid URL: Port out of range"),
         (["--public-url", "http://h/?a#f"], "--public-url cannot hold a query or fragment"),  # links went to h/?a
         (["--public-url", "http://h/x?"], "--public-url cannot hold a query or fragment"),
+        (["--public-url", "http://h/?sig=SECRETQ"], "links append their path, got http://h/ and more"),  # echoed sig
         (["--public-url", "http://u:hunter22@h"], "--public-url cannot hold a user or password"),  # in every link
         (["--public-url", "http://h\n:8000"], "--public-url cannot hold whitespace or a control character: got 'http"),
         (["--public-url", "http://h:8000/a b"], "--public-url cannot hold whitespace"),  # each link: no URL httpx takes
@@ -182,6 +183,15 @@ def test_demo_into_a_folder_that_takes_no_file_stops_before_training(capsys):
     captured = capsys.readouterr()
     assert captured.err.startswith("rlnb demo: cannot write the demo's files in /proc/self: ")
     assert captured.err.count("\n") == 1 and "step" not in captured.out  # nothing trained
+
+
+def test_demo_into_a_folder_that_cannot_be_made_names_no_temporary_file(capsys):
+    """/proc/x: the line named the probe's own temporary file ("No such file or directory: '/proc/tmp30wiey90'"), a
+    file the user never gave, and not what was wrong."""
+    assert main(["demo", "--steps", "1", "--device", "cpu", "--out", "/proc/rlnb-x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rlnb demo: cannot write the demo's files in /proc/rlnb-x: /proc takes no new file (")
+    assert "tmp" not in err and err.count("\n") == 1
 
 
 def test_demo_keeps_a_run_folder_it_did_not_write(tmp_path, capsys):

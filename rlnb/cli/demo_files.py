@@ -241,8 +241,13 @@ def _check_out(out: Path, force: bool) -> list[str]:
         raise ValueError(
             f"cannot write the demo's files in {out}: {there} is {not_folder(there.stat().st_mode)}, not a folder"
         )
-    with tempfile.TemporaryFile(dir=there):  # an OSError: check_out says it
-        pass
+    try:
+        with tempfile.TemporaryFile(dir=there):
+            pass
+    except OSError as exc:  # its words name the probe's temporary file ("'/proc/tmp30wiey90'"), not --out
+        raise ValueError(
+            f"cannot write the demo's files in {out}: {there} takes no new file ({exc.strerror})"
+        ) from None
     if not out.is_dir():
         return []
     if not any(p.name.startswith((LOCK, STAGING, DELETING)) for p in out.iterdir()):  # no demo was here

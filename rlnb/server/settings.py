@@ -222,7 +222,10 @@ def check_public_host(url: str) -> None:
     if not parts.hostname:
         raise ValueError(f"public_url must name a host, such as http://rl.example:8000, got {url!r}")
     if "?" in url or "#" in url:  # each link is public_url + its path: http://h/?a#f/v1/rl/... went to http://h/?a
-        raise ValueError(f"public_url cannot hold a query or fragment ('?', '#'): links append their path, got {url!r}")
+        shown_part = re.split(r"[?#]", url, maxsplit=1)[0]  # not the query: a presigned signature typed in
+        raise ValueError(
+            f"public_url cannot hold a query or fragment ('?', '#'): links append their path, got {shown_part} and more"
+        )
 
 
 def _authority(url: str) -> str:
