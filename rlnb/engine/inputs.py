@@ -23,10 +23,10 @@ from rlnb import wire
 from rlnb.engine import losses as losses_mod
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
-from rlnb.engine.refusals import check_tokens
+from rlnb.engine.refusals import check_target_ids, check_tokens, must_be
 from rlnb.errors import OperationError
 from rlnb.wire import OperationErrorCode as Code
-from rlnb.wire.inputs import not_int64, outside_vocab
+from rlnb.wire.inputs import not_int64
 from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX
 
@@ -50,14 +50,8 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
         for key, td in s.loss_fn_inputs.items():
             where = f"samples[{i}].loss_fn_inputs.{key}"
             tensors[key] = read_tensor(td, where)
-            # ``data``'s own min and max (whole numbers once read): C passes, where the tensor's would be 4 torch ops
-            if (
-                key == "target_tokens"
-                and td.dtype == "int64"
-                and td.data
-                and not 0 <= min(td.data) <= max(td.data) < vocab
-            ):
-                raise OperationError(Code.INVALID_INPUT, f"{where}: {outside_vocab(td.data, vocab)}")
+            if key == "target_tokens":
+                check_target_ids(where, td, vocab)
         inputs.append(tensors)
     return seqs, inputs
 
@@ -94,13 +88,6 @@ def _name_bad_part(model_input: object, where: str) -> None:
         must_be(chunk, wire.ModelInputChunk, f"{where}.chunks[{j}]")
         must_be(chunk.encoded_text, wire.EncodedText, f"{where}.chunks[{j}].encoded_text")
         must_be(chunk.encoded_text.tokens, list, f"{where}.chunks[{j}].encoded_text.tokens")
-
-
-def must_be(value: object, kind: type, where: str) -> None:
-    """``INVALID_INPUT`` naming ``where`` unless ``value`` is a ``kind``."""
-    if not isinstance(value, kind):
-        a = "an" if kind.__name__[0] in "AEIOU" else "a"
-        raise OperationError(Code.INVALID_INPUT, f"{where} must be {a} {kind.__name__}, got {type(value).__name__}")
 
 
 def read_tensor(td: wire.TensorData, where: str) -> Tensor:
