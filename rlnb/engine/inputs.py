@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from rlnb import wire
 from rlnb.engine import losses as losses_mod
+from rlnb.engine import refusals
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.refusals import check_target_ids, check_tokens, must_be
@@ -158,23 +159,20 @@ def custom_gradients(
     reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (``losses.mask_key``,
     a forward-backward's own rule: here ``mask`` would be ignored). ``INVALID_INPUT`` naming the field,
     ``NON_FINITE_LOSS`` for a gradient that is not finite."""
-    if len(gradients) != len(seqs):
-        raise OperationError(Code.INVALID_INPUT, f"gradients has {len(gradients)} entries for {len(seqs)} samples")
+    refusals.check_gradients(len(gradients), len(seqs))
     grads = []
     for i, (s, g, x) in enumerate(zip(seqs, gradients, inputs, strict=True)):
         where = f"samples[{i}].loss_fn_inputs"
-        if "target_tokens" not in x:
-            raise OperationError(Code.INVALID_INPUT, f"{where}.target_tokens is required")
+        refusals.require_targets(where, x)
         losses_mod.check_input(f"{where}.target_tokens", "target_tokens", x["target_tokens"], len(s))
         grad = float32_tensor(g.data, f"gradients[{i}]")
-        if len(grad) != len(s):
-            raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(grad)} values for {len(s)} tokens")
+        refusals.check_gradient_length(i, len(grad), len(s))
         key = losses_mod.mask_key(where, x)
         mask = x[key] if key is not None else None
         if key is not None:
             losses_mod.check_input(f"{where}.{key}", key, mask, len(s))
         if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
-            raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
+            raise refusals.non_finite_gradient(i)
         # a weight multiplies its token's loss, as cross-entropy's: d(Σ w·ℓ)/d lp = w·g; a mask keeps or drops it
         grads.append(grad * (1.0 if mask is None else mask.float() if key == "weights" else (mask != 0).float()))
     return grads

@@ -1,8 +1,9 @@
-"""The engine's refusals that read no tensor: a model input's token ids, the keys of a sample's loss inputs, a sample
-request's head and stop strings, what a loss input's dtype, shape and finiteness must be, an optim-step's
-hyperparameters against the weights' range, a sample on a trainer-only session. Torch-free, so that
-``rlnb.testing.FakeBackend`` refuses the same requests in the same words by calling them (``rlnb.engine.inputs``,
-``loss_inputs``, ``sample_inputs`` and ``optim.limits`` read the tensors and dtypes and call these)."""
+"""The engine's refusals that read no tensor: a model input's token ids, the keys of a sample's loss inputs, a custom
+forward-backward's gradients, a sample request's head and stop strings, what a loss input's dtype, shape and
+finiteness must be, an optim-step's hyperparameters against the weights' range, a sample on a trainer-only session.
+Torch-free, so that ``rlnb.testing.FakeBackend`` refuses the same requests in the same words by calling them
+(``rlnb.engine.inputs``, ``loss_inputs``, ``sample_inputs`` and ``optim.limits`` read the tensors and dtypes and call
+these)."""
 
 from __future__ import annotations
 
@@ -103,6 +104,30 @@ def check_target_ids(where: str, td: wire.TensorData, vocab: int | None) -> None
     ``data``'s own min and max (whole numbers once read), C passes where a tensor's would be 4 torch ops."""
     if vocab is not None and td.dtype == "int64" and td.data and not 0 <= min(td.data) <= max(td.data) < vocab:
         raise OperationError(Code.INVALID_INPUT, f"{where}: {outside_vocab(td.data, vocab)}")
+
+
+def check_gradients(gradients: int, samples: int) -> None:
+    """``INVALID_INPUT`` unless a custom forward-backward gives one gradient per sample."""
+    if gradients != samples:
+        raise OperationError(Code.INVALID_INPUT, f"gradients has {gradients} entries for {samples} samples")
+
+
+def require_targets(where: str, x: Mapping[str, Any]) -> None:
+    """``INVALID_INPUT`` unless a custom forward-backward's sample inputs ``x`` (named ``where``) hold
+    ``target_tokens``: the tokens whose log-probs its gradients are of."""
+    if "target_tokens" not in x:
+        raise OperationError(Code.INVALID_INPUT, f"{where}.target_tokens is required")
+
+
+def check_gradient_length(i: int, values: int, tokens: int) -> None:
+    """``INVALID_INPUT`` unless gradient ``i`` of a custom forward-backward has one value per token."""
+    if values != tokens:
+        raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {values} values for {tokens} tokens")
+
+
+def non_finite_gradient(i: int) -> OperationError:
+    """``NON_FINITE_LOSS`` for gradient ``i`` that is not finite in float32: nothing is accumulated."""
+    return OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
 
 
 def check_loaded(where: str, key: str, dtype: str, shape: tuple[int, ...], n: int, finite: Callable[[], bool]) -> None:

@@ -15,6 +15,8 @@ from rlnb.engine.optim.failures import NonFiniteGradient
 from rlnb.engine.refusals import (
     InvalidLossInput,
     check_empty_stop,
+    check_gradient_length,
+    check_gradients,
     check_loaded,
     check_read,
     check_step,
@@ -23,6 +25,8 @@ from rlnb.engine.refusals import (
     check_tokens,
     mask_key,
     must_be,
+    non_finite_gradient,
+    require_targets,
     sample_head,
 )
 from rlnb.errors import OperationError
@@ -80,23 +84,20 @@ def custom_gradients(fake: FakeBackend, body: wire.CustomForwardBackwardBody) ->
         check_read(None, [x for x, _ in read])
     except InvalidLossInput as exc:
         raise refuse(str(exc)) from None
-    if len(body.gradients) != len(read):
-        raise refuse(f"gradients has {len(body.gradients)} entries for {len(read)} samples")
+    check_gradients(len(body.gradients), len(read))
     for i, ((x, n), g) in enumerate(zip(read, body.gradients, strict=True)):
         where = f"samples[{i}].loss_fn_inputs"
-        if "target_tokens" not in x:
-            raise refuse(f"{where}.target_tokens is required")
+        require_targets(where, x)
         try:
             check_input(f"{where}.target_tokens", "target_tokens", x["target_tokens"], n)
-            if len(g.data) != n:
-                raise refuse(f"gradients[{i}] has {len(g.data)} values for {n} tokens")
+            check_gradient_length(i, len(g.data), n)
             key = mask_key(where, x)
             if key is not None:
                 check_input(f"{where}.{key}", key, x[key], n)
         except InvalidLossInput as exc:
             raise refuse(str(exc)) from None
         if not finite32(g.data):
-            raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
+            raise non_finite_gradient(i)
 
 
 def step_limits(hp: params_mod.Hyperparams) -> None:
