@@ -14,8 +14,8 @@ import pytest
 
 from rlnb.cli import parent
 from rlnb.engine.held import SCRATCH_PREFIX
+from tests.support.processes import gone
 from tests.support.server import START_DEADLINE
-from tests.test_testing import _gone
 
 ROOT = str(Path(__file__).resolve().parents[1])
 EXIT_DEADLINE = 120.0
@@ -73,9 +73,9 @@ def test_a_server_stops_cleanly_when_the_process_that_started_it_is_sigkilled(tm
             assert list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))  # the running server's checkpoints' folder
             kernel.kill()
             kernel.wait(EXIT_DEADLINE)
-            assert _gone(pid, within=EXIT_DEADLINE), "the orphaned server is still running"
+            assert gone(pid, within=EXIT_DEADLINE), "the orphaned server is still running"
         finally:
-            if not _gone(pid, within=0):  # never left running by a failed test
+            if not gone(pid, within=0):  # never left running by a failed test
                 os.kill(pid, signal.SIGKILL)
     assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
     with socket.socket() as s:

@@ -177,6 +177,22 @@ def test_nothing_reads_the_shared_reference_folder():
         assert needle not in path.read_text(), path
 
 
+def test_no_test_module_imports_another():
+    """Helpers and fixtures two test modules share live in ``tests/support`` (or a ``conftest.py``): a test module
+    imported by another runs its module-level code twice, and its ``pytestmark`` silently marks the importer."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            if any(re.fullmatch(r"tests(\.\w+)*\.test_\w+", name) for name in names):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not found, "test modules that import a test module (move what they share to tests/support):\n" + "\n".join(
+        found
+    )
+
+
 def _wire_strings() -> dict[str, str]:
     """Every operation kind, status, error code, loss type and GRPO option string (and each error code's short name,
     as ``wire.error_code`` takes it) → the catalogue member to name instead."""

@@ -11,6 +11,7 @@ import rlnb
 from rlnb import samples, wire
 from rlnb.tasks import digits_task, rl_step
 from rlnb.testing import FakeBackend, ServerProcess, free_port
+from tests.support.processes import gone
 
 
 def session(**fake) -> rlnb.Session:
@@ -105,21 +106,6 @@ def test_a_server_that_logs_a_lot_is_never_blocked_by_its_stderr():
     assert server.proc is None and server.log() == ""
 
 
-def _gone(pid: int, within: float = 60.0) -> bool:
-    """Whether process ``pid`` has ended (it may be a zombie of ours until reaped), polling until ``within`` s."""
-    deadline = time.monotonic() + within
-    while True:  # looked at once at least (within=0)
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                if stat.read().rpartition(")")[2].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-
-
 _HTTP = (
     "import http.server, sys; "
     "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), http.server.SimpleHTTPRequestHandler).serve_forever()"
@@ -140,7 +126,7 @@ def test_a_server_never_stopped_ends_with_its_python_process():
         print(server.proc.pid, flush=True)
     """)  # no server.stop()
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
-    assert _gone(int(done.stdout.split()[0]))
+    assert gone(int(done.stdout.split()[0]))
 
 
 @pytest.mark.slow  # a Python process
@@ -156,7 +142,7 @@ def test_a_server_rebound_in_a_rerun_cell_is_stopped_and_one_is_started_once():
     with pytest.raises(RuntimeError, match="already started at http://127.0.0.1:.*: stop\\(\\) it first"):
         server.start()
     server = None  # the cell run again: its old object is collected
-    assert _gone(pid)
+    assert gone(pid)
 
 
 def test_one_stop_string_is_one_string_not_its_characters():

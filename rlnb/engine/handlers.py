@@ -187,7 +187,7 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
     if engine.num_generator_replicas == 0:
         raise OperationError(Code.INVALID_INPUT, refusals.TRAINER_ONLY)
     sp, n, settings, prompts = sample_inputs.sample_request(engine.adapter, body)
-    sampling.check_stop(settings.stop, engine.max_stop_strings, engine.max_stop_chars)
+    refusals.check_stop(settings.stop, engine.max_stop_strings, engine.max_stop_chars)
     seed = sp.seed if sp.seed is not None else int(torch.randint(2**62, (1,), generator=engine.sample_rng))
     longest, rows = max(len(p) for p in prompts) + settings.max_tokens, len(prompts) * n
     chooser: choice.Pick = choice.pick

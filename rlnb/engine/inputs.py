@@ -21,12 +21,13 @@ from torch import Tensor, nn
 
 from rlnb import wire
 from rlnb.engine import losses as losses_mod
+from rlnb.engine import refusals
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
-from rlnb.engine.refusals import check_tokens
+from rlnb.engine.refusals import check_target_ids, check_tokens, must_be
 from rlnb.errors import OperationError
 from rlnb.wire import OperationErrorCode as Code
-from rlnb.wire.inputs import not_int64, outside_vocab
+from rlnb.wire.inputs import not_int64
 from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX
 
@@ -50,14 +51,8 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
         for key, td in s.loss_fn_inputs.items():
             where = f"samples[{i}].loss_fn_inputs.{key}"
             tensors[key] = read_tensor(td, where)
-            # ``data``'s own min and max (whole numbers once read): C passes, where the tensor's would be 4 torch ops
-            if (
-                key == "target_tokens"
-                and td.dtype == "int64"
-                and td.data
-                and not 0 <= min(td.data) <= max(td.data) < vocab
-            ):
-                raise OperationError(Code.INVALID_INPUT, f"{where}: {outside_vocab(td.data, vocab)}")
+            if key == "target_tokens":
+                check_target_ids(where, td, vocab)
         inputs.append(tensors)
     return seqs, inputs
 
@@ -94,13 +89,6 @@ def _name_bad_part(model_input: object, where: str) -> None:
         must_be(chunk, wire.ModelInputChunk, f"{where}.chunks[{j}]")
         must_be(chunk.encoded_text, wire.EncodedText, f"{where}.chunks[{j}].encoded_text")
         must_be(chunk.encoded_text.tokens, list, f"{where}.chunks[{j}].encoded_text.tokens")
-
-
-def must_be(value: object, kind: type, where: str) -> None:
-    """``INVALID_INPUT`` naming ``where`` unless ``value`` is a ``kind``."""
-    if not isinstance(value, kind):
-        a = "an" if kind.__name__[0] in "AEIOU" else "a"
-        raise OperationError(Code.INVALID_INPUT, f"{where} must be {a} {kind.__name__}, got {type(value).__name__}")
 
 
 def read_tensor(td: wire.TensorData, where: str) -> Tensor:
@@ -171,23 +159,20 @@ def custom_gradients(
     reach the log-prob gather, an ``INTERNAL_ERROR``); at most one of ``weights`` and ``mask`` (``losses.mask_key``,
     a forward-backward's own rule: here ``mask`` would be ignored). ``INVALID_INPUT`` naming the field,
     ``NON_FINITE_LOSS`` for a gradient that is not finite."""
-    if len(gradients) != len(seqs):
-        raise OperationError(Code.INVALID_INPUT, f"gradients has {len(gradients)} entries for {len(seqs)} samples")
+    refusals.check_gradients(len(gradients), len(seqs))
     grads = []
     for i, (s, g, x) in enumerate(zip(seqs, gradients, inputs, strict=True)):
         where = f"samples[{i}].loss_fn_inputs"
-        if "target_tokens" not in x:
-            raise OperationError(Code.INVALID_INPUT, f"{where}.target_tokens is required")
+        refusals.require_targets(where, x)
         losses_mod.check_input(f"{where}.target_tokens", "target_tokens", x["target_tokens"], len(s))
         grad = float32_tensor(g.data, f"gradients[{i}]")
-        if len(grad) != len(s):
-            raise OperationError(Code.INVALID_INPUT, f"gradients[{i}] has {len(grad)} values for {len(s)} tokens")
+        refusals.check_gradient_length(i, len(grad), len(s))
         key = losses_mod.mask_key(where, x)
         mask = x[key] if key is not None else None
         if key is not None:
             losses_mod.check_input(f"{where}.{key}", key, mask, len(s))
         if not torch.isfinite(grad).all():  # NaN, Inf, or past float32's range
-            raise OperationError(Code.NON_FINITE_LOSS, f"gradients[{i}] is not finite; no gradients were accumulated")
+            raise refusals.non_finite_gradient(i)
         # a weight multiplies its token's loss, as cross-entropy's: d(Σ w·ℓ)/d lp = w·g; a mask keeps or drops it
         grads.append(grad * (1.0 if mask is None else mask.float() if key == "weights" else (mask != 0).float()))
     return grads

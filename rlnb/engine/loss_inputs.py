@@ -10,9 +10,9 @@ import torch
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb.engine.refusals import InvalidLossInput, mask_key
+from rlnb.engine.refusals import InvalidLossInput, check_loaded, mask_key
 from rlnb.samples import LOGPROB_SLACK
-from rlnb.wire.loss_params import FLOAT32_MAX, GrpoLossAggregationType
+from rlnb.wire.loss_params import GrpoLossAggregationType
 
 _CROSS_ENTROPY = wire.LOSS_NAMES["cross_entropy"]
 _GRPO = wire.LOSS_NAMES["grpo"]
@@ -20,9 +20,6 @@ _UNSPECIFIED_AGG = next(v for v in get_args(GrpoLossAggregationType) if v.endswi
 _MASKED = ("logprobs", "advantages", "reference_logprobs")
 """A policy loss's inputs it reads at unmasked positions only (``losses.compute`` puts neutral values at the others):
 finite there, whatever a masked one holds (a sentinel past float32's range, -1.7e308, is not refused)."""
-_DTYPES = {"int64": torch.int64, "float32": torch.float32}
-_INPUT_DTYPES = {key: tuple(_DTYPES[d] for d in names) for key, names in wire.LOSS_INPUT_DTYPES.items()}
-"""The torch dtypes each loss input may have: made once, not a generator per input checked."""
 
 
 def validate(
@@ -104,19 +101,12 @@ def check_input(where: str, key: str, t: Any, n: int, read: torch.Tensor | None 
     """The one check of a loss input tensor, ``validate``'s and a custom forward-backward's alike, so a bad
     tensor reads the same wherever it comes from: a tensor of a dtype ``wire.LOSS_INPUT_DTYPES`` allows for
     ``key``, 1-D of the model input's length ``n``, finite (at the positions ``read`` marks, when given). ``where``
-    names it as its caller names fields.
+    names it as its caller names fields (the rule and its words: ``refusals.check_loaded``, ``FakeBackend``'s too).
     Raise InvalidLossInput."""
-    dtypes = _INPUT_DTYPES[key]
     if not isinstance(t, torch.Tensor):
         raise InvalidLossInput(f"{where} must be a tensor, got {type(t).__name__}")
-    if t.dtype not in dtypes:
-        raise InvalidLossInput(f"{where} must be {' or '.join(map(str, dtypes))}, got {t.dtype}")
-    if t.dim() != 1 or len(t) != n:
-        raise InvalidLossInput(f"{where} must be 1-D of length {n} (the model input's), got {tuple(t.shape)}")
-    if t.is_floating_point() and not math.isfinite((t if read is None else t[read]).sum(dtype=torch.float64)):
-        # 1e39 is a finite JSON number: the range says why it is refused
-        said = f"NaN, inf or past float32's range (+-{FLOAT32_MAX:.4g}), which the engine reads them in"
-        raise InvalidLossInput(f"{where} has non-finite values: {said}")
+    check_loaded(where, key, str(t.dtype), tuple(t.shape), n,
+                 lambda: math.isfinite((t if read is None else t[read]).sum(dtype=torch.float64)))  # fmt: skip
 
 
 def loss_mask(loss_type: str, inputs_i: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -40,20 +39,6 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 class ModelRefused(OptionRefused, ModelLoadError):
     """A model the engine cannot load (``ModelLoadError``) as the refusal of ``model=`` (``OptionRefused``)."""
-
-
-@contextmanager
-def refused_as(field: str, kind: type[ValueError] = ValueError) -> Iterator[None]:
-    """A ``kind`` raised in the block as the refusal of the option ``field`` (``OptionRefused``; a ``ModelLoadError``
-    stays one: ``ModelRefused``), in its own words, traceback and cause: the models' modules refuse ``lora=`` and
-    ``model=`` in their own ``ValueError``s."""
-    try:
-        yield
-    except OptionRefused:
-        raise
-    except kind as exc:
-        refused = (ModelRefused if isinstance(exc, ModelLoadError) else OptionRefused)(field, str(exc))
-        raise refused.with_traceback(exc.__traceback__) from exc.__cause__
 
 
 def load_tokenizer(spec: str, trust_remote_code: bool = False) -> Any:
@@ -99,17 +84,18 @@ def build_model(
     weights when resuming, and its optimizer (``make_optimizer``: the backend's, which loads a resumed run's state).
     All of the checkpoint is checked before its weights are copied in (the optimizer's state in ``make_optimizer``),
     and a ``model=`` module that LoRA adapted for a session that then fails to open is given its own layers back."""
-    with refused_as("model"):
-        refuse_adapted(model)  # before a tokenizer or the model loads
+    refuse_adapted(model)  # before a tokenizer or the model loads
     refuse_in_use(model)
     tokenizer = tokenizer_spec(options.tokenizer)
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, options.trust_remote_code)
-    with refused_as("model", ModelLoadError):
+    try:
         adapter = build_adapter(
             model, tokenizer=tokenizer, seed=options.seed, dtype=options.dtype, device=device,
             eos_token_id=eos_ids(options.eos_token_id), trust_remote_code=options.trust_remote_code,
         )  # fmt: skip
+    except ModelLoadError as exc:  # the models' error, an ensemble's and a sweep's too: here the refusal of model=
+        raise ModelRefused("model", str(exc)).with_traceback(exc.__traceback__) from exc.__cause__
     eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
     adapter.fingerprint = fingerprint(adapter.module)  # of the base as loaded: before LoRA renames its layers
     adapter.base_dtype = str(model_dtype(adapter.module)).removeprefix("torch.")
@@ -117,8 +103,7 @@ def build_model(
         checkpoints.check_resume(resume, adapter, lora, options.seed)
     trainer = adapter.module
     if lora is not None:
-        with refused_as("lora"):
-            trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
+        trainer = apply_lora(trainer, adapter.lora_targets(lora.train_unembed), lora)
     untied, tied_config = False, getattr(getattr(trainer, "config", None), "tie_word_embeddings", None)
     try:
         weights = checkpoints.check_weights(resume, adapter, trainer, lora) if resume is not None else None

@@ -31,9 +31,7 @@ from rlnb.engine.choice import Pick, pick
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.decoders import Decoder
 from rlnb.engine.stops import StopMatcher
-from rlnb.errors import OperationError
 from rlnb.text import Codec
-from rlnb.wire import OperationErrorCode as Code
 
 CHECK_EVERY = 8
 """Without stop strings, how many tokens pass between checks that every row has ended (a host sync)."""
@@ -56,17 +54,6 @@ class Settings:
     top_k: int = -1
     stop: tuple[str, ...] = ()
     eos: tuple[int, ...] = ()
-
-
-def check_stop(stop: Sequence[str], most: int, chars: int) -> None:
-    """``INVALID_INPUT`` for more than ``most`` stop strings or one longer than ``chars``: every new token is searched
-    for every stop string in every row, and past such bounds the sampler slowed to a crawl without a word."""
-    if len(stop) > most:
-        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop has {len(stop)} strings; the limit is {most}")
-    at = max(range(len(stop)), key=lambda i: len(stop[i]), default=None)
-    if at is not None and len(stop[at]) > chars:
-        raise OperationError(Code.INVALID_INPUT, f"sampling_params.stop[{at}] has {len(stop[at])} characters; the "
-                             f"limit is {chars} per stop string")  # fmt: skip
 
 
 def check_cache(rows: int, length: int, per_token: int, device: torch.device) -> None:

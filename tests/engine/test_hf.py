@@ -26,15 +26,10 @@ from rlnb.engine.models.decoders import RecomputeDecoder
 from rlnb.engine.models.hf import ModelLoadError
 from tests.support import hf_models
 from tests.support.fake_api import BASE, KEY, FakeAPI
+from tests.support.hf_models import config_with, crafted, drop_weights, local
 
 pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers
 ARCHS = ("gpt2", "llama", "qwen3")
-
-
-def local(model, **kw):
-    kw.setdefault("device", "cpu")
-    kw.setdefault("record", False)
-    return rlnb.connect("local", model=model, **kw)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -372,7 +367,7 @@ def test_a_tokenizer_folder_without_a_model_config_is_a_tokenizer(hf_dirs, tmp_p
 def test_a_tokenizer_larger_than_a_built_in_or_custom_models_vocabulary_is_refused_at_connect(hf_dirs, model):
     """A 300-token tokenizer on ``tiny`` (256 rows) was taken: its text then failed prompt by prompt ("token 261 is
     outside the vocabulary [0, 256)"), a forward-backward only once it ran."""
-    from tests.engine.test_local import Bigram
+    from tests.support.bigram import Bigram
 
     tokenizer = str(hf_dirs["llama"])
     given = "tiny" if model == "tiny" else Bigram()
@@ -404,7 +399,7 @@ def test_an_inference_checkpoint_whose_merged_folder_was_deleted_is_named_offlin
 def test_an_inference_checkpoint_of_a_model_with_a_tokenizer_of_ones_own_keeps_its_weights(tmp_path):
     """``tokenizer=`` an object with ``encode`` and ``decode`` only: every inference checkpoint failed INTERNAL_ERROR
     "'Chars' object has no attribute 'save_pretrained'", nothing of the trained model saved."""
-    from tests.test_text import Chars
+    from tests.support.chars import Chars
 
     folder = str(hf_models.save("llama", tmp_path / "notok", with_tokenizer=False))
     with local(folder, tokenizer=Chars(), checkpoint_dir=tmp_path) as s:
@@ -549,20 +544,6 @@ def test_a_folder_with_its_own_code_is_refused_unless_trusted_on_purpose(tmp_pat
     assert out.stdout.split()[-1] == "CustomLM" and marker.read_text() == "the folder's code ran"
 
 
-def crafted(folder, change):
-    hf_models.save("gpt2", folder)
-    change(folder)
-    return folder
-
-
-def config_with(**fields):
-    def change(folder):
-        config = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps({**config, **fields}))
-
-    return change
-
-
 CRAFTED = {
     "deep-config": (lambda f: (f / "config.json").write_text("[" * 100_000 + "]" * 100_000),
                     r"config\.json cannot be read \(RecursionError"),
@@ -589,14 +570,6 @@ CRAFTED = {
     "shard-missing": (lambda f: sharded(f, lambda shards: shards[1].unlink()),
                       r"cannot be loaded \(FileNotFoundError: .*model-00002-of-"),
 }  # fmt: skip
-
-
-def drop_weights(folder, part):
-    from safetensors.torch import load_file, save_file
-
-    state = load_file(folder / "model.safetensors")
-    kept = {k: v for k, v in state.items() if part not in k}
-    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
 
 
 def sharded(folder, change):

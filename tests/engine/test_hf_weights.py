@@ -8,8 +8,8 @@ import json
 import pytest
 
 from rlnb.engine.models.hf import ModelLoadError
-from tests.engine.test_hf import config_with, crafted, drop_weights, local
 from tests.support import hf_models
+from tests.support.hf_models import config_with, crafted, drop_weights, local
 
 pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers
 

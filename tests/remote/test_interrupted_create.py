@@ -8,8 +8,8 @@ import pytest
 
 import rlnb
 from rlnb import wire
-from tests.remote.test_lost_create import RESOURCES, SESSIONS, LoseAnswer, listed
 from tests.support.fake_api import error
+from tests.support.lost_answers import RESOURCES, SESSIONS, LoseAnswer, listed
 from tests.support.server import app_client
 
 RESOURCE_STOPPING = {wire.ModelResourcesStatus.STOPPING, wire.ModelResourcesStatus.STOPPED}

@@ -8,8 +8,8 @@ import pytest
 
 from rlnb.errors import APIConnectionError, APIError
 from rlnb.remote.client import APIClient
-from tests.remote.test_keys_in_locals import with_locals
 from tests.support.fake_api import BASE, KEY, quick
+from tests.support.tracebacks import with_locals
 
 
 def connect_error(request: httpx.Request) -> httpx.Response:

@@ -4,13 +4,10 @@
 the ``Authorization`` header. Each failure below is raised from deep inside a real ``connect``, and its traceback
 is rendered from rlnb's first frame on (the caller's own frame holds what the caller wrote)."""
 
-import io
-import os
 import socket
 import threading
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 
 import httpcore
 import httpx
@@ -19,33 +16,7 @@ import pytest
 import rlnb
 from rlnb.remote.client import APIClient
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI
-
-RLNB = str(Path(rlnb.__file__).parent) + os.sep
-
-
-def with_locals(exc: BaseException) -> str:
-    """``exc``'s traceback (its chain too) with every frame's locals, as the stdlib, IPython and rich render it, from
-    rlnb's first frame (the test's own hold the key as it wrote it)."""
-    tb = exc.__traceback__
-    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(RLNB):
-        tb = tb.tb_next
-    texts = ["".join(traceback.TracebackException(type(exc), exc, tb, capture_locals=True).format())]
-    try:
-        from IPython.core.ultratb import VerboseTB
-    except ImportError:
-        pass
-    else:
-        texts.append(VerboseTB(theme_name="nocolor").text(type(exc), exc, tb))
-    try:
-        from rich.console import Console
-        from rich.traceback import Traceback
-    except ImportError:
-        pass
-    else:
-        console = Console(file=io.StringIO(), width=240, color_system=None)
-        console.print(Traceback.from_exception(type(exc), exc, tb, show_locals=True, locals_max_string=400))
-        texts.append(console.file.getvalue())  # type: ignore[attr-defined]
-    return "\n".join(texts)
+from tests.support.tracebacks import with_locals
 
 
 def deep_failure(request: httpx.Request) -> httpx.Response:

@@ -14,7 +14,7 @@ from rlnb.remote.backend import RemoteBackend
 from rlnb.remote.client import ClientOptions
 from rlnb.remote.start import SessionOptions
 from rlnb.remote.waiting import PollOptions
-from tests.remote.test_client import BASE, KEY, FakeAPI
+from tests.support.fake_api import BASE, KEY, FakeAPI
 
 
 def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:

@@ -14,8 +14,7 @@ from rlnb import samples, wire
 from rlnb.history.jsontext import line
 from rlnb.server.records import OpRecord, SessionRecord
 from rlnb.server.state import JOURNAL, Journal, Raw, journal_line
-from tests.server.test_kept_operations import CE, sample_body
-from tests.support.server import app_client, new_session, submit, wait
+from tests.support.server import CE, app_client, new_session, sample_body, submit, wait
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CUSTOM = {"samples": [samples.cross_entropy([5, 6, 7, 8]).to_json_dict()], "gradients": [{"data": [0.5, -0.25, 1.0]}]}

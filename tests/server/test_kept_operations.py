@@ -9,19 +9,11 @@ import time
 
 import pytest
 
-from rlnb import samples, wire
+from rlnb import wire
 from rlnb.server.settings import ServerSettings, parse_limits
-from tests.support.server import DEADLINE, app_client, new_session, submit, wait
+from tests.support.server import CE, DEADLINE, app_client, get_operation, new_session, sample_body, submit, wait
 
-CE = wire.ForwardBackwardBody(
-    samples=[samples.cross_entropy(list(b"keep me"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
-).to_json_dict()
 ROUND = [("forward-backward", CE), ("optim-step", {}), ("sample", None)]
-
-
-def sample_body() -> dict:
-    inputs = [wire.ModelInput.from_tokens(list(b"n=")).to_json_dict()]
-    return {"model_inputs": inputs, "num_samples": 2, "sampling_params": {"max_tokens": 3}}
 
 
 def run(c, sid: str, n: int) -> list[tuple[str, dict, str]]:
@@ -35,12 +27,8 @@ def run(c, sid: str, n: int) -> list[tuple[str, dict, str]]:
     return done
 
 
-def get(c, sid: str, kind: str, op_id: str):
-    return c.get(f"/training-sessions/{sid}/operations/{kind}/{op_id}")
-
-
 def assert_dropped(c, sid: str, kind: str, env: dict, keep: int) -> None:
-    r = get(c, sid, kind, env["id"])
+    r = get_operation(c, sid, kind, env["id"])
     assert r.status_code == 404, r.text
     err = r.json()["error"]
     assert err["param"] == "operation_id" and err["type"] == "not_found"
@@ -55,11 +43,11 @@ def test_a_session_keeps_its_newest_finished_operations(tmp_path):
         for kind, env, _ in done[:2]:
             assert_dropped(c, sid, kind, env, 3)
         for kind, env, _ in done[2:]:
-            assert get(c, sid, kind, env["id"]).json() == env  # the newest three, whole
+            assert get_operation(c, sid, kind, env["id"]).json() == env  # the newest three, whole
         kind, env, _ = done[0]
-        other = get(c, sid, "optim-step", env["id"])  # a dropped id asked as another kind: plain not found
+        other = get_operation(c, sid, "optim-step", env["id"])  # a dropped id asked as another kind: plain not found
         assert other.status_code == 404 and "max_kept_operations" not in other.json()["error"]["message"]
-        unknown = get(c, sid, "forward-backward", "no-such-op")
+        unknown = get_operation(c, sid, "forward-backward", "no-such-op")
         assert unknown.status_code == 404 and "max_kept_operations" not in unknown.json()["error"]["message"]
 
 
@@ -86,7 +74,7 @@ def test_a_pending_or_running_operation_is_never_dropped(tmp_path):
         queued = [submit(c, sid, "optim-step", {})["id"] for _ in range(3)]
 
         def status(op_id: str) -> str:
-            r = get(c, sid, "optim-step", op_id)
+            r = get_operation(c, sid, "optim-step", op_id)
             assert r.status_code in (200, 404), r.text
             return r.json()["status"] if r.status_code == 200 else "dropped"
 
@@ -117,7 +105,7 @@ def test_a_restarted_server_keeps_the_bound_and_the_tombstones(tmp_path):
             for kind, env in done[:3]:
                 assert_dropped(c, sid, kind, env, 3)
             for kind, env in done[3:]:
-                assert get(c, sid, kind, env["id"]).json() == env
+                assert get_operation(c, sid, kind, env["id"]).json() == env
             r = c.post(f"/training-sessions/{sid}/operations/optim-step", json={}, headers={"Idempotency-Key": "key-2"})
             assert r.status_code == 409 and "max_kept_operations" in r.json()["error"]["message"]
             assert c.get(f"/training-sessions/{sid}").json()["step"] == "2"  # after a crash: from dropped ones too

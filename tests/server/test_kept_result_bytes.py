@@ -8,8 +8,7 @@ import shutil
 import pytest
 
 from rlnb.server.settings import ServerSettings, parse_limits
-from tests.server.test_kept_operations import get, sample_body
-from tests.support.server import app_client, new_session, submit, wait
+from tests.support.server import app_client, get_operation, new_session, sample_body, submit, wait
 
 BUDGET = 1500
 """Two samples of ``sample_body`` (~620 bytes of JSON each) fit, a third does not."""
@@ -28,14 +27,14 @@ def test_the_oldest_results_past_the_byte_budget_are_let_go_clearly(tmp_path):
         _, sid = new_session(c)
         done = samples(c, sid, 5)
         for env in done[:3]:
-            r = get(c, sid, "sample", env["id"])
+            r = get_operation(c, sid, "sample", env["id"])
             assert r.status_code == 404, r.text
             err = r.json()["error"]
             assert err["param"] == "operation_id" and err["type"] == "not_found"
             assert env["id"] in err["message"] and "max_kept_result_bytes" in err["message"]
             assert "1,500 bytes" in err["message"]
         for env in done[3:]:  # the newest two, whole; fetched twice, the same bytes
-            first, second = get(c, sid, "sample", env["id"]), get(c, sid, "sample", env["id"])
+            first, second = get_operation(c, sid, "sample", env["id"]), get_operation(c, sid, "sample", env["id"])
             assert first.json() == env and first.content == second.content
         headers = {"Idempotency-Key": "key-0"}
         retry = c.post(f"/training-sessions/{sid}/operations/sample", json=sample_body(), headers=headers)
@@ -47,8 +46,8 @@ def test_one_result_larger_than_the_budget_is_kept_until_the_next(tmp_path):
     with app_client(tmp_path, max_kept_result_bytes=1) as c:
         _, sid = new_session(c)
         old, new = samples(c, sid, 2)
-        assert get(c, sid, "sample", old["id"]).status_code == 404
-        assert get(c, sid, "sample", new["id"]).json() == new  # the newest is always there to be fetched
+        assert get_operation(c, sid, "sample", old["id"]).status_code == 404
+        assert get_operation(c, sid, "sample", new["id"]).json() == new  # the newest is always there to be fetched
 
 
 def test_a_restarted_server_keeps_the_byte_budget(tmp_path):
@@ -61,10 +60,10 @@ def test_a_restarted_server_keeps_the_byte_budget(tmp_path):
     for folder in (state, crashed):
         with app_client(tmp_path / "ckpt", state_dir=folder, max_kept_result_bytes=BUDGET) as c:
             for kind, env in [("optim-step", steps[0]), ("optim-step", steps[1]), ("sample", done[0])]:
-                r = get(c, sid, kind, env["id"])
+                r = get_operation(c, sid, kind, env["id"])
                 assert r.status_code == 404 and "max_kept_result_bytes" in r.json()["error"]["message"], r.text
             for env in done[1:]:
-                assert get(c, sid, "sample", env["id"]).json() == env
+                assert get_operation(c, sid, "sample", env["id"]).json() == env
             assert c.get(f"/training-sessions/{sid}").json()["step"] == "2"  # from the dropped steps too
 
 

@@ -32,73 +32,27 @@ import rlnb
 from rlnb import samples, sinks
 from rlnb.history import History
 from rlnb.sinks import exporting, stream
-from rlnb.sinks.base import Failure, Point, RunInfo, Sink
+from rlnb.sinks.base import Failure, Point, RunInfo
 from rlnb.sinks.points import Steps, merge
 from rlnb.sweep import grid, sweep
 from tests.support import sink_readers as read
-
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:The ``noload`` loader strategy is deprecated"  # SQLAlchemy 2.1, inside MlflowClient's reads
+from tests.support.sink_tests import (  # noqa: F401 - env: every library's state under a temporary folder
+    CE,
+    FAILS_AFTER_CLOSE_SCRIPT,
+    LOADED_MACHINE_TIMEOUT,
+    ROOT,
+    Flaky,
+    assert_points,
+    env,
+    expected,
+    four,
+    pytestmark,
+    read_all,
+    trackio_db,
 )
-ROOT = Path(__file__).resolve().parents[2]
-CE = [samples.cross_entropy(list(b"hello world"))]
+
 INVALID = "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
 LIBRARIES = ("tensorboard", "mlflow", "wandb", "trackio")
-LOADED_MACHINE_TIMEOUT = 300.0
-"""Seconds a sink may take to close here instead of ``CLOSE_TIMEOUT``."""
-
-
-def _tree(path: Path) -> list[str] | None:
-    return sorted(str(p) for p in path.rglob("*")) if path.exists() else None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def env(tmp_path_factory, sink_env):
-    """Every library's state under one temporary folder; nothing new in $HOME or the repo after."""
-    root = tmp_path_factory.mktemp("sink-libs")
-    home = Path.home()
-    watched = [
-        home / ".cache" / "wandb",
-        home / ".config" / "wandb",
-        home / ".config" / "mlflow",
-        home / ".cache" / "huggingface" / "trackio",
-        *(ROOT / name for name in ("wandb", "mlflow.db", "mlruns", "mlartifacts", "runs")),
-    ]
-    before = {p: _tree(p) for p in watched}
-    variables = {
-        "HOME": root / "home",
-        "XDG_CACHE_HOME": root / "cache",
-        "XDG_CONFIG_HOME": root / "config",
-        "XDG_DATA_HOME": root / "data",
-        "HF_HOME": root / "hf",
-        **sink_env,  # TRACKIO_DIR, WANDB_DIR, ...: the session's, in case a test before imported Trackio
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in variables.items():
-            mp.setenv(name, str(value))
-        # MLflow's child may take more than the default 30 s to start and close on a busy machine; no test
-        # but test_close_gives_up_on_a_sink_that_hangs is about that deadline
-        mp.setattr(stream, "CLOSE_TIMEOUT", LOADED_MACHINE_TIMEOUT)
-        mp.setattr(stream, "EXIT_TIMEOUT", LOADED_MACHINE_TIMEOUT)
-        yield root
-        if "wandb" in sys.modules:
-            sys.modules["wandb"].teardown()  # stops the wandb-core process this module started
-    assert {p: _tree(p) for p in watched} == before
-
-
-def expected(history: History) -> dict[int, dict[str, float]]:
-    """``history.steps`` as the sinks should have it: one point per step, missing figures absent."""
-    out = {}
-    for row in history.steps.drop(columns="weights_version").to_dict("records"):
-        step = int(row.pop("step"))
-        out[step] = {k: float(v) for k, v in row.items() if not pd.isna(v)}
-    return out
-
-
-def assert_points(got, want, where=""):
-    assert sorted(got) == sorted(want), where
-    for step, values in want.items():
-        assert got[step] == pytest.approx(values, rel=1e-6, abs=2e-6), (where, step)
 
 
 def train(session, steps: int = 5) -> None:
@@ -118,44 +72,6 @@ def train(session, steps: int = 5) -> None:
         if i == 4:
             session.history.log(step, kl=math.nan)
     session.wait()
-
-
-def trackio_db(project: str) -> Path:
-    import trackio.utils
-
-    assert Path(os.environ["TRACKIO_DIR"]) == trackio.utils.TRACKIO_DIR  # not $HF_HOME or ~/.cache
-    return trackio.utils.TRACKIO_DIR / f"{project}.db"
-
-
-def read_all(where: Path, name: str, project: str, mlflow_db: Path | None = None):
-    """(library, params, points, events) for each of the four sinks of ``four(where, project)``."""
-    out = [("tensorboard", *read.tensorboard(where / "tb" / name))]
-    params, points, events, status = read.mlflow(f"sqlite:///{mlflow_db or where / 'mlflow.db'}", project, name)
-    assert status == "FINISHED"
-    out.append(("mlflow", params, points, events))
-    runs = [d for d in (where / "wb" / "wandb").glob("offline-run-*") if _wandb_name(d) == name]
-    assert len(runs) == 1
-    config, points, events, exit_code = read.wandb(runs[0])
-    assert exit_code == 0
-    out.append(("wandb", config, points, events))
-    out.append(("trackio", *read.trackio(trackio_db(project), name)))
-    return out
-
-
-def _wandb_name(run_dir: Path) -> str | None:
-    for record in read.wandb_records(next(run_dir.glob("run-*.wandb"))):
-        if record.WhichOneof("record_type") == "run":
-            return record.run.display_name
-    return None
-
-
-def four(where: Path, project: str, mlflow: Sink | None = None) -> list[Sink]:
-    return [
-        sinks.TensorBoard(where / "tb"),
-        mlflow or sinks.MLflow(where / "mlflow.db", project),
-        sinks.WandB(project, dir=where / "wb"),
-        sinks.Trackio(project),
-    ]
 
 
 def check_run(history: History, where: Path, project: str, mlflow_db: Path | None = None) -> None:
@@ -269,31 +185,6 @@ def test_a_remote_session_streams_the_same_figures(server, tmp_path):
 
 
 # -- failures ------------------------------------------------------------------------------------
-
-
-class Flaky(Sink):
-    """A sink whose library fails on the ``fail_at``-th write with ``error``."""
-
-    library = "json"
-    extra = "none"
-
-    def __init__(self, fail_at: int, error: BaseException, **kw):
-        self.fail_at, self.exc, self.writes, self.closed = fail_at, error, [], False
-        super().__init__(**kw)
-
-    def spec(self):
-        raise NotImplementedError
-
-    def open(self, run: RunInfo):
-        return self
-
-    def write(self, points: list[Point], failures: list[Failure]) -> None:
-        if len(self.writes) + 1 == self.fail_at:
-            raise self.exc
-        self.writes.append(points)
-
-    def close(self) -> None:
-        self.closed = True
 
 
 @pytest.mark.slow  # a session trained until its sink's disk fills (~1.3 s)
@@ -594,13 +485,13 @@ def test_points_match_history_steps_when_completions_arrive_out_of_order():
     for seq in (2, 6, 0, 7, 4, 1, 3, 5):  # the order the poller noticed them
         _, result, _ = plan[seq]
         failed = isinstance(result, wire.OperationError)
-        env = wire.Operation(
+        operation = wire.Operation(
             id=f"op-{seq}",
             status="TRAINING_OPERATION_STATUS_FAILED" if failed else done,
             output=None if failed else result,
             error=result if failed else None,
         )
-        history.update(records[seq], env, 200.0 + seq)
+        history.update(records[seq], operation, 200.0 + seq)
         items += steps.record(records[seq])
     made, failures = merge(items + steps.drain())
     assert {p.step: p.values for p in made} == expected(history)
@@ -1117,34 +1008,6 @@ def test_a_sink_failure_after_the_last_log_is_said_at_the_next_read_or_new_run()
     finally:
         go.set()
         attachment.close()
-
-
-FAILS_AFTER_CLOSE_SCRIPT = """
-import threading, warnings
-from rlnb.history import History
-from rlnb.sinks import attach
-from rlnb.sinks.base import Sink
-
-go = threading.Event()
-
-class Late(Sink):
-    library, extra = "json", "none"
-    def spec(self): raise NotImplementedError
-    def open(self, run): return self
-    def write(self, points, failures): pass
-    def close(self):
-        go.wait(60)
-        raise OSError("disk gone at close")
-
-history = History()
-attachment = attach(history, [Late(interval=0)])
-history.log(1, reward=1.0)
-with warnings.catch_warnings(record=True):
-    attachment.close(timeout=0.2)  # missed: said here ("did not finish writing"), the writer left running
-go.set()
-attachment._channels[0].thread.join(60)  # it fails now, after its close: nothing touches the history again
-print("ready", flush=True)
-"""
 
 
 @pytest.mark.slow  # a Python process

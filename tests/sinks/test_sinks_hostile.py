@@ -23,7 +23,9 @@ from rlnb.history import History
 from rlnb.history.runs import RunContinuedWarning
 from rlnb.sinks import SinkError, SinkWarning, process, stream
 from rlnb.sinks.base import Point, RunInfo, Sink
-from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
+from tests.support import sink_readers as read
+from tests.support.hanging_sink import Hanging
+from tests.support.sink_tests import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
     FAILS_AFTER_CLOSE_SCRIPT,
     LOADED_MACHINE_TIMEOUT,
@@ -36,8 +38,6 @@ from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state 
     read_all,
     trackio_db,
 )
-from tests.support import sink_readers as read
-from tests.support.hanging_sink import Hanging
 
 CLOSE = "with warnings.catch_warnings(record=True):\n"
 STRICT = "    warnings.simplefilter('always')\n"

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from tests.sinks.test_sinks import env, pytestmark  # noqa: F401 - env: every library's state in a temp folder
-from tests.sinks.test_sinks_places import MAKERS
+from tests.support.sink_tests import MAKERS, env, pytestmark  # noqa: F401 - env: every library's state in a temp folder
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges")

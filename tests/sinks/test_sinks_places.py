@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,9 @@ import pytest
 import rlnb
 from rlnb import sinks
 from rlnb.sinks import stream
-from rlnb.sinks.base import Sink
 from rlnb.testing import FakeBackend
-from tests.sinks.test_sinks import CE, ROOT, env, pytestmark  # noqa: F401 - env: every library's state in a temp folder
 from tests.support import sink_readers as read
-
-MAKERS: dict[str, tuple[str, Callable[[Path], Sink]]] = {  # the field named, and the sink writing under ``where``
-    "tensorboard": ("TensorBoard.logdir", lambda where: sinks.TensorBoard(where)),
-    "mlflow": ("MLflow.tracking_uri", lambda where: sinks.MLflow(where / "m.db", process=True)),
-    "wandb": ("WandB.dir", lambda where: sinks.WandB("p", dir=where.parent, process=True)),  # it writes in <dir>/wandb
-    "trackio": ("$TRACKIO_DIR", lambda where: sinks.Trackio("p", process=True)),  # process: Trackio not imported
-}
-"""``process=True``: the library is not imported in this process (a fast test); the folder is checked all the same."""
+from tests.support.sink_tests import CE, MAKERS, ROOT, env, pytestmark  # noqa: F401 - env: every library's state in a temp folder
 
 
 def _unwritable(tmp_path: Path) -> Path:

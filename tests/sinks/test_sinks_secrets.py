@@ -8,7 +8,7 @@ import rlnb
 from rlnb import sinks
 from rlnb.sinks import stream
 from rlnb.testing import FakeBackend
-from tests.sinks.test_sinks import CE, Flaky, env, pytestmark  # noqa: F401 - env: libraries' state in a temp folder
+from tests.support.sink_tests import CE, Flaky, env, pytestmark  # noqa: F401 - env: libraries' state in a temp folder
 
 TOKEN = "wt-8c1f0e2d9b7a4c55"
 HOOK = "https://hooks.slack.com/services/T0000/B0000/XyZsecretHookPath"

@@ -18,14 +18,14 @@ from rlnb.sinks import wandb as wandb_sink
 from rlnb.sinks.base import Point, RunInfo
 from rlnb.sinks.mlflow import store_uri
 from rlnb.testing import FakeBackend
-from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
+from tests.support import sink_readers as read
+from tests.support.sink_tests import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
     LOADED_MACHINE_TIMEOUT,
     ROOT,
     env,
     pytestmark,
 )
-from tests.support import sink_readers as read
 
 SPELLINGS = {
     "a relative path": lambda d: "mlflow.db",

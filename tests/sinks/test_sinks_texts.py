@@ -16,13 +16,13 @@ from rlnb import sinks, wire
 from rlnb.history import History
 from rlnb.remote.bodies import Scrubber
 from rlnb.sinks.base import Sink
-from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
+from tests.support import sink_readers as read
+from tests.support.sink_tests import (  # noqa: F401 - env: every library's state under a temporary folder
     LOADED_MACHINE_TIMEOUT,
     env,
     pytestmark,
     trackio_db,
 )
-from tests.support import sink_readers as read
 
 INVALID = "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
 SERVER_SAYS = (  # a server's JSON escapes may spell half a UTF-16 pair: decoded, it is a lone surrogate

@@ -15,14 +15,14 @@ from rlnb.history.runs import RunContinuedWarning
 from rlnb.sinks import SinkError
 from rlnb.sinks.base import Point, RunInfo
 from rlnb.testing import FakeBackend
-from tests.sinks.test_sinks import (  # noqa: F401 - env: every library's state under a temporary folder
+from tests.support import sink_readers as read
+from tests.support.sink_tests import (  # noqa: F401 - env: every library's state under a temporary folder
     CE,
     assert_points,
     env,
     expected,
     pytestmark,
 )
-from tests.support import sink_readers as read
 
 BLOCK = 32768
 BUSY = 0.5

@@ -6,9 +6,12 @@ directory takes (``rlnb.connect("local", model="/path/to/dir")``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
+
+import rlnb
 
 VOCAB = 320  # model rows; the tokenizer below has fewer tokens (padded vocabularies are normal)
 HIDDEN = dict(
@@ -88,3 +91,36 @@ def save(arch: str, folder: Path, with_tokenizer: bool = True, seed: int = 0) ->
     if with_tokenizer:
         build_tokenizer(folder)
     return folder
+
+
+def local(model, **kw):
+    """An in-process session of ``model`` on the CPU, recording nothing, unless ``kw`` says otherwise."""
+    kw.setdefault("device", "cpu")
+    kw.setdefault("record", False)
+    return rlnb.connect("local", model=model, **kw)
+
+
+def crafted(folder: Path, change) -> Path:
+    """A GPT-2 model folder saved to ``folder``, then damaged by ``change(folder)``."""
+    save("gpt2", folder)
+    change(folder)
+    return folder
+
+
+def config_with(**fields):
+    """A change for ``crafted`` that sets ``fields`` in the folder's config.json."""
+
+    def change(folder):
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, **fields}))
+
+    return change
+
+
+def drop_weights(folder, part):
+    """The folder's weights less those whose name holds ``part``."""
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(folder / "model.safetensors")
+    kept = {k: v for k, v in state.items() if part not in k}
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from fastapi.testclient import TestClient
 
-from rlnb import wire
+from rlnb import samples, wire
 from rlnb.server import create_app
 from rlnb.testing import ServerProcess
 
@@ -17,6 +17,10 @@ DEADLINE = 120.0
 shared with other work."""
 
 
+CE = wire.ForwardBackwardBody(
+    samples=[samples.cross_entropy(list(b"keep me"))], loss=wire.LossConfig(type="LOSS_TYPE_CROSS_ENTROPY")
+).to_json_dict()
+"""A cross-entropy forward-backward's body, as JSON."""
 START_DEADLINE = 300.0
 """Seconds a server process may take to answer its health check: it imports torch, slowly on a loaded machine."""
 
@@ -83,3 +87,14 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def sample_body() -> dict:
+    """A sample request's body, as JSON: two completions of 3 tokens of one short prompt."""
+    inputs = [wire.ModelInput.from_tokens(list(b"n=")).to_json_dict()]
+    return {"model_inputs": inputs, "num_samples": 2, "sampling_params": {"max_tokens": 3}}
+
+
+def get_operation(c: httpx.Client, sid: str, kind: str, op_id: str) -> httpx.Response:
+    """The operation's envelope, as the SDK polls it."""
+    return c.get(f"/training-sessions/{sid}/operations/{kind}/{op_id}")

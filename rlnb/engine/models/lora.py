@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from rlnb import wire
 from rlnb._extras import need
 from rlnb.engine.models.seeding import seeded
+from rlnb.errors import OptionRefused
 
 DEFAULT_RANK = 8
 DEFAULT_ALPHA = 16
@@ -70,23 +71,27 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
     """Freeze ``model`` and wrap the named layers with LoRA adapters; returns the peft model.
 
     The adapter init draws from the global RNG inside ``seeding.seeded``, seeded with ``settings.seed``, so it
-    is reproducible, whatever other thread builds a model meanwhile, and leaves the caller's RNG as it was."""
+    is reproducible, whatever other thread builds a model meanwhile, and leaves the caller's RNG as it was. What it
+    cannot adapt (no target, a rank no layer can use, a layer peft refuses) is the refusal of ``lora=``
+    (``OptionRefused``)."""
     peft = _peft()
     refuse_adapted(model)
     # nn.MultiheadAttention multiplies by its out_proj's weight itself, never calling the layer: an adapter there
     # never trained (its factors sat at their init, silently)
     targets = [t for t in targets if not isinstance(model.get_submodule(t.rpartition(".")[0]), nn.MultiheadAttention)]
     if not targets:  # peft's NoMatchingPeftModuleError spoke of target_modules, which rlnb chooses
-        raise ValueError(
+        raise OptionRefused(
+            "lora",
             f"lora: model ({type(model).__name__}) has no linear layer for LoRA to adapt (it adapts nn.Linear and "
             "GPT-2's Conv1D layers, outside nn.MultiheadAttention): train all its weights (lora=None), or give it "
-            "linear layers"
+            "linear layers",
         )
     usable = max(min(model.get_parameter(f"{t}.weight").shape) for t in targets)  # a rank of B·A is at most that
     if settings.rank > usable:  # more adds weights, not capacity: lora={"rank": 10**8} asked peft for ~1e11 floats
-        raise ValueError(
+        raise OptionRefused(
+            "lora",
             f"lora: rank {settings.rank} is more than any adapted layer can use (B·A has at most the rank of a "
-            f"layer's smaller dimension: {usable} in this model); give a rank in [1, {usable}]"
+            f"layer's smaller dimension: {usable} in this model); give a rank in [1, {usable}]",
         )
     config = peft.LoraConfig(
         r=settings.rank,
@@ -102,7 +107,10 @@ def apply_lora(model: nn.Module, targets: list[str], settings: LoraSettings) -> 
         warnings.filterwarnings("ignore", message=r"fan_in_fan_out is set to", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*tie_word_embeddings.*", category=UserWarning)
         warnings.filterwarnings("ignore", message=r".*is_gradient_checkpointing.*", category=FutureWarning)
-        adapted = peft.get_peft_model(model, config)
+        try:
+            adapted = peft.get_peft_model(model, config)
+        except ValueError as exc:  # a layer of the targets peft cannot adapt (one's own class named Conv1D)
+            raise OptionRefused("lora", str(exc)) from exc
     _ADAPTED[model] = trainable
     if settings.dropout > 0:
         device = next(model.parameters()).device
@@ -156,14 +164,16 @@ def undo_lora(adapted: nn.Module, model: nn.Module) -> None:
 
 
 def refuse_adapted(model: object) -> None:
-    """A ``ValueError`` for a module an earlier LoRA session adapted (in place: peft's layers and frozen weights
-    stay in it): given to another session it trained, silently, that session's adapters on top of the earlier
-    run's (a full-weight session only them, the base frozen). A model of one's own built with peft is taken."""
+    """The refusal of ``model=`` (``OptionRefused``) for a module an earlier LoRA session adapted (in place: peft's
+    layers and frozen weights stay in it): given to another session it trained, silently, that session's adapters on
+    top of the earlier run's (a full-weight session only them, the base frozen). A model of one's own built with peft
+    is taken."""
     if isinstance(model, nn.Module) and model in _ADAPTED:
-        raise ValueError(
+        raise OptionRefused(
+            "model",
             f"model ({type(model).__name__}) was adapted in place by an earlier LoRA session: it holds that session's "
             "adapters and its own weights are frozen; pass a fresh instance of the model (or a copy.deepcopy made "
-            "before its first session), or resume_from= that session's checkpoint"
+            "before its first session), or resume_from= that session's checkpoint",
         )
 
 
