@@ -31,3 +31,26 @@ def test_a_seed_that_never_logged_y_is_not_counted_in_its_group():
     assert np.allclose(solid[0].get_xydata(), [[1, 0.1], [2, 0.2], [3, 0.3], [4, 0.4]])
     assert [line.get_label() for line in ax.lines if line.get_linestyle() == "--"] == []
     assert legend_texts(ax) == ["adam"]
+
+
+def test_the_live_log_axis_says_how_many_points_at_or_below_0_it_does_not_draw():
+    """A reward of 0 at 7 of 10 steps and a loss of either sign: on the log axis the panel says what it leaves out."""
+    from rlnb.viz.live import LiveView
+
+    rewards = [0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.25, 0.0, 0.75, 0.0]
+    losses = [0.01, -0.02, 0.003, -0.01, 0.02, -0.004, 0.001, -0.03, 0.002, 0.01]
+    h = hand_history(losses, norms=[1.0] * 10)
+    for i, r in enumerate(rewards):
+        h.log(i + 1, reward=r)
+    view = LiveView(h, metrics=("reward",))
+    try:
+        assert view.panels["reward"].note.get_text() == ""
+        view.log_toggle.value = True
+        assert view.panels["reward"].ax.get_yscale() == "log"
+        assert view.panels["reward"].note.get_text() == "7 of 10 points ≤ 0 not drawn (log y)"
+        assert view.panels["loss"].note.get_text() == "4 of 10 points ≤ 0 not drawn (log y)"
+        assert view.panels["grad_norm"].note.get_text() == ""
+        view.log_toggle.value = False
+        assert view.panels["reward"].note.get_text() == ""
+    finally:
+        view.close()
