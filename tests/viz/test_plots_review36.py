@@ -54,3 +54,44 @@ def test_the_live_log_axis_says_how_many_points_at_or_below_0_it_does_not_draw()
         assert view.panels["reward"].note.get_text() == ""
     finally:
         view.close()
+
+
+def _points(line):
+    return [(x, None if math.isnan(y) else round(y, 9)) for x, y in np.asarray(line.get_xydata()).tolist()]
+
+
+def test_a_figure_logged_nan_is_a_gap_in_the_static_plots_as_in_the_steps_table():
+    """``log(2, acc=nan)`` between 0.2 and 0.6: the steps table holds NaN at step 2, and the line breaks there, in
+    ``plots.metric`` and in ``overview(metrics=...)``, where it joined 0.2 to 0.6 as if step 2 were healthy."""
+    h = hand_history([1.0, 0.9, 0.8], norms=[1.0] * 3)
+    h.log(1, acc=0.2)
+    h.log(2, acc=NAN)
+    h.log(3, acc=0.6)
+    h.log(2, reward=0.5)  # a log() call without acc: no point of acc
+    assert [None if math.isnan(v) else v for v in h.steps["acc"]] == [0.2, None, 0.6]
+    assert _points(plots.metric(h, "acc").lines[0]) == [(1, 0.2), (2, None), (3, 0.6)]
+    panel = next(ax for ax in plots.overview(h, metrics=("acc",)).axes if ax.get_title() == "acc")
+    assert _points(panel.lines[0]) == [(1, 0.2), (2, None), (3, 0.6)]
+
+
+def test_a_nan_logged_again_at_a_step_keeps_its_number_in_the_table_the_plots_and_the_live_view():
+    """``log(2, acc=0.5)`` then ``log(2, acc=nan)``: the steps table keeps 0.5 (the last number logged at the step),
+    ``plots.metric`` draws it, and the live view too, where it drew a gap."""
+    from rlnb.viz.live import LiveView
+
+    h = hand_history([1.0, 0.9, 0.8], norms=[1.0] * 3)
+    view = LiveView(h, metrics=("acc",))
+    try:
+        h.log(1, acc=0.2)
+        h.log(2, acc=0.5)
+        h.log(3, acc=0.6)
+        h.log(2, acc=NAN)
+        view.refresh()
+        assert h.steps["acc"].tolist() == [0.2, 0.5, 0.6]
+        assert _points(plots.metric(h, "acc").lines[0]) == [(1, 0.2), (2, 0.5), (3, 0.6)]
+        assert _points(view.panels["acc"].lines["acc"]) == [(1, 0.2), (2, 0.5), (3, 0.6)]
+        h.log(4, acc=NAN)  # logged NaN at a step of its own: a gap in the live view as in the table
+        view.refresh()
+        assert _points(view.panels["acc"].lines["acc"])[-1] == (4, None)
+    finally:
+        view.close()
