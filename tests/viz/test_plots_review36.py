@@ -95,3 +95,32 @@ def test_a_nan_logged_again_at_a_step_keeps_its_number_in_the_table_the_plots_an
         assert _points(view.panels["acc"].lines["acc"])[-1] == (4, None)
     finally:
         view.close()
+
+
+def test_a_long_figure_names_y_label_is_cut_to_the_axes_height_as_its_title_to_their_width():
+    """A 76-character name: its y label ran past the figure's top and bottom (-106..478 px of 350 px)."""
+    from rlnb.viz.draw import png
+
+    name = "eval/held_out_accuracy_on_the_addition_task_sums_up_to_nine_greedy_pass_at_1"
+    h = hand_history([0.5] * 3, norms=[1.0] * 3)
+    h.log(1, **{name: 1.0})
+    for ax in (plots.metric(h, name), plots.overview(h, metrics=(name,)).axes[-1]):
+        png(ax.figure)
+        label = ax.yaxis.label
+        assert "…" in label.get_text()
+        assert label.get_text().startswith("eval/") and label.get_text().endswith("pass_at_1")
+        box = label.get_window_extent(ax.figure.canvas.get_renderer())
+        assert box.y0 >= 0 and box.y1 <= ax.figure.bbox.height
+
+
+def test_a_figure_name_past_the_bound_is_refused_naming_its_length_and_the_bound():
+    """``history.log`` took a name of any length: 30,000 characters made ``plots.metric`` take 10 s."""
+    import pytest
+
+    from rlnb.history.figures import MAX_NAME
+
+    h = hand_history([0.5], norms=[1.0])
+    h.log(1, **{"x" * MAX_NAME: 1.0})  # at the bound: taken
+    with pytest.raises(ValueError, match=f"figure name of {MAX_NAME + 1} characters.*at most {MAX_NAME}"):
+        h.log(1, **{"y" * (MAX_NAME + 1): 1.0})
+    assert list(h.logged.columns) == ["step", "x" * MAX_NAME]
