@@ -110,7 +110,8 @@ def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None, own: History | Non
     title = "reward"
     if EVAL in frame.columns:
         acc = logged_rows(ax, frame, EVAL, own)
-        ax.plot(acc["step"], acc[EVAL], color="C3", marker="s", ms=4, label="eval accuracy (held out)")
+        # as every line: decimated, a marker at each of a few points, an infinity marked on the frame
+        series(ax, acc["step"], acc[EVAL], None, "C3", "eval accuracy (held out)", mark="s", ms=4)
         title = "reward and eval accuracy"
         placing.legend(ax, loc="best", fontsize="small")
     ax.set(xlabel="optimizer step", ylabel="reward", title=title)

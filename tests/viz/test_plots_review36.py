@@ -124,3 +124,35 @@ def test_a_figure_name_past_the_bound_is_refused_naming_its_length_and_the_bound
     with pytest.raises(ValueError, match=f"figure name of {MAX_NAME + 1} characters.*at most {MAX_NAME}"):
         h.log(1, **{"y" * (MAX_NAME + 1): 1.0})
     assert list(h.logged.columns) == ["step", "x" * MAX_NAME]
+
+
+def test_an_ema_names_its_raw_and_smoothed_lines_in_a_legend():
+    """``plots.loss(h, ema=0.9)`` drew a faint and a bold line and said nowhere which was which."""
+    h = hand_history([1.0, 0.8, 0.9, 0.7], norms=[1.0] * 4)
+    h.log(1, acc=0.1)
+    h.log(2, acc=0.3)
+    assert legend_texts(plots.loss(h, ema=0.9)) == ["loss (raw)", "loss (EMA 0.9)"]
+    assert legend_texts(plots.metric(h, "acc", ema=0.5)) == ["acc (raw)", "acc (EMA 0.5)"]
+    assert legend_texts(plots.loss(h)) == []
+
+
+def test_the_overviews_eval_accuracy_is_decimated_and_its_infinities_marked():
+    """The eval accuracy beside the reward was a bare ``ax.plot``: 20,000 square markers for 20,000 evaluations,
+    and no mark on the frame for an infinite one."""
+    from rlnb.tasks import EVAL_ACCURACY
+    from rlnb.viz.lines import MAX_POINTS
+
+    h = hand_history([0.5] * 2, norms=[1.0] * 2)
+    n = 3 * MAX_POINTS
+    for step in range(1, n + 1):
+        h.log(step, reward=0.5, **{EVAL_ACCURACY: step / n})
+    h.log(n + 1, **{EVAL_ACCURACY: math.inf})
+    ax = plots.overview(h).axes[0]
+    (acc,) = [line for line in ax.lines if line.get_label() == "eval accuracy (held out)"]
+    assert len(acc.get_xdata()) <= MAX_POINTS and acc.get_marker() in ("", "None", None)
+    assert "eval accuracy (held out) +inf (1 step, on the frame)" in legend_texts(ax)
+    few = hand_history([0.5] * 2, norms=[1.0] * 2)
+    for step in (1, 2):
+        few.log(step, reward=0.5, **{EVAL_ACCURACY: 0.25 * step})
+    (acc,) = [line for line in plots.overview(few).axes[0].lines if line.get_label() == "eval accuracy (held out)"]
+    assert acc.get_marker() == "s" and _points(acc) == [(1, 0.25), (2, 0.5)]
