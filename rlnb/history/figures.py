@@ -23,8 +23,8 @@ SHADOWED = "{} (logged)"
 MAX_STEP = 2**63 - 1
 """The largest step a table column (int64) holds."""
 MAX_NAME = 250
-"""The longest figure name ``History.log`` takes (characters): MLflow's longest metric key, so every sink keeps a name
-as written; past it, drawing the name in a plot's title and label took seconds (10 s at 30,000 characters)."""
+"""The longest figure name ``History.log`` takes (characters): MLflow's longest metric key, so the MLflow sink keeps a
+name as written; past it, drawing the name in a plot's title and label took seconds (10 s at 30,000 characters)."""
 NO_STEP: Any = object()
 """``History.log``'s step when given by name (``log(step=3, ...)``)."""
 
