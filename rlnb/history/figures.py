@@ -22,6 +22,9 @@ SHADOWED = "{} (logged)"
 """The column of a logged figure named like one of ``STEP_COLUMNS`` in a run written before ``log`` refused it."""
 MAX_STEP = 2**63 - 1
 """The largest step a table column (int64) holds."""
+MAX_NAME = 250
+"""The longest figure name ``History.log`` takes (characters): MLflow's longest metric key, so the MLflow sink keeps a
+name as written; past it, drawing the name in a plot's title and label took seconds (10 s at 30,000 characters)."""
 NO_STEP: Any = object()
 """``History.log``'s step when given by name (``log(step=3, ...)``)."""
 
@@ -57,7 +60,8 @@ def checked_step(where: str, step: Any) -> int:
 def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
     that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name or a name that is
-    not valid Unicode (a lone surrogate: no table column holds it), or one named like a steps column."""
+    not valid Unicode (a lone surrogate: no table column holds it), one past ``MAX_NAME`` characters, or one named like
+    a steps column."""
     if step is NO_STEP:  # History.log(step=3, ...)
         step = figures.pop("step", None)  # History.log's own **figures
     elif "step" in figures:  # History.log(1, step=...): not Python's "multiple values for argument 'step'"
@@ -67,6 +71,9 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     for name, value in figures.items():
         if not name.strip():  # a column named "" (or " "): no plot or table can name it back
             raise ValueError(f"history.log: a figure needs a name, got {name!r}")
+        if len(name) > MAX_NAME:  # before check_text, whose message would hold the whole name
+            raise ValueError(f"history.log: a figure name of {len(name)} characters ({name[:20]!r}...): at most "
+                             f"{MAX_NAME}")  # fmt: skip
         check_text(name, f"history.log: the figure name {name!r}")
         if name in STEP_COLUMNS:
             raise ValueError(

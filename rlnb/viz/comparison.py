@@ -133,6 +133,9 @@ def compare(
         seeds = group.groupby("seed", sort=False, dropna=False) if "seed" in group else [(None, group)]
         members = [once_per_step(ax, m) for _, m in seeds]  # a step twice in a seed: averaged as two seeds
         series = [m[y].to_numpy(dtype=float) if ema is None else smooth(m[y], ema) for m in members]
+        # a seed with no value of y (pruned before its first evaluation) is no member: not "(2 seeds)" of one
+        kept = [i for i, s in enumerate(series) if (~np.isnan(s)).any()] or list(range(len(series)))
+        members, series = [members[i] for i in kept], [series[i] for i in kept]
         values = pd.DataFrame({"step": np.concatenate([m["step"] for m in members]), y: np.concatenate(series)})
         # only the steps that have it: a metric logged every k steps (NaN between) would draw no line at all, and a
         # run without it would be an empty line in the legend

@@ -175,13 +175,20 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
     return ax
 
 
-def logged_rows(ax: Axes, frame: pd.DataFrame, name: str) -> pd.DataFrame:
+def logged_rows(ax: Axes, frame: pd.DataFrame, name: str, history: History | None = None) -> pd.DataFrame:
     """The rows of ``frame`` where ``name`` was logged, as numbers (``numbers``), in step order, each step once
-    (``once_per_step``): a figure logged in a ``history.log`` call of its own (an eval accuracy every 10 steps) is NaN
-    in the others' rows, and drawn with them it would be dots between gaps, no line; one logged late (step 5, then 2)
-    would be a line going back across the axes."""
-    rows = frame[["step", name]].dropna()
-    return once_per_step(ax, rows.assign(**{name: numbers(rows, name)}))
+    (``once_per_step``) with the steps table's value: the last number logged there, NaN where only NaN was. A figure
+    logged in a ``history.log`` call of its own (an eval accuracy every 10 steps) is NaN in the others' rows, and
+    drawn with them it would be dots between gaps, no line; one logged late (step 5, then 2) would be a line going
+    back across the axes. Given the ``history``, its ``log()`` rows say what each call logged, and a NaN logged for
+    ``name`` stays: a gap, where a figure that diverged would look healthy joined across."""
+    if history is None:
+        rows = frame[["step", name]].dropna()
+    else:
+        given = [(row["step"], row[name]) for row in history.step_log.logged_since(0) if name in row]
+        rows = pd.DataFrame(given, columns=["step", name]).astype({"step": np.int64})
+    rows = rows.assign(**{name: numbers(rows, name)})
+    return once_per_step(ax, rows.iloc[np.argsort(rows[name].notna().to_numpy(), kind="stable")])  # a step's NaN first
 
 
 REPEATED = "{n} step{s} logged more than once: the last value of each drawn"
@@ -237,7 +244,9 @@ def numbers(frame: pd.DataFrame, name: str) -> pd.Series:
     return values.astype(float)
 
 
-def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) -> Axes:
+def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None, history: History | None = None) -> Axes:
+    """``name``'s panel from ``frame``: ``history``'s ``logged`` table, given with it (``logged_rows``), or a steps
+    table."""
     ax.set(xlabel="optimizer step", ylabel=printable(name), title=printable(name))
     if name not in frame.columns or frame.empty:
         note(ax, not_logged(name))
@@ -245,7 +254,7 @@ def metric_panel(ax: Axes, frame: pd.DataFrame, name: str, ema: float | None) ->
     if not frame[name].notna().any():  # the column is there: the figure was logged (or the step reported it)
         note(ax, all_nan(name, per_step=name in STEP_COLUMNS))
         return ax
-    rows = logged_rows(ax, frame, name)
+    rows = logged_rows(ax, frame, name, history)
     series(ax, rows["step"], rows[name], ema, "C2", printable(name))
     return ax
 

@@ -67,15 +67,19 @@ def smooth(y: ArrayLike, ema: float) -> np.ndarray:
     return out.where(values.notna()).to_numpy()
 
 
-def series(ax: Axes, x: ArrayLike, y: ArrayLike, ema: float | None, color: str, label: str) -> None:
-    """``y`` over ``x`` (a marker at each point while there are few); with ``ema`` the raw line faint
-    and the smoothed one bold."""
-    marker = "o" if len(np.asarray(x)) <= MARKERS_UP_TO else ""
+def series(
+    ax: Axes, x: ArrayLike, y: ArrayLike, ema: float | None, color: str, label: str, mark: str = "o", **style: Any
+) -> None:
+    """``y`` over ``x`` (a ``mark`` at each point while there are few); with ``ema`` the raw line faint and the
+    smoothed one bold, named in a legend: which is which is said nowhere else. ``style``: the line's own (``ms``,
+    ``zorder``)."""
+    style = {"ms": 3, **style, "marker": mark if len(np.asarray(x)) <= MARKERS_UP_TO else ""}
     if ema is None:
-        ax.plot(*decimate(x, y), color=color, label=label, marker=marker, ms=3)
+        ax.plot(*decimate(x, y), color=color, label=label, **style)
     else:
-        ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)", marker=marker, ms=3)
+        ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)", **style)
         ax.plot(*decimate(x, smooth(y, ema)), color=color, lw=2, label=f"{label} (EMA {ema})")
+        placing.legend(ax, loc="best", fontsize="small")
     infinite(ax, x, y, color, label)
 
 

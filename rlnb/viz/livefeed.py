@@ -54,10 +54,15 @@ def feed(view: Any, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]
             if name in view.metrics:
                 _add(view, name, entry["step"], value, late)
                 changed.add(name)
-    for name in late:  # logged late (step 2's after step 5's) or again: fed again, in step order, each step's last
-        points = sorted({e["step"]: e[name] for e in view.history.step_log.logged_since(0) if name in e}.items())
+    for name in late:  # logged late (step 2's after step 5's) or again: fed again, in step order, each step once with
+        # the steps table's value: the last number logged there, NaN (a gap) where only NaN was
+        points: dict[int, float] = {}
+        for e in view.history.step_log.logged_since(0):
+            if name in e and (not math.isnan(e[name]) or e["step"] not in points):
+                points[e["step"]] = e[name]
+        points = dict(sorted(points.items()))
         view.series[name] = Series(view.ema)
-        view.series[name].extend(*zip(*points, strict=True))
+        view.series[name].extend(list(points), list(points.values()))
     return changed
 
 

@@ -173,10 +173,13 @@ class Panel:
             line.set_visible(visible)
             self._stale = True  # the legend lists visible lines only
 
-    def set_note(self, note: str) -> None:
-        """Say on the axes why there is nothing to draw ("" when there is)."""
+    def set_note(self, note: str, corner: bool = False) -> None:
+        """Say on the axes why there is nothing to draw ("" when there is), in their middle; or, in their lower left
+        ``corner``, clear of the lines, what is drawn without some of its points."""
         if note != self._note:
             self._note = note
+            self.note.set_position((0.02, 0.03) if corner else (0.5, 0.5))
+            self.note.set(ha="left" if corner else "center", va="bottom" if corner else "center")
             self.note.set_text(note)
             self.note.set_wrap(True)  # as_written may have broken an earlier note itself
             as_written(self.note)  # a metric's name in it: CJK or emoji would draw boxes, two "$" fail the draw

@@ -81,6 +81,7 @@ def draw_panel(
     gradient norm; ``logged``: ``name`` is a figure given to ``log``, which says so while none has come)."""
     keys = [k for k in panel.lines if ":" not in k and k != "grad_clip_norm"]
     lo, hi, pos, x_last = math.inf, -math.inf, math.inf, 0.0  # pos: the lowest point above 0, a log axis' floor
+    finite = below = 0  # the finite points, and those <= 0 among them, which a log axis does not draw
     infs: list[str] = []
     for key in keys:
         s = series[key]
@@ -95,6 +96,7 @@ def draw_panel(
             raw.set_alpha(0.35 if smooth else 1.0)
         infs += _infs(panel, key, s)
         lo, hi, pos = min(lo, s.lo), max(hi, s.hi), min(pos, s.pos_lo)
+        finite, below = finite + s.finite, below + s.below
         if s.n:
             x_last = max(x_last, s.last_x)
     note = ""
@@ -111,7 +113,10 @@ def draw_panel(
         panel.legend([*named, *held_out, *infs] if held_out or infs else [], inside=True)
     log = log_y and hi > 0  # a log axis needs a positive point: until one comes, it stays linear
     panel.set_log(log)
-    panel.set_note(note)
+    if log and below:  # said in a corner: joined across them, a run that sat at 0 would look like a smooth curve
+        panel.set_note(f"{below} of {finite} points ≤ 0 not drawn (log y)", corner=True)
+    else:
+        panel.set_note(note)
     panel.set_limits(x_last, min(lo if lo > 0 else pos, hi) if log else lo, hi)  # a 0 is not drawn on a log axis
     return panel.render()
 

@@ -80,15 +80,19 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     axes = list(np.atleast_1d(fig.subplots(math.ceil(n / cols), cols)).ravel())
     for ax in axes[n:]:
         ax.remove()
+    own = history if isinstance(history, History) else None  # its log() rows: a NaN logged is a gap
     if rl:
-        _reward(axes.pop(0), logged, ema)
+        _reward(axes.pop(0), logged, ema, own)
         for title, lines, band in panels:
-            _lines(axes.pop(0), logged, title, lines, band, ema)
+            _lines(axes.pop(0), (logged, own), title, lines, band, ema)
     else:
         loss_panel(axes.pop(0), steps, ema)
         grad_norm_panel(axes.pop(0), steps, reason, ema)
     for name in extra:  # a column of the steps table (learning_rate, step_time_s) is drawn from it
-        metric_panel(axes.pop(0), steps if name in steps.columns and name not in logged.columns else logged, name, ema)
+        if name in steps.columns and name not in logged.columns:
+            metric_panel(axes.pop(0), steps, name, ema)
+        else:
+            metric_panel(axes.pop(0), logged, name, ema, own)
     if rl:
         grad_norm_panel(axes.pop(0), steps, reason, ema)
         ax = loss_panel(axes.pop(0), steps, ema)
@@ -98,15 +102,16 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     return fig
 
 
-def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
-    rows = logged_rows(ax, frame, "reward")
+def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None, own: History | None) -> Axes:
+    rows = logged_rows(ax, frame, "reward", own)
     series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
-    if rows.empty:  # every reward NaN: bare axes would say nothing
+    if not rows["reward"].notna().any():  # every reward NaN: bare axes would say nothing
         note(ax, all_nan("reward"))
     title = "reward"
     if EVAL in frame.columns:
-        acc = logged_rows(ax, frame, EVAL)
-        ax.plot(acc["step"], acc[EVAL], color="C3", marker="s", ms=4, label="eval accuracy (held out)")
+        acc = logged_rows(ax, frame, EVAL, own)
+        # as every line: decimated, a marker at each of a few points, an infinity marked on the frame
+        series(ax, acc["step"], acc[EVAL], None, "C3", "eval accuracy (held out)", mark="s", ms=4)
         title = "reward and eval accuracy"
         placing.legend(ax, loc="best", fontsize="small")
     ax.set(xlabel="optimizer step", ylabel="reward", title=title)
@@ -114,12 +119,19 @@ def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None) -> Axes:
 
 
 def _lines(
-    ax: Axes, frame: pd.DataFrame, title: str, lines: tuple[Line, ...], band: tuple[str, str] | None, ema: float | None
+    ax: Axes,
+    source: tuple[pd.DataFrame, History | None],
+    title: str,
+    lines: tuple[Line, ...],
+    band: tuple[str, str] | None,
+    ema: float | None,
 ) -> Axes:
+    """A panel of RL metrics: ``source`` is the logged table and, where the plot was given it, its History."""
+    frame, own = source
     ax.set(xlabel="optimizer step", title=title)
     drawn = [(c, label) for c, label in lines if c in frame.columns]
     for i, (column, label) in enumerate(drawn):
-        rows = logged_rows(ax, frame, column)
+        rows = logged_rows(ax, frame, column, own)
         series(ax, rows["step"], rows[column], ema, f"C{(i + 4) % 10}", label)
     if band is not None and set(band) <= set(frame.columns):
         rows = once_per_step(ax, frame[["step", *band]].dropna())  # logged late: in step order

@@ -138,10 +138,13 @@ def metric(history: History | pd.DataFrame, name: str, ax: Axes | None = None, e
     """A figure given to ``history.log(step, name=...)`` (e.g. ``"reward"``), per logged row, or a column of the
     steps table (``"learning_rate"``, ``"step_time_s"``), per optimizer step."""
     check_name("name", name)
-    frame = history.logged if isinstance(history, History) else history
-    if isinstance(history, History) and name not in frame.columns and name in history.steps.columns:
-        frame = history.steps  # not "no 'learning_rate' logged yet" under a run that reports one every step
-    return metric_panel(new_axes(ax), frame, name, ema)
+    if not isinstance(history, History):
+        return metric_panel(new_axes(ax), history, name, ema)
+    frame = history.logged
+    if name not in frame.columns and name in history.steps.columns:
+        # not "no 'learning_rate' logged yet" under a run that reports one every step
+        return metric_panel(new_axes(ax), history.steps, name, ema)
+    return metric_panel(new_axes(ax), frame, name, ema, history)
 
 
 @_written

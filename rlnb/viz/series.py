@@ -89,6 +89,7 @@ class Series:
         self.n = 0
         self.lo, self.hi = math.inf, -math.inf
         self.pos_lo = math.inf  # the lowest point above 0: a log axis' floor where the line holds a 0
+        self.finite = self.below = 0  # finite points, and those <= 0 among them: what a log axis leaves out
         self.last = math.nan
         self.last_x = math.nan
         self._state = math.nan
@@ -106,6 +107,8 @@ class Series:
             self.smooth.add(x, y)
             return
         self.lo, self.hi = min(self.lo, y), max(self.hi, y)
+        self.finite += 1
+        self.below += y <= 0
         if 0 < y < self.pos_lo:
             self.pos_lo = y
         self._state = y if math.isnan(self._state) else self.ema * self._state + (1 - self.ema) * y

@@ -106,10 +106,11 @@ def _cut(text: str, keep: int) -> str:
     return text[: -(-keep // 2)] + "…" + text[len(text) - keep // 2 :]
 
 
-def fit_title(ax: Axes, room: float, renderer: RendererBase | None = None) -> None:
-    """Each line of ``ax``'s title cut in the middle ("…") to ``room`` pixels, as ``renderer`` (else ``agg``) draws
-    it: a long figure name would run off the figure's edges, clipped at both ends with nothing to say so."""
-    title = ax.title
+def fit_title(ax: Axes, room: float, renderer: RendererBase | None = None, text: Text | None = None) -> None:
+    """Each line of ``ax``'s title (or its ``text``, such as its y label) cut in the middle ("…") to ``room`` pixels,
+    as ``renderer`` (else ``agg``) draws it: a long figure name would run off the figure's edges, clipped at both
+    ends with nothing to say so."""
+    title = ax.title if text is None else text
     font, renderer = title.get_fontproperties(), renderer or agg(cast(Figure, ax.get_figure(root=True)))
 
     def fits(line: str) -> bool:
@@ -145,8 +146,11 @@ def _drawn(text: str, font: FontProperties) -> tuple[str, FontProperties]:
 
 
 def fit_titles(drawn: Axes | Figure) -> None:
-    """Every title of ``drawn`` cut to its share of the figure's width (``fit_title``)."""
+    """Every title of ``drawn`` cut to its share of the figure's width, and every y label to its share of the
+    figure's height (``fit_title``): a long figure name, the label of its panel, ran off the top and the bottom."""
     for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
         spec = ax.get_subplotspec()
-        share = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
-        fit_title(ax, 0.85 * share * ax.figure.bbox.width)
+        wide = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
+        tall = 1 / spec.get_gridspec().nrows if spec is not None else ax.get_position().height
+        fit_title(ax, 0.85 * wide * ax.figure.bbox.width)
+        fit_title(ax, 0.7 * tall * ax.figure.bbox.height, text=ax.yaxis.label)
