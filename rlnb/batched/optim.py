@@ -17,8 +17,8 @@ trial alone would make, to float rounding:
    written out on the AdamW group's columns because torch's optimizer takes one scalar per hyperparameter;
 6. Muon: the held updates applied in place, W ← W·(1 - η·λ) - η·s·O per member, and the momentum moved.
 
-An exception in 1-4 (out of memory) changes nothing: ``StepFailed`` (``rlnb.engine.optim.failures``, the session's
-words) not half, the gradients zeroed; one in 5-6 (AdamW allocates after it has moved its weights) leaves every
+An exception in 1-4 (out of memory) changes nothing: ``StepFailed(trial=True)`` (``rlnb.engine.optim.failures``, a
+trial's words) not half, the gradients zeroed; one in 5-6 (AdamW allocates after it has moved its weights) leaves every
 member half-stepped, and ``StepFailed`` says so.
 """
 
@@ -162,7 +162,7 @@ class StackedOptimizer:
             return self._norms()
         except Exception as exc:
             self.model.grad.zero_()
-            raise StepFailed(exc, half=False) from exc
+            raise StepFailed(exc, half=False, trial=True) from exc
 
     def _norms(self) -> Norms:
         g = self.model.grad
@@ -222,7 +222,7 @@ class StackedOptimizer:
             updates = self._muon_updates(muon_hps) if self.kind == "muon" else []
         except Exception as exc:
             self.model.grad.zero_()
-            raise StepFailed(exc, half=False) from exc
+            raise StepFailed(exc, half=False, trial=True) from exc
         try:
             if self.adam_end:
                 self._adamw(adam_hps)
@@ -230,7 +230,7 @@ class StackedOptimizer:
             self.model.refresh()  # the forward's copies of the weights
         except Exception as exc:
             self.model.grad.zero_()
-            raise StepFailed(exc, half=True) from exc
+            raise StepFailed(exc, half=True, trial=True) from exc
         muon = norms.muon.tolist() if norms.muon is not None else None
         adam = norms.adam.tolist() if norms.adam is not None else None
         return [

@@ -31,12 +31,20 @@ class StepFailed(Exception):
     state by then. Its allocations (the norm, Muon's Newton-Schulz) come before any change; AdamW's own step allocates
     its second moment's square root after it has moved its weights, and undoing that would take a copy of them."""
 
-    def __init__(self, cause: Exception, *, half: bool) -> None:
+    def __init__(self, cause: Exception, *, half: bool, trial: bool = False) -> None:
         super().__init__(str(cause))
-        self.cause, self.half = cause, half
+        self.cause, self.half, self.trial = cause, half, trial
 
     def words(self) -> str:
-        """What the failed optim-step left, for its message (the caller drops the gradients)."""
+        """What the failed optim-step left, for its message (the caller drops the gradients). ``trial``: a batched
+        trial's, which ends there (no session to restore or train on)."""
+        if self.trial:
+            if self.half:
+                return (
+                    "; the optim-step stopped part way: the trial's weights are half-stepped (some moved, others "
+                    "not), neither its last step's nor the next's: run the trial again"
+                )
+            return "; the trial's weights and optimizer state are those of its last completed step"
         if self.half:
             return (
                 "; the optim-step stopped part way: some weights and optimizer state are stepped and others not "
