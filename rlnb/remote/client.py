@@ -138,7 +138,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
     ) -> wire.Session:
         """PATCH a session's label or metadata: what is given is set (an empty string clears it), the rest is
         unchanged. Retried as any call: the same PATCH twice leaves the same session."""
-        given = {k: v for k, v in (("display_name", display_name), ("metadata", metadata)) if v is not None}
+        given = wire.given(display_name=display_name, metadata=metadata)
         if not given:
             raise ValueError("update_session needs display_name or metadata (or both): nothing would change")
         body = wire.validated(wire.UpdateSessionRequest, given, "update_session")

@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 
 from rlnb.wire.base import _Model
 
-__all__ = ["arrays", "field_rule", "one_line", "validated"]
+__all__ = ["arrays", "field_rule", "given", "one_line", "validated"]
 
 M = TypeVar("M", bound=_Model)
 
@@ -132,6 +132,13 @@ def arrays(model: type[_Model], data: Mapping[str, Any], loc: tuple[str, ...] = 
         elif field is not None and getattr(value, "shape", ()) != ():
             out.append({"loc": (*loc, str(key)), "input": value, "type": "float_type"})
     return out
+
+
+def given(**fields: Any) -> dict[str, Any]:
+    """``fields`` without the None ones, for a request model's data: an optional field the caller left unset is then
+    absent from the body (``to_json_dict`` writes the fields set), where ``null`` is no value the reference's optional
+    fields take for their default."""
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def validated(model: type[M], data: dict[str, Any], owner: str, skip: int = 0) -> M:
