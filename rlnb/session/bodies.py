@@ -41,12 +41,14 @@ def forward_backward_body(
         n = sum(map(len, map(_CHUNK_TOKENS, s.model_input.chunks)))  # ``.tokens`` would join every chunk
         if context is not None and n > context:
             raise ValueError(f"samples[{i}] has {n} tokens, more than the model's context of {context}")
-    return wire.ForwardBackwardBody(**wire.given(
+    # the model's validator, as ``model_validate`` calls it: the constructor's Python call spent on ``wire.given``
+    body: wire.ForwardBackwardBody = wire.ForwardBackwardBody.__pydantic_validator__.validate_python(wire.given(
         samples=batch,
         loss=wire.loss_config(loss, loss_params),
         forward_only=forward_only or None,  # false is the default: absent
         return_loss_fn_outputs=return_loss_fn_outputs or None,
     ))  # fmt: skip
+    return body
 
 
 def sample_list(samples: Any) -> list[wire.Sample]:
