@@ -28,7 +28,7 @@ from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
 from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call
 from rlnb.remote.checkpoints import CheckpointCalls
-from rlnb.remote.endpoints import json_body, list_params, seg
+from rlnb.remote.endpoints import json_body, list_params, seg, status_filter
 from rlnb.remote.resources import ResourceCalls
 from rlnb.remote.retry import RetryPolicy
 
@@ -117,15 +117,16 @@ class APIClient(ResourceCalls, CheckpointCalls):
         self,
         *,
         model_resources_id: str | None = None,
-        status: Iterable[str] = (),
+        status: str | Iterable[str] = (),
         created_by: str | None = None,
         after: str | None = None,
         limit: int = 100,
     ) -> wire.SessionList:
-        """One page of sessions, filtered as ``list_model_resources`` (``limit`` 1..100)."""
+        """One page of sessions, filtered as ``list_model_resources`` (``status``: ``wire.SessionStatus`` values;
+        ``limit`` 1..100)."""
         params = list_params(
-            limit, model_resources_id=model_resources_id, status=",".join(sorted(status)), created_by=created_by,
-            after=after,
+            limit, model_resources_id=model_resources_id, status=status_filter(status, wire.SessionStatus),
+            created_by=created_by, after=after,
         )  # fmt: skip
         return self._parse(self._send(Call("GET", "/training-sessions", params=params)), wire.SessionList)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from rlnb import wire
 from rlnb.errors import BadRequestError
 from rlnb.remote.call_spec import Call
-from rlnb.remote.endpoints import Endpoints, json_body, list_params, seg
+from rlnb.remote.endpoints import Endpoints, json_body, list_params, seg, status_filter
 
 
 class ResourceCalls(Endpoints):
@@ -34,11 +34,17 @@ class ResourceCalls(Endpoints):
         return self._parse(self._send(call), wire.CostEstimate)
 
     def list_model_resources(
-        self, *, status: Iterable[str] = (), created_by: str | None = None, after: str | None = None, limit: int = 100
+        self,
+        *,
+        status: str | Iterable[str] = (),
+        created_by: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
     ) -> wire.ModelResourcesList:
-        """One page, newest first on rlnb serve; ``status`` any of these (comma-joined, as the SDK sends a list);
-        ``limit`` 1..100."""
-        params = list_params(limit, status=",".join(sorted(status)), created_by=created_by, after=after)
+        """One page, newest first on rlnb serve; ``status`` one ``wire.ModelResourcesStatus`` value or a list of them
+        (comma-joined, as the SDK sends a list), each checked before anything is sent; ``limit`` 1..100."""
+        status_given = status_filter(status, wire.ModelResourcesStatus)
+        params = list_params(limit, status=status_given, created_by=created_by, after=after)
         return self._parse(self._send(Call("GET", "/model-resources", params=params)), wire.ModelResourcesList)
 
     def get_model_resources(self, model_resources_id: str) -> wire.ModelResources:
