@@ -60,9 +60,10 @@ class ResourceCalls(Endpoints):
         return self._one(self._send(Call("POST", path, json_body(body))), wire.ModelResources, model_resources_id)
 
     def stop_model_resources(
-        self, model_resources_id: str, *, force: bool = True, reconnect_until: float | None = None
+        self, model_resources_id: str, *, force: bool = False, reconnect_until: float | None = None
     ) -> wire.ModelResources:
-        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails).
+        """Stop a resource; ``force`` also stops the sessions attached to it (without it, as the API's default, the
+        call fails while one is active).
         ``reconnect_until``: as ``stop_session``'s. One that has already stopped (or failed) is answered as it is:
         the API refuses its stop with a 400, as the SDK reads it (it expired, or this stop's answer was lost and
         its retry found it stopped)."""
