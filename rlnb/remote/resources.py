@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rlnb import wire
+from rlnb._options import check_int
 from rlnb.errors import BadRequestError
 from rlnb.remote.call_spec import Call
 from rlnb.remote.endpoints import Endpoints, json_body, list_params, seg, status_filter
@@ -53,9 +54,12 @@ class ResourceCalls(Endpoints):
         return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
 
     def extend_expiry(self, model_resources_id: str, seconds: int) -> wire.ModelResources:
-        """Keep a READY resource from stopping for inactivity for ``seconds`` (60..86400) from now; its
-        ``expires_at`` never moves earlier. A resource that is not READY is refused (409)."""
-        body = wire.validated(wire.ExtendExpiryRequest, {"seconds": seconds}, "extend_expiry")
+        """Keep a READY resource from stopping for inactivity for ``seconds`` from now; its ``expires_at`` never
+        moves earlier. A resource that is not READY is refused (409). The reference gives ``seconds`` no range: only
+        what is no positive integer is refused here, the rest is the service's to judge by its own limits (``rlnb
+        serve``'s are ``wire.ExtendExpiryRequest``'s, 60..86400)."""
+        count = check_int("seconds", seconds, 1)
+        body = wire.ExtendExpiryRequest.model_construct(seconds=count)  # not the model's bounds: rlnb serve's
         path = f"/model-resources/{seg(model_resources_id, 'model_resources_id')}/extend-expiry"
         return self._one(self._send(Call("POST", path, json_body(body))), wire.ModelResources, model_resources_id)
 
