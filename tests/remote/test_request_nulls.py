@@ -19,7 +19,7 @@ SAMPLE = {
 
 
 class _SamplingAPI(FakeAPI):
-    """The fake API, its sample operations answered with one sequence per prompt."""
+    """The fake API, its sample operations answered with one sequence per prompt, its checkpoints with one."""
 
     def submit(self, request, sid, kind, body):
         response = super().submit(request, sid, kind, body)
@@ -27,6 +27,9 @@ class _SamplingAPI(FakeAPI):
             seq = {"tokens": [5], "stop_reason": rlnb.wire.STOP_REASON_LENGTH}
             result = {"policy_segments": [], "sequences": [seq] * (body.get("num_samples") or 1)}
             self.ops[response.json()["id"]]["output"] = {"results": [result] * len(body["model_inputs"])}
+        if kind.endswith("-checkpoint"):
+            checkpoint = {"id": f"ckpt-{kind}", "step": "0", "created_at": "2026-01-01T00:00:00Z"}
+            self.ops[response.json()["id"]]["output"] = {"checkpoint": checkpoint}
         return response
 
 
@@ -46,10 +49,11 @@ def test_no_request_body_sends_null_for_a_field_not_given():
         s.forward_backward([SAMPLE], "cross_entropy").result(timeout=5)
         s.optim_step(rlnb.AdamParams(learning_rate=1e-4)).result(timeout=5)
         s.weights_sync().result(timeout=5)
+        s.save_training_checkpoint().result(timeout=5)
+        s.save_inference_checkpoint().result(timeout=5)
     sent = {r.url.path.rsplit("/", 1)[-1]: r.content for r in fake.calls() if r.method in ("POST", "PATCH")}
-    assert {"model-resources", "training-sessions", "sample", "forward-backward", "optim-step", "weights-sync"} <= set(
-        sent
-    )
+    kinds = {"sample", "forward-backward", "optim-step", "weights-sync", "training-checkpoint", "inference-checkpoint"}
+    assert {"model-resources", "training-sessions", *kinds} <= set(sent)
     nulls = {path: _nulls(json.loads(body)) for path, body in sent.items() if body}
     assert nulls == {path: [] for path in nulls}
     sample = json.loads(sent["sample"])
