@@ -231,7 +231,8 @@ class RemoteBackend:
         if self.stop_resource and reachable:
             rid = self.resource.id  # the one connect created: the stop's answer may name another (it stopped that)
             try:
-                self.client.stop_model_resources(rid, reconnect_until=time.monotonic() + STOP_RECONNECT)
+                # forced: a session whose stop failed must not keep the resource it was created for running
+                self.client.stop_model_resources(rid, force=True, reconnect_until=time.monotonic() + STOP_RECONNECT)
             except APIError as exc:
                 if not gone(exc, f"model resource {rid}"):
                     errors.append(exc)

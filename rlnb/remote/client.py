@@ -28,7 +28,7 @@ from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
 from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call
 from rlnb.remote.checkpoints import CheckpointCalls
-from rlnb.remote.endpoints import json_body, list_params, seg
+from rlnb.remote.endpoints import json_body, list_params, seg, status_filter
 from rlnb.remote.resources import ResourceCalls
 from rlnb.remote.retry import RetryPolicy
 
@@ -117,15 +117,16 @@ class APIClient(ResourceCalls, CheckpointCalls):
         self,
         *,
         model_resources_id: str | None = None,
-        status: Iterable[str] = (),
+        status: str | Iterable[str] = (),
         created_by: str | None = None,
         after: str | None = None,
         limit: int = 100,
     ) -> wire.SessionList:
-        """One page of sessions, filtered as ``list_model_resources`` (``limit`` 1..100)."""
+        """One page of sessions, filtered as ``list_model_resources`` (``status``: ``wire.SessionStatus`` values;
+        ``limit`` 1..100)."""
         params = list_params(
-            limit, model_resources_id=model_resources_id, status=",".join(sorted(status)), created_by=created_by,
-            after=after,
+            limit, model_resources_id=model_resources_id, status=status_filter(status, wire.SessionStatus),
+            created_by=created_by, after=after,
         )  # fmt: skip
         return self._parse(self._send(Call("GET", "/training-sessions", params=params)), wire.SessionList)
 
@@ -138,7 +139,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
     ) -> wire.Session:
         """PATCH a session's label or metadata: what is given is set (an empty string clears it), the rest is
         unchanged. Retried as any call: the same PATCH twice leaves the same session."""
-        given = {k: v for k, v in (("display_name", display_name), ("metadata", metadata)) if v is not None}
+        given = wire.given(display_name=display_name, metadata=metadata)
         if not given:
             raise ValueError("update_session needs display_name or metadata (or both): nothing would change")
         body = wire.validated(wire.UpdateSessionRequest, given, "update_session")

@@ -4,6 +4,8 @@ check that an answer is about the object asked for. Shared by its halves (``clie
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from enum import StrEnum
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -32,6 +34,18 @@ def list_params(limit: object, **params: str | None) -> dict[str, str]:
     server as a 422 naming no field of the call), without the unset (None or empty) filters."""
     count = check_int("limit", limit, 1, wire.LIST_LIMIT_MAX, why="the API's page size")
     return {"limit": str(count), **{name: value for name, value in params.items() if value}}
+
+
+def status_filter(status: str | Iterable[str], catalogue: type[StrEnum]) -> str:
+    """A list's ``status`` query: one string is one status, an iterable several (comma-joined, as the SDK sends a
+    list); each must be one of ``catalogue``'s filterable statuses, else a ``ValueError`` naming ``status`` before
+    anything is sent: a typo (or one string read as its characters) would match nothing, silently."""
+    values = [status] if isinstance(status, str) else list(status)
+    choices = wire.filterable(catalogue)
+    bad = [v for v in values if not isinstance(v, str) or v not in choices]
+    if bad:
+        raise ValueError(f"status must be one or a list of {', '.join(choices)}; got {wire.shown(bad[0])}")
+    return ",".join(sorted(set(values)))
 
 
 def json_body(model: wire._Model) -> bytes:

@@ -160,8 +160,10 @@ def sessions_since(
     """``find`` for ``create_once``: this user's active sessions on the resource created since, as asked."""
 
     def matches(s: wire.Session) -> bool:
-        return (
-            s.display_name == request.display_name and s.resume_from_checkpoint_id == request.resume_from_checkpoint_id
+        """``""`` is no value on either side: a service may write an unset string so (proto3 JSON with defaults)."""
+        return (s.display_name or None, s.resume_from_checkpoint_id or None) == (
+            request.display_name or None,
+            request.resume_from_checkpoint_id or None,
         )
 
     def find(since: float) -> list[wire.Session]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rlnb import wire
+from rlnb._options import check_int
 from rlnb.errors import BadRequestError
 from rlnb.remote.call_spec import Call
-from rlnb.remote.endpoints import Endpoints, json_body, list_params, seg
+from rlnb.remote.endpoints import Endpoints, json_body, list_params, seg, status_filter
 
 
 class ResourceCalls(Endpoints):
@@ -34,11 +35,17 @@ class ResourceCalls(Endpoints):
         return self._parse(self._send(call), wire.CostEstimate)
 
     def list_model_resources(
-        self, *, status: Iterable[str] = (), created_by: str | None = None, after: str | None = None, limit: int = 100
+        self,
+        *,
+        status: str | Iterable[str] = (),
+        created_by: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
     ) -> wire.ModelResourcesList:
-        """One page, newest first on rlnb serve; ``status`` any of these (comma-joined, as the SDK sends a list);
-        ``limit`` 1..100."""
-        params = list_params(limit, status=",".join(sorted(status)), created_by=created_by, after=after)
+        """One page, newest first on rlnb serve; ``status`` one ``wire.ModelResourcesStatus`` value or a list of them
+        (comma-joined, as the SDK sends a list), each checked before anything is sent; ``limit`` 1..100."""
+        status_given = status_filter(status, wire.ModelResourcesStatus)
+        params = list_params(limit, status=status_given, created_by=created_by, after=after)
         return self._parse(self._send(Call("GET", "/model-resources", params=params)), wire.ModelResourcesList)
 
     def get_model_resources(self, model_resources_id: str) -> wire.ModelResources:
@@ -47,16 +54,20 @@ class ResourceCalls(Endpoints):
         return self._one(self._send(Call("GET", path)), wire.ModelResources, model_resources_id)
 
     def extend_expiry(self, model_resources_id: str, seconds: int) -> wire.ModelResources:
-        """Keep a READY resource from stopping for inactivity for ``seconds`` (60..86400) from now; its
-        ``expires_at`` never moves earlier. A resource that is not READY is refused (409)."""
-        body = wire.validated(wire.ExtendExpiryRequest, {"seconds": seconds}, "extend_expiry")
+        """Keep a READY resource from stopping for inactivity for ``seconds`` from now; its ``expires_at`` never
+        moves earlier. A resource that is not READY is refused (409). The reference gives ``seconds`` no range: only
+        what is no positive integer is refused here, the rest is the service's to judge by its own limits (``rlnb
+        serve``'s are ``wire.ExtendExpiryRequest``'s, 60..86400)."""
+        count = check_int("seconds", seconds, 1)
+        body = wire.ExtendExpiryRequest.model_construct(seconds=count)  # not the model's bounds: rlnb serve's
         path = f"/model-resources/{seg(model_resources_id, 'model_resources_id')}/extend-expiry"
         return self._one(self._send(Call("POST", path, json_body(body))), wire.ModelResources, model_resources_id)
 
     def stop_model_resources(
-        self, model_resources_id: str, *, force: bool = True, reconnect_until: float | None = None
+        self, model_resources_id: str, *, force: bool = False, reconnect_until: float | None = None
     ) -> wire.ModelResources:
-        """Stop a resource; ``force`` also stops the sessions attached to it (else the call fails).
+        """Stop a resource; ``force`` also stops the sessions attached to it (without it, as the API's default, the
+        call fails while one is active).
         ``reconnect_until``: as ``stop_session``'s. One that has already stopped (or failed) is answered as it is:
         the API refuses its stop with a 400, as the SDK reads it (it expired, or this stop's answer was lost and
         its retry found it stopped)."""

@@ -247,14 +247,16 @@ def stop_quietly(client: APIClient, session_id: str | None, model_resources_id: 
     ``STOP_RECONNECT`` to connect: on a dead server each one held the error back through every retry (14 s). Ctrl-C
     during them is raised with a note naming what may still run (the ids were lost with the ``connect``)."""
     until = time.monotonic() + STOP_RECONNECT
-    stops: list[tuple[Callable[..., Any], str | None]] = [
-        (client.stop_session, session_id), (client.stop_model_resources, model_resources_id)]  # fmt: skip
-    for i, (stop, target) in enumerate(stops):
+    stops: list[tuple[Callable[..., Any], str | None, dict[str, bool]]] = [
+        (client.stop_session, session_id, {}),
+        (client.stop_model_resources, model_resources_id, {"force": True}),  # a session left running cannot hold it
+    ]
+    for i, (stop, target, how) in enumerate(stops):
         if target is not None:
             try:
-                stop(target, reconnect_until=until)
+                stop(target, reconnect_until=until, **how)
             except KeyboardInterrupt as exc:
-                left = " and ".join(f"{s.__name__}({t!r})" for s, t in stops[i:] if t is not None)
+                left = " and ".join(f"{s.__name__}({t!r})" for s, t, _ in stops[i:] if t is not None)
                 exc.add_note(f"(interrupted while stopping what the failed start created, which may still run: "
                              f"stop it with rlnb.remote.client.APIClient({client.base_url!r}).{left})")  # fmt: skip
                 raise

@@ -41,12 +41,14 @@ def forward_backward_body(
         n = sum(map(len, map(_CHUNK_TOKENS, s.model_input.chunks)))  # ``.tokens`` would join every chunk
         if context is not None and n > context:
             raise ValueError(f"samples[{i}] has {n} tokens, more than the model's context of {context}")
-    return wire.ForwardBackwardBody(
+    # the model's validator, as ``model_validate`` calls it: the constructor's Python call spent on ``wire.given``
+    body: wire.ForwardBackwardBody = wire.ForwardBackwardBody.__pydantic_validator__.validate_python(wire.given(
         samples=batch,
         loss=wire.loss_config(loss, loss_params),
-        forward_only=forward_only or None,
+        forward_only=forward_only or None,  # false is the default: absent
         return_loss_fn_outputs=return_loss_fn_outputs or None,
-    )
+    ))  # fmt: skip
+    return body
 
 
 def sample_list(samples: Any) -> list[wire.Sample]:
@@ -201,21 +203,21 @@ def sample_body(
         scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
     )
     seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the wire's int64 takes "42" and 42.0 in
-    given = {"max_tokens": max_tokens, "temperature": scalar(temperature), "top_p": scalar(top_p), "top_k": top_k,
-             "stop": stops, "seed": seed}  # fmt: skip
+    given = wire.given(max_tokens=max_tokens, temperature=scalar(temperature), top_p=scalar(top_p), top_k=top_k,
+                       stop=stops, seed=seed)  # fmt: skip
     # first: a bad value is named (one line, its bounds from the wire model) before the prompts are measured
     params = wire.validated(wire.SamplingParams, given, "SamplingParams")
     check_room(tokens, params.max_tokens, getattr(backend, "context_length", None))
     most: int | None = getattr(backend, "max_num_samples", None)  # the in-process engine's
     if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
         raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")
-    return wire.validated(wire.SampleBody, {
-        "model_inputs": [wire.ModelInput.from_tokens(t) for t in tokens],
-        "num_samples": num_samples,
-        "sampling_params": params,
-        "prompt_logprobs": prompt_logprobs or None,
-        "topk_prompt_logprobs": topk_prompt_logprobs or None,
-    }, "SampleBody")  # fmt: skip
+    return wire.validated(wire.SampleBody, wire.given(
+        model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],
+        num_samples=num_samples,
+        sampling_params=params,
+        prompt_logprobs=prompt_logprobs or None,  # false and 0 are the defaults: absent
+        topk_prompt_logprobs=topk_prompt_logprobs or None,
+    ), "SampleBody")  # fmt: skip
 
 
 def check_stops(backend: Backend, stops: list[str]) -> None:

@@ -257,8 +257,10 @@ class Session:
         ``prompts`` is one prompt or a list of them; a prompt is text, token ids, or chat messages
         (encoded with the session's tokenizer and chat template). ``top_k`` -1 or 0 is off (so is a k past the
         vocabulary). ``stop`` (one non-empty string or a list of them) and the tokenizer's EOS end a sequence; ``seed``
-        is any int64. Each sequence carries ``.text``, its tokens decoded as a reward reads them (no EOS, no special
-        tokens: ``decode(tokens, skip_special=True)``); ``.tokens`` keep the EOS."""
+        is any int64. ``temperature``, ``top_p`` and ``top_k`` are always sent, not left to the model's
+        ``sampling_defaults``: the policy a loss trains is the untempered model, and on-policy samples come from it.
+        Each sequence carries ``.text``, its tokens decoded as a reward reads them (no EOS, no special tokens:
+        ``decode(tokens, skip_special=True)``); ``.tokens`` keep the EOS."""
         tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(prompt_list(prompts))]
         body = sample_body(
             self.backend, self.codec, tokens, num_samples=num_samples, max_tokens=max_tokens, temperature=temperature,

@@ -120,7 +120,8 @@ class ExtendExpiryRequest(_Request):
     """Keep a resource from stopping for inactivity for ``seconds`` from now."""
 
     seconds: Annotated[StrictInt, Field(ge=60, le=86400)]
-    """Seconds *from now* the resource must not stop for inactivity, 60..86400."""
+    """Seconds *from now* the resource must not stop for inactivity: 60..86400 is ``rlnb serve``'s range (the
+    reference gives none; ``APIClient.extend_expiry`` sends any positive integer for a service to judge)."""
 
 
 class CostEstimate(_Model):

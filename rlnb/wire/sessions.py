@@ -81,26 +81,40 @@ class WandbMetadata(_Model):
     run_name: str | None = None
     url: str | None = None
 
-    @field_validator("*")
-    @classmethod
-    def _empty_is_unset(cls, value: str | None) -> str | None:
-        """An empty string is no value (proto3 has no other): in a create or a PATCH it clears the field."""
-        return value or None
-
 
 class SessionMetadata(_Model):
-    """Free-form metadata of a session (today: its W&B run)."""
+    """Free-form metadata of a session (today: its W&B run). A request keeps an empty string as given: in a PATCH
+    it clears the field, as the reference says, where ``null`` has no meaning there."""
 
     wandb: WandbMetadata | None = None
 
     def patched(self, change: SessionMetadata) -> SessionMetadata:
-        """This metadata after a PATCH of ``change``: the fields it names are set (an empty string, read as None,
+        """This metadata after a PATCH of ``change``: the fields it names are set (an empty string, or ``null``,
         clears one), the others are unchanged, as the API says (a PATCH that replaced the whole of it would lose the
         W&B project and entity to a PATCH of the url alone)."""
         if change.wandb is None:
-            return self
+            return self.read()
         given = {k: getattr(change.wandb, k) for k in change.wandb.model_fields_set}
-        return self.model_copy(update={"wandb": (self.wandb or WandbMetadata()).model_copy(update=given)})
+        return self.model_copy(update={"wandb": (self.wandb or WandbMetadata()).model_copy(update=given)}).read()
+
+    def created(self) -> SessionMetadata:
+        """This metadata as a create sends it: an empty W&B field is no value there (nothing to clear), left unset,
+        so absent from the body rather than ``""`` or ``null``; itself when none is empty."""
+        wandb = self.wandb
+        given = wandb.model_dump(exclude_unset=True) if wandb is not None else {}
+        if "" not in given.values():
+            return self
+        return self.model_copy(update={"wandb": WandbMetadata(**{k: v for k, v in given.items() if v != ""})})
+
+    def read(self) -> SessionMetadata:
+        """This metadata as an answer shows it: an empty W&B field is no value (proto3 JSON writes an unset string as
+        ``""``), read as None; itself when none is empty."""
+        wandb = self.wandb
+        empty = [k for k, v in (wandb or WandbMetadata()) if v == ""]
+        if not empty:
+            return self
+        assert wandb is not None
+        return self.model_copy(update={"wandb": wandb.model_copy(update=dict.fromkeys(empty))})
 
 
 class PolicyState(_Model):
@@ -150,6 +164,12 @@ class Session(_Model):
     lora_config: LoraConfig | None = None
     resume_from_checkpoint_id: str | None = None
 
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_read(cls, value: SessionMetadata) -> SessionMetadata:
+        """An empty W&B field of an answer reads as None (``SessionMetadata.read``)."""
+        return value.read()
+
 
 def _unicode(value: Any, info: Any) -> Any:
     """A session keeps its label and metadata and shows them in every answer about it: text only."""
@@ -170,6 +190,12 @@ class StartTrainingSessionRequest(_Request):
     resume_from_checkpoint_id: str | None = None
 
     _text = field_validator("display_name", "metadata")(_unicode)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_created(cls, value: SessionMetadata | None) -> SessionMetadata | None:
+        """An empty W&B field of a create is left unset (``SessionMetadata.created``)."""
+        return value.created() if value is not None else None
 
     @field_validator("resume_from_checkpoint_id")
     @classmethod

@@ -9,6 +9,7 @@ import pytest
 
 import rlnb
 from rlnb import wire
+from rlnb.remote import recover
 from rlnb.remote.client import APIClient
 from tests.support.fake_api import BASE, KEY, error, quick
 from tests.support.lost_answers import RESOURCES, SESSIONS, LoseAnswer, listed
@@ -147,3 +148,21 @@ def test_a_scheme_the_transport_cannot_send_is_raised_at_once_as_unsent(caplog):
     with caplog.at_level("INFO", logger="rlnb"), pytest.raises(rlnb.APIConnectionError) as info:
         rlnb.connect(BASE, api_key=KEY, transport=transport, base_model="m", record=False)
     assert info.value.sent is False and not [r for r in caplog.records if "was lost" in r.getMessage()]
+
+
+@pytest.mark.parametrize("asked", [None, ""])
+@pytest.mark.parametrize(
+    "listed", [{}, {"display_name": None}, {"display_name": ""}, {"resume_from_checkpoint_id": ""}]
+)
+def test_a_lost_session_create_is_found_whichever_way_the_service_spells_no_name(listed, asked):
+    """A service that writes "no display name" (or no resume checkpoint) as ``""`` (proto3 JSON with its defaults
+    written) lists the session it made: matched as None (an unnamed create was not found, and left running)."""
+    made = {"id": "s1", "status": "TRAINING_SESSION_STATUS_CREATING", "base_model": "m", "model_resources_id": "r",
+            "created_by": "u", "created_at": "2026-01-01T00:00:10Z", "updated_at": "2026-01-01T00:00:10Z"}  # fmt: skip
+    made.update(listed)
+    page = {"data": [made], "meta": {"limit": 100, "has_more": False, "next_cursor": ""}}
+    client = APIClient(BASE, api_key=KEY, transport=httpx.MockTransport(lambda r: httpx.Response(200, json=page)))
+    request = wire.StartTrainingSessionRequest(model_resources_id="r", display_name=asked)
+    assert [s.id for s in recover.sessions_since(client, request)(0.0)] == ["s1"]
+    named = wire.StartTrainingSessionRequest(model_resources_id="r", display_name="run 7")
+    assert recover.sessions_since(client, named)(0.0) == []  # a name still tells sessions apart
