@@ -236,7 +236,9 @@ class RemoteBackend:
             except APIError as exc:
                 if not gone(exc, f"model resource {rid}"):
                     errors.append(exc)
-                    warn_running(self.client, exc, f"model resource {rid}", f"stop_model_resources({rid!r})")
+                    warn_running(
+                        self.client, exc, f"model resource {rid}", f"stop_model_resources({rid!r}, force=True)"
+                    )
         self.client.close()
         self.state = Lifecycle.CLOSED
         if errors:

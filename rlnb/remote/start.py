@@ -256,7 +256,8 @@ def stop_quietly(client: APIClient, session_id: str | None, model_resources_id: 
             try:
                 stop(target, reconnect_until=until, **how)
             except KeyboardInterrupt as exc:
-                left = " and ".join(f"{s.__name__}({t!r})" for s, t, _ in stops[i:] if t is not None)
+                left = " and ".join(f"{s.__name__}({', '.join([repr(t), *(f'{k}={v}' for k, v in h.items())])})"
+                                    for s, t, h in stops[i:] if t is not None)  # fmt: skip
                 exc.add_note(f"(interrupted while stopping what the failed start created, which may still run: "
                              f"stop it with rlnb.remote.client.APIClient({client.base_url!r}).{left})")  # fmt: skip
                 raise

@@ -137,7 +137,11 @@ def test_close_whose_resource_stop_cannot_connect_says_the_resource_may_still_ru
         s.close()
     assert stopped(fake) == ["TRAINING_SESSION_STATUS_STOPPED", "MODEL_RESOURCES_STATUS_READY"]
     said = warned(caplog)
-    assert len(said) == 1 and f"model resource {rid} at" in said[0] and f"stop_model_resources({rid!r})" in said[0]
+    assert (
+        len(said) == 1
+        and f"model resource {rid} at" in said[0]
+        and f"stop_model_resources({rid!r}, force=True)" in said[0]
+    )
 
 
 def failing_start(net: Net, then: dict[str, int | None]):

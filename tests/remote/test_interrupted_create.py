@@ -76,5 +76,5 @@ def test_ctrl_c_while_a_failed_connect_stops_what_it_created_names_what_may_stil
         [resource] = listed(c, RESOURCES)
     notes = " ".join(getattr(info.value, "__notes__", []))
     assert resource["status"] == wire.ModelResourcesStatus.READY  # still running: the stop never reached the app
-    assert f"APIClient('http://testserver').stop_model_resources('{resource['id']}')" in notes
+    assert f"APIClient('http://testserver').stop_model_resources('{resource['id']}', force=True)" in notes
     assert isinstance(info.value.__context__, rlnb.BadRequestError)  # the failure that set the clean-up off
