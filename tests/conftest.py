@@ -99,3 +99,13 @@ def sink_env(tmp_path_factory) -> Iterator[dict[str, str]]:
 def trl():
     """TRL 1.16 or later; the test is skipped where it is not installed (and marked slow)."""
     return pytest.importorskip("trl", minversion="1.16")
+
+
+@pytest.fixture
+def undrawn_live_view(monkeypatch):
+    """A panel's live view keeps every line, title, legend and table as it would, but skips Agg's raster and the
+    PNG (``livefig.Panel.render``), most of what a RunPanel costs (it draws its empty view as it starts): for tests
+    that read the form, the status line and the session, never a picture (tests/viz checks the pictures)."""
+    from rlnb.viz.livefig import Panel
+
+    monkeypatch.setattr(Panel, "render", lambda self: b"")

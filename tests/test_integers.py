@@ -54,6 +54,7 @@ def test_a_sweep_with_numpy_seeds_and_steps_records_plain_json(tmp_path):
     assert stored["seeds"] == [0, 1] and stored["steps"] == 1
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 def test_a_run_panel_starts_numpy_steps():
     session = rlnb.Session(FakeBackend("adam"), record=False)
     panel = RunPanel(session, step_fn=lambda s, p: (s.optim_step().result(), None)[1], every=0.05)

@@ -522,8 +522,9 @@ def test_incremental_df_and_steps_equal_a_fresh_build(changes, seed):
         if i % 5 == 0:
             fresh = fresh_df(h)
             pd.testing.assert_frame_equal(h.df, fresh, check_exact=True)
-            pd.testing.assert_frame_equal(h.steps, reference_steps(fresh, h.logged))
-            pd.testing.assert_frame_equal(steps_table(fresh, h.logged), reference_steps(fresh, h.logged))
+            expected = reference_steps(fresh, h.logged)  # built once: the pandas build is half this test's CPU
+            pd.testing.assert_frame_equal(h.steps, expected)
+            pd.testing.assert_frame_equal(steps_table(fresh, h.logged), expected)
     assert len(h.steps) > changes // 30 and h._ops_table.kept >= changes // 3
 
 

@@ -336,6 +336,7 @@ def test_muon_units_switch_converts_the_rate():
 
 
 @pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
+@pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 def test_run_panel_find_lr_copies_its_session_in_its_units():
     session = rlnb.connect("local", optimizer="muon", muon_scaling="match_adam", record=False, device="cpu")
     panel = RunPanel(session, n_steps=5, every=0.05)
@@ -422,6 +423,7 @@ def test_muon_shapes_of_what_is_no_model_names_the_argument(model):
         OptimizerBuilder("muon", model=model)
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 def test_muon_shapes_of_a_session_are_its_own():
     session = rlnb.connect("local", optimizer="muon", model="tiny", record=False, device="cpu")
     assert muon_shapes(session) == muon_shapes("tiny")
@@ -437,6 +439,7 @@ def test_muon_shapes_of_a_session_are_its_own():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 def test_a_hugging_face_session_converts_with_its_own_shapes(hf_dirs):
     session = rlnb.connect("local", optimizer="muon", model=hf_dirs["llama"], muon_scaling="match_adam",
                            record=False, device="cpu")  # fmt: skip
@@ -547,6 +550,7 @@ def test_muon_defaults_are_known_before_a_session_is_opened(tmp_path):
 
 
 @pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
+@pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 def test_a_find_lr_in_flight_is_ended_by_the_panels_stop_and_close():
     """Nothing could end a range test: the panel's Stop was disabled during one, and closing the panel left it
     training out of sight for all its steps (on the cores the next run would use)."""
@@ -582,6 +586,7 @@ def test_a_suggestion_says_when_its_test_ended_early():
 
 
 @pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute
+@pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 def test_find_lr_names_the_task_it_probes(monkeypatch):
     """A builder on its own probes lr_find's default, the digits task, which its docstrings called "the demo's" (the
     demo trains first_letter) and its status line never named; a RunPanel's probes the panel's task."""

@@ -186,6 +186,7 @@ def test_a_step_of_equal_rewards_teaches_nothing_yet_the_optimizer_moves_on_its_
         assert _prompt_logprobs(s) != pytest.approx(before, abs=1e-4)
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 def test_a_run_panel_refuses_a_held_out_prompt_the_model_cannot_hold_at_the_click():
     """A RunPanel evaluates a ``VerifiedTask`` every 10 steps: a held-out prompt longer than the model's context was
     found there, ten trained steps after the click ("prompt 0 has 301 tokens", which the training prompts are not)."""

@@ -400,6 +400,7 @@ def test_close_waits_for_the_redraw_in_progress():
     assert active == []
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads the tables and the lines, no picture
 def test_live_tables_show_steps_and_the_raw_operations_one_click_away():
     h = timeline_history()
     h.log(1, reward=0.25)
@@ -443,6 +444,7 @@ def test_live_view_follows_a_real_session_from_backend_threads(tmp_path):
     s.close()
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads the tables and the lines, no picture
 def test_live_view_reads_neither_the_operations_table_nor_the_steps_table(monkeypatch):
     """Each redraw appends the new steps; rebuilding .df / .steps would grow with the run."""
     h = hand_history([1.0, 0.5], norms=[2.0, 1.0])
@@ -570,6 +572,7 @@ def test_live_clip_threshold_never_squashes_the_norms():
     off.close()
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads the tables and the lines, no picture
 def test_live_view_can_leave_the_grpo_loss_out():
     view = LiveView(hand_history([1e-9, -1e-9], norms=[1.0, 1.0]), metrics=("reward",), loss=False, every=0)
     assert list(view.panels) == ["reward", "grad_norm", "learning_rate"]
@@ -579,6 +582,7 @@ def test_live_view_can_leave_the_grpo_loss_out():
         LiveView(History(), metrics=("loss",))
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads the tables and the lines, no picture
 def test_live_view_starts_over_when_a_finished_operation_changes():
     h = History()
     fb = add(h, "forward-backward", at=T0, output=wire.ForwardBackwardResult(loss=1.0), step=0)
@@ -612,6 +616,7 @@ def test_the_live_x_axis_leaves_room_after_the_newest_step():
 # -- RL metrics and completions in the live view -----------------------------------------------------
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads the tables and the lines, no picture
 def test_live_view_shows_the_latest_completions_collapsed_and_escaped():
     h = hand_history([1e-9, 2e-9], norms=[1.0, 1.0])
     view = LiveView(h, metrics=("reward",), every=0)
@@ -655,6 +660,7 @@ def test_live_view_shows_the_latest_completions_collapsed_and_escaped():
     view.close()
 
 
+@pytest.mark.usefixtures("undrawn_live_view")  # reads the tables and the lines, no picture
 def test_live_view_rl_metrics_tab_and_no_automatic_panel_per_rl_metric(tmp_path):
     from rlnb.tasks import RL_METRICS, digits_task, rl_step
 

@@ -6,6 +6,8 @@ import rlnb
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 
 @pytest.fixture
 def fake():

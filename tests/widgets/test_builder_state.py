@@ -14,6 +14,8 @@ from rlnb.widgets import PRESETS, OptimizerBuilder, RunPanel
 from rlnb.widgets.describe import scheduled_rate
 from rlnb.widgets.presets import DEFAULT_PRESET
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 
 @pytest.fixture
 def adam_session():

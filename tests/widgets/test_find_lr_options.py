@@ -10,6 +10,8 @@ from rlnb.tasks import addition_task
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 
 @pytest.mark.parametrize("options", [None, [("steps", 5)], "steps=5"])
 def test_options_that_are_no_dict_are_refused_where_they_are_set(options):

@@ -11,6 +11,8 @@ import rlnb
 from rlnb import samples
 from rlnb.widgets import RunPanel
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 TOKENS = list(b"the digits 0123456789 and more text")
 
 

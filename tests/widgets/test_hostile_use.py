@@ -15,6 +15,8 @@ import rlnb.sweep
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel, finder
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 DEADLINE = 60.0
 
 

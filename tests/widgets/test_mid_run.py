@@ -11,6 +11,8 @@ from rlnb.widgets import OptimizerBuilder, RunPanel
 from rlnb.widgets.controls import INVALID
 from tests.support.gated_steps import DEADLINE, Gate, text
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 
 @pytest.fixture
 def gate():

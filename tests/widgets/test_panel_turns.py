@@ -13,6 +13,8 @@ from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel, turns
 from rlnb.widgets.find_probe import probe, step_options
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 RED = "#b00020"
 RUN = "a run of another RunPanel is going on this session (was its cell run again?); Stop ends it"
 FINDER = "another RunPanel's Find LR is running on this session; wait for it"

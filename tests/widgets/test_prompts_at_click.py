@@ -16,6 +16,8 @@ from rlnb.testing import FakeBackend
 from rlnb.widgets import RunPanel
 from tests.support.fake_api import BASE, KEY, FakeAPI
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 DEADLINE = 60.0
 NO_TOKENIZER = r"task 'first_letter': prompts\[0\]: session \S+ has no tokenizer: pass tokenizer="
 

@@ -15,6 +15,8 @@ from rlnb import samples
 from rlnb.testing import FakeBackend
 from rlnb.widgets import RunPanel, turns
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 DEADLINE = 60.0
 
 

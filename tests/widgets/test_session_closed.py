@@ -10,9 +10,13 @@ import re
 import threading
 import weakref
 
+import pytest
+
 import rlnb
 from rlnb.testing import FakeBackend
 from rlnb.widgets import RunPanel
+
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 
 DEADLINE = 60.0
 

@@ -12,6 +12,8 @@ from rlnb.tasks import StepReport, Task, rl_step
 from rlnb.widgets import RunPanel
 from tests.support.gated_steps import DEADLINE, Gate, step_held, text, wait_for
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 TASK = Task("bytes", ["ab", "cd"], lambda p, c: float(sum(map(ord, c)) % 7), max_tokens=3, group_size=4)
 
 

@@ -24,6 +24,8 @@ from rlnb.widgets.find_probe import step_options
 from rlnb.widgets.presets import DEFAULT_PRESET, TOO_HIGH
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
 
+pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+
 
 def preview_json(b: OptimizerBuilder) -> dict:
     return json.loads(re.search(r"<pre[^>]*>(.*)</pre>", b.preview.value, re.S).group(1))
