@@ -113,6 +113,7 @@ class StepLog:
         self._versions: dict[int, int] = {}  # segment of an optim-step -> the version a weights-sync published after it
         self._logged: list[dict[str, Any]] = []
         self._user: dict[str, dict[int, float]] = {}  # figure -> step -> its last non-NaN logged value
+        self._nan_at: dict[str, list[int]] = {}  # figure -> the ``log()`` rows (their indices) that logged it NaN
         self._settled = 0
         self.na_reason: str | None = None
         """Why the latest optim-step reported no gradient norm (a remote API), if it did not."""
@@ -225,6 +226,8 @@ class StepLog:
                     values = self._user.setdefault(name, {})
                     if not math.isnan(value):
                         values[row["step"]] = value
+                    else:
+                        self._nan_at.setdefault(name, []).append(len(self._logged) - 1)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -252,6 +255,12 @@ class StepLog:
         """``log()`` rows from index ``start`` (they never change)."""
         with self._lock:
             return self._logged[start:]
+
+    def nan_rows(self, name: str) -> list[int]:
+        """The indices of the ``log()`` rows that logged ``name`` as NaN (a table of the rows holds NaN where a call
+        did not log it, too: the plots tell the two apart by these)."""
+        with self._lock:
+            return list(self._nan_at.get(name, ()))
 
     def latest(self, n: int) -> list[tuple[StepRow, dict[str, float]]]:
         """The last ``n`` rows (settled or not), each with its logged figures."""

@@ -180,15 +180,18 @@ def logged_rows(ax: Axes, frame: pd.DataFrame, name: str, history: History | Non
     (``once_per_step``) with the steps table's value: the last number logged there, NaN where only NaN was. A figure
     logged in a ``history.log`` call of its own (an eval accuracy every 10 steps) is NaN in the others' rows, and
     drawn with them it would be dots between gaps, no line; one logged late (step 5, then 2) would be a line going
-    back across the axes. Given the ``history``, its ``log()`` rows say what each call logged, and a NaN logged for
-    ``name`` stays: a gap, where a figure that diverged would look healthy joined across."""
-    if history is None:
-        rows = frame[["step", name]].dropna()
-    else:
-        given = [(row["step"], row[name]) for row in history.step_log.logged_since(0) if name in row]
-        rows = pd.DataFrame(given, columns=["step", name]).astype({"step": np.int64})
-    rows = rows.assign(**{name: numbers(rows, name)})
-    return once_per_step(ax, rows.iloc[np.argsort(rows[name].notna().to_numpy(), kind="stable")])  # a step's NaN first
+    back across the axes. Given the ``history`` (``frame`` its ``logged`` table, one row per ``log()`` call), a NaN
+    logged for ``name`` stays where its step has no number: a gap, where a figure that diverged would look healthy
+    joined across."""
+    rows = frame[["step", name]]
+    keep = rows[name].notna().to_numpy(copy=True)
+    if history is not None:
+        nan_at = [i for i in history.step_log.nan_rows(name) if i < len(keep)]  # none logged after ``frame`` was read
+        keep[nan_at] = True
+        numbered = rows.loc[rows[name].notna(), "step"]
+        keep &= rows[name].notna().to_numpy() | ~rows["step"].isin(numbered).to_numpy()  # a number beats a NaN
+    rows = rows[keep]
+    return once_per_step(ax, rows.assign(**{name: numbers(rows, name)}))
 
 
 REPEATED = "{n} step{s} logged more than once: the last value of each drawn"
