@@ -117,7 +117,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
         self,
         *,
         model_resources_id: str | None = None,
-        status: str | Iterable[str] = (),
+        status: str | Iterable[str] | None = (),
         created_by: str | None = None,
         after: str | None = None,
         limit: int = 100,

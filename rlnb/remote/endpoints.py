@@ -36,12 +36,16 @@ def list_params(limit: object, **params: str | None) -> dict[str, str]:
     return {"limit": str(count), **{name: value for name, value in params.items() if value}}
 
 
-def status_filter(status: str | Iterable[str], catalogue: type[StrEnum]) -> str:
-    """A list's ``status`` query: one string is one status, an iterable several (comma-joined, as the SDK sends a
-    list); each must be one of ``catalogue``'s filterable statuses, else a ``ValueError`` naming ``status`` before
-    anything is sent: a typo (or one string read as its characters) would match nothing, silently."""
-    values = [status] if isinstance(status, str) else list(status)
+def status_filter(status: str | Iterable[str] | None, catalogue: type[StrEnum]) -> str:
+    """A list's ``status`` query: None is no filter, one string one status, an iterable several (comma-joined, as the
+    SDK sends a list); each must be one of ``catalogue``'s filterable statuses, else a ``ValueError`` naming
+    ``status`` before anything is sent: a typo (or one string read as its characters) would match nothing, silently."""
     choices = wire.filterable(catalogue)
+    if status is None:
+        return ""
+    if not isinstance(status, str | Iterable):
+        raise ValueError(f"status must be one or a list of {', '.join(choices)}; got {wire.shown(status)}")
+    values = [status] if isinstance(status, str) else list(status)
     bad = [v for v in values if not isinstance(v, str) or v not in choices]
     if bad:
         raise ValueError(f"status must be one or a list of {', '.join(choices)}; got {wire.shown(bad[0])}")

@@ -37,7 +37,7 @@ class ResourceCalls(Endpoints):
     def list_model_resources(
         self,
         *,
-        status: str | Iterable[str] = (),
+        status: str | Iterable[str] | None = (),
         created_by: str | None = None,
         after: str | None = None,
         limit: int = 100,

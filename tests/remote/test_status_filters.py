@@ -57,3 +57,14 @@ def test_a_status_not_in_the_catalogue_is_refused_before_sending(client, sent, m
     allowed = str(caught.value).split("; got")[0]
     assert str(first) in allowed and unspecified not in allowed  # the values a filter takes are listed
     assert sent == []
+
+
+@pytest.mark.parametrize(("method", "catalogue"), LISTS)
+def test_no_status_is_no_filter_and_a_status_that_is_no_list_is_refused_naming_it(client, sent, method, catalogue):
+    """``status=None`` (as ``created_by=None`` beside it) and ``status=5`` raised ``TypeError: 'NoneType' object is
+    not iterable``, naming no field."""
+    getattr(client, method)(status=None)
+    assert sent == [[]]
+    with pytest.raises(ValueError, match=r"^status must be one or a list of .*; got 5$"):
+        getattr(client, method)(status=5)
+    assert sent == [[]]
