@@ -143,6 +143,8 @@ class APIClient(ResourceCalls, CheckpointCalls):
         if not given:
             raise ValueError("update_session needs display_name or metadata (or both): nothing would change")
         body = wire.validated(wire.UpdateSessionRequest, given, "update_session")
+        if body.metadata is not None:  # a W&B field given None: left out, not ``null``
+            body.metadata = body.metadata.sent()
         call = Call("PATCH", f"/training-sessions/{seg(session_id, 'session_id')}", json_body(body))
         return self._one(self._send(call), wire.Session, session_id)
 

@@ -97,14 +97,16 @@ class SessionMetadata(_Model):
         given = {k: getattr(change.wandb, k) for k in change.wandb.model_fields_set}
         return self.model_copy(update={"wandb": (self.wandb or WandbMetadata()).model_copy(update=given)}).read()
 
-    def created(self) -> SessionMetadata:
-        """This metadata as a create sends it: an empty W&B field is no value there (nothing to clear), left unset,
-        so absent from the body rather than ``""`` or ``null``; itself when none is empty."""
+    def sent(self, *, empty: bool = True) -> SessionMetadata:
+        """This metadata as a request sends it: a W&B field given None is not given, absent from the body (``null``
+        has no meaning in a request); with ``empty`` False (a create: nothing to clear) an empty one too. Itself when
+        nothing is left out."""
         wandb = self.wandb
         given = wandb.model_dump(exclude_unset=True) if wandb is not None else {}
-        if "" not in given.values():
+        kept = {k: v for k, v in given.items() if v is not None and (empty or v != "")}
+        if kept == given:
             return self
-        return self.model_copy(update={"wandb": WandbMetadata(**{k: v for k, v in given.items() if v != ""})})
+        return self.model_copy(update={"wandb": WandbMetadata(**kept)})
 
     def read(self) -> SessionMetadata:
         """This metadata as an answer shows it: an empty W&B field is no value (proto3 JSON writes an unset string as
@@ -194,8 +196,8 @@ class StartTrainingSessionRequest(_Request):
     @field_validator("metadata")
     @classmethod
     def _metadata_created(cls, value: SessionMetadata | None) -> SessionMetadata | None:
-        """An empty W&B field of a create is left unset (``SessionMetadata.created``)."""
-        return value.created() if value is not None else None
+        """An empty W&B field of a create is left unset, as a None one (``SessionMetadata.sent``)."""
+        return value.sent(empty=False) if value is not None else None
 
     @field_validator("resume_from_checkpoint_id")
     @classmethod

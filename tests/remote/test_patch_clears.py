@@ -58,3 +58,17 @@ def test_rlnb_serve_clears_a_field_on_an_empty_string_and_on_null(tmp_path):
         assert nulled.status_code == 200, nulled.text
         assert nulled.json()["metadata"]["wandb"] == {"entity": None, "group": None, "project": None, "run_id": None,
                                                       "run_name": None, "url": "https://u"}  # fmt: skip
+
+
+def test_a_none_wandb_field_is_left_out_of_a_patch_and_a_create():
+    """``{"wandb": {"url": None}}`` went as ``"url": null``, which the reference gives no meaning (a service may read
+    it as "unchanged", or refuse it): a field given None is not given."""
+    sent = []
+    with _client(sent) as c:
+        c.update_session("s1", metadata={"wandb": {"url": None, "project": "rl"}})
+        metadata = {"wandb": {"url": None, "project": ""}}
+        c.create_session(wire.StartTrainingSessionRequest(model_resources_id="r", metadata=metadata))
+    assert sent == [
+        {"metadata": {"wandb": {"project": "rl"}}},
+        {"model_resources_id": "r", "metadata": {"wandb": {}}},
+    ]
