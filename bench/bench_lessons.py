@@ -23,6 +23,7 @@ set its own). Times are CPU seconds per run, which is what an unloaded core take
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import json
 import math
@@ -46,6 +47,7 @@ import rlnb  # noqa: E402
 from rlnb.tasks import corpus, first_letter_task  # noqa: E402
 from rlnb.tasks.lesson import LessonRun, train  # noqa: E402
 from rlnb.widgets.presets import DEFAULT_PRESET, LESSON_STEPS, LESSONS, PRESETS  # noqa: E402
+from rlnb.wire.status import short_name  # noqa: E402
 
 CE = {
     "model": "small",
@@ -245,6 +247,12 @@ class Runs:
         return self.done[key]["value"]
 
 
+def failures(rs: list[LessonRun]) -> str:
+    """How many runs failed, by code (``NON_FINITE_LOSS 3``): only a non-finite loss is a collapse."""
+    codes = collections.Counter(short_name(r.failed) for r in rs if r.failed)
+    return ", ".join(f"{code} {n}" for code, n in sorted(codes.items())) or "0"
+
+
 def verdict(hits: int, n: int) -> str:
     return f"{hits}/{n} " + ("ships" if hits >= math.ceil(0.9 * n) else "FAILS")
 
@@ -284,7 +292,7 @@ def main() -> None:
                     f"{verdict(sum(lesson.holds(r, chance) for r in rs), len(rs))}  [{name} / {kind}] "
                     f"{lesson.text(kind)}\n      accuracy@{LESSON_STEPS} {span([r.final_accuracy for r in rs])}; "
                     f"reward (last 5) {span([r.final_reward for r in rs])}; distinct "
-                    f"{span([r.distinct for r in rs])}; failed {sum(bool(r.failed) for r in rs)}",
+                    f"{span([r.distinct for r in rs])}; failed {failures(rs)}",
                     flush=True,
                 )
     if "ce" in only:

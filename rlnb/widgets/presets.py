@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rlnb import wire
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import rate
 from rlnb.tasks import first_letter_task
@@ -116,7 +117,11 @@ def _barely(run: LessonRun, chance: float) -> bool:
 
 
 def _collapses(run: LessonRun, chance: float) -> bool:
-    return bool(run.failed) or (run.distinct <= COLLAPSED_DISTINCT and run.final_accuracy <= chance + CHANCE_MARGIN)
+    """A non-finite loss is the collapse; a run that fails otherwise (refused, out of memory) says nothing of the
+    rate: a miss."""
+    if run.failed:
+        return run.failed == wire.OperationErrorCode.NON_FINITE_LOSS
+    return run.distinct <= COLLAPSED_DISTINCT and run.final_accuracy <= chance + CHANCE_MARGIN
 
 
 def _rates(name: str) -> dict[str, str]:
@@ -158,7 +163,7 @@ LESSONS: dict[str, Lesson] = {
     TOO_HIGH: _lesson(
         TOO_HIGH,
         _collapses,
-        f"far too high — the run fails (a non-finite loss, say) or at step {LESSON_STEPS} "
+        f"far too high — the loss turns non-finite (another failure is a miss) or at step {LESSON_STEPS} "
         f"the policy has collapsed — at most {COLLAPSED_DISTINCT} distinct completions per group of 16 and "
         f"held-out accuracy ≤ {CHANCE + CHANCE_MARGIN:g} (chance {CHANCE:g} + {CHANCE_MARGIN:g})",
         adam="{}, no clipping",

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import rlnb
+from rlnb import wire
 from rlnb.schedule import Schedule
 from rlnb.tasks import EVAL_ACCURACY, MAX_STEPS, digits_task, first_letter_task, rl_step
 from rlnb.tasks.lesson import LessonRun
@@ -715,6 +716,16 @@ def test_each_preset_says_what_to_expect_for_the_optimizer_shown():
         LESSONS[DEFAULT_PRESET].text("sgd")
 
 
+def test_too_high_counts_only_a_non_finite_loss_as_the_collapse():
+    """Any failure passed the lesson: a run refused as INVALID_INPUT, or a worker out of memory, at step 1 is no
+    sign that the rate was too high; only a non-finite loss is (review36c)."""
+    chance = first_letter_task().chance
+    for code in [*wire.OperationErrorCode, wire.OperationStatus.FAILED.name]:  # FAILED.name: no code given (train)
+        run = LessonRun(accuracy={0: 0.0}, rewards=[], failed=code)
+        assert LESSONS[TOO_HIGH].holds(run, chance) is (code is wire.OperationErrorCode.NON_FINITE_LOSS), code
+    assert "non-finite" in LESSONS[TOO_HIGH].text("adam") and "the run fails" not in LESSONS[TOO_HIGH].text("adam")
+
+
 def test_each_lesson_text_claims_what_its_check_verifies():
     """The "Too high" text said "held-out accuracy ends at chance or below" while its check allows chance + 0.1;
     "stays below 0.05 for 40 steps" while the check reads the mean of the last 5 steps."""
@@ -726,7 +737,7 @@ def test_each_lesson_text_claims_what_its_check_verifies():
     for kind in ("adam", "muon"):
         text = LESSONS[TOO_HIGH].text(kind)
         assert "≤ 0.35 (chance 0.25 + 0.1)" in text and "chance or below" not in text
-        assert "at most 1.5 distinct completions per group of 16" in text and "fails" in text
+        assert "at most 1.5 distinct completions per group of 16" in text and "non-finite" in text
         for name in ("Together docs", "Keller Jordan Muon"):
             said = LESSONS[name].text(kind)
             assert "stays" not in said and "at step 40 the training reward (the mean of the last 5 steps)" in said
