@@ -124,7 +124,7 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
 
 
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
-    """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
+    """Per config (its own columns, sorted by config — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
     where the trials name one, as ``ablate``'s do): mean, std, min and max of ``metric`` over the COMPLETED trials,
     how many trials ended otherwise, how many COMPLETED with no ``metric`` (NaN: ``no_value``) and how many
     ``diverged`` (their loss went NaN / inf: ``diverged_at`` in their rows)."""
