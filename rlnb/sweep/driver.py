@@ -72,7 +72,8 @@ def sweep(
     * ``SearchOptions`` (``search_options``): ``search="optuna"`` runs ``n_trials`` trials whose configs
       Optuna picks from ``space`` (``sampler`` ``"tpe"`` | ``"random"`` | ``"grid"``); each trial reports
       ``objective`` after every step, and ``pruner`` (``"median"`` | ``"asha"`` | None) stops bad ones early
-      (status PRUNED). Optuna trial ``n`` uses ``seeds[n % len(seeds)]`` (a stopped one asked again keeps its seed).
+      (status PRUNED). Optuna trial ``n`` uses ``seeds[n % len(seeds)]`` (a stopped one asked again keeps its seed);
+      ``"grid"`` runs every point on every seed.
     * ``ExecutorOptions`` (``executor_options``): ``executor="auto"`` (default) trains compatible local
       trials of a list of configs as stacked ensembles in this process (``"batched"``: one forward, backward
       and update for all; see ``rlnb.batched``) and the others on threads (Optuna trials too, asked one at
