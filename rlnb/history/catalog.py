@@ -115,7 +115,8 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     """Several runs' ``steps`` tables stacked, with ``run`` (label) and ``seed`` columns, ready for
     ``plots.compare`` or a pivot (``df.pivot(index="step", columns="run", values="loss")``).
 
-    A run's label is ``labels[i]``, else its config's ``label`` or ``run_id``. Runs that share a label and
+    A run's label is ``labels[i]``, else its config's ``label`` or ``run_id``, led by its ``variant`` where it has one
+    (``ablate``'s runs: ``"a (learning_rate=0.001)"``). Runs that share a label and
     differ in seed are one configuration's seeds (``plots.compare`` draws their mean and band); two runs with
     the same label and seed would merge into one line, so a derived label takes its runs folder's name
     (``"adam-lo/trial"``), and where that is one folder its place in the list too (``"runs/adam (1)"``); given
@@ -127,10 +128,8 @@ def compare(histories: Iterable[History | str | Path], labels: Sequence[str] | N
     where = [h.path if isinstance(h, History) else Path(h) for h in given]
     if labels is not None and len(labels) != len(runs):
         raise ValueError(f"labels has {len(labels)} entries for {len(runs)} runs: give one label per run")
-    names = [
-        _label(labels[i] if labels is not None else h.config.get("label") or h.config.get("run_id") or i, path)
-        for i, (h, path) in enumerate(zip(runs, where, strict=True))
-    ]
+    names = [_label(labels[i] if labels is not None else _named(h.config, i), path) for i, (h, path) in
+             enumerate(zip(runs, where, strict=True))]  # fmt: skip
     seeds = [_seed(h, path) for h, path in zip(runs, where, strict=True)]
     keys = list(zip(names, seeds, strict=True))
     clash = {k for k in keys if keys.count(k) > 1}
@@ -201,6 +200,17 @@ def _label(label: object, path: Path | None) -> str:
     warnings.warn(f"{where}: its label {shown!r} is not valid Unicode text (written by an older rlnb?); compared "
                   "under that label with escapes"[:300], RuntimeWarning, stacklevel=4)  # fmt: skip
     return shown
+
+
+def _named(config: dict[str, Any], i: int) -> Any:
+    """A run's label as its config gives it: its ``label`` or ``run_id`` (else its place ``i``), led by its
+    ``variant`` where it has one (an ablation's): two variants whose labels agree to their 3 significant digits
+    would be one label, their runs one line per run with no mean."""
+    label = config.get("label") or config.get("run_id") or i
+    variant = config.get("variant")
+    if not isinstance(variant, str) or not variant or variant == label:
+        return label
+    return f"{variant} ({label})"
 
 
 def _seed(h: History, path: Path | None) -> int | None:

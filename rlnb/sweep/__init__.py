@@ -32,12 +32,12 @@ from rlnb.wire import TrialStatus
 from .applying import BASELINE, applied, apply, label
 from .configs import flat_config
 from .driver import sweep
-from .figures import check_column, check_trials, keyed, search_plot
+from .figures import check_column, check_trials, config_keys, keyed, search_plot
 from .find_lr import LRFind, lr_find
 from .muon_lr import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
 from .space import Categorical, Float, Int, grid, random_search
-from .trial import METRIC_COLUMNS, RESULT_COLUMNS, REWARD_WINDOW
+from .trial import METRIC_COLUMNS, REWARD_WINDOW
 
 __all__ = [
     "REWARD_WINDOW",
@@ -124,15 +124,13 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
 
 
 def summarize(trials: pd.DataFrame, metric: str = "final_reward") -> pd.DataFrame:
-    """Per config (its own columns, sorted by value — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
+    """Per config (its own columns, sorted by config — 1e-5 before 3e-3 before 0.3, not as text; led by its variant
     where the trials name one, as ``ablate``'s do): mean, std, min and max of ``metric`` over the COMPLETED trials,
     how many trials ended otherwise, how many COMPLETED with no ``metric`` (NaN: ``no_value``) and how many
     ``diverged`` (their loss went NaN / inf: ``diverged_at`` in their rows)."""
     check_trials(trials, "summarize")
     check_column(trials, "metric", metric, numeric=True)
-    keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
-    if "variant" in trials and trials["variant"].notna().any():  # two variants of one config (a {} control) merged
-        keys = ["variant", *keys]
+    keys = config_keys(trials)
     trials = keyed(trials, keys)  # a list typed into a config column: grouped by its values
     groups = trials.groupby(keys, dropna=False, sort=False)
     ok = trials[trials.status == TrialStatus.COMPLETED].groupby(keys, dropna=False, sort=False)[metric]

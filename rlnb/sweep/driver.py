@@ -66,13 +66,14 @@ def sweep(
 
     * ``TrialOptions`` (``trial_options``): ``seeds`` (default ``(0,)``), ``steps`` (20), ``task`` (a
       ``Task`` or a reward function; default the digits task, ``digits_task()``), ``target`` (``"local"`` or a URL),
-      ``schedule``, ``objective`` (``"reward"``, maximised, or ``"loss"``, minimised; the mean of the last
-      5 steps), ``slot_timeout`` (seconds a trial waits for a session slot while the provider answers 429;
-      an hour).
+      ``schedule``, ``objective`` (``"reward"``, maximised, the mean of the last 5 steps; ``"loss"`` is refused:
+      an on-policy GRPO loss is ~0 at every rate), ``slot_timeout`` (seconds a trial waits for a session slot
+      while the provider answers 429; an hour).
     * ``SearchOptions`` (``search_options``): ``search="optuna"`` runs ``n_trials`` trials whose configs
       Optuna picks from ``space`` (``sampler`` ``"tpe"`` | ``"random"`` | ``"grid"``); each trial reports
       ``objective`` after every step, and ``pruner`` (``"median"`` | ``"asha"`` | None) stops bad ones early
-      (status PRUNED). Optuna trial ``n`` uses ``seeds[n % len(seeds)]`` (a stopped one asked again keeps its seed).
+      (status PRUNED). Optuna trial ``n`` uses ``seeds[n % len(seeds)]`` (a stopped one asked again keeps its seed);
+      ``"grid"`` runs every point on every seed.
     * ``ExecutorOptions`` (``executor_options``): ``executor="auto"`` (default) trains compatible local
       trials of a list of configs as stacked ensembles in this process (``"batched"``: one forward, backward
       and update for all; see ``rlnb.batched``) and the others on threads (Optuna trials too, asked one at

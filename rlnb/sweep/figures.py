@@ -46,7 +46,8 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     per status; ``x`` by default the learning rate, else (a space without it) the first numeric parameter
     searched, named in the title (not a ``ValueError`` saying ``learning_rate`` is not a column); the best
     completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and named in
-    the legend; a trial whose loss went NaN / inf (``diverged_at``) is ringed in red and never starred. Titled "no
+    the legend (``_best``: with several seeds per config, the config with the best mean); a trial whose loss went
+    NaN / inf (``diverged_at``) is ringed in red and never starred, nor is its config. Titled "no
     finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
     draws them by status; an Optuna search stopped before its first trial (a table with no rows, nor the columns of
     its space) draws empty axes, not an error naming a column it has no row to hold."""
@@ -72,10 +73,8 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     # by position: two sweeps' tables concatenated share index labels, and .loc gave rows, not a row
     done = trials[(trials.status == TrialStatus.COMPLETED) & trials[y].notna() & ~diverged].reset_index(drop=True)
     if len(done):
-        best = done.loc[done[y].idxmax() if _maximise(trials, y) else done[y].idxmin()]
-        at = f"{best[x]:.2g}" if isinstance(best[x], numbers.Real) else str(best[x])  # x="optimizer": text
-        ax.scatter([best[x]], [best[y]], marker="*", s=220, color="gold", edgecolor="k", zorder=3,
-                   label=f"best {x} {at}")  # fmt: skip
+        at_x, at_y, label = _best(trials, done, x, y)
+        ax.scatter([at_x], [at_y], marker="*", s=220, color="gold", edgecolor="k", zorder=3, label=label)
     logs = (LR, "adam.learning_rate", "eps", "weight_decay")
     if x in logs and is_numeric_dtype(trials[x]) and (trials[x] > 0).all():
         ax.set_xscale("log")
@@ -86,6 +85,55 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         ax.set_title(f"against {x}, the first numeric parameter searched (no {LR})", fontsize="medium")
     ax.legend(loc="best", fontsize="small")
     return ax
+
+
+def _best(trials: pd.DataFrame, done: pd.DataFrame, x: str, y: str) -> tuple[Any, float, str]:
+    """Where the star goes and its legend. ``done`` holds the COMPLETED trials with a ``y``, none diverged. Where a
+    config has several of them, one lucky seed is no best config (the winner's curse): the star is the config whose
+    mean of ``y`` over them (``summarize``'s) is best, at that mean, among the configs none of whose trials diverged;
+    else the best trial. A tie says how many tie, and goes to the first in the table."""
+    table = trials.reset_index(drop=True)  # two sweeps' tables concatenated repeat their index labels
+    keys = config_keys(table)
+    config = keyed(table, keys).groupby(keys, dropna=False, sort=False).ngroup()  # one number per config
+    ok = (table.status == TrialStatus.COMPLETED) & table[y].notna()
+    maximise = _maximise(trials, y)
+    counts = config[ok].value_counts()
+    if len(counts) and counts.max() > 1:
+        diverged = table["diverged_at"].notna() if "diverged_at" in table else pd.Series(False, index=table.index)
+        means = table[y][ok].groupby(config[ok], sort=False).mean()  # summarize's mean, configs in table order
+        means = means[~means.index.isin(set(config[diverged]))]
+        if len(means):  # else every config with a value has a diverged trial: the best trial outside them
+            value = means.max() if maximise else means.min()
+            first = next(k for k, v in means.items() if v == value)
+            rows = table[ok & (config == first)]
+            at_x = rows[x].iloc[0] if x in keys or not is_numeric_dtype(rows[x]) else rows[x].mean()
+            n, tied = int(counts[first]), int((means == value).sum())
+            also = f"; {tied} tied at {value:.3g}" if tied > 1 else ""
+            return at_x, float(value), f"best mean {x} {_shown(at_x)} ({n} seed{'s' if n > 1 else ''}{also})"
+    return _best_trial(done, x, y, maximise)
+
+
+def _best_trial(done: pd.DataFrame, x: str, y: str, maximise: bool) -> tuple[Any, float, str]:
+    """The best trial of ``done`` (the first of a tie) and its legend, saying how many tie."""
+    value = done[y].max() if maximise else done[y].min()
+    best = done.loc[done[y].idxmax() if maximise else done[y].idxmin()]
+    tied = int((done[y] == value).sum())
+    also = f" ({tied} tied at {value:.3g})" if tied > 1 else ""
+    return best[x], float(best[y]), f"best trial {x} {_shown(best[x])}{also}"
+
+
+def _shown(at: Any) -> str:
+    """A star's ``x`` in its legend: a number to 2 significant figures, text (``x="optimizer"``) as it is."""
+    return f"{at:.2g}" if isinstance(at, numbers.Real) else str(at)
+
+
+def config_keys(trials: pd.DataFrame) -> list[Any]:
+    """The columns that name a trial's config (led by its ``variant`` where the trials name one, as ``ablate``'s
+    do): what ``summarize`` groups by, and ``search_plot``'s star."""
+    keys = [c for c in trials.columns if c not in RESULT_COLUMNS] or ["label"]
+    if "variant" in trials and trials["variant"].notna().any():  # two variants of one config (a {} control) merged
+        keys = ["variant", *keys]
+    return keys
 
 
 def searched(trials: pd.DataFrame) -> str:

@@ -44,7 +44,8 @@ class TrialOptions:
     task's prompts (default: the digits task, ``digits_task()``). ``target`` is ``"local"`` or a URL (Together,
     ``rlnb serve``).
     ``schedule`` scales each step's learning rate. ``objective`` is what a trial reports and is judged by:
-    ``"reward"`` (maximised) or ``"loss"`` (minimised), the mean of the last 5 steps. A trial whose provider answers
+    ``"reward"`` (maximised), the mean of the last 5 steps; ``"loss"`` is refused, as the GRPO loss of an on-policy
+    RL step is ~0 at every rate. A trial whose provider answers
     429 (its session cap reached) waits for a slot up to ``slot_timeout`` seconds (default an hour), then FAILS."""
 
     seeds: Sequence[int] = (0,)
@@ -56,8 +57,10 @@ class TrialOptions:
     slot_timeout: float = SLOT_TIMEOUT
 
     def __post_init__(self) -> None:
-        if self.objective not in ("reward", "loss"):
-            raise ValueError(f"objective must be 'reward' or 'loss', got {self.objective!r}")
+        if self.objective != "reward":  # a loss ranked the configs (and Optuna minimised it) by float rounding
+            raise ValueError(f"objective must be 'reward': a sweep trial's loss is the on-policy GRPO loss of its RL "
+                             f"step, ~1e-10 at every rate (float rounding, which ranks configs by noise); its "
+                             f"final_loss column stays in the table, got {self.objective!r}")  # fmt: skip
         object.__setattr__(self, "steps", check_steps(self.steps))
         object.__setattr__(self, "slot_timeout", check_seconds("slot_timeout", self.slot_timeout))
         if not (self.task is None or isinstance(self.task, Task) or callable(self.task)):  # every trial FAILED

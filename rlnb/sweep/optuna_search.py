@@ -115,16 +115,18 @@ class OptunaSource:
         self._folder = folder
         self._trials: dict[int, Any] = {}
         finished = self.done_before = self._requeue_stopped({r["trial"]: r for r in recorded})
-        if n_trials is None:  # sampler="grid" (check_search): the grid's size
-            n_trials = math.prod(len(v) for v in grid_values(dims).values())
+        if n_trials is None:  # sampler="grid" (check_search): every point on every seed
+            n_trials = math.prod(len(v) for v in grid_values(dims).values()) * seeds
         self.total = n_trials
         self._left = max(0, n_trials - finished)
         self._seeds = seeds
+        self._grid = sampler == "grid"  # the points × seeds queued in order, not drawn: each (point, seed) once
         axes = {name: values for name, dim in dims.items() if (values := points(dim)) is not None}
         self._axes = axes if len(axes) == len(dims) else None  # None: a Float range makes the space infinite
         waiting = optuna.trial.TrialState.WAITING  # a rerun queued: its params are the stopped trial's
         self._asked = {self._key(t): t.number for t in self.study.trials
                        if REPEAT_ATTR not in t.user_attrs and t.state != waiting}  # fmt: skip
+        self._fresh = self._unasked()  # one walk of the space: what it passed was asked, and stays so
 
     def _requeue_stopped(self, rows: Mapping[int, dict[str, Any]]) -> int:
         """Resume: trials stopped by the user, or left RUNNING by a process that died, are asked again
@@ -195,8 +197,6 @@ class OptunaSource:
         with self._lock:
             if self._left <= 0:
                 return None
-            if isinstance(self.sampler, self._optuna.samplers.GridSampler) and self.sampler.is_exhausted(self.study):
-                return None
             trial = self._ask()
             if trial is None:
                 return None
@@ -210,9 +210,10 @@ class OptunaSource:
 
     def _ask(self) -> Any:
         """A new trial. In a finite space, a (params, seed) drawn again is told FAIL (marked ``REPEAT_ATTR``, never
-        run) and drawn anew; after ``REASKS`` repeats, a point not asked yet is queued and asked. None: every point
-        is asked."""
-        for _ in range(REASKS):
+        run) and drawn anew; after ``REASKS`` repeats, a point not asked yet is queued and asked. A grid draws
+        nothing: a stopped trial queued again runs first, then each (point, seed) not asked yet, in order. None: every
+        point is asked."""
+        for _ in range(0 if self._grid else REASKS):
             trial = self.study.ask(self._distributions)
             key = self._key(trial)
             if self._axes is None or RERUN_ATTR in trial.user_attrs or key not in self._asked:
@@ -220,17 +221,20 @@ class OptunaSource:
                 return trial
             trial.set_user_attr(REPEAT_ATTR, self._asked[key])
             self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
-        fresh = next(self._unasked(), None)
-        if fresh is None:
-            return None
-        params, seed = fresh
-        self.study.enqueue_trial(params, user_attrs={SEED_OF_ATTR: seed})
+        waiting = self._optuna.trial.TrialState.WAITING
+        if not (self._grid and self.study.get_trials(deepcopy=False, states=(waiting,))):
+            fresh = next(self._fresh, None)
+            if fresh is None:
+                return None
+            params, seed = fresh
+            self.study.enqueue_trial(params, user_attrs={SEED_OF_ATTR: seed})
         trial = self.study.ask(self._distributions)
         self._asked[self._key(trial)] = trial.number
         return trial
 
     def _unasked(self) -> Any:
-        """The finite space's (params, seed index) not asked yet, in the space's order."""
+        """The finite space's (params, seed index) not asked yet, in the space's order: every point on the first seed,
+        then on the next."""
         assert self._axes is not None
         for seed in range(self._seeds):
             for point in itertools.product(*self._axes.values()):

@@ -30,19 +30,23 @@ def check_search(
         raise ValueError(f"pruner must be 'median', 'asha', None or an Optuna pruner, got {pruner!r}")
     _check_objects(sampler, pruner)
     if sampler == "grid":
-        grid_values(dims)  # raises for a Float range
+        count = math.prod(len(v) for v in grid_values(dims).values()) * len(seeds)  # raises for a Float range
+        if n_trials is None and count > MAX_CONFIGS:  # each (point, seed) is a trial
+            raise ValueError(f"seeds: sampler='grid' runs each of its points on each of the {len(seeds)} seeds, "
+                             f"{count} trials: at most {MAX_CONFIGS}; give fewer seeds or points, or "
+                             "n_trials")  # fmt: skip
     elif n_trials is None:
         raise ValueError("search='optuna' needs n_trials (only sampler='grid' knows its own size)")
     if n_trials is not None:  # 10**30 ran trials for ever, its progress bar counting toward 10**30
         why = "each is a trial, as grid() and random_search() make at most that many configs"
         n_trials = check_int("n_trials", n_trials, 1, MAX_CONFIGS, why=why)
-        if sampler != "grid":  # the grid stops after its last point
-            _check_repeats(dims, n_trials, seeds)
+        _check_repeats(dims, n_trials, seeds, sampler == "grid")
 
 
-def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence[int]) -> None:
+def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence[int], grid: bool) -> None:
     """A space of lists and Int ranges alone holds a finite number of points: trials past its points × seeds
-    repeat one already run (``{"learning_rate": [1e-3]}`` with ``n_trials=3`` would run the same trial three times)."""
+    repeat one already run (``{"learning_rate": [1e-3]}`` with ``n_trials=3`` would run the same trial three times);
+    a ``grid`` ends there (it stopped short of ``n_trials`` without a word)."""
     axes = {name: points(dim) for name, dim in dims.items()}
     sizes = {name: len(values) for name, values in axes.items() if values is not None}
     if len(sizes) < len(axes):  # a Float range: no end of points
@@ -52,9 +56,10 @@ def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence
         each = " × ".join(f"{name} {size}" for name, size in sizes.items())
         raise ValueError(
             f"n_trials={n_trials} is more than the {distinct} distinct trials this space and seeds hold ({each} × "
-            f"{len(seeds)} seeds): the rest would repeat a trial already run; use sampler='grid', which runs each "
-            "point once, or n_trials <= " + str(distinct)
-        )
+            f"{len(seeds)} seeds): the rest would repeat a trial already run; "
+            + (f"leave n_trials out (the grid runs each point on each seed once) or give n_trials <= {distinct}"
+               if grid else f"use sampler='grid', which runs each point on each seed once, or n_trials <= {distinct}")
+        )  # fmt: skip
 
 
 def _check_objects(sampler: Any, pruner: Any) -> None:
@@ -82,16 +87,9 @@ def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension], seed:
         return optuna.samplers.TPESampler(seed=seed)
     if sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    if sampler == "grid":
-
-        class AskTellGridSampler(optuna.samplers.GridSampler):
-            """GridSampler calls ``study.stop()`` after the last point, which only works inside
-            ``study.optimize``; with ask/tell the sweep checks ``is_exhausted`` itself."""
-
-            def after_trial(self, *args: Any) -> None:
-                return None
-
-        return AskTellGridSampler(grid_values(dims), seed=seed)
+    if sampler == "grid":  # the search queues each (point, seed) itself (optuna_search): no params left to draw
+        grid_values(dims)
+        return optuna.samplers.RandomSampler(seed=seed)
     raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
 
 

@@ -91,4 +91,4 @@ def test_search_plot_never_stars_a_diverged_trial():
     search_plot(_rows(), ax=ax)
     labels = ax.get_legend_handles_labels()[1]
     plt.close(fig)
-    assert "best learning_rate 0.01" in labels and "diverged (1)" in labels
+    assert "best trial learning_rate 0.01" in labels and "diverged (1)" in labels

@@ -30,14 +30,14 @@ def test_search_plot_of_two_sweeps_tables_concatenated_stars_the_best():
     both = pd.concat([trials([1e-4, 1e-2], [0.2, 0.5]), trials([3e-3, 5e-3], [0.7, 0.6])])
     ax = search_plot(both)
     assert star(ax) == [[3e-3, 0.7]]
-    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "best learning_rate 0.003"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "best trial learning_rate 0.003"
 
 
 def test_search_plot_against_a_text_column_names_the_best_category():
     """``x="optimizer"``: the trials were drawn, then the star's label was ``Unknown format code 'g'`` for a str."""
     both = pd.concat([trials([1e-3], [0.2]), trials([1e-3], [0.9], optimizer="muon")], ignore_index=True)
     ax = search_plot(both, x="optimizer")
-    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "best optimizer muon"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "best trial optimizer muon"
     assert ax.get_xlabel() == "optimizer"
 
 

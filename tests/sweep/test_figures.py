@@ -66,7 +66,7 @@ def test_search_plot_marks_each_status_and_the_best():
     trials.attrs["objective"] = "reward"
     ax = search_plot(trials)
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["pruned (2)", "completed (2)", "best learning_rate 0.05"]
+    assert labels == ["pruned (2)", "completed (2)", "best trial learning_rate 0.05"]
     stars = [c for c in ax.collections if isinstance(c, PathCollection)][-1]
     assert stars.get_offsets().tolist() == [[0.05, 0.9]]
     assert ax.get_xscale() == "log" and ax.get_ylabel() == "reward (mean of the last 5 steps)"
@@ -106,7 +106,7 @@ def test_search_plot_of_a_space_without_a_learning_rate_draws_its_first_numeric_
     assert ax.get_title() == "against momentum, the first numeric parameter searched (no learning_rate)"
     points = [c.get_offsets().tolist() for c in ax.collections if isinstance(c, PathCollection)]
     assert points == [[[0.8, 0.2], [0.9, 0.7]], [[0.95, 0.1]], [[0.9, 0.7]]]  # completed, pruned, the best
-    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "best momentum 0.9"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "best trial momentum 0.9"
     assert search_plot(trials, x="weight_decay").get_title() == ""  # an x given is not announced
     with pytest.raises(ValueError, match=r"^x: these trials searched no numeric parameter \(their config columns: "
                                          r"optimizer\); pass x= a numeric column$"):  # fmt: skip

@@ -67,3 +67,42 @@ def test_a_pruner_with_batched_trials_is_refused_before_the_folder_is_made(tmp_p
         sweep(AdamParams(), space={"learning_rate": (1e-4, 1e-2, "log")}, search="optuna", n_trials=2, steps=2,
               executor="batched", pruner=pruner, runs_dir=tmp_path / "runs")  # fmt: skip
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("n_trials", [None, 4])
+def test_a_grid_runs_every_point_on_every_seed(tmp_path, n_trials):
+    """Two points, two seeds: the grid ran each point once, 1e-2 on seed 0 and 1e-4 on seed 1 (rate confounded with
+    seed), and stopped at 2 trials even with n_trials=4."""
+    grid = source(tmp_path, {"learning_rate": [1e-4, 1e-2]}, n_trials, seeds=2, sampler="grid")
+    assert grid.total == 4
+    ran = run(grid, [], seeds=2)
+    assert sorted(ran) == [(1e-4, 0), (1e-4, 1), (1e-2, 0), (1e-2, 1)]
+    assert ran[:2] == [(1e-4, 0), (1e-2, 0)]  # every point on the first seed before any on the second
+
+
+def test_a_resumed_grid_runs_its_stopped_trial_again_and_the_rest_once(tmp_path):
+    rows: list[dict] = []
+    first = source(tmp_path, {"learning_rate": [1e-4, 1e-2]}, None, seeds=2, sampler="grid")
+    for status in ("COMPLETED", "STOPPED"):
+        n, config, seed_of = first.next_spec()
+        rows.append({"trial": n, "status": status, "value": 0.5})
+        first.finish(rows[-1])
+    resumed = source(tmp_path, {"learning_rate": [1e-4, 1e-2]}, None, seeds=2, sampler="grid", recorded=rows)
+    ran = run(resumed, rows, seeds=2)
+    assert sorted(ran) == [(1e-4, 1), (1e-2, 0), (1e-2, 1)]
+
+
+def test_a_grid_refuses_more_trials_than_its_points_times_seeds():
+    from rlnb.sweep.samplers import check_search
+
+    dims = parse_space(AdamParams(), {"learning_rate": [1e-4, 1e-2]})
+    with pytest.raises(ValueError, match=r"n_trials=5 is more than the 4 .*leave n_trials out"):
+        check_search(dims, 5, "grid", None, (0, 1))
+
+
+def test_a_grid_of_more_point_seed_pairs_than_a_sweep_runs_is_refused_naming_seeds():
+    from rlnb.sweep.samplers import check_search
+
+    dims = parse_space(AdamParams(), {"learning_rate": [1e-4 * (i + 1) for i in range(5000)]})
+    with pytest.raises(ValueError, match=r"seeds: sampler='grid' runs each of its points on each of the 3 seeds"):
+        check_search(dims, None, "grid", None, (0, 1, 2))

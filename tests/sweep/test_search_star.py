@@ -1,0 +1,65 @@
+"""``search_plot``'s star: with several COMPLETED seeds per config, the config whose mean (``summarize``'s) is best,
+not the single luckiest (config, seed); one seed each, the best trial; a tie says how many tie."""
+
+import pandas as pd
+import pytest
+from matplotlib.collections import PathCollection
+
+from rlnb.sweep import search_plot, summarize
+
+
+def table(values: dict[float, list[float]], statuses: dict[float, list[str]] | None = None) -> pd.DataFrame:
+    """One row per (learning rate, seed), in the order given."""
+    rows = []
+    for lr, seeds in values.items():
+        for seed, value in enumerate(seeds):
+            status = (statuses or {}).get(lr, ["COMPLETED"] * len(seeds))[seed]
+            rows.append({"trial": len(rows), "label": f"lr={lr:g}", "learning_rate": lr, "seed": seed,
+                         "status": status, "value": value, "diverged_at": None})  # fmt: skip
+    trials = pd.DataFrame(rows)
+    trials.attrs["objective"] = "reward"
+    return trials
+
+
+def star(trials: pd.DataFrame) -> tuple[list[list[float]], str]:
+    ax = search_plot(trials)
+    offsets = [c for c in ax.collections if isinstance(c, PathCollection)][-1].get_offsets().tolist()
+    return offsets, [t.get_text() for t in ax.get_legend().get_texts()][-1]
+
+
+def test_several_seeds_star_the_config_with_the_best_mean_not_the_luckiest_seed():
+    """1e-2 has the single best seed (0.9) and the worst mean: it was starred as ``best learning_rate 0.01``."""
+    trials = table({1e-4: [0.6, 0.62, 0.58, 0.6], 1e-3: [0.5, 0.5, 0.5, 0.5], 1e-2: [0.9, 0.1, 0.2, 0.3]})
+    means = summarize(trials, "value")["mean"]
+    assert means.idxmax() == 1e-4
+    offsets, label = star(trials)
+    assert label == "best mean learning_rate 0.0001 (4 seeds)"
+    assert offsets == [[1e-4, pytest.approx(means[1e-4])]]
+
+
+def test_the_seed_count_is_the_starred_configs_completed_seeds():
+    trials = table({1e-3: [0.7, 0.8, 0.1], 1e-2: [0.2, 0.3, 0.4]}, {1e-3: ["COMPLETED", "COMPLETED", "FAILED"]})
+    assert star(trials) == ([[1e-3, pytest.approx(0.75)]], "best mean learning_rate 0.001 (2 seeds)")
+
+
+def test_one_seed_each_stars_the_best_trial():
+    trials = table({1e-4: [0.2], 1e-3: [0.9], 1e-2: [0.5]})
+    assert star(trials) == ([[1e-3, 0.9]], "best trial learning_rate 0.001")
+
+
+def test_a_tie_of_trials_says_how_many_tie_and_goes_to_the_first_in_the_table():
+    """A constant reward: three trials at 1.0, and the legend named the first as if it alone were best."""
+    trials = table({1.0: [1.0], 0.1: [1.0], 0.01: [0.5], 1e-3: [1.0]})
+    assert star(trials) == ([[1.0, 1.0]], "best trial learning_rate 1 (3 tied at 1)")
+
+
+def test_a_tie_of_means_says_how_many_tie():
+    trials = table({1e-3: [0.4, 0.6], 1e-2: [0.5, 0.5], 0.1: [0.9, 0.0]})
+    assert star(trials) == ([[1e-3, 0.5]], "best mean learning_rate 0.001 (2 seeds; 2 tied at 0.5)")
+
+
+def test_a_config_with_a_diverged_seed_is_never_starred():
+    """Guard: a config whose loss went NaN on one seed has the best mean of its finite rewards."""
+    trials = table({1e-3: [0.5, 0.5], 1.0: [0.9, 0.9]})
+    trials.loc[3, "diverged_at"] = 2
+    assert star(trials) == ([[1e-3, 0.5]], "best mean learning_rate 0.001 (2 seeds)")
