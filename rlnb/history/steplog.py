@@ -262,6 +262,15 @@ class StepLog:
         with self._lock:
             return list(self._nan_at.get(name, ()))
 
+    def step_values(self, name: str) -> dict[int, float]:
+        """``name``'s value at each step it was logged at, in step order, as the steps table reads it: the last number
+        logged there, NaN where only NaN was."""
+        with self._lock:
+            values = dict(self._user.get(name, {}))
+            for i in self._nan_at.get(name, ()):
+                values.setdefault(self._logged[i]["step"], math.nan)
+        return dict(sorted(values.items()))
+
     def latest(self, n: int) -> list[tuple[StepRow, dict[str, float]]]:
         """The last ``n`` rows (settled or not), each with its logged figures."""
         with self._lock:

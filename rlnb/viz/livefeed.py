@@ -56,11 +56,7 @@ def feed(view: Any, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]
                 changed.add(name)
     for name in late:  # logged late (step 2's after step 5's) or again: fed again, in step order, each step once with
         # the steps table's value: the last number logged there, NaN (a gap) where only NaN was
-        points: dict[int, float] = {}
-        for e in view.history.step_log.logged_since(0):
-            if name in e and (not math.isnan(e[name]) or e["step"] not in points):
-                points[e["step"]] = e[name]
-        points = dict(sorted(points.items()))
+        points = view.history.step_log.step_values(name)
         view.series[name] = Series(view.ema)
         view.series[name].extend(list(points), list(points.values()))
     return changed
