@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from bench_lessons import seeds_arg
 
 import rlnb
 from rlnb.tasks import Task, digits_task, rl_step
@@ -39,12 +40,13 @@ def ratio(kind: str, seed: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", default="0-9")
-    lo, _, hi = parser.parse_args().seeds.partition("-")
+    parser.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,3,5-7")
+    given = parser.parse_args().seeds
+    seeds = seeds_arg(given)
     torch.set_num_threads(1)
-    print(f"command: python bench/bench_equal_rewards.py --seeds {lo}-{hi or lo}")
+    print(f"command: python bench/bench_equal_rewards.py --seeds {given}")
     for kind in RATES:
-        ratios = [ratio(kind, seed) for seed in range(int(lo), int(hi or lo) + 1)]
+        ratios = [ratio(kind, seed) for seed in seeds]
         print(f"{kind}: {', '.join(f'{r:.2f}' for r in ratios)}; {min(ratios):.2f}-{max(ratios):.2f}x", flush=True)
 
 

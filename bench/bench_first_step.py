@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from bench_lessons import seeds_arg
 
 import rlnb
 from rlnb.tasks import first_letter_task, rl_step
@@ -27,12 +28,13 @@ def weights(session: rlnb.Session) -> dict[str, torch.Tensor]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", default="0-9")
-    lo, _, hi = parser.parse_args().seeds.partition("-")
+    parser.add_argument("--seeds", default="0-9", help="e.g. 0-9 or 0,3,5-7")
+    given = parser.parse_args().seeds
+    seeds = seeds_arg(given)
     torch.set_num_threads(1)
-    print(f"command: python bench/bench_first_step.py --seeds {lo}-{hi or lo}")
+    print(f"command: python bench/bench_first_step.py --seeds {given}")
     task = first_letter_task()
-    for seed in range(int(lo), int(hi or lo) + 1):
+    for seed in seeds:
         with rlnb.connect(
             "local", optimizer="adam", model="tiny", seed=seed, device="cpu", record=False, threads=1
         ) as s:
