@@ -25,6 +25,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Iterable
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -44,6 +45,21 @@ def register(key: str) -> None:
     if len(key) >= MIN_LENGTH:
         with _lock:
             _keys.add(key)
+
+
+CREDENTIAL_HEADERS = ("auth", "key", "token", "secret", "cookie")
+"""Words in a header's name that say its value is a credential (``Authorization``, ``X-Api-Key``, ``Cookie``)."""
+
+
+def credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
+    """The credentials among ``headers`` (an ``http_client``'s defaults, which rlnb did not write): each value of a
+    header named as one holds, and its last word too (``Bearer sk-...``'s key). Registered by the remote client, so
+    that a server echoing them cannot put them in a message, a log line or a run folder."""
+    found: list[str] = []
+    for name, value in headers:
+        if any(word in name.lower() for word in CREDENTIAL_HEADERS):
+            found += [v for v in dict.fromkeys((value.strip(), value.split()[-1] if value.split() else "")) if v]
+    return [v for v in found if len(v) >= MIN_LENGTH]
 
 
 def hide(key: Any) -> Any:

@@ -142,7 +142,10 @@ class RunLocked(RlnbError):
 
 
 class APIError(RlnbError):
-    """A remote API call failed. ``method`` and ``url`` say which."""
+    """A remote API call failed. ``method`` and ``url`` say which; ``answer_id``, the ``id`` of an answer that came but
+    could not be read (a create's: what the server made, which the caller cannot stop unless it is named)."""
+
+    answer_id: str | None = None
 
     def __init__(self, message: str, *, method: str = "", url: str = ""):
         self.method = method

@@ -222,7 +222,10 @@ class RemoteBackend:
                 errors.append(exc)
                 resource = self.stop_resource and not reachable  # then it is not asked either
                 what = f"session {self.session_id}" + (f" and model resource {self.resource.id}" if resource else "")
-                warn_running(self.client, exc, what, f"stop_session({self.session_id!r})")
+                how = f"stop_session({self.session_id!r})"
+                if resource:  # a session's stop leaves its resource running (and paid) until its inactive_timeout
+                    how += f" and .stop_model_resources({self.resource.id!r}, force=True)"
+                warn_running(self.client, exc, what, how)
         sending = self._sender.join(CLOSE_GRACE if reachable else 0.0)
         if sending is not None:
             why = "the session was closed while this operation was being sent; its outcome is unknown"

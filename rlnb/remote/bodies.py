@@ -116,6 +116,10 @@ def _text(content: bytes) -> str:
     return content.decode(json.detect_encoding(content), "surrogatepass")
 
 
+MAX_ID = 200
+"""The longest ``id`` of an unreadable answer kept to name what was made (the API's are tens of characters)."""
+
+
 class Scrubber:
     """Masks the client's own key (whatever its length) and every key ``rlnb._secrets`` knows."""
 
@@ -267,9 +271,18 @@ def _said(body: Any) -> str | None:
 
 
 def invalid(response: httpx.Response, what: str, detail: str) -> APIError:
+    """The error for an answer that is not a valid ``what``, with the answer's ``id`` where it has a readable one."""
     request = response.request
-    return APIError(
+    error = APIError(
         f"{response.status_code} response is not a valid {what}: {detail}",
         method=request.method,
         url=str(request.url.copy_with(query=None)),
     )
+    try:
+        answer = json.loads(_text(response.content))
+    except (ValueError, RecursionError):
+        return error
+    said = answer.get("id") if isinstance(answer, dict) else None
+    if isinstance(said, str) and said.strip() and len(said) <= MAX_ID and _secrets.redact(said) == said:
+        error.answer_id = said  # an id that quotes a key is no id: not kept
+    return error

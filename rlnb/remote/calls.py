@@ -59,6 +59,11 @@ log = logging.getLogger("rlnb")
 M = TypeVar("M", bound=BaseModel)
 
 
+def _sent_with(http_client: httpx.Client) -> list[tuple[str, str]]:
+    """An ``http_client``'s default headers, and its cookies as ``Cookie`` headers: what it adds to rlnb's requests."""
+    return [*http_client.headers.items(), *(("cookie", c.value or "") for c in http_client.cookies.jar)]
+
+
 class Caller:
     """The send path of ``APIClient`` (see there for the arguments)."""
 
@@ -89,7 +94,10 @@ class Caller:
         own = httpx.URL(self.base_url)
         self._origin = (own.scheme, own.host, own.port)
         self._api_key = _secrets.take_key(api_key, ENV_API_KEY)
-        if self._api_key is not None:
+        given = _secrets.credentials(_sent_with(http_client)) if http_client is not None else []
+        for credential in given:  # the user's own, sent as rlnb's key is: masked as it is
+            _secrets.register(credential)
+        if self._api_key is not None or given:
             warn_cleartext(self.base_url)  # once per client, at its making: each call would repeat it
         self._bodies = bodies.Scrubber(self._api_key)
         most = check_int("max_response_bytes", max_response_bytes, 1, optional=True)  # 2.5 and np.int64 too

@@ -75,6 +75,10 @@ def create_once(
             f"the answer to creating {what} was lost ({lost}), and {len(found)} matching ones were created since "
             f"it was sent: {ids}. rlnb cannot tell which is its own: stop those you do not use"
         ) from lost
+    if lost.answer_id is not None:  # the answer came, unreadable: its id names what was made
+        lost.add_note(f"(the server created {what} {lost.answer_id}, in an answer rlnb could not read, and rlnb "
+                      f"stopped nothing: stop it yourself; {_look_for(client, lister)})")  # fmt: skip
+        raise lost
     lost.add_note(
         f"(the server may have created {what} all the same, or may still, and rlnb cannot stop what it cannot name: "
         f"{_look_for(client, lister)})"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Final, Literal, TypeAlias
+from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import Field
 
-from rlnb.wire.base import Int64, _Model
+from rlnb.wire.base import Int64, Newer, _Model
 
 __all__ = [
     "Checkpoint",
@@ -99,7 +99,8 @@ class Checkpoint(_Model):
     created_at: datetime
     session_id: str
     step: Int64
-    type: CheckpointType
+    type: Annotated[CheckpointType, Newer]
+    """A type newer than the list is kept as the server's string (``Newer``): the other checkpoints still list."""
     inference_registration: InferenceRegistration | None = None
     lora_rank: int | None = None
     """The session's LoRA rank; null for a full-weight session."""

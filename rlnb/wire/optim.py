@@ -8,7 +8,7 @@ from typing import Annotated, Final, Literal, TypeAlias, get_args
 
 from pydantic import Field, Strict
 
-from rlnb.wire.base import NUMBER_ONLY, Int64, _Model, _Request
+from rlnb.wire.base import NUMBER_ONLY, Int64, Newer, _Model, _Request
 
 __all__ = [
     "MUON_SCALING",
@@ -116,7 +116,8 @@ class OptimStepResult(_Model):
 class MuonOptimizerConfig(_Model):
     """A Muon resource's optimizer config: the scaling strategy of its learning rate."""
 
-    scaling_strategy: MuonScalingStrategy | None = None
+    scaling_strategy: Annotated[MuonScalingStrategy, Newer] | None = None
+    """A strategy newer than the list (R-mid's ``..._MATCH_ADAMW``, say) is kept as the server's string (``Newer``)."""
 
 
 class AdamOptimizerConfig(_Model):

@@ -3,6 +3,7 @@ network that makes no connection: tried again for ``STOP_RECONNECT`` seconds at 
 may still run (and cost) remotely. Asked once, a brief blip left a paid resource running; retried through the
 whole backoff, a dead server held ``close()`` 14 s."""
 
+import logging
 import re
 import socket
 import time
@@ -207,3 +208,23 @@ def test_a_retry_connects_by_the_reconnect_window_and_reads_by_the_deadline_only
             with transport.deadline(time.monotonic() + 30, connect_by=time.monotonic() - 1):
                 assert stream.read(2, timeout=5) == b"ok"
         stream.close()
+
+
+def test_a_close_that_reaches_no_server_names_the_resources_stop_too(caplog):
+    """The warning said "could not stop session S and model resource M" and gave only ``stop_session('S')``, which
+    leaves the resource running (and paid) until its inactive_timeout."""
+    fake = FakeAPI(ready_after=1)
+    down = {"now": False}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if down["now"]:
+            raise httpx.ConnectError("Connection refused", request=request)
+        return fake(request)
+
+    s = rlnb.connect(BASE, api_key=KEY, base_model="org/model-a", transport=httpx.MockTransport(handler),
+                     record=False, ready_timeout=5, **FAST_POLL, **quick({"max_retries": 0}))  # fmt: skip
+    down["now"] = True
+    with caplog.at_level(logging.WARNING, "rlnb"), pytest.raises(rlnb.APIError):
+        s.close()
+    rid, sid = s.backend.resource.id, s.backend.session_id
+    assert f"stop_session({sid!r}) and .stop_model_resources({rid!r}, force=True)" in caplog.text

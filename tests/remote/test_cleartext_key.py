@@ -73,3 +73,13 @@ def test_connect_over_plain_http_warns_once_at_the_users_line():
     with s:
         s.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])]).result(timeout=10)
     assert len(caught) == 1 and caught[0].filename == __file__
+
+
+def test_an_http_clients_credential_sent_over_plain_http_warns():
+    http = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)), headers={"X-Api-Key": "k" * 20})
+    with pytest.warns(rlnb.CleartextKeyWarning, match="10.1.2.3"):
+        APIClient("http://10.1.2.3:8000", http_client=http).close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        APIClient("http://10.1.2.3:8000", http_client=httpx.Client(headers={"Accept": "application/json"})).close()
+    http.close()

@@ -6,6 +6,7 @@ text, or the httpx error unmasked."""
 import httpx
 import pytest
 
+import rlnb
 from rlnb.errors import APIConnectionError, APIError
 from rlnb.remote.client import APIClient
 from tests.support.fake_api import BASE, KEY, quick
@@ -32,3 +33,21 @@ def test_an_echoed_key_is_in_no_frames_locals(echo):
     text = with_locals(info.value)
     assert "rlnb/remote/" in text  # rlnb's frames, with their locals
     assert KEY not in text
+
+
+@pytest.mark.parametrize("header", ["Authorization", "X-Api-Key", "Cookie"])
+def test_an_http_clients_own_credentials_are_masked_where_a_server_echoes_them(header):
+    """A key in the ``http_client``'s default headers (a gateway's) was never masked: a server that echoed the
+    request's headers put it in the exception's text (and the run folder); as ``api_key`` it reads ``***``."""
+    secret = "user-gateway-key-0123456789"
+    value = f"Bearer {secret}" if header == "Authorization" else secret
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        said = f"bad request; headers were {dict(request.headers)}"
+        return httpx.Response(400, json={"error": {"message": said, "type": "invalid_request_error"}})
+
+    http = httpx.Client(transport=httpx.MockTransport(echo), headers={header: value})
+    with APIClient(BASE, http_client=http, max_retries=0) as client, pytest.raises(rlnb.APIError) as info:
+        client.get_session("s1")
+    assert secret not in str(info.value) and "***" in str(info.value)
+    http.close()

@@ -2,6 +2,7 @@
 server acted is not sent again (that made a second, orphaned resource, or a 429 for the session slot the
 first one took), and ``connect`` finds what it created by listing. Against the real app, in process."""
 
+import json
 import re
 
 import httpx
@@ -11,7 +12,7 @@ import rlnb
 from rlnb import wire
 from rlnb.remote import recover
 from rlnb.remote.client import APIClient
-from tests.support.fake_api import BASE, KEY, error, quick
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, error, quick
 from tests.support.lost_answers import RESOURCES, SESSIONS, LoseAnswer, listed
 from tests.support.server import app_client
 
@@ -166,3 +167,25 @@ def test_a_lost_session_create_is_found_whichever_way_the_service_spells_no_name
     assert [s.id for s in recover.sessions_since(client, request)(0.0)] == ["s1"]
     named = wire.StartTrainingSessionRequest(model_resources_id="r", display_name="run 7")
     assert recover.sessions_since(client, named)(0.0) == []  # a name still tells sessions apart
+
+
+def test_a_create_answered_unreadably_names_what_the_server_made():
+    """A 200 whose body has the resource's id but fails validation: the server made it, and nothing can list it
+    either (the list fails the same way). The error said only that it "may have" been created."""
+    fake = FakeAPI(ready_after=1)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        if request.url.path.endswith("/model-resources"):
+            data = json.loads(response.content)
+            for each in data.get("data", [data]):
+                each["created_at"] = "not a time"
+            return httpx.Response(response.status_code, json=data)
+        return response
+
+    with pytest.raises(rlnb.APIError, match="not a valid ModelResources") as info:
+        rlnb.connect(BASE, api_key=KEY, base_model="org/model-a", transport=httpx.MockTransport(handler),
+                     record=False, ready_timeout=5, **FAST_POLL, **quick({}))  # fmt: skip
+    (rid,) = fake.resources
+    assert info.value.answer_id == rid
+    assert any(f"created a model resource {rid}" in note for note in info.value.__notes__)
