@@ -200,7 +200,9 @@ def test_a_module_as_wide_as_its_vocabulary_keeps_its_hidden_matrices_in_muon(ze
     exactly 0: softmax over one position) went to AdamW; with a zero head every matrix's gradient was 0 and the whole
     model was AdamW's, in silence. The bare position table, never probed, went to Muon."""
     model = ByteGPT(zero_head=zero_head)
+    state = torch.get_rng_state()
     roles = ModelAdapter(model, "custom", ByteCodec(), torch.device("cpu")).embedding_params()
+    assert torch.equal(torch.get_rng_state(), state)  # the stand-ins are drawn from a generator of their own
     names = {id(p): n for n, p in model.named_parameters()}
     assert {names[id(p)] for p in roles} == {"tok.weight", "pos", "head.weight"}
     muon_names, adam_names = groups(split_params(model, roles))
