@@ -29,7 +29,7 @@ def wide_norm(grads: list[Tensor], like: Tensor) -> Tensor:
     bfloat16's sum of squares passes 3.4e38 once the norm passes 1.8e19) though every gradient is finite. Inf still
     where the norm itself is past ``like``'s range."""
     norms = [torch.linalg.vector_norm(g, dtype=torch.float64) for g in grads]
-    return torch.linalg.vector_norm(torch.stack(norms)).to(like.dtype) if norms else like
+    return torch.linalg.vector_norm(torch.stack(norms)).to(like.dtype) if norms else like.new_zeros(())
 
 
 def clip_coefficient(max_norm: float | Tensor, total: Tensor) -> Tensor:
