@@ -128,7 +128,8 @@ def fail_optim_step(
         rec.history.log_completions(rec.step, completion_rows(groups))
         reason = fb_error
     elif not math.isfinite(grad_norm):
-        message = NonFiniteGradient(grad_norm, non_finite).dropped()
+        unclipped = not non_finite and not hp.grad_clip_norm > 0  # as a session's step says it
+        message = NonFiniteGradient(grad_norm, non_finite, unclipped=unclipped).dropped()
         rec.fail(opt, Code.NON_FINITE_LOSS, message)
         rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
         reason = wire.failure_reason(Code.NON_FINITE_LOSS, message)

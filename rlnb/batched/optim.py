@@ -35,7 +35,7 @@ from rlnb.batched.stacked import StackedModel
 from rlnb.engine.optim.failures import StepFailed
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, shape_scale
-from rlnb.engine.optim.norms import clip_coefficient, norm_dtype, total_norm
+from rlnb.engine.optim.norms import clip_coefficient, norm_dtype, total_norm, wide_norm
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import StepStats
 from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
@@ -178,12 +178,18 @@ class StackedOptimizer:
         norm = torch.linalg.vector_norm
         return Norms(total, norm(each[:, ~adam], dim=1), norm(each[:, adam], dim=1))
 
-    def non_finite(self, k: int) -> list[str]:
+    def non_finite(self, k: int, norms: Norms, max_norm: float) -> tuple[list[str], float]:
         """Member ``k``'s parameters whose gradient is not finite, in the model's order (as a session's step names
-        them: ``NonFiniteGradient``)."""
+        them: ``NonFiniteGradient``), and its norm: every one finite and a clip on, taken again in float64 into
+        ``norms`` to clip them by, as a session's step takes it (``wide_norm``)."""
         g, columns = self.model.grad[k], self.model.columns
         order = [name for name, _ in self.model.base.named_parameters()]
-        return [n for n in order if not bool(torch.isfinite(g[columns[n][0] : columns[n][1]]).all())]
+        bad = [n for n in order if not bool(torch.isfinite(g[columns[n][0] : columns[n][1]]).all())]
+        spans = [(a, b, a < self.adam_end) for a, b, _ in columns.values()]
+        for part, adam in ((norms.total, None), (norms.muon, False), (norms.adam, True)):
+            if part is not None and not bad and max_norm > 0:
+                part[k] = wide_norm([g[a:b] for a, b, is_adam in spans if adam in (None, is_adam)], part)
+        return bad, float(norms.total[k])
 
     def refusal(self, hp: Hyperparams) -> str | None:
         """Why a session's optim-step on these weights would refuse ``hp`` (``INVALID_INPUT``, nothing changed: a decay

@@ -3,6 +3,8 @@ options, resumes a run and serves the session, because what the handlers work on
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -26,6 +28,14 @@ def build_optimizer(
     """The session's optimizer on ``trainer``: made before a resume copies a checkpoint's weights in, so that the
     checkpoint's optimizer state is checked against it first (it reads the weights' names, shapes and dtypes only)."""
     split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if kind == "muon" else None
+    if split is not None and not split.muon and muon.muon_split is None:
+        warnings.warn(
+            "no trainable weight of this model is a hidden matrix: Muon moves nothing, and this Muon session steps "
+            "every weight with AdamW (see session.backend.optim.split.describe()); choose Muon's matrices by name "
+            "with connect(..., muon_split={'pattern*': 'muon'})",
+            UserWarning,
+            stacklevel=2,
+        )
     return TrainerOptimizer(trainer, kind, split, muon_scaling=muon.muon_scaling or "original", ns_dtype=ns)
 
 

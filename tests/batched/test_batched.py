@@ -4,6 +4,7 @@ and the stacked pieces (optimizer, attention, rollout batch, sampling noise) mat
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import threading
@@ -25,6 +26,7 @@ from rlnb.batched.rollouts import policy_batch
 from rlnb.batched.stacked import StackedModel, batched_attention
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.models.tiny import build_model
+from rlnb.engine.optim.failures import NonFiniteGradient
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, generate, uniforms
@@ -255,6 +257,42 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
         assert results[m].status == "COMPLETED" and results[m].rewards == ref.rewards
         assert [sampled_tokens[(m, i)] for i in range(5)] == ref.tokens
         assert_weights_close(results[m].weights, ref.weights)
+
+
+def test_a_member_whose_gradient_norm_overflows_float32_is_clipped_as_alone(monkeypatch):
+    """Member 1's gradients all turn 1e20 (finite) at step 3: its trial failed NON_FINITE_LOSS (the float32 norm was
+    inf) where its session alone takes the norm again in float64 and clips; both now train on alike."""
+    real = Ensemble._forward_backward
+
+    def huge(self: Ensemble, *args: Any) -> Any:
+        out = real(self, *args)
+        if 1 in self.live and len(self.rewards[1]) == 3:
+            self.model.grad[self.live.index(1)] = 1e20
+        return out
+
+    monkeypatch.setattr(Ensemble, "_forward_backward", huge)
+    results = run_batched("tiny", "muon", MUON, steps=5, device="cpu", ns_dtype="float32", keep_weights=True, **QUICK)
+    s = rlnb.connect(
+        "local", optimizer="muon", model="tiny", seed=MUON[1].seed, device="cpu", ns_dtype="float32", record=False
+    )
+    step, calls = s.backend.optim.step, []
+
+    def huge_then_step(hp: Any, *, checked: bool = False) -> Any:
+        calls.append(1)
+        if len(calls) == 4:
+            for p in s.backend.trainer.parameters():
+                p.grad.fill_(1e20)
+        return step(hp, checked=checked)
+
+    s.backend.optim.step = huge_then_step  # type: ignore[method-assign]
+    for i in range(5):
+        rl_step(s, digits_task(), MUON[1].params(i), seed=MUON[1].seed * SEED_STRIDE + i, **QUICK)
+    s.wait()
+    assert results[1].status == "COMPLETED" and results[1].steps_done == 5
+    assert_same_records(results[1].history, s.history)
+    assert 1.8e19 < results[1].history.steps.grad_norm.iloc[3] < math.inf
+    assert_weights_close(results[1].weights, {n: p.detach() for n, p in s.backend.trainer.named_parameters()})
+    s.close()
 
 
 def test_a_member_whose_samples_go_non_finite_stops_alone():
@@ -666,6 +704,40 @@ def test_a_stacked_gradient_norm_past_65504_is_the_true_norm_and_the_single_runs
             lo, hi, _ = model.columns[n]
             torch.testing.assert_close(model.grad[k, lo:hi], p.grad.reshape(-1), rtol=2**-10, atol=0)
             assert state[n].isfinite().all()
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_a_stacked_gradient_norm_past_float32s_range_is_taken_again_wide_as_a_session_takes_it(kind):
+    """Member 0's gradients all 1e20 (finite): its float32 norm overflowed to inf and the trial failed NON_FINITE_LOSS
+    where a session takes the norm again in float64 and clips (``wide_norm``); with no clip both still fail."""
+    K = 2
+    adapters = [build_adapter("tiny", seed=s, device=CPU) for s in range(K)]
+    adam, groups = plan(adapters[0].module, kind, adapters[0].embedding_params())
+    model = StackedModel([a.module for a in adapters], adam + [n for g in groups for n in g])
+    stacked = StackedOptimizer(model, kind, adam, groups, ns_dtype=torch.float32)
+    split = lambda a: split_params(a.module, a.embedding_params()) if kind == "muon" else None  # noqa: E731
+    ones = [TrainerOptimizer(a.module, kind, split(a), ns_dtype=torch.float32) for a in adapters]
+    g = torch.Generator().manual_seed(0)
+    for n, (lo, hi, shape) in model.columns.items():
+        model.grad[0, lo:hi] = 1e20
+        model.grad[1, lo:hi] = torch.randn(hi - lo, generator=g)
+        for k, a in enumerate(adapters):
+            a.module.get_parameter(n).grad = model.grad[k, lo:hi].view(shape).clone()
+    hp = (rlnb.AdamParams() if kind == "adam" else rlnb.MuonParams()).resolved()
+    norms = stacked.norms()
+    assert math.isinf(norms.total[0]) and math.isfinite(norms.total[1])
+    assert stacked.non_finite(0, norms, 0.0) == ([], math.inf)  # no clip: it fails, as a session's step
+    with pytest.raises(NonFiniteGradient, match="grad_clip_norm is 0: nothing clips them"):
+        ones[0].step(dataclasses.replace(hp, grad_clip_norm=0.0))
+    bad, norm = stacked.non_finite(0, norms, hp.grad_clip_norm)
+    want = [o.step(hp) for o in ones]
+    assert bad == [] and norm == want[0].grad_norm and 1.8e19 < norm < math.inf
+    for k, (s, w) in enumerate(zip(stacked.step([hp] * K, norms), want, strict=True)):
+        assert (s.grad_norm, s.grad_norm_muon, s.grad_norm_adam) == (w.grad_norm, w.grad_norm_muon, w.grad_norm_adam)
+        assert s.clip_coef == w.clip_coef and s.clipped and w.clipped
+        state = model.state(k)
+        for n, p in adapters[k].module.named_parameters():
+            torch.testing.assert_close(state[n], p.detach(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_stacked_clip_coefficient_is_the_one_applied_and_the_single_runs():

@@ -357,6 +357,34 @@ def test_a_float16_gradient_norm_past_65504_is_clipped_not_a_non_finite_failure(
         assert p.isfinite().all()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_a_gradient_norm_past_float32s_range_is_taken_again_wide_and_clipped(kind: str, dtype: torch.dtype) -> None:
+    """Every gradient 1e20 (finite), their norm 1.4e22: past 1.8e19 the sum of squares passes float32's (and bfloat16's)
+    3.4e38, so the norm was inf and the step failed NON_FINITE_LOSS ("the norm itself overflowed"). It is taken again
+    in float64 and clips the gradients as ``clip_grad_norm_`` clips a float64 copy; with no clip it still fails."""
+    model = nn.Sequential(nn.Linear(100, 100), nn.Linear(100, 100)).to(dtype)
+    ref = copy.deepcopy(model).double()
+    opt = TrainerOptimizer(model, kind, ns_dtype=torch.float32)
+    for m in (model, ref):
+        for p in m.parameters():
+            p.grad = torch.full_like(p, 1e20)
+    before = [p.clone() for p in model.parameters()]
+    with pytest.raises(NonFiniteGradient, match=r"^gradient norm is inf; non-finite gradients in: none \(the norm "
+                       r"itself overflowed, and grad_clip_norm is 0: nothing clips them\)$"):  # fmt: skip
+        opt.step(hp_for(kind, grad_clip_norm=0.0))
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before, strict=True))
+    stats = opt.step(hp_for(kind, grad_clip_norm=1.0))
+    norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), 1.0).item()
+    assert stats.grad_norm == pytest.approx(norm, rel=1e-2) and norm > 1.8e19 and stats.clipped
+    if kind == "muon":  # each group's norm is taken again too
+        assert stats.grad_norm_muon == pytest.approx(20000**0.5 * 1e20, rel=1e-2)
+        assert stats.grad_norm_adam == pytest.approx(200**0.5 * 1e20, rel=1e-2)
+    for p, q, b in zip(model.parameters(), ref.parameters(), before, strict=True):
+        torch.testing.assert_close(p.grad.double(), q.grad, rtol=1e-2, atol=0)
+        assert p.isfinite().all() and not torch.equal(p, b)
+
+
 @pytest.mark.parametrize("kind", ["adam", "muon"])
 def test_grad_clip(kind: str) -> None:
     model = build_model("tiny", seed=0)

@@ -153,3 +153,78 @@ def test_ns_dtype_override_is_recorded_and_resume_reuses_it(tmp_path):
         assert r.backend.optim.ns_dtype == torch.bfloat16  # an explicit choice wins
     with pytest.raises(ValueError, match="ns_dtype must be one of"):
         rlnb.connect("local", optimizer="muon", ns_dtype="fp8", device="cpu")
+
+
+class Block(nn.Module):
+    """Attention with separate q/k/v/o layers and an MLP, each as wide as a byte vocabulary at ``d`` = 256."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h, t = self.ln1(x), x.shape[1]
+        att = (self.q(h) @ self.k(h).transpose(1, 2)) / h.shape[-1] ** 0.5
+        att = att.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf")).softmax(-1)
+        x = x + self.o(att @ self.v(h))
+        return x + self.proj(torch.relu(self.fc(self.ln2(x))))
+
+
+class ByteGPT(nn.Module):
+    """A byte-level GPT (vocabulary 256) of width ``d``, its positions a bare Parameter table of 64 rows."""
+
+    def __init__(self, d: int = 256, zero_head: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.tok, self.pos = nn.Embedding(256, d), nn.Parameter(torch.randn(64, d) * 0.02)
+        self.blocks = nn.ModuleList(Block(d) for _ in range(2))
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, 256, bias=False)
+        if zero_head:  # as modded-nanogpt's Muon speedruns: no gradient reaches anything before the head at first
+            nn.init.zeros_(self.head.weight)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.tok(ids) + self.pos[: ids.shape[1]]
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+HIDDEN = {f"blocks.{i}.{layer}.weight" for i in range(2) for layer in ("q", "k", "v", "o", "fc", "proj")}
+
+
+@pytest.mark.parametrize("zero_head", [False, True], ids=["random head", "zero head"])
+def test_a_module_as_wide_as_its_vocabulary_keeps_its_hidden_matrices_in_muon(zero_head):
+    """At width 256 = the byte vocabulary every hidden matrix was a candidate, and q/k (whose one-token gradient is
+    exactly 0: softmax over one position) went to AdamW; with a zero head every matrix's gradient was 0 and the whole
+    model was AdamW's, in silence. The bare position table, never probed, went to Muon."""
+    model = ByteGPT(zero_head=zero_head)
+    state = torch.get_rng_state()
+    roles = ModelAdapter(model, "custom", ByteCodec(), torch.device("cpu")).embedding_params()
+    assert torch.equal(torch.get_rng_state(), state)  # the stand-ins are drawn from a generator of their own
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert {names[id(p)] for p in roles} == {"tok.weight", "pos", "head.weight"}
+    muon_names, adam_names = groups(split_params(model, roles))
+    assert muon_names == HIDDEN
+    assert {"tok.weight", "pos", "head.weight"} <= adam_names
+    assert not model.head.weight.any() if zero_head else model.head.weight.any()  # the probe changed no weight
+
+
+def test_a_muon_session_with_no_muon_matrix_warns_naming_muon_split():
+    class Lookup(nn.Module):  # an embedding and a head: nothing for Muon
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb, self.head = nn.Embedding(V, D), nn.Linear(D, V)
+
+        def forward(self, idx):
+            return self.head(self.emb(idx))
+
+    words = r"no trainable weight of this model is a hidden matrix: Muon moves nothing.*muon_split"
+    with pytest.warns(UserWarning, match=words) as seen, rlnb.connect("local", optimizer="muon", model=Lookup(),
+                                                                     device="cpu", record=False) as s:  # fmt: skip
+        assert s.backend.optim.split.muon == []
+    assert len(seen) == 1
+    chosen = {"*": "adam"}  # chosen by hand: nothing to tell
+    with rlnb.connect("local", optimizer="muon", model=Lookup(), device="cpu", record=False, muon_split=chosen) as s:
+        assert s.backend.optim.split.muon == []

@@ -101,27 +101,13 @@ class ModelAdapter:
         return RecomputeDecoder(lambda ids, mask: self.forward(model, ids, mask))
 
     def embedding_params(self) -> list[nn.Parameter]:
-        """Parameters whose role is token embedding or output head (plus every ``nn.Embedding``).
+        """Parameters whose role is token embedding, position table or output head (plus every ``nn.Embedding``).
 
-        A plain module does not say which are which, so they are found by what their gradients look
-        like: backpropagating one logit ``v`` of a one-token input ``t`` reaches only row ``t`` of an
-        input embedding and only row ``v`` of an output head, but every row of a hidden matrix."""
+        A plain module does not say which are which, so they are found by what their gradients look like
+        (``lookup_tables``)."""
         found = [p for m in self.module.modules() if isinstance(m, nn.Embedding) for p in m.parameters()]
-        candidates = [p for p in self.module.parameters() if p.ndim == 2 and self.vocab_size in p.shape]
-        if not candidates:
-            return found
-        token, target = 1 % self.vocab_size, 2 % self.vocab_size
-        with torch.enable_grad():
-            logits = self.forward(self.module, torch.tensor([[token]], device=self.device))
-            grads = torch.autograd.grad(logits[0, -1, target], candidates, allow_unused=True)
-        for p, g in zip(candidates, grads, strict=True):
-            if g is None:
-                continue
-            axis = 0 if p.shape[0] == self.vocab_size else 1
-            live = (g.abs().sum(dim=1 - axis) > 0).sum().item()
-            if live <= 2:
-                found.append(p)
-        return found
+        token = torch.tensor([[1 % self.vocab_size]], device=self.device)
+        return found + lookup_tables(self.module, token, 2 % self.vocab_size, {id(p) for p in found})
 
     def head_module(self) -> nn.Module | None:
         """The output layer (adapted by LoRA only with ``train_unembed``)."""
@@ -216,6 +202,44 @@ class BuiltinAdapter(ModelAdapter):
 
 
 # -- shared by the kinds of model --------------------------------------------------------------------
+
+
+def lookup_tables(module: nn.Module, token: Tensor, target: int, known: set[int]) -> list[nn.Parameter]:
+    """The 2-D parameters of ``module`` (but ``known`` ones) that are lookup tables: backpropagating logit ``target``
+    of the one-token input ``token`` ``[1, 1]`` reaches only its row of a token embedding, row 0 of a position table
+    and row (or column) ``target`` of an output head, but every row and column of a hidden matrix.
+
+    A matrix it reaches nowhere is none: a query or key (softmax over one position has zero derivative), or one behind
+    a zero-initialised layer. So that a zero head or gate (modded-nanogpt's, ReZero's) stops no gradient, the probe
+    runs on random stand-ins for all-zero parameters (``functional_call``: the module's weights and the global random
+    state are untouched). One forward and one backward."""
+    named = [(n, p) for n, p in module.named_parameters() if p.ndim == 2 and id(p) not in known]
+    if not named:
+        return []
+    seed = torch.Generator(device=token.device).manual_seed(0)
+    inputs = {
+        n: (
+            p.detach()
+            if p.any() or not p.is_floating_point()
+            else torch.randn(p.shape, generator=seed, device=p.device, dtype=p.dtype) * 0.02
+        )
+        for n, p in module.named_parameters()
+    }
+    probed = [inputs[n].requires_grad_() for n, _ in named]
+    with torch.enable_grad():
+        logits = torch.func.functional_call(module, inputs, (token,))
+        grads = torch.autograd.grad(logits[0, -1, target], probed, allow_unused=True)
+    return [p for (_, p), g in zip(named, grads, strict=True) if g is not None and _few_rows(g)]
+
+
+def _few_rows(grad: Tensor) -> bool:
+    """Whether ``grad`` is nonzero in 1 or 2 rows, or 1 or 2 columns, and not in all of them (a tied embedding and head:
+    row ``token`` and row ``target``)."""
+    for axis in (0, 1):
+        live = int((grad.abs().sum(dim=1 - axis) > 0).sum())
+        if 1 <= live <= 2 and live < grad.shape[axis]:
+            return True
+    return False
 
 
 def architecture(model: nn.Module) -> tuple[Any, ...]:

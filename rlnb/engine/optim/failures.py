@@ -14,9 +14,10 @@ GRADIENTS_DROPPED = "; the gradients accumulated since the last optim-step were 
 class NonFiniteGradient(Exception):
     """The pre-clip gradient norm is NaN or infinite; ``step`` raised before changing anything."""
 
-    def __init__(self, grad_norm: float, names: list[str]) -> None:
+    def __init__(self, grad_norm: float, names: list[str], *, unclipped: bool = False) -> None:
         where = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
-        where = where or "none (the norm itself overflowed)"
+        why = ", and grad_clip_norm is 0: nothing clips them" if unclipped else ""
+        where = where or f"none (the norm itself overflowed{why})"
         super().__init__(f"gradient norm is {grad_norm}; non-finite gradients in: {where}")
         self.grad_norm = grad_norm
         self.names = names

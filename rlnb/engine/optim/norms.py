@@ -24,6 +24,14 @@ def total_norm(grads: list[Tensor]) -> Tensor:
     return torch.nn.utils.get_total_norm(grads)
 
 
+def wide_norm(grads: list[Tensor], like: Tensor) -> Tensor:
+    """``total_norm`` taken again in float64, returned in ``like``'s dtype: where that overflowed (float32's and
+    bfloat16's sum of squares passes 3.4e38 once the norm passes 1.8e19) though every gradient is finite. Inf still
+    where the norm itself is past ``like``'s range."""
+    norms = [torch.linalg.vector_norm(g, dtype=torch.float64) for g in grads]
+    return torch.linalg.vector_norm(torch.stack(norms)).to(like.dtype) if norms else like.new_zeros(())
+
+
 def clip_coefficient(max_norm: float | Tensor, total: Tensor) -> Tensor:
     """The factor ``clip_grads_with_norm_`` multiplies the gradients by, min(1, max_norm / (total + 1e-6)), computed as
     it computes it, in ``total``'s dtype: what a step reports is what it applied. Worked in Python's float64,

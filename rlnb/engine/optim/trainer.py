@@ -25,7 +25,7 @@ from rlnb.engine.optim.adamw import AdamW
 from rlnb.engine.optim.failures import NonFiniteGradient, StepFailed
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
-from rlnb.engine.optim.norms import clip_coefficient, clips, scale_grads, total_norm
+from rlnb.engine.optim.norms import clip_coefficient, clips, scale_grads, total_norm, wide_norm
 from rlnb.engine.optim.split import ParamSplit, split_params
 from rlnb.params import ADAM_DEFAULTS, AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
@@ -143,8 +143,8 @@ class TrainerOptimizer:
                     for group in (self.split.muon, self.split.adam)
                 )
             if not math.isfinite(grad_norm):
-                bad = [n for n, p in self._named if p.grad is not None and not p.grad.isfinite().all()]
-                raise NonFiniteGradient(grad_norm, bad)
+                total, norm_muon, norm_adam = self._taken_wide(total, hp.grad_clip_norm)
+                grad_norm = total.item()
             max_norm = hp.grad_clip_norm
             coef = clip_coefficient(max_norm, total) if clips(max_norm, grad_norm) else None
             clip_coef = 1.0 if coef is None else coef.item()
@@ -181,6 +181,19 @@ class TrainerOptimizer:
             learning_rate=hp.learning_rate,
             adam_learning_rate=adam_hp.learning_rate if self.kind == "muon" else None,
         )
+
+    def _taken_wide(self, total: Tensor, max_norm: float) -> tuple[Tensor, float | None, float | None]:
+        """A norm that is not finite: ``NonFiniteGradient`` naming the gradients that are not, or, every one finite,
+        the norms taken again in float64 (``wide_norm``) for the clip to scale them by. With no clip it fails too:
+        AdamW's squares of such gradients overflow as well, and would freeze their weights in silence."""
+        bad = [n for n, p in self._named if p.grad is not None and not p.grad.isfinite().all()]
+        if bad or not max_norm > 0:
+            raise NonFiniteGradient(total.item(), bad, unclipped=not bad)
+        groups = [self._named, *((self.split.muon, self.split.adam) if self.kind == "muon" else ())]
+        total, *parts = (wide_norm([p.grad for _, p in g if p.grad is not None], total) for g in groups)
+        if not math.isfinite(total.item()):  # past float32's range even so
+            raise NonFiniteGradient(total.item(), [])
+        return total, *([x.item() for x in parts] if parts else [None, None])
 
     def _tell_no_adam(self, adam: AdamHyperparams) -> None:
         """Warn once where ``muon_params.adam`` differs from the defaults but no weight is AdamW's (say LoRA factors
