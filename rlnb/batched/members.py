@@ -48,7 +48,8 @@ class MemberResult:
     history: History
     wall_s: float
     weights: dict[str, Tensor] | None = None
-    """With ``keep_weights``: its weights when it ended (a failed step left them untouched)."""
+    """With ``keep_weights``: its weights when it ended (a failed step left them untouched, but for one that stopped
+    part way: its reason says "half-stepped", and they are then neither its last step's nor the next's)."""
     built: bool = True
     """False for a member whose model the memory no longer held as the ensemble was built (FAILED
     ``RESOURCE_EXHAUSTED``): it never trained and made no run folder, so it can run again, with its run id, in a

@@ -225,8 +225,9 @@ def writing(path: Path) -> Iterator[Path]:
     except Exception as exc:
         if partial.is_dir():
             shutil.rmtree(partial, ignore_errors=True)  # what stays goes once this process has ended
-        else:
-            partial.unlink(missing_ok=True)
+        else:  # a read-only mount answers EROFS, not ENOENT, for the partial it never made: ``exc`` says why
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
         if disk_full(exc):
             raise DiskFull(
                 f"the disk is full: checkpoint {path.name} could not be written to {path.parent} (nothing of it was "

@@ -13,6 +13,7 @@ from torch import nn
 
 from rlnb.engine.checkpoint_checks import check_generator, check_tensors
 from rlnb.engine.checkpoints import CheckpointMismatch
+from rlnb.engine.models.adapter import model_dtype
 from rlnb.engine.models.hf import failure_text
 from rlnb.engine.models.lora import dropout_generator
 from rlnb.engine.optim.trainer import TrainerOptimizer
@@ -24,6 +25,12 @@ def load_optimizer(
     """Load a training checkpoint's optimizer state into the session's new ``optim``, and check the rest that
     ``restore_run`` and (``sample_rng``: unless seeded anew) ``restore_sample_rng`` take: the gradients saved for the
     next optim-step, the generators' states. Asked before ``copy_weights``: a refusal leaves the model as it was."""
+    saved, here = state.get("base_dtype"), str(model_dtype(trainer)).removeprefix("torch.")
+    if state.get("lora") is None and saved not in (None, here):  # LoRA's: ``checkpoints.check_resume``; older: none
+        raise CheckpointMismatch(f"resume_from {str(path)!r}: its run trained {saved} weights, this session's are "
+                                 f"{here}: its weights and optimizer state would go on cast, not the run that was "
+                                 f"saved; resume with dtype={saved!r}, or load_optimizer=False to start a new run "
+                                 f"from its weights in {here}")  # fmt: skip
     try:
         optim.load_state_dict(state["optimizer"])
     except Exception as exc:  # noqa: BLE001 - KeyError, TypeError, ValueError of a state of another kind or model

@@ -1,6 +1,7 @@
 """The engine's refusals that read no tensor: a model input's token ids, the keys of a sample's loss inputs, a custom
 forward-backward's gradients, a sample request's head and stop strings, what a loss input's dtype, shape and
 finiteness must be, an optim-step's hyperparameters against the weights' range, a sample on a trainer-only session.
+What a half-stepped session refuses (FakeBackend models no half step).
 Torch-free, so that ``rlnb.testing.FakeBackend`` refuses the same requests in the same words by calling them
 (``rlnb.engine.inputs``, ``loss_inputs``, ``sample_inputs`` and ``optim.limits`` read the tensors and dtypes and call
 these)."""
@@ -24,6 +25,31 @@ from rlnb.wire.loss_params import FLOAT32_MAX
 
 TRAINER_ONLY = "this session is trainer-only (0 generator replicas): sample is rejected"
 """A sample's refusal where the session has no generator replica."""
+
+HALF_STEPPED_REFUSES = frozenset(
+    {
+        wire.OperationKind.OPTIM_STEP,
+        wire.OperationKind.WEIGHTS_SYNC,
+        wire.OperationKind.TRAINING_CHECKPOINT,
+        wire.OperationKind.INFERENCE_CHECKPOINT,
+    }
+)
+"""What a session whose optim-step stopped part way refuses: each would step, publish or save weights that belong to
+no step (a checkpoint of them, labelled as the last good step, would be the newest). Samples (on the weights of the
+last weights-sync) and forward-backwards still run."""
+
+
+def check_half_stepped(kind: wire.OperationKind) -> None:
+    """On a half-stepped session: ``INVALID_INPUT`` for an operation of ``kind`` that ``HALF_STEPPED_REFUSES``."""
+    if kind in HALF_STEPPED_REFUSES:
+        raise OperationError(
+            Code.INVALID_INPUT,
+            f"{kind} refused: an earlier optim-step stopped part way and left this session's weights and optimizer "
+            "state half-stepped (some moved, others not); restore from its last training checkpoint "
+            "(rlnb.connect(..., resume_from=<that checkpoint's path>)); samples still run on the weights of the "
+            "last weights-sync",
+        )
+
 
 _TORCH_DTYPES = {key: tuple(f"torch.{d}" for d in names) for key, names in wire.LOSS_INPUT_DTYPES.items()}
 """Torch's names of the dtypes each loss input may have: made once, not a list per input checked."""

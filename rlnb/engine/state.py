@@ -51,6 +51,8 @@ class Engine:
     resolved: tuple[Any, ...] | None = None
     """The last optim-step body, what it held (``params.params_state``) and its checked hyperparameters
     (``stepping.step_hyperparams``)."""
+    half_stepped: bool = False
+    """An optim-step stopped part way (``StepFailed.half``): ``refusals.HALF_STEPPED_REFUSES`` is refused."""
     changed_at: datetime | None = None
     """When an operation last changed the session's own fields (``wire.CHANGES_SESSION``): its ``updated_at``."""
 

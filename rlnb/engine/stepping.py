@@ -26,8 +26,10 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
     except NonFiniteGradient as exc:
         engine.optim.zero_grad()
         raise OperationError(Code.NON_FINITE_LOSS, exc.dropped()) from None
-    except StepFailed:  # out of memory part way: ``handlers.classify`` says what it left
+    except StepFailed as exc:  # out of memory part way: ``handlers.classify`` says what it left
         engine.optim.zero_grad()
+        if exc.half:  # refused from now on: what would step, publish or save it (``refusals.HALF_STEPPED_REFUSES``)
+            engine.half_stepped = True
         raise
     engine.optim.zero_grad()
     engine.step += 1

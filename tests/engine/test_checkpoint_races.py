@@ -88,21 +88,30 @@ def test_a_save_into_a_folder_that_became_read_only_fails_naming_the_checkpoint_
     tmp_path, monkeypatch, kind, error
 ):
     """The operation failed 'PermissionError: [Errno 1] Operation not permitted: DIR/.ckpt-...-<pid>-<n>.partial':
-    the hidden partial, never the checkpoint, and no word of what was kept."""
-    real_hold = held.hold
+    the hidden partial, never the checkpoint, and no word of what was kept. A read-only mount answers EROFS before
+    ENOENT: the cleanup's unlink of the partial that was never made raised a second EROFS, an INTERNAL_ERROR naming
+    the partial."""
+    real_hold, real_unlink = held.hold, os.unlink
 
     def hold(partial, folder):  # what a read-only folder (chattr +i, a read-only mount) answers
         raise (PermissionError if error != errno.EROFS else OSError)(error, os.strerror(error), str(partial))
 
+    def unlink(path, *args, **kwargs):  # a read-only mount's answer for a file that is not there
+        if error == errno.EROFS and str(path).endswith(".partial"):
+            raise OSError(error, os.strerror(error), str(path))
+        real_unlink(path, *args, **kwargs)
+
     with local_session(checkpoint_dir=tmp_path) as s:
         save = s.save_training_checkpoint if kind == "training" else s.save_inference_checkpoint
         monkeypatch.setattr(held, "hold", hold)
+        monkeypatch.setattr(os, "unlink", unlink)
         with pytest.raises(rlnb.OperationFailed) as failed:
             save().result(timeout=60)
         message = str(failed.value)
         assert "partial" not in message and f"could not be written to {tmp_path}" in message, message
         assert os.strerror(error) in message and "nothing of it was kept" in message, message
         monkeypatch.setattr(held, "hold", real_hold)
+        monkeypatch.setattr(os, "unlink", real_unlink)
         assert save().result(timeout=60).checkpoint.id  # the folder mended: the session goes on
 
 

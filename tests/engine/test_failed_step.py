@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -73,3 +75,46 @@ def test_a_step_that_fails_once_it_has_changed_weights_says_they_are_half_steppe
         muon = {n for n, _ in s.backend.optim.split.muon}
         assert all(torch.equal(after[f"w/{n}"], before[f"w/{n}"]) for n in muon)  # Muon's weights: not yet moved
         assert all(p.grad is None for _, p in s.backend.optim._named)
+
+
+@pytest.mark.slow  # a tiny session, and the one resumed from its checkpoint
+def test_a_half_stepped_session_refuses_to_publish_save_or_step_its_weights_and_samples_the_last_synced(
+    monkeypatch, tmp_path
+):
+    """After a half step the error said to restore, but weights-sync published the half-stepped weights under the
+    next version and a training checkpoint saved them with the optimizer state, labelled as the last good step: the
+    newest checkpoint was the damaged one. Those, an inference checkpoint and further optim-steps are refused; a
+    sample runs on the last synced weights, and the last good checkpoint resumes."""
+    hp = rlnb.AdamParams(learning_rate=1e-2)
+    with rlnb.connect("local", model="tiny", seed=0, record=False, checkpoint_dir=tmp_path) as s:
+        s.forward_backward(SEQ)
+        s.optim_step(hp)
+        s.weights_sync()
+        good = s.save_training_checkpoint().result(timeout=60).checkpoint
+        synced = s.sample([[104, 105]], max_tokens=8, seed=1).result(timeout=60).results[0].sequences[0]
+        s.forward_backward(SEQ).result(timeout=60)
+        with monkeypatch.context() as patch, pytest.raises(rlnb.OperationFailed, match="half-stepped.*refuses optim"):
+            patch.setattr(adamw.torch, "_foreach_sqrt", oom)
+            s.optim_step(hp).result(timeout=60)
+        refused = (
+            s.weights_sync,
+            s.save_training_checkpoint,
+            s.save_inference_checkpoint,
+            lambda: s.optim_step(hp),
+        )
+        for op in refused:
+            with pytest.raises(rlnb.OperationFailed) as caught:
+                op().result(timeout=60)
+            assert caught.value.code == Code.INVALID_INPUT
+            assert re.search(r"half-stepped.*restore.*last training checkpoint.*resume_from=", str(caught.value))
+        assert s.forward_backward(SEQ).result(timeout=60).loss > 0  # still reads the model (a forward-only check too)
+        again = s.sample([[104, 105]], max_tokens=8, seed=1).result(timeout=60).results[0].sequences[0]
+        assert again.tokens == synced.tokens and again.logprobs == synced.logprobs
+        info = s.info()
+        assert [c.id for c in info.training_checkpoints] == [good.id] and not info.inference_checkpoints
+        assert info.policy_state.applied_weights_version == 1 and info.step == 1
+        path = s.backend.checkpoint_path(good.id)
+    with rlnb.connect("local", model="tiny", seed=0, record=False, resume_from=path) as r:
+        r.forward_backward(SEQ)
+        assert r.optim_step(hp).result(timeout=60).step == 2
+        assert r.weights_sync().result(timeout=60).weights_version == 2

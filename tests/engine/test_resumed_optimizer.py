@@ -50,3 +50,28 @@ def test_a_muon_momentum_buffer_that_is_not_finite_is_refused_at_resume_naming_i
     crafted = _crafted(path, tmp_path, infinite)
     with pytest.raises(CheckpointMismatch, match=f"momentum buffer '{infinite.name}' is not finite"):
         rlnb.connect("local", model="tiny", device="cpu", record=False, optimizer="muon", resume_from=crafted)
+
+
+def test_a_run_resumed_in_another_dtype_is_refused_and_its_weights_alone_are_cast(tmp_path):
+    """A float32 run resumed with dtype="bfloat16" went on in bfloat16, its weights and AdamW's moments cast, without
+    a word (a LoRA resume refused it): not the run that was saved. Its weights alone (load_optimizer=False, or an
+    inference checkpoint) start a new run, cast to the session's dtype as a model folder would be."""
+    path = _saved(tmp_path, dtype="float32")
+    with rlnb.connect("local", model="tiny", device="cpu", record=False, checkpoint_dir=tmp_path / "i") as s:
+        folder = s.backend.checkpoint_path(s.save_inference_checkpoint().result(timeout=30).checkpoint.id)
+    saved = torch.load(path, weights_only=True)["weights"]
+    said = (r"its run trained float32 weights, this session's are bfloat16: .*resume with dtype='float32', or "
+            r"load_optimizer=False")  # fmt: skip
+    with pytest.raises(CheckpointMismatch, match=said):
+        rlnb.connect("local", model="tiny", device="cpu", record=False, resume_from=path, dtype="bfloat16")
+    for resume, kw in ((path, {"load_optimizer": False}), (folder, {})):
+        with rlnb.connect("local", model="tiny", device="cpu", record=False, resume_from=resume, dtype="bfloat16",
+                          **kw) as r:  # fmt: skip
+            weights = r.backend.trainer.state_dict()
+            assert r.step == 0 and all(w.dtype == torch.bfloat16 for w in weights.values())
+            if resume == path:
+                assert all(torch.equal(weights[k], v.to(torch.bfloat16)) for k, v in saved.items())
+            r.forward_backward([samples.cross_entropy(r.encode("n=1 m=2"))])
+            assert r.optim_step().result(timeout=30).step == 1
+    with rlnb.connect("local", model="tiny", device="cpu", record=False, resume_from=path, dtype="float32") as same:
+        assert same.step == 2

@@ -65,29 +65,28 @@ def build_tokenizer(folder: Path):
     return fast
 
 
-def build_model(arch: str, seed: int = 0):
-    """A randomly initialised tiny causal LM of ``arch`` ("gpt2", "llama", "qwen3"), hidden 64, 2 layers."""
+def build_model(arch: str, seed: int = 0, **config):
+    """A randomly initialised tiny causal LM of ``arch`` ("gpt2", "llama", "qwen3"), hidden 64, 2 layers; ``config``
+    sets more of its config's fields (``tie_word_embeddings=True``: a head tied to the embedding, as Qwen3-0.6B's)."""
     import transformers as tf
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if arch == "gpt2":
-            config = tf.GPT2Config(
-                vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256, bos_token_id=1, eos_token_id=2
-            )
-            model = tf.GPT2LMHeadModel(config)
+            gpt2 = dict(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=256)
+            model = tf.GPT2LMHeadModel(tf.GPT2Config(**gpt2, bos_token_id=1, eos_token_id=2, **config))
         elif arch == "llama":
-            model = tf.LlamaForCausalLM(tf.LlamaConfig(**HIDDEN, bos_token_id=1, eos_token_id=2))
+            model = tf.LlamaForCausalLM(tf.LlamaConfig(**HIDDEN, bos_token_id=1, eos_token_id=2, **config))
         elif arch == "qwen3":
-            model = tf.Qwen3ForCausalLM(tf.Qwen3Config(**HIDDEN, head_dim=16, bos_token_id=1, eos_token_id=2))
+            model = tf.Qwen3ForCausalLM(tf.Qwen3Config(**HIDDEN, head_dim=16, bos_token_id=1, eos_token_id=2, **config))
         else:
             raise ValueError(arch)
     return model
 
 
-def save(arch: str, folder: Path, with_tokenizer: bool = True, seed: int = 0) -> Path:
+def save(arch: str, folder: Path, with_tokenizer: bool = True, seed: int = 0, **config) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    build_model(arch, seed).save_pretrained(folder)
+    build_model(arch, seed, **config).save_pretrained(folder)
     if with_tokenizer:
         build_tokenizer(folder)
     return folder

@@ -74,9 +74,8 @@ class HFAdapter(ModelAdapter):
         m: Any = self.module
         tied = bool(getattr(m.config, "tie_word_embeddings", False))
         head, emb = m.get_output_embeddings(), m.get_input_embeddings()
-        head_key = next(k for k, v in m.state_dict(keep_vars=True).items() if v is head.weight) if head else None
-        emb_key = next(k for k, v in m.state_dict(keep_vars=True).items() if v is emb.weight)
-        untie = tied and head_key is not None and not torch.equal(state[head_key], state[emb_key])
+        head_key = _weight_key(m, head) if head is not None else None
+        untie = tied and head_key is not None and not torch.equal(state[head_key], state[_weight_key(m, emb)])
         if untie:  # LoRA trained the head: its merged weight no longer equals the embedding
             m.config.tie_word_embeddings = False
         try:
@@ -91,3 +90,10 @@ class HFAdapter(ModelAdapter):
         another shape): a weight it lacked would come back random, and the session resume on it."""
         model = hf.load_weights(directory, directory.name, model_dtype(self.module), self.trust_remote_code)
         return dict(model.state_dict())
+
+
+def _weight_key(model: nn.Module, layer: nn.Module) -> str:
+    """The merged state dict's key of ``layer``'s weight, by the layer's own name: a tied head's tensor is the
+    embedding's, so the first key holding it names the embedding (peft's wrapper, ``.base_layer``, dropped)."""
+    name = next(n for n, mod in model.named_modules(remove_duplicate=False) if mod is layer)
+    return f"{name}.weight".replace(".base_layer.", ".")

@@ -50,6 +50,7 @@ class StepFailed(Exception):
             return (
                 "; the optim-step stopped part way: some weights and optimizer state are stepped and others not "
                 "(half-stepped), the accumulated gradients dropped: restore the session from its last training "
-                "checkpoint (weights and optimizer state) before training on"
+                "checkpoint (weights and optimizer state) before training on; until then this session refuses "
+                "optim-steps, weights-syncs and checkpoint saves"
             )
         return UNCHANGED
