@@ -49,3 +49,28 @@ def test_an_unknown_option_is_named_with_its_subcommand_and_the_nearest_option(a
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and said in err, err
     assert err.startswith(f"usage: rlnb {argv[0]} "), err
+
+
+def test_both_subcommands_take_the_engines_weight_dtypes():
+    """``--dtype``'s choices were two copies inside the CLI ("auto", "float32", "bfloat16") while the engine took
+    float16 too: both read ``WEIGHT_DTYPES``, the one list the engine checks against."""
+    from rlnb.engine.dtypes import WEIGHT_DTYPES
+
+    for command in (demo, serve):
+        parser = argparse.ArgumentParser()
+        command.arguments(parser)
+        action = next(a for a in parser._actions if "--dtype" in a.option_strings)
+        assert tuple(action.choices or ()) == WEIGHT_DTYPES == ("auto", "float32", "bfloat16", "float16")
+
+
+def test_the_demos_choices_are_the_catalogues_they_copy():
+    """``--task`` and ``--optimizer`` are written out for ``--help``'s speed (no tasks, no pydantic): each is the
+    catalogue it copies, in its order, and every optimizer kind has a demo preset."""
+    from rlnb import wire
+    from rlnb.cli.demo_options import DEMO_PARAMS
+    from rlnb.tasks import TASKS
+
+    parser = argparse.ArgumentParser()
+    demo.arguments(parser)
+    choices = {a.dest: tuple(a.choices or ()) for a in parser._actions}
+    assert choices["task"] == tuple(TASKS) and choices["optimizer"] == tuple(DEMO_PARAMS) == wire.OPTIMIZERS

@@ -157,7 +157,7 @@ REFUSED = {
     "--checkpoint-dir": ("{file}", "--checkpoint-dir '{file}' is a file: checkpoints go into a folder"),
     "--fail-rate": ("2", "--fail-rate must be in [0, 1), got 2.0"),
     "--model": ("x=/no/such/folder", "--model x: model '/no/such/folder' is neither a local directory nor"),
-    "--dtype": ("float16", "argument --dtype: invalid choice: 'float16'"),
+    "--dtype": ("float64", "argument --dtype: invalid choice: 'float64'"),
     "--offload-results-over": ("-5", "--offload-results-over must be 0 to 2**63 - 1 bytes"),
     "--state-dir": ("{file}", "--state-dir '{file}' is a file: the server's state goes into a folder"),
     "--public-url": ("ftp://x", "--public-url must start with http:// or https://, got 'ftp://x'"),

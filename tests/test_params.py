@@ -485,3 +485,13 @@ def test_deleting_a_field_unsets_it():
     assert params_for("muon", m).request_body() == m.request_body()  # a session's copy, as checked
     with pytest.raises(AttributeError):
         del p.lr
+
+
+def test_kind_of_names_the_optimizer_a_params_object_is_for():
+    """Five sweep modules wrote ``"adam" if isinstance(p, AdamParams) else "muon"``: a third kind would have been
+    "muon"; ``kind_of`` reads ``PARAMS``, and refuses what is no params object, naming it."""
+    from rlnb.params import PARAMS, kind_of
+
+    assert [kind_of(PARAMS[kind]()) for kind in wire.OPTIMIZERS] == list(wire.OPTIMIZERS)
+    with pytest.raises(TypeError, match=r"^params must be AdamParams or MuonParams, got dict$"):
+        kind_of({"learning_rate": 1e-3})

@@ -159,7 +159,8 @@ def test_every_module_has_a_layer():
 
 
 def test_imports_only_go_down(rlnb_nodes):
-    """Data flows one way: wire → params → session → engine | remote → history → viz (style.md)."""
+    """Each folder or top-level module imports only from the layers below its own (``LAYERS``, the table in
+    docs/architecture.md: wire near the bottom, cli at the top), never upward nor from a neighbour of its layer."""
     rank = {name: i for i, layer in enumerate(LAYERS) for name in layer}
     upward = []
     for path, nodes in rlnb_nodes.items():
@@ -341,3 +342,55 @@ def test_no_notebook_logs_the_reward_that_rl_step_logs(notebook):
     for i, cell in enumerate(json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]):
         code = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
         assert not ("rl_step(" in code and re.search(r"history\.log\([^)]*reward=", code)), f"{notebook} cell {i}"
+
+
+def _public_functions(node: ast.AST, in_class: bool = False):
+    """(function, its count of parameters) for each public function and method in ``node`` (no leading underscore;
+    not one nested in a function). ``self``/``cls`` do not count; ``*args``/``**kwargs`` do not either: they are the
+    option groups' keywords (``_options.take``), each group checking its own fields."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ClassDef):
+            yield from _public_functions(child, in_class=True)
+        elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and not child.name.startswith("_"):
+            named = [a.arg for a in child.args.posonlyargs + child.args.args]
+            if in_class and named[:1] in (["self"], ["cls"]):
+                named = named[1:]
+            yield child, len(named) + len(child.args.kwonlyargs)
+
+
+def test_no_public_function_takes_more_than_10_parameters():
+    """The guide: public functions take at most 10 parameters; past that, a group (``SampleSettings``,
+    ``TrialOptions``) says which belong together."""
+    many = []
+    for path in sorted((ROOT / "rlnb").rglob("*.py")):
+        for fn, count in _public_functions(ast.parse(path.read_text())):
+            if count > 10:
+                many.append(f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name} takes {count}")
+    assert not many, many
+
+
+def test_the_parameter_count_counts_what_it_says():
+    """The rule's own count, on a method with ``self``, keyword-only parameters and ``**options``."""
+    source = (
+        "class A:\n    def f(self, a, /, b, *args, c, d=1, **options): ...\n    def _g(self, *x): ...\ndef h(): ..."
+    )
+    assert [(fn.name, n) for fn, n in _public_functions(ast.parse(source))] == [("f", 4), ("h", 0)]
+
+
+def test_a_wire_loss_type_is_named_in_one_module_outside_wire():
+    """``_CROSS_ENTROPY = LOSS_NAMES["cross_entropy"]`` was written in four modules: a loss type more than one module
+    branches on is wire's own name (``wire.LOSS_CROSS_ENTROPY``)."""
+    where: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "rlnb").rglob("*.py")):
+        if path.relative_to(ROOT).parts[1] == "wire":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Subscript)
+                and getattr(node.value, "attr", getattr(node.value, "id", "")) == ("LOSS_NAMES")
+                and isinstance(node.slice, ast.Constant)
+                and isinstance(node.ctx, ast.Load)
+            ):
+                where.setdefault(node.slice.value, []).append(str(path.relative_to(ROOT)))
+    copies = {name: sorted(set(paths)) for name, paths in where.items() if len(set(paths)) > 1}
+    assert not copies, copies

@@ -19,9 +19,7 @@ import torch
 from torch import Tensor
 
 from rlnb.engine.losses import Tokens, policy_loss
-from rlnb.wire import LOSS_NAMES
-
-_CROSS_ENTROPY, _GRPO = LOSS_NAMES["cross_entropy"], LOSS_NAMES["grpo"]
+from rlnb.wire import LOSS_CROSS_ENTROPY, LOSS_GRPO
 
 
 def stacked_losses(
@@ -39,7 +37,7 @@ def stacked_losses(
     ``lp`` (the policy's log-probs, differentiable), ``q`` (the sampler's), ``adv``, ``mask`` and ``entropy`` are
     ``[K, B, W]``: member k's B rollouts, right-padded with mask 0. ``params`` as ``losses.validate`` returns them.
     """
-    if loss_type == _CROSS_ENTROPY or loss_type == _GRPO and params["beta"] > 0:
+    if loss_type == LOSS_CROSS_ENTROPY or loss_type == LOSS_GRPO and params["beta"] > 0:
         raise ValueError(f"batched trials compute policy losses without reference log-probs, not {loss_type}")
     m = (mask != 0).to(lp.dtype)
     x = Tokens(lp, q.to(lp.dtype), adv.to(lp.dtype), m)

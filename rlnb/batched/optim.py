@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import Tensor, nn
 
+from rlnb import wire
 from rlnb.batched.stacked import StackedModel
 from rlnb.engine.optim.failures import StepFailed
 from rlnb.engine.optim.limits import StepLimits
@@ -107,7 +107,7 @@ class StackedOptimizer:
     def __init__(
         self,
         model: StackedModel,
-        kind: Literal["adam", "muon"],
+        kind: wire.OptimizerKind,
         adam: Sequence[str],
         muon: Sequence[Sequence[str]] = (),
         muon_scaling: str = "original",

@@ -44,7 +44,7 @@ from rlnb.engine.options import MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
 from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import RUN_FIELDS
-from rlnb.params import AdamParams, MuonParams
+from rlnb.params import PARAMS
 from rlnb.tasks import SEED_STRIDE, Task, check_steps, digits_task, seed_range
 from rlnb.tasks.task import check_group_size
 from rlnb.wire import MAX_NUM_SAMPLES, OptimizerKind
@@ -156,7 +156,7 @@ def _check(model: str, optimizer: str, members: Iterable[Member], steps: int) ->
     ids = [m.run_id for m in members if m.run_id is not None]
     if len(set(ids)) != len(ids):
         raise ValueError(f"members' run_id must differ (each member records its own run): {sorted(ids)}")
-    expected = AdamParams if optimizer == "adam" else MuonParams
+    expected = PARAMS[wire.optimizer_kind(optimizer)]
     lowest, highest = seed_range(steps)  # a seed past it wrapped its step seeds; np.int64 overflowed in the sampler
     checked = []
     for i, m in enumerate(members):

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlnb.cli.demo_options import DEMO_PARAMS, DemoOptions, as_option
+from rlnb.cli.demo_options import DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option
 from rlnb.cli.demo_stops import RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, integer, number
@@ -38,14 +38,14 @@ def demo(options: DemoOptions | None = None) -> int:
     from rlnb.history.locks import release
 
     o = options if options is not None else DemoOptions()
-    values = dict(DEMO_PARAMS[o.optimizer])
+    kind = rlnb.wire.optimizer_kind(o.optimizer)
+    values = dict(DEMO_PARAMS[kind])
     if o.lr is not None:
         values["learning_rate"] = o.lr
-    params = (rlnb.AdamParams if o.optimizer == "adam" else rlnb.MuonParams).from_dict(values)
+    params = rlnb.params.PARAMS[kind].from_dict(values)
     out = Path(o.out)
     said = check_out(out, o.force)
     adapter = {"rank": o.lora, "alpha": 2 * o.lora} if o.lora else None
-    kind = rlnb.wire.optimizer_kind(o.optimizer)
     try:
         backend = LocalBackend(
             kind, seed=o.seed, device=o.device, model=o.model, dtype=o.dtype, lora=adapter, threads=o.threads
@@ -195,13 +195,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
     """``rlnb demo``'s options, on its subcommand's parser."""
     p.add_argument(
         "--task",
-        choices=["first_letter", "addition", "digits"],
+        choices=TASK_NAMES,
         default="first_letter",
         help="first_letter: copy the first letter (exact match, held-out accuracy); addition: "
         "single-digit sums; digits: reward = fraction of digits (gameable: '88888888' scores 1) "
         "(default: %(default)s)",
     )
-    p.add_argument("--optimizer", choices=["adam", "muon"], default="adam", help="(default: %(default)s)")
+    p.add_argument("--optimizer", choices=tuple(DEMO_PARAMS), default="adam", help="(default: %(default)s)")
     p.add_argument("--steps", type=integer, default=40, help="RL steps, 1-1000003 (default: %(default)s)")
     p.add_argument(
         "--out",

@@ -10,11 +10,15 @@ import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlnb._options import is_integer, user_path
 from rlnb._shown import shown
 from rlnb.cli.options import refused_option
+from rlnb.engine.dtypes import WEIGHT_DTYPES
+
+if TYPE_CHECKING:
+    from rlnb.wire import OptimizerKind
 
 _ADAM: dict[str, Any] = {
     "learning_rate": 2e-3,
@@ -24,7 +28,7 @@ _ADAM: dict[str, Any] = {
     "weight_decay": 0.0,
     "grad_clip_norm": 1.0,
 }
-DEMO_PARAMS: dict[str, dict[str, Any]] = {
+DEMO_PARAMS: dict[OptimizerKind, dict[str, Any]] = {
     # The builder's "Learns in 40 steps" preset (its lesson is measured on seeds 0-9 by bench/bench_lessons.py).
     # Together's documented Adam default (1e-4) is meant for large pretrained models: it barely moves a
     # ~150k-parameter model. Muon's AdamW half (embeddings, head, norms, biases) is Adam's.
@@ -39,8 +43,10 @@ DEMO_PARAMS: dict[str, dict[str, Any]] = {
     },
 }
 
-OPTIMIZERS = tuple(DEMO_PARAMS)
-DTYPES = ("auto", "float32", "bfloat16")
+
+TASK_NAMES = ("first_letter", "addition", "digits")
+"""``rlnb.tasks.TASKS``' names, written out: importing the tasks takes seconds that ``rlnb demo --help`` would wait
+(``tests/test_cli_help.py`` holds the two together)."""
 
 
 @dataclass(frozen=True)
@@ -66,11 +72,17 @@ class DemoOptions:
     threads: int | None = None
 
     def __post_init__(self) -> None:
+        from rlnb import wire
         from rlnb.tasks import TASKS
 
         _one_of("--task", self.task, tuple(TASKS))
-        _one_of("--optimizer", self.optimizer, OPTIMIZERS)
-        _one_of("--dtype", self.dtype, DTYPES)
+        _one_of("--optimizer", self.optimizer, wire.OPTIMIZERS)
+        _one_of("--dtype", self.dtype, WEIGHT_DTYPES)
+        if self.dtype == "float16":  # the engine takes it, but refuses every step of the presets' eps, a field not here
+            raise ValueError(
+                f"--dtype float16: the demo's AdamW eps ({_ADAM['eps']:g}) is 0 in float16, so every step "
+                "would be refused; use --dtype bfloat16 (float16 is for rlnb serve, whose clients set eps)"
+            )
         paths = (("--out", self.out, "a folder", "a folder's path"),
                  ("--model", self.model, "a folder or a model", "tiny, small, a folder or a hub id"))  # fmt: skip
         for option, value, what, takes in paths:

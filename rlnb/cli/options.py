@@ -8,6 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from rlnb._shown import shown
+from rlnb.engine.dtypes import WEIGHT_DTYPES
 
 if TYPE_CHECKING:  # rlnb.errors reads rlnb.wire (pydantic): not for ``--help``
     from rlnb.errors import OptionRefused
@@ -73,7 +74,7 @@ def dtype_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dtype",
         default="auto",
-        choices=["auto", "float32", "bfloat16"],
+        choices=WEIGHT_DTYPES,
         help="weights' dtype; auto: the checkpoint's own, float32 for the built-ins (default: auto)",
     )
 

@@ -103,7 +103,7 @@ def _given_once(limits: list[str]) -> None:
 
 def _served_models(options: list[str]) -> dict[str, str]:
     """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
-    from rlnb.server.models import model_info, parse_model_option
+    from rlnb.server.models import check_served, parse_model_option
     from rlnb.server.settings import DEFAULT_MODELS
 
     models = dict(DEFAULT_MODELS)
@@ -111,11 +111,9 @@ def _served_models(options: list[str]) -> dict[str, str]:
         name, spec = parse_model_option(option)
         if name in models:
             raise ValueError(f"--model {name}: the name is already served")  # was argparse's usage and "rlnb:"
-        try:
-            model_info(spec)
-        except ImportError as exc:  # its libraries are missing: the message names the pip install
-            raise ImportError(f"--model {name}: {exc}") from None
-        except ValueError as exc:  # "model 'x' is neither a local directory nor ...": which option, and which name
-            raise ValueError(f"--model {name}: {exc}") from None
+        try:  # the settings' own check, here before the port is bound, said as the option typed
+            check_served({name: spec})
+        except (ImportError, ValueError) as exc:  # ImportError: its libraries are missing, the pip install named
+            raise type(exc)(f"--model {name}: {str(exc).removeprefix(f'models[{name!r}]: ')}") from None
         models[name] = spec
     return models

@@ -12,10 +12,9 @@ from pydantic import ValidationError
 from rlnb import wire
 from rlnb.engine.refusals import InvalidLossInput, check_loaded, mask_key
 from rlnb.samples import LOGPROB_SLACK
+from rlnb.wire import LOSS_CROSS_ENTROPY, LOSS_GRPO
 from rlnb.wire.loss_params import GrpoLossAggregationType
 
-_CROSS_ENTROPY = wire.LOSS_NAMES["cross_entropy"]
-_GRPO = wire.LOSS_NAMES["grpo"]
 _UNSPECIFIED_AGG = next(v for v in get_args(GrpoLossAggregationType) if v.endswith("_UNSPECIFIED"))  # protobuf's unset
 _MASKED = ("logprobs", "advantages", "reference_logprobs")
 """A policy loss's inputs it reads at unmasked positions only (``losses.compute`` puts neutral values at the others):
@@ -41,13 +40,13 @@ def validate(
                 raise InvalidLossInput(f"sample {i}: missing required input {key!r} for {loss_type}")
         if "mask" in spec.optional:
             mask_key(f"sample {i}", x)
-        if loss_type == _GRPO and params["beta"] > 0 and "reference_logprobs" not in x:
+        if loss_type == LOSS_GRPO and params["beta"] > 0 and "reference_logprobs" not in x:
             raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
-        masked = _MASKED if loss_type != _CROSS_ENTROPY else ()  # the mask first: it says which positions are read
+        masked = _MASKED if loss_type != LOSS_CROSS_ENTROPY else ()  # the mask first: it says which positions are read
         for key in spec.required + spec.optional:
             if key in x and key not in masked:
                 check_input(f"sample {i}: input {key!r}", key, x[key], n)
-        if loss_type == _CROSS_ENTROPY:  # no input read only where the mask is on: no mask to make (3 ops a sample)
+        if loss_type == LOSS_CROSS_ENTROPY:  # no input read only where the mask is on: no mask to make (3 ops a sample)
             continue
         on = loss_mask(loss_type, x) != 0
         for key in masked:
@@ -63,7 +62,7 @@ def _check_logprobs(
     """The log-probs a policy loss reads (the sampler's; the reference's when GRPO's beta > 0) are <= 0, up to
     ``LOGPROB_SLACK``, at the positions it reads (a masked one may hold anything): probabilities sent by mistake would
     make the ratio e^(lp - q) ~0, and the step train on nothing, in silence. ``rlnb.samples.policy``'s own rule."""
-    read = ("logprobs", "reference_logprobs") if loss_type == _GRPO and params["beta"] > 0 else ("logprobs",)
+    read = ("logprobs", "reference_logprobs") if loss_type == LOSS_GRPO and params["beta"] > 0 else ("logprobs",)
     for key in read:
         above = (x[key] > LOGPROB_SLACK) & on
         if bool(above.any()):
@@ -112,7 +111,7 @@ def check_input(where: str, key: str, t: Any, n: int, read: torch.Tensor | None 
 def loss_mask(loss_type: str, inputs_i: dict[str, torch.Tensor]) -> torch.Tensor:
     """1-D float 0/1 mask of the positions that count in the loss for one sample:
     m = (weights != 0), or for policy losses (mask != 0), or 1 everywhere when neither is given."""
-    for key in ("weights",) if loss_type == _CROSS_ENTROPY else ("weights", "mask"):
+    for key in ("weights",) if loss_type == LOSS_CROSS_ENTROPY else ("weights", "mask"):
         if key in inputs_i:
             return (inputs_i[key] != 0).float()
     return torch.ones(len(inputs_i["target_tokens"]), device=inputs_i["target_tokens"].device)

@@ -25,10 +25,10 @@ import torch
 from rlnb.engine.loss_inputs import check_input, loss_mask, validate
 from rlnb.engine.refusals import InvalidLossInput, check_read, mask_key
 from rlnb.engine.token_logprobs import logprobs_and_entropy
-from rlnb.wire import LOSS_NAMES
+from rlnb.wire import LOSS_CROSS_ENTROPY, LOSS_GRPO, LOSS_NAMES
 from rlnb.wire.loss_params import GRPO_PARAM_NAMES
 
-_CROSS_ENTROPY, _GRPO, _PPO = LOSS_NAMES["cross_entropy"], LOSS_NAMES["grpo"], LOSS_NAMES["ppo"]
+_PPO = LOSS_NAMES["ppo"]
 _CISPO, _DPPO, _DRO = LOSS_NAMES["cispo"], LOSS_NAMES["dppo"], LOSS_NAMES["dro"]
 _IMPORTANCE_SAMPLING = LOSS_NAMES["importance_sampling"]
 _TOKEN_MEAN = GRPO_PARAM_NAMES["agg_type"]["TOKEN_MEAN"]
@@ -98,13 +98,13 @@ def compute(
         means["loss/entropy/mean"] = _joined(entropy).to(lp.device)
     # A token of weight 0 is never read, not even its own log-prob: one the model gives probability 0 (-inf, a
     # banned token in a prompt) would turn its product with the 0 weight into NaN and fail the step NON_FINITE_LOSS.
-    if loss_type == _CROSS_ENTROPY:
+    if loss_type == LOSS_CROSS_ENTROPY:
         w = _cat(inputs, "weights", lp.device).to(lp.dtype)
         on = _joined(counted).to(lp.device) if counted is not None else (w != 0).to(lp.dtype)  # w's 0/1 mask
         return -torch.dot(w, lp if whole else torch.where(w != 0, lp, 0.0)), _summary(on, means, tokens=w)
 
     m = torch.cat(counted if counted is not None else [loss_mask(loss_type, x) for x in inputs]).to(lp.device)
-    ref = _cat(inputs, "reference_logprobs", lp.device) if loss_type == _GRPO and params["beta"] > 0 else None
+    ref = _cat(inputs, "reference_logprobs", lp.device) if loss_type == LOSS_GRPO and params["beta"] > 0 else None
     q, adv = _cat(inputs, "logprobs", lp.device), _cat(inputs, "advantages", lp.device)
     layout = _Joined([len(t) for t in logprobs])
     loss, terms = policy_loss(loss_type, params, Tokens(lp, q, adv, m, ref), layout, horizon)
@@ -225,7 +225,7 @@ class _Joined:
 def clip_flags(loss_type: str, params: dict[str, Any], r: torch.Tensor, adv: torch.Tensor) -> dict[str, torch.Tensor]:
     """The tokens each clip metric counts (PPO, GRPO, CISPO; none for the others): only where the clip changes the
     gradient, as TRL's ``clip_ratio``. One rule for a session's losses and a batched ensemble's (``batched.losses``)."""
-    if loss_type not in (_PPO, _GRPO, _CISPO):
+    if loss_type not in (_PPO, LOSS_GRPO, _CISPO):
         return {}
     lo, hi = clip_bounds(params, r.dtype)
     low, high = (adv != 0, adv != 0) if loss_type == _CISPO else (adv < 0, adv > 0)

@@ -20,6 +20,7 @@ import torch
 
 from rlnb import wire
 from rlnb._options import check_bool, is_integer, refuse_dangling_link, refuse_not_folder, set_int, user_path
+from rlnb.engine.dtypes import check_weight_dtype
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.split import SplitOverride
@@ -57,8 +58,7 @@ class ModelOptions:
         set_int(self, "seed", *SEED_RANGE)
         set_int(self, "sampling_seed", *SEED_RANGE, optional=True)
         set_int(self, "num_generator_replicas", 0, wire.INT32_MAX)
-        if self.dtype != "auto" and self.dtype not in DTYPES:  # refused when built, not once connect runs
-            raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {self.dtype!r}")
+        check_weight_dtype(self.dtype)  # refused when built, not once connect runs
         check_device(self.device)
         tokenizer_spec(self.tokenizer)  # a TypeError naming tokenizer; a path is loaded with the model
         eos_ids(self.eos_token_id)  # the vocabulary's end is checked once the model is loaded

@@ -42,6 +42,7 @@ from .classes import (
     AdamParams,
     MuonParams,
     OptimizerParams,
+    kind_of,
     params_for,
     params_state,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "check_decay",
     "check_hyperparams",
     "decay_rule_holds",
+    "kind_of",
     "params_for",
     "params_state",
     "resolve",

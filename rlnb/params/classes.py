@@ -207,6 +207,15 @@ PARAMS: dict[wire.OptimizerKind, type[AdamParams] | type[MuonParams]] = {"adam":
 """The params class of each optimizer kind."""
 
 
+def kind_of(params: OptimizerParams) -> wire.OptimizerKind:
+    """The optimizer kind ``params`` are for (its class's key in ``PARAMS``): ``TypeError`` for anything else."""
+    for kind, cls in PARAMS.items():
+        if isinstance(params, cls):
+            return kind
+    names = " or ".join(cls.__name__ for cls in PARAMS.values())
+    raise TypeError(f"params must be {names}, got {type(params).__name__}")
+
+
 def params_for(optimizer: wire.OptimizerKind, params: OptimizerParams | dict[str, Any] | None) -> OptimizerParams:
     """``params`` as a session of ``optimizer`` takes them, a checked copy (None: the defaults; a dict is parsed), or
     ``TypeError`` for the other kind."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
 from rlnb.server.settings import ServerSettings
+
+log = logging.getLogger("rlnb")
 
 DEFAULT_GPU_TYPE: wire.RequestGpuType = "B200-SXM"
 """The one GPU type SDK 3.1.1 accepts in supported-models (``Literal["B200-SXM"]``) and in a create request."""
@@ -42,6 +45,18 @@ def model_info(spec: Any) -> ModelInfo:
     )
 
 
+def check_served(models: dict[str, Any]) -> None:
+    """A ``ValueError`` (``ImportError`` for missing libraries) naming the ``models`` entry no loader can read, so that
+    ``create_app`` refuses it as ``rlnb serve --model`` does, before the server answers for it."""
+    for name, spec in models.items():
+        try:
+            model_info(spec)
+        except ImportError as exc:  # its libraries are missing: the message names the pip install
+            raise ImportError(f"models[{name!r}]: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"models[{name!r}]: {exc}") from None
+
+
 def parse_model_option(option: str) -> tuple[str, str]:
     """``NAME=PATH_OR_ID`` (``rlnb serve --model``) as (API name, model spec)."""
     name, sep, spec = option.partition("=")
@@ -53,7 +68,11 @@ def parse_model_option(option: str) -> tuple[str, str]:
 def supported_models(settings: ServerSettings) -> wire.SupportedModels:
     data = []
     for name, spec in settings.models.items():
-        n = model_info(spec).context_length
+        try:  # checked when the server started; a folder removed since leaves the other models listed
+            n = model_info(spec).context_length
+        except (ValueError, OSError) as exc:
+            log.warning("rlnb serve: supported-models leaves out %s, which cannot be read now: %s", name, exc)
+            continue
         config = wire.SupportedComputeConfig(
             gpu_type=DEFAULT_GPU_TYPE,
             generator_config=wire.GeneratorConfig(context_length=n, sampling_defaults=SAMPLING_DEFAULTS),

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlnb import wire
+from rlnb.errors import OptionRefused
 from rlnb.server import stopping
 from rlnb.server.backends import make_backend
 from rlnb.server.core import RegistryCore
@@ -37,9 +38,10 @@ def start_error_code(exc: BaseException) -> wire.SessionErrorCode:
     return wire.SessionErrorCode.RESOURCE_AT_CAPACITY if out_of_memory(exc) else wire.SessionErrorCode.SESSION_FAILED
 
 
-def failed_start(exc: Exception, resume: Path | None, cid: str | None) -> str:
+def failed_start(exc: Exception, resume: Path | None, cid: str | None, served: str) -> str:
     """Why a session's model could not be built, for its ``error.message`` (was the 400 or 500 of the create).
-    The checkpoint's path on this server is none of the client's: it is named by its id."""
+    The checkpoint's path on this server is none of the client's: it is named by its id. Only the engine's refusal of
+    the adapters is the client's ``lora_config``; any other failure names the server's setting ``served``."""
     from rlnb.engine.checkpoints import CheckpointMismatch
 
     detail = str(exc) if resume is None else str(exc).replace(str(resume), str(cid))
@@ -48,9 +50,15 @@ def failed_start(exc: Exception, resume: Path | None, cid: str | None) -> str:
         return f"out of memory building the session's model ({type(exc).__name__}): {detail}"
     if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
         return f"resume_from_checkpoint_id: checkpoint {cid} does not fit this session: {detail}"
-    if isinstance(exc, ValueError):
-        return f"lora_config: {detail}"
-    return f"building the session's model failed ({type(exc).__name__}): {detail}"
+    if isinstance(exc, OptionRefused) and exc.field == "lora":  # the engine says "lora: ...", its keyword
+        return f"lora_config: {detail.removeprefix('lora: ')}"
+    return f"building the session's model failed ({type(exc).__name__}): {served}: {detail}"
+
+
+def served_model(name: str, spec: object) -> str:
+    """The server setting a session's model is built from, as a failed build names it (a module by its class)."""
+    shown_spec = repr(spec) if isinstance(spec, str) else f"a {type(spec).__name__}"
+    return f"the server's models[{name!r}] ({shown_spec})"
 
 
 class SessionsMixin(RegistryCore):
@@ -133,7 +141,8 @@ class SessionsMixin(RegistryCore):
         try:
             backend = build()
         except Exception as exc:  # a damaged checkpoint, a bad LoRA target, out of memory: the session says why
-            self._not_built(rec, failed_start(exc, resume, cid), start_error_code(exc))
+            served = served_model(rec.base_model, self.settings.models[rec.base_model])
+            self._not_built(rec, failed_start(exc, resume, cid, served), start_error_code(exc))
             return
         with self.lock:
             rec.backend, rec.lora_config = backend, backend.session().lora_config

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from rlnb import _secrets, wire
 from rlnb._options import A_DAY, check_seconds, refuse_dangling_link, set_int
 from rlnb._shown import shown
+from rlnb.engine.dtypes import check_weight_dtype
 
 MAX_LIST_LIMIT = wire.LIST_LIMIT_MAX
 """Largest ``limit`` of a list request (the API's bound, as the client checks it)."""
@@ -42,7 +43,7 @@ class ServerSettings:
     checkpoint_dir: Path | None = None
     models: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_MODELS))
     dtype: str = "auto"
-    """Weights dtype of served Hugging Face models ("auto": the checkpoint's; "float32"; "bfloat16")."""
+    """Weights' dtype of the served models, one of ``WEIGHT_DTYPES`` ("auto": the checkpoint's own)."""
     fail_rate: float = 0.0
     """Fraction of ``/v1`` answers replaced by a 503 *after* the server acted (fault injection)."""
     fail_seed: int = 0
@@ -147,6 +148,7 @@ class ServerSettings:
         set_int(self, "result_offload_bytes", 0, BYTES_MAX, optional=True)
         if not self.models:
             raise ValueError("models must name at least one served model")
+        check_weight_dtype(self.dtype)
         if self.token is not None:  # "--token $TOKEN" with TOKEN unset: every request would get a 401
             if self.token == "":
                 raise ValueError("token is empty (an unset variable?): give one, or leave --token out to turn auth off")
@@ -155,9 +157,11 @@ class ServerSettings:
             refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
+        from rlnb.server.models import check_served
         from rlnb.server.owner import refuse_foreign_state_dir
 
         resolve_device(self.device)  # a device that is not there stops the server before it listens
+        check_served(self.models)  # nor does a model no loader finds (every session of it failed, supported-models 500)
         if self.checkpoint_dir is not None:  # nor does a folder that cannot hold checkpoints
             object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
             refuse_foreign_state_dir(self.checkpoint_dir, self.state_dir)

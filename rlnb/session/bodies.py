@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -174,23 +175,27 @@ def weights_sync_body(sync_type: str) -> wire.WeightsSyncBody:
     return wire.WeightsSyncBody.model_validate({"weight_sync_type": sync})
 
 
+@dataclass(frozen=True)
+class SampleSettings:
+    """``Session.sample``'s keywords as given (``sample_body`` checks them): one group, not nine parameters."""
+
+    num_samples: int = 1
+    max_tokens: int | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    stop: str | Sequence[str] | None = None
+    seed: int | None = None
+    prompt_logprobs: bool = False
+    topk_prompt_logprobs: int = 0
+
+
 def sample_body(
-    backend: Backend,
-    codec: Codec | None,
-    tokens: list[list[int]],
-    *,
-    num_samples: int,
-    max_tokens: int | None,
-    temperature: float,
-    top_p: float,
-    top_k: int,
-    stop: str | Sequence[str] | None,
-    seed: int | None,
-    prompt_logprobs: bool,
-    topk_prompt_logprobs: int,
+    backend: Backend, codec: Codec | None, tokens: list[list[int]], asked: SampleSettings
 ) -> wire.SampleBody:
     """``Session.sample``'s body for the prompts' ``tokens``: each one a prompt the model can take, with room in
     its context for ``max_tokens``, stop strings only where there is text to match them on."""
+    temperature, top_p, stop = asked.temperature, asked.top_p, asked.stop
     for i, t in enumerate(tokens):  # the service would fail the operation: refused before it is sent
         if not t:
             raise ValueError(f"prompts[{i}] encodes to no tokens: a prompt needs at least one")
@@ -199,9 +204,9 @@ def sample_body(
     check_stops(backend, stops or [])
     if stops and isinstance(codec, NoTokenizerCodec):  # stop strings are matched on decoded text
         raise ValueError(f"stop: {codec.refusal()}")
-    max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(
-        scalar, (max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs)
-    )
+    max_tokens, num_samples, top_k, seed, topk_prompt_logprobs, prompt_logprobs = map(scalar, (
+        asked.max_tokens, asked.num_samples, asked.top_k, asked.seed, asked.topk_prompt_logprobs, asked.prompt_logprobs
+    ))  # fmt: skip
     seed = check_int("seed", seed, -(2**63), 2**63 - 1, optional=True)  # the wire's int64 takes "42" and 42.0 in
     given = wire.given(max_tokens=max_tokens, temperature=scalar(temperature), top_p=scalar(top_p), top_k=top_k,
                        stop=stops, seed=seed)  # fmt: skip

@@ -26,6 +26,7 @@ from rlnb.params import OptimizerParams, params_for
 from rlnb.prompts import prompt_list
 from rlnb.session.backend import Backend
 from rlnb.session.bodies import (
+    SampleSettings,
     StepParams,
     forward_backward_body,
     sample_body,
@@ -262,11 +263,11 @@ class Session:
         Each sequence carries ``.text``, its tokens decoded as a reward reads them (no EOS, no special tokens:
         ``decode(tokens, skip_special=True)``); ``.tokens`` keep the EOS."""
         tokens = [self._encode(p, f"prompts[{i}]") for i, p in enumerate(prompt_list(prompts))]
-        body = sample_body(
-            self.backend, self.codec, tokens, num_samples=num_samples, max_tokens=max_tokens, temperature=temperature,
-            top_p=top_p, top_k=top_k, stop=stop, seed=seed, prompt_logprobs=prompt_logprobs,
-            topk_prompt_logprobs=topk_prompt_logprobs,
+        asked = SampleSettings(
+            num_samples=num_samples, max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k,
+            stop=stop, seed=seed, prompt_logprobs=prompt_logprobs, topk_prompt_logprobs=topk_prompt_logprobs,
         )  # fmt: skip
+        body = sample_body(self.backend, self.codec, tokens, asked)
         text = self.codec is not None and not isinstance(self.codec, NoTokenizerCodec)
         mismatch = functools.partial(sample_mismatch, body)
         return self._submit(Kind.SAMPLE, body, transform=self._decoded if text else None, mismatch=mismatch)

@@ -8,12 +8,12 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.errors import InvalidParams
-from rlnb.params import PARAMS, AdamParams, OptimizerParams
+from rlnb.params import PARAMS, OptimizerParams, kind_of
 
 
 def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
     """``base`` with the config's optimizer fields set (validated: a bad value raises before any run)."""
-    kind = config.get("optimizer", "adam" if isinstance(base, AdamParams) else "muon")
+    kind = config.get("optimizer", kind_of(base))
     cls = PARAMS[wire.optimizer_kind(kind, "config 'optimizer'")]
     data = base.model_dump(exclude_unset=True) if isinstance(base, cls) else {}  # another kind starts from defaults
     for key, value in config.items():

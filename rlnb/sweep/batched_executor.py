@@ -172,7 +172,7 @@ class BatchedExecutor:
         options = {k: v for k, v in first.session_options.items() if k != "model"}
         try:
             run_batched(
-                first.options.get("model", "tiny"), first.kind, members, steps=first.steps, task=first.task,  # type: ignore[arg-type]
+                first.options.get("model", "tiny"), first.kind, members, steps=first.steps, task=first.task,
                 runs_dir=self._runs_dir, stop=self._stop, on_step=on_step, on_done=on_done, **options,
             )  # fmt: skip
         except EnsembleTooLarge as exc:  # refused before any member ran: smaller ensembles that fit, one after another

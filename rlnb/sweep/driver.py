@@ -23,7 +23,7 @@ from rlnb._options import check_bool, check_event, take, takes, user_path
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.errors import user_stacklevel
 from rlnb.history import default_runs_dir
-from rlnb.params import AdamParams, OptimizerParams
+from rlnb.params import OptimizerParams, kind_of
 from rlnb.wire import TrialStatus
 
 from .applying import apply
@@ -206,7 +206,7 @@ def _refuse_unused_muon_options(
     if isinstance(picks, Categorical):
         kinds = set(picks.choices)
     else:
-        kinds = {"adam" if isinstance(apply(base, c), AdamParams) else "muon" for c, _ in plan or [({}, 0)]}
+        kinds = {kind_of(apply(base, c)) for c, _ in plan or [({}, 0)]}
     if "muon" not in kinds:
         given = {k: v for k, v in options.items() if k in MUON_ONLY and v is not None}
         why = "no trial of this sweep is Muon (each is adam), so none would use them"

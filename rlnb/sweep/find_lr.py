@@ -28,7 +28,7 @@ from rlnb._options import OPERATION_TIMEOUT, take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
-from rlnb.params import DECAY_RULE, AdamParams, MuonHyperparams, MuonParams, OptimizerParams
+from rlnb.params import DECAY_RULE, MuonHyperparams, MuonParams, OptimizerParams, kind_of
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.tasks.task import session_prompt_ids
@@ -87,7 +87,7 @@ def lr_find(
         test.step_fn,
     )
     target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)
-    kind = "adam" if isinstance(base, AdamParams) else "muon"
+    kind = kind_of(base)
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     check_lrs(start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent

@@ -21,7 +21,7 @@ from typing import Any, get_args
 
 from rlnb._options import check_bool, check_int, is_integer
 from rlnb._scalars import scalar
-from rlnb.params import MUON_ADAM_FIELDS, PARAMS, AdamParams, OptimizerParams
+from rlnb.params import MUON_ADAM_FIELDS, PARAMS, OptimizerParams, kind_of
 
 from .applying import applied
 from .keys import config_key
@@ -194,7 +194,7 @@ def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Di
         if isinstance(dim, Categorical) and len(dim.choices) > MAX_CONFIGS:
             raise ValueError(f"space[{name!r}] lists {len(dim.choices)} choices: at most {MAX_CONFIGS}, as many as a "
                              "search runs trials; use a range such as (lo, hi, 'log')")  # fmt: skip
-    kinds = dims.pop("optimizer", Categorical(("adam" if isinstance(base, AdamParams) else "muon",)))
+    kinds = dims.pop("optimizer", Categorical((kind_of(base),)))
     if not isinstance(kinds, Categorical):
         raise ValueError(f"space['optimizer'] must be a list of 'adam' / 'muon', got {kinds}")
     for kind in kinds.choices:

@@ -21,12 +21,12 @@ from torch import nn
 from rlnb.engine.options import MUON_ONLY
 from rlnb.errors import OperationFailed, RateLimitError, describe
 from rlnb.history import History
-from rlnb.params import AdamParams, OptimizerParams
+from rlnb.params import OptimizerParams, kind_of
 from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
-from rlnb.tasks.rollouts import finite_mean
-from rlnb.wire import OperationErrorCode, TrialStatus, failed_with, failure_reason
+from rlnb.tasks.exact import finite_mean
+from rlnb.wire import OperationErrorCode, OptimizerKind, TrialStatus, failed_with, failure_reason
 
 from .applying import label
 from .slot import Control, KeptResource, SlotWait, Stopped, paused
@@ -73,8 +73,8 @@ class TrialSpec:
     """Seconds to wait for a session slot (``TrialOptions.slot_timeout``)."""
 
     @property
-    def kind(self) -> str:
-        return "adam" if isinstance(self.params, AdamParams) else "muon"
+    def kind(self) -> OptimizerKind:
+        return kind_of(self.params)
 
     @property
     def session_options(self) -> dict[str, Any]:

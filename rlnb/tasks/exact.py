@@ -5,7 +5,8 @@
 (bench/README.md). Here every value is one integer over a common power of two, so the exact sums are ``int`` sums in
 C, the variance one integer ratio reduced as ``Fraction`` reduces it, and its square root is rounded as
 ``statistics._float_sqrt_of_frac`` rounds it: the result is the correctly rounded square root of the same exact
-variance, bit for bit ``statistics``' (``tests/tasks/test_exact.py`` compares bits).
+variance, bit for bit ``statistics``' (``tests/tasks/test_exact.py`` compares bits). ``finite_mean`` and
+``finite_stdev`` take finite values of any size (rewards near 1e308), scaled by a power of two that changes no bit.
 """
 
 from __future__ import annotations
@@ -65,3 +66,26 @@ def _root_of_variance(values: Sequence[float], ddof: int) -> float:
     n2 = num << -2 * q
     a = math.isqrt(n2 // den)
     return (a | (a * a * den != n2)) / (1 << -q)
+
+
+def exponent(values: Sequence[float]) -> int:
+    """``e`` such that every value over ``2**e`` lies in (-1, 1) (0 for values below 1): scaling by a power of two
+    changes no bit, and a sum of such values, or of their squares, cannot overflow."""
+    return max(math.frexp(max(map(abs, values), default=0.0))[1], 0)
+
+
+def finite_mean(values: Sequence[float]) -> float:
+    """``statistics.fmean(values)`` of finite values, without its ``OverflowError`` when their sum passes a float's
+    largest (three rewards of 1e308)."""
+    e = exponent(values)
+    return math.ldexp(statistics.fmean(list(map(math.ldexp, values, repeat(-e)))), e)
+
+
+def finite_stdev(values: Sequence[float]) -> float:
+    """``statistics.stdev(values)`` of finite values (``exact.stdev``: the same bits), computed on them over a power
+    of two as ever; ``inf`` when the std itself passes a float's largest."""
+    e = exponent(values)
+    try:
+        return math.ldexp(stdev(list(map(math.ldexp, values, repeat(-e)))), e)
+    except OverflowError:
+        return math.inf

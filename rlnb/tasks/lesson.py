@@ -14,8 +14,8 @@ from rlnb._options import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
+from rlnb.tasks.exact import finite_mean
 from rlnb.tasks.rl import MAX_STEPS, SEED_STRIDE, check_steps, group_size_for, rl_step, seed_range
-from rlnb.tasks.rollouts import finite_mean
 from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
 
 

@@ -77,7 +77,7 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
         return [math.nan] * len(values)
     if not values or min(values) == max(values):
         return [0.0] * len(values)
-    e = _exponent(values)  # the sums of rewards near 1e308 overflow: work on them over 2**e, exactly as they are
+    e = exact.exponent(values)  # the sums of rewards near 1e308 overflow: work on them over 2**e, exactly as they are
     unit = list(map(math.ldexp, values, repeat(-e)))
     mean = statistics.fmean(unit)
     if scale == "sample_std":
@@ -96,29 +96,6 @@ def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_s
                 f"{sys.float_info.max / 2:.4g}, or use scale='sample_std'"
             ) from None
     return [(u - mean) / std for u in unit]
-
-
-def _exponent(values: Sequence[float]) -> int:
-    """``e`` such that every value over ``2**e`` lies in (-1, 1) (0 for values below 1): scaling by a power of two
-    changes no bit, and a sum of such values, or of their squares, cannot overflow."""
-    return max(math.frexp(max(map(abs, values), default=0.0))[1], 0)
-
-
-def finite_mean(values: Sequence[float]) -> float:
-    """``statistics.fmean(values)`` of finite values, without its ``OverflowError`` when their sum passes a float's
-    largest (three rewards of 1e308)."""
-    e = _exponent(values)
-    return math.ldexp(statistics.fmean(list(map(math.ldexp, values, repeat(-e)))), e)
-
-
-def finite_stdev(values: Sequence[float]) -> float:
-    """``statistics.stdev(values)`` of finite values (``exact.stdev``: the same bits), computed on them over a power
-    of two as ever; ``inf`` when the std itself passes a float's largest."""
-    e = _exponent(values)
-    try:
-        return math.ldexp(exact.stdev(list(map(math.ldexp, values, repeat(-e)))), e)
-    except OverflowError:
-        return math.inf
 
 
 @dataclass(frozen=True)
@@ -259,8 +236,8 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
     # fmean of a list, not a generator; fields read by map and attrgetter: no Python call a completion, nor a group
     # but the zero-std flag's and the distinct count's
     out = {
-        "reward": finite_mean(rewards),
-        "reward_std": finite_stdev(rewards) if len(rewards) > 1 else math.nan,
+        "reward": exact.finite_mean(rewards),
+        "reward_std": exact.finite_stdev(rewards) if len(rewards) > 1 else math.nan,
         "frac_reward_zero_std": statistics.fmean([_zero_std(list(map(_REWARD, g))) for g in groups]),
         "completions/mean_length": statistics.fmean(lengths),
         "completions/min_length": float(min(lengths)),
@@ -281,7 +258,7 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
 def _zero_std(rewards: list[float]) -> float:
     """1.0 where a group's rewards do not vary: one reward, all equal (their std is exactly 0, not computed), or a
     std of at most ``ZERO_STD``."""
-    return float(len(rewards) < 2 or min(rewards) == max(rewards) or finite_stdev(rewards) <= ZERO_STD)
+    return float(len(rewards) < 2 or min(rewards) == max(rewards) or exact.finite_stdev(rewards) <= ZERO_STD)
 
 
 def completion_rows(groups: Sequence[Sequence[Rollout]]) -> list[dict[str, Any]]:

@@ -23,7 +23,6 @@ from rlnb.wire import OperationErrorCode as Code
 if TYPE_CHECKING:
     from rlnb.testing.fake import FakeBackend
 
-_CROSS_ENTROPY, _GRPO = wire.LOSS_NAMES["cross_entropy"], wire.LOSS_NAMES["grpo"]
 FAKE_LOGPROB = -1.0
 """The log-prob the fake gives every sampled token, every counted target and every prompt token after the first."""
 
@@ -80,7 +79,7 @@ def _counted(
         mask_key(f"sample {i}", x)
     beta = getattr(getattr(loss, spec.params_field) if spec.params_field else None, "beta", None)
     beta = spec.defaults.get("beta", 0.0) if beta is None else beta
-    if loss_type == _GRPO and beta > 0 and "reference_logprobs" not in x:
+    if loss_type == wire.LOSS_GRPO and beta > 0 and "reference_logprobs" not in x:
         raise _refuse(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
     for key in reads:
         if key in x and len(x[key].data) != n:
@@ -88,8 +87,8 @@ def _counted(
                           f"({len(x[key].data)},)")  # fmt: skip
     mask = next((x[k] for k in ("weights", "mask") if k in x and k in reads), None)
     on = [True] * n if mask is None else [v != 0 for v in mask.data]
-    if loss_type != _CROSS_ENTROPY:  # the log-probs a policy loss reads are <= 0 where it reads them
-        for key in ("logprobs", "reference_logprobs") if loss_type == _GRPO and beta > 0 else ("logprobs",):
+    if loss_type != wire.LOSS_CROSS_ENTROPY:  # the log-probs a policy loss reads are <= 0 where it reads them
+        for key in ("logprobs", "reference_logprobs") if loss_type == wire.LOSS_GRPO and beta > 0 else ("logprobs",):
             at = next((j for j, v in enumerate(x[key].data) if on[j] and v > LOGPROB_SLACK), None)
             if at is not None:
                 raise _refuse(f"sample {i}: input {key!r} is {x[key].data[at]:g} at position {at}: log-probabilities "

@@ -102,13 +102,13 @@ def _no_column(frame: pd.DataFrame, by: str) -> str:
 
 def compare(
     frame_or_histories: pd.DataFrame | Iterable[History | str],
-    y: str = "loss",
-    ax: Axes | None = None,
-    ema: float | None = None,
-    by: str = "run",
-    band: str = "auto",
+    y: str,
+    ax: Axes | None,
+    ema: float | None,
+    by: str,
+    band: str,
 ) -> Axes:
-    """The figure ``plots.compare`` documents."""
+    """The figure ``plots.compare`` documents, with every argument given: the defaults are ``plots.compare``'s alone."""
     check_name("y", y)
     check_name("by", by)
     if band not in ("auto", "minmax", "std", "seeds"):

@@ -12,6 +12,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from rlnb import wire
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule
 from rlnb.widgets.controls import (
@@ -43,20 +44,11 @@ class BuilderForm:
         self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
         self.muon = controls(MUON_FIELDS, LR_RANGES["muon"])
         self.muon_adam = controls(MUON_ADAM_FIELDS, LR_RANGES["muon.adam"])  # no clip: Muon's is global
-        self.tabs = W.Tab(
-            children=[
-                grid(self.adam),
-                W.VBox(
-                    [
-                        grid(self.muon),
-                        W.HTML("<b>adam</b> — for embeddings, output head, norms, biases (clipped by the clip above)"),
-                        grid(self.muon_adam),
-                    ]
-                ),
-            ],
-            titles=("Adam", "Muon"),
-        )
-        self.tabs.selected_index = 0 if optimizer == "adam" else 1
+        muon_note = W.HTML("<b>adam</b> — for embeddings, output head, norms, biases (clipped by the clip above)")
+        panes = {"adam": grid(self.adam), "muon": W.VBox([grid(self.muon), muon_note, grid(self.muon_adam)])}
+        kinds = wire.OPTIMIZERS  # the selection reads a tab's kind by its index there
+        self.tabs = W.Tab(children=[panes[k] for k in kinds], titles=tuple(k.capitalize() for k in kinds))
+        self.tabs.selected_index = kinds.index(wire.optimizer_kind(optimizer))
         self.preset = W.Dropdown(options=list(PRESETS), description="preset", layout=field())
         self.lesson = W.HTML(layout=W.Layout(flex="1 1 200px"))
         self.lesson.add_class(TEXT)

@@ -28,6 +28,8 @@ from rlnb.wire.rules import validated
 
 __all__ = [
     "LOSSES",
+    "LOSS_CROSS_ENTROPY",
+    "LOSS_GRPO",
     "LOSS_INPUT_DTYPES",
     "LOSS_NAMES",
     "LOSS_PARAMS_FIELD",
@@ -126,6 +128,8 @@ LOSSES: dict[str, LossSpec] = {
 
 LOSS_NAMES: dict[str, str] = {spec.name: spec.type for spec in LOSSES.values()}
 """Short name → wire type."""
+LOSS_CROSS_ENTROPY, LOSS_GRPO = LOSS_NAMES["cross_entropy"], LOSS_NAMES["grpo"]
+"""The two loss types the engine, the ensemble runner and the fake backend each branch on, named here once."""
 LOSS_PARAMS_FIELD: dict[str, str | None] = {spec.type: spec.params_field for spec in LOSSES.values()}
 """Wire type → the ``LossConfig`` field it reads."""
 _NOT_ITS_OWN = {

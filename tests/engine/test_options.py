@@ -175,7 +175,7 @@ def test_a_resume_from_that_is_a_pipe_is_refused_not_read_for_ever(tmp_path):
 
 
 @pytest.mark.parametrize(("options", "match"), [
-    ({"dtype": "float8"}, r"dtype must be 'auto' or one of \['bfloat16', 'float16', 'float32'\], got 'float8'"),
+    ({"dtype": "float8"}, r"dtype must be one of auto, float32, bfloat16, float16, got 'float8'"),
     ({"device": "tpu"}, r"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),
 ])  # fmt: skip
 def test_a_dtype_or_device_is_checked_when_its_group_is_built(options, match):
@@ -238,3 +238,32 @@ def test_ns_dtype_on_an_adam_session_is_refused_as_the_other_muon_options(ns_dty
         LocalBackend("adam", device="cpu", threads=1, muon_options=MuonOptions(ns_dtype=ns_dtype))
     with rlnb.connect("local", optimizer="muon", device="cpu", record=False, ns_dtype=ns_dtype) as s:
         assert s.backend.optim.ns_dtype == (ns_dtype if isinstance(ns_dtype, torch.dtype) else torch.float32)
+
+
+def test_the_model_loaders_refuse_a_dtype_with_the_options_one_message():
+    """``build_adapter`` and ``hf.load`` each wrote the check and its message again (three copies of one list)."""
+    from rlnb.engine.models import hf
+    from rlnb.engine.models.factory import build_adapter
+
+    said = "dtype must be one of auto, float32, bfloat16, float16, got 'float8'"
+    for load in (
+        lambda: build_adapter("tiny", dtype="float8", device=torch.device("cpu")),
+        lambda: hf.load("x", "float8"),
+    ):
+        with pytest.raises(ValueError, match=f"^{said}$"):
+            load()
+
+
+def test_float16_weights_take_a_step_and_sample_on_the_cpu():
+    """float16 is one of the weights' dtypes (``rlnb serve --dtype float16`` takes it): the weights are float16, an
+    AdamW step with an eps float16 holds moves them, and sampling runs on them."""
+    with rlnb.connect("local", model="tiny", device="cpu", record=False, dtype="float16") as s:
+        weights = s.backend.engine.trainer
+        before = [p.detach().clone() for p in weights.parameters()]
+        assert {p.dtype for p in before} == {torch.float16}
+        s.forward_backward([samples.cross_entropy(list(b"float sixteen"))]).result()
+        s.optim_step(rlnb.AdamParams(learning_rate=1e-3, eps=1e-6)).result()
+        assert any(not torch.equal(a, b) for a, b in zip(before, weights.parameters(), strict=True))
+        assert all(torch.isfinite(p).all() for p in weights.parameters())
+        out = s.sample("ab", num_samples=2, max_tokens=4, seed=1).result()
+        assert [len(q.tokens) for q in out.results[0].sequences] == [4, 4]

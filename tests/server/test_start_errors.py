@@ -55,3 +55,27 @@ def test_any_other_failed_build_stays_session_failed(tmp_path, monkeypatch):
         s = _started(c)
         assert s["error"]["code"] == wire.SessionErrorCode.SESSION_FAILED
         assert "(OSError)" in s["error"]["message"] and "the weights file is gone" in s["error"]["message"]
+
+
+@pytest.mark.slow  # peft
+def test_a_lora_the_model_cannot_take_is_blamed_on_lora_config(tmp_path):
+    """The engine's refusal of the adapters (here a rank past what tiny's 64-wide layers can use) names the client's
+    field, once."""
+    with app_client(tmp_path, max_lora_rank=128) as c:
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+        made = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": 100}})
+        s = running(c, made.json()["id"])
+        assert s["error"]["message"].startswith("lora_config: rank 100 is more than any adapted layer can use"), s
+
+
+def test_a_model_that_fails_to_build_is_not_blamed_on_lora_config(tmp_path, monkeypatch):
+    """A ``ValueError`` of the server's own model (its spec, its dtype) was "lora_config: ..." though the client sent
+    none: it names the served model, its spec and the server setting instead."""
+    why = ValueError("model 'tinyy' is not a local directory and is not in the local Hugging Face cache")
+    with app_client(tmp_path) as c:
+        monkeypatch.setattr(sessions_module, "make_backend", _failing(why))
+        message = _started(c)["error"]["message"]
+    assert "lora_config" not in message
+    assert message.startswith(
+        "building the session's model failed (ValueError): the server's models['rlnb/tiny'] ('tiny'): model 'tinyy'"
+    ), message

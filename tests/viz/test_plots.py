@@ -969,3 +969,15 @@ def test_a_figure_or_run_named_with_dollar_signs_is_drawn_as_written():
     view.refresh()
     assert view.error is None
     view.close()
+
+
+def test_compare_has_its_defaults_in_one_place():
+    """Guard: ``plots.compare`` and ``comparison.compare`` both wrote y="loss", by="run", band="auto": the drawing
+    takes every argument, so a default changed in ``plots.compare`` is the one drawn."""
+    import inspect
+
+    from rlnb.viz import comparison, plots
+
+    drawing = inspect.signature(comparison.compare).parameters.values()
+    assert [p.name for p in drawing if p.default is not inspect.Parameter.empty] == []
+    assert list(inspect.signature(plots.compare).parameters) == [p.name for p in drawing]

@@ -324,3 +324,21 @@ def test_no_preset_selected_in_code_is_put_back_and_said(edited):
     assert b.summary.endswith(f"preset {DEFAULT_PRESET} (modified)") and "no preset" not in b.message.value
     b.preset.value = "Together docs"  # a preset picked after is applied as before
     assert b.params.learning_rate == 1e-4 and b.summary.endswith("preset Together docs")
+
+
+def test_the_tabs_follow_the_wire_catalogue_of_optimizer_kinds(monkeypatch):
+    """The tabs were written out ("Adam", "Muon"; ``0 if optimizer == "adam" else 1``) while the selection reads the
+    kind of a tab from ``wire.OPTIMIZERS``: built from it, a kind's tab is where the selection looks for it."""
+    from rlnb import wire
+
+    monkeypatch.setattr(wire, "OPTIMIZERS", ("muon", "adam"))
+    b = OptimizerBuilder("muon")
+    assert b.tabs.titles == ("Muon", "Adam") and b.tabs.selected_index == 0 and b.kind == "muon"
+    assert b.muon["momentum"] in _inside(b.tabs.children[0]) and b.adam["beta1"] in _inside(b.tabs.children[1])
+    b.tabs.selected_index = 1
+    assert b.kind == "adam" and b.params.request_body() == OptimizerBuilder("adam").params.request_body()
+
+
+def _inside(box) -> list:
+    """Every widget in ``box``, at any depth."""
+    return [box, *(w for child in getattr(box, "children", ()) for w in _inside(child))]

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlnb.engine.dtypes import check_weight_dtype
 from rlnb.engine.models import dropout, hf
 from rlnb.engine.models.adapter import BuiltinAdapter, ModelAdapter
 from rlnb.engine.models.hf import ModelLoadError
@@ -30,8 +31,7 @@ def build_adapter(
     """The adapter for ``model``: ``"tiny"`` / ``"small"``, a Hugging Face directory or hub id, a loaded
     transformers model (with an optional tokenizer), or any ``nn.Module`` mapping ids to logits.
     ``trust_remote_code`` lets a Hugging Face folder run its own code (see ``hf.check_code``)."""
-    if dtype != "auto" and dtype not in hf.DTYPES:
-        raise ValueError(f"dtype must be 'auto' or one of {sorted(hf.DTYPES)}, got {dtype!r}")
+    check_weight_dtype(dtype)
     extra_eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id or [])
     generation_eos: list[Any] = []  # a Hugging Face model's own, from its generation config
     cls: type[ModelAdapter]

@@ -25,9 +25,10 @@ import torch
 from torch import nn
 
 from rlnb._extras import need
+from rlnb.engine.dtypes import WEIGHT_DTYPES, check_weight_dtype
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-"""``dtype=`` names; "auto" keeps the checkpoint's dtype (the built-in models: float32)."""
+DTYPES = {name: getattr(torch, name) for name in WEIGHT_DTYPES if name != "auto"}
+"""``dtype=`` names as torch dtypes; "auto" keeps the checkpoint's dtype (the built-in models: float32)."""
 
 
 class ModelLoadError(ValueError):
@@ -173,8 +174,7 @@ def load_tokenizer(path: Path, spec: str, trust_remote_code: bool = False) -> An
 
 def load(spec: str, dtype: str = "auto", trust_remote_code: bool = False) -> tuple[nn.Module, Any]:
     """(model, tokenizer or None) for a directory or cached hub id; ``dtype`` "auto" = the checkpoint's."""
-    if dtype != "auto" and dtype not in DTYPES:
-        raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES)}, got {dtype!r}")
+    check_weight_dtype(dtype)
     path = resolve(spec)
     model = load_weights(path, spec, DTYPES.get(dtype, "auto"), trust_remote_code)
     tokenizer = None

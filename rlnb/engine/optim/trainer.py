@@ -24,6 +24,7 @@ from rlnb import wire
 from rlnb.engine.optim.adamw import AdamW
 from rlnb.engine.optim.failures import NonFiniteGradient, StepFailed
 from rlnb.engine.optim.limits import StepLimits
+from rlnb.engine.optim.loaded import check_adamw_state, check_finite
 from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
 from rlnb.engine.optim.norms import clip_coefficient, clips, scale_grads, total_norm, wide_norm
 from rlnb.engine.optim.split import ParamSplit, split_params
@@ -80,7 +81,7 @@ class TrainerOptimizer:
     def __init__(
         self,
         model: nn.Module,
-        kind: Literal["adam", "muon"],
+        kind: wire.OptimizerKind,
         split: ParamSplit | None = None,
         muon_scaling: Literal["original", "match_adam"] = "original",
         ns_dtype: torch.dtype | None = None,
@@ -278,7 +279,7 @@ class TrainerOptimizer:
         for name, buf in sd["momentum"].items():
             if name not in matrices or buf.shape != matrices[name].shape:
                 raise ValueError(f"momentum buffer {name!r} {tuple(buf.shape)} matches no Muon matrix of this model")
-            _check_finite(f"momentum buffer {name!r}", buf)
+            check_finite(f"momentum buffer {name!r}", buf)
         if self._adamw is not None:
             own = [{k: v for k, v in g.items() if k != "params"} for g in self._adamw.param_groups]
             # deepcopy: torch.optim.Optimizer.load_state_dict keeps the given tensors when dtype and
@@ -286,33 +287,5 @@ class TrainerOptimizer:
             self._adamw.load_state_dict(copy.deepcopy(sd["adamw"]))
             for group, options in zip(self._adamw.param_groups, own, strict=True):
                 group.update(options)  # torch takes the state's options too: a saved maximize=True ascended the loss
-            self._check_adamw()
+            check_adamw_state(self._adamw, self.split.adam)
         self.momentum = {n: b.detach().to(matrices[n], copy=True) for n, b in sd["momentum"].items()}
-
-    def _check_adamw(self) -> None:
-        """A ``ValueError`` naming the weight whose loaded AdamW state would fail or corrupt the next step: moments
-        missing or of another shape (torch's step raised), not finite, a negative second moment (its square root is
-        NaN), or a step count that is not a whole number >= 0 (a negative one makes the bias correction negative, its
-        square root NaN, and the weights NaN)."""
-        assert self._adamw is not None
-        for name, p in self.split.adam:
-            state = self._adamw.state.get(p)
-            if not state:
-                continue
-            for key in ("step", "exp_avg", "exp_avg_sq"):
-                value = state.get(key)
-                if not isinstance(value, Tensor) or value.shape != (p.shape if key != "step" else ()):
-                    got = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
-                    raise ValueError(f"AdamW's {key} for {name} is {got}, expected a tensor of its shape")
-                _check_finite(f"AdamW's {key} for {name}", value)
-            negative = int((state["exp_avg_sq"] < 0).sum())
-            if negative:
-                raise ValueError(f"AdamW's exp_avg_sq for {name} has {negative} negative value(s), expected >= 0")
-            step = float(state["step"])
-            if step < 0 or not step.is_integer():
-                raise ValueError(f"AdamW's step for {name} is {step:g}, expected a whole number >= 0")
-
-
-def _check_finite(what: str, t: Tensor) -> None:
-    if not bool(torch.isfinite(t).all()):
-        raise ValueError(f"{what} is not finite")
