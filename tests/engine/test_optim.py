@@ -429,6 +429,24 @@ def test_the_clip_coefficient_reported_is_the_one_the_gradients_were_multiplied_
 
 
 @pytest.mark.parametrize("kind", ["adam", "muon"])
+@pytest.mark.parametrize("factor", [0.95, 1.05])
+def test_a_clip_within_ten_percent_of_the_norm_clips_as_clip_grad_norm_does(kind: str, factor: float) -> None:
+    """``clips`` skips the factor's arithmetic only where the clip is well past the norm (``CLIPS_MARGIN``): a
+    margin below 1 skipped a clip 5% under the norm, and a factor not capped at 1 scaled gradients up 5%."""
+    model = build_model(TinyConfig(n_layer=1, n_embd=16, n_head=2), seed=0)
+    grads = set_grads(model, torch.Generator().manual_seed(0))
+    ref = copy.deepcopy(model)
+    for p, g in zip(ref.parameters(), grads, strict=True):
+        p.grad = g.clone()
+    clip = factor * torch.nn.utils.get_total_norm(grads).item()
+    norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), clip).item()
+    stats = TrainerOptimizer(model, kind).step(hp_for(kind, grad_clip_norm=clip))
+    assert stats.grad_norm == pytest.approx(norm, rel=1e-6)
+    assert stats.clipped == (factor < 1) and stats.clip_coef == pytest.approx(min(1.0, factor), rel=1e-5)
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
 def test_state_dict_round_trip(kind: str) -> None:
     model = build_model("tiny", seed=0)
     opt = TrainerOptimizer(model, kind)
