@@ -470,6 +470,25 @@ def test_state_dict_round_trip(kind: str) -> None:
         TrainerOptimizer(model, "muon" if kind == "adam" else "adam").load_state_dict(opt.state_dict())
 
 
+def test_a_muon_learning_rate_is_bounded_by_its_largest_shape_scale() -> None:
+    """The update multiplies by lr x s, up to the largest s of the model's matrices (2 here, 1 the least): lr 1.1 x
+    float32's max / 2, taken by a bound at the least s, failed the step half-way (AdamW's weights moved, then torch's
+    "cannot be converted to type float without overflow"); it is refused up front, and 0.9 x that steps."""
+    model = build_model(TinyConfig(n_layer=1, n_embd=16, n_head=2), seed=0)
+    opt = TrainerOptimizer(model, "muon")
+    scales = {muon.shape_scale(*opt.split.fan_shape(n, p), "original") for n, p in opt.split.muon}
+    assert max(scales) == 2.0 and min(scales) == 1.0
+    set_grads(model, torch.Generator().manual_seed(0))
+    before = copy.deepcopy(list(model.parameters()))
+    limit = torch.finfo(torch.float32).max / max(scales)
+    with pytest.raises(ValueError, match=r"^muon_params\.learning_rate is too large: .* past the 3\.4e\+38"):
+        opt.step(muon_hp(learning_rate=1.1 * limit, weight_decay=0.0))
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
+    opt.step(muon_hp(learning_rate=0.9 * limit, weight_decay=0.0))
+    assert all(p.isfinite().all() for p in model.parameters())
+    assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
+
+
 def test_bad_hyperparameters_never_reach_a_step() -> None:
     """Values are refused when the params are built (naming the field); a step takes only resolved
     hyperparameters of its own kind, and anything else changes nothing."""
