@@ -621,6 +621,18 @@ def test_values_at_masked_positions_change_nothing(loss_type, params):
     assert metrics == pytest.approx(want[2], abs=TOL)
 
 
+def test_the_metrics_of_a_batch_of_one_counted_token_are_that_tokens():
+    """A mean over one token is that token's value (a denominator floored at 2, not 1, halved every mean)."""
+    one = [[0.0, 0.0, 1.0, 0.0], [0.0] * 3, [0.0] * 2]  # token (0, 2): r = e^0.6 = 1.82, A = 1, high-clipped
+    entropy = [torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([5.0, 6.0, 7.0]), torch.tensor([8.0, 9.0])]
+    inputs = make_inputs(one)
+    params = validate(PPO, None, inputs, SEQ_LENS)
+    _, metrics = compute(PPO, params, [torch.tensor(row) for row in LP], inputs, horizon=HORIZON, entropy=entropy)
+    assert metrics == pytest.approx({"loss/tokens": 1.0, "loss/ratio/mean": math.exp(0.6), "loss/sampler_kl/mean": -0.6,
+                                     "loss/clip/low_fraction": 0.0, "loss/clip/high_fraction": 1.0,
+                                     "loss/entropy/mean": 3.0}, abs=TOL)  # fmt: skip
+
+
 # ---------------------------------------------------------------- entropy
 
 
