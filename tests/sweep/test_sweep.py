@@ -251,6 +251,22 @@ def test_ablation_summary(tmp_path):
     assert set(trials.variant) == {"baseline", "higher lr", "muon"}
 
 
+@pytest.mark.slow  # a trial of one RL step
+def test_an_ablations_trial_stopped_mid_run_is_not_counted_in_its_variants_mean(tmp_path):
+    """A trial stopped after its first step has a finite final_reward (that step's): it is ``stopped``, not a seed."""
+    stop = threading.Event()
+
+    def reward(prompt, completion):
+        stop.set()  # the trial stops before its second step
+        return 0.5
+
+    trials, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, seeds=[0], steps=3, task=reward, stop=stop,
+                             executor="threads", max_concurrent=1, runs_dir=tmp_path, progress=False)  # fmt: skip
+    assert list(trials.status) == ["STOPPED", "STOPPED"] and list(trials.steps_done) == [1, 0]
+    assert trials.final_reward.iloc[0] == 0.5  # a number the mean could take
+    assert list(summary["count"]) == [0, 0] and list(summary["stopped"]) == [1, 1] and summary["mean"].isna().all()
+
+
 def test_ablation_takes_the_seeds_of_a_trial_options_group(tmp_path):
     """ablate's own default seeds (0, 1, 2) won over the group's, as a field by name does: three seeds ran."""
     trials, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, trial_options=TrialOptions(steps=1, seeds=(4,)),
