@@ -4,6 +4,8 @@ width (padding must add nothing)."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -91,3 +93,21 @@ def test_a_member_of_one_unpadded_rollout_gets_a_sessions_values_exactly(loss_ty
         assert torch.equal(got[k].detach(), want.detach())
         assert torch.equal(got_grad[k], want_grad[k])
         assert got_metrics[k] == pytest.approx(metrics, rel=1e-6)  # each layout's own sums (a matmul, a bmm)
+
+
+def test_a_member_of_one_counted_token_reports_that_tokens_metrics():
+    """A mean over one counted token is that token's value, the other member's over its two (a denominator
+    floored at 2, not 1, halved every mean of the first)."""
+    lp = torch.tensor([[[-1.0, -0.5, -2.0]], [[-1.0, -0.5, -2.0]]], requires_grad=True)  # [K=2, B=1, W=3]
+    q = torch.tensor([[[0.0, -0.9, 0.0]], [[-1.2, -0.9, 0.0]]])
+    mask = torch.tensor([[[0, 1, 0]], [[1, 1, 0]]])
+    adv = torch.ones(2, 1, 3) * mask
+    entropy = torch.tensor([[[5.0, 3.0, 7.0]], [[1.0, 3.0, 7.0]]])
+    inputs = [{"target_tokens": mask[0, 0], "logprobs": q[0, 0], "advantages": adv[0, 0], "mask": mask[0, 0]}]
+    params = losses.validate("LOSS_TYPE_IMPORTANCE_SAMPLING", None, inputs, [3])
+    _, metrics = stacked_losses("LOSS_TYPE_IMPORTANCE_SAMPLING", params, lp, q, adv, mask, entropy, HORIZON)
+    ratios = [[math.exp(0.4)], [math.exp(0.2), math.exp(0.4)]]  # e^(lp - q) at each member's counted tokens
+    for k, (rs, h) in enumerate(zip(ratios, [3.0, 2.0], strict=True)):
+        assert metrics[k]["loss/tokens"] == len(rs) and metrics[k]["loss/entropy/mean"] == pytest.approx(h)
+        assert metrics[k]["loss/ratio/mean"] == pytest.approx(sum(rs) / len(rs), rel=1e-6)
+        assert metrics[k]["loss/sampler_kl/mean"] == pytest.approx(-sum(map(math.log, rs)) / len(rs), rel=1e-6)

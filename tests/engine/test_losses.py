@@ -362,6 +362,19 @@ def test_grpo_clip_thresholds_are_honoured():
     assert metrics["loss/clip/high_fraction"] == pytest.approx(2 / 6, abs=TOL)
 
 
+@pytest.mark.parametrize("loss_type", [PPO, GRPO])
+@pytest.mark.parametrize(("side", "sign", "bounds"), [("low", -1.0, (1.0, 1.2)), ("high", 1.0, (0.8, 1.0))])
+def test_a_ratio_exactly_at_a_threshold_is_not_counted_clipped(loss_type, side, sign, bounds):
+    """The clip fractions count the tokens whose gradient the clip stops, as TRL's ``clip_ratio`` (r < low, r > high):
+    at r = the threshold exactly the gradient flows, and the token is not counted; just past it, it stops and is."""
+    x = [{"target_tokens": torch.arange(2), "logprobs": torch.tensor([-0.5, -1.0]), "advantages": sign * torch.ones(2)}]
+    params = validate(loss_type, {"clip_low_threshold": bounds[0], "clip_high_threshold": bounds[1]}, x, [2])
+    lp = torch.tensor([-0.5, -1.0 + 0.1 * sign], dtype=torch.float64, requires_grad=True)  # r = 1 exactly, then past
+    loss, metrics = compute(loss_type, params, [lp], x, horizon=HORIZON)
+    loss.backward()
+    assert metrics[f"loss/clip/{side}_fraction"] == 0.5 and lp.grad[0] != 0 and lp.grad[1] == 0
+
+
 @pytest.mark.parametrize("loss_type", [PPO, GRPO, CISPO])
 @pytest.mark.parametrize("low, high", [(-1e300, 1e300), (0.0, 3.5e38), (-3.5e38, 1.0)])
 def test_clip_thresholds_past_float32s_range_clip_nothing_beyond_it(loss_type, low, high):
@@ -619,6 +632,18 @@ def test_values_at_masked_positions_change_nothing(loss_type, params):
     assert loss == pytest.approx(want[0], abs=TOL)
     assert grads == pytest.approx(want[1], abs=TOL)
     assert metrics == pytest.approx(want[2], abs=TOL)
+
+
+def test_the_metrics_of_a_batch_of_one_counted_token_are_that_tokens():
+    """A mean over one token is that token's value (a denominator floored at 2, not 1, halved every mean)."""
+    one = [[0.0, 0.0, 1.0, 0.0], [0.0] * 3, [0.0] * 2]  # token (0, 2): r = e^0.6 = 1.82, A = 1, high-clipped
+    entropy = [torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([5.0, 6.0, 7.0]), torch.tensor([8.0, 9.0])]
+    inputs = make_inputs(one)
+    params = validate(PPO, None, inputs, SEQ_LENS)
+    _, metrics = compute(PPO, params, [torch.tensor(row) for row in LP], inputs, horizon=HORIZON, entropy=entropy)
+    assert metrics == pytest.approx({"loss/tokens": 1.0, "loss/ratio/mean": math.exp(0.6), "loss/sampler_kl/mean": -0.6,
+                                     "loss/clip/low_fraction": 0.0, "loss/clip/high_fraction": 1.0,
+                                     "loss/entropy/mean": 3.0}, abs=TOL)  # fmt: skip
 
 
 # ---------------------------------------------------------------- entropy

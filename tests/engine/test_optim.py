@@ -429,6 +429,24 @@ def test_the_clip_coefficient_reported_is_the_one_the_gradients_were_multiplied_
 
 
 @pytest.mark.parametrize("kind", ["adam", "muon"])
+@pytest.mark.parametrize("factor", [0.95, 1.05])
+def test_a_clip_within_ten_percent_of_the_norm_clips_as_clip_grad_norm_does(kind: str, factor: float) -> None:
+    """``clips`` skips the factor's arithmetic only where the clip is well past the norm (``CLIPS_MARGIN``): a
+    margin below 1 skipped a clip 5% under the norm, and a factor not capped at 1 scaled gradients up 5%."""
+    model = build_model(TinyConfig(n_layer=1, n_embd=16, n_head=2), seed=0)
+    grads = set_grads(model, torch.Generator().manual_seed(0))
+    ref = copy.deepcopy(model)
+    for p, g in zip(ref.parameters(), grads, strict=True):
+        p.grad = g.clone()
+    clip = factor * torch.nn.utils.get_total_norm(grads).item()
+    norm = torch.nn.utils.clip_grad_norm_(ref.parameters(), clip).item()
+    stats = TrainerOptimizer(model, kind).step(hp_for(kind, grad_clip_norm=clip))
+    assert stats.grad_norm == pytest.approx(norm, rel=1e-6)
+    assert stats.clipped == (factor < 1) and stats.clip_coef == pytest.approx(min(1.0, factor), rel=1e-5)
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters(), strict=True))
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
 def test_state_dict_round_trip(kind: str) -> None:
     model = build_model("tiny", seed=0)
     opt = TrainerOptimizer(model, kind)
@@ -450,6 +468,25 @@ def test_state_dict_round_trip(kind: str) -> None:
     assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), fresh.parameters(), strict=True))
     with pytest.raises(ValueError, match=f"state is for a {kind!r} optimizer, this one is "):
         TrainerOptimizer(model, "muon" if kind == "adam" else "adam").load_state_dict(opt.state_dict())
+
+
+def test_a_muon_learning_rate_is_bounded_by_its_largest_shape_scale() -> None:
+    """The update multiplies by lr x s, up to the largest s of the model's matrices (2 here, 1 the least): lr 1.1 x
+    float32's max / 2, taken by a bound at the least s, failed the step half-way (AdamW's weights moved, then torch's
+    "cannot be converted to type float without overflow"); it is refused up front, and 0.9 x that steps."""
+    model = build_model(TinyConfig(n_layer=1, n_embd=16, n_head=2), seed=0)
+    opt = TrainerOptimizer(model, "muon")
+    scales = {muon.shape_scale(*opt.split.fan_shape(n, p), "original") for n, p in opt.split.muon}
+    assert max(scales) == 2.0 and min(scales) == 1.0
+    set_grads(model, torch.Generator().manual_seed(0))
+    before = copy.deepcopy(list(model.parameters()))
+    limit = torch.finfo(torch.float32).max / max(scales)
+    with pytest.raises(ValueError, match=r"^muon_params\.learning_rate is too large: .* past the 3\.4e\+38"):
+        opt.step(muon_hp(learning_rate=1.1 * limit, weight_decay=0.0))
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
+    opt.step(muon_hp(learning_rate=0.9 * limit, weight_decay=0.0))
+    assert all(p.isfinite().all() for p in model.parameters())
+    assert not all(torch.equal(p, q) for p, q in zip(model.parameters(), before, strict=True))
 
 
 def test_bad_hyperparameters_never_reach_a_step() -> None:

@@ -5,6 +5,7 @@ folder, ``owner.OWNER``, says whose it is)."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -61,13 +62,20 @@ def test_a_state_folder_whose_checkpoints_another_server_was_given_is_refused_na
 
 
 def test_the_server_that_named_its_own_checkpoints_folder_starts_without_naming_it(tmp_path):
+    """Its own ``S/checkpoints`` named as its ``checkpoint_dir``, then a folder elsewhere, then none: each start is
+    taken (a refusal raises at ``create_app``) and serves, and each folder's mark says it is S's."""
     state = tmp_path / "s"
-    with app_client(state / "checkpoints", state_dir=state):
-        pass
-    with app_client(tmp_path / "elsewhere", state_dir=state):  # its checkpoints elsewhere: never cleared by it
-        pass
-    with TestClient(create_app(device="cpu", state_dir=state)):
-        pass
+    mine = {"state_dir": str(state.resolve())}
+
+    def started(client: TestClient, folder: Path, named: bool) -> None:
+        with client:
+            assert client.get("http://testserver/health").json() == {"status": "ok"}
+        assert json.loads((folder / OWNER).read_text()) == {"named": named, **mine}
+
+    started(app_client(state / "checkpoints", state_dir=state), state / "checkpoints", named=True)
+    started(app_client(tmp_path / "elsewhere", state_dir=state), tmp_path / "elsewhere", named=True)
+    assert json.loads((state / "checkpoints" / OWNER).read_text()) == {"named": True, **mine}  # untouched
+    started(TestClient(create_app(device="cpu", state_dir=state)), state / "checkpoints", named=False)
 
 
 def test_a_server_without_a_state_folder_named_it_too(tmp_path, capsys):

@@ -132,6 +132,19 @@ def test_pruned_trials_are_rows_with_their_history(tmp_path):
     assert [sorted(t.intermediate_values) for t in study.trials] == [[1, 2], [1, 2]]
 
 
+@pytest.mark.slow  # an Optuna study of a trial (~1 s)
+def test_a_trial_its_pruner_would_stop_at_its_last_step_completed(tmp_path):
+    """A prune at the last step stops nothing: the trial ran every step, and is COMPLETED (in the study too)."""
+    pruner = optuna.pruners.ThresholdPruner(lower=0.5, n_warmup_steps=2)  # prunes from step 2, the last
+    trials = sweep(
+        ADAM, space={"learning_rate": (1e-7, 2e-7, "log")}, n_trials=1, search="optuna", pruner=pruner,
+        steps=2, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    assert list(trials.status) == ["COMPLETED"] and list(trials.steps_done) == [2] and trials.reason.isna().all()
+    assert trials.final_reward.iloc[0] < 0.5  # the pruner's threshold: it said prune
+    assert [t.state for t in study_of(trials).trials] == [TrialState.COMPLETE]
+
+
 @pytest.mark.slow  # long trainings: 9 trials of 6 RL steps; the pruners judge what they learn
 @pytest.mark.parametrize("pruner", ["median", "asha"])
 def test_named_pruners_stop_bad_trials_early(tmp_path, pruner):

@@ -21,7 +21,9 @@ from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
 from rlnb.history import History
 from rlnb.schedule import Schedule
 from rlnb.sweep import TrialOptions, ablate, apply, grid, histories, random_search, summarize, sweep
+from rlnb.sweep.trial import summary
 from rlnb.tasks import Task
+from rlnb.testing import FakeBackend
 
 BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
 
@@ -247,6 +249,22 @@ def test_ablation_summary(tmp_path):
     )
     assert summary.loc["higher lr", "delta"] == pytest.approx(expected)
     assert set(trials.variant) == {"baseline", "higher lr", "muon"}
+
+
+@pytest.mark.slow  # a trial of one RL step
+def test_an_ablations_trial_stopped_mid_run_is_not_counted_in_its_variants_mean(tmp_path):
+    """A trial stopped after its first step has a finite final_reward (that step's): it is ``stopped``, not a seed."""
+    stop = threading.Event()
+
+    def reward(prompt, completion):
+        stop.set()  # the trial stops before its second step
+        return 0.5
+
+    trials, summary = ablate(BASE, {"wd": {"weight_decay": 0.1}}, seeds=[0], steps=3, task=reward, stop=stop,
+                             executor="threads", max_concurrent=1, runs_dir=tmp_path, progress=False)  # fmt: skip
+    assert list(trials.status) == ["STOPPED", "STOPPED"] and list(trials.steps_done) == [1, 0]
+    assert trials.final_reward.iloc[0] == 0.5  # a number the mean could take
+    assert list(summary["count"]) == [0, 0] and list(summary["stopped"]) == [1, 1] and summary["mean"].isna().all()
 
 
 def test_ablation_takes_the_seeds_of_a_trial_options_group(tmp_path):
@@ -659,6 +677,31 @@ def test_summarize_sorts_learning_rates_as_numbers():
     assert table.loc[0.3, "min"] == 0.0 and table.loc[0.3, "max"] == 1.0 and table.loc[0.3, "mean"] == 0.5
     assert table.loc[3e-3, "count"] == 2 and table.loc[3e-3, "not_completed"] == 1
     assert table.loc[3e-3, "mean"] == pytest.approx(0.6)
+
+
+def test_summarize_leaves_a_pruned_trials_finite_metric_out_of_its_configs_mean():
+    """A trial Optuna pruned has a finite final_reward (the steps it ran): it is not_completed, not a seed's result."""
+    config = {"label": "lr=0.1", "learning_rate": 0.1}
+    rows = [{**config, "trial": i, "seed": i, "status": st, "final_reward": r}
+            for i, (st, r) in enumerate([("COMPLETED", 0.8), ("PRUNED", 0.1), ("COMPLETED", 0.6)])]  # fmt: skip
+    table = summarize(pd.DataFrame(rows))
+    assert table.loc[0.1, "mean"] == pytest.approx(0.7) and table.loc[0.1, "min"] == 0.6
+    assert table.loc[0.1, ["count", "not_completed"]].tolist() == [2, 1]
+
+
+def test_a_trials_row_has_its_best_reward_and_loss_and_the_mean_of_its_last_five_rewards():
+    """A mid-run peak in the rewards and a dip in the logged losses: the row's best is that step's, not the last
+    one's nor the worst; final_reward is the mean of the last 5 rewards of a ramp, not the last one."""
+    losses = [1.0, 0.8, 0.2, 0.6, 0.5]
+    with rlnb.Session(FakeBackend(loss=lambda step: losses[step]), record=False) as session:
+        for _ in losses:
+            session.forward_backward([rlnb.samples.cross_entropy([1, 2, 3])])
+            session.optim_step(rlnb.AdamParams()).result(timeout=30)
+        rewards = [0.0, 0.1, 0.2, 2.0, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+        row = summary(session.history, rewards, losses, "reward")
+    assert list(session.history.steps["loss"]) == losses  # what the row reads
+    assert row["best_reward"] == 2.0 and row["best_loss"] == 0.2 and row["final_loss"] == 0.5
+    assert row["final_reward"] == pytest.approx(0.7) == row["value"]  # (0.5 + 0.6 + 0.7 + 0.8 + 0.9) / 5
 
 
 def test_bad_sweep_arguments_are_refused_before_anything_runs(tmp_path):
