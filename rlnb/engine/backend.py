@@ -37,7 +37,7 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
-from rlnb.text import Codec
+from rlnb.text.codec import Codec
 from rlnb.wire import Listener, OptimizerKind
 
 

@@ -25,7 +25,7 @@ from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
-from rlnb.prompts import tokenizer_spec
+from rlnb.text.prompts import tokenizer_spec
 
 
 @dataclass(frozen=True)

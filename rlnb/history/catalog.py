@@ -22,7 +22,7 @@ from rlnb.history.history import History
 from rlnb.history.paths import default_runs_dir
 from rlnb.history.runconfig import is_time
 from rlnb.history.store import CONFIG_FILE, OPS_FILE, holds_run
-from rlnb.prompts import escaped, surrogate
+from rlnb.text.prompts import escaped, surrogate
 
 COLUMNS = [
     "run_id",

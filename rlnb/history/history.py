@@ -36,7 +36,7 @@ from rlnb.history.steplog import StepLog
 from rlnb.history.store import RunStore
 from rlnb.history.tables import OpsTable
 from rlnb.history.views import HistoryViews
-from rlnb.prompts import escaped
+from rlnb.text.prompts import escaped
 
 __all__ = ["History", "RunContinuedWarning"]
 
