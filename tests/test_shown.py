@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import rlnb
-from rlnb._options import check_bool, check_int
+from rlnb._checks import check_bool, check_int
 from rlnb._shown import shown
 from rlnb.errors import InvalidParams
 

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from rlnb._options import not_folder, refuse_dangling_link
+from rlnb._checks import not_folder, refuse_dangling_link
 from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
 from rlnb.errors import RunLocked
 from rlnb.history.locks import release, write_new

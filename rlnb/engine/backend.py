@@ -27,7 +27,8 @@ from typing import Any
 from torch import nn
 
 from rlnb import wire
-from rlnb._options import check_seconds, refuse_unknown, take
+from rlnb._checks import check_seconds
+from rlnb._options import refuse_unknown, take
 from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, model_setup
 from rlnb.engine.checkpoint_files import Variant
 from rlnb.engine.models.adapter import ModelAdapter

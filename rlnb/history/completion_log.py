@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._options import user_path
+from rlnb._checks import user_path
 from rlnb._scalars import scalar
 from rlnb.history.figures import checked_step
 from rlnb.history.jsontext import number

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._options import refuse_dangling_link, user_path
+from rlnb._checks import refuse_dangling_link, user_path
 from rlnb.history.jsontext import config_text, line, numbers, spelled
 from rlnb.history.locks import fsync, refuse_link, write_new
 from rlnb.history.record import TIMES

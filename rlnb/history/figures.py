@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import is_integer
+from rlnb._checks import is_integer
 from rlnb._scalars import scalar
 from rlnb.history.record import FLOAT_MAX
 from rlnb.text.prompts import check_text

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlnb._options import check_bool
+from rlnb._checks import check_bool
 from rlnb.history.history import History
 from rlnb.history.locks import release
 from rlnb.history.paths import run_folder, runs_root

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb import wire
-from rlnb._options import refuse_not_folder
+from rlnb._checks import refuse_not_folder
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import LINE, line, writable
 from rlnb.history.locks import (

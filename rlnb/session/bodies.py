@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb._options import check_int
+from rlnb._checks import check_int
 from rlnb._scalars import scalar
 from rlnb.params import AdamParams, OptimizerParams, params_for, params_state
 from rlnb.session.backend import Backend

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import _secrets, wire
-from rlnb._options import OPERATION_TIMEOUT, take
+from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
@@ -32,6 +32,7 @@ from rlnb.params import DECAY_RULE, MuonHyperparams, MuonParams, OptimizerParams
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.tasks.task import session_prompt_ids
+from rlnb.wire import OPERATION_TIMEOUT
 
 from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
 from .lr_rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from rlnb import wire
-from rlnb._options import check_int, set_int, takes
+from rlnb._checks import check_int, set_int, takes
 from rlnb._shown import shown
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt

@@ -13,7 +13,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import is_integer
+from rlnb._checks import is_integer
 from rlnb._shown import shown
 
 SHOWN = 100

@@ -24,7 +24,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from rlnb._options import check_bool, check_int, check_seconds
+from rlnb._checks import check_bool, check_int, check_seconds
 from rlnb.history import History
 from rlnb.text.prompts import check_text
 from rlnb.viz.lines import check_ema
