@@ -114,7 +114,7 @@ LAYERS = [
     ["_shown", "_scalars"],
     ["wire"],
     ["errors", "_secrets", "_exit", "_checks", "_options", "_extras", "_hosts"],
-    ["text"],
+    ["text", "_files"],
     ["params", "schedule", "samples", "history"],
     ["sinks"],
     ["engine", "remote"],

@@ -32,10 +32,10 @@ def demo(options: DemoOptions | None = None) -> int:
     recorded anything puts it back, one that stops later keeps it aside (``demo_files``). One options object, not a
     parameter list: the demo takes a dozen."""
     import rlnb
+    from rlnb._files import release
     from rlnb.cli.demo_aside import asides, first_lines, hold_out, recover
     from rlnb.cli.demo_files import check_out, restore_earlier_output, set_aside_earlier_output
     from rlnb.engine.backend import LocalBackend
-    from rlnb.history.locks import release
 
     o = options if options is not None else DemoOptions()
     kind = rlnb.wire.optimizer_kind(o.optimizer)

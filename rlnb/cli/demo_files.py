@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb._checks import not_folder, refuse_dangling_link
+from rlnb._files import release, write_new
 from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
 from rlnb.errors import RunLocked
-from rlnb.history.locks import release, write_new
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
 
 RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
