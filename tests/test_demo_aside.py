@@ -7,8 +7,8 @@ import pytest
 
 from rlnb._files import release
 from rlnb.cli import main
-from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, hold_out
-from rlnb.cli.demo_files import MANIFEST, OUTPUTS, check_out, note_own_files
+from rlnb.cli.demo.aside import DELETING, EARLIER, LOCK, STAGING, hold_out
+from rlnb.cli.demo.files import MANIFEST, OUTPUTS, check_out, note_own_files
 from rlnb.history.store import RunStore
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlnb._files import release
-from rlnb.cli import demo_files
+from rlnb.cli.demo import files as demo_files
 from rlnb.engine import held
 from rlnb.history.store import RunStore, lock_run
 from rlnb.server.state import Journal
