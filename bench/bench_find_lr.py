@@ -9,7 +9,7 @@ tiny model and the digits task, on:
 * Adam and Muon sessions trained ``--trained`` steps with the preset (the reward is ~1.0: converged).
 
 Each row prints the smoothed curve's rise before its best point as a fraction of its size (``rise``, what
-``rlnb.sweep.find_lr.FLAT`` is compared with), the suggestion and its reason. On Muon sessions it also
+``rlnb.sweep.lr.find.FLAT`` is compared with), the suggestion and its reason. On Muon sessions it also
 runs the old sweep, Muon's rate alone with the AdamW part held at the preset's 1e-2 (``muon only``).
 
 With ``--notebook05`` it runs notebook 05's panel instead, as the notebook builds it: ``OptimizerBuilder("muon",
@@ -38,7 +38,7 @@ import torch
 
 import rlnb
 from rlnb.sweep import lr_find
-from rlnb.sweep.lr_curve import FLAT, rise
+from rlnb.sweep.lr.curve import FLAT, rise
 from rlnb.tasks import digits_task, rl_step
 
 DIGITS_PRESET = {

@@ -167,7 +167,7 @@ def constant_run(lr: float, seed: int) -> dict[str, Any]:
 def task_run(name: str, seed: int) -> dict[str, Any]:
     """The demo's run (``rlnb demo --task NAME``, Adam, ``LESSON_STEPS`` steps): its last rewards and, for a
     verifiable task, held-out and training accuracy at the end."""
-    from rlnb.cli.demo_options import DEMO_PARAMS
+    from rlnb.cli.demo.options import DEMO_PARAMS
     from rlnb.tasks import TASKS, VerifiedTask
 
     task = TASKS[name]()

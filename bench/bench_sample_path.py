@@ -1,14 +1,14 @@
 """The sample path's long lists: new / old time ratios, measured in one run. No assertions.
 
 --prompts prompts of --tokens token ids each, and an answer of as many sequences of as many tokens with a log-prob
-each: the prompts read as ``Session.sample`` reads them (``rlnb.prompts.prompt_list``, ``rlnb.text.as_prompt``,
-``rlnb.prompts.token_ids`` as ``decode`` and ``rlnb.samples`` call it), the request body built and written as a
-client sends it (``to_json_dict``), the answer written as a server does (``model_dump_json``) and read as a client
-does (``model_validate_json``, its token ids the service's decimal strings). "old" is a copy, below, of the code at
-78f2140: its models (``list[Int64]`` and ``list[LogProb]``, a Python validator and serialiser per item) and its
-prompt readers; the two models' JSON is checked equal first. Each figure is the best of --reps runs, the variants
-interleaved, so the ratios are of one run on one machine; a loaded machine moves the absolute times, which are
-printed only for scale.
+each: the prompts read as ``Session.sample`` reads them (``rlnb.text.prompts.prompt_list``,
+``rlnb.text.codec.as_prompt``, ``rlnb.text.prompts.token_ids`` as ``decode`` and ``rlnb.samples`` call it), the
+request body built and written as a client sends it (``to_json_dict``), the answer written as a server does
+(``model_dump_json``) and read as a client does (``model_validate_json``, its token ids the service's decimal
+strings). "old" is a copy, below, of the code at 78f2140: its models (``list[Int64]`` and ``list[LogProb]``, a
+Python validator and serialiser per item) and its prompt readers; the two models' JSON is checked equal first. Each
+figure is the best of --reps runs, the variants interleaved, so the ratios are of one run on one machine; a loaded
+machine moves the absolute times, which are printed only for scale.
 
     python bench/bench_sample_path.py [--prompts 64] [--tokens 4096] [--reps 5]
 """
@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import is_integer
-from rlnb.prompts import a_type, prompt_list, token_ids
-from rlnb.text import as_prompt
+from rlnb._checks import is_integer
+from rlnb.text.codec import as_prompt
+from rlnb.text.prompts import a_type, prompt_list, token_ids
 from rlnb.wire.base import Int64, LogProb, _Model
 
 # --- the old code (78f2140), copied -------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ from typing import Any
 from pydantic import field_serializer, model_validator
 
 from rlnb import samples
-from rlnb.prompts import a_type, token_ids
 from rlnb.session.bodies import sample_list
+from rlnb.text.prompts import a_type, token_ids
 from rlnb.wire.base import Int64, StrictFloat, StrictInt, _finite_list, _Model
 from rlnb.wire.loss_params import FLOAT32_MAX
 

@@ -54,8 +54,8 @@ del TYPE_CHECKING  # not a name of rlnb's
 __version__ = "0.1.0"
 
 _SUBMODULES = frozenset(
-    {"batched", "chat_fields", "cli", "engine", "errors", "history", "params", "prompts", "remote", "samples",
-     "schedule", "server", "session", "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
+    {"batched", "cli", "engine", "errors", "history", "params", "remote", "samples", "schedule", "server", "session",
+     "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
 )  # fmt: skip
 """Reached as attributes after a bare ``import rlnb`` (``rlnb.viz.plots.overview``, ``rlnb.errors.OperationFailed``),
 imported on first use: some pull in torch, matplotlib, ipywidgets, transformers or FastAPI."""

@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_bool
-from rlnb.prompts import a_type, check_messages, check_text, token_ids
-from rlnb.text import Message, as_codec, to_tokens
+from rlnb._checks import check_bool
+from rlnb.text.codec import Message, as_codec, to_tokens
+from rlnb.text.prompts import a_type, check_messages, check_text, token_ids
 from rlnb.wire.lists import only
 from rlnb.wire.loss_params import FLOAT32_MAX  # the engine reads loss inputs as float32: past it, inf
 
@@ -45,7 +45,7 @@ def _within(values: list[float], low: float, high: float) -> bool:
 
 
 def _ids(tokens: Any, name: str) -> list[int]:
-    """``tokens`` as a list of ints >= 0 (``rlnb.prompts.token_ids``); text is refused pointing to ``from_text``."""
+    """``tokens`` as a list of ints >= 0 (``text.prompts.token_ids``); text is refused pointing to ``from_text``."""
     if isinstance(tokens, str):
         raise TypeError(f"{name} must be token ids, not text: use samples.from_text(session, prompt, completion)")
     listed = tokens.tolist() if hasattr(tokens, "tolist") else tokens  # an array's or tensor's are plain ints

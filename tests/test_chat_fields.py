@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rlnb import samples
-from rlnb.text import TokenizerCodec, to_tokens
+from rlnb.text.codec import TokenizerCodec, to_tokens
 from tests.support import hf_models
 
 pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers
@@ -80,7 +80,7 @@ def test_a_transformers_without_the_private_compiler_warns_once_that_templates_g
     import sys
     import types
 
-    from rlnb import chat_fields
+    from rlnb.text import chat_fields
 
     name = "transformers.utils.chat_template_utils"  # a version without it: transformers' own renders still work
     monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
@@ -109,7 +109,7 @@ def test_a_jinja2_whose_code_generator_hooks_were_renamed_warns_once_that_templa
 
     import jinja2.compiler
 
-    from rlnb import chat_fields
+    from rlnb.text import chat_fields
 
     renamed = types.ModuleType("jinja2.compiler")  # a jinja2 whose generator has other names for them
     renamed.__dict__.update({k: v for k, v in vars(jinja2.compiler).items() if not k.startswith("__")})
@@ -214,7 +214,7 @@ def test_a_chat_prompt_seen_before_renders_once_transformers_render(tokenizer, r
 def test_the_prompts_kept_are_the_last_used(tokenizer, renders, monkeypatch):
     """The renders kept are an LRU of ``CHECKED`` prompts: one used again is kept over one used once before it, and
     a prompt changed in its special tokens is another prompt."""
-    from rlnb import chat_fields
+    from rlnb.text import chat_fields
 
     monkeypatch.setattr(chat_fields, "CHECKED", 2)
     tokenizer.chat_template = "{% for m in messages %}{{ bos_token }}{{ m['content'] }}{% endfor %}"
@@ -268,7 +268,7 @@ def test_transformers_helpers_are_looked_up_once_not_at_each_render(tokenizer, m
     import sys
     import types
 
-    from rlnb import chat_fields
+    from rlnb.text import chat_fields
 
     tokenizer.chat_template = "{% for m in messages %}{{ m.name }}{{ m['content'] }}{% endfor %}"
     with pytest.raises(ValueError, match="'name'"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlnb.text import TokenizerCodec
+from rlnb.text.codec import TokenizerCodec
 from tests.support import hf_models
 
 pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers

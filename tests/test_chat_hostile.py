@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from rlnb.text import TokenizerCodec, to_tokens
+from rlnb.text.codec import TokenizerCodec, to_tokens
 from tests.support import hf_models
 
 pytestmark = pytest.mark.usefixtures("transformers")  # Hugging Face: slow, skipped without transformers

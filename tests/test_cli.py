@@ -5,7 +5,7 @@ import os
 import pytest
 
 from rlnb.cli import main
-from rlnb.cli.demo_files import _set_aside_run
+from rlnb.cli.demo.files import _set_aside_run
 from rlnb.history.store import RunStore
 
 

@@ -67,7 +67,7 @@ def test_the_demos_choices_are_the_catalogues_they_copy():
     """``--task`` and ``--optimizer`` are written out for ``--help``'s speed (no tasks, no pydantic): each is the
     catalogue it copies, in its order, and every optimizer kind has a demo preset."""
     from rlnb import wire
-    from rlnb.cli.demo_options import DEMO_PARAMS
+    from rlnb.cli.demo.options import DEMO_PARAMS
     from rlnb.tasks import TASKS
 
     parser = argparse.ArgumentParser()

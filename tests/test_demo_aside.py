@@ -5,10 +5,10 @@ import os
 
 import pytest
 
+from rlnb._files import release
 from rlnb.cli import main
-from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, hold_out
-from rlnb.cli.demo_files import MANIFEST, OUTPUTS, check_out, note_own_files
-from rlnb.history.locks import release
+from rlnb.cli.demo.aside import DELETING, EARLIER, LOCK, STAGING, hold_out
+from rlnb.cli.demo.files import MANIFEST, OUTPUTS, check_out, note_own_files
 from rlnb.history.store import RunStore
 
 

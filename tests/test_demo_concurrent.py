@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlnb.cli import main
-from rlnb.cli.demo_files import EARLIER, MANIFEST
+from rlnb.cli.demo.files import EARLIER, MANIFEST
 from rlnb.history.store import RunStore
 
 

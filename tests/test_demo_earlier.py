@@ -7,8 +7,8 @@ import pytest
 import rlnb
 import rlnb.tasks.lesson
 from rlnb.cli import main
-from rlnb.cli.demo_aside import DELETING, LOCK
-from rlnb.cli.demo_files import EARLIER, MANIFEST
+from rlnb.cli.demo.aside import DELETING, LOCK
+from rlnb.cli.demo.files import EARLIER, MANIFEST
 from rlnb.history.store import RunStore
 
 pytestmark = pytest.mark.slow  # each builds the tiny model (~2 s) and most train a step

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from rlnb.cli import demo_files
-from rlnb.cli.demo_files import EARLIER, MANIFEST, check_out, note_own_files, set_aside_earlier_output
+from rlnb.cli.demo import files as demo_files
+from rlnb.cli.demo.files import EARLIER, MANIFEST, check_out, note_own_files, set_aside_earlier_output
 from rlnb.history.store import RunStore
 from tests.support.pipes import refusal_in_time
 

@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rlnb.cli.demo_options import DemoOptions
+from rlnb.cli.demo.options import DemoOptions
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_the_engines_refusal_of_an_option_carries_the_field_the_command_line_nam
     the refusal carries the field, and a message that only begins with those words names no option."""
     import torch
 
-    from rlnb.cli.demo_options import as_option
+    from rlnb.cli.demo.options import as_option
     from rlnb.engine.model_setup import resolve_device
     from rlnb.errors import OptionRefused
 

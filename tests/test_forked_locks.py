@@ -1,6 +1,6 @@
 """A process forked while rlnb holds one of its folder locks (a DataLoader's workers, a ``multiprocessing`` pool on
 Linux) shares the lock: closed without unlocking, it stayed held until that child exited, and rlnb's next use of the
-folder was refused naming its own pid. Each lock is released with ``rlnb.history.locks.release`` now."""
+folder was refused naming its own pid. Each lock is released with ``rlnb._files.release`` now."""
 
 import contextlib
 import os
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rlnb.cli import demo_files
+from rlnb._files import release
+from rlnb.cli.demo import files as demo_files
 from rlnb.engine import held
-from rlnb.history.locks import release
 from rlnb.history.store import RunStore, lock_run
 from rlnb.server.state import Journal
 from rlnb.sinks import claims

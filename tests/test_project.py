@@ -113,9 +113,8 @@ def test_environment_yml_mirrors_the_pip_install():
 LAYERS = [
     ["_shown", "_scalars"],
     ["wire"],
-    ["errors", "_secrets", "_exit", "_options", "_extras", "_chat_marks", "_hosts"],
-    ["prompts", "chat_fields"],
-    ["text"],
+    ["errors", "_secrets", "_exit", "_checks", "_options", "_extras", "_hosts"],
+    ["text", "_files"],
     ["params", "schedule", "samples", "history"],
     ["sinks"],
     ["engine", "remote"],

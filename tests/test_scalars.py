@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import rlnb
-from rlnb._options import check_bool
+from rlnb._checks import check_bool
 from rlnb._scalars import scalar
 from rlnb.errors import InvalidParams
 

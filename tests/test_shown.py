@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import rlnb
-from rlnb._options import check_bool, check_int
+from rlnb._checks import check_bool, check_int
 from rlnb._shown import shown
 from rlnb.errors import InvalidParams
 
@@ -61,7 +61,7 @@ def test_a_value_nested_past_pythons_recursion_limit_shows_its_structure():
 def test_a_chat_message_holding_a_hostile_value_is_refused_naming_the_field(messages, said):
     """The chat checks showed a value by their own ``reprlib`` rule: ``10**5000`` raised int's digit-limit
     ``ValueError`` in place of the field's, a raising repr showed as ``<BadRepr instance at 0x...>``."""
-    from rlnb.prompts import check_messages
+    from rlnb.text.prompts import check_messages
 
     with pytest.raises(ValueError, match=said):
         check_messages(messages)
@@ -69,7 +69,7 @@ def test_a_chat_message_holding_a_hostile_value_is_refused_naming_the_field(mess
 
 def test_a_prompt_of_ids_holding_a_deep_list_is_refused_naming_the_prompt():
     """``as_prompt`` showed the item that is no token id by its whole repr: 5,000 lists deep, a ``RecursionError``."""
-    from rlnb.text import as_prompt
+    from rlnb.text.codec import as_prompt
 
     with pytest.raises(TypeError, match=r"^prompts\[2\] must be a string, .* it holds \[\[\[\[\[\.\.\.\]\]\]\]\]$"):
         as_prompt([1, nested(5000)], "prompts[2]")

@@ -9,7 +9,7 @@ import torch
 
 import rlnb
 from rlnb import samples
-from rlnb.text import ByteCodec, TokenizerCodec, to_tokens
+from rlnb.text.codec import ByteCodec, TokenizerCodec, to_tokens
 from tests.support.chars import Chars
 
 
@@ -381,7 +381,7 @@ def test_decode_all_gives_each_sequences_decode(skip):
     """A step's completions decoded at once (no Python call a completion) read as ``decode`` reads each: the byte
     codec's (ids past a byte or below 0, numpy's ints, floats and bools go through ``decode``) and a
     tokenizer's (its ``batch_decode`` when it has one and every id is known, else ``decode``'s replacement)."""
-    from rlnb.text import decode_all
+    from rlnb.text.codec import decode_all
 
     byte = ByteCodec(eos_token_ids=[257])
     for seqs in (SEQUENCES[:3] + [[65, 66, 0]], [[65, 300, 66], [65]], [np.array([65, 66]), (67,)], [[]]):
@@ -407,7 +407,7 @@ def test_decode_all_gives_each_sequences_decode_with_a_hugging_face_tokenizer(tm
     """With a byte-level BPE tokenizer (special tokens, EOS, a padded vocabulary's spare ids): the same texts."""
     from transformers import AutoTokenizer
 
-    from rlnb.text import decode_all
+    from rlnb.text.codec import decode_all
     from tests.support import hf_models
 
     hf_models.build_tokenizer(tmp_path)

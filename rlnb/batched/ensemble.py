@@ -25,6 +25,7 @@ from rlnb.batched.members import CallbackFailed, Hooks, Member, MemberResult
 from rlnb.batched.memory import build_members, check_memory
 from rlnb.batched.optim import StackedOptimizer, plan
 from rlnb.batched.options import EngineOptions, StepOptions
+from rlnb.batched.reasons import failure_reason
 from rlnb.batched.recorder import Op, Recorder, member_config
 from rlnb.batched.rollouts import member_losses, policy_batch
 from rlnb.batched.sampler import Sampler
@@ -145,7 +146,7 @@ class Ensemble:
             message += f" (an ensemble of {len(self.live)} members trains them all at once: run fewer per call)"
         for m in self.live:
             self.records[m].abandon(message, code)
-        self._end(list(self.live), TrialStatus.FAILED, wire.failure_reason(code, message))
+        self._end(list(self.live), TrialStatus.FAILED, failure_reason(code, message))
 
     def _end(self, members: list[int], status: TrialStatus, reason: str | None) -> None:
         """``members`` leave the ensemble with their final result (their weights as they are now), ``on_done`` told."""

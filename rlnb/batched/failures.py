@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from rlnb import wire
 from rlnb.batched.members import Member, params_at
 from rlnb.batched.optim import no_gradient
+from rlnb.batched.reasons import failure_reason
 from rlnb.batched.recorder import Op, Recorder
 from rlnb.engine.optim.failures import NonFiniteGradient
 from rlnb.engine.stepping import optim_metrics
@@ -120,7 +121,7 @@ def fail_optim_step(
         refused += GRADIENTS_KEPT  # in the engine's words
         rec.fail(opt, Code.INVALID_INPUT, refused)
         rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
-        reason = wire.failure_reason(Code.INVALID_INPUT, refused)
+        reason = failure_reason(Code.INVALID_INPUT, refused)
     elif fb_error is not None:  # no gradients: the step completes and changes nothing
         rec.step += 1
         stats = no_gradient(hp)
@@ -132,7 +133,7 @@ def fail_optim_step(
         message = NonFiniteGradient(grad_norm, non_finite, unclipped=unclipped).dropped()
         rec.fail(opt, Code.NON_FINITE_LOSS, message)
         rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
-        reason = wire.failure_reason(Code.NON_FINITE_LOSS, message)
+        reason = failure_reason(Code.NON_FINITE_LOSS, message)
     else:
         return None
     rec.publish(sync)

@@ -19,11 +19,11 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from rlnb.batched.reasons import failure_reason
 from rlnb.engine.memory import free_memory
 from rlnb.engine.models.tiny import TinyConfig
 from rlnb.errors import describe
 from rlnb.wire import OperationErrorCode as Code
-from rlnb.wire import failure_reason
 
 T = TypeVar("T")
 

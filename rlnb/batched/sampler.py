@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from rlnb.batched.failures import own_errors
+from rlnb.batched.reasons import failure_reason
 from rlnb.batched.recorder import Recorder
 from rlnb.batched.rollouts import DrawnLists, sample_output
 from rlnb.batched.stacked import StackedModel
@@ -24,10 +25,9 @@ from rlnb.errors import describe
 from rlnb.tasks import Task
 from rlnb.tasks.rollouts import Rollout, completion_rows, prompt_texts, score_texts, unscored
 from rlnb.tasks.task import task_prompt_ids
-from rlnb.text import Codec, decode_all
+from rlnb.text.codec import Codec, decode_all
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
-from rlnb.wire import failure_reason
 
 
 @dataclass

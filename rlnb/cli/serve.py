@@ -112,8 +112,8 @@ def _as_sigterm(*_: object) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from rlnb._files import release
     from rlnb.engine.held import scratch_folder
-    from rlnb.history.locks import release
 
     try:
         limits, models = checked(args)

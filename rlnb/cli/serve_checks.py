@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from rlnb._options import refuse_dangling_link, refuse_not_folder, user_path
+from rlnb._checks import refuse_dangling_link, refuse_not_folder, user_path
 from rlnb._shown import shown
 from rlnb.cli.options import ascii_integer, refused_option
 

@@ -27,7 +27,8 @@ from typing import Any
 from torch import nn
 
 from rlnb import wire
-from rlnb._options import check_seconds, refuse_unknown, take
+from rlnb._checks import check_seconds
+from rlnb._options import refuse_unknown, take
 from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, model_setup
 from rlnb.engine.checkpoint_files import Variant
 from rlnb.engine.models.adapter import ModelAdapter
@@ -37,7 +38,7 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
-from rlnb.text import Codec
+from rlnb.text.codec import Codec
 from rlnb.wire import Listener, OptimizerKind
 
 

@@ -18,7 +18,7 @@ from typing import Any, BinaryIO
 import torch
 from pydantic import ValidationError
 
-from rlnb.history import locks
+from rlnb import _files
 from rlnb.wire import LoraConfig
 
 CHUNK = 1 << 20
@@ -161,5 +161,5 @@ def check_digests(path: Path, digests: dict[str, Any] | None) -> None:
 
 
 def _sha256(file: Path) -> str:
-    with open(file, "rb", opener=locks.regular) as fh:  # a pipe put there after the checks above: refused, not read
+    with open(file, "rb", opener=_files.regular) as fh:  # a pipe put there after the checks above: refused, not read
         return hashlib.file_digest(fh, "sha256").hexdigest()

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Literal, get_args
 
+from rlnb import _files
+from rlnb._files import fsync
 from rlnb.engine import held
 from rlnb.engine.leftovers import _HOST, remove_leftovers
-from rlnb.history import locks
-from rlnb.history.locks import fsync
 
 Variant = Literal["merged", "adapter"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
@@ -150,12 +150,12 @@ def regular(path: Path) -> bool:
 
 def open_regular(resume: Path, file: Path) -> BinaryIO:
     """``file``, of the checkpoint at ``resume``, opened to read. A pipe, device or socket there is refused as it is
-    opened (``locks.regular``), one put there after any check too: reading it waited for ever (``torch.load`` of a
+    opened (``_files.regular``), one put there after any check too: reading it waited for ever (``torch.load`` of a
     ``.pt`` that is a pipe was not even checked)."""
     try:
-        return open(file, "rb", opener=locks.regular)
+        return open(file, "rb", opener=_files.regular)
     except OSError as exc:
-        if exc.errno is None:  # locks.regular's refusal of what is no regular file; others (gone, denied) as they are
+        if exc.errno is None:  # _files.regular's refusal of what is no regular file; others (gone, denied) as they are
             raise not_regular(resume, file) from None
         raise
 
@@ -167,7 +167,7 @@ def not_regular(resume: Path, file: Path) -> UnsafeCheckpointFile:
 
 def refuse_pipes(path: Path) -> None:
     """An inference checkpoint's files that resume reads (``rlnb.json``, ``merged/``) are regular files: reading a
-    pipe put in their place would wait for ever. rlnb's own reads of them open with ``locks.regular`` (one put there
+    pipe put in their place would wait for ever. rlnb's own reads of them open with ``_files.regular`` (one put there
     after this look is refused too); a loader's opens take no opener: for them this look is all there is."""
     merged = path / "merged"
     for file in [path / "rlnb.json", *(merged.iterdir() if merged.is_dir() else ())]:
@@ -238,7 +238,7 @@ def writing(path: Path) -> Iterator[Path]:
                             "a read-only folder?); nothing of it was kept") from None  # fmt: skip
         raise
     finally:
-        locks.release(lock)
+        _files.release(lock)
     try:  # the checkpoint is whole under its name: a save that failed now would leave it unlisted, yet on disk
         fsync(path.parent)
     except OSError as exc:

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from rlnb.history import locks
+from rlnb import _files
 
 try:
     import fcntl
@@ -59,7 +59,7 @@ def hold(partial: Path, folder: bool) -> int | None:
         if os.stat(partial, follow_symlinks=False).st_ino != os.fstat(fd).st_ino:  # removed before it was held
             raise FileNotFoundError(f"the partial {partial} was removed by another process as it was made; save again")
     except BaseException:
-        locks.release(fd)  # unlocked, not only closed: a child forked meanwhile would keep the lock
+        _files.release(fd)  # unlocked, not only closed: a child forked meanwhile would keep the lock
         raise
     return fd
 
@@ -77,7 +77,7 @@ def unheld(entry: Path) -> Iterator[bool]:
     try:
         yield _take(fd) is not False
     finally:
-        locks.release(fd)
+        _files.release(fd)
 
 
 MAKING = ".making-"
@@ -107,7 +107,7 @@ def _sweep(prefix: str) -> None:
                 shutil.rmtree(made)
     for old in tmp.glob(f"{prefix}*"):
         try:
-            fd = locks.regular(str(old / _SCRATCH_LOCK), os.O_RDONLY, follow=False)  # a pipe there: never waited on
+            fd = _files.regular(str(old / _SCRATCH_LOCK), os.O_RDONLY, follow=False)  # a pipe there: never waited on
         except OSError:  # an older rlnb's, another user's, a pipe or link planted there: kept
             continue
         try:
@@ -117,4 +117,4 @@ def _sweep(prefix: str) -> None:
             warnings.warn(f"a scratch folder that a stopped process left could not be removed: "
                           f"{exc.filename or old}: {exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
         finally:
-            locks.release(fd)
+            _files.release(fd)

@@ -22,7 +22,7 @@ from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted, un
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import ModelOptions, check_device, eos_ids
 from rlnb.errors import OptionRefused
-from rlnb.prompts import tokenizer_spec
+from rlnb.text.prompts import tokenizer_spec
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:

@@ -19,13 +19,13 @@ from typing import Any, Literal
 import torch
 
 from rlnb import wire
-from rlnb._options import check_bool, is_integer, refuse_dangling_link, refuse_not_folder, set_int, user_path
+from rlnb._checks import check_bool, is_integer, refuse_dangling_link, refuse_not_folder, set_int, user_path
 from rlnb.engine.dtypes import check_weight_dtype
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.models.hf import DTYPES
 from rlnb.engine.optim.split import SplitOverride
 from rlnb.engine.threads import check_threads
-from rlnb.prompts import tokenizer_spec
+from rlnb.text.prompts import tokenizer_spec
 
 
 @dataclass(frozen=True)

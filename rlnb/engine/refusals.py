@@ -17,7 +17,7 @@ import pydantic
 from rlnb import wire
 from rlnb.errors import OperationError
 from rlnb.params import Hyperparams, MuonHyperparams
-from rlnb.prompts import EMPTY_STOP
+from rlnb.text.prompts import EMPTY_STOP
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire.inputs import outside_vocab
 from rlnb.wire.lists import only

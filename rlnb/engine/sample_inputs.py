@@ -11,8 +11,8 @@ from rlnb.engine.inputs import model_tokens
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.refusals import check_empty_stop, check_tokens, sample_head
 from rlnb.errors import OperationError
-from rlnb.prompts import no_room
-from rlnb.text import NoTokenizerCodec
+from rlnb.text.codec import NoTokenizerCodec
+from rlnb.text.prompts import no_room
 from rlnb.wire import MAX_NUM_SAMPLES
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire.loss_params import FLOAT32_MAX

@@ -31,7 +31,7 @@ from rlnb.engine.choice import Pick, pick
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.decoders import Decoder
 from rlnb.engine.stops import StopMatcher
-from rlnb.text import Codec
+from rlnb.text.codec import Codec
 
 CHECK_EVERY = 8
 """Without stop strings, how many tokens pass between checks that every row has ended (a host sync)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rlnb.text import Codec
+from rlnb.text.codec import Codec
 
 
 class StopMatcher:

@@ -16,13 +16,13 @@ import numpy as np
 import pandas as pd
 
 from rlnb import wire
-from rlnb._options import user_path
+from rlnb._checks import user_path
 from rlnb.history.figures import SHADOWED, STEP_COLUMNS
 from rlnb.history.history import History
 from rlnb.history.paths import default_runs_dir
 from rlnb.history.runconfig import is_time
 from rlnb.history.store import CONFIG_FILE, OPS_FILE, holds_run
-from rlnb.prompts import escaped, surrogate
+from rlnb.text.prompts import escaped, surrogate
 
 COLUMNS = [
     "run_id",

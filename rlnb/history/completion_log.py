@@ -14,14 +14,14 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._options import user_path
+from rlnb._checks import user_path
 from rlnb._scalars import scalar
 from rlnb.history.figures import checked_step
 from rlnb.history.jsontext import number
 from rlnb.history.reading import read_jsonl
 from rlnb.history.record import INT64, fits_float, fits_int64, warn_bad
 from rlnb.history.store import COMPLETIONS_FILE, OPS_FILE
-from rlnb.prompts import escaped, surrogate
+from rlnb.text.prompts import escaped, surrogate
 
 COLUMNS: dict[str, type] = {
     "step": int,

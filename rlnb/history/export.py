@@ -17,9 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._options import refuse_dangling_link, user_path
+from rlnb._checks import refuse_dangling_link, user_path
+from rlnb._files import fsync, refuse_link, write_new
 from rlnb.history.jsontext import config_text, line, numbers, spelled
-from rlnb.history.locks import fsync, refuse_link, write_new
 from rlnb.history.record import TIMES
 from rlnb.history.runconfig import session_starts
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, METRICS_FILE, OPS_FILE, holds_run

@@ -9,10 +9,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import is_integer
+from rlnb._checks import is_integer
 from rlnb._scalars import scalar
 from rlnb.history.record import FLOAT_MAX
-from rlnb.prompts import check_text
+from rlnb.text.prompts import check_text
 
 ROW_FLOATS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 """Figures of a completed optim-step, copied into its row."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_int
+from rlnb._checks import check_int
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.figures import NO_STEP, logged_figures
 from rlnb.history.listeners import Listeners
@@ -36,7 +36,7 @@ from rlnb.history.steplog import StepLog
 from rlnb.history.store import RunStore
 from rlnb.history.tables import OpsTable
 from rlnb.history.views import HistoryViews
-from rlnb.prompts import escaped
+from rlnb.text.prompts import escaped
 
 __all__ = ["History", "RunContinuedWarning"]
 

@@ -12,8 +12,8 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
+from rlnb._files import regular
 from rlnb.history.jsontext import config_values
-from rlnb.history.locks import regular
 from rlnb.history.store import CONFIG_FILE
 
 MAX_DEPTH = 32
@@ -112,7 +112,7 @@ def set_aside_config(path: Path) -> None:
 
 def _opened(file: Path) -> IO[bytes] | None:
     """``file`` opened to read, or None (with a warning) where it is no regular file (``_regular``), also one put
-    there after that look and before the open (``locks.regular``: a pipe swapped in would be waited on for ever)."""
+    there after that look and before the open (``_files.regular``: a pipe swapped in would be waited on for ever)."""
     if not _regular(file):
         return None
     try:

@@ -20,7 +20,7 @@ from typing import Any, TypeGuard
 
 from rlnb import wire
 from rlnb.history.jsontext import number, numbers
-from rlnb.prompts import escaped, surrogate
+from rlnb.text.prompts import escaped, surrogate
 
 FORWARD_ONLY = "forward_only"
 """The ``params`` key that marks a forward-backward run ``forward_only``: an evaluation, whose loss is no part of

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlnb._options import check_bool
+from rlnb._checks import check_bool
+from rlnb._files import release
 from rlnb.history.history import History
-from rlnb.history.locks import release
 from rlnb.history.paths import run_folder, runs_root
 from rlnb.history.store import LOCK_FILE, lock_run
 

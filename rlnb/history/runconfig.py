@@ -15,7 +15,7 @@ from rlnb._scalars import scalar
 from rlnb.history.jsontext import TEXTS
 from rlnb.history.reading import loads
 from rlnb.history.record import LATEST_TIME, MAX_SEQ, fits_int64
-from rlnb.prompts import check_text, escaped
+from rlnb.text.prompts import check_text, escaped
 
 EARLIER = "earlier_sessions"
 """The config field that keeps each earlier session's own fields, oldest first, once a later session continued the

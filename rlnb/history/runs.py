@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlnb._options import user_path
+from rlnb._checks import user_path
 from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
 from rlnb.history.paths import new_run_id, run_folder

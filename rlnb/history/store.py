@@ -1,5 +1,5 @@
 """The run folder on disk: ``config.json``, ``ops.jsonl``, ``metrics.jsonl``, ``completions.jsonl`` (RL runs)
-and the lock that makes one session at a time its writer (``rlnb.history.locks``).
+and the lock that makes one session at a time its writer (``rlnb._files``).
 
 Writing never stops a run. When a line cannot be written (a full disk, a folder that went away), the
 store warns once (``RunStoreWarning``), stops writing and the session carries on: its History keeps
@@ -22,9 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from rlnb._files import appending, fsync, hold_lock, release, write_new
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import config_text, line, row_line
-from rlnb.history.locks import appending, fsync, hold_lock, release, write_new
 from rlnb.history.record import COLUMNS, ROW_FIELDS
 
 OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "config.json", "run.lock"

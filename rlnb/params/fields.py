@@ -13,7 +13,7 @@ from annotated_types import Ge
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb._options import is_integer
+from rlnb._checks import is_integer
 from rlnb._scalars import scalar
 from rlnb.errors import InvalidParams
 from rlnb.wire.rules import bounds

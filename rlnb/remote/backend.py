@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import SecretStr
 
 from rlnb import _secrets, wire
-from rlnb._options import check_bool, kwargs, refuse_unknown, take
+from rlnb._checks import check_bool
+from rlnb._options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.closing import SETTLE_POLLS, gone, settle, warn_running

@@ -29,7 +29,7 @@ import httpx
 from pydantic import BaseModel, SecretStr
 
 from rlnb import _secrets
-from rlnb._options import check_int
+from rlnb._checks import check_int
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
 from rlnb.remote import bodies, cookies, masking, redirects
 from rlnb.remote.call_spec import (

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from rlnb import wire
-from rlnb._options import set_int
+from rlnb._checks import set_int
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid

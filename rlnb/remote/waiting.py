@@ -16,9 +16,9 @@ from typing import TypeVar
 import numpy as np
 
 from rlnb import wire
-from rlnb._options import OPERATION_TIMEOUT
 from rlnb._shown import shown
 from rlnb.errors import OperationTimeout, ResourceEnded, RlnbError, SessionClosed
+from rlnb.wire import OPERATION_TIMEOUT
 
 log = logging.getLogger("rlnb")
 

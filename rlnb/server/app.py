@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rlnb._hosts import loopback
 from rlnb.server import stopping
 from rlnb.server.deps import OVERRIDES, ServingApp
-from rlnb.server.errors import EncodedSlash, install_error_handlers
+from rlnb.server.error_handlers import EncodedSlash, install_error_handlers
 from rlnb.server.faults import FaultInjector
 from rlnb.server.hosts import OwnNames, host_name
 from rlnb.server.limits import BodyLimit

@@ -20,10 +20,10 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
-from rlnb.prompts import EMPTY_STOP, REPLACEMENT, surrogate
 from rlnb.server.errors import ServerError, error_response
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
+from rlnb.text.prompts import EMPTY_STOP, REPLACEMENT, surrogate
 from rlnb.wire import MAX_NUM_SAMPLES
 
 PRESIGNED_UPLOADS = "/v1/rl/payloads/"

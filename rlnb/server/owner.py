@@ -18,7 +18,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from rlnb.history.locks import fsync, no_follow, write_new
+from rlnb._files import fsync, no_follow, write_new
 from rlnb.server.state import CHECKPOINTS, JOURNAL, LOCK_FILE, StateDirError
 
 log = logging.getLogger("rlnb")

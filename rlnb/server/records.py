@@ -62,7 +62,7 @@ class OpRecord:
     """Once finished: its envelope as the API sends it, made once (``SessionRecord.ended``), measured, journaled and
     sent by every GET and retry; ``env`` then keeps no output (its objects take ~3x these bytes)."""
     abandoned: bool = False
-    """Recorded FAILED by a stop that gave up on it (``stopping.abandon``): what its worker reports later is not."""
+    """Recorded FAILED by a stop that gave up on it (``Registry._abandon``): what its worker reports later is not."""
 
     def reply(self) -> bytes:
         """The envelope as the API sends it: its ``answer`` once finished, else made of ``env`` now."""

@@ -77,7 +77,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
         self.payloads = PayloadStore(self.lock, settings, clock)
         self._closers: set[threading.Thread] = set()
         """Threads closing stopped sessions' backends (``_close_later``) or building sessions' models
-        (``_build_later``): a stop waits for them (``stopping.settle``)."""
+        (``_build_later``): a stop waits for them (``settle``)."""
         self._unclosed: list[SessionRecord] = []
         """Stopped sessions whose backends wait for a thread to close them on (``_close_later`` could start none)."""
         self._mend_at = 0.0
@@ -103,7 +103,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
 
     def close(self, timeout: float | None = None, hurry: threading.Event | None = None) -> list[stopping.Abandoned]:
         """Shut down: active sessions end ERROR (their queued operations FAILED by their workers), backends close,
-        then the journal. What still runs after ``timeout`` s or ``hurry`` is abandoned (``stopping``) and named."""
+        then the journal. What still runs after ``timeout`` s or ``hurry`` is abandoned (``_abandon``) and named."""
         if self.abandoned is not None:
             return self.abandoned
         with self.lock:
@@ -112,19 +112,56 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
                 self._end(s, wire.SessionStatus.ERROR, restarted(s.status))
         for s in active:  # each on a thread of its own: one deadline for all
             self._close_later([s])
-        if stopping.settle(self, timeout, hurry):
-            self.abandoned = []
-        else:
-            self.abandoned = stopping.abandon(self, timeout, hurry)
+        self.abandoned = [] if self.settle(timeout, hurry) else self._abandon(timeout, hurry)
         if self.journal is not None:
             self._mend_at = 0.0  # a journal that failed gets a last try, whatever the time since the one before
             self.mend_journal()
             self.journal.close()
         return self.abandoned
 
-    def settle(self, timeout: float | None = None) -> bool:
-        """Wait until every stopped session's backend is closed and let go; False if ``timeout`` passed."""
-        return stopping.settle(self, timeout)
+    def settle(self, timeout: float | None = None, hurry: threading.Event | None = None) -> bool:
+        """Wait until every stopped session's backend is closed and let go; False if ``timeout`` passed first or
+        ``hurry`` was set (a second Ctrl-C). Backends that waited for a thread to close on (``_unclosed``) try again."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._close_later([])  # those that waited for a thread, if any
+            with self.lock:
+                closers = [t for t in self._closers if t.is_alive()]
+                unclosed = bool(self._unclosed)
+            if not closers and not unclosed:
+                return True
+            if (hurry is not None and hurry.is_set()) or (deadline is not None and time.monotonic() >= deadline):
+                return False
+            step = 0.1 if deadline is None else min(0.1, max(deadline - time.monotonic(), 0))
+            if closers:
+                closers[0].join(step)
+            else:
+                time.sleep(step)
+
+    def _abandon(self, timeout: float | None, hurry: threading.Event | None) -> list[stopping.Abandoned]:
+        """Record every unfinished operation FAILED (journaled; its worker's later report is ignored) and say which,
+        and which model builds were still running (their sessions ended ERROR with the stop)."""
+        hurried = hurry is not None and hurry.is_set()
+        why = "at a second Ctrl-C or SIGTERM" if hurried else f"after the stop's deadline ({timeout or 0:g} s)"
+        said: list[stopping.Abandoned] = []
+        with self.lock:
+            for s in self.sessions.values():
+                for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
+                    message = stopping.ABANDONED.format(status=op.env.status, why=why)
+                    op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, message)
+                    op.abandoned = True
+                    s.finish(op.env.id, *self.settings.kept())
+                    self._save_op(s, op)
+                    said.append(stopping.Abandoned(f"{op.kind} operation {op.env.id} of session {s.id}", op.env.status))
+            builds = [
+                t.name.removeprefix(stopping.BUILD)
+                for t in self._closers
+                if t.is_alive() and t.name.startswith(stopping.BUILD)
+            ]
+            said += [
+                stopping.Abandoned(f"the build of session {sid}'s model", wire.SessionStatus.ERROR) for sid in builds
+            ]
+        return said
 
     # -- the journal -----------------------------------------------------------------------------
 

@@ -112,7 +112,7 @@ class SessionsMixin(RegistryCore):
                      cid: str | None) -> None:  # fmt: skip
         """Build the session's model on a thread of its own (the create answers CREATING at once: loading a real
         model can outlast the SDK's 60 s HTTP timeout, and its retried POST would make a second session). A stop waits
-        for it with ``stopping.settle``'s deadline, as for a closing backend."""
+        for it with ``settle``'s deadline, as for a closing backend."""
 
         def run() -> None:
             try:

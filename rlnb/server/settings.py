@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rlnb import _secrets, wire
-from rlnb._options import A_DAY, check_seconds, refuse_dangling_link, set_int
+from rlnb._checks import A_DAY, check_seconds, refuse_dangling_link, set_int
 from rlnb._shown import shown
 from rlnb.engine.dtypes import check_weight_dtype
 

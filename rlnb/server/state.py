@@ -13,7 +13,7 @@ would read every line ever written. Checkpoint files go to ``DIR/checkpoints`` u
 
 Every line is standard JSON (``history.jsontext``: an optim-step's infinite gradient norm is ``"Infinity"``, read back
 as the float by the wire's models; an older rlnb's bare ``Infinity`` still reads), and the journal is written as a run
-folder's files are: never through a link (``locks.write_new``, ``locks.appending``); a journal that is a symbolic link
+folder's files are: never through a link (``_files.write_new``, ``_files.appending``); a journal that is a symbolic link
 stops the start, naming it.
 
 A journal that cannot be written (a full disk) is logged once; the server goes on in memory and tries now and then
@@ -35,10 +35,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb import wire
-from rlnb._options import refuse_not_folder
-from rlnb.errors import RunLocked
-from rlnb.history.jsontext import LINE, line, writable
-from rlnb.history.locks import (
+from rlnb._checks import refuse_not_folder
+from rlnb._files import (
     appending,
     fsync,
     hold_lock,
@@ -49,6 +47,8 @@ from rlnb.history.locks import (
     release,
     write_new,
 )
+from rlnb.errors import RunLocked
+from rlnb.history.jsontext import LINE, line, writable
 
 log = logging.getLogger("rlnb")
 

@@ -1,23 +1,19 @@
 """The stop of ``rlnb serve`` with work in flight: every session's running operation gets ``STOP_DEADLINE``
 seconds (a second Ctrl-C: none), then it is abandoned and journaled FAILED, as a ``kill -9`` leaves it read at
-restart, so that a stop never waits minutes on a real model's forward-backward or save. And what a killed server
-left in its checkpoint folder, cleared at the restart (``clear_leftovers``)."""
+restart, so that a stop never waits minutes on a real model's forward-backward or save (``Registry.settle`` and
+``Registry.abandon`` wait and give up; here are their deadline and words). And what a killed server left in its
+checkpoint folder, cleared at the restart (``clear_leftovers``)."""
 
 from __future__ import annotations
 
 import logging
 import shutil
-import threading
-import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from rlnb import wire
 from rlnb.engine.leftovers import remove_leftovers, unknown_checkpoints
-
-if TYPE_CHECKING:
-    from rlnb.server.registry import Registry
 
 log = logging.getLogger("rlnb")
 
@@ -47,46 +43,6 @@ class Abandoned(NamedTuple):
         """``ends`` in words: ``FAILED`` (the operation), ``its session ERROR`` (a build)."""
         status = wire.short_name(self.ends)
         return f"its session {status}" if isinstance(self.ends, wire.SessionStatus) else status
-
-
-def settle(registry: Registry, timeout: float | None = None, hurry: threading.Event | None = None) -> bool:
-    """Wait until every stopped session's backend is closed and let go; False if ``timeout`` passed first or
-    ``hurry`` was set (a second Ctrl-C). Backends that waited for a thread to close on (``_unclosed``) try again."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        registry._close_later([])  # those that waited for a thread, if any
-        with registry.lock:
-            closers = [t for t in registry._closers if t.is_alive()]
-            unclosed = bool(registry._unclosed)
-        if not closers and not unclosed:
-            return True
-        if (hurry is not None and hurry.is_set()) or (deadline is not None and time.monotonic() >= deadline):
-            return False
-        step = 0.1 if deadline is None else min(0.1, max(deadline - time.monotonic(), 0))
-        if closers:
-            closers[0].join(step)
-        else:
-            time.sleep(step)
-
-
-def abandon(registry: Registry, timeout: float | None, hurry: threading.Event | None) -> list[Abandoned]:
-    """Record every unfinished operation FAILED (journaled; its worker's later report is ignored) and say which,
-    and which model builds were still running (their sessions ended ERROR with the stop)."""
-    hurried = hurry is not None and hurry.is_set()
-    why = "at a second Ctrl-C or SIGTERM" if hurried else f"after the stop's deadline ({timeout or 0:g} s)"
-    said: list[Abandoned] = []
-    with registry.lock:
-        for s in registry.sessions.values():
-            for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
-                message = ABANDONED.format(status=op.env.status, why=why)
-                op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, message)
-                op.abandoned = True
-                s.finish(op.env.id, *registry.settings.kept())
-                registry._save_op(s, op)
-                said.append(Abandoned(f"{op.kind} operation {op.env.id} of session {s.id}", op.env.status))
-        said += [Abandoned(f"the build of session {t.name.removeprefix(BUILD)}'s model", wire.SessionStatus.ERROR)
-                 for t in registry._closers if t.is_alive() and t.name.startswith(BUILD)]  # fmt: skip
-    return said
 
 
 def clear_leftovers(folder: Path, known: Iterable[Path], *, own: bool) -> None:

@@ -12,12 +12,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb._options import check_int
+from rlnb._checks import check_int
 from rlnb._scalars import scalar
 from rlnb.params import AdamParams, OptimizerParams, params_for, params_state
-from rlnb.prompts import check_ids, check_room, stop_list
 from rlnb.session.backend import Backend
-from rlnb.text import Codec, NoTokenizerCodec
+from rlnb.text.codec import Codec, NoTokenizerCodec
+from rlnb.text.prompts import check_ids, check_room, stop_list
 
 _CHUNK_TOKENS = operator.attrgetter("encoded_text.tokens")
 """A chunk's token ids (C: a generator was two Python calls a forward-backward)."""

@@ -11,14 +11,14 @@ from typing import Any
 from rlnb import _secrets, wire
 from rlnb.history import History
 from rlnb.history.recording import check_recording
-from rlnb.prompts import tokenizer_spec
 from rlnb.remote.urls import check_base_url
 from rlnb.session.backend import Backend
 from rlnb.session.open_sessions import refuse_shared_history
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import validate
-from rlnb.text import ByteCodec, TokenizerCodec
+from rlnb.text.codec import ByteCodec, TokenizerCodec
+from rlnb.text.prompts import tokenizer_spec
 
 
 def connect(

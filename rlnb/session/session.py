@@ -3,7 +3,7 @@
 Every method submits one operation and returns an ``Operation`` at once — it never waits — so a
 forward-backward and the optim-step after it pipeline. Inputs are checked before anything is sent
 (``rlnb.session.bodies`` builds each operation's body, ``rlnb.session.tokens`` turns prompts into token ids;
-the checks are ``rlnb.prompts`` and ``rlnb.params``, the opening of its run ``rlnb.history.runs``). Every
+the checks are ``rlnb.text.prompts`` and ``rlnb.params``, the opening of its run ``rlnb.history.runs``). Every
 operation is recorded in ``session.history``, in the order it was submitted (``rlnb.session.submissions``); the
 sessions left open are closed at interpreter exit (``rlnb.session.open_sessions``).
 """
@@ -23,7 +23,6 @@ from rlnb.history.record import FORWARD_ONLY
 from rlnb.history.recording import check_recording
 from rlnb.history.runs import warn_continued, warn_in_memory
 from rlnb.params import OptimizerParams, params_for
-from rlnb.prompts import prompt_list
 from rlnb.session.backend import Backend
 from rlnb.session.bodies import (
     SampleSettings,
@@ -41,7 +40,8 @@ from rlnb.session.submissions import Submissions
 from rlnb.session.tokens import decode_tokens, encode_prompt
 from rlnb.sinks.base import Sink
 from rlnb.sinks.stream import attach
-from rlnb.text import Codec, Message, NoTokenizerCodec
+from rlnb.text.codec import Codec, Message, NoTokenizerCodec
+from rlnb.text.prompts import prompt_list
 from rlnb.wire import OperationKind as Kind
 
 Prompt = str | Sequence[int] | Sequence[Message]

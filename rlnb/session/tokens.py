@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from rlnb._options import check_bool
-from rlnb.prompts import check_ids, token_ids
+from rlnb._checks import check_bool
 from rlnb.session.backend import Backend
-from rlnb.text import Codec, as_prompt, no_tokenizer, to_tokens
+from rlnb.text.codec import Codec, as_prompt, no_tokenizer, to_tokens
+from rlnb.text.prompts import check_ids, token_ids
 
 
 def encode_prompt(codec: Codec | None, prompt: Any, name: str, session_id: str) -> list[int]:

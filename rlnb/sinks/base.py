@@ -28,8 +28,8 @@ from rlnb import _exit
 from rlnb.errors import RlnbError, user_stacklevel
 from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER
-from rlnb.prompts import escaped
 from rlnb.sinks.scrubbing import scrub, scrubbed
+from rlnb.text.prompts import escaped
 
 Scalar = bool | int | float | str
 FLUSH_INTERVAL = 1.0

@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlnb.history.locks import release
+from rlnb._files import release
 
 try:
     import fcntl

@@ -20,9 +20,9 @@ from rlnb.history.figures import SHADOWED, STEP_COLUMNS
 from rlnb.history.runconfig import SessionStart, session_starts
 from rlnb.history.steplog import KEPT_GRADIENTS
 from rlnb.history.timing import Times, op_times, step_times
-from rlnb.prompts import escaped
 from rlnb.sinks.base import Failure, Point
 from rlnb.sinks.marks import MAX_BEYOND, Mark
+from rlnb.text.prompts import escaped
 from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 
 TRAINING = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.OPTIM_STEP})

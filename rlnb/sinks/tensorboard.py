@@ -11,7 +11,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from rlnb._options import user_path
+from rlnb._checks import user_path
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 from rlnb.sinks.watched import Watched, lost_from
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlnb import _exit
-from rlnb._options import user_path
+from rlnb._checks import user_path
 from rlnb.sinks import wandb_file
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkError
 from rlnb.sinks.watched import Watched, lost_from

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from rlnb._options import refuse_dangling_link
+from rlnb._checks import refuse_dangling_link
 from rlnb.sinks.base import Failure, Point
 
 

@@ -13,9 +13,9 @@ Modules: ``options`` (the groups of ``sweep``'s options: ``TrialOptions``, ``Sea
 ``trial`` (one run → one row), ``executors`` (threads, and the per-trial routing), ``ray_executor`` (Ray's driver
 side) and ``ray_task`` (a trial on a Ray worker), ``optuna_search`` (and ``samplers``, its sampler and pruner;
 ``study_file``, its ``study.db``), ``driver`` (``sweep``), ``dispatch`` (its plan of trials and the loop that runs
-them), ``folder`` (and ``fingerprint``, what a reward computes), ``find_lr`` (``lr_find``, the LR range test;
-``lr_rates``, its rates; ``lr_curve``, its curve; ``lr_result``, its ``LRFind``), ``muon_lr`` (Muon rates between
-scaling conventions), ``figures``.
+them), ``folder`` (and ``fingerprint``, what a reward computes), ``lr/`` (the LR range test: ``find``, ``lr_find``;
+``rates``, its rates; ``curve``, its curve; ``result``, its ``LRFind``; ``muon``, Muon rates between scaling
+conventions), ``figures``.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from .applying import BASELINE, applied, apply, label
 from .configs import flat_config
 from .driver import sweep
 from .figures import check_column, check_trials, config_keys, keyed, search_plot
-from .find_lr import LRFind, lr_find
-from .muon_lr import convert_muon_lr, muon_shapes
+from .lr.find import LRFind, lr_find
+from .lr.muon import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
 from .space import Categorical, Float, Int, grid, random_search
 from .trial import METRIC_COLUMNS, REWARD_WINDOW

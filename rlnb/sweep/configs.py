@@ -11,7 +11,7 @@ from typing import Any
 
 from rlnb._scalars import scalar
 from rlnb.params import OptimizerParams
-from rlnb.prompts import check_text
+from rlnb.text.prompts import check_text
 
 from .applying import applied
 from .space import MAX_CONFIGS, check_fields

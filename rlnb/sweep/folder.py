@@ -3,7 +3,7 @@ trial, and for Optuna ``study.db``; made, locked for one sweep at a time, and it
 compared. What makes a sweep resumable.
 
 ``sweep.json`` is standard JSON, as a run folder's files are (``history.jsontext``: a NaN setting is ``"NaN"``; an
-older rlnb's bare ``NaN`` still reads), written as they are: never through a link (``locks``)."""
+older rlnb's bare ``NaN`` still reads), written as they are: never through a link (``_files``)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from rlnb._options import refuse_dangling_link
+from rlnb._checks import refuse_dangling_link
+from rlnb._files import fsync, hold_lock, refuse_pipe, regular, release, write_new
 from rlnb.history import default_runs_dir, new_run_id
 from rlnb.history.jsontext import config_text, spelled
-from rlnb.history.locks import fsync, hold_lock, refuse_pipe, regular, release, write_new
 from rlnb.history.reading import loads, read_config
 from rlnb.params import OptimizerParams
 from rlnb.tasks import Task

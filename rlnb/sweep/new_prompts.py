@@ -10,9 +10,9 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-from rlnb.prompts import tokenizer_spec
 from rlnb.tasks.task import Task, task_prompt_ids
-from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
+from rlnb.text.codec import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
+from rlnb.text.prompts import tokenizer_spec
 
 from .options import given
 

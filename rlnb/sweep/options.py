@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._options import check_event, check_int, check_seconds, is_integer, set_int, takes
+from rlnb._checks import check_event, check_int, check_seconds, is_integer, set_int, takes
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session

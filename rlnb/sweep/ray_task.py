@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rlnb import _files
 from rlnb.engine import held
-from rlnb.history import locks
 from rlnb.wire import TrialStatus
 
 from .ray_checks import import_ray
@@ -90,4 +90,4 @@ def trial_folder() -> Iterator[Path]:
         except OSError as exc:
             warnings.warn(f"a Ray trial's temporary folder could not be removed: {exc.filename or folder}: "
                           f"{exc.strerror or exc}", RuntimeWarning, stacklevel=3)  # fmt: skip
-        locks.release(lock)
+        _files.release(lock)

@@ -2,7 +2,7 @@
 that is no trial's row, or whose config was edited, warned about), and the table ``sweep`` returns from its rows.
 
 Standard JSON, as a run folder's files are (``history.jsontext``: a NaN loss is ``"NaN"``; an older rlnb's bare
-``NaN`` still reads), appended never through a link (``locks``)."""
+``NaN`` still reads), appended never through a link (``_files``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from rlnb._files import appending, no_follow, refuse_link, refuse_pipe, refuse_shared
 from rlnb.history.jsontext import line, number
-from rlnb.history.locks import appending, no_follow, refuse_link, refuse_pipe, refuse_shared
 from rlnb.history.reading import loads
 
 from .trial import METRIC_COLUMNS, RESULT_COLUMNS, TERMINAL, Objective

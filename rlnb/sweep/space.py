@@ -19,7 +19,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from rlnb._options import check_bool, check_int, is_integer
+from rlnb._checks import check_bool, check_int, is_integer
 from rlnb._scalars import scalar
 from rlnb.params import MUON_ADAM_FIELDS, PARAMS, OptimizerParams, kind_of
 

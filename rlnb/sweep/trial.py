@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from torch import nn
 
+from rlnb.batched.reasons import failed_with, failure_reason
 from rlnb.engine.options import MUON_ONLY
 from rlnb.errors import OperationFailed, RateLimitError, describe
 from rlnb.history import History
@@ -26,7 +27,7 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
 from rlnb.tasks.exact import finite_mean
-from rlnb.wire import OperationErrorCode, OptimizerKind, TrialStatus, failed_with, failure_reason
+from rlnb.wire import OperationErrorCode, OptimizerKind, TrialStatus
 
 from .applying import label
 from .slot import Control, KeptResource, SlotWait, Stopped, paused

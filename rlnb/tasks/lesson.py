@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from rlnb import wire
-from rlnb._options import check_int
+from rlnb._checks import check_int
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Session

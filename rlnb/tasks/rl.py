@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from rlnb import samples, wire
-from rlnb._options import check_int, check_timeout
+from rlnb._checks import check_int, check_timeout
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Operation, Session, ctrl_c

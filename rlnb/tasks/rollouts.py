@@ -155,7 +155,7 @@ def score_texts(
     scale: AdvantageScale = "sample_std",
 ) -> list[list[Rollout]]:
     """``score(task, unscored(prompts, results, decode), scale)``, given ``texts``, each completion's ``decode`` in
-    order (``rlnb.text.decode_all``): the same rollouts, each built once rather than unscored first. Raises as
+    order (``rlnb.text.codec.decode_all``): the same rollouts, each built once rather than unscored first. Raises as
     ``score``; a caller that keeps a failed step's rows builds them with ``unscored``."""
     if len(texts) != (count := sum(map(len, map(_SEQUENCES, results)))):
         raise ValueError(f"{len(texts)} texts for {count} completions")

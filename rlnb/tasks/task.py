@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from rlnb import wire
-from rlnb._options import check_int, set_int, takes
+from rlnb._checks import check_int, set_int, takes
 from rlnb._shown import shown
-from rlnb.prompts import SHOWN, check_ids, no_room
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt
-from rlnb.text import Codec, NoTokenizer, as_prompt, to_tokens
+from rlnb.text.codec import Codec, NoTokenizer, as_prompt, to_tokens
+from rlnb.text.prompts import SHOWN, check_ids, no_room
 
 
 def completion_text(completion: object, reward: str) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 
-from rlnb._options import check_int, is_integer
+from rlnb._checks import check_int, is_integer
 from rlnb.session import Prompt, Session
 from rlnb.tasks.task import Task, completion_text, digits_task
 

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_int, check_seconds
+from rlnb._checks import check_int, check_seconds
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
 from rlnb.testing import fake_ops
-from rlnb.text import ByteCodec
+from rlnb.text.codec import ByteCodec
 from rlnb.wire import Listener
 
 Failure = Callable[[str, Any, int], str | None]

@@ -30,7 +30,7 @@ from rlnb.engine.refusals import (
     sample_head,
 )
 from rlnb.errors import OperationError
-from rlnb.prompts import no_room
+from rlnb.text.prompts import no_room
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire.loss_params import FLOAT32_MAX
 

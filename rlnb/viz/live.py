@@ -24,9 +24,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from rlnb._options import check_bool, check_int, check_seconds
+from rlnb._checks import check_bool, check_int, check_seconds
 from rlnb.history import History
-from rlnb.prompts import check_text
+from rlnb.text.prompts import check_text
 from rlnb.viz.lines import check_ema
 from rlnb.viz.livefeed import feed
 from rlnb.viz.livefig import Panel

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import check_int
+from rlnb._checks import check_int
 from rlnb.errors import InvalidParams, describe
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import MAX_STEPS

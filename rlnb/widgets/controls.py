@@ -117,7 +117,7 @@ def convert_units(lr: LearningRate, old: str, new: str, shapes: Any) -> str:
     must say, or "". Converted back, the rate is the one typed (not 0.0123 back as 0.012300000000000002, nor 5e-324,
     0 in match_adam units, back as 0); a rate that is not a finite number > 0 is left as it is, and said (inf would
     raise from the dropdown's observer, to the kernel's log only)."""
-    from rlnb.sweep.muon_lr import muon_lr_factor
+    from rlnb.sweep.lr.muon import muon_lr_factor
 
     v = lr.value
     if lr.units.get(old) == v and new in lr.units:

@@ -37,7 +37,7 @@ class Form(Protocol):
 
 def session_units(session: Session) -> str:
     """A Muon session's lr units, fixed when it was created ("original" unless its config names others)."""
-    from rlnb.sweep.find_lr import SCALING_NAMES
+    from rlnb.sweep.lr.rates import SCALING_NAMES
 
     given = session.history.config.get("muon_scaling")
     return str(SCALING_NAMES.get(str(given), given) or "original")

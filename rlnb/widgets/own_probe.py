@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
-from rlnb.sweep.find_lr import wait_deadline
+from rlnb.sweep.lr.find import wait_deadline
 from rlnb.sweep.trial import Objective
 from rlnb.widgets.steps import figures
 

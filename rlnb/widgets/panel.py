@@ -10,7 +10,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb._options import check_seconds, check_timeout
+from rlnb._checks import check_seconds, check_timeout
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session

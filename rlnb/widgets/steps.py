@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import takes
+from rlnb._checks import takes
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule

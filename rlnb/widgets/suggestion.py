@@ -37,7 +37,7 @@ class Suggestion(MuonUnits):
         form's now (the units were switched since) is converted to them: as found, it would be another step
         size. The status line says what was set, and on which tab when it is not the one shown."""
         from rlnb.sweep import convert_muon_lr
-        from rlnb.sweep.lr_curve import significant
+        from rlnb.sweep.lr.curve import significant
 
         params = self.result.params if self.result is not None else None
         if params is None:

@@ -30,6 +30,7 @@ __all__ = [
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
     "OFFLOADED_RESULT_MEMBERS",
+    "OPERATION_TIMEOUT",
     "OUTPUT_OPTIONAL",
     "REQUEST_TYPES",
     "RESULT_TYPES",
@@ -82,6 +83,9 @@ SYNC_NAMES: dict[str, WeightSyncType] = {
 
 LARGE_PAYLOAD_BYTES: Final = 512 * 1024
 """Bodies above this (compact JSON) go through the payload side channel (SDK 3.1.1's threshold)."""
+OPERATION_TIMEOUT: Final = 3600.0
+"""Seconds after submission at which a remote session gives an operation up (FAILED, TIMEOUT); what lr_find waits
+for a local session's operations too."""
 UPLOADED_MEMBERS: Final[dict[OperationKind, tuple[str, ...] | None]] = {
     OperationKind.FORWARD_BACKWARD: ("loss", "samples"),
     OperationKind.CUSTOM_FORWARD_BACKWARD: ("samples", "gradients"),

@@ -25,8 +25,6 @@ __all__ = [
     "SessionStatus",
     "TrialStatus",
     "error_code",
-    "failed_with",
-    "failure_reason",
     "filterable",
     "short_name",
     "unknown_code",
@@ -62,17 +60,6 @@ class OperationErrorCode(StrEnum):
     SESSION_NOT_ACTIVE = "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
     INVALID_INPUT = "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT"
     NON_FINITE_LOSS = "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"
-
-
-def failure_reason(code: str | None, message: str | None) -> str:
-    """A sweep row's ``reason`` for an operation that FAILED with ``code``: ``"CODE: message"``, the one spelling every
-    executor writes and ``failed_with`` reads back."""
-    return f"{code}: {message}"
-
-
-def failed_with(reason: str | None, code: OperationErrorCode) -> bool:
-    """Whether a row's ``reason`` (``failure_reason``'s) says its operation FAILED with ``code``."""
-    return reason is not None and reason.startswith(f"{code.value}: ")
 
 
 class SessionStatus(StrEnum):

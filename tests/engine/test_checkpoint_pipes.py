@@ -1,5 +1,5 @@
 """A named pipe given as, or put in place of, a checkpoint file that resume reads: refused as it is opened
-(``locks.regular``), naming it, never read. A ``.pt`` that became a pipe after the options looked (they refuse one
+(``_files.regular``), naming it, never read. A ``.pt`` that became a pipe after the options looked (they refuse one
 given as such) was opened by ``torch.load`` by name, and ``rlnb.json`` swapped for one after ``refuse_pipes`` looked
 was read: each waited for ever for a writer. Swaps are made inside the step before the read (monkeypatched), with a
 real pipe; each call runs with a deadline."""
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from rlnb._files import release
 from rlnb.engine import checkpoint_files, checkpoints, held
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile
-from rlnb.history.locks import release
 from tests.support.pipes import refusal_in_time, result_in_time
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")

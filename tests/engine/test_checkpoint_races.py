@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import rlnb
+from rlnb._files import release
 from rlnb.engine import checkpoint_files, handlers, held
 from rlnb.engine.checkpoint_files import writing
-from rlnb.history.locks import release
 
 
 def local_session(**kw):

@@ -14,7 +14,7 @@ from rlnb.engine.models.decoders import BuiltinDecoder
 from rlnb.engine.models.tiny import KVCache, build_model
 from rlnb.testing.ops import OpCounter
 from rlnb.testing.ops import per_step as added
-from rlnb.text import ByteCodec
+from rlnb.text.codec import ByteCodec
 
 PER_LAYER = 21
 """aten ops per layer and step: 2 layer norms, 4 linears (t + addmm), q, k, v as one view of the projection unbound,

@@ -173,7 +173,7 @@ def test_stop_strings_and_eos_come_from_the_tokenizer(hf_dirs):
 def test_stop_strings_match_incrementally_across_multibyte_characters():
     """The byte model: a stop string spanning a multi-byte character split across tokens."""
     from rlnb.engine.stops import StopMatcher
-    from rlnb.text import ByteCodec
+    from rlnb.text.codec import ByteCodec
 
     m = StopMatcher(ByteCodec(), ["é!"])
     hits = [m.push(b) for b in "café!".encode()]

@@ -11,7 +11,7 @@ import rlnb
 from rlnb import samples
 from rlnb.engine.backend import LocalBackend
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
-from rlnb.text import ByteCodec
+from rlnb.text.codec import ByteCodec
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from rlnb import samples
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.optim import muon
 from rlnb.engine.optim.split import split_params
-from rlnb.text import ByteCodec
+from rlnb.text.codec import ByteCodec
 
 V, D = 40, 16
 

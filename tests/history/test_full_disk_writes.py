@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from rlnb.history import locks
-from rlnb.history.locks import write_new
+from rlnb import _files
+from rlnb._files import write_new
 
 
 def _full_once(monkeypatch, name):
@@ -24,7 +24,7 @@ def _full_once(monkeypatch, name):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(fd)
 
-    monkeypatch.setattr(locks.os, name, full)
+    monkeypatch.setattr(_files.os, name, full)
     return failed
 
 

@@ -14,8 +14,8 @@ import pytest
 
 import rlnb
 from rlnb import samples, wire
+from rlnb._files import LockUnsupportedWarning
 from rlnb.history import History
-from rlnb.history.locks import LockUnsupportedWarning
 from rlnb.history.runs import RunContinuedWarning
 from rlnb.history.store import RunStoreWarning
 from rlnb.testing import FakeBackend

@@ -17,8 +17,8 @@ import torch
 
 import rlnb
 from rlnb import samples, wire
+from rlnb._files import hold_lock, write_new
 from rlnb.history import History
-from rlnb.history.locks import hold_lock, write_new
 from rlnb.history.store import RunStore, RunStoreWarning
 from rlnb.testing import FakeBackend
 

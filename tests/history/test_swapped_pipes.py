@@ -1,5 +1,5 @@
-"""A named pipe put in a file's place after rlnb looked (``locks.refuse_pipe``, ``reading._regular``) and before
-it opened the file: refused as it is opened (``locks.regular``: opened without waiting, its type read from the
+"""A named pipe put in a file's place after rlnb looked (``_files.refuse_pipe``, ``reading._regular``) and before
+it opened the file: refused as it is opened (``_files.regular``: opened without waiting, its type read from the
 descriptor), naming it. The check passed, and the open then waited for ever for a writer: a resumed sweep, a server's
 start, a run's load. The swap is made inside the check (monkeypatched), with a real pipe; each call runs with a
 deadline (``refusal_in_time``), so a wait fails."""
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rlnb.history import History, locks, reading
+from rlnb import _files
+from rlnb.history import History, reading
 from rlnb.server import state
 from rlnb.server.state import Journal, StateDirError
 from rlnb.sweep import folder as sweep_folder
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes a
 
 def swap_after_check(monkeypatch, module, target: Path) -> None:
     """``module.refuse_pipe`` looks at ``target`` (a regular file: it passes), then puts a named pipe in its place."""
-    real = locks.refuse_pipe
+    real = _files.refuse_pipe
 
     def check(file: Path, mode: int | None = None) -> None:
         real(file, mode)
@@ -76,19 +77,19 @@ def test_a_servers_signing_key_swapped_for_a_pipe_stops_its_start_naming_it(tmp_
 
 
 def test_a_run_file_swapped_for_a_pipe_is_refused_as_it_is_opened_to_append(tmp_path, monkeypatch):
-    """``locks.appending`` (every ``.jsonl`` rlnb appends to): a pipe with no reader, opened to append, waited."""
+    """``_files.appending`` (every ``.jsonl`` rlnb appends to): a pipe with no reader, opened to append, waited."""
     target = tmp_path / "ops.jsonl"
     target.write_text("")
-    swap_after_check(monkeypatch, locks, target)
-    said = refusal_in_time(lambda: locks.appending(target), target)
+    swap_after_check(monkeypatch, _files, target)
+    said = refusal_in_time(lambda: _files.appending(target), target)
     assert f"{target} is a named pipe or a socket, not a file" in str(said), said
 
 
 def test_a_lock_file_swapped_for_a_pipe_is_refused_as_it_is_opened(tmp_path, monkeypatch):
     target = tmp_path / "run.lock"
     target.write_text("")
-    swap_after_check(monkeypatch, locks, target)
-    said = refusal_in_time(lambda: locks.hold_lock(target, "taken by {holder}"), target)
+    swap_after_check(monkeypatch, _files, target)
+    said = refusal_in_time(lambda: _files.hold_lock(target, "taken by {holder}"), target)
     assert f"{target} is a named pipe, not a file" in str(said), said
 
 

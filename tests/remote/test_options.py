@@ -112,12 +112,10 @@ def test_a_target_that_is_no_str_is_a_type_error_naming_it(target):
 
 def test_the_operation_timeout_default_is_a_shared_default_lr_find_reads_without_the_remote_client():
     """lr_find imported its wait from ``rlnb.remote.poller`` (the remote client, httpx with it) for local sessions too;
-    the default lives with the other shared ones in ``rlnb._options``, and both read that one value."""
-    from rlnb import _options
+    the default lives with the other operation constants in ``rlnb.wire``, and both read that one value."""
+    find_lr = importlib.import_module("rlnb.sweep.lr.find")
 
-    find_lr = importlib.import_module("rlnb.sweep.find_lr")
-
-    assert PollOptions().operation_timeout == _options.OPERATION_TIMEOUT == find_lr.OPERATION_TIMEOUT == 3600.0
+    assert PollOptions().operation_timeout == rlnb.wire.OPERATION_TIMEOUT == find_lr.OPERATION_TIMEOUT == 3600.0
     imports = [
         line for line in Path(find_lr.__file__).read_text().splitlines() if line.startswith(("from ", "import "))
     ]

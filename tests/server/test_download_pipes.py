@@ -1,5 +1,5 @@
 """A checkpoint file swapped for a named pipe after the server's checks, as its presigned download is served: the
-route opens the file itself (``locks.regular``) and serves that descriptor. Starlette's ``FileResponse`` opened it
+route opens the file itself (``_files.regular``) and serves that descriptor. Starlette's ``FileResponse`` opened it
 again by name once the headers were sent: a pipe put there between waited for ever, holding a worker thread and
 the response. Each request runs with a deadline (``result_in_time``), so a wait fails the test."""
 
@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.responses import FileResponse
 
-from rlnb.history import locks
+from rlnb import _files
 from rlnb.server import ops
 from tests.support.pipes import result_in_time
 from tests.support.server import app_client, new_session, submit, wait
@@ -58,7 +58,7 @@ def test_a_file_swapped_for_a_pipe_after_the_checks_is_refused_with_a_409_naming
 
 def swapped_once_opened(monkeypatch, path):
     """The route's open of ``path`` swaps it for a pipe just after: any later open by name waits on the pipe."""
-    real = locks.regular
+    real = _files.regular
 
     def opened_then_swapped(name, flags, *args):
         fd = real(name, flags, *args)
@@ -66,7 +66,7 @@ def swapped_once_opened(monkeypatch, path):
             swap(path)
         return fd
 
-    monkeypatch.setattr(locks, "regular", opened_then_swapped)
+    monkeypatch.setattr(_files, "regular", opened_then_swapped)
 
 
 def test_a_file_swapped_for_a_pipe_as_the_response_begins_is_served_as_it_was_opened(tmp_path, monkeypatch):

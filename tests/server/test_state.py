@@ -203,7 +203,7 @@ def test_a_state_dir_on_a_file_system_that_cannot_lock_serves_and_says_it_is_unl
     server out. A lock another server holds is still refused, naming its pid."""
     import fcntl
 
-    from rlnb.history.locks import LockUnsupportedWarning
+    from rlnb._files import LockUnsupportedWarning
     from rlnb.server.state import Journal, StateDirLocked
 
     held = Journal(tmp_path / "held")

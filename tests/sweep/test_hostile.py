@@ -159,8 +159,8 @@ def test_a_killed_ray_trials_temporary_folder_is_removed_by_the_next_trial_on_it
     """A Ray trial ran in a ``TemporaryDirectory``: a worker killed mid-trial (out of memory, a node drained) left
     the folder, its run and checkpoints in, in the node's /tmp for ever. A trial's folder is now held while it runs,
     and the next trial on the node removes those whose holder is gone; a live trial's is kept."""
+    from rlnb._files import release
     from rlnb.engine import held
-    from rlnb.history.locks import release
     from rlnb.sweep.ray_task import TRIAL_PREFIX, trial_folder
 
     monkeypatch.setattr(held.tempfile, "tempdir", str(tmp_path))

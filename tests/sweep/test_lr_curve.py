@@ -1,4 +1,4 @@
-"""``lr_curve.suggest`` on synthetic curves, smoothed as ``lr_find`` smooths them: which advice each shape gets when
+"""``lr.curve.suggest`` on synthetic curves, smoothed as ``lr_find`` smooths them: which advice each shape gets when
 there is no clear suggestion, and that a normal curve (a rise, then a collapse) keeps its suggestion."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from rlnb.sweep.lr_curve import smooth, spaced, suggest
+from rlnb.sweep.lr.curve import smooth, spaced, suggest
 
 
 def read(values, objective="reward", start_lr=1e-5, end_lr=1.0):

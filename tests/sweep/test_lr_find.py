@@ -21,10 +21,11 @@ from rlnb import samples
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.history import History
-from rlnb.sweep import convert_muon_lr, lr_curve, lr_find, muon_shapes
-from rlnb.sweep import find_lr as find_lr_module
-from rlnb.sweep.find_lr import LRFind
-from rlnb.sweep.lr_curve import FLAT, Diverging, rise, significant, smooth, suggest
+from rlnb.sweep import convert_muon_lr, lr_find, muon_shapes
+from rlnb.sweep.lr import curve
+from rlnb.sweep.lr import find as find_lr_module
+from rlnb.sweep.lr.curve import FLAT, Diverging, rise, significant, smooth, suggest
+from rlnb.sweep.lr.find import LRFind
 from rlnb.tasks import digits_task, rl_step
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel
@@ -858,7 +859,7 @@ def test_a_long_test_does_not_smooth_every_value_again_at_each_step(tmp_path):
     """10,000 steps (the most allowed) of a cheap step_fn: the whole curve was smoothed again after each step
     (quadratic: ~27 s of the test's own time). The divergence check keeps its EMA as it goes, and stops as before."""
     calls = []
-    real = lr_curve.smooth
+    real = curve.smooth
 
     def lr_curve_smooth(values, *a):
         calls.append(len(values))

@@ -6,8 +6,8 @@ import pytest
 import rlnb
 from rlnb import samples
 from rlnb.history import History
-from rlnb.sweep import find_lr as find_lr_module
 from rlnb.sweep import lr_find
+from rlnb.sweep.lr import find as find_lr_module
 
 
 def rising(session, params, i):

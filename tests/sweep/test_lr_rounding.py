@@ -7,7 +7,7 @@ import pytest
 
 import rlnb
 from rlnb.sweep import lr_find
-from rlnb.sweep.lr_curve import significant
+from rlnb.sweep.lr.curve import significant
 
 
 def steep_rise(center: float):

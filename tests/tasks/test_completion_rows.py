@@ -18,7 +18,7 @@ from rlnb.history import History
 from rlnb.history.completion_log import checked
 from rlnb.tasks import Task, score, unscored
 from rlnb.tasks.rollouts import Rollout, completion_rows, score_texts, step_metrics
-from rlnb.text import ByteCodec, decode_all
+from rlnb.text.codec import ByteCodec, decode_all
 
 EOS = 300
 STOP = next(r for r in get_args(wire.StopReason) if r != wire.STOP_REASON_LENGTH)

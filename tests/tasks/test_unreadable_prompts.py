@@ -8,7 +8,7 @@ import rlnb
 from rlnb.tasks import Task
 from rlnb.tasks.task import session_prompt_ids, task_prompt_ids
 from rlnb.testing import FakeBackend
-from rlnb.text import ByteCodec, NoTokenizer, NoTokenizerCodec
+from rlnb.text.codec import ByteCodec, NoTokenizer, NoTokenizerCodec
 
 MODEL = r"model 'org/m' has no tokenizer: pass tokenizer= to rlnb\.connect to use text, or pass token ids$"
 PROMPTS = [[1, 2], "n=", [{"role": "user", "content": "hi"}]]  # prompts[1] is the first that needs a tokenizer

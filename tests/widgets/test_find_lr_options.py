@@ -5,7 +5,7 @@ import pytest
 
 import rlnb
 import rlnb.sweep
-from rlnb.sweep.lr_result import LRFind
+from rlnb.sweep.lr.result import LRFind
 from rlnb.tasks import addition_task
 from rlnb.testing import FakeBackend
 from rlnb.widgets import OptimizerBuilder, RunPanel

@@ -11,7 +11,7 @@ import pytest
 import rlnb
 from rlnb.schedule import rate
 from rlnb.sweep import convert_muon_lr
-from rlnb.sweep.muon_lr import muon_lr_factor
+from rlnb.sweep.lr.muon import muon_lr_factor
 from rlnb.widgets import OptimizerBuilder, RunPanel
 
 

@@ -27,7 +27,7 @@ from rlnb.engine.models.decoders import (
 )
 from rlnb.engine.models.gpt2 import from_gpt2, gpt2_config, to_gpt2
 from rlnb.engine.models.tiny import KVCache, TinyTransformer
-from rlnb.text import Codec
+from rlnb.text.codec import Codec
 
 DEFAULT_CONTEXT = 1024
 """Context length assumed for a plain module that does not say (no ``block_size`` attribute)."""

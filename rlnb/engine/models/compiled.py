@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlnb._options import check_bool
+from rlnb._checks import check_bool
 from rlnb.errors import describe
 
 log = logging.getLogger("rlnb")

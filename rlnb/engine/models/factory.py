@@ -15,7 +15,7 @@ from rlnb.engine.models.adapter import BuiltinAdapter, ModelAdapter
 from rlnb.engine.models.hf import ModelLoadError
 from rlnb.engine.models.hf_adapter import HFAdapter
 from rlnb.engine.models.tiny import SIZES, TinyTransformer, build_model
-from rlnb.text import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
+from rlnb.text.codec import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
 
 
 def build_adapter(

@@ -9,8 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse
 
-from rlnb import wire
-from rlnb.history import locks
+from rlnb import _files, wire
 from rlnb.server.deps import AUTHENTICATED, OVERRIDES, RegistryDep
 from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError
 from rlnb.server.opened_file import OpenedFileResponse
@@ -90,7 +89,7 @@ def checkpoint_file(
         said = f"checkpoint {checkpoint_id} has no file {wire.shown(filename, SHOWN)}"
         raise ServerError(404, said, param="filename")
     try:
-        fh = open(files[filename], "rb", opener=locks.regular)  # noqa: SIM115 - the response closes it
+        fh = open(files[filename], "rb", opener=_files.regular)  # noqa: SIM115 - the response closes it
     except OSError as exc:
         if exc.errno is not None:  # gone, unreadable: the app's 500, as before
             raise

@@ -14,7 +14,7 @@ import numpy as np
 from torch import nn
 
 from rlnb import wire
-from rlnb._options import is_integer
+from rlnb._checks import is_integer
 from rlnb._scalars import scalar
 from rlnb.engine.models.factory import roles
 from rlnb.engine.models.tiny import SIZES, build_model

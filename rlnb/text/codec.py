@@ -12,10 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any, Protocol, cast, runtime_checkable
 
-from rlnb._options import is_integer
+from rlnb._checks import is_integer
 from rlnb._shown import shown
-from rlnb.chat_fields import nones, refusal, rendered, renders_as_transformers
-from rlnb.prompts import SHOWN, a_type, check_messages, check_text
+from rlnb.text.chat_fields import nones, refusal, rendered, renders_as_transformers
+from rlnb.text.prompts import SHOWN, a_type, check_messages, check_text
 from rlnb.wire.lists import only
 
 Message = Mapping[str, str]

@@ -1,8 +1,8 @@
 """``rlnb demo``: the RL loop end to end on the in-process torch backend, in one command.
 
 Its arguments and the run itself (``demo``) live here, apart from the server's; what a run takes and its checks are
-``demo_options``'s (``DemoOptions``), the files it writes in ``--out``, and the earlier output it replaces,
-``demo_files``'s, and the words of a demo stopped early, ``demo_stops``'.
+``options``' (``DemoOptions``), the files it writes in ``--out``, and the earlier output it replaces, ``files``',
+and the words of a demo stopped early, ``stops``'.
 torch, the tasks, the plots and the run store are imported when it runs (``rlnb --help`` imports none of them).
 """
 
@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlnb.cli.demo_options import DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option
-from rlnb.cli.demo_stops import RESTORED, Terminated, kept, restored, terminated
+from rlnb.cli.demo.options import DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option
+from rlnb.cli.demo.stops import RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, integer, number
 from rlnb.cli.output import quiet, say
@@ -29,13 +29,13 @@ def demo(options: DemoOptions | None = None) -> int:
     after; write CSV + PNG, and keep the run folder (``out/run``, loadable with ``rlnb.History.load``, its
     completions in ``completions.jsonl``). What an earlier demo wrote in ``out`` (other files of those names only
     with ``force``) is set aside while it trains and deleted once a step completed; a run that stops before it
-    recorded anything puts it back, one that stops later keeps it aside (``demo_files``). One options object, not a
+    recorded anything puts it back, one that stops later keeps it aside (``files``). One options object, not a
     parameter list: the demo takes a dozen."""
     import rlnb
-    from rlnb.cli.demo_aside import asides, first_lines, hold_out, recover
-    from rlnb.cli.demo_files import check_out, restore_earlier_output, set_aside_earlier_output
+    from rlnb._files import release
+    from rlnb.cli.demo.aside import asides, first_lines, hold_out, recover
+    from rlnb.cli.demo.files import check_out, restore_earlier_output, set_aside_earlier_output
     from rlnb.engine.backend import LocalBackend
-    from rlnb.history.locks import release
 
     o = options if options is not None else DemoOptions()
     kind = rlnb.wire.optimizer_kind(o.optimizer)
@@ -81,8 +81,8 @@ def demo(options: DemoOptions | None = None) -> int:
 def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, lines: list[str]) -> int:
     """The run over the earlier output set aside in ``aside``, the demo's ``lines`` said first; what it set aside is
     deleted once a step completed, put back when it recorded nothing."""
-    from rlnb.cli.demo_aside import asides, drop, kept_words
-    from rlnb.cli.demo_files import restore_earlier_output
+    from rlnb.cli.demo.aside import asides, drop, kept_words
+    from rlnb.cli.demo.files import restore_earlier_output
 
     out = Path(o.out)
     try:  # the earlier output comes back when the run stops before it recorded anything (a Ctrl-C)
@@ -115,7 +115,7 @@ def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, line
 def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, str | None]:
     """The run itself, its table and its files: (how many steps completed, the first failure's reason)."""
     import rlnb
-    from rlnb.cli.demo_files import write_outputs
+    from rlnb.cli.demo.files import write_outputs
     from rlnb.tasks import EVAL_EVERY, SEED_STRIDE, TASKS, VerifiedTask, rl_step
     from rlnb.tasks.lesson import log_accuracy
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlnb._options import is_integer, user_path
+from rlnb._checks import is_integer, user_path
 from rlnb._shown import shown
 from rlnb.cli.options import refused_option
 from rlnb.engine.dtypes import WEIGHT_DTYPES

@@ -21,7 +21,7 @@ def terminated(signum: int, _frame: object) -> None:
 def kept(out: str | Path, stop: BaseException) -> str:
     """Where the steps of a demo that stopped early are, when its run folder was written, and where the earlier output
     it replaced is: back in place, or set aside."""
-    from rlnb.cli.demo_aside import asides, kept_words
+    from rlnb.cli.demo.aside import asides, kept_words
     from rlnb.history.store import OPS_FILE
 
     if said := restored(out, stop):

@@ -2,7 +2,7 @@
 ``MANIFEST``, unchanged since) and a run folder rlnb wrote that no live session holds; any other file of its names only
 with ``--force``, and a name there that is no plain file never. Checked before a model loads.
 
-Replaced means set aside in an aside folder (``demo_aside``) while the new run trains, and deleted only once it has
+Replaced means set aside in an aside folder (``aside``) while the new run trains, and deleted only once it has
 completed a step: a run that stops before it recorded anything puts them back, and one that stops later leaves them
 there, said. ``--force`` deleted them before training, so a demo that then failed (a Ctrl-C) had lost the user's files.
 """
@@ -17,10 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from rlnb._options import not_folder, refuse_dangling_link
-from rlnb.cli.demo_aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
+from rlnb._checks import not_folder, refuse_dangling_link
+from rlnb._files import release, write_new
+from rlnb.cli.demo.aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
 from rlnb.errors import RunLocked
-from rlnb.history.locks import release, write_new
 from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
 
 RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
@@ -112,7 +112,7 @@ def note_own_files(out: Path, names: list[str]) -> None:
 
 def set_aside_earlier_output(out: Path, force: bool) -> tuple[Path | None, list[str]]:
     """Before training, with ``out``'s lock held: the files an earlier demo wrote in ``out`` (and left unchanged) are
-    moved into ``STAGING``, then that into the first free aside folder (``demo_aside``); any other file of its names
+    moved into ``STAGING``, then that into the first free aside folder (``aside``); any other file of its names
     (a user's history.csv, which would be overwritten without a word) only with ``force``; a name there that is no
     plain file never. That folder (None when nothing moved) and the names it moved, for the demo to say (an
     interrupted demo's steps, said to be kept, would otherwise go without a word at the next)."""

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from rlnb._chat_marks import CURRENT, Marks, marked_template
+from rlnb.text.chat_marks import CURRENT, Marks, marked_template
 
 CHECKED = 256
 """Renders kept, per template, special tokens, messages and generation prompt: RL samples the same prompts each

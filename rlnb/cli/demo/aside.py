@@ -16,8 +16,8 @@ import shutil
 from pathlib import Path
 from typing import IO
 
+from rlnb._files import hold_lock
 from rlnb.errors import RunLocked
-from rlnb.history.locks import hold_lock
 
 LOCK = ".rlnb-demo.lock"
 """In ``--out``: held by the demo running there."""

@@ -1,6 +1,7 @@
 """One writer at a time: a file lock the OS releases when its holder's process dies (a run folder's
-``run.lock``, a sweep folder's, a server's state folder's), its holder's pid written inside for the error
-of whoever finds it taken.
+``run.lock``, a sweep folder's, a server's state folder's, a checkpoint's partial), its holder's pid written inside
+for the error of whoever finds it taken; and the writes every folder of rlnb shares (``write_new``, ``appending``,
+``fsync``): never through a link, never a named pipe. Below history, engine, sweep and the server, which all use it.
 
 A file system that takes no locks at all (Lustre mounted without ``flock``, an NFS without its lock daemon:
 ``ENOSYS``, ``ENOLCK``, ``EOPNOTSUPP``) is not another writer: the folder is written unlocked, with a

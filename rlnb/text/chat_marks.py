@@ -1,7 +1,7 @@
 """How a chat template's render notes a value the messages do not give that it prints: the template compiled so that
 each ``{{ ... }}`` goes through ``Marks.printed`` (``marked_template``), and a missing value's text, when such a
 ``{{ ... }}`` is evaluated again, a private-use character that tests as the empty text transformers prints
-(``_Marked``). ``rlnb.chat_fields`` renders with it.
+(``_Marked``). ``rlnb.text.chat_fields`` renders with it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rates of the learning-rate range test (``find_lr``): its default range by optimizer and Muon scaling
+"""The rates of the learning-rate range test (``find``): its default range by optimizer and Muon scaling
 convention, the range checked before anything is opened, and ``base`` at each rate (Muon's ``adam`` part moving
 with it at ``base``'s ratio; a suggestion rounded to two significant figures within ``DECAY_RULE``)."""
 
@@ -10,14 +10,14 @@ from rlnb import wire
 from rlnb.params import MuonHyperparams, OptimizerParams, decay_rule_holds
 from rlnb.session import Session
 
-from .lr_curve import significant
+from .curve import significant
 
 DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (1e-5, 1.0)}
 """(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
 SCALING_NAMES: dict[str, str] = {strategy: name for name, strategy in wire.MUON_SCALING.items()}
 """A session config's ``muon_scaling`` as the wire spells it, by the convention's name (``DEFAULT_RANGES``'s keys,
-``muon_lr``'s conventions)."""
+``muon``'s conventions)."""
 
 
 def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:

@@ -10,7 +10,7 @@ from decimal import ROUND_FLOOR, Decimal
 
 import numpy as np
 
-from .trial import Objective
+from ..trial import Objective
 
 SMOOTHING = 0.6
 """EMA factor on the per-step objective (bias-corrected), as fastai's ``lr_find`` (0.98 over 100 steps;
@@ -39,7 +39,7 @@ preset on the digits task, seeds 0-4): fresh and notebook-05 sessions rise 0.68-
 
 def significant(value: float, digits: int = 2, down: bool = False) -> float:
     """``0.0025929437974046674`` → ``0.0026``: a rate as a person would write it; ``down``: ``0.0025``, for a rate
-    that must stay under a bound the rate to nearest would reach (``lr_rates.with_lr``)."""
+    that must stay under a bound the rate to nearest would reach (``rates.with_lr``)."""
     if not down:
         return float(f"{value:.{digits}g}")
     exact = Decimal(repr(value))  # its shortest decimal: 0.099 stays 0.099 (binary 0.0989999... floored to 0.098)

@@ -13,9 +13,9 @@ from matplotlib.figure import Figure
 from rlnb.params import OptimizerParams
 from rlnb.viz.plots import NotebookFigure
 
-from .figures import check_axes
-from .lr_curve import why_none
-from .trial import Objective
+from ..figures import check_axes
+from ..trial import Objective
+from .curve import why_none
 
 
 @dataclass

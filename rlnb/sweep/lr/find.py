@@ -9,8 +9,8 @@ optimizer; the session itself only saves that checkpoint), or on a fresh session
 On Muon both rates grow together at the ratio ``base`` has (AdamW / Muon): the AdamW part trains the
 embeddings and head, and a sweep of Muon's rate alone measured the AdamW part's progress at a fixed rate
 (on notebook 05 it suggested Muon 0.0026 where 0.05 works). Muon's rate is in the session's scaling
-convention; ``rlnb.sweep.muon_lr`` converts between conventions. The rates (the default range, ``base`` at a
-rate) are ``lr_rates``'s, the curve and its suggestion ``lr_curve``'s, the result ``lr_result``'s ``LRFind``.
+convention; ``rlnb.sweep.lr.muon`` converts between conventions. The rates (the default range, ``base`` at a
+rate) are ``rates``'s, the curve and its suggestion ``curve``'s, the result ``result``'s ``LRFind``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import _secrets, wire
-from rlnb._options import OPERATION_TIMEOUT, take
+from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
@@ -32,13 +32,14 @@ from rlnb.params import DECAY_RULE, MuonHyperparams, MuonParams, OptimizerParams
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.tasks.task import session_prompt_ids
+from rlnb.wire import OPERATION_TIMEOUT
 
-from .lr_curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
-from .lr_rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr
-from .lr_result import LRFind
-from .new_prompts import check_new_session_prompts
-from .options import RangeTestOptions, StepFn, check_base, check_range_test, given
-from .trial import Objective
+from ..new_prompts import check_new_session_prompts
+from ..options import RangeTestOptions, StepFn, check_base, check_range_test, given
+from ..trial import Objective
+from .curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
+from .rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr
+from .result import LRFind
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
 
@@ -228,7 +229,7 @@ def _rl_step(task: Task, objective: Objective, seed: int) -> StepFn:
 def _open(
     kind: str, session: Session | None, target: str, seed: int, runs_dir: str | Path | None, options: dict[str, Any]
 ) -> Session:
-    from .trial import own_modules  # each model= module is copied: the test never trains the caller's
+    from ..trial import own_modules  # each model= module is copied: the test never trains the caller's
 
     record: dict[str, Any] = {"runs_dir": runs_dir, "run_id": new_run_id("lr-find")}
     if session is not None and runs_dir is None:  # where the session records, not ./rlnb-runs wherever Python runs

@@ -1,7 +1,7 @@
 """The checks of what a notebook hands over as text or token ids, before any codec reads it: token ids in the
 forms a notebook has them, text a tokenizer can encode, chat messages a template renders as written, and what
 ``tokenizer=`` may be; ``sample``'s arguments as the wire takes them (``prompt_list``, ``stop_list``)
-and as the model can take them (``check_ids``, ``check_room``). Apart from ``rlnb.text`` (the codecs) so that
+and as the model can take them (``check_ids``, ``check_room``). Apart from ``rlnb.text.codec`` (the codecs) so that
 each stays small; each check's error names the argument it refuses.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import is_integer
+from rlnb._checks import is_integer
 from rlnb._shown import shown
 
 SHOWN = 100
