@@ -374,6 +374,9 @@ def test_a_session_that_fails_to_build_frees_its_slot(c, monkeypatch):
 
     monkeypatch.setattr(sessions_mod, "make_backend", broken)
     failed = running(c, c.post("/training-sessions", json={"model_resources_id": rid}).json()["id"])
-    assert failed["status"] == wire.SessionStatus.ERROR and "(OSError): disk full" in failed["error"]["message"]
+    assert (
+        failed["status"] == wire.SessionStatus.ERROR
+        and "(OSError): the server's models['rlnb/tiny'] ('tiny'): disk full" in failed["error"]["message"]
+    )
     monkeypatch.undo()
     assert c.post("/training-sessions", json={"model_resources_id": rid}).status_code == 200
