@@ -62,7 +62,10 @@ class OperationsMixin(RegistryCore):
                 return None
             if op.kind != kind:
                 raise ServerError(
-                    409, f"Idempotency-Key was already used for a {op.kind} operation", param="Idempotency-Key"
+                    409,
+                    f"Idempotency-Key {wire.shown(key, SHOWN)} was already used for {op.kind} operation {op.env.id}; "
+                    "a retry must send the same request, and a new request needs a new key",
+                    param="Idempotency-Key",
                 )
             if op.fingerprint != fingerprint:
                 raise ServerError(
