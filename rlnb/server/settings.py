@@ -115,6 +115,10 @@ class ServerSettings:
     max_label_bytes: int = 65536
     """Bytes of a session's ``display_name``, and of its ``metadata`` as JSON (400 past it): a session keeps them for
     good, in memory and in ``--state-dir``'s journal, and would take a 30 MB name."""
+    max_pending_operations: int = 1024
+    """Operations one session may have queued or running at once (429 with ``Retry-After`` past it): each keeps its
+    parsed body in memory until it ran (60 queued forward-backwards of 0.93 MB held 400 MB). rlnb's ``rl_step`` keeps
+    four in flight; its client retries the 429, so a loop that submits faster than the session runs waits instead."""
     max_kept_operations: int = 10_000
     """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
     Idempotency-Key a 409): a session that kept every operation's record would keep ~40,000 for an RL run of 10,000
@@ -173,7 +177,7 @@ _BYTES = ("max_body_bytes", "max_payload_bytes", "max_session_payload_bytes", "m
 _COUNTS = ("full_session_cap", "lora_session_cap", "max_lora_rank", "max_batch_size", "max_live_resources",
            "max_live_sessions", "max_session_uploads", "max_sample_tokens", "max_sample_prompt_tokens",
            "max_prompt_logprobs",
-           "max_stop_strings", "max_stop_chars", "max_kept_operations")  # fmt: skip
+           "max_stop_strings", "max_stop_chars", "max_pending_operations", "max_kept_operations")  # fmt: skip
 LIMITS: dict[str, int] = (
     dict.fromkeys(_COUNTS, COUNT_MAX) | dict.fromkeys(_BYTES, BYTES_MAX)
     | dict.fromkeys(_SECONDS, SECONDS_MAX) | dict.fromkeys(_TTLS, TTL_MAX)
