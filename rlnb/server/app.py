@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rlnb._hosts import loopback
 from rlnb.server import stopping
 from rlnb.server.body_limit import BodyLimit, ServerStop
+from rlnb.server.connections import protocol
 from rlnb.server.deps import OVERRIDES, ServingApp
 from rlnb.server.errors import EncodedSlash, install_error_handlers
 from rlnb.server.faults import FaultInjector
@@ -251,10 +252,13 @@ def run(app: FastAPI, sock: socket.socket) -> None:
 
 
 def uvicorn_config(app: FastAPI, host: str, port: int) -> Any:
-    """uvicorn's settings for ``app``. Colours are off where ``sys.stdout`` is None (pythonw, an embedding program):
-    uvicorn would ask ``sys.stdout.isatty()`` to choose them, which raises there."""
+    """uvicorn's settings for ``app``: its HTTP protocol with ``header_timeout`` and ``max_connections``. Colours
+    are off where ``sys.stdout`` is None (pythonw, an embedding program): uvicorn would ask ``sys.stdout.isatty()``
+    to choose them, which raises there."""
     import uvicorn
 
     colours = None if sys.stdout is not None else False  # None: uvicorn's choice
+    settings: ServerSettings = app.state.registry.settings
+    http = protocol(settings.header_timeout, settings.max_connections)
     return uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE,
-                          use_colors=colours)  # fmt: skip
+                          use_colors=colours, http=http)  # fmt: skip
