@@ -123,8 +123,9 @@ class ServerSettings:
     good, in memory and in ``--state-dir``'s journal, and would take a 30 MB name."""
     max_pending_operations: int = 1024
     """Operations one session may have queued or running at once (429 with ``Retry-After`` past it): each keeps its
-    parsed body in memory until it ran (60 queued forward-backwards of 0.93 MB held 400 MB). rlnb's ``rl_step`` keeps
-    four in flight; its client retries the 429, so a loop that submits faster than the session runs waits instead."""
+    parsed body in memory until it ran (60 queued forward-backwards of 0.93 MB held 400 MB). rlnb's ``rl_step`` (and
+    the sweeps and lessons made of it) keeps three in flight; its client retries the 429, so a loop that submits faster
+    than the session runs waits instead."""
     max_kept_operations: int = 10_000
     """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
     Idempotency-Key a 409): a session that kept every operation's record would keep ~40,000 for an RL run of 10,000
