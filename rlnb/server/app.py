@@ -244,21 +244,20 @@ def run(app: FastAPI, sock: socket.socket) -> None:
             super().handle_exit(sig, frame)
 
     host, port = sock.getsockname()[:2]
-    config = uvicorn_config(app, host, port)
+    config = uvicorn_config(app, host, port, registry.settings)
     try:
         Server(config).run(sockets=[sock])
     finally:
         app.state.registry.close(0)
 
 
-def uvicorn_config(app: FastAPI, host: str, port: int) -> Any:
-    """uvicorn's settings for ``app``: its HTTP protocol with ``header_timeout`` and ``max_connections``. Colours
-    are off where ``sys.stdout`` is None (pythonw, an embedding program): uvicorn would ask ``sys.stdout.isatty()``
-    to choose them, which raises there."""
+def uvicorn_config(app: ASGIApp, host: str, port: int, settings: ServerSettings) -> Any:
+    """uvicorn's settings for ``app``: its HTTP protocol with ``settings``' ``header_timeout`` and
+    ``max_connections``. Colours are off where ``sys.stdout`` is None (pythonw, an embedding program): uvicorn would
+    ask ``sys.stdout.isatty()`` to choose them, which raises there."""
     import uvicorn
 
     colours = None if sys.stdout is not None else False  # None: uvicorn's choice
-    settings: ServerSettings = app.state.registry.settings
     http = protocol(settings.header_timeout, settings.max_connections)
     return uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE,
                           use_colors=colours, http=http)  # fmt: skip
