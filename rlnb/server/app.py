@@ -21,11 +21,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb._hosts import loopback
 from rlnb.server import stopping
+from rlnb.server.body_limit import BodyLimit, ServerStop
+from rlnb.server.connections import protocol
 from rlnb.server.deps import OVERRIDES, ServingApp
 from rlnb.server.error_handlers import EncodedSlash, install_error_handlers
 from rlnb.server.faults import FaultInjector
 from rlnb.server.hosts import OwnNames, host_name
-from rlnb.server.limits import BodyLimit
 from rlnb.server.openapi import shared_openapi, truthful_schema
 from rlnb.server.registry import Registry
 from rlnb.server.routes import checkpoints, operations, payloads, resources, sessions
@@ -135,7 +136,7 @@ def create_app(
         raise ValueError(f"pass settings or {', '.join(fields)}, not both")
     registry = Registry(settings, clock) if clock is not None else Registry(settings)
     app = FastAPI(title=TITLE, version=VERSION, lifespan=_lifespan(registry))
-    app.state.registry, app.state.hurry = registry, threading.Event()
+    app.state.registry, app.state.hurry, app.state.stop = registry, threading.Event(), ServerStop()
     install_error_handlers(app)
 
     app.router.routes.extend(route for router in (_health, *ROUTERS) for route in router.routes)
@@ -146,7 +147,7 @@ def create_app(
     app.add_middleware(ServingApp)  # each request reads its own app's dependency_overrides (the routes are shared)
     if settings.fail_rate:
         app.add_middleware(FaultInjector, rate=settings.fail_rate, seed=settings.fail_seed)
-    app.add_middleware(BodyLimit, settings=settings)  # before anything reads a body
+    app.add_middleware(BodyLimit, settings=settings, stop=app.state.stop)  # before anything reads a body
     if settings.host_names is not None:  # outermost: a request to another name is read no further
         app.add_middleware(OwnNames, names=settings.host_names)
     return app
@@ -209,7 +210,8 @@ def bind(host: str, port: int) -> socket.socket:
 
 def run(app: FastAPI, sock: socket.socket) -> None:
     """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted. A stop answers the long-polls it
-    holds at once (their status as it is), before uvicorn waits for the requests in flight. A second signal while it
+    holds at once (their status as it is), and a request body still arriving with a 503 (``ServerStop``), before uvicorn
+    waits for the requests in flight. A second signal while it
     stops abandons the running operations at once (``app.state.hurry``); a stop that skipped the app's shutdown
     (uvicorn does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too. A SIGINT
     ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler would honour it."""
@@ -218,6 +220,11 @@ def run(app: FastAPI, sock: socket.socket) -> None:
     hurry: threading.Event = app.state.hurry
     registry: Registry = app.state.registry
     ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    stop: ServerStop = app.state.stop
+
+    def release() -> None:
+        registry.release_long_polls()
+        stop.set()  # a body still arriving: a 503 now, not cut by SHUTDOWN_GRACE
 
     class Server(uvicorn.Server):
         @contextmanager
@@ -233,22 +240,24 @@ def run(app: FastAPI, sock: socket.socket) -> None:
             if self.should_exit:
                 hurry.set()
             else:  # on a thread: this handler may have interrupted the event loop's thread inside the registry's lock
-                threading.Thread(target=registry.release_long_polls, name="rlnb-release-polls", daemon=True).start()
+                threading.Thread(target=release, name="rlnb-release-polls", daemon=True).start()
             super().handle_exit(sig, frame)
 
     host, port = sock.getsockname()[:2]
-    config = uvicorn_config(app, host, port)
+    config = uvicorn_config(app, host, port, registry.settings)
     try:
         Server(config).run(sockets=[sock])
     finally:
         app.state.registry.close(0)
 
 
-def uvicorn_config(app: FastAPI, host: str, port: int) -> Any:
-    """uvicorn's settings for ``app``. Colours are off where ``sys.stdout`` is None (pythonw, an embedding program):
-    uvicorn would ask ``sys.stdout.isatty()`` to choose them, which raises there."""
+def uvicorn_config(app: ASGIApp, host: str, port: int, settings: ServerSettings) -> Any:
+    """uvicorn's settings for ``app``: its HTTP protocol with ``settings``' ``header_timeout`` and
+    ``max_connections``. Colours are off where ``sys.stdout`` is None (pythonw, an embedding program): uvicorn would
+    ask ``sys.stdout.isatty()`` to choose them, which raises there."""
     import uvicorn
 
     colours = None if sys.stdout is not None else False  # None: uvicorn's choice
+    http = protocol(settings.header_timeout, settings.max_connections)
     return uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE,
-                          use_colors=colours)  # fmt: skip
+                          use_colors=colours, http=http)  # fmt: skip

@@ -21,6 +21,22 @@ def checkpoint_dir(settings: ServerSettings) -> Path | None:
     return settings.state_dir / CHECKPOINTS if settings.state_dir is not None else None
 
 
+def planned_lora(
+    resource: wire.ModelResources, lora: wire.LoraConfig | None, saved: wire.LoraConfig | None
+) -> wire.LoraConfig | None:
+    """The LoRA settings a session of ``resource`` will use, said by its create's answer (which said ``null``, read as
+    full weights, or a part-null config while CREATING): what it asked for, else the settings ``saved`` with the
+    checkpoint it resumes (as the build takes them), else the defaults. The build's own replace them once it runs."""
+    if not resource.lora_enabled:
+        return None
+    from rlnb.engine.checkpoints import LORA_FIELDS
+    from rlnb.engine.models.lora import LoraSettings
+
+    kept = saved.model_dump(include=set(LORA_FIELDS), exclude_none=True) if saved is not None else {}
+    given = lora.model_dump(exclude_none=True) if lora is not None else {}
+    return wire.LoraConfig(**LoraSettings.from_config({**kept, **given}).as_dict())
+
+
 def make_backend(
     settings: ServerSettings,
     resource: wire.ModelResources,

@@ -30,7 +30,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ServerError)
     def _server_error(request: Request, exc: ServerError) -> JSONResponse:
-        return error_response(exc.status, exc.message, exc.type, exc.param, exc.retry)
+        return error_response(exc.status, exc.message, exc.type, exc.param, exc.retry, exc.retry_after)
 
     @app.exception_handler(ClientDisconnect)
     def _client_gone(request: Request, exc: ClientDisconnect) -> JSONResponse:

@@ -44,9 +44,12 @@ class ServerError(Exception):
     ends by itself (a session still being created)."""
 
     def __init__(
-        self, status: int, message: str, *, param: str | None = None, type: str | None = None, retry: bool = False
-    ):
+        self, status: int, message: str, *, param: str | None = None, type: str | None = None, retry: bool = False,
+        retry_after: int | None = None,
+    ):  # fmt: skip
         self.status, self.message, self.param, self.retry = status, message, param, retry
+        self.retry_after = retry_after
+        """Seconds the client is asked to wait before it tries again (``Retry-After``)."""
         self.type = type or error_type(status)
         super().__init__(message)
 
@@ -59,9 +62,13 @@ def not_found(what: str, ident: str, param: str) -> ServerError:
     return ServerError(404, f"{what} {wire.shown(ident, SHOWN)} not found", param=param)
 
 
-def error_response(status: int, message: str, type: str, param: str | None = None, retry: bool = False) -> JSONResponse:
+def error_response(
+    status: int, message: str, type: str, param: str | None = None, retry: bool = False, after: int | None = None
+) -> JSONResponse:
     body = wire.ErrorData(error=wire.ErrorDetail(message=message, type=type, param=param, code=None))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if after is not None:
+        headers["retry-after"] = str(after)
     if status == 409:  # SDKs retry a 409 unless told: say whether the state it conflicts with can end by itself
         headers["x-should-retry"] = "true" if retry else "false"
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)

@@ -1,102 +1,26 @@
 """What one request may ask of the server, checked before anything is stored or queued.
 
 Every number comes from ``ServerSettings``. A request past a limit gets the API's error body: 413 for a
-body too large (``BodyLimit``, before the body is read into memory), 400 naming the field otherwise
+body too large (``body_limit.BodyLimit``, before the body is read into memory), 400 naming the field otherwise
 (``check_operation``); a field the API does not have, at any depth, is a 400 naming it (``check_known``)
 instead of being ignored (a misspelt ``learning_rat`` would otherwise run with the default rate).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
-from starlette.datastructures import Headers
-from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
-from rlnb.server.errors import ServerError, error_response
+from rlnb.server.errors import ServerError
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
 from rlnb.text.prompts import EMPTY_STOP, REPLACEMENT, surrogate
 from rlnb.wire import MAX_NUM_SAMPLES
-
-PRESIGNED_UPLOADS = "/v1/rl/payloads/"
-"""Presigned payload uploads: their limit is ``max_payload_bytes`` (the side channel is for big bodies)."""
-
-
-class BodyTooLarge(HTTPException):
-    def __init__(self, limit: int, setting: str):
-        super().__init__(413, f"request body is larger than {limit} bytes ({setting})")
-
-
-class BodyTooSlow(HTTPException):
-    def __init__(self, why: str):
-        super().__init__(408, f"request body {why}: send it again in full")
-
-
-class BodyLimit:
-    """ASGI middleware: a body over the limit is refused with 413 and the error body — at once when its
-    ``Content-Length`` says so, else as soon as the bytes read pass the limit. A body that stalls gets a
-    408: no byte for ``body_idle_timeout`` seconds, or not all of it within ``body_timeout``. Any answer
-    sent before its request's body arrived in full says ``Connection: close``, so that uvicorn closes the
-    connection instead of waiting for the rest: a half-sent body never holds memory or a connection."""
-
-    def __init__(self, app: ASGIApp, settings: ServerSettings):
-        self.app, self.settings = app, settings
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if scope["path"].startswith(PRESIGNED_UPLOADS):
-            limit, setting = self.settings.max_payload_bytes, "max_payload_bytes"
-        else:
-            limit, setting = self.settings.max_body_bytes, "max_body_bytes"
-        headers = Headers(scope=scope)
-        declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            response = error_response(413, BodyTooLarge(limit, setting).detail, "invalid_request_error")
-            response.headers["connection"] = "close"
-            await response(scope, receive, send)
-            return
-        total = 0
-        done = not (int(declared) if declared.isdigit() else "chunked" in headers.get("transfer-encoding", ""))
-        deadline = asyncio.get_running_loop().time() + self.settings.body_timeout
-
-        async def closing(message: Message) -> None:
-            if message["type"] == "http.response.start" and not done:
-                message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
-            await send(message)
-
-        async def limited() -> Message:
-            nonlocal total, done
-            if done:  # the body is in: what follows is a wait for the client to disconnect
-                return await receive()
-            message = await self._within(receive, deadline)
-            if message["type"] == "http.request":
-                total += len(message.get("body", b""))
-                done = not message.get("more_body", False)
-                if total > limit:
-                    raise BodyTooLarge(limit, setting)  # FastAPI re-raises it; the error handler answers
-            return message
-
-        await self.app(scope, limited, closing)
-
-    async def _within(self, receive: Receive, deadline: float) -> Message:
-        left = deadline - asyncio.get_running_loop().time()
-        idle = self.settings.body_idle_timeout
-        try:
-            return await asyncio.wait_for(receive(), min(idle, max(left, 0.0)))
-        except TimeoutError:
-            if left <= idle:
-                raise BodyTooSlow(f"not in full within {self.settings.body_timeout} s (body_timeout)") from None
-            raise BodyTooSlow(f"stalled: no byte in {idle} s (body_idle_timeout)") from None
 
 
 def check_operation(settings: ServerSettings, kind: wire.OperationKind, body: Any) -> None:

@@ -21,6 +21,10 @@ from rlnb.server.settings import ServerSettings
 
 log = logging.getLogger("rlnb")
 
+PENDING_RETRY = 1
+"""Seconds a submission refused by ``max_pending_operations`` is asked to wait (``Retry-After``): rlnb's client and the
+SDK retry a 429 after it, five and two times."""
+
 FileKind = Literal["merged", "adapter"]
 """The two sets of files of an inference checkpoint."""
 
@@ -62,7 +66,10 @@ class OperationsMixin(RegistryCore):
                 return None
             if op.kind != kind:
                 raise ServerError(
-                    409, f"Idempotency-Key was already used for a {op.kind} operation", param="Idempotency-Key"
+                    409,
+                    f"Idempotency-Key {wire.shown(key, SHOWN)} was already used for {op.kind} operation {op.env.id}; "
+                    "a retry must send the same request, and a new request needs a new key",
+                    param="Idempotency-Key",
                 )
             if op.fingerprint != fingerprint:
                 raise ServerError(
@@ -101,6 +108,7 @@ class OperationsMixin(RegistryCore):
                 return op
             if s.backend is None:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id", retry=True)
+            self._check_pending(s)
             if payload_id:
                 self.payloads.claim(sid, payload_id)  # its bytes are in the body now
             first: list[str] = []
@@ -108,6 +116,15 @@ class OperationsMixin(RegistryCore):
             s.keys[key] = first[0]  # the backend reported PENDING at once
             self._touch(s.resource_id)
             return s.ops[first[0]]
+
+    def _check_pending(self, s: SessionRecord) -> None:
+        """429 once ``s`` has ``max_pending_operations`` queued or running: each holds its parsed body until it ran."""
+        pending, limit = len(s.ops) - len(s.finished), self.settings.max_pending_operations
+        if pending >= limit:
+            raise ServerError(
+                429, f"session {s.id} has {pending} operations queued or running; the limit is {limit} "
+                "(max_pending_operations): wait for one to finish, then submit again", retry_after=PENDING_RETRY,
+            )  # fmt: skip
 
     def _record(
         self,

@@ -17,7 +17,7 @@ from pathlib import Path
 from rlnb import wire
 from rlnb.errors import OptionRefused
 from rlnb.server import stopping
-from rlnb.server.backends import make_backend
+from rlnb.server.backends import make_backend, planned_lora
 from rlnb.server.core import RegistryCore
 from rlnb.server.errors import ServerError, not_found
 from rlnb.server.limits import check_labels, check_lora, check_resume
@@ -93,10 +93,11 @@ class SessionsMixin(RegistryCore):
             resume = self._resume_path(req, res)
             check_labels(self.settings, req.display_name, req.metadata)
             lora = req.lora_config
+            planned = planned_lora(res, lora, self._saved_lora(req.resume_from_checkpoint_id))
             now = self.now()
             rec = SessionRecord(
                 id=f"sess-{uuid.uuid4()}", resource_id=res.id, base_model=res.base_model, created_by=user,
-                created_at=now, updated_at=now, status=wire.SessionStatus.CREATING, lora_config=lora,
+                created_at=now, updated_at=now, status=wire.SessionStatus.CREATING, lora_config=planned,
                 resume_from=req.resume_from_checkpoint_id, display_name=req.display_name or None,  # '' is none
                 metadata=req.metadata or wire.SessionMetadata(), drop_payload=self.payloads.drop,
             )  # fmt: skip
@@ -183,6 +184,17 @@ class SessionsMixin(RegistryCore):
             )
         check_resume(res, req.lora_config, ckpt.info)
         return ckpt.path
+
+    def _saved_lora(self, cid: str | None) -> wire.LoraConfig | None:
+        """The LoRA settings of the session that saved checkpoint ``cid`` (the build takes them from its file); its
+        rank alone where that session is not known."""
+        ckpt = self.checkpoints.get(cid) if cid is not None else None
+        if ckpt is None or ckpt.info.lora_rank is None:
+            return None
+        saver = self.sessions.get(ckpt.info.session_id)
+        if saver is not None and saver.lora_config is not None:
+            return saver.lora_config
+        return wire.LoraConfig(rank=ckpt.info.lora_rank)
 
     def list_sessions(
         self,

@@ -100,6 +100,12 @@ class ServerSettings:
     """Seconds a request body may take to arrive in full (408 past it, and the connection is closed)."""
     body_idle_timeout: int = 30
     """Seconds a request body may go without a byte arriving (408)."""
+    header_timeout: int = 30
+    """Seconds a connection may take to send a request's headers in full, from its opening or its last answer's end
+    (closed past it): one that never finished them was held for ever, and enough of them took every descriptor."""
+    max_connections: int = 1024
+    """Connections open, or requests in flight, at once (a request past it: 503 with ``Retry-After``, the connection
+    closed)."""
     max_sample_tokens: int = 65536
     """Budget of one sample request: prompts x num_samples x max_tokens (400 past it)."""
     max_sample_prompt_tokens: int = 131072
@@ -116,6 +122,11 @@ class ServerSettings:
     max_label_bytes: int = 65536
     """Bytes of a session's ``display_name``, and of its ``metadata`` as JSON (400 past it): a session keeps them for
     good, in memory and in ``--state-dir``'s journal, and would take a 30 MB name."""
+    max_pending_operations: int = 1024
+    """Operations one session may have queued or running at once (429 with ``Retry-After`` past it): each keeps its
+    parsed body in memory until it ran (60 queued forward-backwards of 0.93 MB held 400 MB). rlnb's ``rl_step`` (and
+    the sweeps and lessons made of it) keeps three in flight; its client retries the 429, so a loop that submits faster
+    than the session runs waits instead."""
     max_kept_operations: int = 10_000
     """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
     Idempotency-Key a 409): a session that kept every operation's record would keep ~40,000 for an RL run of 10,000
@@ -170,14 +181,14 @@ class ServerSettings:
 COUNT_MAX, BYTES_MAX, SECONDS_MAX, TTL_MAX = 2**31 - 1, 2**63 - 1, 86_400, 7 * 86_400
 """Upper bounds of the limits: a count (an int32), a size in bytes (an int64: a file's size), a timeout (a day), a
 URL's lifetime (a week, as S3's presigned URLs): else ``body_timeout=1e300`` would pass, a wait no timer can hold."""
-_SECONDS = ("body_timeout", "body_idle_timeout")
+_SECONDS = ("body_timeout", "body_idle_timeout", "header_timeout")
 _TTLS = ("download_ttl", "payload_ttl")
 _BYTES = ("max_body_bytes", "max_payload_bytes", "max_session_payload_bytes", "max_total_payload_bytes",
           "max_label_bytes", "max_kept_result_bytes")  # fmt: skip
 _COUNTS = ("full_session_cap", "lora_session_cap", "max_lora_rank", "max_batch_size", "max_live_resources",
-           "max_live_sessions", "max_session_uploads", "max_sample_tokens", "max_sample_prompt_tokens",
-           "max_prompt_logprobs",
-           "max_stop_strings", "max_stop_chars", "max_kept_operations")  # fmt: skip
+           "max_live_sessions", "max_connections", "max_session_uploads", "max_sample_tokens",
+           "max_sample_prompt_tokens", "max_prompt_logprobs",
+           "max_stop_strings", "max_stop_chars", "max_pending_operations", "max_kept_operations")  # fmt: skip
 LIMITS: dict[str, int] = (
     dict.fromkeys(_COUNTS, COUNT_MAX) | dict.fromkeys(_BYTES, BYTES_MAX)
     | dict.fromkeys(_SECONDS, SECONDS_MAX) | dict.fromkeys(_TTLS, TTL_MAX)

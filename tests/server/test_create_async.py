@@ -193,3 +193,29 @@ def test_a_build_with_no_thread_to_be_had_ends_the_session_error_and_frees_its_s
         assert not c.app.state.registry._closers
         monkeypatch.undo()
         assert running(c, create(c, rid).json()["id"])["status"] == RUNNING  # the slot of the cap is free
+
+
+@pytest.mark.slow  # LoRA: imports peft
+def test_a_lora_sessions_create_answer_says_the_lora_settings_it_will_use(tmp_path, gate):
+    """The create answered ``lora_config: null`` (read as full weights) or ``{"rank": 4, "alpha": null, ...}`` while
+    CREATING; a client keeping the create's answer never saw what was used. Resolved at the create: the defaults, and
+    a resume's settings from the session that saved its checkpoint."""
+    with app_client(tmp_path) as c:
+        lora = resource(c, lora_enabled=True)
+        made = create(c, lora).json()
+        assert made["status"] == CREATING
+        defaults = {"rank": 8, "alpha": 16, "dropout": 0.0, "seed": "0", "train_unembed": True}
+        assert made["lora_config"] == defaults
+        assert c.get(f"/training-sessions/{made['id']}").json()["lora_config"] == defaults
+        part = create(c, lora, lora_config={"rank": 4, "alpha": 8, "train_unembed": False}).json()
+        assert part["lora_config"] == {**defaults, "rank": 4, "alpha": 8, "train_unembed": False}
+        assert create(c, resource(c)).json()["lora_config"] is None  # full weights
+        gate.set()
+        assert running(c, made["id"])["lora_config"] == defaults
+        sid = running(c, part["id"])["id"]
+        assert c.get(f"/training-sessions/{sid}").json()["lora_config"] == part["lora_config"]
+        ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
+        resumed = create(c, lora, resume_from_checkpoint_id=ckpt["id"], lora_config={"seed": "3"}).json()
+        expected = {**part["lora_config"], "seed": "3"}  # the checkpoint's rank, alpha, train_unembed
+        assert resumed["status"] == CREATING and resumed["lora_config"] == expected
+        assert running(c, resumed["id"])["lora_config"] == expected

@@ -190,6 +190,11 @@ def test_an_idempotency_key_is_bound_to_its_body_and_may_not_be_empty(tmp_path):
         assert error_of(post(c, sid, "optim-step", {}, key=""), 400)["param"] == "Idempotency-Key"
         assert wait(c, sid, "optim-step", first["id"])["output"]["step"] == "1"
         assert c.get(f"/training-sessions/{sid}").json()["step"] == "1"  # the 0.5 step never ran
+        err = error_of(post(c, sid, "forward-backward", CE, key="k1"), 409)  # another kind: "a optim-step", no remedy
+        assert err["param"] == "Idempotency-Key" and err["message"] == (
+            f"Idempotency-Key 'k1' was already used for optim-step operation {first['id']}; a retry must send the same "
+            "request, and a new request needs a new key"
+        )
 
 
 # -- bad input is the caller's error, never INTERNAL_ERROR -----------------------------------------

@@ -5,9 +5,10 @@ chose its log colours from ``sys.stdout.isatty()`` and failed to start (``Unable
 import sys
 
 from rlnb.server.app import uvicorn_config
+from rlnb.server.settings import ServerSettings
 
 
 def test_the_servers_settings_are_made_where_sys_stdout_is_none(monkeypatch):
     monkeypatch.setattr(sys, "stdout", None)
-    config = uvicorn_config(lambda scope, receive, send: None, "127.0.0.1", 0)
+    config = uvicorn_config(lambda scope, receive, send: None, "127.0.0.1", 0, ServerSettings(device="cpu"))
     assert config.use_colors is False

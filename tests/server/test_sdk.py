@@ -608,3 +608,17 @@ def test_sdk_retries_are_exactly_once(tmp_path, monkeypatch: pytest.MonkeyPatch,
             assert c.post_training.model_resources.retrieve(mr.id).status == "MODEL_RESOURCES_STATUS_STOPPED"
         c.close()
     assert lost_optim_steps() > 0, "no optim-step answer was lost: the test proved nothing"
+
+
+def test_past_max_pending_operations_the_sdk_raises_rate_limit_error(tmp_path):
+    """A session's queue at ``max_pending_operations`` is a 429 with ``Retry-After``, which the SDK retries, then
+    raises as ``RateLimitError`` with the server's message."""
+    with running_server("--op-delay", "30", "--limit", "max_pending_operations=1", tmp_dir=str(tmp_path)) as url:
+        pt = Together(api_key="k", base_url=url, max_retries=1, _strict_response_validation=True).post_training
+        s = running(pt, pt.sessions.create(model_resources_id=pt.model_resources.create(base_model="rlnb/tiny").id))
+        pt.operations.optim_step(s.id, idempotency_key=key())  # 30 s of simulated compute: it holds the one place
+        started = time.monotonic()
+        with pytest.raises(RateLimitError, match=r"the limit is 1 \(max_pending_operations\)") as refused:
+            pt.operations.optim_step(s.id, idempotency_key=key())
+        assert refused.value.response.headers["retry-after"] == "1" and time.monotonic() - started >= 1  # it waited
+        pt.sessions.stop(s.id)

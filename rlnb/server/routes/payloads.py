@@ -50,7 +50,7 @@ JSON_OBJECT = {"content": {"application/json": {"schema": {"type": "object"}}}}
 async def put_payload(
     payload_id: str, request: Request, registry: RegistryDep, sig: str = "", expires: str = ""
 ) -> Response:
-    """Store the body (compact JSON, up to ``max_payload_bytes``: ``limits.BodyLimit``), counting each
+    """Store the body (compact JSON, up to ``max_payload_bytes``: ``body_limit.BodyLimit``), counting each
     chunk against the caps before it is kept."""
     registry.signer.check_payload(payload_id, "upload", expires, sig)  # refuse a forged URL before reading
     length = request.headers.get("content-length", "")

@@ -1,0 +1,111 @@
+"""``header_timeout`` and ``max_connections`` (``rlnb.server.connections``): uvicorn timed out no connection that
+never finished its request headers (120 s later it was still held, and 1,100 of them reset every other client of a
+server limited to 1,024 descriptors); past ``max_connections`` a request gets the API's 503, not a reset or
+uvicorn's plain-text one. Both of uvicorn's HTTP protocols (httptools', h11's), served in process, and the option
+through ``rlnb serve --limit``."""
+
+import json
+import socket
+import sys
+import threading
+import time
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from rlnb.server import create_app
+from rlnb.server.app import bind
+from rlnb.server.connections import protocol
+from rlnb.testing import ServerProcess
+from tests.support.server import START_DEADLINE
+
+WAIT = 60.0
+"""Seconds a socket waits for the server here (a deadline of 1 s closes it about then)."""
+BASES = [pytest.param(H11Protocol, id="h11")]
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    BASES.append(pytest.param(HttpToolsProtocol, id="httptools"))
+except ImportError:  # uvicorn without httptools serves h11 only
+    pass
+
+
+@pytest.fixture
+def serving(tmp_path, request):
+    """``(host, port)`` of the app served in process by uvicorn over ``request.param``'s protocol, with a header
+    deadline of 1 s and ``max_connections`` 3."""
+    app = create_app(device="cpu", checkpoint_dir=tmp_path)
+    sock = bind("127.0.0.1", 0)
+    http = protocol(1, 3, base=request.param)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=http))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + WAIT
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        yield sock.getsockname()[:2]
+    finally:
+        server.should_exit = True
+        thread.join(WAIT)
+        sock.close()
+
+
+def closed_after(sock: socket.socket) -> tuple[bytes, float]:
+    """What the server sent until it closed ``sock``, and how long that took."""
+    sock.settimeout(WAIT)
+    started, data = time.monotonic(), b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data, time.monotonic() - started
+
+
+@pytest.mark.parametrize("serving", BASES, indirect=True)
+def test_a_connection_that_never_finishes_its_headers_is_closed_by_the_deadline(serving):
+    host, port = serving
+    with socket.create_connection((host, port), timeout=WAIT) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-a: ")
+        data, took = closed_after(sock)
+    assert data == b"" and 0.5 < took < WAIT / 2, took
+    with socket.create_connection((host, port), timeout=WAIT) as sock:  # after an answer, on a kept-alive connection
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        time.sleep(0.6)  # past half the deadline: it starts again at the answer, not at the connection's start
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        data, took = closed_after(sock)
+    assert data.startswith(b"HTTP/1.1 200 ") and data.count(b"HTTP/1.1") == 1 and took < WAIT / 2, data
+    with httpx.Client(base_url=f"http://{host}:{port}", timeout=WAIT) as c:  # a slow request, headers in, is no target
+        assert c.get("/health").status_code == 200
+        time.sleep(1.5)  # the kept-alive connection's own timeout (uvicorn's 5 s) is longer
+        assert c.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize("serving", BASES, indirect=True)
+def test_past_max_connections_a_request_gets_the_apis_503(serving):
+    host, port = serving
+    held = [socket.create_connection((host, port), timeout=WAIT) for _ in range(3)]
+    try:
+        time.sleep(0.3)  # accepted by then
+        r = httpx.get(f"http://{host}:{port}/health", timeout=WAIT)
+    finally:
+        for sock in held:
+            sock.close()
+    assert r.status_code == 503 and r.headers["connection"] == "close" and r.headers["retry-after"] == "1", r.text
+    error = r.json()["error"]
+    assert error["type"] == "server_error" and "(max_connections)" in error["message"], error
+    time.sleep(0.3)  # the held ones are gone
+    assert httpx.get(f"http://{host}:{port}/health", timeout=WAIT).status_code == 200
+
+
+@pytest.mark.slow  # a process
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX")
+def test_rlnb_serve_takes_header_timeout_from_its_limit_option():
+    with ServerProcess.rlnb_serve("--device", "cpu", "--limit", "header_timeout=1", timeout=START_DEADLINE) as url:
+        parts = urlsplit(url)
+        with socket.create_connection((parts.hostname, parts.port), timeout=WAIT) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\n")
+            data, took = closed_after(sock)
+        assert data == b"" and took < WAIT / 2, took
+        assert json.loads(httpx.get(url + "/health", timeout=WAIT).text) == {"status": "ok"}
