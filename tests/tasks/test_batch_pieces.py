@@ -1,0 +1,121 @@
+"""A step whose prompts × group_size samples are more than the trainer's ``max_batch_size`` (supported-models: 256
+in ``rlnb serve``, where the default task's step has 1024) is sent in forward-backwards of at most that many, which
+add up to one forward-backward of the whole batch: the same loss, metrics, gradient norm and weights as the unsplit
+step, to float tolerance, for each loss's aggregation. A forward-backward refused at its POST fails the optim-step
+and weights-sync behind it unsent, and the step is not counted."""
+
+import math
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+import rlnb
+from rlnb import samples, wire
+from rlnb.tasks import StepReport, Task, rl_step
+from tests.support.fake_api import error
+from tests.support.server import app_client
+
+TASK = Task("sums", [[104, 105], [106, 107], [108, 109]], lambda p, c: float(sum(map(ord, c)) % 5), group_size=4,
+            max_tokens=3)  # fmt: skip
+"""3 prompts × 4 = 12 samples: 3 forward-backwards of 4 under a limit of 5."""
+PARAMS = rlnb.AdamParams(learning_rate=0.01, grad_clip_norm=0)  # no clipping: grad_norm is the gradient's own norm
+PROBE = samples.cross_entropy([104, 105, 106, 107, 108])
+FB, OPT, SYNC = wire.OperationKind.FORWARD_BACKWARD, wire.OperationKind.OPTIM_STEP, wire.OperationKind.WEIGHTS_SYNC
+
+
+def probe(s: rlnb.Session) -> list[float]:
+    """The policy's log-probs of a fixed sample (forward only: no gradient)."""
+    out = s.forward_backward([PROBE], "cross_entropy", forward_only=True, return_loss_fn_outputs=True).result(60)
+    return list(out.loss_fn_outputs[0].tensors["logprobs"].data)
+
+
+def step(limit: int | None, loss: str, loss_params: dict | None) -> tuple[StepReport, list[float], int]:
+    """One seeded step on a fresh in-process session whose trainer takes ``limit`` samples a forward-backward: its
+    report, the probe after it, and how many forward-backwards it sent."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        before = probe(s)
+        s.backend.max_batch_size = limit  # as a remote session learns it from supported-models
+        report = rl_step(s, TASK, PARAMS, seed=7, loss=loss, loss_params=loss_params)
+        s.backend.max_batch_size = None
+        after = probe(s)
+        assert after != before  # the step moved the weights: the comparison below can fail
+        return report, after, sum(r.kind == FB for r in s.history.records) - 2  # less the two probes
+
+
+@pytest.mark.parametrize(
+    ("loss", "loss_params"),
+    [("grpo", None), ("grpo", {"agg_type": "TOKEN_MEAN"}), ("grpo", {"agg_type": "SEQUENCE_MEAN"}),
+     ("grpo", {"ratio_type": "SEQUENCE"}), ("ppo", None), ("dro", {"beta": 0.5})],
+)  # fmt: skip
+def test_a_step_split_under_the_trainers_limit_equals_the_unsplit_step(loss, loss_params):
+    whole, whole_after, whole_fbs = step(None, loss, loss_params)
+    split, split_after, split_fbs = step(5, loss, loss_params)
+    assert (whole_fbs, split_fbs) == (1, 3)
+    assert split.rewards == whole.rewards and split.step == whole.step == 1
+    assert split.grad_norm == pytest.approx(whole.grad_norm, rel=1e-5) and whole.grad_norm > 0
+    # float32 sums of ~36 terms of size ~5 in another order (DRO's cancel to 0.14): 2.6e-5 apart
+    assert split.loss == pytest.approx(whole.loss, rel=1e-5, abs=1e-4)
+    assert split.metrics.keys() == whole.metrics.keys()
+    for key, value in whole.metrics.items():
+        assert split.metrics[key] == pytest.approx(value, rel=1e-5, abs=1e-7) or math.isnan(value), key
+    assert split_after == pytest.approx(whole_after, rel=1e-5, abs=1e-6)
+
+
+def test_a_limit_no_forward_backward_can_meet_is_refused_before_anything_is_sampled():
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        s.backend.max_batch_size = 0
+        with pytest.raises(ValueError, match=r"3 prompts × group_size 4 = 12 samples cannot be trained: this model's "
+                                             r"max_batch_size \(supported-models\) is 0"):  # fmt: skip
+            rl_step(s, TASK, PARAMS, seed=7)
+        assert s.history.records == []
+
+
+@pytest.mark.slow  # the app on a model and a session on it (seconds on a loaded machine)
+def test_on_the_real_app_a_step_past_its_max_batch_size_trains_in_pieces(tmp_path):
+    """It was one forward-backward of 12, refused 400 after the samples: "the limit is 5 per request"."""
+    with app_client(tmp_path, max_batch_size=5) as c, rlnb.connect("http://testserver", base_model="rlnb/tiny",
+                                                                    http_client=c, record=False) as s:  # fmt: skip
+        report = rl_step(s, TASK, s.check_params(), seed=1)
+        s.wait(60)
+        ops = [(r.kind, r.status) for r in s.history.records]
+        with pytest.raises(ValueError, match=r"samples has 6 entries, more than the 5 one forward-backward of this "):
+            s.forward_backward([PROBE] * 6, "cross_entropy")  # refused before it is sent
+        assert s.history.records[-1].kind == SYNC
+    done = wire.OperationStatus.COMPLETED
+    assert report.step == s.step == 1 and math.isfinite(report.loss)
+    assert ops[1:] == [(FB, done)] * 3 + [(OPT, done), (SYNC, done)]
+
+
+def unlisted(c: TestClient) -> httpx.Client:
+    """A client of the app behind ``c`` whose supported-models is not found: its session learns no batch limit, and
+    sends the whole batch, which the app refuses at its POST."""
+
+    def relay(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/rl/supported-models":
+            return error(404, "not found")
+        answer = c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
+        return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
+
+    return httpx.Client(transport=httpx.MockTransport(relay))
+
+
+@pytest.mark.slow  # the app on a model and a session on it (seconds on a loaded machine)
+def test_a_forward_backward_refused_at_its_post_fails_its_optim_step_and_sync_unsent(tmp_path):
+    """They were sent all the same: the optim-step COMPLETED and counted a step that applied no gradient."""
+    with (
+        app_client(tmp_path, max_batch_size=6) as c,
+        unlisted(c) as http,
+        rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http, record=False) as s,
+    ):
+        with pytest.raises(rlnb.OperationFailed, match=r"forward-backward: 400 samples has 12 entries") as info:
+            rl_step(s, TASK, s.check_params(), seed=1)  # the forward-backward's own failure, not the optim-step's
+        s.wait(60)
+        failed = [(r.kind, r.status, r.error_code) for r in s.history.records[1:]]
+        said = [r.error_message or "" for r in s.history.records[2:]]
+        assert s.step == 0 and info.value.kind == FB
+        report = rl_step(s, TASK, s.check_params(), group_size=2, seed=1)  # 6 samples: sent, and counted
+        assert report.step == s.step == 1
+    bad, code = wire.OperationStatus.FAILED, wire.OperationErrorCode.INVALID_INPUT
+    assert failed == [(FB, bad, code), (OPT, bad, code), (SYNC, bad, code)]
+    assert all(m.startswith("not sent: this step's forward-backward before it was not sent, nor") for m in said), said
