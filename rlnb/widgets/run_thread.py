@@ -12,6 +12,7 @@ from typing import Any
 
 from rlnb.session.step_turn import WAIT_SLICE, told
 from rlnb.widgets import focus_back, turns
+from rlnb.widgets.status_line import FINDING
 from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
 
 
@@ -23,7 +24,9 @@ def start(panel: Any, n: Any) -> bool:
         return False  # a second click: the line and ``error`` stay the run's (else a success would show as failed)
     if problem is not None:
         panel.error, waits = problem, turns.taken(panel) or turns.elsewhere(panel)
-        panel.line.refused(problem, waits or (str(problem) if panel.builder.lr_finder.running else None))
+        if waits is None and panel.builder.lr_finder.running:  # its own: the refusal stays until the test ends
+            waits = FINDING if panel._finding() else str(problem)
+        panel.line.refused(problem, waits)
         panel._sync_buttons()
         return False
     n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
