@@ -106,6 +106,7 @@ def run(panel: Any, n: int) -> None:
     # status line still green and ``error`` None
     except BaseException as exc:  # noqa: BLE001
         panel.error, error = exc, True
+        seen = _step_after(panel, seen)  # a step_fn that raised past its optim-step: the lines at the session's step
         said = f"step {seen} · stopped: {failure_text(exc)}"
     finally:
         try:
@@ -159,6 +160,21 @@ def join(panel: Any, timeout: float) -> bool:
         if time.monotonic() >= end:
             return False
     return True
+
+
+def _step_after(panel: Any, seen: str) -> str:
+    """The session's step after a step that raised (a step_fn may raise past its optim-step), read again where that is
+    no network call, and ``panel._step`` with it (the schedule line's): on a remote session, ``seen`` as it is (its GET
+    would fail again, slowly, on a server that has gone)."""
+    from rlnb.remote.backend import RemoteBackend
+
+    if isinstance(panel.session.backend, RemoteBackend):
+        return seen
+    try:
+        step = panel._step = panel.session.step
+    except Exception:  # noqa: BLE001 - a closed or broken session: the step as last read
+        return seen
+    return str(step)
 
 
 def _end(panel: Any, said: str, error: bool) -> None:
