@@ -113,7 +113,7 @@ def test_environment_yml_mirrors_the_pip_install():
 LAYERS = [
     ["_shown", "_scalars"],
     ["wire"],
-    ["errors", "_secrets", "_exit", "_options", "_extras", "_chat_marks", "_hosts"],
+    ["errors", "_secrets", "_exit", "_options", "_extras", "_chat_marks", "_hosts", "_one_step"],
     ["prompts", "chat_fields"],
     ["text"],
     ["params", "schedule", "samples", "history"],

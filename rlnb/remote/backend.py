@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from rlnb import _secrets, wire
+from rlnb import _one_step, _secrets, wire
 from rlnb._options import check_bool, kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient, ClientOptions
@@ -26,7 +26,6 @@ from rlnb.remote.poller import Poller
 from rlnb.remote.sender import Sender, tell
 from rlnb.remote.start import STOP_RECONNECT, ModelLimits, SessionOptions, Start, stop_quietly
 from rlnb.remote.waiting import PollOptions
-from rlnb.session import one_step
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")
@@ -155,7 +154,7 @@ class RemoteBackend:
         except ValueError as exc:
             listener(wire.Operation.failed("", wire.OperationErrorCode.INVALID_INPUT, str(exc)))
             raise
-        if not self._sender.put(op, listener, one_step.current()):
+        if not self._sender.put(op, listener, _one_step.current()):
             why = "the session was closed before this was sent"
             listener(wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
 

@@ -7,7 +7,7 @@ a time in submission order — the server sees them in that order — reports ea
 the ``Poller``. A POST that finally fails fails its own operation, with the API error's code and
 message (scrubbed of keys); one that got no answer at all also fails the operations queued behind it,
 unsent: the server cannot be reached, and each would wait a whole deadline in turn. One refused, or not sent, of a
-step submitted whole (``rlnb.session.one_step``) fails the rest of that step unsent, with its code: the optim-step
+step submitted whole (``rlnb._one_step``) fails the rest of that step unsent, with its code: the optim-step
 behind a refused forward-backward would count a step that applied none of its gradients.
 
 Nothing bounds the queue (a submission returns at once, whatever the server does), so a loop that submits faster

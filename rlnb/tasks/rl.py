@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from rlnb import wire
+from rlnb import _one_step, wire
 from rlnb._options import check_int, check_timeout
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
-from rlnb.session import Operation, Session, ctrl_c, one_step
+from rlnb.session import Operation, Session, ctrl_c
 from rlnb.session.step_turn import STEP_WAIT
 from rlnb.tasks import pieces
 from rlnb.tasks.rollouts import (
@@ -133,7 +133,7 @@ def rl_step(
             batch, tokens = pieces.batches(session, prompts, sampled.results, groups, loss, loss_params)
             # one step, sent whole: a Ctrl-C between them would leave a forward-backward queued whose gradients the
             # next step's optim-step applies with its own; one refused at its POST fails the rest unsent (one_step)
-            with ctrl_c.held(), one_step.one_step():
+            with ctrl_c.held(), _one_step.one_step():
                 fbs = [session.forward_backward(b, loss, loss_params) for b in batch]
                 opt = session.optim_step(params)
                 session.weights_sync()
