@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 
 import rlnb
 from rlnb import samples, wire
-from rlnb.tasks import StepReport, Task, rl_step
+from rlnb.tasks import StepReport, Task, pieces, rl_step
+from rlnb.tasks.rollouts import Rollout
 from tests.support.fake_api import error
 from tests.support.server import app_client
 
@@ -119,3 +120,38 @@ def test_a_forward_backward_refused_at_its_post_fails_its_optim_step_and_sync_un
     bad, code = wire.OperationStatus.FAILED, wire.OperationErrorCode.INVALID_INPUT
     assert failed == [(FB, bad, code), (OPT, bad, code), (SYNC, bad, code)]
     assert all(m.startswith("not sent: this step's forward-backward before it was not sent, nor") for m in said), said
+
+
+def uneven() -> tuple[list[list[int]], list[wire.SampleResult], list[list[Rollout]]]:
+    """3 prompts × 4 completions of 1 to 7 tokens (a sampled step's are all ``max_tokens`` long on the tiny model:
+    TOKEN_MEAN's share of tokens would equal its share of samples), advantages of both signs."""
+    prompts, results, groups = [[104, 105], [106, 107], [108, 109]], [], []
+    logprobs = [-4.0 - 0.3 * k for k in range(7)]  # the sampler's, near the tiny model's (~ln 1/257)
+    for i in range(3):
+        seqs = [list(range(97, 97 + 1 + (i * 4 + j) * 5 % 7)) for j in range(4)]
+        results.append(wire.SampleResult(policy_segments=[], sequences=[
+            wire.SampledSequence(tokens=t, stop_reason=wire.STOP_REASON_STOP, logprobs=logprobs[: len(t)])
+            for t in seqs
+        ]))  # fmt: skip
+        groups.append([Rollout(i, "", "", tuple(t), False, 0.0, (-1.0) ** j * (1 + j)) for j, t in enumerate(seqs)])
+    return prompts, results, groups
+
+
+@pytest.mark.parametrize("agg", ["TOKEN_MEAN", "SEQUENCE_MEAN", "FIXED_HORIZON"])
+def test_pieces_of_uneven_completions_add_up_to_the_whole_batch(agg):
+    """Each piece's advantages scaled by its share of GRPO's divisor, tokens for TOKEN_MEAN (4, 4 and 4 samples of
+    13, 16 and 19 tokens here), samples otherwise."""
+    loss_params = {"agg_type": agg}
+    said = []
+    for limit in (None, 5):
+        with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+            s.backend.max_batch_size = limit
+            batches, tokens = pieces.batches(s, *uneven(), "grpo", loss_params)
+            fbs = [s.forward_backward(b, "grpo", loss_params) for b in batches]
+            grad = s.optim_step(PARAMS).result(60).metrics["grad_norm"]
+            said.append((len(batches), tokens, pieces.joined([fb.result(60) for fb in fbs], tokens), grad))
+    (one, whole_tokens, whole, whole_grad), (three, split_tokens, split, split_grad) = said
+    assert (one, three) == (1, 3) and len(set(split_tokens)) > 1 and sum(split_tokens) == whole_tokens[0]
+    assert split_grad == pytest.approx(whole_grad, rel=1e-5) and whole_grad > 0
+    assert split.loss == pytest.approx(whole.loss, rel=1e-5, abs=1e-7)
+    assert split.metrics == pytest.approx(whole.metrics, rel=1e-5, abs=1e-7)
