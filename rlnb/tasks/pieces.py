@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlnb import samples, wire
-from rlnb.session import Session
+from rlnb.session import Operation, Session
+from rlnb.session.bodies import forward_backward_body
 from rlnb.tasks.rollouts import Rollout
 from rlnb.wire.loss_params import GRPO_PARAM_NAMES
 
@@ -72,6 +73,20 @@ def batches(
             for ids, seq, i, j, adv in (rows[k] for k in piece)
         ])  # fmt: skip
     return out, [sum(tokens[k] for k in piece) for piece in pieces]
+
+
+def send(
+    session: Session, batches: list[list[wire.Sample]], loss: str, loss_params: dict[str, Any] | None
+) -> list[Operation[wire.ForwardBackwardResult]]:
+    """Submit each piece's forward-backward. Of several, each body is built first, so that a piece refused there (a
+    sample past a remote trainer's ``max_seq_length``) sends none: one submitted before it would leave its gradients
+    for the next step's optim-step."""
+    if len(batches) > 1:
+        for b in batches:
+            forward_backward_body(
+                session.backend, b, loss, loss_params, forward_only=False, return_loss_fn_outputs=False
+            )
+    return [session.forward_backward(b, loss, loss_params) for b in batches]
 
 
 def joined(results: list[wire.ForwardBackwardResult], tokens: list[int]) -> wire.ForwardBackwardResult:

@@ -134,7 +134,7 @@ def rl_step(
             # one step, sent whole: a Ctrl-C between them would leave a forward-backward queued whose gradients the
             # next step's optim-step applies with its own; one refused at its POST fails the rest unsent (one_step)
             with ctrl_c.held(), _one_step.one_step():
-                fbs = [session.forward_backward(b, loss, loss_params) for b in batch]
+                fbs = pieces.send(session, batch, loss, loss_params)
                 opt = session.optim_step(params)
                 session.weights_sync()
         except BaseException:  # the step's completions kept, scored; a batch refused (a trainer's shorter context) is

@@ -155,3 +155,15 @@ def test_pieces_of_uneven_completions_add_up_to_the_whole_batch(agg):
     assert split_grad == pytest.approx(whole_grad, rel=1e-5) and whole_grad > 0
     assert split.loss == pytest.approx(whole.loss, rel=1e-5, abs=1e-7)
     assert split.metrics == pytest.approx(whole.metrics, rel=1e-5, abs=1e-7)
+
+
+def test_a_piece_refused_before_sending_sends_none_of_the_step():
+    """The second piece has a sample past the trainer's length (a remote one's ``max_seq_length`` may be below its
+    sampler's context): the first piece was sent already, its gradients left for the next step's optim-step."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        s.backend.max_batch_size = 5
+        batches, _ = pieces.batches(s, *uneven(), "grpo", None)
+        s.backend.max_seq_length = 7  # the first piece's longest sample has 7 tokens, the second's 8
+        with pytest.raises(ValueError, match=r"samples\[0\] has 8 tokens, more than the model's context of 7"):
+            pieces.send(s, batches, "grpo", None)
+        assert s.history.records == []
