@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from rlnb import _secrets, wire
+from rlnb import _one_step, _secrets, wire
 from rlnb._checks import check_bool
 from rlnb._options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
@@ -67,6 +67,9 @@ class RemoteBackend:
         self.context_length, self.max_seq_length = limits.context_length, limits.max_seq_length
         """What the server's supported-models says of the model (``start.ModelLimits``): a ``Session`` refuses a
         prompt or sample past them before sending it, as on the in-process engine; None: left to the server."""
+        self.max_batch_size = limits.max_batch_size
+        """Samples one forward-backward takes (None: not said): a ``Session`` refuses more before sending them, and
+        ``rl_step`` splits its batch into pieces of at most this many."""
         self.client, self.resource, self.session_id = client, resource, session.id
         self.stop_resource = stop_resource
         self.state = Lifecycle.OPEN
@@ -152,7 +155,7 @@ class RemoteBackend:
         except ValueError as exc:
             listener(wire.Operation.failed("", wire.OperationErrorCode.INVALID_INPUT, str(exc)))
             raise
-        if not self._sender.put(op, listener):
+        if not self._sender.put(op, listener, _one_step.current()):
             why = "the session was closed before this was sent"
             listener(wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
 

@@ -6,7 +6,9 @@ there, before anything is queued) and hands it to the ``Sender``, whose thread P
 a time in submission order — the server sees them in that order — reports each envelope and gives it to
 the ``Poller``. A POST that finally fails fails its own operation, with the API error's code and
 message (scrubbed of keys); one that got no answer at all also fails the operations queued behind it,
-unsent: the server cannot be reached, and each would wait a whole deadline in turn.
+unsent: the server cannot be reached, and each would wait a whole deadline in turn. One refused, or not sent, of a
+step submitted whole (``rlnb._one_step``) fails the rest of that step unsent, with its code: the optim-step
+behind a refused forward-backward would count a step that applied none of its gradients.
 
 Nothing bounds the queue (a submission returns at once, whatever the server does), so a loop that submits faster
 than the server takes its POSTs holds every encoded body until it is sent: past ``QUEUE_WARN_BYTES`` queued, a
@@ -62,6 +64,8 @@ def refusal_code(exc: APIError) -> wire.OperationErrorCode | None:
 class Queued:
     op: PreparedOperation
     listener: Listener
+    step: object | None = None
+    """The step it was submitted in (``one_step.current()``), or None."""
 
 
 def tell(item: Queued, env: wire.Operation[Any]) -> None:
@@ -83,6 +87,8 @@ class Sender:
         self._current: Queued | None = None
         self._ids: set[str] = set()
         """The ids the server gave this session's operations (smaller than the history's record of each)."""
+        self._broken: tuple[object, wire.OperationErrorCode, str] | None = None
+        """The last step one of whose operations was not sent, and why: the rest of it fails unsent."""
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name=f"rlnb-send-{session_id}", daemon=True)
@@ -92,12 +98,13 @@ class Sender:
         """Whether the caller is this object's own thread (a listener it is telling), which it cannot join."""
         return threading.current_thread() is self._thread
 
-    def put(self, op: PreparedOperation, listener: Listener) -> bool:
-        """Queue ``op``; False when the sender is closed. Warns, once, when more than ``QUEUE_WARN_BYTES`` wait."""
+    def put(self, op: PreparedOperation, listener: Listener, step: object | None = None) -> bool:
+        """Queue ``op`` (of ``step``, if one: ``one_step.current()``); False when the sender is closed. Warns, once,
+        when more than ``QUEUE_WARN_BYTES`` wait."""
         with self._cond:
             if self._stopping:
                 return False
-            self._queue.append(Queued(op, listener))
+            self._queue.append(Queued(op, listener, step))
             self._queued_bytes += _size(op)
             warn = not self._warned and self._queued_bytes > QUEUE_WARN_BYTES
             self._warned |= warn
@@ -137,18 +144,33 @@ class Sender:
                     return
                 item = self._current = self._queue.popleft()
                 self._queued_bytes -= _size(item.op)
-            try:
-                env = self.client.send_operation(self.session_id, item.op)
-            except APIError as exc:
-                self._refused(item, exc)
-            except Exception as exc:  # noqa: BLE001 - e.g. the client was closed under a POST close() gave up on
-                # scrubbed: a transport's own error may quote the request's headers (the history keeps this text)
-                why = self.client.redact(f"the operation could not be sent: {type(exc).__name__}: {exc}")
-                tell(item, wire.Operation.failed("", None, why))
+            broken = self._broken
+            if item.step is not None and broken is not None and broken[0] is item.step:
+                tell(item, wire.Operation.failed("", broken[1], broken[2]))
             else:
-                self._sent(item, env)
+                self._send(item)
             with self._cond:
                 self._current = None
+
+    def _send(self, item: Queued) -> None:
+        try:
+            env = self.client.send_operation(self.session_id, item.op)
+        except APIError as exc:
+            self._refused(item, exc)
+        except Exception as exc:  # noqa: BLE001 - e.g. the client was closed under a POST close() gave up on
+            # scrubbed: a transport's own error may quote the request's headers (the history keeps this text)
+            why = self.client.redact(f"the operation could not be sent: {type(exc).__name__}: {exc}")
+            tell(item, wire.Operation.failed("", None, why))
+            self._break(item, None, why)
+        else:
+            self._sent(item, env)
+
+    def _break(self, item: Queued, code: wire.OperationErrorCode | None, why: str) -> None:
+        """``item`` was not sent: the rest of its step, if it is one's, fails unsent with ``code`` (else
+        ``UNSPECIFIED``), saying why."""
+        if item.step is not None:
+            said = f"not sent: this step's {item.op.kind} before it was not sent, nor is the rest of the step ({why})"
+            self._broken = (item.step, code or Code.UNSPECIFIED, said)
 
     def _sent(self, item: Queued, env: wire.Operation[Any]) -> None:
         if env.id in self._ids:  # polled, it would get the earlier one's status and result as its own
@@ -168,6 +190,7 @@ class Sender:
     def _refused(self, item: Queued, exc: APIError) -> None:
         message = self.client.redact(str(exc))
         tell(item, wire.Operation.failed("", refusal_code(exc), message))
+        self._break(item, refusal_code(exc), message)
         if isinstance(exc, APIConnectionError):
             with self._cond:
                 behind, self._queue, self._queued_bytes = list(self._queue), deque(), 0

@@ -96,6 +96,8 @@ class ModelLimits:
     """Prompt + completion tokens its sampler takes (``generator_config.context_length``)."""
     max_seq_length: int | None = None
     """Tokens of one training sample its trainer takes (``trainer_config``'s, full weights or LoRA as its resource)."""
+    max_batch_size: int | None = None
+    """Samples one forward-backward takes (the same trainer's): ``rl_step`` splits a larger batch."""
 
 
 def model_limits(models: wire.SupportedModels, resource: wire.ModelResources) -> ModelLimits:
@@ -107,6 +109,7 @@ def model_limits(models: wire.SupportedModels, resource: wire.ModelResources) ->
     return ModelLimits(
         _agreed([c.generator_config.context_length if c.generator_config else None for c in configs]),
         _agreed([t.max_seq_length if t is not None else None for t in trainers]),
+        _agreed([t.max_batch_size if t is not None else None for t in trainers]),
     )
 
 

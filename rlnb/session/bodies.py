@@ -32,11 +32,18 @@ def forward_backward_body(
     forward_only: bool,
     return_loss_fn_outputs: bool,
 ) -> wire.ForwardBackwardBody:
-    """``Session.forward_backward``'s body: at least one sample, none longer than the model's context (a remote
-    one's trainer's ``max_seq_length``: its sampler's context may be another)."""
+    """``Session.forward_backward``'s body: at least one sample and at most a remote trainer's ``max_batch_size``,
+    none longer than the model's context (a remote one's trainer's ``max_seq_length``: its sampler's context may be
+    another)."""
     batch = sample_list(samples)
     if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
         raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
+    most = getattr(backend, "max_batch_size", None)  # a remote trainer's, as supported-models says it
+    if most is not None and len(batch) > most:  # else sent, and refused 400 by the server
+        raise ValueError(
+            f"samples has {len(batch)} entries, more than the {most} one forward-backward of this model takes "
+            "(max_batch_size in supported-models): split the batch (gradients add up until the optim-step)"
+        )
     context = getattr(backend, "max_seq_length", getattr(backend, "context_length", None))
     for i, s in enumerate(batch):
         n = sum(map(len, map(_CHUNK_TOKENS, s.model_input.chunks)))  # ``.tokens`` would join every chunk

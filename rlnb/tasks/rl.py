@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
-from rlnb import samples, wire
+from rlnb import _one_step, wire
 from rlnb._checks import check_int, check_timeout
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.session import Operation, Session, ctrl_c
 from rlnb.session.step_turn import STEP_WAIT
+from rlnb.tasks import pieces
 from rlnb.tasks.rollouts import (
     AdvantageScale,
     Rollout,
@@ -110,6 +111,7 @@ def rl_step(
         scales = ", ".join(get_args(AdvantageScale))
         raise ValueError(f"advantage_scale must be one of {scales}, got {advantage_scale!r}")
     wait = check_timeout("step_timeout", step_timeout)
+    pieces.batch_limit(session, len(task.prompts), group_size)  # before sampling: a batch no trainer takes
     prompts = [session.encode(p) for p in task.prompts]
     with session.stepping(wait):  # one step at a time: another thread's forward-backward would join this optim-step
         sampled = session.sample(
@@ -127,15 +129,13 @@ def rl_step(
             _keep_failed(session, unscored(plain_prompts, sampled.results, plain))
             raise
         opt: Operation[wire.OptimStepResult] | None = None
-        try:
-            batch = [
-                samples.policy(ids, list(seq.tokens), _sampler_logprobs(seq, i, j, loss), r.advantage)
-                for i, (ids, result, group) in enumerate(zip(prompts, sampled.results, groups, strict=True))
-                for j, (seq, r) in enumerate(zip(result.sequences, group, strict=True))
-            ]
-            with ctrl_c.held():  # one step, sent whole: a Ctrl-C between them would leave a forward-backward queued
-                fb = session.forward_backward(batch, loss, loss_params)  # whose gradients the next step's optim-step
-                opt = session.optim_step(params)  # applies with its own
+        try:  # in forward-backwards of at most the trainer's max_batch_size, adding up to one of the whole batch
+            batch, tokens = pieces.batches(session, prompts, sampled.results, groups, loss, loss_params)
+            # one step, sent whole: a Ctrl-C between them would leave a forward-backward queued whose gradients the
+            # next step's optim-step applies with its own; one refused at its POST fails the rest unsent (one_step)
+            with ctrl_c.held(), _one_step.one_step():
+                fbs = pieces.send(session, batch, loss, loss_params)
+                opt = session.optim_step(params)
                 session.weights_sync()
         except BaseException:  # the step's completions kept, scored; a batch refused (a trainer's shorter context) is
             _keep_failed(session, groups, _made(opt))  # not sent; a Ctrl-C held until the step was sent comes here
@@ -144,13 +144,16 @@ def rl_step(
             out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
         except OperationFailed:
             _keep_failed(session, groups)
+            for fb in fbs:  # the cause, where a forward-backward failed (its optim-step then failed unsent)
+                if fb.done() and fb.status == wire.OperationStatus.FAILED:
+                    fb.result()
             raise
         except KeyboardInterrupt:  # Ctrl-C while the step trains on: its completions are kept, under its step
             _keep_failed(session, groups, _made(opt))
             raise
         step = int(out.step)
         session.history.log_completions(step, completion_rows(groups))
-        fb_out = fb.result()  # a failed forward-backward raises here: its optim-step changed nothing
+        fb_out = pieces.joined([fb.result() for fb in fbs], tokens)  # a failed one raises here (cf. one_step)
         metrics = step_metrics(groups, fb_out.metrics)
         session.history.log(step, **metrics)
         return StepReport(
@@ -162,17 +165,6 @@ def rl_step(
             rewards=[r.reward for g in groups for r in g],
             metrics=metrics,
         )
-
-
-def _sampler_logprobs(seq: wire.SampledSequence, prompt: int, index: int, loss: str) -> list[float]:
-    """A completion's sampler log-probs, which every policy loss reads; ``ValueError`` naming the completion where the
-    sampler sent none (the API's ``logprobs`` is optional: ``samples.policy`` said "0 entries for 3 tokens")."""
-    if seq.logprobs is None and seq.tokens:
-        raise ValueError(
-            f"prompts[{prompt}], completion {index}: the sampler returned no log-probs for its {len(seq.tokens)} "
-            f"tokens, which the {loss!r} loss reads (its ratio to the policy): rl_step needs a sampler that sends them"
-        )
-    return seq.logprobs or []
 
 
 def check_temperature(temperature: Any) -> None:

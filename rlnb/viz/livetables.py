@@ -15,7 +15,7 @@ from rlnb.history import Record
 from rlnb.history.figures import StepRow
 from rlnb.tasks import RL_METRICS
 from rlnb.viz.draw import STATUS_COLORS, short
-from rlnb.viz.texts import printable
+from rlnb.viz.texts import printable, shortened
 
 MAX_COMPLETIONS = 64
 """Completions shown at most (a step's, in prompt order); the run folder keeps them all."""
@@ -35,6 +35,10 @@ NARROW_PX = 360
 NARROW = "<style>@container rlnb-table (max-width: %dpx) { table.%s { font-size: x-small !important } }</style>"
 """A steps table's own style, for its own class alone (``steps_html``'s ``scope``): a page's ``<style>`` is global,
 and ``table.rlnb-steps`` shrank every steps table of the page in a narrow box (another version's saved output's too)."""
+HEADER_CHARS = 18
+"""The most characters of a figure's name in the steps table's header (its start and end, "…" between, as its plot's
+title is cut; the whole name its tooltip): a 75-character name made the column ~600 px wide, the others past a
+narrow panel's edge."""
 OP_HEADERS = ("seq", "kind", "status", "error", "step", "wait", "time")
 """Columns of the table of raw operations: ``wait`` is submitted → started, ``time`` started → finished."""
 
@@ -62,6 +66,14 @@ def rl_html(latest: list[tuple[StepRow, dict[str, float]]]) -> str:
         for row, user in reversed(latest)
     )
     return f"<table class='rlnb-rl' style='{TABLE_STYLE}'><tr>{head}</tr>{body}</table>"
+
+
+def _header(name: str) -> str:
+    """A steps-table column's header: a long name cut to ``HEADER_CHARS``, the whole of it its tooltip."""
+    text = printable(name)
+    shown = shortened(text, lambda t: len(t) <= HEADER_CHARS)
+    tip = "" if shown == text else f" title='{html.escape(text)}'"
+    return f"<th style='{CELL_STYLE}'{tip}>{html.escape(shown)}</th>"
 
 
 def visible(text: str, limit: int = MAX_CHARS) -> str:
@@ -122,7 +134,7 @@ def steps_html(latest: list[tuple[StepRow, dict[str, float]]], metrics: list[str
     view's own, unique on the page)."""
     cols = ["step", *metrics, *(["loss"] if loss else [])]
     cols += ["grad norm", "clip", "lr", "time", "wait"]
-    head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(printable(c))}</th>" for c in cols)
+    head = "".join(map(_header, cols))
     body = []
     for row, user in reversed(latest):
         cells = [

@@ -125,8 +125,8 @@ class LRFinderControls(Suggestion):
             if not self.builder.valid:
                 why = html.escape("; ".join(self.builder.errors))
                 self._say(f"<span style='color:{RED}'>Find LR needs a valid config — {why}</span>")
-            elif waiting is not None:
-                self._say(f"Find LR waits: {html.escape(waiting)}")
+            elif waiting is not None:  # after how the last test ended, if it did: a result is not lost to the wait
+                self._say(f"{self._said + ' · ' if self._said else ''}Find LR waits: {html.escape(waiting)}")
             else:
                 self._say(self._said)
 

@@ -16,6 +16,9 @@ from rlnb.session import Session
 from rlnb.widgets.controls import TEXT, WIDE, convert_units
 from rlnb.widgets.form import RED
 
+NO_MATRICES = "this model has no Muon matrices: Muon lr updates nothing"
+"""The units line where the model routes every matrix to Adam: a Muon rate has nothing to convert."""
+
 
 class Form(Protocol):
     """What the controls need of the builder they sit in (``rlnb.widgets.builder.OptimizerBuilder``)."""
@@ -112,7 +115,7 @@ class MuonUnits:
         shapes known here; as it is when they are not known (the status line says the rate was not converted)."""
         from rlnb.sweep import convert_muon_lr
 
-        if self.scaling.value == "original" or self.shapes is None:
+        if self.scaling.value == "original" or not self.shapes:  # [] (no Muon matrix): nothing to convert
             return lr
         return convert_muon_lr(lr, "original", self.scaling.value, self.shapes)
 
@@ -128,6 +131,10 @@ class MuonUnits:
                 self._converting = False
             why = self.scaling.tooltip if change["new"] is not None else "Muon lr units: 'original' or 'match_adam'"
             self._say(f"<span style='color:{RED}'>✗ {html.escape(why)}</span>")
+            return
+        if not self.shapes:  # the rate reaches no matrix: a factor of 1
+            self._said = f"{NO_MATRICES}, in either units"
+            self._say(self._said)
             return
         said = convert_units(lr, change["old"], change["new"], self.shapes)
         if said:

@@ -22,7 +22,7 @@ from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
 from rlnb.widgets.controls import INVALID, CountBox, close_tree, whole
 from rlnb.widgets.describe import ScheduleNote
 from rlnb.widgets.focus_back import FocusBack
-from rlnb.widgets.status_line import StatusLine
+from rlnb.widgets.status_line import FINDING, StatusLine
 from rlnb.widgets.steps import StepFn, check_given, n_problem, rl_figures, sent_schedule, taken_mid_run
 
 __all__ = ["LESSONS", "PRESETS", "OptimizerBuilder", "RunPanel"]
@@ -245,7 +245,13 @@ class RunPanel:
             self.line.show_run() if self.running else self._show_ready()
 
     def _show_ready(self) -> None:
-        self.line.ready(self.session, self._step, turns.taken(self) or turns.elsewhere(self), turns.form_closed(self))
+        waits = turns.taken(self) or turns.elsewhere(self)
+        self.line.ready(self.session, self._step, waits, turns.form_closed(self), self._finding())
+
+    def _finding(self) -> bool:
+        """Whether this panel's own Find LR runs (its Step and Run off meanwhile), no run of its own going."""
+        finder = self.builder.lr_finder
+        return finder.running and not self.running and getattr(self.builder, "panel", None) is self
 
     def _sync_buttons(self) -> None:
         busy, finding = self.running, self.builder.lr_finder.running
@@ -256,7 +262,8 @@ class RunPanel:
         self.run_button.disabled = bool(off) or n_problem(whole(self.n.value)) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
         said = held if self.builder.closed else waits or held  # the reason ``_show_ready`` gives first
-        if self.line.stale(said, busy or finding):  # "ready" once Step is: a click on reading it is not lost
+        said = said or (FINDING if self._finding() else None)
+        if self.line.stale(said, busy):  # "ready" once Step is: a click on reading it is not lost
             self._show_ready()
         self.builder.lr_finder.sync()
 

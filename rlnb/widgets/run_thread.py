@@ -12,6 +12,7 @@ from typing import Any
 
 from rlnb.session.step_turn import WAIT_SLICE, told
 from rlnb.widgets import focus_back, turns
+from rlnb.widgets.status_line import FINDING
 from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
 
 
@@ -23,7 +24,9 @@ def start(panel: Any, n: Any) -> bool:
         return False  # a second click: the line and ``error`` stay the run's (else a success would show as failed)
     if problem is not None:
         panel.error, waits = problem, turns.taken(panel) or turns.elsewhere(panel)
-        panel.line.refused(problem, waits or (str(problem) if panel.builder.lr_finder.running else None))
+        if waits is None and panel.builder.lr_finder.running:  # its own: the refusal stays until the test ends
+            waits = FINDING if panel._finding() else str(problem)
+        panel.line.refused(problem, waits)
         panel._sync_buttons()
         return False
     n = int(n)  # a numpy integer too: the progress bar and the status take a plain one
@@ -103,6 +106,7 @@ def run(panel: Any, n: int) -> None:
     # status line still green and ``error`` None
     except BaseException as exc:  # noqa: BLE001
         panel.error, error = exc, True
+        seen = _step_after(panel, seen)  # a step_fn that raised past its optim-step: the lines at the session's step
         said = f"step {seen} · stopped: {failure_text(exc)}"
     finally:
         try:
@@ -156,6 +160,21 @@ def join(panel: Any, timeout: float) -> bool:
         if time.monotonic() >= end:
             return False
     return True
+
+
+def _step_after(panel: Any, seen: str) -> str:
+    """The session's step after a step that raised (a step_fn may raise past its optim-step), read again where that is
+    no network call, and ``panel._step`` with it (the schedule line's): on a remote session, ``seen`` as it is (its GET
+    would fail again, slowly, on a server that has gone)."""
+    from rlnb.remote.backend import RemoteBackend
+
+    if isinstance(panel.session.backend, RemoteBackend):
+        return seen
+    try:
+        step = panel._step = panel.session.step
+    except Exception:  # noqa: BLE001 - a closed or broken session: the step as last read
+        return seen
+    return str(step)
 
 
 def _end(panel: Any, said: str, error: bool) -> None:

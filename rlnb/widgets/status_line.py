@@ -12,6 +12,8 @@ from rlnb.widgets.controls import TEXT
 from rlnb.widgets.describe import ORANGE
 
 RED = "#b00020"
+FINDING = "Find LR is running (Stop ends it)"
+"""The line while the panel's own Find LR runs."""
 
 
 class StatusLine:
@@ -52,11 +54,14 @@ class StatusLine:
         self.waits = waits
         self.show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
 
-    def ready(self, session: Any, step: int, waits: str | None, shut: str | None = None) -> None:
+    def ready(self, session: Any, step: int, waits: str | None, shut: str | None = None, finding: bool = False) -> None:
         """``step N · ready``; that ``session`` is closed (never ``ready``, buttons enabled, on a closed session), or
         ``shut``: why the panel cannot train at all (its builder closed); or ``step N · waits: …`` (``waits``: another
-        panel's run or Find LR goes on it, or another panel holds its builder)."""
+        panel's run or Find LR goes on it, or another panel holds its builder); or, ``finding``, that the panel's own
+        Find LR runs (``FINDING``: folded, or started from code, nothing else said why Step is off)."""
         self.waits = waits if shut is None else shut
+        if self.waits is None and finding:
+            self.waits = FINDING
         if session.closed:
             said = html.escape(f"session {session.id} is closed", quote=False)  # the id is its server's word
             self.show(f"{said}: connect a new one to train", error=True)
@@ -64,6 +69,8 @@ class StatusLine:
             self.show(html.escape(shut, quote=False), error=True)
         elif waits is not None:
             self.show(f"step {step} · waits: {html.escape(waits, quote=False)}")
+        elif finding:
+            self.show(f"step {step} · {FINDING}")
         else:
             self.show(f"step {step} · ready")
 

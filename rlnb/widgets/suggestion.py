@@ -49,7 +49,7 @@ class Suggestion(MuonUnits):
                 self._say(f"<span style='color:{RED}'>✗ not applied: the suggestion is in {found} units and the "
                           f"form's are {units} — {html.escape(self.scaling.tooltip)}</span>")  # fmt: skip
                 return
-            lr = significant(convert_muon_lr(lr, found, units, self.shapes))
+            lr = significant(convert_muon_lr(lr, found, units, self.shapes)) if self.shapes else lr  # []: factor 1
             said = f" in {units} units (found as {params.learning_rate:g} in {found} units)"
         if self.result.optimizer == "adam":
             self.builder.adam["learning_rate"].value = lr

@@ -112,14 +112,14 @@ def config(gpu: str, context: int | None, full: int, lora: int | None) -> wire.S
 @pytest.mark.parametrize(
     ("gpu", "lora", "configs", "limits"),
     [
-        ("B200-SXM", False, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 2048)),
-        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 1024)),
-        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096, None)),  # no LoRA trainer said
-        ("B200-SXM", False, [config("B200-SXM", None, 2048, None)], ModelLimits(None, 2048)),  # no generator said
-        ("H100-80GB", False, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096, 2048)),  # none on its GPU
-        (None, False, [config("B200-SXM", 4096, 2048, None)] * 2, ModelLimits(4096, 2048)),  # they agree
+        ("B200-SXM", False, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 2048, 8)),
+        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 1024, 8)),
+        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096)),  # no LoRA trainer said
+        ("B200-SXM", False, [config("B200-SXM", None, 2048, None)], ModelLimits(None, 2048, 8)),  # no generator said
+        ("H100-80GB", False, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096, 2048, 8)),  # none on its GPU
+        (None, False, [config("B200-SXM", 4096, 2048, None)] * 2, ModelLimits(4096, 2048, 8)),  # they agree
         (None, False, [config("B200-SXM", 4096, 2048, None), config("B200-SXM", 8192, 2048, None)],
-         ModelLimits(None, 2048)),  # they disagree on the context: not guessed
+         ModelLimits(None, 2048, 8)),  # they disagree on the context: not guessed
     ],
 )  # fmt: skip
 def test_the_limits_are_the_resources_own_models_gpus_and_weights_and_never_a_guess(gpu, lora, configs, limits):

@@ -1,6 +1,9 @@
 """``builder.lr_finder.options`` set whole: to something that is no dict of ``lr_find``'s options, or to a dict that
 names no task, on a RunPanel's builder."""
 
+import html
+import re
+
 import pytest
 
 import rlnb
@@ -58,3 +61,22 @@ def test_options_set_whole_on_a_panels_builder_still_probe_the_panels_task(monke
     finally:
         panel.close()
         session.close()
+
+
+def test_a_result_found_before_the_session_closed_is_said_beside_why_find_lr_waits(monkeypatch):
+    """The waiting line replaced the result's words (the rate to carry to a new session), shown then in
+    ``lr_finder.result`` only."""
+    found = LRFind([1e-3, 1e-2], [0.0, 1.0], [0.0, 1.0], 0.01, "reward", "adam", None, "steepest ascent of it")
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lambda p, s, **k: found)
+    session = rlnb.Session(FakeBackend("adam"), record=False)
+    panel = RunPanel(session, every=0.05)
+    finder = panel.builder.lr_finder
+    try:
+        finder.button.click()
+        assert finder.join(30) and finder.result is found and "steepest ascent of it" in finder.status.value
+        session.close()
+        said = html.unescape(re.sub(r"<[^>]+>", "", finder.status.value))
+        assert "steepest ascent of it" in said and said.endswith(f" · Find LR waits: session {session.id} is closed: "
+                                                                 "connect a new one")  # fmt: skip
+    finally:
+        panel.close()

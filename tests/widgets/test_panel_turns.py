@@ -242,3 +242,15 @@ def test_find_lr_of_a_builder_on_another_session_leaves_this_sessions_other_pane
     assert bld.lr_finder.join(30) and found[1][0][0] is s2 and text(a.status) == "step 0 · 1 done"
     for p in (a, given, holder):
         p.close()
+
+
+def test_while_its_own_find_lr_runs_the_panels_line_says_so_then_ready(sessions, found):
+    """It said "step 0 · ready" all the test long, Step and Run disabled: folded, or started from code, nothing said
+    why they were grey."""
+    p = RunPanel(sessions[0])
+    p.builder.lr_finder.button.click()
+    assert p.builder.lr_finder.running and p.step_button.disabled and not p.stop_button.disabled
+    assert text(p.status) == "step 0 · Find LR is running (Stop ends it)"
+    found[0].set()
+    assert p.builder.lr_finder.join(30) and text(p.status) == "step 0 · ready" and not p.step_button.disabled
+    p.close()

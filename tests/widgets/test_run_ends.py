@@ -466,3 +466,25 @@ def test_a_range_test_ended_by_stop_gives_find_lr_the_focus_from_the_kernel(fake
     assert finder.join(DEADLINE)
     assert focused == [("stop", False)] and len(sent) == 1  # the browser decides, as for a test that ended itself
     panel.close()
+
+
+def test_after_a_step_fn_raises_past_its_optim_step_the_lines_say_the_sessions_step():
+    """The step_fn's optim-step ran, then its own code raised: the lines said step 1 (and the schedule's rate for step
+    1) while the session was at 2, until the next run re-read it."""
+    s = rlnb.Session(FakeBackend("adam"), record=False)
+
+    def step(session, params):
+        session.optim_step(params).result()
+        if session.step == 2:
+            raise RuntimeError("plotting my metrics failed")
+        return {}
+
+    p = RunPanel(s, step_fn=step)
+    p.builder.sched_kind.value, p.builder.total.value = "linear", 4
+    p.n.value = 5
+    p.run_button.click()
+    assert p.join(DEADLINE) and s.step == 2
+    assert text(p.status.value).startswith("step 2 · stopped: RuntimeError")
+    assert text(p.schedule_line.value).startswith("step 2 / 4 of the linear schedule")
+    p.close()
+    s.close()

@@ -7,12 +7,14 @@ import math
 import threading
 
 import pytest
+import torch
 
 import rlnb
 from rlnb.schedule import rate
 from rlnb.sweep import convert_muon_lr
 from rlnb.sweep.lr.muon import muon_lr_factor
 from rlnb.widgets import OptimizerBuilder, RunPanel
+from rlnb.widgets.presets import PRESETS
 
 
 def test_the_presets_line_names_the_muon_rate_the_form_sends_in_match_adam_units():
@@ -121,3 +123,42 @@ def test_a_run_going_keeps_its_sessions_units_when_its_builder_is_given_to_a_pan
         older.close()
         for s in made.values():
             s.close()
+
+
+class NoMatrices(torch.nn.Module):
+    """An LM-shaped module whose one matrix is its embedding (Adam's): no Muon matrix."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.b = torch.nn.Embedding(256, 16), torch.nn.Parameter(torch.zeros(256))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.emb(x) @ self.emb.weight.T + self.b
+
+
+NO_MATRICES = "this model has no Muon matrices: Muon lr updates nothing"
+
+
+def test_a_model_with_no_muon_matrices_has_nothing_to_convert_and_its_presets_still_apply():
+    """The switch raised "no Muon matrices to convert for" from the dropdown's observer (the kernel's log only), the
+    line stayed empty, and every preset picked after it raised, the dropdown on it and the form on the old values."""
+    b = OptimizerBuilder("muon", model=NoMatrices())
+    b.lr_finder.scaling.value = "match_adam"
+    assert b.lr_finder.scaling.value == "match_adam" and b.muon["learning_rate"].value == 0.05  # factor 1
+    assert NO_MATRICES in html.unescape(b.lr_finder.status.value)
+    b.preset.value = "Together docs"
+    assert b.muon["learning_rate"].value == PRESETS["Together docs"]["muon"]["learning_rate"] and b.valid
+    assert "preset Together docs" in b.fold.get_title(0)
+
+
+def test_a_panel_builds_on_a_muon_session_whose_matrices_all_go_to_adam(undrawn_live_view):
+    """RunPanel(s) raised ValueError: no Muon matrices to convert for."""
+    with rlnb.connect("local", optimizer="muon", record=False, muon_scaling="match_adam",
+                      muon_split=lambda name, p: "adam") as s:  # fmt: skip
+        panel = RunPanel(s)
+        try:
+            assert panel.builder.lr_finder.scaling.value == "match_adam"
+            assert NO_MATRICES in html.unescape(panel.builder.lr_finder.status.value)
+            assert panel.builder.params.learning_rate == 0.05
+        finally:
+            panel.close()
