@@ -1,6 +1,7 @@
 """The fast tier's CPU head: ``python -m tests.support.tier_head [--runs 2] [--top 40] [pytest args]`` runs the
-tier in one process (``-n 0``) ``--runs`` times, counting each test's CPU (``time.process_time``: setup, call and
-teardown, every thread of the process) less the garbage collector's full passes that fall in it, and prints the
+tier as plain ``pytest`` does (its workers, each on a core of its own, so that the engine runs on the threads it
+runs on there) ``--runs`` times, counting each test's CPU in its worker (``time.process_time``: setup, call and
+teardown, every thread of the process) less the garbage collector's passes that fall in it, and prints the
 share the head takes and the tests over ``cpu_heavy.BOUND_S`` in every run: what the tier's rule
 (docs/testing.md, "Two tiers") would move to the slow tier next, each once a fast test keeps its idea."""
 
@@ -41,11 +42,12 @@ class Recorder:
         self.cpu[item.nodeid] = time.process_time() - start - (self.gc_s - in_gc)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        Path(self.out).write_text(json.dumps(self.cpu))
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        Path(f"{self.out}.{worker}.json").write_text(json.dumps(self.cpu))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Loaded with ``-p tests.support.tier_head``: records where ``$RLNB_TIER_HEAD_OUT`` says."""
+    """Loaded with ``-p tests.support.tier_head``: each process records in ``$RLNB_TIER_HEAD_OUT.<worker>.json``."""
     if os.environ.get(OUT):
         config.pluginmanager.register(Recorder(os.environ[OUT]), "tier_head_recorder")
 
@@ -73,10 +75,12 @@ def main(argv: list[str]) -> None:
     runs = []
     with tempfile.TemporaryDirectory() as folder:
         for i in range(args.runs):
-            out = os.path.join(folder, f"run{i}.json")
-            cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "tests.support.tier_head", *rest]
+            out = os.path.join(folder, f"run{i}")
+            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "tests.support.tier_head", *rest]
             subprocess.run(cmd, env={**os.environ, OUT: out}, check=False, timeout=3600)
-            runs.append(json.loads(Path(out).read_text()))
+            runs.append(
+                {k: v for part in Path(folder).glob(f"run{i}.*.json") for k, v in json.loads(part.read_text()).items()}
+            )
     print("\n".join(head(runs, args.top)))
 
 
