@@ -2,6 +2,7 @@
 there, and the fast test named as keeping its idea is there too, not moved, not slow."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,14 @@ from tests.support.tier_head import head
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@functools.cache
+def _module(path: str) -> ast.Module:
+    """Each file parsed once for the checks (about 40 files, two names each); dropped after them."""
+    return ast.parse((ROOT / path).read_text())
+
+
 def _functions(path: str) -> dict[str, ast.FunctionDef]:
-    tree = ast.parse((ROOT / path).read_text())
-    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return {node.name: node for node in _module(path).body if isinstance(node, ast.FunctionDef)}
 
 
 def _marked_slow(node: ast.AST) -> bool:
@@ -29,8 +35,9 @@ def test_each_moved_test_and_the_fast_test_that_keeps_its_idea_exist_and_the_kep
             if name.split("[")[0] not in _functions(path):
                 missing.append(node)
         path, name = kept.split("::")
-        module = ast.parse((ROOT / path).read_text())
-        marks = [n for n in module.body if isinstance(n, ast.Assign) and "pytestmark" in ast.unparse(n.targets[0])]
+        marks = [
+            n for n in _module(path).body if isinstance(n, ast.Assign) and "pytestmark" in ast.unparse(n.targets[0])
+        ]
         function = _functions(path).get(name.split("[")[0])
         if (
             kept in HEAVY
@@ -38,6 +45,7 @@ def test_each_moved_test_and_the_fast_test_that_keeps_its_idea_exist_and_the_kep
             or any(map(_marked_slow, getattr(function, "decorator_list", [])))
         ):
             slow.append(kept)
+    _module.cache_clear()
     assert not missing, f"named in tests/support/cpu_heavy.txt, not found: {missing}"
     assert not slow, f"kept as the fast test of an idea, but slow: {slow}"
 
