@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.cpu_heavy import HEAVY as CPU_HEAVY
+
 # One OpenMP thread for the torch work tests do on their own thread (references, models built by hand) and in
 # the processes they start, unless the caller says otherwise: on a shared machine a second thread that waits
 # for a busy core spins, and it doubled the fast tier's CPU time. Engine workers still follow the engine's
@@ -101,7 +103,12 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & SLOW_FIXTURES or item.path.suffix == ".ipynb" or "sdk_generated" in item.path.parts:
+        if (
+            fixtures & SLOW_FIXTURES
+            or item.path.suffix == ".ipynb"
+            or "sdk_generated" in item.path.parts
+            or item.nodeid in CPU_HEAVY  # over the fast tier's CPU bound, its idea kept fast by another test
+        ):
             item.add_marker(pytest.mark.slow)
 
 
