@@ -47,19 +47,28 @@ def register(key: str) -> None:
             _keys.add(key)
 
 
-CREDENTIAL_HEADERS = ("auth", "key", "token", "secret", "cookie")
-"""Words in a header's name that say its value is a credential (``Authorization``, ``X-Api-Key``, ``Cookie``)."""
+CREDENTIAL_WORDS = frozenset({"authorization", "token", "key", "apikey", "secret", "password", "cookie"})
+"""Words of a header's name (split at ``-`` and ``_``) that say its value is a credential: ``Authorization``,
+``X-Api-Key``, ``X-Auth-Token``, ``Cookie``; not ``X-Auth-Scheme`` or ``X-Portkey-Provider``."""
+CREDENTIAL_LENGTH = 16
+"""The shortest value taken for a credential by its header's name alone: a gateway's key or a session cookie is
+longer, and masking a word as short as ``accepted`` or ``training`` would garble every message that says it."""
 
 
 def credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
     """The credentials among ``headers`` (an ``http_client``'s defaults, which rlnb did not write): each value of a
-    header named as one holds, and its last word too (``Bearer sk-...``'s key). Registered by the remote client, so
-    that a server echoing them cannot put them in a message, a log line or a run folder."""
+    header named as one holds, its last word (``Bearer sk-...``'s key) and a cookie's values. Registered by the remote
+    client, so that a server echoing them cannot put them in a message, a log line or a run folder."""
     found: list[str] = []
     for name, value in headers:
-        if any(word in name.lower() for word in CREDENTIAL_HEADERS):
-            found += [v for v in dict.fromkeys((value.strip(), value.split()[-1] if value.split() else "")) if v]
-    return [v for v in found if len(v) >= MIN_LENGTH]
+        words = set(name.lower().replace("_", "-").split("-"))
+        if not words & CREDENTIAL_WORDS:
+            continue
+        if "cookie" in words:  # name=value pairs: the values are the secrets
+            found += [part.partition("=")[2].strip() for part in value.split(";")]
+        else:
+            found += [value.strip(), value.split()[-1] if value.split() else ""]
+    return [v for v in dict.fromkeys(found) if len(v) >= CREDENTIAL_LENGTH]
 
 
 def hide(key: Any) -> Any:

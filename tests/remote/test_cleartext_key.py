@@ -75,8 +75,9 @@ def test_connect_over_plain_http_warns_once_at_the_users_line():
     assert len(caught) == 1 and caught[0].filename == __file__
 
 
-def test_an_http_clients_credential_sent_over_plain_http_warns():
-    http = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)), headers={"X-Api-Key": "k" * 20})
+@pytest.mark.parametrize("given", [{"headers": {"X-Api-Key": "k" * 20}}, {"auth": ("alice", "p" * 20)}])
+def test_an_http_clients_credential_sent_over_plain_http_warns(given):
+    http = httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200)), **given)
     with pytest.warns(rlnb.CleartextKeyWarning, match="10.1.2.3"):
         APIClient("http://10.1.2.3:8000", http_client=http).close()
     with warnings.catch_warnings():

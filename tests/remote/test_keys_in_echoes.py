@@ -3,6 +3,8 @@ transport that quotes the request: the error rlnb raises masks it, but a traceba
 (IPython's verbose mode, pytest ``--showlocals``, rich) printed it from rlnb's own frames, which held the raw body
 text, or the httpx error unmasked."""
 
+import base64
+
 import httpx
 import pytest
 
@@ -35,19 +37,47 @@ def test_an_echoed_key_is_in_no_frames_locals(echo):
     assert KEY not in text
 
 
-@pytest.mark.parametrize("header", ["Authorization", "X-Api-Key", "Cookie"])
-def test_an_http_clients_own_credentials_are_masked_where_a_server_echoes_them(header):
-    """A key in the ``http_client``'s default headers (a gateway's) was never masked: a server that echoed the
-    request's headers put it in the exception's text (and the run folder); as ``api_key`` it reads ``***``."""
-    secret = "user-gateway-key-0123456789"
-    value = f"Bearer {secret}" if header == "Authorization" else secret
+def echo(request: httpx.Request) -> httpx.Response:
+    """A server that answers 400 quoting the request's headers."""
+    said = f"bad request; headers were {dict(request.headers)}"
+    return httpx.Response(400, json={"error": {"message": said, "type": "invalid_request_error"}})
 
-    def echo(request: httpx.Request) -> httpx.Response:
-        said = f"bad request; headers were {dict(request.headers)}"
-        return httpx.Response(400, json={"error": {"message": said, "type": "invalid_request_error"}})
 
-    http = httpx.Client(transport=httpx.MockTransport(echo), headers={header: value})
-    with APIClient(BASE, http_client=http, max_retries=0) as client, pytest.raises(rlnb.APIError) as info:
-        client.get_session("s1")
-    assert secret not in str(info.value) and "***" in str(info.value)
-    http.close()
+def echoed(**client: object) -> str:
+    """The error's text when an ``http_client`` made with ``client`` talks to ``echo``."""
+    http = httpx.Client(transport=httpx.MockTransport(echo), **client)  # type: ignore[arg-type]
+    with http, APIClient(BASE, http_client=http, max_retries=0) as api, pytest.raises(rlnb.APIError) as info:
+        api.get_session("s1")
+    return str(info.value)
+
+
+SECRET = "user-gateway-key-0123456789"
+
+
+@pytest.mark.parametrize(
+    "client",
+    [
+        {"headers": {"Authorization": f"Bearer {SECRET}"}},
+        {"headers": {"X-Api-Key": SECRET}},
+        {"headers": {"Cookie": f"session={SECRET}; theme=dark"}},
+        {"cookies": {"session": SECRET}},
+        {"auth": ("alice", SECRET)},
+    ],
+    ids=["authorization", "x-api-key", "cookie-header", "cookies", "basic-auth"],
+)
+def test_an_http_clients_own_credentials_are_masked_where_a_server_echoes_them(client):
+    """A key in the ``http_client``'s default headers (a gateway's), cookies or ``auth=`` was never masked: a server
+    that echoed the request's headers put it in the exception's text (and the run folder); as ``api_key`` it reads
+    ``***``."""
+    said = echoed(**client)
+    basic = base64.b64encode(f"alice:{SECRET}".encode()).decode()
+    assert SECRET not in said and basic not in said and "***" in said
+
+
+def test_only_credentials_are_masked_not_the_words_of_other_headers():
+    """Header names matched by substring masked ``X-Auth-Scheme: training`` ("auth") and ``X-Portkey-Provider``
+    ("key") for the life of the process, and a cookie ``consent=accepted``: every later message saying "training"
+    read "***"."""
+    said = echoed(headers={"X-Auth-Scheme": "training-wheels", "X-Portkey-Provider": "together-ai-provider",
+                           "Cookie": "consent=accepted"})  # fmt: skip
+    assert "training-wheels" in said and "together-ai-provider" in said and "consent=accepted" in said
