@@ -485,7 +485,7 @@ def test_dtype_choice(hf_dirs):
         assert s.history.config["dtype"] == "bfloat16"
         seq = s.sample("n=", max_tokens=4, seed=0).result().results[0].sequences[0]
         assert len(seq.logprobs) == len(seq.tokens) and all(lp <= 0 for lp in seq.logprobs)
-    with pytest.raises(ValueError, match="dtype must be 'auto' or one of"):
+    with pytest.raises(ValueError, match="dtype must be one of auto, float32, bfloat16, float16, got 'float8'"):
         local("tiny", dtype="float8")
 
 
