@@ -43,9 +43,9 @@ def protocol(header_timeout: float, max_connections: int, base: Any = None) -> t
             self._disarm_if_headers_came()
 
         def on_response_complete(self) -> None:
-            self._arm()  # before: a pipelined request already here starts in it, and disarms it
-            super().on_response_complete()
-            self._disarm_if_headers_came()
+            super().on_response_complete()  # starts a pipelined request whose headers are in (both protocols)
+            if self.cycle is None or self.cycle.response_complete:  # none is: the next request's headers are due
+                self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()

@@ -83,6 +83,21 @@ def test_a_connection_that_never_finishes_its_headers_is_closed_by_the_deadline(
 
 
 @pytest.mark.parametrize("serving", BASES, indirect=True)
+def test_a_pipelined_request_whose_headers_came_is_no_target_while_it_runs(serving):
+    """httptools parses a pipelined request's headers while the one before it runs: the deadline, set again when that
+    one's answer ended, took the pipelined request (already in) for the one awaited, and closed it mid-body."""
+    host, port = serving
+    body = b'{"base_model": 1}'
+    with socket.create_connection((host, port), timeout=WAIT) as sock:
+        post = f"POST /v1/rl/model-resources HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + post.encode() + b"\r\n" + body[:1])
+        time.sleep(1.6)  # the pipelined request's body, past the header deadline (1 s)
+        sock.sendall(body[1:] + b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        data, _ = closed_after(sock)
+    assert data.startswith(b"HTTP/1.1 200 ") and data.count(b"HTTP/1.1 ") == 3, data
+
+
+@pytest.mark.parametrize("serving", BASES, indirect=True)
 def test_past_max_connections_a_request_gets_the_apis_503(serving):
     host, port = serving
     held = [socket.create_connection((host, port), timeout=WAIT) for _ in range(3)]
