@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
@@ -20,7 +21,8 @@ from rlnb.server.settings import ServerSettings
 PRESIGNED_UPLOADS = "/v1/rl/payloads/"
 """Presigned payload uploads: their limit is ``max_payload_bytes`` (the side channel is for big bodies)."""
 STOP_BODY_GRACE = 0.5
-"""Seconds a body read goes on once the server stops: a body already in the server's buffers is still read whole."""
+"""Seconds a body goes on being read once the server stops, counted from the stop, once per body (not per chunk, which
+a steady trickle renews): a body already in the server's buffers is still read whole."""
 
 
 class BodyTooLarge(HTTPException):
@@ -50,10 +52,14 @@ class ServerStop:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._set = False
+        self.at: float | None = None
+        """When it was set (``time.monotonic``): the body reads still going end ``STOP_BODY_GRACE`` after it."""
         self._waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
 
     def set(self) -> None:
         with self._lock:
+            if not self._set:
+                self.at = time.monotonic()
             self._set, waiters = True, list(self._waiters)
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_wake, fut)
@@ -128,8 +134,9 @@ class BodyLimit:
         receiving, stopping = asyncio.ensure_future(receive()), asyncio.ensure_future(self.stop.wait())
         try:
             await asyncio.wait((receiving, stopping), timeout=min(idle, max(left, 0.0)), return_when="FIRST_COMPLETED")
-            if stopping.done() and not receiving.done():
-                await asyncio.wait((receiving,), timeout=STOP_BODY_GRACE)
+            if stopping.done() and not receiving.done() and self.stop.at is not None:
+                cut = self.stop.at + STOP_BODY_GRACE - time.monotonic()
+                await asyncio.wait((receiving,), timeout=max(cut, 0.0))
         finally:
             stopping.cancel()
             receiving.cancel()  # waiting for bytes: none is lost (a no-op once it returned)

@@ -1,5 +1,5 @@
 """uvicorn's HTTP protocol with what ``rlnb serve`` adds to each connection: a deadline for a request's headers
-(``header_timeout``), and the API's 503 past ``max_connections``.
+(``header_timeout``), and the API's 503 past ``max_connections`` requests in flight.
 
 uvicorn times out neither a connection that never finishes its headers (its keep-alive timer ends at the first byte
 of the next request) nor one that sends nothing: 1,100 such connections held every descriptor of a server limited to
@@ -25,12 +25,12 @@ def protocol(header_timeout: float, max_connections: int, base: Any = None) -> t
 
     class Protocol(base):
         """Closes a connection whose request headers are not in full ``header_timeout`` seconds after it opened or
-        its last answer ended; answers a request that finds ``max_connections`` connections (or requests in flight)
-        with the API's 503 (``busy``)."""
+        its last answer ended; answers a request past ``max_connections`` requests in flight with the API's 503
+        (``busy``)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.app: ASGIApp = busy(self.app, self.connections, self.tasks, max_connections)
+            self.app: ASGIApp = busy(self.app, self.tasks, max_connections)
             self._headers_due: asyncio.TimerHandle | None = None
             self._awaited: object = None  # the cycle (request) that was the last when the deadline was set
 
@@ -43,9 +43,9 @@ def protocol(header_timeout: float, max_connections: int, base: Any = None) -> t
             self._disarm_if_headers_came()
 
         def on_response_complete(self) -> None:
-            self._arm()  # before: a pipelined request already here starts in it, and disarms it
-            super().on_response_complete()
-            self._disarm_if_headers_came()
+            super().on_response_complete()  # starts a pipelined request whose headers are in (both protocols)
+            if self.cycle is None or self.cycle.response_complete:  # none is: the next request's headers are due
+                self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -74,15 +74,17 @@ def protocol(header_timeout: float, max_connections: int, base: Any = None) -> t
     return Protocol
 
 
-def busy(app: ASGIApp, connections: set[Any], tasks: set[Any], limit: int) -> ASGIApp:
-    """``app``, answering the API's 503 (``Connection: close``) to a request made while ``limit`` connections are open,
-    or ``limit`` requests are in flight: uvicorn's ``limit_concurrency`` check, with the API's error body."""
+def busy(app: ASGIApp, tasks: set[Any], limit: int) -> ASGIApp:
+    """``app``, answering the API's 503 (``Connection: close``) to a request made while ``limit`` requests are in
+    flight (``tasks``, uvicorn's). Connections that have sent nothing are not counted: a 503 frees no descriptor (the
+    connection is accepted already), so counting them only refused every other client; ``header_timeout`` closes
+    them."""
 
     async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and (len(connections) > limit or len(tasks) > limit):
+        if scope["type"] == "http" and len(tasks) > limit:  # this request is one of them
             response = error_response(
-                503, f"this server has {len(connections)} connections open and {len(tasks)} requests in flight; the "
-                f"limit is {limit} (max_connections): try again shortly", "server_error", after=1,
+                503, f"this server has {len(tasks)} requests in flight with this one; the limit is {limit} "
+                "(max_connections): try again shortly", "server_error", after=1,
             )  # fmt: skip
             response.headers["connection"] = "close"
             await response(scope, receive, send)

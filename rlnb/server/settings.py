@@ -104,8 +104,8 @@ class ServerSettings:
     """Seconds a connection may take to send a request's headers in full, from its opening or its last answer's end
     (closed past it): one that never finished them was held for ever, and enough of them took every descriptor."""
     max_connections: int = 1024
-    """Connections open, or requests in flight, at once (a request past it: 503 with ``Retry-After``, the connection
-    closed)."""
+    """Requests in flight at once (a request past it: 503 with ``Retry-After``, the connection closed). Connections
+    that have sent nothing are not counted (a 503 cannot free their descriptors): ``header_timeout`` closes them."""
     max_sample_tokens: int = 65536
     """Budget of one sample request: prompts x num_samples x max_tokens (400 past it)."""
     max_sample_prompt_tokens: int = 131072

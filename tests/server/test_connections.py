@@ -1,8 +1,8 @@
 """``header_timeout`` and ``max_connections`` (``rlnb.server.connections``): uvicorn timed out no connection that
 never finished its request headers (120 s later it was still held, and 1,100 of them reset every other client of a
-server limited to 1,024 descriptors); past ``max_connections`` a request gets the API's 503, not a reset or
-uvicorn's plain-text one. Both of uvicorn's HTTP protocols (httptools', h11's), served in process, and the option
-through ``rlnb serve --limit``."""
+server limited to 1,024 descriptors); past ``max_connections`` requests in flight a request gets the API's 503, not
+uvicorn's plain-text one, and connections that sent nothing are left to ``header_timeout``. Both of uvicorn's HTTP
+protocols (httptools', h11's), served in process, and the option through ``rlnb serve --limit``."""
 
 import json
 import socket
@@ -83,18 +83,46 @@ def test_a_connection_that_never_finishes_its_headers_is_closed_by_the_deadline(
 
 
 @pytest.mark.parametrize("serving", BASES, indirect=True)
-def test_past_max_connections_a_request_gets_the_apis_503(serving):
+def test_a_pipelined_request_whose_headers_came_is_no_target_while_it_runs(serving):
+    """httptools parses a pipelined request's headers while the one before it runs: the deadline, set again when that
+    one's answer ended, took the pipelined request (already in) for the one awaited, and closed it mid-body."""
     host, port = serving
-    held = [socket.create_connection((host, port), timeout=WAIT) for _ in range(3)]
+    body = b'{"base_model": 1}'
+    with socket.create_connection((host, port), timeout=WAIT) as sock:
+        post = f"POST /v1/rl/model-resources HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + post.encode() + b"\r\n" + body[:1])
+        time.sleep(1.6)  # the pipelined request's body, past the header deadline (1 s)
+        sock.sendall(body[1:] + b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        data, _ = closed_after(sock)
+    assert data.startswith(b"HTTP/1.1 200 ") and data.count(b"HTTP/1.1 ") == 3, data
+
+
+@pytest.mark.parametrize("serving", BASES, indirect=True)
+def test_past_max_connections_requests_in_flight_a_request_gets_the_apis_503(serving):
+    """Requests in flight are counted, not connections: a 503 frees no descriptor (its connection is accepted already),
+    so counting connections that sent nothing only refused every other client while they were held (header_timeout
+    frees those)."""
+    host, port = serving
+    silent = [socket.create_connection((host, port), timeout=WAIT) for _ in range(5)]
     try:
         time.sleep(0.3)  # accepted by then
+        assert httpx.get(f"http://{host}:{port}/health", timeout=WAIT).status_code == 200
+    finally:
+        for sock in silent:
+            sock.close()
+    held = [socket.create_connection((host, port), timeout=WAIT) for _ in range(3)]
+    try:
+        for sock in held:  # a request in flight: its headers in, its body still arriving
+            sock.sendall(b"POST /v1/rl/model-resources HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9\r\n\r\n{")
+        time.sleep(0.3)  # each one's body read has begun by then
         r = httpx.get(f"http://{host}:{port}/health", timeout=WAIT)
     finally:
         for sock in held:
             sock.close()
     assert r.status_code == 503 and r.headers["connection"] == "close" and r.headers["retry-after"] == "1", r.text
     error = r.json()["error"]
-    assert error["type"] == "server_error" and "(max_connections)" in error["message"], error
+    assert error["type"] == "server_error" and "4 requests in flight with this one" in error["message"], error
+    assert "(max_connections)" in error["message"], error
     time.sleep(0.3)  # the held ones are gone
     assert httpx.get(f"http://{host}:{port}/health", timeout=WAIT).status_code == 200
 
