@@ -3,6 +3,7 @@ session starts or a run folder is made (``rlnb.connect``, ``Session``, ``run_bat
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from rlnb._checks import check_bool
@@ -15,7 +16,8 @@ from rlnb.history.store import LOCK_FILE, lock_run
 def check_recording(history: object, runs_dir: str | Path | None, run_id: str | None, record: object) -> None:
     """A session's recording options, checked before it starts: an error naming the first one that is of the
     wrong kind (``record="no"`` is truthy), a run folder that could not be written (``run_folder``), or
-    ``RunLocked`` for a run another session writes now."""
+    ``RunLocked`` for a run another session writes now. A lock that cannot be opened at all (a read-only or another
+    user's runs folder) is left to the run's store, which warns once and goes on in memory, as for a new run."""
     check_bool("record", record)
     if history is not None and not isinstance(history, History):
         raise TypeError(f"history must be an rlnb.History or None, got {type(history).__name__}: {history!r}"[:300])
@@ -26,4 +28,5 @@ def check_recording(history: object, runs_dir: str | Path | None, run_id: str | 
         return
     path = run_folder(runs_dir, run_id)
     if (path / LOCK_FILE).is_file():  # an open session holds it: RunLocked before a model loads or a session starts
-        release(lock_run(path))  # unlocked, then closed (as every rlnb lock is)
+        with contextlib.suppress(OSError):  # RunLocked is no OSError: it is raised
+            release(lock_run(path))  # unlocked, then closed (as every rlnb lock is)

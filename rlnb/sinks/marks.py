@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
+from rlnb._files import no_follow, refuse_link
 from rlnb.history import Record
 from rlnb.sinks.base import Sink
 from rlnb.sinks.process import place
@@ -54,13 +55,17 @@ def path(folder: Path, sink: Sink) -> Path | None:
 
 def read(file: Path) -> Mark | None:
     """The mark in ``file``; None if there is none (the sink never streamed this run); ``ValueError`` naming the file
-    if it cannot be read as one."""
+    if it cannot be read as one: a symbolic link or a named pipe there too, never opened through (a pipe waited for
+    ever), as no run file is."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        refuse_link(file)
+        with open(file, encoding="utf-8", opener=no_follow) as fh:
+            data = json.loads(fh.read())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{file} cannot be read ({exc})") from None
+        said = str(exc) if str(file) in str(exc) else f"{file} cannot be read ({exc})"
+        raise ValueError(said) from None
     fields = data if isinstance(data, dict) else {}
     seq, beyond, logged = fields.get("seq"), fields.get("beyond"), fields.get("logged")
     if not (_count(seq) and _count(logged) and isinstance(beyond, list) and all(_count(n) for n in beyond)):
@@ -76,7 +81,8 @@ class MarkFile:
     """A sink's mark file, kept open by its run's thread: each mark is one ``pwrite`` over the last (~15 µs; opening
     and renaming a file cost milliseconds a batch), padded with spaces to the longest written, so that a shorter one
     leaves no tail of the last. A run folder that cannot be written (deleted, a full disk) keeps the older mark: the
-    run's store says so itself, and the sink goes on."""
+    run's store says so itself, and the sink goes on; so does a link or a pipe there, never written through (the
+    mark's read named it)."""
 
     def __init__(self, file: Path) -> None:
         self.file = file
@@ -92,7 +98,7 @@ class MarkFile:
         with self._lock:
             try:
                 if self._fd is None:
-                    self._fd = os.open(self.file, os.O_WRONLY | os.O_CREAT, 0o644)
+                    self._fd = no_follow(str(self.file), os.O_WRONLY | os.O_CREAT)
                     self._width = os.fstat(self._fd).st_size
                 data = text.ljust(self._width).encode()
                 os.pwrite(self._fd, data, 0)

@@ -74,6 +74,7 @@ class _Writer:
             self._writer.close()
             raise RuntimeError(f"SummaryWriter({path}) made {len(made)} event files, not one: {[m.name for m in made]}")
         self._file: Watched = Watched(made[0], path)
+        self._quiet: _Quiet = _Quiet.install(self._files)
         self._params: dict[str, Any] = dict(run.params)
         self._seen: set[str] = set(STEP_METRICS)
         self._write_hparams(end=False)
@@ -95,17 +96,74 @@ class _Writer:
                 self._writer.close()
             raise
 
+    def _failed(self, exc: OSError, lost: str) -> OSError:
+        """The sink's error for a write that failed (a full disk), naming the event file and what was lost, the
+        library's writer stopped: its thread would go on failing."""
+        with contextlib.suppress(OSError):
+            self._writer.close()
+        return OSError(exc.errno, f"{exc.strerror or exc} writing {self._file.path}: {lost} not written there "
+                       "(the run's history has everything: rlnb.export writes the whole run again)")  # fmt: skip
+
     def write(self, points: list[Point], failures: list[Failure]) -> None:
-        self._check(lost_from(points, failures))
-        for point in points:
-            values = [self._summary.Value(tag=k, simple_value=v) for k, v in point.values.items()]
-            self._files.add_summary(self._summary(value=values), point.step, point.time)
-            self._seen.update(point.values)
-        for fail in failures:
-            self._writer.add_text(FAILURES_TAG, fail.text(), fail.step, fail.time)
-        self._writer.flush()
+        lost = lost_from(points, failures)
+        self._check(lost)
+        try:
+            for point in points:
+                values = [self._summary.Value(tag=k, simple_value=v) for k, v in point.values.items()]
+                self._files.add_summary(self._summary(value=values), point.step, point.time)
+                self._seen.update(point.values)
+            for fail in failures:
+                self._writer.add_text(FAILURES_TAG, fail.text(), fail.step, fail.time)
+            self._writer.flush()
+            self._quiet.raise_kept()
+        except OSError as exc:
+            raise self._failed(exc, lost) from None
 
     def close(self) -> None:
-        self._check("the run's end (its hyperparameters' final metrics) was")
-        self._write_hparams(end=True)
-        self._writer.close()
+        lost = "the run's end (its hyperparameters' final metrics) was"
+        self._check(lost)
+        try:
+            self._write_hparams(end=True)
+            self._writer.close()
+            self._quiet.raise_kept()
+        except OSError as exc:
+            raise self._failed(exc, lost) from None
+
+
+class _Quiet:
+    """tensorboard's record writer as its writer thread calls it: an error there (a full disk) is kept for the
+    sink's thread to raise after the batch's flush, rather than killing that thread with a raw "Exception in thread"
+    traceback of its own (in a notebook, in the cell) besides the sink's warning."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+        self.error: OSError | None = None
+
+    @classmethod
+    def install(cls, files: Any) -> _Quiet:
+        """Put between ``files``' (a ``FileWriter``'s) writer thread and its record writer: private attributes of
+        tensorboard; one that names them otherwise keeps its thread's traceback, and the sink its warning."""
+        quiet = cls(None)
+        with contextlib.suppress(AttributeError):
+            worker = files.event_writer._async_writer._worker
+            quiet._writer = worker._record_writer
+            worker._record_writer = quiet
+        return quiet
+
+    def write(self, data: bytes) -> None:
+        self._call(self._writer.write, data)
+
+    def flush(self) -> None:
+        self._call(self._writer.flush)
+
+    def _call(self, work: Any, *args: Any) -> None:
+        if self.error is None:  # the file failed: nothing more goes into it
+            try:
+                work(*args)
+            except OSError as exc:
+                self.error = exc
+
+    def raise_kept(self) -> None:
+        """Raise the error the writer thread met, if any."""
+        if self.error is not None:
+            raise self.error

@@ -21,6 +21,7 @@ from rlnb.errors import user_stacklevel
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkWarning
 from rlnb.sinks.scrubbing import scrub
 from rlnb.sinks.watched import Watched, lost_from
+from rlnb.wire import OperationErrorCode
 
 LOCAL = {"embed": False, "auto_log_cpu": False, "auto_log_gpu": False}
 RLNB_SETS = ("name", "group", "config")
@@ -182,7 +183,8 @@ class _Writer:
     def __init__(self, run: Any, where: Path | None, renamed: Renamed):
         from trackio import AlertLevel
 
-        self.run, self._error = run, AlertLevel.ERROR
+        self.run, self._error, self._warn = run, AlertLevel.ERROR, AlertLevel.WARN
+        self._cancelled: list[Failure] = []  # said at the run's end as one alert: one each flooded the console
         self._where = Watched(where)  # deleted, Trackio made it anew and wrote the rest of the run there in silence
         self._renamed = renamed
 
@@ -192,11 +194,20 @@ class _Writer:
             self._renamed(point.values)
             self.run.log(point.values, step=point.step)
         for fail in failures:
+            if fail.code == OperationErrorCode.SESSION_NOT_ACTIVE:  # the session stopped: not the run's own failure
+                self._cancelled.append(fail)
+                continue
             title = f"{fail.kind} failed: {fail.code}"
             self.run.alert(title=title, text=fail.text(), level=self._error, step=fail.step)
 
     def close(self) -> None:
         self._where.check("the run's end was")
+        if self._cancelled:
+            first, last = min(f.step for f in self._cancelled), max(f.step for f in self._cancelled)
+            steps = f"at step {first}" if first == last else f"steps {first} to {last}"
+            title = f"{len(self._cancelled)} operations cancelled: {OperationErrorCode.SESSION_NOT_ACTIVE.value}"
+            text = f"the session stopped before they ran ({steps}); each is in the rlnb run's history"
+            self.run.alert(title=title, text=text, level=self._warn, step=last)
         self.run.finish()
 
 

@@ -237,20 +237,6 @@ def test_a_damaged_wandb_file_beside_the_runs_never_stops_a_run_or_an_export(tmp
     assert sinks.WandB("p", dir=tmp_path).holds(RunInfo("r", None, {})) is None
 
 
-def _written(run_dir: Path, step: int, deadline: float = LOADED_MACHINE_TIMEOUT) -> None:
-    """Wait (up to ``deadline`` seconds) until ``run_dir``'s event files hold ``step``'s scalars."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-        scalars = acc.Reload().Tags()["scalars"] if run_dir.is_dir() else []
-        if any(event.step == step for tag in scalars for event in acc.Scalars(tag)):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"step {step} did not reach {run_dir} within {deadline} s")
-
-
 def test_a_tensorboard_folder_deleted_mid_run_drops_the_sink_saying_what_was_not_written(tmp_path, capfd):
     """``rm -rf runs`` while a run streams to TensorBoard: the sink was dropped with a bare ``FileNotFoundError: [Errno
     2] No such file or directory: b'.../events.out.tfevents...'`` (and TensorBoard's writer thread printed a traceback
@@ -268,7 +254,7 @@ def test_a_tensorboard_folder_deleted_mid_run_drops_the_sink_saying_what_was_not
         s.forward_backward(CE)
         s.optim_step().result()
         s.forward_backward(CE)
-        _written(folder, 1)
+        read.tensorboard_wait(folder, 1, LOADED_MACHINE_TIMEOUT)
         shutil.rmtree(tmp_path / "tb")
         s.optim_step().result()
         s.forward_backward(CE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,20 @@ def tensorboard(run_dir: Path) -> tuple[dict[str, Any], Points, list[tuple[int, 
     texts = acc.Tensors(tag) if tag in acc.Tags()["tensors"] else []
     events = [(e.step, e.tensor_proto.string_val[0].decode()) for e in texts]
     return params, points, events
+
+
+def tensorboard_wait(run_dir: Path, step: int, deadline: float) -> None:
+    """Wait (up to ``deadline`` seconds) until ``run_dir``'s event files hold ``step``'s scalars."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        scalars = acc.Reload().Tags()["scalars"] if run_dir.is_dir() else []
+        if any(event.step == step for tag in scalars for event in acc.Scalars(tag)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"step {step} did not reach {run_dir} within {deadline} s")
 
 
 def mlflow(uri: str, experiment: str, name: str) -> tuple[dict[str, Any], Points, list[tuple[int, str]], str]:
