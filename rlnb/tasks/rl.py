@@ -144,16 +144,22 @@ def rl_step(
             out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
         except OperationFailed:
             _keep_failed(session, groups)
-            for fb in fbs:  # the cause, where a forward-backward failed (its optim-step then failed unsent)
+            for fb in fbs:  # the cause, where a forward-backward failed (its optim-step then failed unsent or unrun)
                 if fb.done() and fb.status == wire.OperationStatus.FAILED:
-                    fb.result()
+                    try:
+                        fb.result()
+                    except OperationFailed as exc:
+                        raise pieces.failed(fbs, exc, None) from None
             raise
         except KeyboardInterrupt:  # Ctrl-C while the step trains on: its completions are kept, under its step
             _keep_failed(session, groups, _made(opt))
             raise
         step = int(out.step)
         session.history.log_completions(step, completion_rows(groups))
-        fb_out = pieces.joined([fb.result() for fb in fbs], tokens)  # a failed one raises here (cf. one_step)
+        try:  # one failed here as it ran on ``rlnb serve``, its optim-step queued behind it (a local one: unrun)
+            fb_out = pieces.joined([fb.result() for fb in fbs], tokens)
+        except OperationFailed as exc:
+            raise pieces.failed(fbs, exc, step) from None
         metrics = step_metrics(groups, fb_out.metrics)
         session.history.log(step, **metrics)
         return StepReport(
