@@ -112,6 +112,10 @@ def rl_step(
         raise ValueError(f"advantage_scale must be one of {scales}, got {advantage_scale!r}")
     wait = check_timeout("step_timeout", step_timeout)
     pieces.batch_limit(session, len(task.prompts), group_size)  # before sampling: a batch no trainer takes
+    refusal = getattr(session.backend, "half_stepped_refusal", None)  # a local session's: a step it would refuse
+    said = refusal() if refusal is not None else None
+    if said is not None:  # else a batch sampled and its gradients computed each try, then the optim-step refused
+        raise OperationFailed(wire.OperationErrorCode.INVALID_INPUT, said, kind=wire.OperationKind.OPTIM_STEP)
     prompts = [session.encode(p) for p in task.prompts]
     with session.stepping(wait):  # one step at a time: another thread's forward-backward would join this optim-step
         sampled = session.sample(
