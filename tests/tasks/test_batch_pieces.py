@@ -244,3 +244,32 @@ def test_on_rlnb_serve_a_piece_failing_as_it_runs_says_the_step_was_taken_on_the
         assert s.step == 1 and info.value.kind == FB
     said = "the step's optim-step ran on the other pieces' gradients: step 1 was taken with 2 of 3 forward-backwards"
     assert said in str(info.value)
+
+
+@pytest.mark.slow  # the app on a model and a session on it (seconds on a loaded machine)
+def test_a_piece_refused_at_its_post_after_one_ran_says_its_gradients_stay_for_the_next_step(tmp_path):
+    """The first piece's gradients were added to the next step's in silence (review37j 4): the API cannot drop them."""
+    posts: list[int] = []
+
+    def relay_for(c: TestClient) -> httpx.Client:
+        def relay(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and request.url.path.endswith("/operations/forward-backward"):
+                posts.append(1)
+                if len(posts) == 2:
+                    return error(400, "refused (a server-side input check)")
+            answer = c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
+            return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
+
+        return httpx.Client(transport=httpx.MockTransport(relay))
+
+    with (
+        app_client(tmp_path, max_batch_size=5) as c,
+        relay_for(c) as http,
+        rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http, record=False) as s,
+    ):
+        with pytest.raises(rlnb.OperationFailed, match="refused") as info:
+            rl_step(s, TASK, s.check_params(), seed=1)
+        s.wait(60)
+        assert s.step == 0 and info.value.kind == FB
+    said = "1 of 3 forward-backwards' gradients stay accumulated: the next optim-step applies them with its own"
+    assert said in str(info.value)
