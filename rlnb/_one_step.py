@@ -1,7 +1,9 @@
 """One step's operations, sent whole or not at all: ``rl_step`` submits its forward-backwards, optim-step and
 weights-sync inside ``one_step()``. A backend that sends them later (a remote session's sender thread) sends none of
-the rest once one of them is refused at its POST, and fails them with its code: an optim-step behind a refused
-forward-backward would apply a part of the batch's gradients (or none), and still count a step."""
+the rest once one of them is refused at its POST, and the local engine's worker runs none of the rest once one of them
+FAILED; both fail them with its code: an optim-step behind a failed forward-backward would apply a part of the batch's
+gradients (or none), and still count a step. ``rlnb serve`` runs each POST as it comes: there the marker stays on the
+client, which cannot stop an optim-step the server already queued."""
 
 from __future__ import annotations
 
@@ -9,19 +11,28 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 
-_STEP: contextvars.ContextVar[object | None] = contextvars.ContextVar("rlnb_one_step", default=None)
+STEP: contextvars.ContextVar[object | None] = contextvars.ContextVar("rlnb_one_step", default=None)
+"""The marker itself: the local worker reads ``STEP.get()`` per submission, a C call where ``current()`` is a Python
+call an operation (``tests/engine/test_step_calls.py``)."""
 
 
 @contextlib.contextmanager
 def one_step() -> Iterator[None]:
     """The operations this thread submits inside are one step's (``current``)."""
-    token = _STEP.set(object())
+    token = STEP.set(object())
     try:
         yield
     finally:
-        _STEP.reset(token)
+        STEP.reset(token)
 
 
 def current() -> object | None:
     """The step whose operations this thread is submitting (compared by identity), or None outside ``one_step``."""
-    return _STEP.get()
+    return STEP.get()
+
+
+def rest_failed(kind: str, why: str, *, sent: bool) -> str:
+    """What each later operation of a step says when its ``kind`` before it failed (``sent``) or was not sent."""
+    if sent:
+        return f"not run: this step's {kind} before it failed, nor is the rest of the step ({why})"
+    return f"not sent: this step's {kind} before it was not sent, nor is the rest of the step ({why})"

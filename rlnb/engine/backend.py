@@ -29,7 +29,7 @@ from torch import nn
 from rlnb import wire
 from rlnb._checks import check_seconds
 from rlnb._options import refuse_unknown, take
-from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, model_setup
+from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, model_setup, refusals
 from rlnb.engine.checkpoint_files import Variant
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
@@ -185,6 +185,16 @@ class LocalBackend:
     def max_stop_chars(self) -> int:
         """The most characters of each stop string (``wire.MAX_STOP_CHARS`` unless set)."""
         return self.engine.max_stop_chars
+
+    def half_stepped_refusal(self) -> str | None:
+        """What an optim-step here is refused with now that an earlier one stopped part way (``refusals``), or None:
+        ``rl_step`` asks before it samples a batch whose step would be refused."""
+        e = self.engine
+        return (
+            refusals.half_stepped_words(wire.OperationKind.OPTIM_STEP, bool(e.training_checkpoints))
+            if e.half_stepped
+            else None
+        )
 
     def checkpoint_path(self, ckpt_id: str) -> Path:
         """The ``.pt`` file (training) or folder (inference) a checkpoint of this session was written to."""

@@ -40,7 +40,7 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
     if engine.op_delay:  # simulated compute, which a stop ends at once; the operation's own work still runs
         cancelled.wait(engine.op_delay)
     if engine.half_stepped:  # an attribute read a step, not a call
-        refusals.check_half_stepped(kind)
+        refusals.check_half_stepped(kind, bool(engine.training_checkpoints))
     out = HANDLERS[kind](engine, body, cancelled)
     if kind in wire.CHANGES_SESSION:
         engine.changed_at = datetime.now(UTC)

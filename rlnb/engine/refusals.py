@@ -39,16 +39,28 @@ no step (a checkpoint of them, labelled as the last good step, would be the newe
 last weights-sync) and forward-backwards still run."""
 
 
-def check_half_stepped(kind: wire.OperationKind) -> None:
-    """On a half-stepped session: ``INVALID_INPUT`` for an operation of ``kind`` that ``HALF_STEPPED_REFUSES``."""
+def half_stepped_words(kind: wire.OperationKind, saved: bool) -> str:
+    """Why a half-stepped session refuses an operation of ``kind``; ``saved``: whether it saved a training checkpoint
+    to restore from (else a new session is the way on: saves are refused). Both recoveries named: a remote session
+    resumes by checkpoint id (``resume_from`` is in-process only, a TypeError there)."""
+    how = (
+        "(rlnb.connect(..., resume_from=<its path>) in-process, or resume_from_checkpoint_id=<its id> on a remote "
+        "session)"
+        if saved
+        else "(none saved: open a new session)"
+    )
+    return (
+        f"{kind} refused: an earlier optim-step stopped part way and left this session's weights and optimizer "
+        f"state half-stepped (some moved, others not); restore from its last training checkpoint {how}; samples "
+        "still run on the weights of the last weights-sync"
+    )
+
+
+def check_half_stepped(kind: wire.OperationKind, saved: bool) -> None:
+    """On a half-stepped session: ``INVALID_INPUT`` for an operation of ``kind`` that ``HALF_STEPPED_REFUSES``;
+    ``saved`` as ``half_stepped_words`` reads it."""
     if kind in HALF_STEPPED_REFUSES:
-        raise OperationError(
-            Code.INVALID_INPUT,
-            f"{kind} refused: an earlier optim-step stopped part way and left this session's weights and optimizer "
-            "state half-stepped (some moved, others not); restore from its last training checkpoint "
-            "(rlnb.connect(..., resume_from=<that checkpoint's path>)); samples still run on the weights of the "
-            "last weights-sync",
-        )
+        raise OperationError(Code.INVALID_INPUT, half_stepped_words(kind, saved))
 
 
 _TORCH_DTYPES = {key: tuple(f"torch.{d}" for d in names) for key, names in wire.LOSS_INPUT_DTYPES.items()}

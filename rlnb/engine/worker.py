@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlnb import _exit, wire
+from rlnb._one_step import STEP, rest_failed
 from rlnb.errors import OperationError
 from rlnb.wire import Listener
 from rlnb.wire import OperationErrorCode as Code
@@ -79,8 +80,9 @@ def _envelope(
     return env
 
 
-_Job = tuple[wire.OperationKind, Any, str, Listener]
-"""A queued operation: its kind, body, id and listener (a tuple: a dataclass's ``__init__`` would be a Python call)."""
+_Job = tuple[wire.OperationKind, Any, str, Listener, object | None]
+"""A queued operation: its kind, body, id, listener and step marker (``rlnb._one_step``; None outside a step) (a
+tuple: a dataclass's ``__init__`` would be a Python call)."""
 
 
 _VARIANT = "89ab"
@@ -94,6 +96,7 @@ class Worker:
         self._lock = threading.Lock()
         self.cancelled = threading.Event()
         self.closed = False
+        self._broken: tuple[object, Code, str] | None = None  # a step whose operation FAILED: the rest fail unrun
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
         self._ident = self._thread.ident  # ``runs_here``: ``current_thread()`` and ``Thread.ident`` are Python calls
@@ -114,7 +117,7 @@ class Worker:
             if self.closed:
                 _fail(kind, op_id, listener, Code.SESSION_NOT_ACTIVE, "the session is stopped")
                 return
-            self._queue.put((kind, body, op_id, listener))
+            self._queue.put((kind, body, op_id, listener, STEP.get()))
 
     def runs_here(self) -> bool:
         """Whether the caller is this worker's thread (a listener it is telling): waiting there for an operation
@@ -156,9 +159,12 @@ class Worker:
             if isinstance(job, threading.Event):
                 job.set()
                 continue
-            kind, body, op_id, listener = job
+            kind, body, op_id, listener, step = job
             if self.closed:  # stopped while this waited in the queue: it never runs
                 _fail(kind, op_id, listener, Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
+                continue
+            if step is not None and self._broken is not None and self._broken[0] is step:
+                _fail(kind, op_id, listener, self._broken[1], self._broken[2])  # an optim-step on part of the batch
                 continue
             env = _envelope(op_id, Status.RUNNING)  # a new one per change: a listener may keep the last
             try:
@@ -168,7 +174,10 @@ class Worker:
             try:
                 output = self._run_op(kind, body, self.cancelled)
             except BaseException as exc:  # noqa: BLE001 - any failure is the operation's, never the worker's (a
-                env = wire.Operation.failed(op_id, *failure(exc, self._classify))  # SystemExit ended it in silence)
+                code, said = failure(exc, self._classify)  # SystemExit ended it in silence)
+                env = wire.Operation.failed(op_id, code, said)
+                if step is not None:
+                    self._broken = (step, code, rest_failed(kind, said, sent=True))
             else:
                 env = _envelope(op_id, Status.COMPLETED, output, _WITH_OUTPUT)
             try:
@@ -179,7 +188,7 @@ class Worker:
 
 
 def _fail(kind: wire.OperationKind, op_id: str, listener: Listener, code: Code, message: str) -> None:
-    """Report an operation FAILED without running it (the worker is closed)."""
+    """Report an operation FAILED without running it (the worker is closed, or its step's earlier one failed)."""
     env = wire.Operation.failed(op_id, code, message)
     try:
         listener(env)

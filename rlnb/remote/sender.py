@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb import wire
+from rlnb import _one_step, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError, user_stacklevel
 from rlnb.remote.client import APIClient, PreparedOperation
 from rlnb.remote.poller import Poller
@@ -169,7 +169,7 @@ class Sender:
         """``item`` was not sent: the rest of its step, if it is one's, fails unsent with ``code`` (else
         ``UNSPECIFIED``), saying why."""
         if item.step is not None:
-            said = f"not sent: this step's {item.op.kind} before it was not sent, nor is the rest of the step ({why})"
+            said = _one_step.rest_failed(item.op.kind, why, sent=False)
             self._broken = (item.step, code or Code.UNSPECIFIED, said)
 
     def _sent(self, item: Queued, env: wire.Operation[Any]) -> None:

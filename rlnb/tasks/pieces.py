@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlnb import samples, wire
+from rlnb.errors import OperationFailed, OperationTimeout
 from rlnb.session import Operation, Session
 from rlnb.session.bodies import forward_backward_body
 from rlnb.tasks.rollouts import Rollout
@@ -115,3 +116,40 @@ def sampler_logprobs(seq: wire.SampledSequence, prompt: int, index: int, loss: s
             f"tokens, which the {loss!r} loss reads (its ratio to the policy): rl_step needs a sampler that sends them"
         )
     return seq.logprobs or []
+
+
+def failed(
+    fbs: list[Operation[wire.ForwardBackwardResult]], cause: OperationFailed, step: int | None
+) -> OperationFailed:
+    """``cause``, a piece's failure, saying what became of the step: with ``step`` (its optim-step COMPLETED: on
+    ``rlnb serve``, which runs each operation as it comes, a piece that fails as it runs cannot stop the optim-step
+    queued behind it) the step taken on the other pieces' gradients; else the gradients of the pieces that COMPLETED,
+    left accumulated for the next optim-step."""
+    done = sum(map(_ran, fbs))
+    if step is not None:
+        said = (
+            f"the step's optim-step ran on the other pieces' gradients: step {step} was taken with {done} of "
+            f"{len(fbs)} forward-backwards"
+        )
+    elif done:
+        said = (
+            f"{done} of {len(fbs)} forward-backwards' gradients stay accumulated: the next optim-step applies them "
+            "with its own"
+        )
+    else:
+        return cause
+    message = f"{cause.message}; {said}" if cause.message else said
+    return OperationFailed(cause.code, message, operation_id=cause.operation_id, kind=cause.kind)
+
+
+SETTLE = 60.0
+"""Seconds ``failed`` waits for a piece still in flight (sent, not yet polled) before it counts it as not run."""
+
+
+def _ran(fb: Operation[wire.ForwardBackwardResult]) -> bool:
+    """Whether a piece COMPLETED: one sent before the failed one may not be polled yet when the step's end is known."""
+    try:
+        fb.result(SETTLE)
+    except (OperationFailed, OperationTimeout):
+        return False
+    return True

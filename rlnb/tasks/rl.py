@@ -112,6 +112,10 @@ def rl_step(
         raise ValueError(f"advantage_scale must be one of {scales}, got {advantage_scale!r}")
     wait = check_timeout("step_timeout", step_timeout)
     pieces.batch_limit(session, len(task.prompts), group_size)  # before sampling: a batch no trainer takes
+    refusal = getattr(session.backend, "half_stepped_refusal", None)  # a local session's: a step it would refuse
+    said = refusal() if refusal is not None else None
+    if said is not None:  # else a batch sampled and its gradients computed each try, then the optim-step refused
+        raise OperationFailed(wire.OperationErrorCode.INVALID_INPUT, said, kind=wire.OperationKind.OPTIM_STEP)
     prompts = [session.encode(p) for p in task.prompts]
     with session.stepping(wait):  # one step at a time: another thread's forward-backward would join this optim-step
         sampled = session.sample(
@@ -144,16 +148,22 @@ def rl_step(
             out = opt.result()  # raises OperationFailed (e.g. NON_FINITE_LOSS) after recording it
         except OperationFailed:
             _keep_failed(session, groups)
-            for fb in fbs:  # the cause, where a forward-backward failed (its optim-step then failed unsent)
+            for fb in fbs:  # the cause, where a forward-backward failed (its optim-step then failed unsent or unrun)
                 if fb.done() and fb.status == wire.OperationStatus.FAILED:
-                    fb.result()
+                    try:
+                        fb.result()
+                    except OperationFailed as exc:
+                        raise pieces.failed(fbs, exc, None) from None
             raise
         except KeyboardInterrupt:  # Ctrl-C while the step trains on: its completions are kept, under its step
             _keep_failed(session, groups, _made(opt))
             raise
         step = int(out.step)
         session.history.log_completions(step, completion_rows(groups))
-        fb_out = pieces.joined([fb.result() for fb in fbs], tokens)  # a failed one raises here (cf. one_step)
+        try:  # one failed here as it ran on ``rlnb serve``, its optim-step queued behind it (a local one: unrun)
+            fb_out = pieces.joined([fb.result() for fb in fbs], tokens)
+        except OperationFailed as exc:
+            raise pieces.failed(fbs, exc, step) from None
         metrics = step_metrics(groups, fb_out.metrics)
         session.history.log(step, **metrics)
         return StepReport(

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import rlnb
-from rlnb import samples
+from rlnb import samples, wire
 from rlnb.engine.optim import adamw, trainer
+from rlnb.tasks import Task, rl_step
 from rlnb.wire import OperationErrorCode as Code
 
 SEQ = [samples.cross_entropy(list(b"hello world, a step that runs out of memory"))]
@@ -106,7 +107,11 @@ def test_a_half_stepped_session_refuses_to_publish_save_or_step_its_weights_and_
             with pytest.raises(rlnb.OperationFailed) as caught:
                 op().result(timeout=60)
             assert caught.value.code == Code.INVALID_INPUT
-            assert re.search(r"half-stepped.*restore.*last training checkpoint.*resume_from=", str(caught.value))
+            said = str(caught.value)  # both ways back: resume_from a remote session refused (TypeError)
+            assert re.search(r"half-stepped.*restore.*last training checkpoint", said)
+            assert (
+                "(rlnb.connect(..., resume_from=<its path>) in-process, or resume_from_checkpoint_id=<its id>" in said
+            )
         assert s.forward_backward(SEQ).result(timeout=60).loss > 0  # still reads the model (a forward-only check too)
         again = s.sample([[104, 105]], max_tokens=8, seed=1).result(timeout=60).results[0].sequences[0]
         assert again.tokens == synced.tokens and again.logprobs == synced.logprobs
@@ -118,3 +123,24 @@ def test_a_half_stepped_session_refuses_to_publish_save_or_step_its_weights_and_
         r.forward_backward(SEQ)
         assert r.optim_step(hp).result(timeout=60).step == 2
         assert r.weights_sync().result(timeout=60).weights_version == 2
+
+
+@pytest.mark.slow  # a tiny session
+def test_a_half_stepped_session_with_no_checkpoint_says_so_and_rl_step_refuses_before_sampling(monkeypatch):
+    """It said "restore from its last training checkpoint" where none was saved (and saves are refused), and each
+    rl_step sampled a batch and ran its forward-backward before the optim-step was refused."""
+    task = Task("sums", [[104, 105]], lambda p, c: float(len(c)), group_size=2, max_tokens=3)
+    with rlnb.connect("local", model="tiny", seed=0, record=False) as s:
+        assert s.backend.half_stepped_refusal() is None
+        s.forward_backward(SEQ).result(timeout=60)
+        with monkeypatch.context() as patch, pytest.raises(rlnb.OperationFailed):
+            patch.setattr(adamw.torch, "_foreach_sqrt", oom)
+            s.optim_step(rlnb.AdamParams(learning_rate=1e-2)).result(timeout=60)
+        with pytest.raises(rlnb.OperationFailed) as caught:
+            s.weights_sync().result(timeout=60)
+        assert "restore from its last training checkpoint (none saved: open a new session)" in str(caught.value)
+        records = len(s.history.records)
+        with pytest.raises(rlnb.OperationFailed, match=r"half-stepped.*\(none saved: open a new session\)") as step:
+            rl_step(s, task, rlnb.AdamParams(learning_rate=1e-2), seed=1)
+        assert step.value.code == Code.INVALID_INPUT and step.value.kind == wire.OperationKind.OPTIM_STEP
+        assert len(s.history.records) == records  # nothing sampled nor sent

@@ -2,16 +2,20 @@
 in ``rlnb serve``, where the default task's step has 1024) is sent in forward-backwards of at most that many, which
 add up to one forward-backward of the whole batch: the same loss, metrics, gradient norm and weights as the unsplit
 step, to float tolerance, for each loss's aggregation. A forward-backward refused at its POST fails the optim-step
-and weights-sync behind it unsent, and the step is not counted."""
+and weights-sync behind it unsent, and the step is not counted. One that FAILS as it runs (out of memory, a non-finite
+loss) fails the rest of its step unrun on the local engine, the weights and step as they were; on ``rlnb serve``, which
+runs each operation as it comes, the optim-step ran on the other pieces' gradients, and the error says so."""
 
 import math
 
 import httpx
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 import rlnb
-from rlnb import samples, wire
+from rlnb import _one_step, samples, wire
+from rlnb.engine import handlers
 from rlnb.tasks import StepReport, Task, pieces, rl_step
 from rlnb.tasks.rollouts import Rollout
 from tests.support.fake_api import error
@@ -167,3 +171,105 @@ def test_a_piece_refused_before_sending_sends_none_of_the_step():
         with pytest.raises(ValueError, match=r"samples\[0\] has 8 tokens, more than the model's context of 7"):
             pieces.send(s, batches, "grpo", None)
         assert s.history.records == []
+
+
+FAILED, DONE = wire.OperationStatus.FAILED, wire.OperationStatus.COMPLETED
+OOM, NON_FINITE = wire.OperationErrorCode.RESOURCE_EXHAUSTED, wire.OperationErrorCode.NON_FINITE_LOSS
+
+
+def failing_at(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """The engine's ``n``-th forward-backward from now runs out of memory (as a GPU's would) as it runs."""
+    real, calls = handlers.HANDLERS[FB], []
+
+    def flaky(engine, body, cancelled):
+        calls.append(1)
+        if len(calls) == n:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(engine, body, cancelled)
+
+    monkeypatch.setitem(handlers.HANDLERS, FB, flaky)
+
+
+@pytest.mark.parametrize(("limit", "n", "kept"), [(None, 1, ""), (5, 2, "1 of 3 forward-backwards' gradients stay")])
+def test_a_piece_failing_as_it_runs_fails_the_rest_of_its_step_unrun_locally(monkeypatch, limit, n, kept):
+    """The optim-step ran on the other pieces' gradients (grad_norm 0.025 of 2 pieces of 3), published, and counted."""
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        before = probe(s)
+        s.backend.max_batch_size = limit
+        failing_at(monkeypatch, n)
+        with pytest.raises(rlnb.OperationFailed, match="out of memory") as info:
+            rl_step(s, TASK, PARAMS, seed=7)
+        s.wait(60)
+        monkeypatch.undo()
+        ops = [(r.kind, r.status, r.error_code) for r in s.history.records[2:]]  # less the probe and the sample
+        said = [r.error_message or "" for r in s.history.records if r.status == FAILED][1:]
+        assert s.step == 0 and probe(s) == before and info.value.kind == FB and kept in str(info.value)
+    first = [(FB, DONE, None)] * (n - 1)
+    assert ops == [*first, (FB, FAILED, OOM), *[(FB, FAILED, OOM)] * (3 - n if limit else 0), (OPT, FAILED, OOM),
+                   (SYNC, FAILED, OOM)]  # fmt: skip
+    assert said and all(m.startswith("not run: this step's forward-backward before it failed, nor") for m in said)
+
+
+def test_a_piece_with_a_non_finite_loss_leaves_the_weights_and_step_as_they_were():
+    """The second piece's sampler log-probs of -200 make its PPO ratio exp(195): inf in float32 (review37j s2)."""
+    prompts, results, groups = [[104, 105], [106, 107]], [], []
+    for i, lp in enumerate((-5.0, -200.0)):
+        seqs = [[97, 98, 99], [100, 101]]
+        made = [wire.SampledSequence(tokens=t, stop_reason=wire.STOP_REASON_STOP, logprobs=[lp] * len(t)) for t in seqs]
+        results.append(wire.SampleResult(policy_segments=[], sequences=made))
+        groups.append([Rollout(i, "", "", tuple(t), False, 0.0, a) for t, a in zip(seqs, [1.0, -1.0], strict=True)])
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        before = probe(s)
+        s.backend.max_batch_size = 2
+        batch, _ = pieces.batches(s, prompts, results, groups, "ppo", None)
+        with _one_step.one_step():
+            fbs = pieces.send(s, batch, "ppo", None)
+            opt, sync = s.optim_step(PARAMS), s.weights_sync()
+        s.wait(60)
+        assert [fb.status for fb in fbs] == [DONE, FAILED] and fbs[1].error.code == NON_FINITE
+        assert [(op.status, op.error.code) for op in (opt, sync)] == [(FAILED, NON_FINITE)] * 2
+        assert opt.error.message.startswith("not run: this step's forward-backward before it failed")
+        assert s.step == 0 and probe(s) == before
+
+
+@pytest.mark.slow  # the app on a model and a session on it (seconds on a loaded machine)
+def test_on_rlnb_serve_a_piece_failing_as_it_runs_says_the_step_was_taken_on_the_others(tmp_path, monkeypatch):
+    """The server runs each POST as it comes: its optim-step, queued behind the failing piece, ran all the same."""
+    with app_client(tmp_path, max_batch_size=5) as c, rlnb.connect("http://testserver", base_model="rlnb/tiny",
+                                                                    http_client=c, record=False) as s:  # fmt: skip
+        failing_at(monkeypatch, 2)
+        with pytest.raises(rlnb.OperationFailed, match="out of memory") as info:
+            rl_step(s, TASK, s.check_params(), seed=1)
+        s.wait(60)
+        assert s.step == 1 and info.value.kind == FB
+    said = "the step's optim-step ran on the other pieces' gradients: step 1 was taken with 2 of 3 forward-backwards"
+    assert said in str(info.value)
+
+
+@pytest.mark.slow  # the app on a model and a session on it (seconds on a loaded machine)
+def test_a_piece_refused_at_its_post_after_one_ran_says_its_gradients_stay_for_the_next_step(tmp_path):
+    """The first piece's gradients were added to the next step's in silence (review37j 4): the API cannot drop them."""
+    posts: list[int] = []
+
+    def relay_for(c: TestClient) -> httpx.Client:
+        def relay(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and request.url.path.endswith("/operations/forward-backward"):
+                posts.append(1)
+                if len(posts) == 2:
+                    return error(400, "refused (a server-side input check)")
+            answer = c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
+            return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
+
+        return httpx.Client(transport=httpx.MockTransport(relay))
+
+    with (
+        app_client(tmp_path, max_batch_size=5) as c,
+        relay_for(c) as http,
+        rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http, record=False) as s,
+    ):
+        with pytest.raises(rlnb.OperationFailed, match="refused") as info:
+            rl_step(s, TASK, s.check_params(), seed=1)
+        s.wait(60)
+        assert s.step == 0 and info.value.kind == FB
+    said = "1 of 3 forward-backwards' gradients stay accumulated: the next optim-step applies them with its own"
+    assert said in str(info.value)
