@@ -217,7 +217,7 @@ class Ensemble:
         rollouts: dict[int, list[list[Rollout]]],
         ops: dict[int, tuple[Op, Op, Op]],
         hps: dict[int, Hyperparams],
-        fb: tuple[dict[int, str], dict[int, wire.ForwardBackwardResult]],
+        fb: tuple[dict[int, tuple[Code, str]], dict[int, wire.ForwardBackwardResult]],
         failed: list[int],
     ) -> dict[int, StepReport]:
         """The members that cannot train on this step leave (FAILED: ``fail_optim_step``), each added to ``failed`` (for
@@ -273,7 +273,7 @@ class Ensemble:
 
     def _forward_backward(
         self, rollouts: dict[int, list[list[Rollout]]], drawn: Drawn, ops: dict[int, Op]
-    ) -> tuple[dict[int, str], dict[int, wire.ForwardBackwardResult]]:
+    ) -> tuple[dict[int, tuple[Code, str]], dict[int, wire.ForwardBackwardResult]]:
         """One forward and one backward for all; per member its result, or why its forward-backward failed."""
         for m in self.live:
             self.records[m].running(ops[m])
@@ -298,5 +298,5 @@ class Ensemble:
                 values[m] = r.result
             elif r.error is not None:
                 self.records[m].fail(ops[m], *r.error)
-                errors[m] = f"{r.error[0]}: {r.error[1]}"
+                errors[m] = r.error
         return errors, values

@@ -9,11 +9,11 @@ A member fails at a step, and leaves the ensemble before the update (so the fail
 * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
 * the reward raised, or the advantages are not finite (``rlnb.tasks.score`` refuses them): the sample is
   recorded COMPLETED, then FAILED with nothing more (these two: ``rlnb.batched.sampler``);
-* forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step completes with no
-  gradients (norm 0, nothing changes) and weights-sync publishes step + 1, as a session runs them; the trial
-  is FAILED with the forward-backward's error;
-* a non-finite gradient norm: optim-step FAILED NON_FINITE_LOSS (nothing changed), weights-sync publishes the
-  unchanged step; the trial is FAILED with that error.
+* forward-backward fails (INVALID_INPUT, NON_FINITE_LOSS: no gradients): its optim-step and weights-sync fail
+  unrun with its code, as the engine's worker fails the rest of an ``rl_step`` (``rlnb._one_step``); no step is
+  counted; the trial is FAILED with the forward-backward's error;
+* a non-finite gradient norm: optim-step FAILED NON_FINITE_LOSS (nothing changed), weights-sync fails unrun with
+  it; the trial is FAILED with that error. Refused params fail the weights-sync unrun the same way.
 
 The last three are ``fail_optim_step``.
 """
@@ -27,13 +27,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from rlnb import wire
+from rlnb._one_step import rest_failed
 from rlnb.batched.members import Member, params_at
-from rlnb.batched.optim import no_gradient
 from rlnb.batched.reasons import failure_reason
 from rlnb.batched.recorder import Op, Recorder
 from rlnb.engine.optim.failures import NonFiniteGradient
-from rlnb.engine.stepping import optim_metrics
 from rlnb.errors import describe
 from rlnb.params import GRADIENTS_KEPT, Hyperparams, OptimizerParams
 from rlnb.tasks.rollouts import Rollout, completion_rows
@@ -108,7 +106,7 @@ def fail_optim_step(
     groups: Sequence[Sequence[Rollout]],
     hp: Hyperparams,
     refused: str | None,
-    fb_error: str | None,
+    fb_error: tuple[Code, str] | None,
     grad_norm: float,
     non_finite: list[str],
 ) -> str | None:
@@ -117,24 +115,19 @@ def fail_optim_step(
     and weights-sync (``ops``) and the step's completions (``groups``) recorded as a session records them; None
     (nothing recorded) if it can."""
     opt, sync = ops
+    first = "optim-step"  # the step's operation that failed: the rest of the step is not run (``rlnb._one_step``)
     if refused is not None:  # as the engine's optim-step checks them first, whatever the forward-backward did
-        refused += GRADIENTS_KEPT  # in the engine's words
-        rec.fail(opt, Code.INVALID_INPUT, refused)
-        rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
-        reason = failure_reason(Code.INVALID_INPUT, refused)
-    elif fb_error is not None:  # no gradients: the step completes and changes nothing
-        rec.step += 1
-        stats = no_gradient(hp)
-        rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hp)))
-        rec.history.log_completions(rec.step, completion_rows(groups))
-        reason = fb_error
+        code, said = Code.INVALID_INPUT, refused + GRADIENTS_KEPT  # in the engine's words
+        rec.fail(opt, code, said)
+    elif fb_error is not None:  # no gradients: the step is not taken
+        (code, said), first = fb_error, "forward-backward"
+        rec.fail(opt, code, rest_failed(first, said, sent=True))
     elif not math.isfinite(grad_norm):
         unclipped = not non_finite and not hp.grad_clip_norm > 0  # as a session's step says it
-        message = NonFiniteGradient(grad_norm, non_finite, unclipped=unclipped).dropped()
-        rec.fail(opt, Code.NON_FINITE_LOSS, message)
-        rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
-        reason = failure_reason(Code.NON_FINITE_LOSS, message)
+        code, said = Code.NON_FINITE_LOSS, NonFiniteGradient(grad_norm, non_finite, unclipped=unclipped).dropped()
+        rec.fail(opt, code, said)
     else:
         return None
-    rec.publish(sync)
-    return reason
+    rec.history.log_completions(rec.step + 1, completion_rows(groups))  # as rl_step keeps them
+    rec.fail(sync, code, rest_failed(first, said, sent=True))
+    return failure_reason(code, said)

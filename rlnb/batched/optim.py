@@ -35,7 +35,7 @@ from rlnb.batched.stacked import StackedModel
 from rlnb.engine.optim.failures import StepFailed
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.muon import muon_update, shape_scale
-from rlnb.engine.optim.norms import clip_coefficient, norm_dtype, total_norm, wide_norm
+from rlnb.engine.optim.norms import clip_coefficient, norm_dtype, wide_norm
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import StepStats
 from rlnb.params import AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
@@ -71,21 +71,6 @@ def plan(model: nn.Module, kind: str, roles: Sequence[nn.Parameter]) -> tuple[li
     for name, p in split.muon:
         groups.setdefault(tuple(p.shape), []).append(name)
     return [n for n, _ in split.adam], list(groups.values())
-
-
-def no_gradient(hp: Hyperparams) -> StepStats:
-    """What ``TrainerOptimizer.step`` reports for a step that got no gradient (its forward-backward failed):
-    norm 0, nothing to clip, nothing changes."""
-    c, muon = hp.grad_clip_norm, isinstance(hp, MuonHyperparams)
-    return StepStats(
-        grad_norm=0.0,
-        grad_norm_muon=0.0 if muon else None,
-        grad_norm_adam=0.0 if muon else None,
-        clipped=False,
-        clip_coef=clip_coefficient(c, total_norm([])).item() if c > 0 else 1.0,
-        learning_rate=hp.learning_rate,
-        adam_learning_rate=hp.adam.learning_rate if isinstance(hp, MuonHyperparams) else None,
-    )
 
 
 def _contiguous(spans: Sequence[tuple[int, int]], start: int, what: str) -> int:
