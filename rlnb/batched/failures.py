@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from rlnb import wire
 from rlnb._one_step import rest_failed
 from rlnb.batched.members import Member, params_at
 from rlnb.batched.reasons import failure_reason
@@ -115,12 +116,12 @@ def fail_optim_step(
     and weights-sync (``ops``) and the step's completions (``groups``) recorded as a session records them; None
     (nothing recorded) if it can."""
     opt, sync = ops
-    first = "optim-step"  # the step's operation that failed: the rest of the step is not run (``rlnb._one_step``)
+    first = wire.OperationKind.OPTIM_STEP  # the step's operation that failed: the rest is not run (_one_step)
     if refused is not None:  # as the engine's optim-step checks them first, whatever the forward-backward did
         code, said = Code.INVALID_INPUT, refused + GRADIENTS_KEPT  # in the engine's words
         rec.fail(opt, code, said)
     elif fb_error is not None:  # no gradients: the step is not taken
-        (code, said), first = fb_error, "forward-backward"
+        (code, said), first = fb_error, wire.OperationKind.FORWARD_BACKWARD
         rec.fail(opt, code, rest_failed(first, said, sent=True))
     elif not math.isfinite(grad_norm):
         unclipped = not non_finite and not hp.grad_clip_norm > 0  # as a session's step says it
