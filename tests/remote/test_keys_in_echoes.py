@@ -4,6 +4,8 @@ transport that quotes the request: the error rlnb raises masks it, but a traceba
 text, or the httpx error unmasked."""
 
 import base64
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -51,7 +53,7 @@ def echoed(**client: object) -> str:
     return str(info.value)
 
 
-GIVEN = {
+GIVEN: dict[str, Callable[[str], dict[str, Any]]] = {
     "authorization": lambda secret: {"headers": {"Authorization": f"Bearer {secret}"}},
     "x-api-key": lambda secret: {"headers": {"X-Api-Key": secret}},
     "cookie-header": lambda secret: {"headers": {"Cookie": f"session={secret}; theme=dark"}},
@@ -92,7 +94,7 @@ def echo_key(request: httpx.Request) -> httpx.Response:
 def test_an_http_clients_credential_quoted_without_its_scheme_is_masked(given):
     secret = f"gateway-{given}-only-0123456789"
     client = GIVEN[given](secret)
-    http = httpx.Client(transport=httpx.MockTransport(echo_key), **client)  # type: ignore[arg-type]
+    http = httpx.Client(transport=httpx.MockTransport(echo_key), **client)
     with http, APIClient(BASE, http_client=http, max_retries=0) as api, pytest.raises(rlnb.APIError) as info:
         api.get_session("s1")
     basic = base64.b64encode(f"alice:{secret}".encode()).decode()
