@@ -20,7 +20,7 @@ from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 from rlnb.sinks.watched import Watched, lost_from
 
 EVENT_FILES = "events.out.tfevents.*"
-"""How TensorBoard names its event files (``SummaryWriter`` makes one per writer, under the run's folder)."""
+"""How TensorBoard names its event files (one per writer, under the run's folder; the sink names its own so too)."""
 FAILURES_TAG = "failed_operations"
 STEP_METRICS = ("loss", "grad_norm", "learning_rate")
 """Metrics the HParams dashboard lists from the start (all seen are listed when the run ends)."""
