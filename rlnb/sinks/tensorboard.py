@@ -75,8 +75,9 @@ class _Writer:
         from tensorboard.compat.proto.event_pb2 import Event  # type: ignore[import-untyped]
         from tensorboard.compat.proto.summary_pb2 import Summary  # type: ignore[import-untyped]
         from tensorboard.summary.writer.record_writer import RecordWriter  # type: ignore[import-untyped]
+        from torch.utils.tensorboard.summary import hparams, text
 
-        self._event, self._summary = Event, Summary
+        self._event, self._summary, self._hparams, self._text = Event, Summary, hparams, text
         path.mkdir(parents=True, exist_ok=True)
         name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(_SERIAL)}"
         self._out = open(path / name, "xb")  # noqa: SIM115 - closed by close(), or where a write fails
@@ -98,9 +99,7 @@ class _Writer:
         self._records.write(event.SerializeToString())
 
     def _write_hparams(self, *, end: bool) -> None:
-        from torch.utils.tensorboard.summary import hparams
-
-        experiment, start, finish = hparams(self._params, {k: 0.0 for k in sorted(self._seen)})
+        experiment, start, finish = self._hparams(self._params, {k: 0.0 for k in sorted(self._seen)})
         self._add(self._event(summary=experiment))
         self._add(self._event(summary=finish if end else start))
 
@@ -122,8 +121,6 @@ class _Writer:
                        "(the run's history has everything: rlnb.export writes the whole run again)")  # fmt: skip
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
-        from torch.utils.tensorboard.summary import text
-
         lost = lost_from(points, failures)
         self._check(lost)
         try:
@@ -132,7 +129,7 @@ class _Writer:
                 self._add(self._event(summary=self._summary(value=values)), point.step, point.time)
                 self._seen.update(point.values)
             for fail in failures:
-                self._add(self._event(summary=text(FAILURES_TAG, fail.text())), fail.step, fail.time)
+                self._add(self._event(summary=self._text(FAILURES_TAG, fail.text())), fail.step, fail.time)
             self._out.flush()
         except OSError as exc:
             raise self._failed(exc, lost) from None
