@@ -47,9 +47,11 @@ def register(key: str) -> None:
             _keys.add(key)
 
 
-CREDENTIAL_WORDS = frozenset({"authorization", "token", "key", "apikey", "secret", "password", "cookie"})
-"""Words of a header's name (split at ``-`` and ``_``) that say its value is a credential: ``Authorization``,
-``X-Api-Key``, ``X-Auth-Token``, ``Cookie``; not ``X-Auth-Scheme`` or ``X-Portkey-Provider``."""
+CREDENTIAL_WORDS = frozenset({"authorization", "auth", "token", "key", "apikey", "secret", "password", "cookie"})
+"""Words that end a header's name (split at ``-`` and ``_``) when its value is a credential: the last word says what
+the value is (``Authorization``, ``X-Api-Key``, ``X-Auth-Token``, ``Helicone-Auth``, ``Cookie``; not
+``X-Auth-Scheme``, ``X-Portkey-Provider`` or ``X-Api-Key-Id``). ``authorization`` anywhere counts too
+(``X-Ms-Authorization-Auxiliary``)."""
 CREDENTIAL_LENGTH = 16
 """The shortest value taken for a credential by its header's name alone: a gateway's key or a session cookie is
 longer, and masking a word as short as ``accepted`` or ``training`` would garble every message that says it."""
@@ -61,10 +63,10 @@ def credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
     client, so that a server echoing them cannot put them in a message, a log line or a run folder."""
     found: list[str] = []
     for name, value in headers:
-        words = set(name.lower().replace("_", "-").split("-"))
-        if not words & CREDENTIAL_WORDS:
+        words = name.lower().replace("_", "-").split("-")
+        if words[-1] not in CREDENTIAL_WORDS and "authorization" not in words:
             continue
-        if "cookie" in words:  # name=value pairs: the values are the secrets
+        if words[-1] == "cookie":  # name=value pairs: the values are the secrets
             found += [part.partition("=")[2].strip() for part in value.split(";")]
         else:
             found += [value.strip(), value.split()[-1] if value.split() else ""]

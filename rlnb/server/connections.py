@@ -38,10 +38,6 @@ def protocol(header_timeout: float, max_connections: int, base: Any = None) -> t
             super().connection_made(transport)
             self._arm()
 
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            self._disarm_if_headers_came()
-
         def on_response_complete(self) -> None:
             super().on_response_complete()  # starts a pipelined request whose headers are in (both protocols)
             if self.cycle is None or self.cycle.response_complete:  # none is: the next request's headers are due
@@ -62,11 +58,9 @@ def protocol(header_timeout: float, max_connections: int, base: Any = None) -> t
                 self._headers_due.cancel()
                 self._headers_due = None
 
-        def _disarm_if_headers_came(self) -> None:
-            if self.cycle is not self._awaited:  # a new request's headers arrived in full
-                self._disarm()
-
         def _headers_late(self) -> None:
+            """Close the connection unless a request's headers came in full since the deadline was set (a new
+            cycle): the deadline is not cancelled then, which would cost a check on every read of every body."""
             self._headers_due = None
             if self.cycle is self._awaited and not self.transport.is_closing():
                 self.transport.close()

@@ -1,4 +1,4 @@
-"""TensorBoard: event files under ``<logdir>/<run>/``, through torch's ``SummaryWriter``.
+"""TensorBoard: event files under ``<logdir>/<run>/``, in tensorboard's record format, with torch's summaries.
 
 Each step is one event holding every figure (one ``Summary`` with a value per tag), which costs a
 fifth of one ``add_scalar`` per figure. The run's config goes to the HParams dashboard, failures
@@ -8,6 +8,10 @@ to the Text dashboard under ``failed_operations``. View with ``tensorboard --log
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +20,14 @@ from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 from rlnb.sinks.watched import Watched, lost_from
 
 EVENT_FILES = "events.out.tfevents.*"
-"""How TensorBoard names its event files (``SummaryWriter`` makes one per writer, under the run's folder)."""
+"""How TensorBoard names its event files (one per writer, under the run's folder; the sink names its own so too)."""
 FAILURES_TAG = "failed_operations"
 STEP_METRICS = ("loss", "grad_norm", "learning_rate")
 """Metrics the HParams dashboard lists from the start (all seen are listed when the run ends)."""
+FILE_VERSION = "brain.Event:2"
+"""The first event of an event file, as tensorboard's own writer makes it."""
+_SERIAL = itertools.count()
+"""Tells apart the event files this process makes in one second (the last part of their names, as tensorboard's)."""
 
 
 class TensorBoard(Sink):
@@ -44,7 +52,7 @@ class TensorBoard(Sink):
 
     def _load(self) -> None:
         import tensorboard  # type: ignore[import-untyped]  # noqa: F401 - torch.utils.tensorboard needs it
-        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+        from torch.utils.tensorboard.summary import hparams, text  # noqa: F401
 
     def holds(self, run: RunInfo) -> str | None:
         """Event files in the run's folder: a run streamed or exported there before."""
@@ -59,48 +67,56 @@ class TensorBoard(Sink):
 
 
 class _Writer:
-    def __init__(self, path: Path, run: RunInfo):
-        from tensorboard.compat.proto.summary_pb2 import Summary  # type: ignore[import-untyped]
-        from torch.utils.tensorboard import SummaryWriter
+    """The run's event file, written on the sink's own thread with tensorboard's public ``RecordWriter``: torch's
+    ``SummaryWriter`` wrote it from a thread of its own, which printed a raw traceback on a full disk (in a notebook,
+    into the cell) and named its file only in a private attribute; the sink's thread is a background one already."""
 
-        self._summary = Summary
-        before = set(path.glob(EVENT_FILES))
-        self._writer = SummaryWriter(log_dir=str(path))
-        self._files: Any = self._writer.file_writer
-        # the event file it made, new in the folder: its name is no public attribute (tensorboard's private
-        # ``_file_name`` may go, and watching the folder instead would leave a deleted event file unseen)
-        made = sorted(set(path.glob(EVENT_FILES)) - before)
-        if self._files is None or len(made) != 1:
-            self._writer.close()
-            raise RuntimeError(f"SummaryWriter({path}) made {len(made)} event files, not one: {[m.name for m in made]}")
-        self._file: Watched = Watched(made[0], path)
-        self._quiet: _Quiet = _Quiet.install(self._files)
+    def __init__(self, path: Path, run: RunInfo):
+        from tensorboard.compat.proto.event_pb2 import Event  # type: ignore[import-untyped]
+        from tensorboard.compat.proto.summary_pb2 import Summary  # type: ignore[import-untyped]
+        from tensorboard.summary.writer.record_writer import RecordWriter  # type: ignore[import-untyped]
+        from torch.utils.tensorboard.summary import hparams, text
+
+        self._event, self._summary, self._hparams, self._text = Event, Summary, hparams, text
+        path.mkdir(parents=True, exist_ok=True)
+        name = f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}.{os.getpid()}.{next(_SERIAL)}"
+        self._out = open(path / name, "xb")  # noqa: SIM115 - closed by close(), or where a write fails
+        self._records = RecordWriter(self._out)
+        self._file: Watched = Watched(path / name, path)
         self._params: dict[str, Any] = dict(run.params)
         self._seen: set[str] = set(STEP_METRICS)
-        self._write_hparams(end=False)
+        try:
+            self._add(Event(file_version=FILE_VERSION))
+            self._write_hparams(end=False)
+            self._out.flush()
+        except OSError as exc:
+            raise self._failed(exc, "the run's start (its hyperparameters) was") from None
+
+    def _add(self, event: Any, step: int | None = None, at: float | None = None) -> None:
+        event.wall_time = time.time() if at is None else at
+        if step is not None:
+            event.step = step
+        self._records.write(event.SerializeToString())
 
     def _write_hparams(self, *, end: bool) -> None:
-        from torch.utils.tensorboard.summary import hparams
-
-        experiment, start, finish = hparams(self._params, {k: 0.0 for k in sorted(self._seen)})
-        self._files.add_summary(experiment)
-        self._files.add_summary(finish if end else start)
+        experiment, start, finish = self._hparams(self._params, {k: 0.0 for k in sorted(self._seen)})
+        self._add(self._event(summary=experiment))
+        self._add(self._event(summary=finish if end else start))
 
     def _check(self, lost: str) -> None:
-        """``Watched.check``, having stopped the library's writer if the file is gone: its thread would print a
-        traceback of its own at its next flush."""
+        """``Watched.check``, having closed the event file if it is gone."""
         try:
             self._file.check(lost)
         except FileNotFoundError:
             with contextlib.suppress(OSError):
-                self._writer.close()
+                self._out.close()
             raise
 
     def _failed(self, exc: OSError, lost: str) -> OSError:
-        """The sink's error for a write that failed (a full disk), naming the event file and what was lost, the
-        library's writer stopped: its thread would go on failing."""
+        """The sink's error for a write that failed (a full disk), naming the event file and what was lost; the file
+        is closed (what its buffer held is lost with the batch)."""
         with contextlib.suppress(OSError):
-            self._writer.close()
+            self._out.close()
         return OSError(exc.errno, f"{exc.strerror or exc} writing {self._file.path}: {lost} not written there "
                        "(the run's history has everything: rlnb.export writes the whole run again)")  # fmt: skip
 
@@ -110,60 +126,21 @@ class _Writer:
         try:
             for point in points:
                 values = [self._summary.Value(tag=k, simple_value=v) for k, v in point.values.items()]
-                self._files.add_summary(self._summary(value=values), point.step, point.time)
+                self._add(self._event(summary=self._summary(value=values)), point.step, point.time)
                 self._seen.update(point.values)
             for fail in failures:
-                self._writer.add_text(FAILURES_TAG, fail.text(), fail.step, fail.time)
-            self._writer.flush()
-            self._quiet.raise_kept()
+                self._add(self._event(summary=self._text(FAILURES_TAG, fail.text())), fail.step, fail.time)
+            self._out.flush()
         except OSError as exc:
             raise self._failed(exc, lost) from None
 
     def close(self) -> None:
+        if self._out.closed:  # a write failed, or the file went: the sink is dropped already
+            return
         lost = "the run's end (its hyperparameters' final metrics) was"
         self._check(lost)
         try:
             self._write_hparams(end=True)
-            self._writer.close()
-            self._quiet.raise_kept()
+            self._out.close()
         except OSError as exc:
             raise self._failed(exc, lost) from None
-
-
-class _Quiet:
-    """tensorboard's record writer as its writer thread calls it: an error there (a full disk) is kept for the
-    sink's thread to raise after the batch's flush, rather than killing that thread with a raw "Exception in thread"
-    traceback of its own (in a notebook, in the cell) besides the sink's warning."""
-
-    def __init__(self, writer: Any) -> None:
-        self._writer = writer
-        self.error: OSError | None = None
-
-    @classmethod
-    def install(cls, files: Any) -> _Quiet:
-        """Put between ``files``' (a ``FileWriter``'s) writer thread and its record writer: private attributes of
-        tensorboard; one that names them otherwise keeps its thread's traceback, and the sink its warning."""
-        quiet = cls(None)
-        with contextlib.suppress(AttributeError):
-            worker = files.event_writer._async_writer._worker
-            quiet._writer = worker._record_writer
-            worker._record_writer = quiet
-        return quiet
-
-    def write(self, data: bytes) -> None:
-        self._call(self._writer.write, data)
-
-    def flush(self) -> None:
-        self._call(self._writer.flush)
-
-    def _call(self, work: Any, *args: Any) -> None:
-        if self.error is None:  # the file failed: nothing more goes into it
-            try:
-                work(*args)
-            except OSError as exc:
-                self.error = exc
-
-    def raise_kept(self) -> None:
-        """Raise the error the writer thread met, if any."""
-        if self.error is not None:
-            raise self.error

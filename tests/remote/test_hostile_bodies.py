@@ -74,6 +74,17 @@ def test_a_schema_invalid_body_that_quotes_the_key_keeps_it_out_of_the_exception
     assert KEY not in everything_in(info.value)
 
 
+@pytest.mark.parametrize("said", ["r-1", " ", "r" * (bodies.MAX_ID + 1), ["r-1"]], ids=["id", "blank", "long", "list"])
+def test_an_unreadable_answer_names_its_id_only_where_it_is_one(said):
+    """``APIError.answer_id`` (what a create's unreadable answer made, named in the error's note) holds an id as
+    the API writes them: not a blank one, nor 201 characters a hostile server put in a traceback."""
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, json={"id": said}))
+    with APIClient(BASE, KEY, transport=transport, retry=QUICK) as client, pytest.raises(rlnb.APIError) as info:
+        client.get_session("s")
+    assert "not a valid Session" in str(info.value)
+    assert info.value.answer_id == (said if said == "r-1" else None)
+
+
 @pytest.mark.parametrize("body", ["not json {", "[" * 100_000 + "]" * 100_000], ids=["not-json", "deep"])
 def test_a_body_that_is_not_json_is_an_api_error_without_the_raw_text(body):
     def answer(request: httpx.Request) -> httpx.Response:
