@@ -66,7 +66,7 @@ class Queued:
     op: PreparedOperation
     listener: Listener
     step: object | None = None
-    """The step it was submitted in (``one_step.current()``), or None."""
+    """The step it was submitted in (``_one_step.STEP.get()``), or None."""
 
 
 def tell(item: Queued, env: wire.Operation[Any]) -> None:
@@ -100,7 +100,7 @@ class Sender:
         return threading.current_thread() is self._thread
 
     def put(self, op: PreparedOperation, listener: Listener, step: object | None = None) -> bool:
-        """Queue ``op`` (of ``step``, if one: ``one_step.current()``); False when the sender is closed. Warns, once,
+        """Queue ``op`` (of ``step``, if one: ``_one_step.STEP.get()``); False when the sender is closed. Warns, once,
         when more than ``QUEUE_WARN_BYTES`` wait."""
         with self._cond:
             if self._stopping:
