@@ -432,6 +432,23 @@ def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(kind, mo
         run_batched("tiny", "adam", members, steps=1, device="cpu", loss_params={"beta": 0.1})  # as rl_step
 
 
+def test_a_failing_forward_backward_under_params_the_weights_refuse_is_recorded_as_a_session_records_it(monkeypatch):
+    """Both at one step: the batched member failed on its params (INVALID_INPUT, "gradients kept") where its session
+    never runs that optim-step, the forward-backward before it having failed (``rlnb._one_step``)."""
+    from rlnb.engine import losses
+
+    def refuse(*args, **kwargs):
+        raise losses.InvalidLossInput("sample 0: refused by this test")
+
+    monkeypatch.setattr(losses, "validate", refuse)
+    member = Member(rlnb.AdamParams(learning_rate=3e-3, eps=1e-50), seed=1)  # eps 0 in float32: refused
+    got = run_batched("tiny", "adam", [member], steps=2, device="cpu", **QUICK)[0]
+    ref = alone("adam", member, steps=2, **QUICK)
+    assert (got.status, got.reason) == (ref.status, ref.reason)
+    assert ref.reason == f"{CODE}INVALID_INPUT: sample 0: refused by this test"
+    assert_same_records(got.history, ref.history)
+
+
 def test_params_that_fail_at_a_step_end_that_member_only():
     def breaks(i: int) -> rlnb.AdamParams:
         return rlnb.AdamParams(learning_rate=1e-3 if i < 2 else -1.0)  # raises InvalidParams at step 2
