@@ -12,23 +12,19 @@ import contextvars
 from collections.abc import Iterator
 
 STEP: contextvars.ContextVar[object | None] = contextvars.ContextVar("rlnb_one_step", default=None)
-"""The marker itself: the local worker reads ``STEP.get()`` per submission, a C call where ``current()`` is a Python
-call an operation (``tests/engine/test_step_calls.py``)."""
+"""The step whose operations this thread is submitting (compared by identity), or None outside ``one_step``: each
+backend reads ``STEP.get()`` per submission, a C call (no wrapper: a Python call an operation,
+``tests/engine/test_step_calls.py``)."""
 
 
 @contextlib.contextmanager
 def one_step() -> Iterator[None]:
-    """The operations this thread submits inside are one step's (``current``)."""
+    """The operations this thread submits inside are one step's (``STEP``)."""
     token = STEP.set(object())
     try:
         yield
     finally:
         STEP.reset(token)
-
-
-def current() -> object | None:
-    """The step whose operations this thread is submitting (compared by identity), or None outside ``one_step``."""
-    return STEP.get()
 
 
 def rest_failed(kind: str, why: str, *, sent: bool) -> str:

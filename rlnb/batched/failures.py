@@ -5,7 +5,8 @@ A member fails at a step, and leaves the ensemble before the update (so the fail
 * its step's params cannot be made (its params function raised, or returned the other optimizer's): FAILED
   before sampling (``step_params``);
 * params the engine refuses (eps 0 in the weights' dtype, a step size past it): the step samples and trains,
-  its optim-step fails INVALID_INPUT (nothing changed), weights-sync publishes the unchanged step;
+  its optim-step fails INVALID_INPUT (nothing changed), weights-sync fails unrun with it; where the step's
+  forward-backward failed, that failure instead (below: the optim-step never runs to check them);
 * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
 * the reward raised, or the advantages are not finite (``rlnb.tasks.score`` refuses them): the sample is
   recorded COMPLETED, then FAILED with nothing more (these two: ``rlnb.batched.sampler``);
@@ -13,9 +14,9 @@ A member fails at a step, and leaves the ensemble before the update (so the fail
   unrun with its code, as the engine's worker fails the rest of an ``rl_step`` (``rlnb._one_step``); no step is
   counted; the trial is FAILED with the forward-backward's error;
 * a non-finite gradient norm: optim-step FAILED NON_FINITE_LOSS (nothing changed), weights-sync fails unrun with
-  it; the trial is FAILED with that error. Refused params fail the weights-sync unrun the same way.
+  it; the trial is FAILED with that error.
 
-The last three are ``fail_optim_step``.
+The second and the last two are ``fail_optim_step``.
 """
 
 from __future__ import annotations
@@ -111,18 +112,18 @@ def fail_optim_step(
     grad_norm: float,
     non_finite: list[str],
 ) -> str | None:
-    """The member's trial's reason if it cannot train on this step (``refused`` params, a ``fb_error``, a
+    """The member's trial's reason if it cannot train on this step (a ``fb_error``, ``refused`` params, a
     non-finite ``grad_norm``, the ``non_finite`` weights named as a session's step names them), with its optim-step
     and weights-sync (``ops``) and the step's completions (``groups``) recorded as a session records them; None
     (nothing recorded) if it can."""
     opt, sync = ops
     first = wire.OperationKind.OPTIM_STEP  # the step's operation that failed: the rest is not run (_one_step)
-    if refused is not None:  # as the engine's optim-step checks them first, whatever the forward-backward did
-        code, said = Code.INVALID_INPUT, refused + GRADIENTS_KEPT  # in the engine's words
-        rec.fail(opt, code, said)
-    elif fb_error is not None:  # no gradients: the step is not taken
+    if fb_error is not None:  # no gradients: the step's optim-step is not run (nor are its params checked)
         (code, said), first = fb_error, wire.OperationKind.FORWARD_BACKWARD
         rec.fail(opt, code, rest_failed(first, said, sent=True))
+    elif refused is not None:  # as the engine's optim-step checks them first, whatever its gradients
+        code, said = Code.INVALID_INPUT, refused + GRADIENTS_KEPT  # in the engine's words
+        rec.fail(opt, code, said)
     elif not math.isfinite(grad_norm):
         unclipped = not non_finite and not hp.grad_clip_norm > 0  # as a session's step says it
         code, said = Code.NON_FINITE_LOSS, NonFiniteGradient(grad_norm, non_finite, unclipped=unclipped).dropped()

@@ -170,10 +170,11 @@ class StackedOptimizer:
         g, columns = self.model.grad[k], self.model.columns
         order = [name for name, _ in self.model.base.named_parameters()]
         bad = [n for n in order if not bool(torch.isfinite(g[columns[n][0] : columns[n][1]]).all())]
-        spans = [(a, b, a < self.adam_end) for a, b, _ in columns.values()]
-        for part, adam in ((norms.total, None), (norms.muon, False), (norms.adam, True)):
-            if part is not None and not bad and max_norm > 0:
-                part[k] = wide_norm([g[a:b] for a, b, is_adam in spans if adam in (None, is_adam)], part)
+        if not bad and max_norm > 0:
+            spans = [(a, b, a < self.adam_end) for a, b, _ in columns.values()]
+            for part, adam in ((norms.total, None), (norms.muon, False), (norms.adam, True)):
+                if part is not None:
+                    part[k] = wide_norm([g[a:b] for a, b, is_adam in spans if adam in (None, is_adam)], part)
         return bad, float(norms.total[k])
 
     def refusal(self, hp: Hyperparams) -> str | None:

@@ -9,6 +9,8 @@ a session safe to use from a notebook:
   ``NON_FINITE_LOSS``, ``RESOURCE_EXHAUSTED`` for out-of-memory), else ``INTERNAL_ERROR`` with the
   exception's type and message; a listener that raises (say, a full disk under the run store) is logged
   and the operation goes on.
+* The operations of one step (submitted inside ``rlnb._one_step.one_step``) after one of them FAILED fail unrun,
+  with its code: an optim-step behind a failed forward-backward would apply part of the batch's gradients.
 * ``close()`` stops accepting work, asks a running sample to stop between tokens, lets any other
   running operation finish, and fails everything still queued with ``SESSION_NOT_ACTIVE``.
 * At interpreter exit every live worker is closed that way before Python tears down (a torch op still

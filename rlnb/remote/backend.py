@@ -155,7 +155,7 @@ class RemoteBackend:
         except ValueError as exc:
             listener(wire.Operation.failed("", wire.OperationErrorCode.INVALID_INPUT, str(exc)))
             raise
-        if not self._sender.put(op, listener, _one_step.current()):
+        if not self._sender.put(op, listener, _one_step.STEP.get()):
             why = "the session was closed before this was sent"
             listener(wire.Operation.failed("", wire.OperationErrorCode.SESSION_NOT_ACTIVE, why))
 

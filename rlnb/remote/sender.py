@@ -7,8 +7,9 @@ a time in submission order — the server sees them in that order — reports ea
 the ``Poller``. A POST that finally fails fails its own operation, with the API error's code and
 message (scrubbed of keys); one that got no answer at all also fails the operations queued behind it,
 unsent: the server cannot be reached, and each would wait a whole deadline in turn. One refused, or not sent, of a
-step submitted whole (``rlnb._one_step``) fails the rest of that step unsent, with its code: the optim-step
-behind a refused forward-backward would count a step that applied none of its gradients.
+step submitted whole (``rlnb._one_step``) fails the rest of that step unsent, with its code, as does one answered
+with an earlier operation's id: the optim-step behind such a forward-backward would count a step that applied none
+of its gradients.
 
 Nothing bounds the queue (a submission returns at once, whatever the server does), so a loop that submits faster
 than the server takes its POSTs holds every encoded body until it is sent: past ``QUEUE_WARN_BYTES`` queued, a
@@ -65,7 +66,7 @@ class Queued:
     op: PreparedOperation
     listener: Listener
     step: object | None = None
-    """The step it was submitted in (``one_step.current()``), or None."""
+    """The step it was submitted in (``_one_step.STEP.get()``), or None."""
 
 
 def tell(item: Queued, env: wire.Operation[Any]) -> None:
@@ -99,7 +100,7 @@ class Sender:
         return threading.current_thread() is self._thread
 
     def put(self, op: PreparedOperation, listener: Listener, step: object | None = None) -> bool:
-        """Queue ``op`` (of ``step``, if one: ``one_step.current()``); False when the sender is closed. Warns, once,
+        """Queue ``op`` (of ``step``, if one: ``_one_step.STEP.get()``); False when the sender is closed. Warns, once,
         when more than ``QUEUE_WARN_BYTES`` wait."""
         with self._cond:
             if self._stopping:
@@ -165,11 +166,11 @@ class Sender:
         else:
             self._sent(item, env)
 
-    def _break(self, item: Queued, code: wire.OperationErrorCode | None, why: str) -> None:
-        """``item`` was not sent: the rest of its step, if it is one's, fails unsent with ``code`` (else
-        ``UNSPECIFIED``), saying why."""
+    def _break(self, item: Queued, code: wire.OperationErrorCode | None, why: str, sent: bool = False) -> None:
+        """``item`` failed at its POST (``sent``: answered, but not as itself): the rest of its step, if it is one's,
+        fails unsent with ``code`` (else ``UNSPECIFIED``), saying why."""
         if item.step is not None:
-            said = _one_step.rest_failed(item.op.kind, why, sent=False)
+            said = _one_step.rest_failed(item.op.kind, why, sent=sent)
             self._broken = (item.step, code or Code.UNSPECIFIED, said)
 
     def _sent(self, item: Queued, env: wire.Operation[Any]) -> None:
@@ -179,6 +180,7 @@ class Sender:
                 "have run it (a body-keyed cache or deduplication), and that operation's result is not this one's"
             )
             tell(item, wire.Operation.failed("", None, why))
+            self._break(item, None, why, sent=True)  # an optim-step behind it would step on gradients not its own
             return
         self._ids.add(env.id)
         tell(item, env)

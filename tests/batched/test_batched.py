@@ -149,7 +149,7 @@ def assert_weights_close(got: dict[str, torch.Tensor], want: dict[str, torch.Ten
 
 def assert_same_records(got: History, want: History) -> None:
     a, b = want.df, got.df
-    for col in ("kind", "status", "error_code", "step", "weights_version"):
+    for col in ("kind", "status", "error_code", "error_message", "step", "weights_version"):
         assert list(b[col].astype(object).fillna(-1)) == list(a[col].astype(object).fillna(-1)), col
     opt_a, opt_b = a[a.kind == "optim-step"], b[b.kind == "optim-step"]
     assert [sorted(m) for m in opt_b.metrics] == [sorted(m) for m in opt_a.metrics]
@@ -295,6 +295,34 @@ def test_a_member_whose_gradient_norm_overflows_float32_is_clipped_as_alone(monk
     s.close()
 
 
+def test_a_member_whose_gradient_norm_overflows_float32_with_no_clip_fails_as_alone(monkeypatch):
+    """grad_clip_norm 0: nothing clips the finite 1e20 gradients, whose norm overflows float32 at step 2, so the step
+    fails NON_FINITE_LOSS saying so ("grad_clip_norm is 0: nothing clips them"), as a session's does."""
+    member = Member(rlnb.AdamParams(learning_rate=1e-3, grad_clip_norm=0.0), seed=1)
+    fb, step, calls = Ensemble._forward_backward, TrainerOptimizer.step, []
+
+    def huge(self: Ensemble, *args: Any) -> Any:
+        out = fb(self, *args)
+        if len(self.rewards[0]) == 1:
+            self.model.grad[0] = 1e20
+        return out
+
+    def huge_then_step(self: TrainerOptimizer, hp: Any, *, checked: bool = False) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            for _, p in self._named:
+                p.grad.fill_(1e20)
+        return step(self, hp, checked=checked)
+
+    monkeypatch.setattr(Ensemble, "_forward_backward", huge)
+    monkeypatch.setattr(TrainerOptimizer, "step", huge_then_step)
+    got = run_batched("tiny", "adam", [member], steps=3, device="cpu", **QUICK)[0]
+    ref = alone("adam", member, steps=3, **QUICK)
+    assert (got.status, got.reason) == (ref.status, ref.reason) and ref.reason.startswith(f"{CODE}NON_FINITE_LOSS: ")
+    assert "grad_clip_norm is 0: nothing clips them" in ref.reason
+    assert_same_records(got.history, ref.history)
+
+
 def test_a_member_whose_samples_go_non_finite_stops_alone():
     members = [ADAM[0], Member(rlnb.AdamParams(learning_rate=1e30, weight_decay=0.0), seed=1)]  # blows up at once
     results = run_batched("tiny", "adam", members, steps=5, device="cpu", **QUICK)
@@ -376,7 +404,8 @@ def test_a_reward_that_raises_ends_its_member_and_keeps_the_steps_completions_un
 
 @pytest.mark.parametrize("kind", ["adam", "muon"])
 def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(kind, monkeypatch):
-    """Muon too: the no-gradient step's metrics (grad_norm/muon and /adam 0, adam/learning_rate) are the engine's."""
+    """Adam and Muon: the optim-step and weights-sync behind it fail unrun with its code and say so, as the engine's
+    worker fails the rest of an ``rl_step`` (``rlnb._one_step``); no step is counted."""
     from rlnb.engine import losses
 
     def refuse(*args, **kwargs):  # the engine's loss check refusing the step's samples, in both paths
@@ -392,7 +421,7 @@ def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(kind, mo
         ref = alone(kind, member, steps=3, **QUICK)
         assert got.status == ref.status == "FAILED" and got.reason == ref.reason
         assert got.reason == "TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT: sample 0: refused by this test"
-        assert_same_records(got.history, ref.history)  # optim-step completes with no gradient, sync publishes 1
+        assert_same_records(got.history, ref.history)  # their messages too: "not run: this step's forward-..."
         pd.testing.assert_frame_equal(got.history.completions, ref.history.completions)
         assert set(got.history.completions.step) == {1} and "reward" not in got.history.steps
         fresh = dict(build_model("tiny", member.seed).named_parameters())
@@ -401,6 +430,23 @@ def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(kind, mo
         run_batched("tiny", "adam", members, steps=1, device="cpu", loss_params={"clip_low_threshold": 2.0})
     with pytest.raises(ValueError, match="loss_params beta = 0.1 needs each sample's reference_logprobs"):
         run_batched("tiny", "adam", members, steps=1, device="cpu", loss_params={"beta": 0.1})  # as rl_step
+
+
+def test_a_failing_forward_backward_under_params_the_weights_refuse_is_recorded_as_a_session_records_it(monkeypatch):
+    """Both at one step: the batched member failed on its params (INVALID_INPUT, "gradients kept") where its session
+    never runs that optim-step, the forward-backward before it having failed (``rlnb._one_step``)."""
+    from rlnb.engine import losses
+
+    def refuse(*args, **kwargs):
+        raise losses.InvalidLossInput("sample 0: refused by this test")
+
+    monkeypatch.setattr(losses, "validate", refuse)
+    member = Member(rlnb.AdamParams(learning_rate=3e-3, eps=1e-50), seed=1)  # eps 0 in float32: refused
+    got = run_batched("tiny", "adam", [member], steps=2, device="cpu", **QUICK)[0]
+    ref = alone("adam", member, steps=2, **QUICK)
+    assert (got.status, got.reason) == (ref.status, ref.reason)
+    assert ref.reason == f"{CODE}INVALID_INPUT: sample 0: refused by this test"
+    assert_same_records(got.history, ref.history)
 
 
 def test_params_that_fail_at_a_step_end_that_member_only():

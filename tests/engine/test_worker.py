@@ -89,3 +89,52 @@ def test_operation_ids_are_distinct_version_4_uuids_as_uuid4_spells_them():
     for op_id in ids:
         made = uuid.UUID(op_id)
         assert made.version == 4 and made.variant == uuid.RFC_4122 and str(made) == op_id
+
+
+def test_a_steps_operations_after_a_failed_one_fail_unrun_and_nothing_else_does():
+    """``rlnb._one_step``: the rest of the failed step fails unrun with its code; an operation another thread submits
+    meanwhile (outside any step), one submitted after the step, and the next step run as ever."""
+    from rlnb._one_step import one_step
+    from rlnb.errors import OperationError
+
+    ran: list[str] = []
+    final: dict[str, wire.Operation] = {}
+    done = threading.Event()
+    fb, opt = wire.OperationKind.FORWARD_BACKWARD, wire.OperationKind.OPTIM_STEP
+
+    def run(kind, body, cancelled):
+        ran.append(body)
+        if body == "fb1":
+            raise OperationError(wire.OperationErrorCode.RESOURCE_EXHAUSTED, "out of memory")
+        return {}
+
+    def listener_for(name: str):
+        def listener(env: wire.Operation) -> None:
+            if env.status in wire.TERMINAL_STATUSES:
+                final[name] = env
+                if len(final) == 7:
+                    done.set()
+
+        return listener
+
+    worker = Worker(run, name="rlnb-test-worker")
+    try:
+        with one_step():
+            worker.submit(fb, "fb1", listener_for("fb1"))
+            other = threading.Thread(target=worker.submit, args=(fb, "other", listener_for("other")))
+            other.start()
+            other.join(30)
+            worker.submit(fb, "fb2", listener_for("fb2"))
+            worker.submit(opt, "opt", listener_for("opt"))
+        worker.submit(fb, "after", listener_for("after"))
+        with one_step():
+            worker.submit(fb, "next", listener_for("next"))
+            worker.submit(opt, "next opt", listener_for("next opt"))
+        assert done.wait(30)
+    finally:
+        worker.close(30)
+    assert ran == ["fb1", "other", "after", "next", "next opt"]
+    assert {n for n, env in final.items() if env.status == Status.FAILED} == {"fb1", "fb2", "opt"}
+    for name in ("fb2", "opt"):
+        assert final[name].error.code == wire.OperationErrorCode.RESOURCE_EXHAUSTED
+        assert final[name].error.message.startswith("not run: this step's forward-backward before it failed, nor")
