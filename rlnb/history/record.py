@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from rlnb import wire
-from rlnb.history.jsontext import number, numbers
+from rlnb.history.jsontext import NON_FINITE, number, numbers
 from rlnb.text.prompts import escaped, surrogate
 
 FORWARD_ONLY = "forward_only"
@@ -160,23 +160,69 @@ def _numbers(name: str, v: Any) -> Any:
 
 def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
     """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
-    type keeps its default and is named in ``bad``."""
+    type keeps its default and is named in ``bad``. A value of the usual type (``_FAST``: a float, ASCII text, a dict
+    of floats) is kept at once, as ``_field`` would keep it; any other goes through ``_field``'s checks."""
     seq, kind = row.get("seq"), row.get("kind")
     if not (fits_int64(seq) and seq >= 0 and isinstance(kind, str)):
         bad.append(f"seq, kind = {seq!r}, {kind!r}"[:80])
         return None
     values: dict[str, Any] = {}
-    for name in COLUMNS:
+    for name, limit, usual, inside in _FAST:
         if name not in row:
             continue
-        v = _numbers(name, row[name])
-        if not _valid(name, v):
-            bad.append(f"{name} = {v!r}"[:80])
+        v = row[name]
+        t = type(v)
+        if limit:  # a figure or time: a float, or its NON_FINITE spelling, within the limit
+            if t is str:
+                v = NON_FINITE.get(v, v)
+            if type(v) is float and not abs(v) > limit:
+                values[name] = v
+                continue
+        elif (
+            t in usual
+            and (t is not str or v.isascii())
+            and (t is not int or 0 <= v < INT64)
+            and (t is not dict or {*map(type, v.values())} <= inside)
+        ):
+            values[name] = v
             continue
-        values[name] = math.nan if v is None and (name in FLOATS or name in TIMES) else v
-        if isinstance(v, str) and name in TEXT_FIELDS:
-            values[name] = _text(v)
+        _field(name, row[name], bad, values)
     return Record(**values)
+
+
+def _field(name: str, v: Any, bad: list[str], values: dict[str, Any]) -> None:
+    """Put a loaded field's value in ``values`` as the ``Record`` holds it, or name it in ``bad``."""
+    v = _numbers(name, v)
+    if not _valid(name, v):
+        bad.append(f"{name} = {v!r}"[:80])
+        return
+    values[name] = math.nan if v is None and (name in FLOATS or name in TIMES) else v
+    if isinstance(v, str) and name in TEXT_FIELDS:
+        values[name] = _text(v)
+
+
+_TYPES: dict[str, frozenset[type]] = {
+    "seq": frozenset({int}),
+    "kind": frozenset({str}),
+    **{name: frozenset({str}) for name in _TEXTS},
+    **{name: frozenset({str, type(None)}) for name in _OPTIONAL_TEXTS},
+    **{name: frozenset({int, type(None)}) for name in _INTS},
+    "metrics": frozenset({dict}),
+    "params": frozenset({dict}),
+}
+_INSIDE = {"metrics": frozenset({float}), "params": frozenset({float, int, bool, type(None)})}
+_FAST = tuple(
+    (
+        name,
+        math.inf if name in FLOATS else LATEST_TIME if name in TIMES else 0.0,
+        _TYPES.get(name, frozenset()),
+        _INSIDE.get(name, frozenset()),
+    )
+    for name in COLUMNS
+)
+"""Each field in ``COLUMNS`` order, for ``from_row``: its limit (the largest absolute value of a figure or time; 0
+for the others), the types of a value kept as read (text: ASCII; an int: from 0 to int64), and those of a dict's
+values kept as read (``metrics``' floats; ``params``' plain values, which ``numbers`` leaves as they are)."""
 
 
 def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
@@ -200,13 +246,13 @@ def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
     return kept
 
 
-def warn_bad(path: Path, bad: list[str]) -> None:
+def warn_bad(path: Path, bad: list[str], stacklevel: int = 4) -> None:
     if bad:
         shown = list(dict.fromkeys(bad))[:3]  # a column left out from every row is named once
         warnings.warn(
             f"{path}: left out {len(bad)} value(s) of the wrong type or name (e.g. {'; '.join(shown)})",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
 
 
