@@ -9,8 +9,9 @@ import warnings
 from pathlib import Path
 
 from rlnb._checks import user_path
+from rlnb.history.loaded import from_row
 from rlnb.history.reading import loads, numbered_lines, opened_to_read, read_config
-from rlnb.history.record import MAX_SEQ, Record, from_row, warn_bad
+from rlnb.history.record import MAX_SEQ, Record, warn_bad
 from rlnb.history.runs import RunFolder, read_ops, read_run
 from rlnb.history.store import COMPLETIONS_FILE, METRICS_FILE, OPS_FILE
 

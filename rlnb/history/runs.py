@@ -16,9 +16,10 @@ from typing import Any
 from rlnb._checks import user_path
 from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
+from rlnb.history.loaded import from_row, logged_row
 from rlnb.history.paths import new_run_id, run_folder
 from rlnb.history.reading import read_config, read_jsonl, set_aside_config
-from rlnb.history.record import MAX_SEQ, Record, fits_int64, from_row, logged_row, warn_bad
+from rlnb.history.record import MAX_SEQ, Record, fits_int64, warn_bad
 from rlnb.history.runconfig import EARLIER, changed, continued, environment
 from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, holds_run
 

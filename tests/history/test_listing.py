@@ -15,7 +15,8 @@ import pytest
 import rlnb
 from rlnb import wire
 from rlnb.history import History, RunContinuedWarning, listing, reading
-from rlnb.history.record import COLUMNS, FORWARD_ONLY, MAX_SEQ, Record, _field, from_row
+from rlnb.history.loaded import _field, from_row
+from rlnb.history.record import COLUMNS, FORWARD_ONLY, MAX_SEQ, Record
 
 COMPLETED, FAILED = wire.OperationStatus.COMPLETED, wire.OperationStatus.FAILED
 RUNNING = wire.OperationStatus.RUNNING
