@@ -47,7 +47,14 @@ def loads(text: str) -> Any:
 def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every well-formed line; a corrupt or half-written line is skipped with
     a warning."""
-    rows, bad = [], []
+    return list(jsonl_rows(path))
+
+
+def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``read_jsonl``'s rows one at a time, its warning after the last: a reader that keeps less than every row (an
+    operation's last line, ``read_ops``) does not hold a big run's lines all at once, which the garbage collector
+    would scan again and again (a third of a load's time)."""
+    bad = []
     for n, line in numbered_lines(path):
         if not line.strip():
             continue
@@ -57,16 +64,15 @@ def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
             bad.append(n)
             continue
         if isinstance(row, dict):
-            rows.append((n, row))
+            yield n, row
         else:
             bad.append(n)
     if bad:
         warnings.warn(
             f"{path}: skipped {len(bad)} corrupt or half-written line(s) (line {', '.join(map(str, bad[:5]))})",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,  # past this generator and the reader taking its rows
         )
-    return rows
 
 
 def read_config(path: Path, say: bool = True) -> tuple[dict[str, Any], bool]:

@@ -18,7 +18,7 @@ from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
 from rlnb.history.loaded import from_row, logged_row
 from rlnb.history.paths import new_run_id, run_folder
-from rlnb.history.reading import read_config, read_jsonl, set_aside_config
+from rlnb.history.reading import jsonl_rows, read_config, read_jsonl, set_aside_config
 from rlnb.history.record import MAX_SEQ, Record, fits_int64, warn_bad
 from rlnb.history.runconfig import EARLIER, changed, continued, environment
 from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, holds_run
@@ -93,7 +93,7 @@ def read_ops(file: Path) -> list[Record]:
     latest: dict[int, Record] = {}
     bad: list[str] = []
     late: list[str] = []
-    for n, line in read_jsonl(file):
+    for n, line in jsonl_rows(file):
         seq = line.get("seq")
         if fits_int64(seq) and seq >= MAX_SEQ:
             late.append(f"line {n} (seq {seq})")
