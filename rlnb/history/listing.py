@@ -33,26 +33,36 @@ def listed(path: Path) -> RunFolder:
 
 
 def latest_records(file: Path) -> list[Record]:
-    """``read_ops(file)``'s records, parsing only the lines that give them: the lines of each ``seq`` (read
-    from its ``PREFIX``) from the last back to the first that parses with that seq and a kind. A line of another
-    shape (a hand edit, an older rlnb's) reads the whole file through ``read_ops``."""
-    by_seq: dict[int, list[tuple[int, str]]] = {}
+    """``read_ops(file)``'s records, parsing only the lines that give them: each ``seq``'s last line (its seq read from
+    its ``PREFIX``), or the one before it where the last does not parse with that seq and a kind (a torn last line).
+    Anything else — a line of another shape (a hand edit, an older rlnb's), an operation neither of whose last two
+    lines gives it — reads the whole file through ``read_ops``. Lines are kept as text alone (no object the garbage
+    collector scans)."""
+    last: dict[int, str] = {}
+    before: dict[int, str] = {}
+    count: dict[int, int] = {}
+    at: dict[int, int] = {}  # each seq's last line number, for the warning
     for n, line in numbered_lines(file):  # as read_jsonl reads them
         end = line.find(",", len(PREFIX)) if line.startswith(PREFIX) else -1
         digits = line[len(PREFIX) : end] if end > 0 else ""
         if digits.isascii() and digits.isdigit() and int(digits) < MAX_SEQ:
-            by_seq.setdefault(int(digits), []).append((n, line))
+            seq = int(digits)
+            if seq in last:
+                before[seq] = last[seq]
+            last[seq], at[seq], count[seq] = line, n, count.get(seq, 0) + 1
         elif line.strip():
             return read_ops(file)
     records: list[Record] = []
     bad: list[str] = []
     corrupt: list[int] = []
-    for seq in sorted(by_seq):
-        for n, line in reversed(by_seq[seq]):
+    for seq in sorted(last):
+        tried = (last[seq], before[seq]) if seq in before else (last[seq],)
+        for i, line in enumerate(tried):
             try:
                 row = loads(line)
             except ValueError:
-                corrupt.append(n)
+                if i == 0:
+                    corrupt.append(at[seq])
                 continue
             if row.get("seq") != seq or type(row["seq"]) is not int:  # a key given twice: the last one counts
                 return read_ops(file)
@@ -60,6 +70,9 @@ def latest_records(file: Path) -> list[Record]:
             if rec is not None:
                 records.append(rec)
                 break
+        else:  # none of the lines tried gives the operation: an earlier one may
+            if count[seq] > len(tried):
+                return read_ops(file)
     warn_bad(file, bad)
     if corrupt:
         shown = ", ".join(map(str, sorted(corrupt)[:5]))

@@ -132,8 +132,10 @@ def line(**fields) -> str:
         lambda ls: ls + [line(seq=MAX_SEQ, kind="optim-step")],  # a seq no run reaches
         lambda ls: ls[:3] + ["{not json\n", "\n"] + ls[3:] + ['{"seq":007,"kind":"x"}\n'],  # corrupt, blank, not JSON
         lambda ls: ls + [ls[-1].replace('"status":"TRAINING_OPERATION_STATUS_COMPLETED"', '"status":null')],
+        lambda ls: ls + ['{"seq":8,"kind":"optim-st\n', '{"seq":8,"kind":7}\n'],  # its last two lines give nothing
+        lambda ls: ls + ['{"seq":9,"kind":"forward-backw'],  # a new operation's only line, torn
     ],
-    ids=["kind-not-text", "seq-twice", "reordered", "bom", "huge-seq", "corrupt", "bad-status"],
+    ids=["kind-not-text", "seq-twice", "reordered", "bom", "huge-seq", "corrupt", "bad-status", "two-bad", "torn-new"],
 )
 def test_a_hand_edited_run_lists_as_a_full_parse_says(tmp_path, edit):
     h = History.create({"optimizer": "adam"}, tmp_path, "edited")
