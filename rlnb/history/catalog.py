@@ -52,7 +52,7 @@ ADDED = ("run", "seed")
 def _row(run: Path) -> dict[str, Any]:
     """One run's summary; ``error`` says why a run could not be summarised (the rest is then missing). It is what
     ``History.load`` gives (``steps`` its steps table's, as fed from the same records), read without what the
-    listing does not show (``runs.listed``): a third of the time of a load."""
+    listing does not show (``listing.listed``)."""
     try:
         folder = listed(run)
         cfg = folder.config
