@@ -19,8 +19,10 @@ from rlnb import wire
 from rlnb._checks import user_path
 from rlnb.history.figures import SHADOWED, STEP_COLUMNS
 from rlnb.history.history import History
+from rlnb.history.listing import listed
 from rlnb.history.paths import default_runs_dir
-from rlnb.history.runconfig import is_time
+from rlnb.history.runconfig import is_time, session_starts
+from rlnb.history.steplog import StepLog
 from rlnb.history.store import CONFIG_FILE, OPS_FILE, holds_run
 from rlnb.text.prompts import escaped, surrogate
 
@@ -48,10 +50,15 @@ ADDED = ("run", "seed")
 
 
 def _row(run: Path) -> dict[str, Any]:
-    """One run's summary; ``error`` says why a run could not be summarised (the rest is then missing)."""
+    """One run's summary; ``error`` says why a run could not be summarised (the rest is then missing). It is what
+    ``History.load`` gives (``steps`` its steps table's, as fed from the same records), read without what the
+    listing does not show (``listing.listed``)."""
     try:
-        h = History.load(run)
-        steps, cfg, df = h.steps, h.config, h.df
+        folder = listed(run)
+        cfg = folder.config
+        log = StepLog()
+        log.feed(folder.records, (), unfinished=False, sessions=session_starts(cfg))
+        steps = log.frame()
         created = cfg.get("created_at")
         return {
             "run_id": str(cfg.get("run_id") or run.name),
@@ -61,8 +68,8 @@ def _row(run: Path) -> dict[str, Any]:
             "model": cfg.get("model"),
             "optimizer": cfg.get("optimizer"),
             "seed": cfg.get("seed"),
-            "operations": len(h),
-            "failed": int((df.status == wire.OperationStatus.FAILED).sum()),
+            "operations": len(folder.records),
+            "failed": sum(r.status == wire.OperationStatus.FAILED for r in folder.records),
             "steps": int(steps.step.max()) if len(steps) else 0,
             "final_loss": float(steps.loss.iloc[-1]) if len(steps) else math.nan,
             "error": None,

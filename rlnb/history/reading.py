@@ -9,6 +9,7 @@ import io
 import json
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,7 +24,10 @@ later when the record is encoded again."""
 
 
 def loads(text: str) -> Any:
-    """One JSON value, or ``ValueError`` when it is not JSON or is nested deeper than ``MAX_DEPTH``."""
+    """One JSON value, or ``ValueError`` when it is not JSON or is nested deeper than ``MAX_DEPTH``. A text of no more
+    than ``MAX_DEPTH`` brackets (a record's line has 3) is nested no deeper: its values are not walked."""
+    if text.count("{") + text.count("[") <= MAX_DEPTH:
+        return json.loads(text)
     try:
         value = json.loads(text)
     except RecursionError:
@@ -43,30 +47,32 @@ def loads(text: str) -> Any:
 def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for every well-formed line; a corrupt or half-written line is skipped with
     a warning."""
-    opened = _opened(path)
-    if opened is None:
-        return []
-    rows, bad = [], []
-    with io.TextIOWrapper(opened, encoding="utf-8-sig", errors="replace") as fh:  # -sig: a BOM an editor put first
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = loads(line)
-            except ValueError:
-                bad.append(n)
-                continue
-            if isinstance(row, dict):
-                rows.append((n, row))
-            else:
-                bad.append(n)
+    return list(jsonl_rows(path))
+
+
+def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``read_jsonl``'s rows one at a time, its warning after the last: a reader that keeps less than every row (an
+    operation's last line, ``read_ops``) does not hold a big run's lines all at once, which the garbage collector
+    would scan again and again (a third of a load's time)."""
+    bad = []
+    for n, line in numbered_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = loads(line)
+        except ValueError:
+            bad.append(n)
+            continue
+        if isinstance(row, dict):
+            yield n, row
+        else:
+            bad.append(n)
     if bad:
         warnings.warn(
             f"{path}: skipped {len(bad)} corrupt or half-written line(s) (line {', '.join(map(str, bad[:5]))})",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,  # past this generator and the reader taking its rows
         )
-    return rows
 
 
 def read_config(path: Path, say: bool = True) -> tuple[dict[str, Any], bool]:
@@ -75,11 +81,11 @@ def read_config(path: Path, say: bool = True) -> tuple[dict[str, Any], bool]:
     corrupt or not an object gives ``{}`` (with a warning for the last two, if ``say``): the operations are worth
     loading without it."""
     file = path / CONFIG_FILE
-    opened = _opened(file)
-    if opened is None:
+    fh = _opened(file)
+    if fh is None:
         return {}, False
-    with opened:
-        raw = opened.read()
+    with fh:
+        raw = fh.read()
     try:
         config = loads(raw.decode("utf-8-sig", errors="replace"))  # a BOM: read past it
     except ValueError as exc:
@@ -108,6 +114,24 @@ def set_aside_config(path: Path) -> None:
         return
     warnings.warn(f"{file} could not be read: kept as {kept.name} (mend it and copy back what it held, such as a "
                   "label); this session writes a new config.json", RuntimeWarning, stacklevel=4)  # fmt: skip
+
+
+def numbered_lines(file: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line of ``file`` (none where it is no regular file, ``_opened``); a BOM an
+    editor put first is read past, bytes that are no UTF-8 as U+FFFD."""
+    fh = _opened(file)
+    if fh is None:
+        return
+    with io.TextIOWrapper(fh, encoding="utf-8-sig", errors="replace") as text:
+        yield from enumerate(text, 1)
+
+
+def opened_to_read(file: Path) -> None:
+    """Open ``file`` and close it, raising or warning as ``read_jsonl`` would: for a reader that does not need what
+    it holds, yet must fail where a whole read of the run fails (a file that cannot be read)."""
+    fh = _opened(file)
+    if fh is not None:
+        fh.close()
 
 
 def _opened(file: Path) -> IO[bytes] | None:

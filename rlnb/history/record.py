@@ -1,7 +1,6 @@
-"""One operation's record: the ``Record`` fields, the one place the record format lives, and how a
-record is written (``as_row``), read back from a run folder (``from_row``: values of the wrong type are left
-out, not trusted) and filled from an operation's envelope (``History.update``: its status, times, error and
-output, by its kind's ``FOLDS``).
+"""One operation's record: the ``Record`` fields, the one place the record format lives, and how a record is
+written (``as_row``; read back from a run folder: ``rlnb.history.loaded``) and filled from an operation's envelope
+(``History.update``: its status, times, error and output, by its kind's ``FOLDS``).
 
 Figures a backend does not report stay missing (NaN), never 0, and ``na_reason`` says why —
 Together's optim-step returns only ``step``, so a remote session has no gradient norm.
@@ -19,8 +18,6 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from rlnb import wire
-from rlnb.history.jsontext import number, numbers
-from rlnb.text.prompts import escaped, surrogate
 
 FORWARD_ONLY = "forward_only"
 """The ``params`` key that marks a forward-backward run ``forward_only``: an evaluation, whose loss is no part of
@@ -85,15 +82,6 @@ COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
 FLOATS = ("loss", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 CATEGORIES = ("kind", "status", "error_code")
 TIMES = ("submitted_at", "started_at", "finished_at")
-_INTS = ("step", "weights_version")
-_TEXTS = ("op_id", "status")
-_OPTIONAL_TEXTS = ("error_code", "error_message", "na_reason")
-TEXT_FIELDS = frozenset({"kind", *_TEXTS, *_OPTIONAL_TEXTS})
-"""Text a record holds as valid Unicode: a lone surrogate (a server's ``"\\ud800"`` escape in an error message, a hand
-edit) is kept written as its escape. It failed ``History.df`` (pandas' text columns hold UTF-8) from then on, in every
-load of the run, ``rlnb.runs()`` and the plots too."""
-
-
 ROW_FIELDS = operator.attrgetter(*COLUMNS)
 """A record's values, in ``COLUMNS`` order (C: one call)."""
 
@@ -124,89 +112,13 @@ def fits_int64(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool) and -INT64 <= v < INT64
 
 
-def _valid(name: str, v: Any) -> bool:
-    """Whether a loaded value fits the ``Record`` field (``None`` stands for NaN in float fields)."""
-    if name in TIMES:
-        return v is None or (fits_float(v) and not abs(v) > LATEST_TIME)  # NaN is a time not yet reached
-    if name in FLOATS:
-        return v is None or fits_float(v)
-    if name in _INTS:  # step counts and versions: never below 0 (``log`` refuses a negative step too)
-        return v is None or (fits_int64(v) and v >= 0)
-    if name in _TEXTS:
-        return isinstance(v, str)
-    if name in _OPTIONAL_TEXTS:
-        return v is None or isinstance(v, str)
-    if name == "metrics":
-        return isinstance(v, dict) and all(fits_float(x) for x in v.values())
-    if name == "params":
-        return isinstance(v, dict)
-    return True
-
-
-def _text(value: str) -> str:
-    """``value`` as valid Unicode: a lone surrogate written as its escape (``TEXT_FIELDS``); ASCII, at once."""
-    return value if value.isascii() else escaped(value)
-
-
-def _numbers(name: str, v: Any) -> Any:
-    """A loaded field's value with its ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` as the floats (``jsontext``)
-    where it holds numbers; a text field's as written."""
-    if name in FLOATS or name in TIMES:
-        return number(v)
-    if name == "metrics" and isinstance(v, dict):
-        return {k: number(x) for k, x in v.items()}
-    return numbers(v) if name == "params" else v
-
-
-def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
-    """A Record from a loaded line: ``None`` without a usable ``seq`` and ``kind``; a field of the wrong
-    type keeps its default and is named in ``bad``."""
-    seq, kind = row.get("seq"), row.get("kind")
-    if not (fits_int64(seq) and seq >= 0 and isinstance(kind, str)):
-        bad.append(f"seq, kind = {seq!r}, {kind!r}"[:80])
-        return None
-    values: dict[str, Any] = {}
-    for name in COLUMNS:
-        if name not in row:
-            continue
-        v = _numbers(name, row[name])
-        if not _valid(name, v):
-            bad.append(f"{name} = {v!r}"[:80])
-            continue
-        values[name] = math.nan if v is None and (name in FLOATS or name in TIMES) else v
-        if isinstance(v, str) and name in TEXT_FIELDS:
-            values[name] = _text(v)
-    return Record(**values)
-
-
-def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
-    """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out, and so is
-    a figure whose name is not valid Unicode (written before ``log`` refused it): no table column holds it."""
-    step = row.get("step")
-    if not (fits_int64(step) and step >= 0):
-        bad.append(f"step = {step!r}"[:80])
-        return None
-    kept: dict[str, Any] = {"step": step}
-    for k, v in row.items():
-        if k == "step":
-            continue
-        v = number(v)
-        if surrogate(k) is not None:
-            bad.append(f"{k!r}: a name that is not valid Unicode text (a lone surrogate)")
-        elif v is None or fits_float(v):
-            kept[k] = math.nan if v is None else float(v)
-        else:
-            bad.append(f"{k} = {v!r}"[:80])
-    return kept
-
-
-def warn_bad(path: Path, bad: list[str]) -> None:
+def warn_bad(path: Path, bad: list[str], stacklevel: int = 4) -> None:
     if bad:
         shown = list(dict.fromkeys(bad))[:3]  # a column left out from every row is named once
         warnings.warn(
             f"{path}: left out {len(bad)} value(s) of the wrong type or name (e.g. {'; '.join(shown)})",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
 
 

@@ -16,9 +16,10 @@ from typing import Any
 from rlnb._checks import user_path
 from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
+from rlnb.history.loaded import from_row, logged_row
 from rlnb.history.paths import new_run_id, run_folder
-from rlnb.history.reading import read_config, read_jsonl, set_aside_config
-from rlnb.history.record import MAX_SEQ, Record, fits_int64, from_row, logged_row, warn_bad
+from rlnb.history.reading import jsonl_rows, read_config, read_jsonl, set_aside_config
+from rlnb.history.record import MAX_SEQ, Record, fits_int64, warn_bad
 from rlnb.history.runconfig import EARLIER, changed, continued, environment
 from rlnb.history.store import METRICS_FILE, OPS_FILE, RunStore, RunStoreWarning, holds_run
 
@@ -78,29 +79,38 @@ def read_run(path: str | Path) -> RunFolder:
     if not (path / OPS_FILE).is_file():
         raise ValueError(f"{path / OPS_FILE} is not a file")
     config, damaged = read_config(path)
+    records = read_ops(path / OPS_FILE)
+    bad: list[str] = []
+    logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
+    kept = [row for row in logged if row is not None]
+    warn_bad(path / METRICS_FILE, bad)
+    return RunFolder(path, config, records, kept, read_completions(path), damaged)
+
+
+def read_ops(file: Path) -> list[Record]:
+    """Each operation's latest record in ``file`` (an ``ops.jsonl``: its last line of a usable ``seq`` and ``kind``),
+    in submission order. A line that cannot be read, or a value of the wrong type, is left out with a warning."""
     latest: dict[int, Record] = {}
     bad: list[str] = []
     late: list[str] = []
-    for n, line in read_jsonl(path / OPS_FILE):
-        if fits_int64(line.get("seq")) and line["seq"] >= MAX_SEQ:
-            late.append(f"line {n} (seq {line['seq']})")
+    for n, line in jsonl_rows(file):
+        seq = line.get("seq")
+        if fits_int64(seq) and seq >= MAX_SEQ:
+            late.append(f"line {n} (seq {seq})")
             continue
         rec = from_row(line, bad)
         if rec is not None:
             latest[rec.seq] = rec  # the last line of an operation is its latest state
-    warn_bad(path / OPS_FILE, bad)
+    records = [latest[seq] for seq in sorted(latest)]
+    warn_bad(file, bad, stacklevel=5)
     if late:
         warnings.warn(
-            f"{path / OPS_FILE}: skipped {', '.join(late[:5])}: a seq of {MAX_SEQ} or more leaves no room to "
+            f"{file}: skipped {', '.join(late[:5])}: a seq of {MAX_SEQ} or more leaves no room to "
             "number the operations after it; it is damage (a hand edit)",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-    bad = []
-    logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
-    kept = [row for row in logged if row is not None]
-    warn_bad(path / METRICS_FILE, bad)
-    return RunFolder(path, config, [latest[seq] for seq in sorted(latest)], kept, read_completions(path), damaged)
+    return records
 
 
 def open_run(
