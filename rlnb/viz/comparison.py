@@ -59,11 +59,8 @@ def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> Non
         return
     width, height = fig.get_size_inches()
     height = min(max(height, (len(names) + 3) * LEGEND_ROW_IN), MAX_HEIGHT_IN)
-    cols = math.ceil(len(names) / max(1, int(height / LEGEND_ROW_IN) - 3))
-    width += cols * (0.6 + widest / fig.dpi)  # room for the legend's columns beside axes of the usual width
     fig.set_size_inches(width, height)
-    ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small",
-              ncols=cols)  # fmt: skip
+    placing.beside(ax, handles, names, grow=True, ncols=math.ceil(len(names) / max(1, int(height / LEGEND_ROW_IN) - 3)))
 
 
 LEGEND_INSIDE_SHARE = 0.5
