@@ -63,16 +63,16 @@ class FailureLabels(Artist):
     def draw(self, renderer: RendererBase) -> None:
         if self.axes is None:
             return
-        box, shown = self.axes.bbox, list[Bbox]()
+        box, taken = self.axes.bbox, list[Bbox]()
         for label in reversed(self.labels):
             left = self.axes.transData.transform(label.xy)[0] > (box.x0 + box.x1) / 2
-            label.set(horizontalalignment="right" if left else "left", visible=len(shown) < MAX_ERROR_LABELS)
+            label.set(horizontalalignment="right" if left else "left", visible=len(taken) < MAX_ERROR_LABELS)
             label.xyann = (-5 if left else 5, -8)
             if label.get_visible():
                 extent = label.get_window_extent(renderer)
                 inside = box.x0 <= extent.x0 and extent.x1 <= box.x1
-                label.set_visible(inside and not any(extent.overlaps(other) for other in shown))
-                shown += [extent] if label.get_visible() else []
+                label.set_visible(inside and not any(extent.overlaps(other) for other in taken))
+                taken += [extent] if label.get_visible() else []
 
 
 def _seconds(times: pd.Series, t0: pd.Timestamp) -> np.ndarray:
