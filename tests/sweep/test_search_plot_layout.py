@@ -79,3 +79,13 @@ def test_search_plots_y_label_says_over_how_many_steps_the_objective_is_a_mean(s
                            "steps_done": [steps, steps, 1]})  # fmt: skip
     trials.attrs["objective"] = "loss"
     assert search_plot(trials).get_ylabel() == f"loss ({said})"
+
+
+def test_search_plots_log_axis_ticks_stay_matplotlibs_tex():
+    """Drawing every text as written took the log axis' own tick labels too: "$\\mathdefault{10^{-2}}$" drawn as
+    those characters."""
+    ax = search_plot(diverged_sweep())
+    FigureCanvasAgg(ax.figure).draw()
+    ticks = [t for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+    assert ax.get_xscale() == "log" and ticks and all("mathdefault" in t.get_text() for t in ticks)
+    assert all(t.get_parse_math() for t in ticks)
