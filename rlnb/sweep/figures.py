@@ -93,17 +93,8 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         placing.beside(ax, handles, labels, grow=True)
     else:  # the user's figure is not resized: right of their axes it would run off it
         placing.legend(ax, handles, labels, loc="best", fontsize="small")
-    _as_written(ax, categories=not is_numeric_dtype(trials[x]))
+    as_written(ax)  # a variant's or a column's name is the user's text, not TeX ("cost $5 and $6")
     return ax
-
-
-def _as_written(ax: Axes, categories: bool) -> None:
-    """The user's texts drawn as written, not as TeX (a variant "cost $5 and $6" came out as "cost 5and6"): the
-    title, the axis labels, the legend and, where ``x`` is text, its tick labels; a log axis' ticks are matplotlib's
-    TeX (``$\\mathdefault{10^{-3}}$``), drawn as TeX."""
-    for artist in (ax.title, ax.xaxis.label, ax.yaxis.label, ax.get_legend(), ax.xaxis if categories else None):
-        if artist is not None:
-            as_written(artist)
 
 
 def _window(trials: pd.DataFrame, y: str) -> str:
