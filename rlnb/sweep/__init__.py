@@ -118,7 +118,10 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
         if not flat:  # its trials shared the baseline's label and seeds: rlnb.compare refused them as one line
             raise ValueError(f"changes[{name!r}] is empty: it repeats {BASELINE!r}, the unchanged run every ablation "
                              "has; give it a changed field")  # fmt: skip
-        applied(f"changes[{name!r}]", base, flat)
+        sent = applied(f"changes[{name!r}]", base, flat).request_body()
+        if sent == base.request_body():  # its delta read as "makes no difference", though nothing was tested
+            raise ValueError(f"changes[{name!r}] {flat!r} sends the same params as {BASELINE!r} ({sent}): the base "
+                             "already has it; give it a field changed to another value")  # fmt: skip
     if BASELINE in changes:  # it replaced the baseline itself, and every delta was against that change
         raise ValueError(f"changes: {BASELINE!r} is the name of the unchanged run; name your variant otherwise")
 

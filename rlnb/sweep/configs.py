@@ -67,14 +67,17 @@ def flat_config(where: str, config: Mapping[str, Any]) -> dict[str, Any]:
     """A config with a nested group spelt as its dotted fields (``{"adam": {"learning_rate": 1e-3}}`` is
     ``{"adam.learning_rate": 1e-3}``: its dict in a table column was unhashable to ``summarize``), each value a plain
     number (``np.float32`` went to JSON files as "0.001"). A field that is no text is refused naming ``where``
-    (``{5: 0.1}`` was an ``AttributeError`` from deep in ``apply``)."""
+    (``{5: 0.1}`` was an ``AttributeError`` from deep in ``apply``), and so is one given in both spellings (one value
+    was dropped without a word)."""
     check_fields(where, [key for key in config if not isinstance(key, str)])
     out: dict[str, Any] = {}
     for key, value in config.items():
-        if isinstance(value, Mapping):
-            out.update({f"{key}.{sub}": scalar(v) for sub, v in value.items()})
-        else:
-            out[key] = scalar(value)
+        spelt = {f"{key}.{sub}": v for sub, v in value.items()} if isinstance(value, Mapping) else {key: value}
+        for field, v in spelt.items():
+            if field in out:
+                group = field.partition(".")[0]
+                raise ValueError(f"{where} gives {field} twice: as {field!r} and in {group!r}; give it once")
+            out[field] = scalar(v)
     return out
 
 

@@ -12,7 +12,7 @@ import itertools
 import os
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,8 +167,9 @@ def sweep(
         state["started"] = True
         try:
             run.drive()
-        except BaseException:
+        except BaseException as error:
             run.drain()  # an error escaping (say, from a progress callback): keep every row, then raise it
+            _kept(error, folder, lambda: table(previous + run.rows, folder, trial.objective, source.superseded()))
             raise
         finally:
             for ex in run.executors.values():
@@ -176,6 +177,23 @@ def sweep(
         trials = table(previous + run.rows, folder, trial.objective, source.superseded())
         trials.attrs["interrupted"] = run.interrupted  # it went no further: a loop over sweeps stops on it
         return trials
+
+
+def _kept(error: BaseException, folder: Path, trials: Callable[[], pd.DataFrame]) -> None:
+    """The sweep's table on ``error`` (its ``trials``), and a note naming the folder to resume: else both were lost
+    with the return value, and the folder had to be found by hand among the runs folder's. A table that cannot be
+    made leaves ``error`` as it is, the note saying why."""
+    try:
+        kept = trials()
+    except Exception as failed:  # the error the caller must see is the first: this one only said in its note
+        said = f"sweep: its rows are in {folder} (trials.jsonl; the table could not be made: {failed!r}); "
+        error.add_note(f"{said}sweep(..., resume={str(folder)!r}) with the same arguments runs what is left")
+        return
+    counts = ", ".join(f"{n} {status}" for status, n in kept["status"].value_counts(sort=False).items())
+    error.add_note(f"sweep: the table of its {len(kept)} trials ({counts}) is kept in {folder} and as this "
+                   f"exception's trials attribute; sweep(..., resume={str(folder)!r}) with the same arguments runs "
+                   "what is left")  # fmt: skip
+    setattr(error, "trials", kept)  # noqa: B010 (an attribute no exception type declares)
 
 
 def _check_args(runs_dir: object, resume: object, stop: object, progress: object) -> None:

@@ -3,6 +3,7 @@ value they had when stopped."""
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -11,11 +12,13 @@ import pandas as pd
 from matplotlib.axes import Axes
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
+from rlnb.viz import placing
 from rlnb.viz.plots import NotebookFigure
+from rlnb.viz.texts import as_written
 from rlnb.wire import TrialStatus
 
 from .keys import can_hash, hashable
-from .trial import RESULT_COLUMNS
+from .trial import RESULT_COLUMNS, REWARD_WINDOW
 
 LR = "learning_rate"
 EMPTY = "no finished trials yet"
@@ -42,16 +45,17 @@ def check_axes(ax: object) -> None:
 
 
 def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax: Axes | None = None) -> Axes:
-    """``y`` (default: the objective, the mean of the last 5 steps) against ``x`` per trial, one marker
-    per status; ``x`` by default the learning rate, else (a space without it) the first numeric parameter
-    searched, named in the title (not a ``ValueError`` saying ``learning_rate`` is not a column); the best
-    completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and named in
-    the legend (``_best``: with several seeds per config, the config with the best mean); a trial whose loss went
-    NaN / inf (``diverged_at``) is ringed in red and never starred, nor is its config. Titled "no
+    """``y`` (default: the objective, the mean of the last 5 steps, or of fewer where the trials ran fewer) against
+    ``x`` per trial, one marker per status; ``x`` by default the learning rate, else (a space without it) the first
+    numeric parameter searched, named in the title (not a ``ValueError`` saying ``learning_rate`` is not a column);
+    the best completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and
+    named in the legend (``_best``: with several seeds per config, the config with the best mean); a trial whose loss
+    went NaN / inf (``diverged_at``) is ringed in red and never starred, nor is its config. Titled "no
     finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
     draws them by status; an Optuna search stopped before its first trial (a table with no rows, nor the columns of
-    its space) draws empty axes, not an error naming a column it has no row to hold."""
-    ylabel = f"{trials.attrs.get('objective', 'reward')} (mean of the last 5 steps)" if y == "value" else y
+    its space) draws empty axes, not an error naming a column it has no row to hold. On a figure of its own the legend
+    is right of the axes, the figure widened for it; on ``ax`` given, inside them (the user's figure is not resized)."""
+    ylabel = f"{trials.attrs.get('objective', 'reward')} ({_window(trials, y)})" if y == "value" else y
     if trials.empty:
         ax = _axes(ax)
         ax.set(title=EMPTY, xlabel=x or LR, ylabel=ylabel)
@@ -61,6 +65,7 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     check_column(trials, "x", x)
     check_column(trials, "y", y, numeric=True)  # text drew as categories, and the star went to the last in order
     _check_x(trials, x)
+    own = ax is None
     ax = _axes(ax)
     for status, group in trials.groupby("status", sort=False):
         marker, color = MARKERS.get(str(status), ("o", "C1"))
@@ -83,8 +88,24 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         ax.set_title(EMPTY)
     elif chosen and x != LR:
         ax.set_title(f"against {x}, the first numeric parameter searched (no {LR})", fontsize="medium")
-    ax.legend(loc="best", fontsize="small")
+    handles, labels = ax.get_legend_handles_labels()
+    if own:  # inside, in a 5 × 3 in figure, every place covered trials, and "best" covered the star
+        placing.beside(ax, handles, labels, grow=True)
+    else:  # the user's figure is not resized: right of their axes it would run off it
+        placing.legend(ax, handles, labels, loc="best", fontsize="small")
+    as_written(ax)  # a variant's or a column's name is the user's text, not TeX ("cost $5 and $6")
     return ax
+
+
+def _window(trials: pd.DataFrame, y: str) -> str:
+    """Over how many steps ``value`` is a mean: ``REWARD_WINDOW``, or fewer where the trials ran fewer (the most any
+    trial with a value ran, from ``steps_done``)."""
+    if "steps_done" not in trials or y not in trials:
+        return f"mean of the last {REWARD_WINDOW} steps"
+    ran = pd.to_numeric(trials.loc[trials[y].notna(), "steps_done"], errors="coerce")  # an edited table: text
+    ran = ran[(ran >= 1) & (ran < math.inf)]
+    steps = min(REWARD_WINDOW, int(ran.max())) if len(ran) else REWARD_WINDOW
+    return "the last step" if steps == 1 else f"mean of the last {steps} steps"
 
 
 def _best(trials: pd.DataFrame, done: pd.DataFrame, x: str, y: str) -> tuple[Any, float, str]:

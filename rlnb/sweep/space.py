@@ -21,6 +21,7 @@ from typing import Any, get_args
 
 from rlnb._checks import check_bool, check_int, is_integer
 from rlnb._scalars import scalar
+from rlnb.errors import InvalidParams
 from rlnb.params import MUON_ADAM_FIELDS, PARAMS, OptimizerParams, kind_of
 
 from .applying import applied
@@ -206,6 +207,28 @@ def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Di
     return {name: kinds if name == "optimizer" else dims[name] for name in space}
 
 
+def _check_ends(name: str, dim: Dimension) -> None:
+    """``InvalidParams`` naming ``space[name]`` and the field's rule where an end of a range breaks it in every
+    optimizer that has the field: ``random_search(4, learning_rate=(-1, 0.1))`` drew negative rates, which the sweep
+    refused as a random draw's ``configs[0]``. A choice is the sweep's to check, as it is sent (it names its config),
+    and so is a rule of two fields (lr × wd), on its base."""
+    if isinstance(dim, Categorical):
+        return
+    classes = [cls for cls in PARAMS.values() if name.partition(".")[0] in cls.model_fields]
+    for value in (dim.low, dim.high):
+        refused = []
+        for cls in classes:
+            try:
+                applied(f"space[{name!r}]", cls(), {name: value})
+            except InvalidParams as exc:
+                if exc.errors[0][0] == name.rpartition(".")[2]:  # the field's own rule, not a pair's
+                    refused.append(exc)
+                    continue
+            break
+        if refused and len(refused) == len(classes):
+            raise refused[0]
+
+
 def sample(dims: Mapping[str, Dimension], rng: random.Random) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for name, dim in dims.items():
@@ -272,6 +295,8 @@ def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
     if not is_integer(seed):  # np.int64 was random's bare TypeError
         raise ValueError(f"random_search: seed must be an integer, got {seed!r}")
     dims = {name: dimension(name, spec) for name, spec in space.items()}
+    for name, dim in dims.items():
+        _check_ends(name, dim)
     rng = random.Random(int(seed))
     configs: list[dict[str, Any]] = []
     seen: set[Any] = set()  # by hash: each draw compared with every config kept would take minutes for 10,000

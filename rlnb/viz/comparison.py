@@ -44,25 +44,35 @@ def group_style(i: int) -> tuple[str, str]:
 
 def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> None:
     """Each group named, as given: explicit labels, since matplotlib leaves a line out of the legend when its label
-    starts with ``_`` (a run named ``_scratch`` would be unlisted). Many go right of the axes, and a figure this call
-    made grows to list them in one column (up to ``MAX_HEIGHT_IN``)."""
-    if len(names) <= LEGEND_INSIDE_UP_TO:
+    starts with ``_`` (a run named ``_scratch`` would be unlisted). A few names that fit go inside the axes; else, on a
+    figure this call made, right of the axes, the figure grown to list them in one column (up to ``MAX_HEIGHT_IN``)
+    and as wide as their widest (two ~100-character sweep labels inside squashed the axes to a third of the figure
+    and cut each name's start off it); on the user's axes, cut to fit inside them (``_legend_inside``)."""
+    fig = cast(Figure, ax.get_figure(root=True))  # an Axes is always on a figure
+    font = FontProperties(size="small")  # each name measured as drawn: a CJK name's escapes are 6 times as wide
+    widest = max(drawn_width(n, font, agg(fig)) for n in names)
+    if len(names) <= LEGEND_INSIDE_UP_TO and _fits_inside(ax, widest, font):
         placing.legend(ax, handles, names, loc="best", fontsize="small")
         return
     if not own:
         _legend_inside(ax, handles, names)
         return
-    fig = cast(Figure, ax.get_figure(root=True))  # an Axes is always on a figure
     width, height = fig.get_size_inches()
-    if own:
-        height = min(max(height, (len(names) + 3) * LEGEND_ROW_IN), MAX_HEIGHT_IN)
-    cols = math.ceil(len(names) / max(1, int(height / LEGEND_ROW_IN) - 3))
-    if own:  # room for the legend's columns beside axes of the usual width
-        font = FontProperties(size="small")  # each name measured as drawn: a CJK name's escapes are 6 times as wide
-        width += cols * (0.6 + max(drawn_width(n, font, agg(fig)) for n in names) / fig.dpi)
-        fig.set_size_inches(width, height)
-    ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize="small",
-              ncols=cols)  # fmt: skip
+    height = min(max(height, (len(names) + 3) * LEGEND_ROW_IN), MAX_HEIGHT_IN)
+    fig.set_size_inches(width, height)
+    placing.beside(ax, handles, names, grow=True, ncols=math.ceil(len(names) / max(1, int(height / LEGEND_ROW_IN) - 3)))
+
+
+LEGEND_INSIDE_SHARE = 0.5
+"""A legend inside the axes is at most this share of their width: wider, it hides the lines it names."""
+
+
+def _fits_inside(ax: Axes, widest: float, font: FontProperties) -> bool:
+    """Whether a one-column legend whose widest name is ``widest`` pixels fits ``LEGEND_INSIDE_SHARE`` of the axes."""
+    fig = cast(Figure, ax.get_figure(root=True))
+    em = font.get_size_in_points() * fig.dpi / 72
+    legend = widest + (2.0 + 0.8 + 2 * 0.4) * em  # handle, its gap, borderpad both sides
+    return legend <= LEGEND_INSIDE_SHARE * ax.get_position().width * fig.bbox.width
 
 
 LEGEND_SIZES = ("small", "x-small", "xx-small")

@@ -9,15 +9,19 @@ each time its axes are drawn (``legend``), after a layout has sized them.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backend_bases import RendererBase
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
 from matplotlib.transforms import Bbox
+
+from rlnb.viz.texts import agg, drawn_width
 
 CLEAR_PX = 1.0
 """Pixels kept between a legend and a mark (antialiased, a mark touching the legend's ground read as part of it)."""
@@ -65,6 +69,20 @@ def legend(
         ax.add_artist(placer)
     placer.legend, placer.loc = made, loc  # one per axes: a legend made again replaces the one it placed
     return made
+
+
+def beside(ax: Axes, handles: list[Artist], labels: list[str], *, grow: bool, ncols: int = 1) -> Legend:
+    """The legend right of ``ax`` (small font); where ``grow`` (a figure the plot made), the figure widened by the
+    legend's columns, each as wide as the widest name as drawn, so the axes keep their width: inside, a legend covers
+    what it names, and beside a figure of fixed width it squashes the axes."""
+    if grow:
+        fig = cast(Figure, ax.get_figure(root=True))  # an Axes is always on a figure
+        font = FontProperties(size="small")  # a CJK name's escapes are 6 times as wide: measured as drawn
+        widest = max(drawn_width(n, font, agg(fig)) for n in labels)
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width + ncols * (0.6 + widest / fig.dpi), height)
+    return ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0,
+                     fontsize="small", ncols=ncols)  # fmt: skip
 
 
 class Placer(Artist):

@@ -12,12 +12,14 @@ from typing import cast
 
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.backend_bases import RendererBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.cbook import is_math_text
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.text import Text
+from matplotlib.ticker import LogFormatter, ScalarFormatter
 
 from rlnb.viz.glyphs import as_drawn, drawable
 
@@ -26,12 +28,27 @@ def as_written(artist: Artist) -> None:
     """Every text of ``artist`` (an Axes, a Figure) drawn as written: matplotlib reads text between two ``$`` as TeX,
     and a figure's, a run's or a loaded status's name is the user's text (``"$\\nope$ cost"`` would fail to draw, and
     ``"price $5 to $10"`` lose its dollars); each character in a font that has it, or as its escape where no
-    installed font has it (``rlnb.viz.glyphs``: else CJK and emoji are empty boxes)."""
+    installed font has it (``rlnb.viz.glyphs``: else CJK and emoji are empty boxes). A numeric axis' tick labels are
+    matplotlib's own text, left as they are: a log axis writes them in its TeX (``_numbers``)."""
+    numbers = _numbers(artist)
     for text in artist.findobj(Text):
+        if id(text) in numbers:
+            continue
         text.set_parse_math(False)
         drawable(text)
         if text.get_wrap() and is_math_text(text.get_text()):
             _wrap_here(text)
+
+
+def _numbers(artist: Artist) -> set[int]:
+    """The ids of the tick labels of ``artist``'s axes whose ticks matplotlib writes as numbers (not text: a
+    category's, or labels given with the ticks): set to be written, they stayed so when the axis was made log
+    afterwards (``ax.set_yscale("log")``), and read ``$\\mathdefault{10^{2}}$``, the characters."""
+    ids: set[int] = set()
+    for axis in artist.findobj(Axis):
+        if isinstance(axis.get_major_formatter(), ScalarFormatter | LogFormatter):
+            ids |= {id(t) for tick in [*axis.majorTicks, *axis.minorTicks] for t in (tick.label1, tick.label2)}
+    return ids
 
 
 def _wrap_here(text: Text) -> None:

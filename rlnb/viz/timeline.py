@@ -6,13 +6,19 @@ merged below a pixel, failure labels) and none of the step panels' helpers.
 
 from __future__ import annotations
 
+import math
 import numbers
 import time
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
+from matplotlib.backend_bases import RendererBase
 from matplotlib.collections import PolyCollection
+from matplotlib.text import Annotation
+from matplotlib.transforms import Bbox
 
 from rlnb._shown import shown
 from rlnb.history import History
@@ -34,6 +40,39 @@ def _merge_bars(x0: np.ndarray, x1: np.ndarray, lane: np.ndarray, gap: float) ->
         first = np.flatnonzero(np.r_[True, a[1:] > reach[:-1] + gap])
         parts.append((a[first], np.maximum.reduceat(b, first), np.full(len(first), k)))
     return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+LABEL_CANDIDATES = 4 * MAX_ERROR_LABELS
+"""The latest failures that may get a label (those that fit are shown, ``FailureLabels``): a label is an artist
+measured at each draw, and 2,000 failures of a long run would be 2,000 of them."""
+
+
+class FailureLabels(Artist):
+    """Draws nothing: drawn first of its axes' artists, once a layout has sized them, it shows the failures' labels
+    that fit, the latest first, at most ``MAX_ERROR_LABELS``: each right of its mark, or left of it in the axes' right
+    half (right of a run's last operation, the label ran under the legend beside the axes), inside the axes, and none
+    over another (the latest 25 of dense failures were printed on top of one another in one blob)."""
+
+    def __init__(self, labels: list[Annotation]) -> None:
+        super().__init__()
+        self.labels = labels
+        self.set_zorder(-math.inf)
+        for label in labels:
+            label.set_in_layout(False)  # kept inside the axes here: the layout need not make room beside them
+
+    def draw(self, renderer: RendererBase) -> None:
+        if self.axes is None:
+            return
+        box, taken = self.axes.bbox, list[Bbox]()
+        for label in reversed(self.labels):
+            left = self.axes.transData.transform(label.xy)[0] > (box.x0 + box.x1) / 2
+            label.set(horizontalalignment="right" if left else "left", visible=len(taken) < MAX_ERROR_LABELS)
+            label.xyann = (-5 if left else 5, -8)
+            if label.get_visible():
+                extent = label.get_window_extent(renderer)
+                inside = box.x0 <= extent.x0 and extent.x1 <= box.x1
+                label.set_visible(inside and not any(extent.overlaps(other) for other in taken))
+                taken += [extent] if label.get_visible() else []
 
 
 def _seconds(times: pd.Series, t0: pd.Timestamp) -> np.ndarray:
@@ -87,15 +126,11 @@ def timeline(history: History | pd.DataFrame, ax: Axes | None = None, now: float
     if failed.any():
         ax.plot(right[failed], lane[failed], "X", color="red", mec="black", ms=9, ls="none", label="_failure")
         codes = ops["error_code"].astype(object).to_numpy()[failed]
-        for x, y, code in list(zip(right[failed], lane[failed], codes, strict=True))[-MAX_ERROR_LABELS:]:
-            ax.annotate(
-                short(code) or "no error code",
-                (x, y),
-                xytext=(5, -8),
-                textcoords="offset points",
-                fontsize="x-small",
-                color="darkred",
-            )
+        spots = list(zip(right[failed], lane[failed], codes, strict=True))[-LABEL_CANDIDATES:]
+        style: dict[str, Any] = {"textcoords": "offset points", "fontsize": "x-small", "color": "darkred",
+                                 "annotation_clip": False}  # fmt: skip
+        labels = [ax.annotate(short(code) or "no error code", (x, y), xytext=(5, -8), **style) for x, y, code in spots]
+        ax.add_artist(FailureLabels(labels))
     ax.autoscale_view()
     ax.set_yticks(range(len(kinds)), kinds)
     ax.set_ylim(len(kinds) - 0.5, -0.5)

@@ -33,3 +33,28 @@ def test_an_ablation_change_of_an_empty_group_is_refused_as_an_empty_change(tmp_
     with pytest.raises(ValueError, match=r"changes\['nothing'\] is empty: it repeats 'baseline'"):
         ablate(rlnb.MuonParams(), {"nothing": {"adam": {}}}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("base", "change"),
+    [
+        (BASE, {"weight_decay": 0.0}),  # the base's own value
+        (BASE, {"learning_rate": 3e-3}),
+        (BASE, {"optimizer": "adam"}),  # the base's kind
+        (rlnb.AdamParams(weight_decay=0.0), {"learning_rate": None}),  # unset, as the base's learning rate is
+    ],
+)
+def test_an_ablation_change_that_sends_the_baseline_params_is_refused_naming_it(tmp_path, base, change):
+    """``{"no decay": {"weight_decay": 0.0}}`` on a base with no decay ran the baseline again and reported its delta
+    as a measurement ("weight decay makes no difference"), though nothing was tested."""
+    with pytest.raises(ValueError, match=r"changes\['same'\] .* sends the same params as 'baseline'"):
+        ablate(base, {"higher": {"learning_rate": 1e-2}, "same": change}, seeds=[0], steps=1, runs_dir=tmp_path,
+               progress=False)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_ablation_change_to_the_targets_default_is_a_change(tmp_path):
+    """``{"learning_rate": None}`` on a base that sets one sends no rate: the target's default, another request."""
+    trials, summary = ablate(BASE, {"default lr": {"learning_rate": None}}, seeds=[0], steps=1, runs_dir=tmp_path,
+                             progress=False)  # fmt: skip
+    assert list(summary.index) == ["baseline", "default lr"] and list(trials.status) == ["COMPLETED"] * 2

@@ -4,7 +4,8 @@ minutes before its error. Counted here as ``==`` calls between the space's value
 
 import pytest
 
-from rlnb.sweep import Int, random_search
+from rlnb.errors import InvalidParams
+from rlnb.sweep import Float, Int, random_search
 
 
 class Counted(float):
@@ -39,3 +40,26 @@ def test_a_log_int_range_is_drawn_log_uniformly_as_optuna_draws_it():
              for s in range(600)]  # fmt: skip
     assert set(draws) == set(range(1, 21))  # every end reachable
     assert 0.45 < sum(v <= 4 for v in draws) / len(draws) < 0.65
+
+
+@pytest.mark.parametrize(
+    ("space", "said"),
+    [
+        ({"learning_rate": (-1, 0.1)}, r"space\['learning_rate'\]: AdamParams\.learning_rate = -1\.0 is invalid: "
+                                       r"must be a finite number, > 0"),
+        ({"adam.learning_rate": (1e-4, 1e-2), "momentum": Float(0.5, 1.5)},
+         r"space\['momentum'\]: MuonParams\.momentum = 1\.5 is invalid"),
+        ({"beta1": (0.5, 1.0)}, r"space\['beta1'\]: AdamParams\.beta1 = 1\.0 is invalid"),
+    ],
+)  # fmt: skip
+def test_a_range_the_field_cannot_take_is_refused_naming_it_not_a_drawn_config(space, said):
+    """``random_search(4, learning_rate=(-1, 0.1))`` drew negative rates, and the sweep then blamed one of them
+    (``configs[0]: AdamParams.learning_rate = -0.0711... is invalid``), not the range."""
+    with pytest.raises(InvalidParams, match=said):
+        random_search(2, **space)
+
+
+def test_a_range_valid_for_one_optimizer_and_a_pair_rule_are_left_to_the_sweep():
+    """Muon takes a learning rate of 200 (Adam with its default weight decay would not: lr × wd, a rule of two
+    fields that the sweep checks against its base)."""
+    assert len(random_search(3, learning_rate=(1.0, 200.0))) == 3

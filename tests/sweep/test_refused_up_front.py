@@ -320,3 +320,19 @@ def test_a_resume_of_a_sweep_made_in_the_runs_dir_given_is_taken(tmp_path, monke
     path = Path(trials.attrs["path"])
     again = sweep(BASE, steps=1, progress=False, runs_dir="~/runs/.", resume=Path("runs") / path.name)
     assert again.attrs["path"] == str(path) and list(again.status) == ["COMPLETED"]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"adam.learning_rate": 1e-3, "adam": {"learning_rate": 2e-3}}, {"adam": {"learning_rate": 2e-3},
+                                                                      "adam.learning_rate": 1e-3}],
+)  # fmt: skip
+def test_a_field_given_in_both_spellings_is_refused_naming_both(tmp_path, config):
+    """``{"adam.learning_rate": 1e-3, "adam": {"learning_rate": 2e-3}}`` ran with 0.002, the other value dropped
+    without a word; an ablation's change alike."""
+    said = r"configs\[0\] gives adam\.learning_rate twice: as 'adam\.learning_rate' and in 'adam'; give it once"
+    with pytest.raises(ValueError, match=said):
+        sweep(rlnb.MuonParams(), [config], seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
+    with pytest.raises(ValueError, match=said.replace(r"configs\[0\]", r"changes\['both'\]")):
+        ablate(rlnb.MuonParams(), {"both": config}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []

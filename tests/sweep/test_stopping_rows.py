@@ -89,3 +89,48 @@ def test_a_sweeps_own_stop_follows_the_callers_event_and_never_sets_it():
     interrupted = RunStop(other)
     interrupted.set()
     assert interrupted.is_set() and interrupted.wait(0) and not other.is_set()
+
+
+def test_an_error_in_progress_names_the_folder_to_resume_and_carries_the_table(tmp_path):
+    """A ``progress`` that raised on the second row: the error came back with no note, and the table (its
+    ``attrs["path"]`` the only way to resume) was lost with the return value; the folder had to be found by hand."""
+
+    def bad(done, total, row):
+        if done == 2:
+            raise ZeroDivisionError("my progress bug")
+
+    configs = CONFIGS[:3]
+    with pytest.raises(ZeroDivisionError, match="my progress bug") as caught:
+        sweep(BASE, configs, steps=1, runs_dir=tmp_path, progress=bad, executor="threads", max_concurrent=1)
+    (folder,) = tmp_path.iterdir()
+    trials = caught.value.trials
+    assert trials.attrs["path"] == str(folder) and list(trials.trial) == [0, 1, 2]
+    assert list(trials.status[:2]) == ["COMPLETED"] * 2 and trials.status[2] == "STOPPED"
+    (note,) = caught.value.__notes__
+    assert note == (f"sweep: the table of its 3 trials (2 COMPLETED, 1 STOPPED) is kept in {folder} and as this "
+                    f"exception's trials attribute; sweep(..., resume={str(folder)!r}) with the same arguments runs "
+                    "what is left")  # fmt: skip
+    again = sweep(BASE, configs, steps=1, resume=trials.attrs["path"], progress=False)
+    assert list(again.status) == ["COMPLETED"] * 3
+
+
+def test_an_error_in_progress_whose_table_cannot_be_made_is_still_the_error_raised(tmp_path, monkeypatch):
+    """The table made for the error's note fails too: the caller's error is still the one raised, its note naming
+    the folder and why there is no table."""
+    from rlnb.sweep import driver
+
+    def broken(*args):
+        raise ValueError("bad row")
+
+    def bad(done, total, row):
+        raise ZeroDivisionError("my progress bug")
+
+    monkeypatch.setattr(driver, "table", broken)
+    with pytest.raises(ZeroDivisionError, match="my progress bug") as caught:
+        sweep(BASE, CONFIGS[:1], steps=1, runs_dir=tmp_path, progress=bad, executor="threads")
+    (folder,) = tmp_path.iterdir()
+    (note,) = caught.value.__notes__
+    assert note == (f"sweep: its rows are in {folder} (trials.jsonl; the table could not be made: "
+                    f"ValueError('bad row')); sweep(..., resume={str(folder)!r}) with the same arguments runs what is "
+                    "left")  # fmt: skip
+    assert not hasattr(caught.value, "trials")

@@ -275,15 +275,16 @@ def test_ablation_takes_the_seeds_of_a_trial_options_group(tmp_path):
 
 
 def test_ablation_variants_that_share_a_label_stay_apart(tmp_path):
-    """Variants were matched to trials by label: a change that sets the base's own value took the baseline's rows
+    """Variants were matched to trials by label: a change whose label was the base's took the baseline's rows
     (its summary NaN), the same change under two names went all to the second (the first NaN, the second with both
     counts)."""
-    changes = {"control": {"learning_rate": 3e-3}, "wd": {"weight_decay": 0.1}, "wd again": {"weight_decay": 0.1}}
+    changes = {"control": {"learning_rate": 3.0004e-3}, "wd": {"weight_decay": 0.1}, "wd again": {"weight_decay": 0.1}}
     trials, summary = ablate(BASE, changes, seeds=[0, 1], steps=1, runs_dir=tmp_path, progress=False)
     assert list(trials.variant) == ["baseline"] * 2 + ["control"] * 2 + ["wd"] * 2 + ["wd again"] * 2
     assert list(summary.index) == ["baseline", "control", "wd", "wd again"]
     assert list(summary["count"]) == [2, 2, 2, 2] and list(summary["failed"]) == [0, 0, 0, 0]
-    assert summary.loc["control", "delta"] == 0  # the same params and seeds as the baseline: the same numbers
+    assert summary.loc["wd", "delta"] == summary.loc["wd again", "delta"]  # the same params and seeds: the same numbers
+    assert math.isfinite(summary.loc["control", "delta"])  # its label is the base's rate's, its rows its own
     with pytest.raises(ValueError, match="'baseline' is the name of the unchanged run"):
         ablate(BASE, {"baseline": {"learning_rate": 1e-2}}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
 
@@ -292,7 +293,7 @@ def test_an_ablations_rows_name_their_variant_and_the_baseline_one_way_on_disk_t
     """The unchanged config was labelled "base" where ablate called it "baseline", and only the table in memory
     named each trial's variant: its trials.jsonl and its runs did not ("control" and the baseline, or two variants
     of one change, could not be told apart once the kernel restarted)."""
-    changes = {"control": {"learning_rate": 3e-3}, "wd": {"weight_decay": 0.1}}
+    changes = {"control": {"learning_rate": 3.0004e-3}, "wd": {"weight_decay": 0.1}}
     trials, summary = ablate(BASE, changes, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
     assert list(trials.columns[:3]) == ["trial", "variant", "label"]
     assert list(trials.variant) == ["baseline", "control", "wd"] == list(summary.index)

@@ -157,3 +157,48 @@ def test_an_offset_text_wider_than_its_room_is_clear_of_the_title_which_gets_its
     assert shown[:2] == title[:2] and shown[-2:] == title[-2:]  # cut in the middle, if at all
     renderer = drawn_with(panel, 1e-3 * (1 + np.arange(10) / 10))
     assert offset.get_text() == "1e−3" and panel.ax.title.get_text() == fitted
+
+
+LONG = "learning_rate={}, adam.learning_rate=0.002, momentum=0.9, newton_schulz_steps=3, weight_decay=0.01, seed=0"
+"""A sweep's label of five Muon fields (about 100 characters): the part that differs is at its start."""
+
+
+def long_runs(count, words=LONG):
+    return pd.DataFrame(
+        {"run": [words.replace("{}", f"{0.01 * (i + 2):.2f}") for i in range(count) for _ in range(2)], "seed": 0,
+         "step": [1, 2] * count, "reward": np.linspace(0.1, 0.9, 2 * count)}
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("count", [2, 6])
+@pytest.mark.parametrize("words", [LONG, LONG + ", " + LONG])
+def test_a_compare_legend_of_a_few_long_names_leaves_the_axes_their_width_and_every_name_whole(count, words):
+    """Two to six long names went inside a figure of compare's own with no width check: the legend squashed the axes
+    to 196 px of a 600 px figure and ran off its left edge, each name's start cut (at 140 characters the layout
+    collapsed: "axes sizes collapsed to zero")."""
+    short = plots.compare(long_runs(count, "run {}"), y="reward")
+    FigureCanvasAgg(short.figure).draw()
+    ax = plots.compare(long_runs(count, words), y="reward")
+    figure = ax.figure
+    box = legend_box(ax, FigureCanvasAgg(figure))
+    assert ax.bbox.width >= 0.95 * short.bbox.width, (ax.bbox.width, short.bbox.width)
+    assert ax.bbox.x1 <= box.x0 and box.x1 <= figure.bbox.width, (box.extents, ax.bbox.extents)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(dict.fromkeys(long_runs(count, words).run))
+
+
+@pytest.mark.parametrize("count", [2, 6])
+@pytest.mark.parametrize("words", [LONG, LONG + ", " + LONG])
+def test_a_compare_legend_of_a_few_long_names_on_the_users_axes_is_fitted_inside_them(count, words):
+    """On the user's figure (never resized) the few long names are fitted inside the axes as many names are: a
+    smaller font, then cut in the middle, their start kept."""
+    figure = Figure(figsize=(6.4, 4.8), dpi=100, layout="constrained")
+    canvas = FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    canvas.draw()
+    width = ax.bbox.width
+    plots.compare(long_runs(count, words), y="reward", ax=ax)
+    box, axes = legend_box(ax, canvas), ax.bbox
+    assert axes.width >= 0.95 * width and axes.x0 <= box.x0 and box.x1 <= axes.x1, (box.extents, axes.extents)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert [t[:18] for t in texts] == [f"learning_rate={0.01 * (i + 2):.2f}" for i in range(count)], texts
+    assert all(("…" in t) == (len(words) > len(LONG)) for t in texts), texts  # the longer ones cut

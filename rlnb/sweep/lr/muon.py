@@ -90,7 +90,8 @@ def muon_lr_factor(from_: str, to: str, shapes: Shapes | str | nn.Module | Any =
     a converted rate past what a float holds instead of refusing it (the builder's units switch marks it invalid)."""
     dims = muon_shapes(shapes) if isinstance(shapes, str | nn.Module | Session) else _dims(shapes)
     if not dims:
-        raise ValueError("no Muon matrices to convert for")
+        raise ValueError(f"shapes holds no Muon matrix to weigh the rate by: give at least one (rows, cols) of a "
+                         f"hidden matrix, a model's name, an nn.Module or a Session, got {shapes!r}"[:300])  # fmt: skip
     weights = np.array([r * c for r, c in dims], dtype=float)
     logs = np.array([math.log(_scale(from_, r, c) / _scale(to, r, c)) for r, c in dims])
     return math.exp(float(weights @ logs / weights.sum()))
