@@ -214,12 +214,19 @@ def run(app: FastAPI, sock: socket.socket) -> None:
     waits for the requests in flight. A second signal while it
     stops abandons the running operations at once (``app.state.hurry``); a stop that skipped the app's shutdown
     (uvicorn does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too. A SIGINT
-    ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler would honour it."""
+    ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler would honour it.
+    A stop before uvicorn's handlers are in (its import, its event loop's start) waits for them (``stopping.noted``)."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    with stopping.noted(ignored) as early:
+        _run_uvicorn(app, sock, ignored, early)
+
+
+def _run_uvicorn(app: FastAPI, sock: socket.socket, ignored: bool, early: list[int]) -> None:
+    """``run``'s uvicorn, given the stop signals that came before its handlers went in (``early``)."""
     import uvicorn
 
     hurry: threading.Event = app.state.hurry
     registry: Registry = app.state.registry
-    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     stop: ServerStop = app.state.stop
 
     def release() -> None:
@@ -232,6 +239,9 @@ def run(app: FastAPI, sock: socket.socket) -> None:
             with super().capture_signals():
                 if ignored and threading.current_thread() is threading.main_thread():  # only it sets handlers
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
+                for sig in early:  # a stop as one while it listens
+                    self.handle_exit(sig, None)
+                early.clear()  # what uvicorn re-raises at its end is noted there, then raised by the handlers before
                 yield
 
         def handle_exit(self, sig: int, frame: Any) -> None:

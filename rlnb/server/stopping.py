@@ -1,14 +1,18 @@
 """The stop of ``rlnb serve`` with work in flight: every session's running operation gets ``STOP_DEADLINE``
 seconds (a second Ctrl-C: none), then it is abandoned and journaled FAILED, as a ``kill -9`` leaves it read at
 restart, so that a stop never waits minutes on a real model's forward-backward or save (``Registry.settle`` and
-``Registry.abandon`` wait and give up; here are their deadline and words). And what a killed server left in its
-checkpoint folder, cleared at the restart (``clear_leftovers``)."""
+``Registry.abandon`` wait and give up; here are their deadline and words). What a killed server left in its
+checkpoint folder, cleared at the restart (``clear_leftovers``). The stop signals that come while uvicorn starts
+(``noted``)."""
 
 from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Iterable
+import signal
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -64,3 +68,27 @@ def clear_leftovers(folder: Path, known: Iterable[Path], *, own: bool) -> None:
                         "journaled", path)  # fmt: skip
         except OSError as exc:
             log.warning("rlnb serve: could not remove %s, a checkpoint never journaled (%s)", path, exc.strerror or exc)
+
+
+@contextmanager
+def noted(ignored: bool) -> Iterator[list[int]]:
+    """SIGINT (unless ``ignored``) and SIGTERM noted in the list it yields, not raised, while uvicorn starts: raised
+    at whatever line ran then, the ``KeyboardInterrupt`` (SIGTERM's ``SystemExit``) could land in uvloop's set-up of
+    its signal pipe, which left the loop marked running (``RuntimeError: Cannot close a running event loop``, exit
+    status 1). ``app.run`` gives those noted to uvicorn's handler once it is in: a stop as one while it listens. At the
+    end the handlers before are back, and what was noted after uvicorn's had gone (uvicorn re-raises the signal it
+    stopped on) is raised again, in order, to them: outside the event loop. Off the main thread (where no handler can
+    be set) nothing is noted."""
+    signals: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield signals
+        return
+    stops = [signal.SIGTERM] if ignored else [signal.SIGINT, signal.SIGTERM]
+    before = {stop: signal.signal(stop, lambda signum, _: signals.append(signum)) for stop in stops}
+    try:
+        yield signals
+    finally:
+        for stop, handler in before.items():
+            signal.signal(stop, handler)
+        for signum in signals:
+            signal.raise_signal(signum)
