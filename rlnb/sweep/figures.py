@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
+from rlnb.viz.draw import within_span
 from rlnb.viz.plots import NotebookFigure
 from rlnb.wire import TrialStatus
 
@@ -84,6 +85,7 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     elif chosen and x != LR:
         ax.set_title(f"against {x}, the first numeric parameter searched (no {LR})", fontsize="medium")
     ax.legend(loc="best", fontsize="small")
+    within_span(ax)  # a y near 1.7e308 failed when drawn (the tick locator's arange), as plots.metric did
     return ax
 
 
