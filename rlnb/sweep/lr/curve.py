@@ -169,7 +169,7 @@ def suggest(
     start = slope[skip] >= EDGE * slope[i]  # improving about as fast at the first rate read: the steepest may be below
     end = best == len(y) - 1 and slope[best] >= EDGE * slope[i]  # and at the last: where it would stop is above
     even = best == len(y) - 1 and (y[best] - y[skip]) / (x[best] - x[skip]) >= EDGE * slope[i]  # one slope throughout
-    if stopped and best == len(y) - 1 and (even or end):  # not "a larger end_lr": the range was not run to its end
+    if stopped and (even or end):  # not "a larger end_lr", nor "a wider range": the range was not run to its end
         return None, (
             f"no clear suggestion: the smoothed {objective} still improved at lr {lrs[best]:.3g}, where the test was "
             "stopped: run the whole range"
