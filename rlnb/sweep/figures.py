@@ -13,6 +13,7 @@ from matplotlib.axes import Axes
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from rlnb.viz import placing
+from rlnb.viz.draw import within_span
 from rlnb.viz.plots import NotebookFigure
 from rlnb.viz.texts import as_written
 from rlnb.wire import TrialStatus
@@ -88,6 +89,7 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         ax.set_title(EMPTY)
     elif chosen and x != LR:
         ax.set_title(f"against {x}, the first numeric parameter searched (no {LR})", fontsize="medium")
+    within_span(ax)  # a y near 1.7e308 failed when drawn (the tick locator's arange), as plots.metric did
     handles, labels = ax.get_legend_handles_labels()
     if own:  # inside, in a 5 × 3 in figure, every place covered trials, and "best" covered the star
         placing.beside(ax, handles, labels, grow=True)

@@ -79,14 +79,30 @@ class Diverging:
 
 
 def rise(smoothed: Sequence[float], objective: Objective) -> float:
-    """How far the smoothed curve improves up to its best point, as a fraction of its largest magnitude
-    (0 for an empty or all-zero curve): what ``FLAT`` is compared with."""
+    """How far the smoothed curve improves up to its best point, as a fraction of its largest magnitude up to there
+    (0 for an empty or all-zero curve): what ``FLAT`` is compared with. Not of the whole curve's: a loss that blew up
+    past its best was the scale, and a 38% fall read as flat (a reward in [0, 1] reads the same either way)."""
     y = (1.0 if objective == "reward" else -1.0) * np.asarray(smoothed, dtype=float)
-    scale = float(np.nanmax(np.abs(y))) if len(y) else 0.0
-    if not scale > 0:
+    if not len(y) or np.isnan(y).all():
         return 0.0
     best = int(np.nanargmax(y))
-    return float((y[best] - np.nanmin(y[: best + 1])) / scale)
+    scale = float(np.nanmax(np.abs(y[: best + 1])))
+    return float((y[best] - np.nanmin(y[: best + 1])) / scale) if scale > 0 else 0.0
+
+
+def diverged_from(values: Sequence[float], objective: Objective) -> int:
+    """How many of ``values`` a loss run measured before it diverged: up to the first over ``DIVERGE`` × the lowest
+    before it, that lowest > 0 and below the first (the loss fell before it rose: one rising from the start is judged
+    whole, "only gets worse"), the stop rule's threshold on the values themselves; all of them for a reward. The curve
+    is judged up to there, as fastai's and pytorch-lr-finder's are (they stop at a divergence threshold and judge the
+    curve without its last steps): the zero-lag smoothing carried a blow-up back over the fall before it, and a loss
+    that fell 38% then blew up 37× was called flat (review38c M1)."""
+    low = math.inf
+    for i, value in enumerate(values):
+        if objective == "loss" and 0 < low < values[0] and low < value / DIVERGE:
+            return i
+        low = min(low, value)
+    return len(values)
 
 
 def noise(values: Sequence[float]) -> float:
@@ -97,7 +113,11 @@ def noise(values: Sequence[float]) -> float:
 
 
 def suggest(
-    lrs: Sequence[float], smoothed: Sequence[float], objective: Objective, values: Sequence[float] | None = None
+    lrs: Sequence[float],
+    smoothed: Sequence[float],
+    objective: Objective,
+    values: Sequence[float] | None = None,
+    stopped: bool = False,
 ) -> tuple[float | None, str]:
     """The rate of fastest improvement per decade of learning rate, before the best point (the steepest
     descent of the loss, the steepest ascent of the reward), as measured (``lr_find`` rounds it). The first 10%
@@ -105,7 +125,8 @@ def suggest(
     (see ``FLAT``), within the noise of ``values`` (the per-step objective, see ``NOISE``) or does not
     improve, or improves fastest at either edge of what is read (the steepest point may lie outside the range).
     A fall past the noise from a best among the first rates read is a finding (a smaller start_lr, not "may be
-    noise"); a curve rising at one rate throughout, or near its steepest at both edges, is told to widen both."""
+    noise"); a curve rising at one rate throughout, or near its steepest at both edges, is told to widen both.
+    ``stopped``: the test was stopped at ``lrs[-1]``, short of its range: nothing is said of the rates past it."""
     sign = 1.0 if objective == "reward" else -1.0
     y = sign * np.asarray(smoothed, dtype=float)
     if len(y) < 5:
@@ -119,6 +140,12 @@ def suggest(
         return None, (  # not flat: worse at every rate past the first few (a model diverging from the start)
             f"no clear suggestion: the smoothed {objective} only gets worse after its best point, at the start of "
             f"the range (lr {lrs[best]:.3g}): try a smaller start_lr"
+        )
+    if improved < FLAT and stopped:  # "nothing here learns faster" judged rates it never reached (review38c L9)
+        return None, (
+            f"no clear suggestion: the smoothed {objective} is flat up to lr {lrs[-1]:.3g}, where the test was stopped "
+            f"(it improves {improved:.1%} of its size before its best point; below {FLAT:.0%} counts as flat): the "
+            "rates past it were not measured"
         )
     if improved < FLAT:
         return None, (
@@ -142,6 +169,11 @@ def suggest(
     start = slope[skip] >= EDGE * slope[i]  # improving about as fast at the first rate read: the steepest may be below
     end = best == len(y) - 1 and slope[best] >= EDGE * slope[i]  # and at the last: where it would stop is above
     even = best == len(y) - 1 and (y[best] - y[skip]) / (x[best] - x[skip]) >= EDGE * slope[i]  # one slope throughout
+    if stopped and (even or end):  # not "a larger end_lr", nor "a wider range": the range was not run to its end
+        return None, (
+            f"no clear suggestion: the smoothed {objective} still improved at lr {lrs[best]:.3g}, where the test was "
+            "stopped: run the whole range"
+        )
     if even or start and end:  # either edge alone was half the advice: a straight rise was told "a smaller start_lr"
         return None, (
             f"no clear suggestion: the smoothed {objective} improved at about one rate across the whole range (lr "

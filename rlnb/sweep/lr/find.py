@@ -37,7 +37,7 @@ from rlnb.wire import OPERATION_TIMEOUT
 from ..new_prompts import check_new_session_prompts
 from ..options import RangeTestOptions, StepFn, check_base, check_range_test, given
 from ..trial import Objective
-from .curve import FLAT, SMOOTHING, Diverging, significant, smooth, spaced, suggest
+from .curve import DIVERGE, FLAT, SMOOTHING, Diverging, diverged_from, significant, smooth, spaced, suggest
 from .rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr
 from .result import LRFind
 
@@ -111,10 +111,11 @@ def lr_find(
     values: list[float] = []
     diverging = Diverging(objective)
     ended, hung, interrupted, failure, late = "", False, False, None, ""
+    cut_short = False  # stopped short of end_lr by the user or an error, not by the curve (a divergence, the decay)
     try:
         for i, lr in enumerate(lrs):
             if stop is not None and stop.is_set():
-                ended = f"stopped after {i} steps"
+                ended, cut_short = f"stopped after {i} steps", True
                 break
             try:
                 at_lr = with_lr(base, lr)
@@ -131,7 +132,7 @@ def lr_find(
             except InvalidParams:
                 raise
             except RlnbError as exc:  # the session closed, timed out, or the service failed: the steps measured stand
-                ended = f"{type(exc).__name__} at lr {lr:.3g}: {exc}"
+                ended, cut_short = f"{type(exc).__name__} at lr {lr:.3g}: {exc}", True
                 hung = isinstance(exc, OperationTimeout)  # no wait for what timed out: the close stops it
                 break
             values.append(value)
@@ -149,9 +150,9 @@ def lr_find(
                 ended = f"diverged at lr {lr:.3g}"
                 break
     except KeyboardInterrupt:  # Ctrl-C, as ``stop``, in a step, the log or ``progress``: the steps measured stand
-        ended, interrupted = f"interrupted after {len(values)} steps", True
+        ended, interrupted, cut_short = f"interrupted after {len(values)} steps", True, True
     except Exception as exc:  # the user's step_fn or progress (or a rate refused): raised below, with the result
-        ended, failure = f"{type(exc).__name__} after {len(values)} steps: {exc}", exc
+        ended, failure, cut_short = f"{type(exc).__name__} after {len(values)} steps: {exc}", exc, True
     finally:
         try:
             if not hung:
@@ -168,8 +169,12 @@ def lr_find(
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
     # NaN or inf in the EMA would make every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
-    smoothed = smooth(smooth(curve)[::-1])[::-1] + [math.nan] * (len(values) - len(curve))  # no lag
-    measured, why = suggest(lrs[: len(curve)], smoothed[: len(curve)], objective, curve)
+    n = diverged_from(curve, objective)  # the curve judged: up to where a loss diverged
+    smoothed = smooth(smooth(curve[:n])[::-1])[::-1] + [math.nan] * (len(values) - n)  # no lag
+    measured, why = suggest(lrs[:n], smoothed[:n], objective, curve[:n], cut_short and n == len(curve))
+    if n < len(curve):
+        why += (f"; judged up to lr {lrs[n - 1]:.3g}: at lr {lrs[n]:.3g} the {objective} was over {DIVERGE:g}× its "
+                "lowest (diverging)")  # fmt: skip
     params = with_lr(base, measured, rounded=True) if measured is not None else None
     suggestion = params.learning_rate if params is not None else None
     reason = why + (f"; ended early: {ended}" if ended else "")

@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from rlnb.params import OptimizerParams
+from rlnb.viz.draw import within_span
 from rlnb.viz.plots import NotebookFigure
 
 from ..figures import check_axes
@@ -80,4 +81,5 @@ class LRFind:
         if self.suggestion is None:
             ax.title.set_fontsize("small")  # a few lines of why
         ax.legend(loc="best", fontsize="small")
+        within_span(ax)  # a loss near 1.7e308 failed when drawn (the tick locator's arange), as plots.metric did
         return ax
