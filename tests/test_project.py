@@ -308,8 +308,11 @@ def test_the_test_processes_keep_the_bytecode_they_compile_even_where_the_enviro
     assert cached, f"no rewritten bytecode of {here.name} in its __pycache__"
 
 
-@pytest.mark.parametrize(("worker", "count", "pinned"), [("gw1", "2", {7}), ("gw0", "3", None), ("", "", None)])
-def test_each_xdist_worker_runs_on_a_core_of_its_own_where_there_are_enough(monkeypatch, worker, count, pinned):
+@pytest.mark.parametrize(
+    ("worker", "count", "pinned"),
+    [("gw1", "2", {7}), ("gw2", "4", {3}), ("gw3", "4", {7}), ("gw0", "1", None), ("", "", None)],
+)
+def test_each_xdist_worker_runs_on_one_core_the_workers_taking_the_cores_in_turn(monkeypatch, worker, count, pinned):
     """The root conftest: the engine's thread policy then gives each engine worker one thread; seeing both cores, it
     timed two threads that spun while the other test process held the second (twice the CPU of an engine test)."""
     import os
@@ -321,6 +324,17 @@ def test_each_xdist_worker_runs_on_a_core_of_its_own_where_there_are_enough(monk
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", count)
     sys.modules["conftest"]._one_core_per_worker()
     assert set_to == ([pinned] if pinned else [])
+
+
+@pytest.mark.parametrize(("cores", "told", "workers"), [({3, 7}, "", 4), ({5}, "", 2), ({3, 7}, "3", None)])
+def test_the_fast_tier_runs_two_workers_a_core_unless_told_how_many(monkeypatch, pytestconfig, cores, told, workers):
+    """The root conftest's ``-n auto``: a second worker on each core runs its tests while the first waits on a clock
+    (a server's header deadline, a retry); ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is left to pytest-xdist's own hook."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: cores)
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", told)
+    assert sys.modules["conftest"].pytest_xdist_auto_num_workers(pytestconfig) == workers
 
 
 @pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
