@@ -34,32 +34,15 @@ sys.dont_write_bytecode = False
 
 
 def _one_core_per_worker() -> None:
-    """Each pytest-xdist worker runs on one core, the workers spread over the cores in turn (two a core in the fast
-    tier, ``pytest_xdist_auto_num_workers``): the engine's thread policy (``rlnb.engine.threads``) then sees one
-    core and runs its workers on one thread. Seeing them all, it timed two threads per engine worker while another
-    test process held the second core: the waiting thread spun, and an engine-heavy test used twice the CPU (a
-    same-minute A/B: 22 s of CPU against 11.5 s)."""
+    """Each pytest-xdist worker runs on one core, the workers taking the cores in turn (``-n 4`` on two cores: two
+    a core): the engine's thread policy (``rlnb.engine.threads``) then sees one core and runs its workers on one
+    thread. Seeing them all, it timed two threads per engine worker while another test process held the second
+    core: the waiting thread spun, and an engine-heavy test used twice the CPU (a same-minute A/B: 22 s of CPU
+    against 11.5 s)."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if worker.startswith("gw") and count.isdigit() and int(count) > 1 and len(cpus) > 1:
         os.sched_setaffinity(0, {cpus[int(worker[2:]) % len(cpus)]})
-
-
-WORKERS_PER_CORE = 2
-"""The fast tier's workers a core (``-n auto``; ``--maxprocesses 4`` caps them). Tests that wait on a clock (a
-server's header deadline, retries, throttles: about 30 s of the tier's time on this project's 2-core machine) leave
-their worker's core idle; with one worker a core that was a quarter of the tier's wall time, and a second worker
-on the core runs its tests meanwhile. Each worker pays its own collection (about 4 s of CPU)."""
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: ``WORKERS_PER_CORE`` workers for each core this process may run on, unless
-    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` says how many (pytest-xdist's own hook reads it)."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return WORKERS_PER_CORE * cores
 
 
 _one_core_per_worker()

@@ -326,17 +326,6 @@ def test_each_xdist_worker_runs_on_one_core_the_workers_taking_the_cores_in_turn
     assert set_to == ([pinned] if pinned else [])
 
 
-@pytest.mark.parametrize(("cores", "told", "workers"), [({3, 7}, "", 4), ({5}, "", 2), ({3, 7}, "3", None)])
-def test_the_fast_tier_runs_two_workers_a_core_unless_told_how_many(monkeypatch, pytestconfig, cores, told, workers):
-    """The root conftest's ``-n auto``: a second worker on each core runs its tests while the first waits on a clock
-    (a server's header deadline, a retry); ``PYTEST_XDIST_AUTO_NUM_WORKERS`` is left to pytest-xdist's own hook."""
-    import os
-
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: cores)
-    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", told)
-    assert sys.modules["conftest"].pytest_xdist_auto_num_workers(pytestconfig) == workers
-
-
 @pytest.mark.parametrize("notebook", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
 def test_no_notebook_cell_shows_its_figure_twice(notebook):
     """A cell that draws with pyplot and then returns its figure shows it twice: once as pyplot's display, once as
