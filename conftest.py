@@ -34,13 +34,14 @@ sys.dont_write_bytecode = False
 
 
 def _one_core_per_worker() -> None:
-    """Each pytest-xdist worker runs on a core of its own where there are as many cores as workers: the engine's
-    thread policy (``rlnb.engine.threads``) then sees one core and runs its workers on one thread. Seeing them all,
-    it timed two threads per engine worker while the other test process held the second core: the waiting thread
-    spun, and an engine-heavy test used twice the CPU (a same-minute A/B: 22 s of CPU against 11.5 s)."""
+    """Each pytest-xdist worker runs on one core, the workers taking the cores in turn (``-n 4`` on two cores: two
+    a core): the engine's thread policy (``rlnb.engine.threads``) then sees one core and runs its workers on one
+    thread. Seeing them all, it timed two threads per engine worker while another test process held the second
+    core: the waiting thread spun, and an engine-heavy test used twice the CPU (a same-minute A/B: 22 s of CPU
+    against 11.5 s)."""
     worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    if worker.startswith("gw") and count.isdigit() and 1 < int(count) <= len(cpus):
+    if worker.startswith("gw") and count.isdigit() and int(count) > 1 and len(cpus) > 1:
         os.sched_setaffinity(0, {cpus[int(worker[2:]) % len(cpus)]})
 
 

@@ -308,8 +308,11 @@ def test_the_test_processes_keep_the_bytecode_they_compile_even_where_the_enviro
     assert cached, f"no rewritten bytecode of {here.name} in its __pycache__"
 
 
-@pytest.mark.parametrize(("worker", "count", "pinned"), [("gw1", "2", {7}), ("gw0", "3", None), ("", "", None)])
-def test_each_xdist_worker_runs_on_a_core_of_its_own_where_there_are_enough(monkeypatch, worker, count, pinned):
+@pytest.mark.parametrize(
+    ("worker", "count", "pinned"),
+    [("gw1", "2", {7}), ("gw2", "4", {3}), ("gw3", "4", {7}), ("gw0", "1", None), ("", "", None)],
+)
+def test_each_xdist_worker_runs_on_one_core_the_workers_taking_the_cores_in_turn(monkeypatch, worker, count, pinned):
     """The root conftest: the engine's thread policy then gives each engine worker one thread; seeing both cores, it
     timed two threads that spun while the other test process held the second (twice the CPU of an engine test)."""
     import os

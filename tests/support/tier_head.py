@@ -1,5 +1,5 @@
 """The fast tier's CPU head: ``python -m tests.support.tier_head [--runs 2] [--top 40] [pytest args]`` runs the
-tier as plain ``pytest`` does (its workers, each on a core of its own, so that the engine runs on the threads it
+tier as plain ``pytest`` does (its workers, each pinned to one core, so that the engine runs on the threads it
 runs on there) ``--runs`` times, counting each test's CPU in its worker (``time.process_time``: setup, call and
 teardown, every thread of the process) less the garbage collector's passes that fall in it, and prints the
 share the head takes and the tests over ``cpu_heavy.BOUND_S`` in every run: what the tier's rule
