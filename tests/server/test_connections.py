@@ -28,7 +28,9 @@ BASES = [pytest.param(H11Protocol, id="h11")]
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-    BASES.append(pytest.param(HttpToolsProtocol, id="httptools"))
+    # Slow tier: each test waits on the 1 s deadline's clock (~6 s a protocol, the fast tier's longest idle file);
+    # h11's cases keep every idea in the fast tier, and the slow tier runs both.
+    BASES.append(pytest.param(HttpToolsProtocol, id="httptools", marks=pytest.mark.slow))
 except ImportError:  # uvicorn without httptools serves h11 only
     pass
 
