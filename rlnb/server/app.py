@@ -111,7 +111,10 @@ def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
             yield
         finally:
             stop.set()
-            reaper.join()
+            reaper.join(stopping.STOP_DEADLINE)  # a turn stuck (a hung disk) must not hold the stop for ever
+            if reaper.is_alive():
+                log.warning("rlnb serve: the reaper's turn still runs after %s s; stopping without waiting for it",
+                            stopping.STOP_DEADLINE)  # fmt: skip
             registry.close(stopping.STOP_DEADLINE, app.state.hurry)
 
     return lifespan
