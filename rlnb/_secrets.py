@@ -48,10 +48,12 @@ def register(key: str) -> None:
 
 
 CREDENTIAL_WORDS = frozenset({"authorization", "auth", "token", "key", "apikey", "secret", "password", "cookie"})
-"""Words that end a header's name (split at ``-`` and ``_``) when its value is a credential: the last word says what
-the value is (``Authorization``, ``X-Api-Key``, ``X-Auth-Token``, ``Helicone-Auth``, ``Cookie``; not
-``X-Auth-Scheme``, ``X-Portkey-Provider`` or ``X-Api-Key-Id``). ``authorization`` anywhere counts too
-(``X-Ms-Authorization-Auxiliary``)."""
+"""Words of a header's name (split at ``-`` and ``_``) that make its value a credential (``Authorization``,
+``X-Api-Key``, ``X-Auth-Token``, ``Helicone-Auth``, ``X-Api-Key-V2``, ``X-Ms-Authorization-Auxiliary``, ``Cookie``),
+unless a word after the last of them says the value is about the credential (``ABOUT_WORDS``)."""
+ABOUT_WORDS = frozenset({"id", "scheme", "type", "name", "provider", "expires", "expiry", "expiration", "issuer"})
+"""Words that, after a credential word, name what the value says of it, not the credential: ``X-Api-Key-Id``,
+``X-Auth-Scheme``, ``X-Auth-Token-Expires`` (masking those hid harmless words in every later message)."""
 CREDENTIAL_LENGTH = 16
 """The shortest value taken for a credential by its header's name alone: a gateway's key or a session cookie is
 longer, and masking a word as short as ``accepted`` or ``training`` would garble every message that says it."""
@@ -64,7 +66,8 @@ def credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
     found: list[str] = []
     for name, value in headers:
         words = name.lower().replace("_", "-").split("-")
-        if words[-1] not in CREDENTIAL_WORDS and "authorization" not in words:
+        at = [i for i, word in enumerate(words) if word in CREDENTIAL_WORDS]
+        if not at or ABOUT_WORDS.intersection(words[at[-1] + 1 :]):
             continue
         if words[-1] == "cookie":  # name=value pairs: the values are the secrets
             found += [part.partition("=")[2].strip() for part in value.split(";")]

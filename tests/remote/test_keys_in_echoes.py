@@ -61,6 +61,9 @@ GIVEN: dict[str, Callable[[str], dict[str, Any]]] = {
     "basic-auth": lambda secret: {"auth": ("alice", secret)},
     "helicone-auth": lambda secret: {"headers": {"Helicone-Auth": f"Bearer {secret}"}},  # a gateway's own header
     "auxiliary": lambda secret: {"headers": {"X-Ms-Authorization-Auxiliary": f"Bearer {secret}"}},  # Azure's
+    "versioned": lambda secret: {"headers": {"X-Api-Key-V2": secret}},  # a credential word, then another word
+    "secondary": lambda secret: {"headers": {"X-Api-Key-Secondary": secret}},
+    "token-value": lambda secret: {"headers": {"X-Token-Value": secret}},
 }
 """How an ``http_client`` is given a credential. Each test's is its own: rlnb masks a key for the life of the process,
 so one shared by every case was masked in the later ones by the first one's registration, whatever they did."""
@@ -80,9 +83,11 @@ def test_an_http_clients_own_credentials_are_masked_where_a_server_echoes_them(g
 def test_only_credentials_are_masked_not_the_words_of_other_headers():
     """Header names matched by substring masked ``X-Auth-Scheme: training`` ("auth") and ``X-Portkey-Provider``
     ("key") for the life of the process, and a cookie ``consent=accepted``: every later message saying "training"
-    read "***". A name is judged by its last word, what its value is: ``X-Api-Key-Id`` names a key, holds none."""
+    read "***". A name holding a credential word is one unless a word after it says the value is about it:
+    ``X-Api-Key-Id`` names a key, holds none."""
     harmless = {"X-Auth-Scheme": "training-wheels-v2", "X-Portkey-Provider": "together-ai-provider",
-                "X-Api-Key-Id": "production-default-key", "Cookie": "consent=accepted"}  # fmt: skip
+                "X-Api-Key-Id": "production-default-key", "X-Auth-Token-Expires": "2026-12-31T00:00:00Z",
+                "Cookie": "consent=accepted"}  # fmt: skip
     said = echoed(headers=harmless)
     assert all(value in said for value in harmless.values()), said
 
