@@ -106,3 +106,15 @@ def test_the_figure_and_search_plot_draw_values_near_the_largest_float(tmp_path)
     ax.figure.savefig(io.BytesIO(), format="png")
     assert ax.get_ylim()[1] <= Y_SPAN
     plt.close("all")
+
+
+def test_one_noisy_batch_past_the_threshold_that_the_loss_falls_back_from_keeps_the_curve_whole(tmp_path):
+    """review38d F1: a loss falling 2.0 → 1.1, one batch at 4.5 (over 4× its lowest), then falling on to 0.2: the
+    stop rule (smoothed) ran on, and the judging cut the better rates it measured (no suggestion, "about one rate").
+    A divergence is a rise the loss never comes back from."""
+    curve = [2.0 - 0.1 * i for i in range(10)] + [1.0 - 0.8 * (1 - math.exp(-i / 4)) for i in range(1, 21)]
+    curve[10] = 4.5
+    found = lr_find(rlnb.AdamParams(weight_decay=0.0), steps=30, start_lr=1e-5, end_lr=1.0, objective="loss",
+                    step_fn=lambda session, params, i: curve[i], runs_dir=tmp_path)  # fmt: skip
+    assert "judged up to" not in found.reason and found.suggestion is not None, found.reason
+    assert not any(math.isnan(v) for v in found.smoothed)

@@ -3,6 +3,7 @@ is flat, and the suggestion read from it."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import textwrap
 from collections.abc import Sequence
@@ -96,10 +97,13 @@ def diverged_from(values: Sequence[float], objective: Objective) -> int:
     whole, "only gets worse"), the stop rule's threshold on the values themselves; all of them for a reward. The curve
     is judged up to there, as fastai's and pytorch-lr-finder's are (they stop at a divergence threshold and judge the
     curve without its last steps): the zero-lag smoothing carried a blow-up back over the fall before it, and a loss
-    that fell 38% then blew up 37× was called flat (review38c M1)."""
+    that fell 38% then blew up 37× was called flat (review38c M1). A rise the loss comes back from, below that lowest
+    (one noisy batch), is no divergence: the stop rule, on the smoothed values, ran past it, and the better rates after
+    it were measured (review38d F1)."""
+    later = list(itertools.accumulate(reversed(values), min))[::-1]  # later[i]: the lowest from i on
     low = math.inf
     for i, value in enumerate(values):
-        if objective == "loss" and 0 < low < values[0] and low < value / DIVERGE:
+        if objective == "loss" and 0 < low < values[0] and low < value / DIVERGE and later[i] >= low:
             return i
         low = min(low, value)
     return len(values)
