@@ -18,6 +18,8 @@ from rlnb.history.store import COMPLETIONS_FILE, METRICS_FILE, OPS_FILE
 
 PREFIX = '{"seq":'
 """How every line rlnb writes to ``ops.jsonl`` begins (``seq`` is the first field), followed by the seq's digits."""
+SEQ_DIGITS = len(str(MAX_SEQ))
+"""The most digits a seq has: a longer run of them (past 4,300, ``int`` refuses it) reads the file as a load does."""
 
 
 def listed(path: Path) -> RunFolder:
@@ -46,7 +48,7 @@ def latest_records(file: Path) -> list[Record]:
     for n, line in numbered_lines(file):  # as read_jsonl reads them
         end = line.find(",", len(PREFIX)) if line.startswith(PREFIX) else -1
         digits = line[len(PREFIX) : end] if end > 0 else ""
-        if digits.isascii() and digits.isdigit() and int(digits) < MAX_SEQ:
+        if digits.isascii() and digits.isdigit() and len(digits) <= SEQ_DIGITS and int(digits) < MAX_SEQ:
             seq = int(digits)
             if seq in last:
                 before[seq] = last[seq]

@@ -134,8 +134,20 @@ def line(**fields) -> str:
         lambda ls: ls + [ls[-1].replace('"status":"TRAINING_OPERATION_STATUS_COMPLETED"', '"status":null')],
         lambda ls: ls + ['{"seq":8,"kind":"optim-st\n', '{"seq":8,"kind":7}\n'],  # its last two lines give nothing
         lambda ls: ls + ['{"seq":9,"kind":"forward-backw'],  # a new operation's only line, torn
+        lambda ls: ls + ['{"seq":' + "9" * 5000 + ',"kind":"optim-step"}\n'],  # past int()'s 4300 digits (review38d F3)
     ],
-    ids=["kind-not-text", "seq-twice", "reordered", "bom", "huge-seq", "corrupt", "bad-status", "two-bad", "torn-new"],
+    ids=[
+        "kind-not-text",
+        "seq-twice",
+        "reordered",
+        "bom",
+        "huge-seq",
+        "corrupt",
+        "bad-status",
+        "two-bad",
+        "torn-new",
+        "seq-5000-digits",
+    ],
 )
 def test_a_hand_edited_run_lists_as_a_full_parse_says(tmp_path, edit):
     h = History.create({"optimizer": "adam"}, tmp_path, "edited")
