@@ -224,7 +224,7 @@ def run(app: FastAPI, sock: socket.socket) -> None:
         _run_uvicorn(app, sock, ignored, early)
 
 
-def _run_uvicorn(app: FastAPI, sock: socket.socket, ignored: bool, early: list[int]) -> None:
+def _run_uvicorn(app: FastAPI, sock: socket.socket, ignored: bool, early: stopping.Noted) -> None:
     """``run``'s uvicorn, given the stop signals that came before its handlers went in (``early``)."""
     import uvicorn
 
@@ -242,9 +242,8 @@ def _run_uvicorn(app: FastAPI, sock: socket.socket, ignored: bool, early: list[i
             with super().capture_signals():
                 if ignored and threading.current_thread() is threading.main_thread():  # only it sets handlers
                     signal.signal(signal.SIGINT, signal.SIG_IGN)
-                for sig in early:  # a stop as one while it listens
+                for sig in early.handed():  # a stop as one while it listens
                     self.handle_exit(sig, None)
-                early.clear()  # what uvicorn re-raises at its end is noted there, then raised by the handlers before
                 yield
 
         def handle_exit(self, sig: int, frame: Any) -> None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rlnb import wire
 from rlnb.engine.leftovers import remove_leftovers, unknown_checkpoints
@@ -70,25 +70,54 @@ def clear_leftovers(folder: Path, known: Iterable[Path], *, own: bool) -> None:
             log.warning("rlnb serve: could not remove %s, a checkpoint never journaled (%s)", path, exc.strerror or exc)
 
 
+HURRY = 3
+"""The stop signal ``noted`` raises at once before uvicorn's handlers are in, as ``rlnb.cli.interrupts`` raises a third
+Ctrl-C during an import: a start that hangs (an import, a loop's set-up) can still be broken."""
+
+
+class Noted:
+    """The stop signals ``noted`` took, in order; ``handed()`` gives uvicorn's handler those before it went in."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+        self.starting = True
+
+    def handed(self) -> list[int]:
+        """The signals noted so far, forgotten here: uvicorn's handler is in, and what it re-raises at its end is
+        noted again, raised when ``noted`` ends (never at once)."""
+        given, self.signals, self.starting = self.signals, [], False
+        return given
+
+
 @contextmanager
-def noted(ignored: bool) -> Iterator[list[int]]:
-    """SIGINT (unless ``ignored``) and SIGTERM noted in the list it yields, not raised, while uvicorn starts: raised
-    at whatever line ran then, the ``KeyboardInterrupt`` (SIGTERM's ``SystemExit``) could land in uvloop's set-up of
-    its signal pipe, which left the loop marked running (``RuntimeError: Cannot close a running event loop``, exit
-    status 1). ``app.run`` gives those noted to uvicorn's handler once it is in: a stop as one while it listens. At the
-    end the handlers before are back, and what was noted after uvicorn's had gone (uvicorn re-raises the signal it
-    stopped on) is raised again, in order, to them: outside the event loop. Off the main thread (where no handler can
-    be set) nothing is noted."""
-    signals: list[int] = []
+def noted(ignored: bool) -> Iterator[Noted]:
+    """SIGINT (unless ``ignored``) and SIGTERM noted, not raised, while uvicorn starts: raised at whatever line ran
+    then, the ``KeyboardInterrupt`` (SIGTERM's ``SystemExit``) could land in uvloop's set-up of its signal pipe, which
+    left the loop marked running (``RuntimeError: Cannot close a running event loop``, exit status 1). ``app.run``
+    gives those noted to uvicorn's handler once it is in (``Noted.handed``): a stop as one while it listens. At the
+    end the handlers before are back, and what was noted after uvicorn's had gone (uvicorn re-raises the signals it
+    stopped on) is raised again, in order, to them: outside the event loop. The ``HURRY``-th before the hand-over is
+    raised at once. Off the main thread (where no handler can be set) nothing is noted."""
+    taken = Noted()
     if threading.current_thread() is not threading.main_thread():
-        yield signals
+        yield taken
         return
     stops = [signal.SIGTERM] if ignored else [signal.SIGINT, signal.SIGTERM]
-    before = {stop: signal.signal(stop, lambda signum, _: signals.append(signum)) for stop in stops}
+    before: dict[int, Any] = {}
+
+    def note(signum: int, _frame: object) -> None:
+        taken.signals.append(signum)
+        if taken.starting and len(taken.signals) >= HURRY:  # raised at once, by the handlers before
+            taken.signals.clear()
+            for stop, handler in before.items():
+                signal.signal(stop, handler)
+            signal.raise_signal(signum)
+
+    before.update((stop, signal.signal(stop, note)) for stop in stops)
     try:
-        yield signals
+        yield taken
     finally:
         for stop, handler in before.items():
             signal.signal(stop, handler)
-        for signum in signals:
+        for signum in taken.signals:
             signal.raise_signal(signum)

@@ -55,3 +55,23 @@ def test_a_stop_while_the_event_loop_sets_up_its_signals_stops_the_server_cleanl
         sock.close()
     assert started == [True]  # the signal came where it was meant to
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_third_stop_while_uvicorn_starts_is_raised_at_once():
+    """review38d F5: noted swallowed every Ctrl-C until uvicorn's handlers were in, so a start that hangs (an import,
+    its loop's set-up) could not be broken; as in an import (``HeldDuringImports``), the third is raised at once."""
+    from rlnb.server import stopping
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    reached = []
+    try:
+        with pytest.raises(KeyboardInterrupt), stopping.noted(False):
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+            reached.append(2)  # two are noted, for uvicorn's handler
+            signal.raise_signal(signal.SIGINT)
+            reached.append(3)
+        assert reached == [2], reached
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
