@@ -6,12 +6,11 @@ not parsed.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 from rlnb._checks import user_path
 from rlnb.history.loaded import from_row
-from rlnb.history.reading import loads, numbered_lines, opened_to_read, read_config
+from rlnb.history.reading import loads, numbered_lines, opened_to_read, read_config, warn_corrupt
 from rlnb.history.record import MAX_SEQ, Record, warn_bad
 from rlnb.history.runs import RunFolder, read_ops, read_run
 from rlnb.history.store import COMPLETIONS_FILE, METRICS_FILE, OPS_FILE
@@ -77,8 +76,5 @@ def latest_records(file: Path) -> list[Record]:
             if count[seq] > len(tried):
                 return read_ops(file)
     warn_bad(file, bad)
-    if corrupt:
-        shown = ", ".join(map(str, sorted(corrupt)[:5]))
-        warnings.warn(f"{file}: skipped {len(corrupt)} corrupt or half-written line(s) (line {shown})", RuntimeWarning,
-                      stacklevel=4)  # fmt: skip
+    warn_corrupt(file, corrupt, stacklevel=5)
     return records

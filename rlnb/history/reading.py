@@ -67,12 +67,15 @@ def jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield n, row
         else:
             bad.append(n)
-    if bad:
-        warnings.warn(
-            f"{path}: skipped {len(bad)} corrupt or half-written line(s) (line {', '.join(map(str, bad[:5]))})",
-            RuntimeWarning,
-            stacklevel=4,  # past this generator and the reader taking its rows
-        )
+    warn_corrupt(path, bad, stacklevel=5)  # past this generator and the reader taking its rows
+
+
+def warn_corrupt(path: Path, lines: list[int], stacklevel: int) -> None:
+    """The warning for ``lines`` of ``path`` that are no JSON object (a hand edit, a write cut short), where any."""
+    if lines:
+        shown = ", ".join(map(str, sorted(lines)[:5]))
+        warnings.warn(f"{path}: skipped {len(lines)} corrupt or half-written line(s) (line {shown})", RuntimeWarning,
+                      stacklevel=stacklevel)  # fmt: skip
 
 
 def read_config(path: Path, say: bool = True) -> tuple[dict[str, Any], bool]:
