@@ -6,6 +6,9 @@ that quotes the request (its URL, its headers) in an error, a redirect or a tran
 import base64
 import logging
 import re
+import socket
+import threading
+import warnings
 from collections.abc import Callable, Iterator
 
 import httpx
@@ -15,6 +18,7 @@ import rlnb
 from rlnb import _secrets
 from rlnb.remote.client import APIClient
 from tests.support.fake_api import BASE
+from tests.support.hostile import Loopback, write_response
 
 
 def echo(request: httpx.Request) -> httpx.Response:
@@ -169,3 +173,29 @@ def test_a_basic_auth_password_quoted_decoded_is_masked():
 
     said = said_by(httpx.Client(transport=httpx.MockTransport(refuse), auth=("alice", secret)))
     assert said.endswith("wrong password *** for alice"), said
+
+
+@pytest.mark.slow  # a server
+def test_the_credentials_of_the_proxy_the_environment_names_are_masked(monkeypatch):
+    """httpcore writes the proxy's ``Proxy-Authorization`` (Basic, from ``HTTP_PROXY``'s user info) past every hook:
+    a proxy that answered quoting the request's headers put it in the error."""
+    password = "proxy-pass-0123456789"
+
+    def quote_headers(conn: socket.socket, request: httpx.Request, stop: threading.Event) -> None:
+        said = f"proxy refused {dict(request.headers)} ({password})"
+        write_response(conn, httpx.Response(400, json={"error": {"message": said, "type": "proxy"}}))
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    with Loopback(quote_headers) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url.replace("http://", f"http://alice:{password}@"))
+        with warnings.catch_warnings():  # a key to a plain http:// host: the cleartext warning, not tested here
+            warnings.simplefilter("ignore")
+            api = APIClient("http://api.rl.test", max_retries=0)
+        with api, pytest.raises(rlnb.BadRequestError) as info:
+            api.supported_models()
+    basic = base64.b64encode(f"alice:{password}".encode()).decode()
+    said = str(info.value)
+    assert "'proxy-authorization': 'Basic ***'" in said and said.endswith("(***)"), said
+    assert password not in said and basic not in said
