@@ -8,13 +8,15 @@ which httpx calls with each request as it goes to the transport (after each roun
 ``see_answer`` among its response hooks, called before an answer's body is read (its ``Set-Cookie``; a hook of the
 user's after rlnb's may have added to the request). They read rlnb's requests to the API only (``MARK``; a presigned
 URL's query is its signature, and a storage host gets no credential) and remember what they find
-(``_secrets.remember``).
+(``_secrets.remember``). httpcore logs an answer's headers (DEBUG) before any hook sees them: ``HeaderLogFilter``
+masks the credentials (a ``Set-Cookie``) among the headers an HTTP logger's record lists.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -130,3 +132,25 @@ def install(http: Any) -> None:
         hooks = http.event_hooks[kind]
         if hook not in hooks:
             hooks.append(hook)
+
+
+_LISTED = re.compile(r"\(b'([^'\\]*)', b'((?:[^'\\]|\\.)*)'\)")
+"""A header as httpcore and hpack list one in a log line: ``(b'set-cookie', b'session=...; Path=/')``."""
+
+
+class HeaderLogFilter(logging.Filter):
+    """Masks, in a record that lists headers, the credentials among them (``credentials``): httpcore's DEBUG line
+    of an answer's headers is logged before ``see_answer`` has remembered its ``Set-Cookie``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """The record, its listed credentials masked; never dropped."""
+        message = record.getMessage()
+        found = credentials(_LISTED.findall(message)) if "(b'" in message else []
+        if found:
+            record.msg, record.args = _secrets.redact_keys(message, found), None
+        return True
+
+
+_FILTER = HeaderLogFilter()
+for _name in _secrets.HTTP_LOGGERS:
+    logging.getLogger(_name).addFilter(_FILTER)

@@ -199,3 +199,21 @@ def test_the_credentials_of_the_proxy_the_environment_names_are_masked(monkeypat
     said = str(info.value)
     assert "'proxy-authorization': 'Basic ***'" in said and said.endswith("(***)"), said
     assert password not in said and basic not in said
+
+
+@pytest.mark.slow  # a server
+def test_a_cookie_the_server_sets_is_masked_in_httpcores_debug_line_of_that_answer(caplog):
+    """httpcore logs an answer's headers (DEBUG) before any hook of httpx's sees them: the first ``Set-Cookie`` of a
+    session cookie was printed whole, the next ones masked."""
+    caplog.set_level(logging.DEBUG)
+    secret = "server-session-in-log-0123456789"
+
+    def set_cookie(conn: socket.socket, request: httpx.Request, stop: threading.Event) -> None:
+        answer = httpx.Response(200, json={"data": []}, headers={"Set-Cookie": f"session={secret}; Path=/"})
+        write_response(conn, answer)
+
+    with Loopback(set_cookie) as server, APIClient(server.url, max_retries=0) as api:
+        api.supported_models()
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("httpcore") and "set-cookie" in r.getMessage()]
+    assert lines and all("b'session=***; Path=/'" in line for line in lines), lines
+    assert secret not in caplog.text
