@@ -38,6 +38,9 @@ says the value is about the credential (``ABOUT_WORDS``)."""
 ABOUT_WORDS = frozenset({"id", "scheme", "type", "name", "provider", "expires", "expiry", "expiration", "issuer"})
 """Words that, after a credential word, name what the value says of it, not the credential: ``X-Api-Key-Id``,
 ``X-Auth-Scheme``, ``X-Auth-Token-Expires`` (masking those hid harmless words in every later message)."""
+OTHER_KEYS = frozenset({"idempotency", "cache"})
+"""Words that, before a credential word, say the value keys something else: ``Idempotency-Key``, which rlnb writes on
+every operation (masked, a server's "duplicate idempotency key ..." hid it), ``X-Cache-Key``."""
 PROOFS = frozenset({"response", "signature", "credential"})
 """The parameters of an ``Authorization`` value that prove the secret: Digest's ``response``, AWS's ``Signature`` and
 ``Credential``."""
@@ -48,10 +51,11 @@ is one from ``_secrets.MIN_LENGTH`` characters, as rlnb's own key."""
 
 
 def says_credential(name: str) -> bool:
-    """Whether ``name`` (a header's, cookie's or query parameter's) names a credential (``CREDENTIAL_WORDS``)."""
+    """Whether ``name`` (a header's, cookie's or query parameter's) names a credential (``CREDENTIAL_WORDS``, not
+    ``ABOUT_WORDS`` after them nor ``OTHER_KEYS``)."""
     words = re.split(r"[-_.]", name.strip().lower())
     at = [i for i, word in enumerate(words) if word in CREDENTIAL_WORDS]
-    return bool(at) and not ABOUT_WORDS.intersection(words[at[-1] + 1 :])
+    return bool(at) and not ABOUT_WORDS.intersection(words[at[-1] + 1 :]) and not OTHER_KEYS.intersection(words)
 
 
 def credentials(headers: Iterable[tuple[str, str]], added: frozenset[str] = frozenset()) -> list[str]:

@@ -217,3 +217,13 @@ def test_a_cookie_the_server_sets_is_masked_in_httpcores_debug_line_of_that_answ
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("httpcore") and "set-cookie" in r.getMessage()]
     assert lines and all("b'session=***; Path=/'" in line for line in lines), lines
     assert secret not in caplog.text
+
+
+def test_the_idempotency_key_rlnb_writes_is_no_credential():
+    """``Idempotency-Key`` holds the word ``key``: read as a credential, each operation's key was masked where a server
+    names it ("duplicate idempotency key ...") and took a place among the credentials kept."""
+    idempotency = "idem-0123456789abcdef"
+    http = httpx.Client(transport=httpx.MockTransport(echo))
+    with http, APIClient(BASE, http_client=http, max_retries=0) as api, pytest.raises(rlnb.BadRequestError) as info:
+        api.submit_operation("s1", rlnb.wire.OperationKind.WEIGHTS_SYNC, None, idempotency_key=idempotency)
+    assert f"'idempotency-key': '{idempotency}'" in str(info.value) and idempotency not in _secrets.known()
