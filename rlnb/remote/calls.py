@@ -62,7 +62,7 @@ M = TypeVar("M", bound=BaseModel)
 def _sent_with(http_client: httpx.Client, url: str) -> list[tuple[str, str]]:
     """What an ``http_client`` adds to rlnb's requests: its default headers, its cookies as ``Cookie`` headers, and the
     ``Authorization`` its ``auth=`` (user, password) writes."""
-    sent = [*http_client.headers.items(), *(("cookie", f"c={c.value or ''}") for c in http_client.cookies.jar)]
+    sent = [*http_client.headers.items(), *(("cookie", f"{c.name}={c.value or ''}") for c in http_client.cookies.jar)]
     if isinstance(http_client.auth, httpx.BasicAuth):  # a tuple given as auth= is one; its flow only adds the header
         request = next(http_client.auth.sync_auth_flow(httpx.Request("GET", url)))
         sent.append(("authorization", request.headers["authorization"]))

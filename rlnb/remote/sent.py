@@ -139,7 +139,7 @@ def install(http: Any) -> None:
 
 
 _LISTED = re.compile(r"\(b'([^'\\]*)', b'((?:[^'\\]|\\.)*)'\)")
-"""A header as httpcore and hpack list one in a log line: ``(b'set-cookie', b'session=...; Path=/')``."""
+"""A header as httpcore lists one in a log line: ``(b'set-cookie', b'session=...; Path=/')``."""
 
 
 class HeaderLogFilter(logging.Filter):
