@@ -1,7 +1,8 @@
 """API keys never leave rlnb: every text rlnb shows, raises or logs can be scrubbed of them.
 
-``register(key)`` remembers a key (the remote client does, for its own); ``redact(text)`` replaces each
-remembered key with ``***``, as written and as Python's ``repr`` of it (or of its bytes) would quote it.
+``register(key)`` remembers a key (the remote client does, for its own), ``remember(value)`` a credential seen on a
+request it sent (the latest ``SEEN_LIMIT``); ``redact(text)`` replaces each remembered key with ``***``, as written
+and as Python's ``repr`` of it (or of its bytes) would quote it.
 The client redacts what a server sends after JSON decoding, so a server that echoes the key with ``\\u``
 escapes is caught too. ``check_key`` refuses a key that no HTTP header can carry (a newline read from a
 file, a control or a non-ASCII character) before it is sent anywhere, without quoting it.
@@ -25,9 +26,9 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections import OrderedDict
 from typing import IO, Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from pydantic import SecretStr
 
@@ -45,35 +46,6 @@ def register(key: str) -> None:
     if len(key) >= MIN_LENGTH:
         with _lock:
             _keys.add(key)
-
-
-CREDENTIAL_WORDS = frozenset({"authorization", "auth", "token", "key", "apikey", "secret", "password", "cookie"})
-"""Words of a header's name (split at ``-`` and ``_``) that make its value a credential (``Authorization``,
-``X-Api-Key``, ``X-Auth-Token``, ``Helicone-Auth``, ``X-Api-Key-V2``, ``X-Ms-Authorization-Auxiliary``, ``Cookie``),
-unless a word after the last of them says the value is about the credential (``ABOUT_WORDS``)."""
-ABOUT_WORDS = frozenset({"id", "scheme", "type", "name", "provider", "expires", "expiry", "expiration", "issuer"})
-"""Words that, after a credential word, name what the value says of it, not the credential: ``X-Api-Key-Id``,
-``X-Auth-Scheme``, ``X-Auth-Token-Expires`` (masking those hid harmless words in every later message)."""
-CREDENTIAL_LENGTH = 16
-"""The shortest value taken for a credential by its header's name alone: a gateway's key or a session cookie is
-longer, and masking a word as short as ``accepted`` or ``training`` would garble every message that says it."""
-
-
-def credentials(headers: Iterable[tuple[str, str]]) -> list[str]:
-    """The credentials among ``headers`` (an ``http_client``'s defaults, which rlnb did not write): each value of a
-    header named as one holds, its last word (``Bearer sk-...``'s key) and a cookie's values. Registered by the remote
-    client, so that a server echoing them cannot put them in a message, a log line or a run folder."""
-    found: list[str] = []
-    for name, value in headers:
-        words = name.lower().replace("_", "-").split("-")
-        at = [i for i, word in enumerate(words) if word in CREDENTIAL_WORDS]
-        if not at or ABOUT_WORDS.intersection(words[at[-1] + 1 :]):
-            continue
-        if words[-1] == "cookie":  # name=value pairs: the values are the secrets
-            found += [part.partition("=")[2].strip() for part in value.split(";")]
-        else:
-            found += [value.strip(), value.split()[-1] if value.split() else ""]
-    return [v for v in dict.fromkeys(found) if len(v) >= CREDENTIAL_LENGTH]
 
 
 def hide(key: Any) -> Any:
@@ -151,20 +123,39 @@ def check_url(url: str, name: str) -> str:
     return url
 
 
+SEEN_LIMIT = 256
+"""How many of the credentials seen on requests (``remember``) are kept, the latest: a load balancer's cookie that
+changes with every answer (``AWSALB``) made one more each call, for the life of the process, and each text took
+longer to redact."""
+_seen: OrderedDict[str, None] = OrderedDict()
+
+
+def remember(value: str) -> None:
+    """Mask ``value``, a credential seen on a request rlnb sent (``rlnb.remote.sent``), as ``register`` does; of these,
+    the ``SEEN_LIMIT`` seen last are kept."""
+    if len(value) >= MIN_LENGTH:
+        with _lock:
+            _seen[value] = None
+            _seen.move_to_end(value)
+            while len(_seen) > SEEN_LIMIT:
+                _seen.popitem(last=False)
+
+
 def known() -> list[str]:
-    """The registered keys (a copy)."""
+    """The registered keys and the credentials remembered (a copy)."""
     with _lock:
-        return list(_keys)
+        return list(_keys.union(_seen))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1024)
 def forms(key: str) -> tuple[str, ...]:
     """How ``key`` may appear in a text: as written, as ``repr`` or ``ascii`` quote it (``\\n`` for a newline), as the
-    ``repr`` of its UTF-8 bytes quotes it (``b'Bearer ...\\n'`` in an h11 or httpcore message). Cached: every log
-    record and error message is redacted."""
+    ``repr`` of its UTF-8 bytes quotes it (``b'Bearer ...\\n'`` in an h11 or httpcore message), percent-encoded (a
+    query key with a ``/`` or ``+`` in a URL). Cached: every log record and error message is redacted."""
     escaped, as_ascii = repr(key)[1:-1], ascii(key)[1:-1]
     as_bytes = repr(key.encode("utf-8", "surrogatepass"))[2:-1]
-    return tuple(dict.fromkeys(k for k in (key, escaped, as_ascii, as_bytes) if k))
+    encoded = quote(key, safe="", errors="surrogatepass")
+    return tuple(dict.fromkeys(k for k in (key, escaped, as_ascii, as_bytes, encoded) if k))
 
 
 def redact(text: str) -> str:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, SecretStr
 from rlnb import _secrets
 from rlnb._checks import check_int
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
-from rlnb.remote import bodies, cookies, masking, redirects
+from rlnb.remote import bodies, cookies, masking, redirects, sent
 from rlnb.remote.call_spec import (
     API_PREFIX,
     DEFAULT_BASE_URL,
@@ -62,7 +62,7 @@ M = TypeVar("M", bound=BaseModel)
 def _sent_with(http_client: httpx.Client, url: str) -> list[tuple[str, str]]:
     """What an ``http_client`` adds to rlnb's requests: its default headers, its cookies as ``Cookie`` headers, and the
     ``Authorization`` its ``auth=`` (user, password) writes."""
-    sent = [*http_client.headers.items(), *(("cookie", f"c={c.value or ''}") for c in http_client.cookies.jar)]
+    sent = [*http_client.headers.items(), *(("cookie", f"{c.name}={c.value or ''}") for c in http_client.cookies.jar)]
     if isinstance(http_client.auth, httpx.BasicAuth):  # a tuple given as auth= is one; its flow only adds the header
         request = next(http_client.auth.sync_auth_flow(httpx.Request("GET", url)))
         sent.append(("authorization", request.headers["authorization"]))
@@ -99,7 +99,7 @@ class Caller:
         own = httpx.URL(self.base_url)
         self._origin = (own.scheme, own.host, own.port)
         self._api_key = _secrets.take_key(api_key, ENV_API_KEY)
-        given = _secrets.credentials(_sent_with(http_client, self.base_url)) if http_client is not None else []
+        given = sent.credentials(_sent_with(http_client, self.base_url)) if http_client is not None else []
         for credential in given:  # the user's own, sent as rlnb's key is: masked as it is
             _secrets.register(credential)
         if self._api_key is not None or given:
@@ -114,6 +114,7 @@ class Caller:
             transport = self._proxies.route(transport or DeadlineTransport())
             http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
+        sent.install(http_client)  # what each request to the API carries as it goes out is masked from then on
         redirects.install(http_client)  # a Location that is no URL: one error, not a transient failure retried
         self._server = ServerInfo(self._origin, server_extensions)
         self.features = self._server.features
@@ -200,6 +201,7 @@ class Caller:
                                  extensions=request.extensions)  # fmt: skip
         if self._api_key is not None:
             request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
+        request.extensions[sent.MARK] = frozenset(request.headers.keys())
         return request
 
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:

@@ -18,6 +18,7 @@ Go read one (neither urllib nor httpx does: httpx matches its first address only
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import contextvars
 import ipaddress
@@ -140,6 +141,8 @@ class Proxies:
         urls = {s: found[s] for s in SCHEMES if found.get(s) and "*" not in no}  # "*": for every host
         self._urls = {s: url if "://" in url else f"http://{url}" for s, url in urls.items()}
         self._networks = _networks(no)
+        for url in self._urls.values():
+            _register_user_info(url)
 
     def route(self, direct: httpx.BaseTransport) -> httpx.BaseTransport:
         """``direct`` for every request when the environment names no proxy; else a ``Route`` that sends a request
@@ -192,6 +195,16 @@ class Route(httpx.BaseTransport):
     def close(self) -> None:
         for transport in (self._direct, *self._proxied.values()):
             transport.close()
+
+
+def _register_user_info(url: str) -> None:
+    """A proxy URL's password, and the ``Proxy-Authorization`` token httpcore makes of its user info (past every hook
+    of httpx's, so ``sent`` never sees it), masked as keys are: a proxy that quotes the request would show them."""
+    with contextlib.suppress(httpx.InvalidURL):  # an unusable URL: ``route`` says so, naming the variable
+        parts = httpx.URL(url)
+        if parts.password:
+            _secrets.register(parts.password)
+            _secrets.register(base64.b64encode(f"{parts.username}:{parts.password}".encode()).decode())
 
 
 def _networks(entries: list[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
