@@ -34,12 +34,11 @@ from rlnb.engine import handlers
 from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.optim.failures import GRADIENTS_DROPPED
 from rlnb.engine.sampling import Drawn
-from rlnb.engine.stepping import optim_metrics
 from rlnb.engine.worker import failure
 from rlnb.errors import OperationError
 from rlnb.params import Hyperparams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
-from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
+from rlnb.tasks.rollouts import Rollout
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationKind as Kind
 from rlnb.wire import OptimizerKind, TrialStatus
@@ -221,7 +220,8 @@ class Ensemble:
         failed: list[int],
     ) -> dict[int, StepReport]:
         """The members that cannot train on this step leave (FAILED: ``fail_optim_step``), each added to ``failed`` (for
-        the caller to tell ``on_done``); the others are updated, their step recorded as ``rl_step`` records it."""
+        the caller to tell ``on_done``); the others are updated, their step recorded as ``rl_step`` records it
+        (``Recorder.trained``)."""
         fb_errors, fb_results = fb
         norms = self.optim.norms()
         grad_norms, reasons = norms.total.tolist(), {}
@@ -242,18 +242,9 @@ class Ensemble:
         stats_of = self.optim.step([hps[m] for m in self.live], norms) if self.live else []
         reports: dict[int, StepReport] = {}  # every member's step is recorded before any on_step (Ctrl-C in one)
         for m, stats in zip(list(self.live), stats_of, strict=True):
-            rec, (_, opt, sync) = self.records[m], ops[m]
-            rec.step += 1
-            rec.complete(opt, wire.OptimStepResult(step=rec.step, metrics=optim_metrics(stats, hps[m])))
-            rec.publish(sync)
-            rec.history.log_completions(rec.step, completion_rows(rollouts[m]))
-            metrics = step_metrics(rollouts[m], fb_results[m].metrics)  # what rl_step logs
-            rec.history.log(rec.step, **metrics)
-            self.rewards[m].append(metrics["reward"])
-            self.losses[m].append(fb_results[m].loss)
-            rewards = [r.reward for g in rollouts[m] for r in g]
-            loss, done = fb_results[m].loss, wire.OperationStatus.COMPLETED
-            reports[m] = StepReport(rec.step, metrics["reward"], loss, stats.grad_norm, done, rewards, metrics)
+            reports[m] = self.records[m].trained(ops[m][1:], stats, hps[m], rollouts[m], fb_results[m])
+            self.rewards[m].append(reports[m].reward)
+            self.losses[m].append(reports[m].loss)
         return reports
 
     def _params(self, i: int) -> StepParams:

@@ -3,7 +3,8 @@
 A member of an ensemble (``rlnb.batched``) has no ``Session`` or worker of its own, yet its run must read as
 any local run: the same ``config.json`` keys, and one record per operation that goes PENDING → RUNNING →
 COMPLETED (with the operation's wire output, which ``History`` folds in as for a session) or FAILED (with
-an API error code and message). ``Recorder`` does that, with the session's step numbering.
+an API error code and message). ``Recorder`` does that, with the session's step numbering, and logs a step
+that trained as ``rl_step`` logs it (``Recorder.trained``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ import torch
 
 from rlnb import wire
 from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.optim.trainer import StepStats
+from rlnb.engine.stepping import optim_metrics
 from rlnb.history import History, Record
 from rlnb.history.runs import warn_continued
+from rlnb.params import Hyperparams
+from rlnb.tasks import StepReport
+from rlnb.tasks.rollouts import Rollout, completion_rows, step_metrics
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationStatus as Status
 
@@ -140,6 +146,26 @@ class Recorder:
         """Run and complete the weights-sync ``op``: it publishes the completed optim-steps as the weights version."""
         self.running(op)
         self.complete(op, wire.WeightsSyncResult(weights_version=self.step))
+
+    def trained(
+        self,
+        ops: tuple[Op, Op],
+        stats: StepStats,
+        hp: Hyperparams,
+        rollouts: list[list[Rollout]],
+        fb: wire.ForwardBackwardResult,
+    ) -> StepReport:
+        """A step that trained, recorded as ``rl_step`` records it: its optim-step and weights-sync (``ops``)
+        completed, its completions and RL metrics logged; its report for ``on_step``."""
+        opt, sync = ops
+        self.step += 1
+        self.complete(opt, wire.OptimStepResult(step=self.step, metrics=optim_metrics(stats, hp)))
+        self.publish(sync)
+        self.history.log_completions(self.step, completion_rows(rollouts))
+        metrics = step_metrics(rollouts, fb.metrics)
+        self.history.log(self.step, **metrics)
+        rewards = [r.reward for g in rollouts for r in g]
+        return StepReport(self.step, metrics["reward"], fb.loss, stats.grad_norm, Status.COMPLETED, rewards, metrics)
 
     def abandon(self, message: str, code: Code = Code.SESSION_NOT_ACTIVE) -> None:
         """Fail every operation not yet finished (the run stopped or broke while they were queued or running)."""

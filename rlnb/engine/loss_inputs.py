@@ -10,7 +10,7 @@ import torch
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb.engine.refusals import InvalidLossInput, check_loaded, mask_key
+from rlnb.engine.refusals import InvalidLossInput, check_given, check_loaded
 from rlnb.samples import LOGPROB_SLACK
 from rlnb.wire import LOSS_CROSS_ENTROPY, LOSS_GRPO
 from rlnb.wire.loss_params import GrpoLossAggregationType
@@ -34,14 +34,8 @@ def validate(
         raise InvalidLossInput("empty batch: at least one sample is required")
     if len(inputs) != len(seq_lens):
         raise InvalidLossInput(f"got loss inputs for {len(inputs)} samples but {len(seq_lens)} model inputs")
+    check_given(spec, params["beta"] if loss_type == LOSS_GRPO else 0.0, inputs)  # GRPO's beta: no call
     for i, (x, n) in enumerate(zip(inputs, seq_lens, strict=True)):
-        for key in spec.required:
-            if key not in x:
-                raise InvalidLossInput(f"sample {i}: missing required input {key!r} for {loss_type}")
-        if "mask" in spec.optional:
-            mask_key(f"sample {i}", x)
-        if loss_type == LOSS_GRPO and params["beta"] > 0 and "reference_logprobs" not in x:
-            raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
         masked = _MASKED if loss_type != LOSS_CROSS_ENTROPY else ()  # the mask first: it says which positions are read
         for key in spec.required + spec.optional:
             if key in x and key not in masked:

@@ -137,6 +137,19 @@ def mask_key(where: str, x: Mapping[str, Any]) -> str | None:
     return "weights" if "weights" in x else "mask" if "mask" in x else None
 
 
+def check_given(spec: wire.LossSpec, beta: float, inputs: Sequence[Mapping[str, Any]]) -> None:
+    """Each sample's loss inputs hold what its loss reads: each of ``spec.required``, GRPO's ``reference_logprobs``
+    where ``beta`` > 0, and not both weights and mask (``mask_key``). Raise InvalidLossInput naming the sample."""
+    for i, x in enumerate(inputs):
+        for key in spec.required:
+            if key not in x:
+                raise InvalidLossInput(f"sample {i}: missing required input {key!r} for {spec.type}")
+        if "mask" in spec.optional:
+            mask_key(f"sample {i}", x)
+        if spec.type == wire.LOSS_GRPO and beta > 0 and "reference_logprobs" not in x:
+            raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
+
+
 def check_target_ids(where: str, td: wire.TensorData, vocab: int | None) -> None:
     """``INVALID_INPUT`` naming ``where`` for int64 ``target_tokens`` outside the vocabulary (None: no bound): from
     ``data``'s own min and max (whole numbers once read), C passes where a tensor's would be 4 torch ops."""

@@ -5,53 +5,66 @@ the wrong type is left out, not trusted, and named to the caller (``record.warn_
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from rlnb.history.jsontext import NON_FINITE, number, numbers
-from rlnb.history.record import COLUMNS, FLOATS, INT64, LATEST_TIME, TIMES, Record, fits_float, fits_int64
+from rlnb.history.record import COLUMNS, INT64, LATEST_TIME, SHAPES, Record, Shape, fits_float, fits_int64
 from rlnb.text.prompts import escaped, surrogate
 
-_INTS = ("step", "weights_version")
-_TEXTS = ("op_id", "status")
-_OPTIONAL_TEXTS = ("error_code", "error_message", "na_reason")
-TEXT_FIELDS = frozenset({"kind", *_TEXTS, *_OPTIONAL_TEXTS})
-"""Text a record holds as valid Unicode: a lone surrogate (a server's ``"\\ud800"`` escape in an error message, a hand
-edit) is kept written as its escape. It failed ``History.df`` (pandas' text columns hold UTF-8) from then on, in every
-load of the run, ``rlnb.runs()`` and the plots too."""
+_NUMBERS = frozenset({Shape.FIGURE, Shape.TIME})
+"""Shapes whose ``None`` (JSON's null) is a missing number: the ``Record`` holds NaN."""
+_TEXTS = frozenset({Shape.TEXT, Shape.MAYBE_TEXT})
+"""Shapes of text a record holds as valid Unicode: a lone surrogate (a server's ``"\\ud800"`` escape in an error
+message, a hand edit) is kept written as its escape. It failed ``History.df`` (pandas' text columns hold UTF-8) from
+then on, in every load of the run, ``rlnb.runs()`` and the plots too."""
 
 
-def _valid(name: str, v: Any) -> bool:
-    """Whether a loaded value fits the ``Record`` field (``None`` stands for NaN in float fields)."""
-    if name in TIMES:
-        return v is None or (fits_float(v) and not abs(v) > LATEST_TIME)  # NaN is a time not yet reached
-    if name in FLOATS:
-        return v is None or fits_float(v)
-    if name in _INTS:  # step counts and versions: never below 0 (``log`` refuses a negative step too)
-        return v is None or (fits_int64(v) and v >= 0)
-    if name in _TEXTS:
-        return isinstance(v, str)
-    if name in _OPTIONAL_TEXTS:
-        return v is None or isinstance(v, str)
-    if name == "metrics":
-        return isinstance(v, dict) and all(fits_float(x) for x in v.values())
-    if name == "params":
-        return isinstance(v, dict)
-    return True
+class _Check(NamedTuple):
+    """How a value of one ``Shape`` is read back: the full check, and the value of the usual type kept at once."""
+
+    fits: Callable[[Any], bool]
+    """Whether a loaded value (``_numbers``'d: ``None`` stands for NaN in a number) fits the shape."""
+    limit: float
+    """A number's largest absolute value (a float within it is kept at once); 0 for the others."""
+    usual: frozenset[type]
+    """The types of a value kept as read (text: ASCII; an int: from 0 below int64)."""
+    inside: frozenset[type] = frozenset()
+    """The types of a dict's values kept as read (``numbers`` leaves them as they are)."""
+
+
+_NONE = type(None)
+_CHECKS = {
+    Shape.COUNT: _Check(lambda v: v is None or (fits_int64(v) and v >= 0), 0.0, frozenset({int, _NONE})),
+    Shape.FIGURE: _Check(lambda v: v is None or fits_float(v), math.inf, frozenset()),
+    Shape.TIME: _Check(lambda v: v is None or (fits_float(v) and not abs(v) > LATEST_TIME), LATEST_TIME, frozenset()),
+    Shape.TEXT: _Check(lambda v: isinstance(v, str), 0.0, frozenset({str})),
+    Shape.MAYBE_TEXT: _Check(lambda v: v is None or isinstance(v, str), 0.0, frozenset({str, _NONE})),
+    Shape.FIGURES: _Check(
+        lambda v: isinstance(v, dict) and all(fits_float(x) for x in v.values()),
+        0.0, frozenset({dict}), frozenset({float}),
+    ),
+    Shape.PARAMS: _Check(
+        lambda v: isinstance(v, dict), 0.0, frozenset({dict}), frozenset({float, int, bool, _NONE})
+    ),
+}  # fmt: skip
+"""Each shape's checks: a count is never below 0 (``log`` refuses a negative step too); a time past ``LATEST_TIME``
+is damage (NaN is a time not reached yet)."""
 
 
 def _text(value: str) -> str:
-    """``value`` as valid Unicode: a lone surrogate written as its escape (``TEXT_FIELDS``); ASCII, at once."""
+    """``value`` as valid Unicode: a lone surrogate written as its escape (``_TEXTS``); ASCII, at once."""
     return value if value.isascii() else escaped(value)
 
 
-def _numbers(name: str, v: Any) -> Any:
+def _numbers(shape: Shape, v: Any) -> Any:
     """A loaded field's value with its ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` as the floats (``jsontext``)
     where it holds numbers; a text field's as written."""
-    if name in FLOATS or name in TIMES:
+    if shape in _NUMBERS:
         return number(v)
-    if name == "metrics" and isinstance(v, dict):
+    if shape is Shape.FIGURES and isinstance(v, dict):
         return {k: number(x) for k, x in v.items()}
-    return numbers(v) if name == "params" else v
+    return numbers(v) if shape is Shape.PARAMS else v
 
 
 def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
@@ -88,37 +101,19 @@ def from_row(row: dict[str, Any], bad: list[str]) -> Record | None:
 
 def _field(name: str, v: Any, bad: list[str], values: dict[str, Any]) -> None:
     """Put a loaded field's value in ``values`` as the ``Record`` holds it, or name it in ``bad``."""
-    v = _numbers(name, v)
-    if not _valid(name, v):
+    shape = SHAPES[name]
+    v = _numbers(shape, v)
+    if not _CHECKS[shape].fits(v):
         bad.append(f"{name} = {v!r}"[:80])
         return
-    values[name] = math.nan if v is None and (name in FLOATS or name in TIMES) else v
-    if isinstance(v, str) and name in TEXT_FIELDS:
+    values[name] = math.nan if v is None and shape in _NUMBERS else v
+    if isinstance(v, str) and shape in _TEXTS:
         values[name] = _text(v)
 
 
-_TYPES: dict[str, frozenset[type]] = {
-    "seq": frozenset({int}),
-    "kind": frozenset({str}),
-    **{name: frozenset({str}) for name in _TEXTS},
-    **{name: frozenset({str, type(None)}) for name in _OPTIONAL_TEXTS},
-    **{name: frozenset({int, type(None)}) for name in _INTS},
-    "metrics": frozenset({dict}),
-    "params": frozenset({dict}),
-}
-_INSIDE = {"metrics": frozenset({float}), "params": frozenset({float, int, bool, type(None)})}
-_FAST = tuple(
-    (
-        name,
-        math.inf if name in FLOATS else LATEST_TIME if name in TIMES else 0.0,
-        _TYPES.get(name, frozenset()),
-        _INSIDE.get(name, frozenset()),
-    )
-    for name in COLUMNS
-)
-"""Each field in ``COLUMNS`` order, for ``from_row``: its limit (the largest absolute value of a figure or time; 0
-for the others), the types of a value kept as read (text: ASCII; an int: from 0 to int64), and those of a dict's
-values kept as read (``metrics``' floats; ``params``' plain values, which ``numbers`` leaves as they are)."""
+_FAST = tuple((name, *_CHECKS[SHAPES[name]][1:]) for name in COLUMNS)
+"""Each field in ``COLUMNS`` order, for ``from_row``: its name and its shape's ``limit``, ``usual`` and ``inside``
+(a field ``SHAPES`` misses fails here, at import)."""
 
 
 def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:

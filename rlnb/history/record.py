@@ -8,6 +8,7 @@ Together's optim-step returns only ``step``, so a remote session has no gradient
 
 from __future__ import annotations
 
+import enum
 import math
 import operator
 import sys
@@ -78,10 +79,32 @@ class Record:
         return self.loss
 
 
+class Shape(enum.Enum):
+    """What a field of a run folder's line holds: ``rlnb.history.loaded`` checks each value read back by it."""
+
+    COUNT = "an integer from 0 below 2**63, or null"
+    FIGURE = "a number (null or NaN: not reported)"
+    TIME = "POSIX seconds, within LATEST_TIME either side of 1970 (null or NaN: not reached yet)"
+    TEXT = "text"
+    MAYBE_TEXT = "text, or null"
+    FIGURES = "an object of numbers"
+    PARAMS = "an object (the optimizer params as sent)"
+
+
+SHAPES: dict[str, Shape] = {
+    "seq": Shape.COUNT, "kind": Shape.TEXT, "op_id": Shape.TEXT, "status": Shape.TEXT,
+    "error_code": Shape.MAYBE_TEXT, "error_message": Shape.MAYBE_TEXT, "step": Shape.COUNT,
+    "loss": Shape.FIGURE, "metrics": Shape.FIGURES, "grad_norm": Shape.FIGURE, "grad_norm_muon": Shape.FIGURE,
+    "grad_norm_adam": Shape.FIGURE, "grad_clip_norm": Shape.FIGURE, "learning_rate": Shape.FIGURE,
+    "params": Shape.PARAMS, "weights_version": Shape.COUNT, "na_reason": Shape.MAYBE_TEXT,
+    "submitted_at": Shape.TIME, "started_at": Shape.TIME, "finished_at": Shape.TIME,
+}  # fmt: skip
+"""Each ``Record`` field's shape, in field order: the one description of a field's type that a load checks by (a
+field missing here fails ``rlnb.history.loaded``'s import)."""
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Record))
-FLOATS = ("loss", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
+FLOATS = tuple(name for name, shape in SHAPES.items() if shape is Shape.FIGURE)
 CATEGORIES = ("kind", "status", "error_code")
-TIMES = ("submitted_at", "started_at", "finished_at")
+TIMES = tuple(name for name, shape in SHAPES.items() if shape is Shape.TIME)
 ROW_FIELDS = operator.attrgetter(*COLUMNS)
 """A record's values, in ``COLUMNS`` order (C: one call)."""
 

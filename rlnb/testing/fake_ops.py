@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rlnb import params as params_mod
 from rlnb import wire
-from rlnb.engine.refusals import TRAINER_ONLY, InvalidLossInput, check_read, mask_key
+from rlnb.engine.refusals import TRAINER_ONLY, InvalidLossInput, check_given, check_read
 from rlnb.engine.stops import StopMatcher
 from rlnb.errors import OperationError
 from rlnb.samples import LOGPROB_SLACK
@@ -38,7 +38,10 @@ def forward_backward(fake: FakeBackend, body: wire.ForwardBackwardBody) -> wire.
     inputs = [read_sample(fake, i, s) for i, s in enumerate(body.samples)]
     try:
         check_read(loss_type, [x for x, _ in inputs])
-        counted = [_counted(loss_type, spec, body.loss, i, x, n) for i, (x, n) in enumerate(inputs)]
+        beta = getattr(getattr(body.loss, spec.params_field) if spec.params_field else None, "beta", None)
+        beta = spec.defaults.get("beta", 0.0) if beta is None else beta
+        check_given(spec, beta, [x for x, _ in inputs])
+        counted = [_counted(loss_type, spec, beta, i, x, n) for i, (x, n) in enumerate(inputs)]
     except InvalidLossInput as exc:
         raise _refuse(str(exc)) from None
     value = float(fake.loss(fake.step))
@@ -67,20 +70,12 @@ def custom_forward_backward(
 
 
 def _counted(
-    loss_type: str, spec: wire.LossSpec, loss: Any, i: int, x: dict[str, wire.TensorData], n: int
+    loss_type: str, spec: wire.LossSpec, beta: float, i: int, x: dict[str, wire.TensorData], n: int
 ) -> list[bool]:
-    """Sample ``i``'s loss inputs checked in the engine's words (``rlnb.engine.loss_inputs.validate``), and the
-    positions its loss counts: weights (or a policy loss's mask) not 0, else every one."""
+    """Sample ``i``'s loss inputs (those it reads given: ``check_given``) checked in the engine's words
+    (``rlnb.engine.loss_inputs.validate``), and the positions its loss counts: weights (or a policy loss's mask) not
+    0, else every one."""
     reads = (*spec.required, *spec.optional)
-    for key in spec.required:
-        if key not in x:
-            raise _refuse(f"sample {i}: missing required input {key!r} for {loss_type}")
-    if "mask" in spec.optional:
-        mask_key(f"sample {i}", x)
-    beta = getattr(getattr(loss, spec.params_field) if spec.params_field else None, "beta", None)
-    beta = spec.defaults.get("beta", 0.0) if beta is None else beta
-    if loss_type == wire.LOSS_GRPO and beta > 0 and "reference_logprobs" not in x:
-        raise _refuse(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
     for key in reads:
         if key in x and len(x[key].data) != n:
             raise _refuse(f"sample {i}: input {key!r} must be 1-D of length {n} (the model input's), got "

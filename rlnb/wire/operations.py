@@ -23,7 +23,7 @@ from rlnb.wire.inputs import Sample, TensorData, int64_problem
 from rlnb.wire.losses import LossConfig
 from rlnb.wire.optim import OptimStepBody, OptimStepResult
 from rlnb.wire.sampling import SampleBody, SampleOutput
-from rlnb.wire.status import OperationErrorCode, OperationStatus, unknown_code
+from rlnb.wire.status import OperationErrorCode, OperationStatus, _CodedError
 
 __all__ = [
     "CHANGES_SESSION",
@@ -107,18 +107,14 @@ OFFLOADED_RESULT_MEMBERS: Final[dict[OperationKind, tuple[str, ...]]] = {
 Output = TypeVar("Output")
 
 
-class OperationError(_Model):
+class OperationError(_CodedError):
     """Why an operation FAILED: an ``OperationErrorCode`` and the server's message."""
+
+    FALLBACK = OperationErrorCode.UNSPECIFIED
 
     code: OperationErrorCode | None = None
     """Why the operation failed; ``None`` when the server gave no code."""
     message: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _unknown_code(cls, data: Any) -> Any:
-        """A code newer than the catalogue is ``UNSPECIFIED``; the message keeps it (``unknown_code``)."""
-        return unknown_code(data, OperationErrorCode, OperationErrorCode.UNSPECIFIED)
 
 
 class Operation(_Model, Generic[Output]):

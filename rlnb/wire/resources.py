@@ -4,14 +4,14 @@ and the supported-models listing (what a resource can be made of)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from rlnb.wire.base import INT32_MAX, Newer, StrictBool, StrictInt, _Model, _Request
 from rlnb.wire.checkpoints import ListMeta
 from rlnb.wire.optim import OptimizerConfig
-from rlnb.wire.status import ModelResourcesErrorCode, ModelResourcesStatus, unknown_code
+from rlnb.wire.status import ModelResourcesErrorCode, ModelResourcesStatus, _CodedError
 
 __all__ = [
     "ComputeConfig",
@@ -74,18 +74,14 @@ class ModelResourcesStatusDetails(_Model):
     queue_position: int | None = None
 
 
-class ModelResourcesError(_Model):
+class ModelResourcesError(_CodedError):
     """Why a model resource is in ERROR: a ``ModelResourcesErrorCode``, a message, and when."""
+
+    FALLBACK = ModelResourcesErrorCode.PROVISIONING_FAILED
 
     code: ModelResourcesErrorCode
     message: str
     occurred_at: datetime
-
-    @model_validator(mode="before")
-    @classmethod
-    def _unknown_code(cls, data: Any) -> Any:
-        """A code newer than the catalogue is ``PROVISIONING_FAILED``; the message keeps it (``unknown_code``)."""
-        return unknown_code(data, ModelResourcesErrorCode, ModelResourcesErrorCode.PROVISIONING_FAILED)
 
 
 class ModelResources(_Model):

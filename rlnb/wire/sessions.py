@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field, Strict, ValidationError, field_validator, model_validator
+from pydantic import Field, Strict, ValidationError, field_validator
 
 from rlnb._scalars import scalar
 from rlnb.wire.base import (
@@ -21,7 +21,7 @@ from rlnb.wire.base import (
     lone_surrogate,
 )
 from rlnb.wire.checkpoints import InferenceCheckpoint, ListMeta, TrainingCheckpoint
-from rlnb.wire.status import SessionErrorCode, SessionStatus, unknown_code
+from rlnb.wire.status import SessionErrorCode, SessionStatus, _CodedError
 
 __all__ = [
     "LoraConfig",
@@ -131,18 +131,14 @@ class PolicyState(_Model):
     """Policy version produced by the last completed optim-step."""
 
 
-class SessionError(_Model):
+class SessionError(_CodedError):
     """Why a session is in ERROR: a ``SessionErrorCode``, a message, and when."""
+
+    FALLBACK = SessionErrorCode.SESSION_FAILED
 
     code: SessionErrorCode
     message: str
     occurred_at: datetime
-
-    @model_validator(mode="before")
-    @classmethod
-    def _unknown_code(cls, data: Any) -> Any:
-        """A code newer than the catalogue is ``SESSION_FAILED``; the message keeps it (``unknown_code``)."""
-        return unknown_code(data, SessionErrorCode, SessionErrorCode.SESSION_FAILED)
 
 
 class Session(_Model):

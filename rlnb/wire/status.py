@@ -2,13 +2,18 @@
 
 A member is the spec's string itself (``OperationStatus.FAILED == "TRAINING_OPERATION_STATUS_FAILED"``),
 so it compares, hashes, serialises and prints as the plain string the API sends; its name is the short
-form rlnb shows (``FAILED``, ``NON_FINITE_LOSS``). Code outside ``wire`` names members, never the strings.
+form rlnb shows (``FAILED``, ``NON_FINITE_LOSS``). Code outside ``wire`` names members, never the strings. The
+API's error objects read a code newer than their catalogue as its fallback (``_CodedError``, ``unknown_code``).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Final
+from typing import Any, ClassVar, Final
+
+from pydantic import model_validator
+
+from rlnb.wire.base import _Model
 
 __all__ = [
     "RESOURCE_ACTIVE",
@@ -150,6 +155,18 @@ def unknown_code(data: object, catalogue: type[StrEnum], fallback: StrEnum) -> o
     said = data.get("message")
     message = f"{code} (a code rlnb does not know)" + (f": {said}" if isinstance(said, str) else "")
     return {**data, "code": fallback, "message": message}
+
+
+class _CodedError(_Model):
+    """An API error object whose ``code`` is in a catalogue that a newer server may have added to: such a code reads as
+    the subclass's ``FALLBACK`` (a member of that catalogue), the message keeping it (``unknown_code``)."""
+
+    FALLBACK: ClassVar[StrEnum]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_code(cls, data: Any) -> Any:
+        return unknown_code(data, type(cls.FALLBACK), cls.FALLBACK)
 
 
 def filterable(catalogue: type[StrEnum]) -> list[StrEnum]:

@@ -5,7 +5,7 @@ import signal
 import torch
 
 import rlnb
-from rlnb.batched import Member, ensemble, run_batched
+from rlnb.batched import Member, recorder, run_batched
 from rlnb.history import History
 from rlnb.tasks import Task
 
@@ -16,7 +16,7 @@ def test_a_ctrl_c_while_the_members_step_is_recorded_stops_them_after_it_with_no
     """A real SIGINT arrives while member 0's trained step 2 is being recorded: member 0's step was recorded whole
     and member 1's optim-step and weights-sync COMPLETED, but its reward, completions and result's step were lost
     (``steps_done`` 1, "stopped after 1 of 3 steps", beside a History of 2 steps and weights trained twice)."""
-    real, calls = ensemble.completion_rows, []
+    real, calls = recorder.completion_rows, []
 
     def rows(rollouts: object) -> object:
         calls.append(1)
@@ -24,7 +24,7 @@ def test_a_ctrl_c_while_the_members_step_is_recorded_stops_them_after_it_with_no
             signal.raise_signal(signal.SIGINT)
         return real(rollouts)
 
-    monkeypatch.setattr(ensemble, "completion_rows", rows)
+    monkeypatch.setattr(recorder, "completion_rows", rows)
     members = [Member(rlnb.AdamParams(learning_rate=1e-2), seed=s, run_id=f"m{s}") for s in range(2)]
     results = run_batched("tiny", "adam", members, steps=3, task=TASK, runs_dir=tmp_path, device="cpu")
     for result, run in zip(results, ("m0", "m1"), strict=True):
@@ -67,7 +67,7 @@ def test_a_ctrl_c_while_a_member_leaves_the_stack_stops_the_others_each_with_its
 def test_a_ctrl_c_in_the_step_a_member_fails_still_tells_on_done_of_every_member_once(monkeypatch):
     """Member 1's params at step 2 (eps 1e-50: 0 in float32) are refused as its session's optim-step refuses them,
     while a SIGINT arrives as member 0's step 2 is recorded: member 1 is FAILED, and ``on_done`` hears of it too."""
-    real, calls = ensemble.completion_rows, []
+    real, calls = recorder.completion_rows, []
 
     def rows(rollouts: object) -> object:
         calls.append(1)
@@ -75,7 +75,7 @@ def test_a_ctrl_c_in_the_step_a_member_fails_still_tells_on_done_of_every_member
             signal.raise_signal(signal.SIGINT)
         return real(rollouts)
 
-    monkeypatch.setattr(ensemble, "completion_rows", rows)
+    monkeypatch.setattr(recorder, "completion_rows", rows)
     members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
     members[1] = Member(lambda i: rlnb.AdamParams(eps=1e-50 if i == 1 else 1e-8), seed=1)
     done: list[int] = []

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # builds a session and runs 30 profiled steps
 
 TEXT = list(b"hello world, this is a training step of rlnb")
 STEPS = 10
-BOUND = 180
+BOUND = 181
 """Python calls outside torch per forward-backward + optim-step + result(): 752 before issue 20's cuts (a call per
 record field to spell its floats, a path join per line written, a dtype check per gradient, a ``Future.done()`` per
 status report or ``done()``), 464 after; 469 later, 425 after the second cut (a generator per part of a submitted
@@ -50,8 +50,9 @@ worker's operation id made in ``submit``, 2; a wait asking the worker's own ``ru
 after a fixed count set by ``ThreadUse.before`` itself (the lease's ``apply``, 2); 173 with a submission's Ctrl-C
 held until it is whole (``ctrl_c.hold``, 2); 177 with the checks the engine shares with ``FakeBackend`` made
 functions of ``rlnb.engine.refusals`` (a loss input's ``check_loaded`` and its finiteness lambda, 3; the target ids'
-``check_target_ids``, 1) and a body's unset fields left out (``wire.given``, 1): the bound leaves room for checks to
-come, not for those costs to return."""
+``check_target_ids``, 1) and a body's unset fields left out (``wire.given``, 1); 178 with the loss inputs' keys
+checked by the function ``FakeBackend`` calls too (``refusals.check_given``, once a forward-backward, 1): the bound
+leaves room for checks to come, not for those costs to return."""
 
 
 MUON_BOUND = 215

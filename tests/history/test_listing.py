@@ -207,3 +207,24 @@ def test_from_rows_fast_path_keeps_what_its_checks_keep(row):
     bad: list[str] = []
     rec = from_row(row, bad)
     assert repr(rec) == repr(Record(**values)) and bad == expected_bad  # repr: NaN equals NaN there
+
+
+ODD = [0, 1, -1, 2**63 - 1, 2**63, 10**400, 1.5, -0.0, math.nan, math.inf, -math.inf, 1e300, 9.3e9, -9.3e9, 9.2e9,
+       True, False, None, "x", "é", "\ud800", "NaN", "Infinity", "-Infinity", {}, {"a": 1.0}, {"a": True}, {"a": 1},
+       {"a": "NaN"}, {"a": math.nan}, {"a": 10**400}, {"a": [1]}, {"a": None}, [], [1.0]]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", COLUMNS)
+def test_from_rows_fast_path_agrees_with_its_checks_on_odd_values_in_every_field(name):
+    """Each field's fast path (its shape's usual types) and its full check (``_field``) keep or name the same values:
+    a field's shape is described once, in ``record.SHAPES``, so neither may drift from the other."""
+    for value in ODD:
+        expected_bad: list[str] = []
+        values: dict = {"seq": 1, "kind": "optim-step"}
+        _field(name, value, expected_bad, values)
+        bad: list[str] = []
+        rec = from_row({"seq": 1, "kind": "optim-step", name: value}, bad)
+        if rec is None:  # a line without a usable seq and kind is no record
+            assert name in ("seq", "kind") and len(bad) == 1, value
+            continue
+        assert (repr(rec), bad) == (repr(Record(**values)), expected_bad), value  # repr: NaN equals NaN there

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from rlnb import wire
-from rlnb.history import export
+from rlnb.history import export, record
 
 RLNB = Path(__file__).resolve().parents[2] / "rlnb"
 
@@ -55,3 +55,10 @@ def test_the_non_finite_spelling_is_defined_in_one_module_and_the_export_takes_i
     assert text == '{"a":"-Infinity","b":"NaN","c":"Infinity"}'
     back = export.from_json_text(text)
     assert back["a"] == -math.inf and math.isnan(back["b"]) and back["c"] == math.inf
+
+
+def test_each_record_field_has_one_shape_and_the_float_and_time_columns_are_its_shapes():
+    """``record.SHAPES`` is the one description of a field's type: a load checks by it, the table's columns by it."""
+    assert tuple(record.SHAPES) == record.COLUMNS
+    assert record.FLOATS == ("loss", "grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
+    assert record.TIMES == ("submitted_at", "started_at", "finished_at")

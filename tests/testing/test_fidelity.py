@@ -47,6 +47,10 @@ BAD_INPUTS = {
                            "weights": wire.TensorData(data=[0.0, 1.0], dtype="float32")}})], "ppo", None),
     "weights of another length": ([{**CE.model_dump(), "loss_fn_inputs": {
         **CE.model_dump()["loss_fn_inputs"], "weights": {"data": [1.0], "dtype": "float32"}}}], "cross_entropy", None),
+    "a sample without its weights after one whose weights are of another length": ([{**CE.model_dump(),
+        "loss_fn_inputs": {**CE.model_dump()["loss_fn_inputs"], "weights": {"data": [1.0], "dtype": "float32"}}},
+        {**CE.model_dump(), "loss_fn_inputs": {"target_tokens": CE.model_dump()["loss_fn_inputs"]["target_tokens"]}}],
+        "cross_entropy", None),  # the inputs' keys are checked first, in every sample
     "a target outside the vocabulary": ([{**CE.model_dump(), "loss_fn_inputs": {
         **CE.model_dump()["loss_fn_inputs"], "target_tokens": {"data": [2, 3, 999], "dtype": "int64"}}}],
         "cross_entropy", None),
