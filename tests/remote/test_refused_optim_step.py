@@ -3,19 +3,14 @@ forward-backwards accumulated stay on the server, and the next optim-step applie
 call that drops them, so the failure says so and what to do, in the in-process engine's words for a refused
 optim-step (``rlnb.params.GRADIENTS_KEPT``), and the history keeps that message."""
 
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import httpx
 import pytest
 
 import rlnb
 from rlnb import params, samples, wire
-from rlnb.engine import handlers
 from rlnb.tasks import Task, rl_step
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, error, quick
-from tests.support.server import DEADLINE, app_client
+from tests.support.server import DEADLINE, app_client, held
 
 FB, OPT = wire.OperationKind.FORWARD_BACKWARD, wire.OperationKind.OPTIM_STEP
 BATCH = [samples.cross_entropy(list(b"held back"))]
@@ -23,29 +18,12 @@ PARAMS = rlnb.AdamParams(learning_rate=0.01, grad_clip_norm=0)  # no clipping: g
 KEPT = params.GRADIENTS_KEPT.lstrip("; ")
 
 
-@contextmanager
-def held_forward_backwards(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """The app's forward-backwards wait, running, until the yielded event is set (at the latest when the block ends):
-    they count against ``max_pending_operations`` until the test lets them go."""
-    gate, run = threading.Event(), handlers.HANDLERS[FB]
-
-    def held(engine, body, cancelled):
-        assert gate.wait(DEADLINE), "the test never let the forward-backward go"
-        return run(engine, body, cancelled)
-
-    monkeypatch.setitem(handlers.HANDLERS, FB, held)
-    try:
-        yield gate
-    finally:
-        gate.set()
-
-
 @pytest.mark.slow  # the app on a model and a session on it (seconds on a loaded machine)
 def test_an_optim_step_refused_429_says_its_gradients_stay_and_the_next_step_applies_them(tmp_path, monkeypatch):
     with (
         app_client(tmp_path, max_pending_operations=2) as c,
         rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=c, max_retries=0) as s,
-        held_forward_backwards(monkeypatch) as gate,
+        held(monkeypatch, FB) as gate,
     ):
         fbs = [s.forward_backward(BATCH) for _ in range(2)]
         refused = s.optim_step(PARAMS)
@@ -68,7 +46,7 @@ def test_rl_step_whose_optim_step_is_refused_says_its_gradients_stay(tmp_path, m
     with (
         app_client(tmp_path, max_pending_operations=1) as c,
         rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=c, max_retries=0, record=False) as s,
-        held_forward_backwards(monkeypatch) as gate,
+        held(monkeypatch, FB) as gate,
     ):
         with pytest.raises(rlnb.OperationFailed) as info:
             rl_step(s, task, PARAMS, seed=1)
