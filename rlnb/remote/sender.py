@@ -207,8 +207,9 @@ class Sender:
 
 def _took_nothing(exc: APIError) -> bool:
     """Whether a POST answered with ``exc`` surely took nothing on a session that lives on: a 4xx, but a 404 (no such
-    session: nothing to apply its gradients). No answer, or a 5xx, may have acted."""
-    return isinstance(exc, APIStatusError) and 400 <= exc.status_code < 500 and exc.status_code != 404
+    session: nothing to apply its gradients) and a 409 (its Idempotency-Key already used: a retry whose first try the
+    server may have taken). No answer, or a 5xx, may have acted."""
+    return isinstance(exc, APIStatusError) and 400 <= exc.status_code < 500 and exc.status_code not in (404, 409)
 
 
 def _size(op: PreparedOperation) -> int:

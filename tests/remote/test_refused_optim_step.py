@@ -59,10 +59,11 @@ def test_rl_step_whose_optim_step_is_refused_says_its_gradients_stay(tmp_path, m
 
 
 @pytest.mark.parametrize(
-    ("status", "kept"), [(429, True), (400, True), (403, True), (404, False), (500, False)]
+    ("status", "kept"), [(429, True), (400, True), (403, True), (404, False), (409, False), (500, False)]
 )  # fmt: skip
 def test_which_refusals_say_the_gradients_stay(status, kept):
-    """A 4xx took nothing on a live session; a 404 names no session to apply them, and a 5xx may have acted."""
+    """A 4xx took nothing on a live session; a 404 names no session to apply them, a 409 (a used Idempotency-Key) may
+    answer a retry whose first try was taken, and a 5xx may have acted."""
     fake = FakeAPI(ready_after=1)
 
     def handler(request: httpx.Request) -> httpx.Response:
