@@ -1,7 +1,7 @@
 """``shown``: a value as an error message repeats it, by one rule everywhere (the wire's and the server's messages,
-the command line's, the chat checks'). A module of its own, below ``wire``, with nothing but the standard library: the
-command line reads its arguments without pydantic (``rlnb --help``'s time), and ``wire`` is the bottom of the package's
-layers."""
+the command line's, the chat checks'); ``printable``: text with its unprintable characters escaped. A module of its
+own, below ``wire``, with nothing but the standard library: the command line reads its arguments without pydantic
+(``rlnb --help``'s time), and ``wire`` is the bottom of the package's layers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import builtins
 import reprlib
 from typing import Any
 
-__all__ = ["shown"]
+__all__ = ["printable", "shown"]
 
 
 def shown(text: object, limit: int = 40) -> str:
@@ -29,6 +29,14 @@ def shown(text: object, limit: int = 40) -> str:
         said = _NESTED.repr(text)
         return said if len(said) <= limit else f"{said[:limit]}..."  # not its whole repr: no length to say
     return said if len(said) <= limit else f"{said[:limit]}... ({len(said)} characters)"
+
+
+def printable(text: object) -> str:
+    """``text`` as a string with each character that is not printable as its escape (``\\n``, ``\\x1b``,
+    ``\\u202e``), unquoted and uncut: a run or a metric named ``"a\\x00b\\n"`` drawn raw would be a box and a line
+    break in a legend, and an id a hostile server sent with ANSI escapes, printed raw, would clear or retitle the
+    terminal that shows it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 class _Nested(reprlib.Repr):

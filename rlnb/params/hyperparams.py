@@ -135,8 +135,12 @@ def muon_hyperparams(params: wire.MuonParams | None) -> MuonHyperparams:
     return MuonHyperparams(**own, adam=adam_hyperparams(params.adam if params is not None else None))
 
 
-GRADIENTS_KEPT = "; nothing changed: the gradients accumulated since the last optim-step are kept for the next one"
-"""The end of an optim-step's ``INVALID_INPUT`` message where its params are refused (the engine's and the fake's)."""
+GRADIENTS_KEPT = (
+    "; nothing changed: the gradients accumulated since the last optim-step are kept for the next one, which applies "
+    "them with its own: submit an optim-step again to take this step on them (the API has no call that drops them)"
+)
+"""The end of a refused optim-step's message: the engine's and the fake's ``INVALID_INPUT`` where its params are
+refused, and a remote one refused at its POST (``rlnb.remote.sender``), so that no next step silently applies them."""
 
 
 def resolve(optimizer: wire.OptimizerKind, body: wire.OptimStepBody) -> Hyperparams:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from rlnb import wire
+from rlnb._shown import printable
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, RlnbError
 from rlnb.remote.client import APIClient
 
@@ -64,20 +65,21 @@ def create_once(
     except KeyboardInterrupt as exc:
         _interrupted(find, client.server_time(sent) - SLACK, exc, client, (what, lister), adopt)
         raise
-    found = _listed(find, client.server_time(sent) - SLACK, f"the answer to creating {what} was lost ({lost}), and "
+    said = printable(lost)  # what a server sends (its message, ids) is said with its control characters escaped
+    found = _listed(find, client.server_time(sent) - SLACK, f"the answer to creating {what} was lost ({said}), and "
                     "listing failed too")  # fmt: skip
     if len(found) == 1:
-        log.warning("the answer to creating %s was lost (%s); found it by listing: %s", what, lost, found[0].id)
+        log.warning("the answer to creating %s was lost (%s); found it by listing: %s", what, said, _ids(found))
         return found[0]
     if found:
-        ids = ", ".join(obj.id for obj in found)
         raise RlnbError(
-            f"the answer to creating {what} was lost ({lost}), and {len(found)} matching ones were created since "
-            f"it was sent: {ids}. rlnb cannot tell which is its own: stop those you do not use"
+            f"the answer to creating {what} was lost ({said}), and {len(found)} matching ones were created since "
+            f"it was sent: {_ids(found)}. rlnb cannot tell which is its own: stop those you do not use"
         ) from lost
     if lost.answer_id is not None:  # the answer came, unreadable: its id names what was made
-        lost.add_note(f"(the server created {what} {lost.answer_id}, in an answer rlnb could not read, and rlnb "
-                      f"stopped nothing: stop it yourself; {_look_for(client, lister)})")  # fmt: skip
+        made = printable(lost.answer_id)
+        lost.add_note(f"(the server created {what} {made}, in an answer rlnb could not read, and rlnb stopped "
+                      f"nothing: stop it yourself; {_look_for(client, lister)})")  # fmt: skip
         raise lost
     lost.add_note(
         f"(the server may have created {what} all the same, or may still, and rlnb cannot stop what it cannot name: "
@@ -101,10 +103,10 @@ def _interrupted(
     log.warning("interrupted while creating %s: looking for it, to stop it (Ctrl-C again to leave it)", what)
     found = _listed(find, since, "could not list what was created")
     if len(found) == 1:
-        log.warning("the server made %s all the same (%s): it is stopped with the rest", what, found[0].id)
+        log.warning("the server made %s all the same (%s): it is stopped with the rest", what, _ids(found))
         adopt(found[0])
         return
-    made = f"made {', '.join(obj.id for obj in found)}" if found else f"may have created {what} all the same"
+    made = f"made {_ids(found)}" if found else f"may have created {what} all the same"
     exc.add_note(f"(interrupted while creating {what}: the server {made}, and rlnb stopped nothing: "
                  f"{_look_for(client, lister)})")  # fmt: skip
 
@@ -114,8 +116,13 @@ def _listed(find: Callable[[float], list[T]], since: float, failed: str) -> list
     try:
         return find(since)
     except APIError as exc:
-        log.warning("%s: %s", failed, exc)
+        log.warning("%s: %s", failed, printable(exc))
         return []
+
+
+def _ids(found: list[T]) -> str:
+    """The ids a server listed, as rlnb says them: its control characters escaped (``printable``)."""
+    return ", ".join(printable(obj.id) for obj in found)
 
 
 def _look_for(client: APIClient, lister: str) -> str:

@@ -218,6 +218,11 @@ class Session:
         )  # fmt: skip
         return self._submit(Kind.FORWARD_BACKWARD, body, {FORWARD_ONLY: True} if forward_only else None)
 
+    def _forward_backward_built(self, body: wire.ForwardBackwardBody) -> Operation[wire.ForwardBackwardResult]:
+        """``forward_backward`` of a body ``forward_backward_body`` built and checked for this session: a split RL
+        step (``rlnb.tasks.pieces``) checks every piece before it sends any, and sends each as it was built."""
+        return self._submit(Kind.FORWARD_BACKWARD, body, {FORWARD_ONLY: True} if body.forward_only else None)
+
     def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
         """``params`` as this session's optimizer kind takes them, a checked copy (None: the defaults; a dict is
         parsed), or ``TypeError`` for the other kind. Check before submitting anything: a refused optim-step must

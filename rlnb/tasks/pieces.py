@@ -79,15 +79,14 @@ def batches(
 def send(
     session: Session, batches: list[list[wire.Sample]], loss: str, loss_params: dict[str, Any] | None
 ) -> list[Operation[wire.ForwardBackwardResult]]:
-    """Submit each piece's forward-backward. Of several, each body is built first, so that a piece refused there (a
+    """Submit each piece's forward-backward. Every body is built (and checked) first, so that a piece refused there (a
     sample past a remote trainer's ``max_seq_length``) sends none: one submitted before it would leave its gradients
-    for the next step's optim-step."""
-    if len(batches) > 1:
-        for b in batches:
-            forward_backward_body(
-                session.backend, b, loss, loss_params, forward_only=False, return_loss_fn_outputs=False
-            )
-    return [session.forward_backward(b, loss, loss_params) for b in batches]
+    for the next step's optim-step. Each is sent as built, once."""
+    bodies = [
+        forward_backward_body(session.backend, b, loss, loss_params, forward_only=False, return_loss_fn_outputs=False)
+        for b in batches
+    ]
+    return [session._forward_backward_built(body) for body in bodies]
 
 
 def joined(results: list[wire.ForwardBackwardResult], tokens: list[int]) -> wire.ForwardBackwardResult:

@@ -17,12 +17,13 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 
+from rlnb._shown import printable
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import placing
 from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, check_name, new_axes, note, numbers, once_per_step
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
-from rlnb.viz.texts import agg, drawn_width, printable, shortened
+from rlnb.viz.texts import agg, drawn_width, shortened
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
 """Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups

@@ -19,12 +19,12 @@ from matplotlib.text import Text
 from pandas.api.types import is_datetime64_any_dtype, is_numeric_dtype
 
 from rlnb import wire
+from rlnb._shown import printable
 from rlnb.history import History
 from rlnb.history.figures import STEP_COLUMNS
 from rlnb.history.tables import steps_table
 from rlnb.viz import placing
 from rlnb.viz.lines import decimate, series
-from rlnb.viz.texts import printable
 from rlnb.wire import OperationStatus as Status
 
 

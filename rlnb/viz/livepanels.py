@@ -9,12 +9,12 @@ import math
 
 import numpy as np
 
+from rlnb._shown import printable
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.draw import CLIP_HEADROOM, all_nan, not_logged
 from rlnb.viz.lines import inf_label, inf_marks
 from rlnb.viz.livefig import Panel
 from rlnb.viz.series import Series
-from rlnb.viz.texts import printable
 
 NORMS = {
     "grad_norm": ("C1", "global"),

@@ -11,11 +11,12 @@ from typing import Any
 
 from matplotlib.colors import to_hex
 
+from rlnb._shown import printable
 from rlnb.history import Record
 from rlnb.history.figures import StepRow
 from rlnb.tasks import RL_METRICS
 from rlnb.viz.draw import STATUS_COLORS, short
-from rlnb.viz.texts import printable, shortened
+from rlnb.viz.texts import shortened
 
 MAX_COMPLETIONS = 64
 """Completions shown at most (a step's, in prompt order); the run folder keeps them all."""

@@ -61,12 +61,6 @@ def _wrap_here(text: Text) -> None:
     text.set_wrap(False)
 
 
-def printable(name: object) -> str:
-    """``name`` as text with each character that is not printable as its escape (``\\n``, ``\\x00``), as the live
-    tables show it: a run or a metric named ``"a\\x00b\\n"`` drawn raw would be a box and a line break in the legend."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(name))
-
-
 def shortened(text: str, fits: Callable[[str], bool]) -> str:
     """``text``, or as much of its start and end as ``fits`` with "…" between (a long name differs at either end)."""
     if fits(text):

@@ -189,3 +189,50 @@ def test_a_create_answered_unreadably_names_what_the_server_made():
     (rid,) = fake.resources
     assert info.value.answer_id == rid
     assert any(f"created a model resource {rid}" in note for note in info.value.__notes__)
+
+
+HOSTILE = "mr-1\x1b[2J\x1b]0;owned\x07\u202e"
+"""An id a hostile server may send: ANSI escapes that clear the terminal and retitle it, a right-to-left override."""
+SHOWN = "mr-1\\x1b[2J\\x1b]0;owned\\x07\\u202e"
+
+
+def lost_create(found: list[str], failure: BaseException, caplog: pytest.LogCaptureFixture) -> tuple[str, str]:
+    """``recover.create_once`` of a create that fails with ``failure`` while listing finds resources ``found``: the
+    text of what it raised (its message and notes; "" where it returned what it found) and of its log lines."""
+    client = APIClient(BASE, api_key=KEY, transport=httpx.MockTransport(lambda r: error(500, "unused")))
+    made = [wire.ModelResources.model_construct(id=i) for i in found]
+
+    def create() -> wire.ModelResources:
+        raise failure
+
+    raised = ""
+    with caplog.at_level("WARNING", logger="rlnb"):
+        try:
+            recover.create_once(create, lambda since: made, client, "a model resource", "list_model_resources",
+                                lambda r: None)  # fmt: skip
+        except BaseException as exc:  # noqa: BLE001 - the KeyboardInterrupt too: its note is what is checked
+            raised = " ".join([str(exc), *getattr(exc, "__notes__", [])])
+    return raised, " ".join(r.getMessage() for r in caplog.records)
+
+
+def hostile_error() -> rlnb.APIError:
+    """An unreadable answer's error: its message quotes the server's words, ``answer_id`` the id it sent."""
+    error = rlnb.APIError(f"200 response is not a valid ModelResources: {HOSTILE}", method="POST", url=BASE)
+    error.answer_id = HOSTILE
+    return error
+
+
+@pytest.mark.parametrize("found", [[], [HOSTILE], [HOSTILE, HOSTILE + "2"]], ids=["none", "one", "two"])
+def test_what_a_hostile_server_named_is_said_with_its_control_characters_escaped(caplog, found):
+    """``APIError.answer_id`` in the note, the listed ids and the lost answer's message in the error and the log were
+    quoted raw: a hostile server's ANSI escapes acted on the terminal that showed them."""
+    raised, logged = lost_create(found, hostile_error(), caplog)
+    said = raised if len(found) != 1 else logged  # the error's own message (not rlnb's words) aside, with no note
+    said = said.removeprefix(str(hostile_error())) if not found else said
+    assert SHOWN in said and all(c.isprintable() for c in said + logged), said
+
+
+@pytest.mark.parametrize("found", [[HOSTILE], [HOSTILE, HOSTILE + "2"]], ids=["one", "two"])
+def test_an_interrupted_create_names_what_it_found_escaped(caplog, found):
+    raised, logged = lost_create(found, KeyboardInterrupt(), caplog)
+    assert SHOWN in raised + logged and all(c.isprintable() for c in raised + logged), raised + logged

@@ -1,11 +1,15 @@
 """Helpers for server tests: `rlnb serve` in a child process, the app in-process, API calls, a settable clock."""
 
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from rlnb import samples, wire
@@ -36,6 +40,26 @@ def app_client(tmp_path: Path, **settings: Any) -> TestClient:
     use it as a context manager (that runs the app's lifespan)."""
     app = create_app(device="cpu", checkpoint_dir=tmp_path, **settings)
     return TestClient(app, base_url="http://testserver/v1/rl")
+
+
+@contextmanager
+def held(monkeypatch: pytest.MonkeyPatch, kind: wire.OperationKind) -> Iterator[threading.Event]:
+    """The in-process app's operations of ``kind`` wait, running, until the yielded event is set (at the latest as the
+    block ends; a ``DEADLINE`` at most): they count against ``max_pending_operations`` until the test lets them go,
+    however slowly its requests arrive."""
+    from rlnb.engine import handlers  # torch: imported by the tests that hold an operation only
+
+    gate, run = threading.Event(), handlers.HANDLERS[kind]
+
+    def waits(engine: Any, body: Any, cancelled: threading.Event) -> Any:
+        assert gate.wait(DEADLINE), f"the test never let the {kind} go"
+        return run(engine, body, cancelled)
+
+    monkeypatch.setitem(handlers.HANDLERS, kind, waits)
+    try:
+        yield gate
+    finally:
+        gate.set()
 
 
 def new_session(c: httpx.Client, **resource) -> tuple[str, str]:

@@ -16,6 +16,8 @@ from fastapi.testclient import TestClient
 import rlnb
 from rlnb import _one_step, samples, wire
 from rlnb.engine import handlers
+from rlnb.session import bodies
+from rlnb.session import session as session_mod
 from rlnb.tasks import StepReport, Task, pieces, rl_step
 from rlnb.tasks.rollouts import Rollout
 from tests.support.fake_api import error
@@ -171,6 +173,33 @@ def test_a_piece_refused_before_sending_sends_none_of_the_step():
         with pytest.raises(ValueError, match=r"samples\[0\] has 8 tokens, more than the model's context of 7"):
             pieces.send(s, batches, "grpo", None)
         assert s.history.records == []
+
+
+def test_each_piece_is_built_once_and_sent_as_checked(monkeypatch):
+    """Every piece's body is built (and checked) before any is sent, and that body is the one sent: each was built a
+    second time by ``Session.forward_backward``."""
+    built = []
+
+    def counted(*args, **kwargs):
+        built.append(bodies.forward_backward_body(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(pieces, "forward_backward_body", counted)
+    monkeypatch.setattr(session_mod, "forward_backward_body", counted)
+    with rlnb.connect("local", model="tiny", seed=0, device="cpu", record=False) as s:
+        s.backend.max_batch_size = 5
+        sent, submit = [], s.backend.submit
+
+        def seen(kind, body, listener):
+            sent.append(body)
+            return submit(kind, body, listener)
+
+        monkeypatch.setattr(s.backend, "submit", seen)
+        batches, _ = pieces.batches(s, *uneven(), "grpo", None)
+        fbs = pieces.send(s, batches, "grpo", None)
+        s.wait(60)
+    assert len(built) == len(batches) == 3 and [fb.status for fb in fbs] == [DONE] * 3
+    assert len(sent) == 3 and all(a is b for a, b in zip(sent, built, strict=True))
 
 
 FAILED, DONE = wire.OperationStatus.FAILED, wire.OperationStatus.COMPLETED

@@ -288,8 +288,8 @@ def test_rewards_read_the_completion_without_eos_and_the_loss_keeps_it(hf_dirs):
     assert s.decode(out.tokens).endswith("</s>")  # the tokens keep it
     seen, sent = [], []
     task = Task("seven", ["n="], lambda p, c: seen.append(c) or float(c == "7"), max_tokens=6)
-    real = s.forward_backward
-    s.forward_backward = lambda batch, *a, **k: sent.append(batch) or real(batch, *a, **k)  # type: ignore[method-assign]
+    real = s._forward_backward_built  # how rl_step sends each piece's body
+    s._forward_backward_built = lambda body: sent.append(body.samples) or real(body)  # type: ignore[method-assign]
     report = rl_step(s, task, rlnb.AdamParams(learning_rate=1e-3), group_size=2, temperature=wire.MIN_TEMPERATURE)
     s.close()
     assert seen == ["7", "7"] and report.rewards == [1.0, 1.0]

@@ -20,17 +20,17 @@ def test_a_ctrl_c_as_rl_step_submits_its_forward_backward_sends_the_whole_step(t
     """The forward-backward was queued and the optim-step never sent: the next step's optim-step applied both steps'
     gradients (its ``history.steps`` row summing both losses), the step turn that keeps steps apart notwithstanding."""
     s = rlnb.Session(FakeBackend("adam"), runs_dir=tmp_path, run_id="r")
-    real = s.forward_backward
+    real = s._forward_backward_built  # how rl_step sends each piece's body
 
     def ctrl_c_as_it_is_sent(*args, **kwargs):
         op = real(*args, **kwargs)
         signal.raise_signal(signal.SIGINT)  # Python's handler runs at once, on this (the main) thread
         return op
 
-    s.forward_backward = ctrl_c_as_it_is_sent  # type: ignore[method-assign]
+    s._forward_backward_built = ctrl_c_as_it_is_sent  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         rl_step(s, TASK, rlnb.AdamParams(learning_rate=1e-3), seed=0)
-    s.forward_backward = real  # type: ignore[method-assign]
+    s._forward_backward_built = real  # type: ignore[method-assign]
     s.wait(30)
     kinds = ["sample", "forward-backward", "optim-step", "weights-sync"]
     assert list(s.history.df.kind) == kinds and s.step == 1

@@ -29,7 +29,7 @@ def test_two_threads_rl_steps_on_one_session_each_apply_their_own_gradients():
         fbs: list[str] = []
         asked: list[str] = []
         reports: dict[int, StepReport] = {}
-        real_fb, real_turn = session.forward_backward, session.stepping
+        real_fb, real_turn = session._forward_backward_built, session.stepping  # how rl_step sends each piece
 
         def stepping(*args, **kwargs):
             asked.append(threading.current_thread().name)
@@ -48,7 +48,7 @@ def test_two_threads_rl_steps_on_one_session_each_apply_their_own_gradients():
                 wait_for(lambda: len(fbs) == 2 or "other" in asked)
             return op
 
-        session.forward_backward, session.stepping = forward_backward, stepping  # type: ignore[method-assign]
+        session._forward_backward_built, session.stepping = forward_backward, stepping  # type: ignore[method-assign]
         reports[1] = rl_step(session, TASK, PARAMS, seed=1)
         other.join(DEADLINE)
         assert not other.is_alive()

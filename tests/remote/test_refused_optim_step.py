@@ -1,0 +1,82 @@
+"""An optim-step refused at its POST (a 429 past the client's retries, a 400) took nothing: the gradients its
+forward-backwards accumulated stay on the server, and the next optim-step applies them with its own. R-new has no
+call that drops them, so the failure says so and what to do, in the in-process engine's words for a refused
+optim-step (``rlnb.params.GRADIENTS_KEPT``), and the history keeps that message."""
+
+import httpx
+import pytest
+
+import rlnb
+from rlnb import params, samples, wire
+from rlnb.tasks import Task, rl_step
+from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, error, quick
+from tests.support.server import DEADLINE, app_client, held
+
+FB, OPT = wire.OperationKind.FORWARD_BACKWARD, wire.OperationKind.OPTIM_STEP
+BATCH = [samples.cross_entropy(list(b"held back"))]
+PARAMS = rlnb.AdamParams(learning_rate=0.01, grad_clip_norm=0)  # no clipping: grad_norm is the gradient's own norm
+KEPT = params.GRADIENTS_KEPT.lstrip("; ")
+
+
+@pytest.mark.slow  # the app on a model and a session on it (seconds on a loaded machine)
+def test_an_optim_step_refused_429_says_its_gradients_stay_and_the_next_step_applies_them(tmp_path, monkeypatch):
+    with (
+        app_client(tmp_path, max_pending_operations=2) as c,
+        rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=c, max_retries=0) as s,
+        held(monkeypatch, FB) as gate,
+    ):
+        fbs = [s.forward_backward(BATCH) for _ in range(2)]
+        refused = s.optim_step(PARAMS)
+        with pytest.raises(rlnb.OperationFailed) as info:
+            refused.result(DEADLINE)  # refused at its POST while both forward-backwards are queued or running
+        gate.set()
+        assert [fb.result(DEADLINE).loss > 0 for fb in fbs] == [True, True]
+        late = s.optim_step(PARAMS).result(DEADLINE)  # no forward-backward before it: it steps on the kept gradients
+        record = next(r for r in s.history.records if r.kind == OPT)
+    assert info.value.code == wire.OperationErrorCode.RESOURCE_EXHAUSTED
+    assert "max_pending_operations" in info.value.message and KEPT in info.value.message
+    assert "submit an optim-step again" in info.value.message
+    assert record.status == wire.OperationStatus.FAILED and KEPT in (record.error_message or "")
+    assert late.step == 1 and late.metrics["grad_norm"] > 0
+
+
+@pytest.mark.slow  # the app on a model and a session on it (seconds on a loaded machine)
+def test_rl_step_whose_optim_step_is_refused_says_its_gradients_stay(tmp_path, monkeypatch):
+    task = Task("sums", [[104, 105]], lambda p, c: float(len(c) % 3), group_size=4, max_tokens=3)
+    with (
+        app_client(tmp_path, max_pending_operations=1) as c,
+        rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=c, max_retries=0, record=False) as s,
+        held(monkeypatch, FB) as gate,
+    ):
+        with pytest.raises(rlnb.OperationFailed) as info:
+            rl_step(s, task, PARAMS, seed=1)
+        gate.set()
+        s.wait(DEADLINE)
+        kinds = [(r.kind, r.status) for r in s.history.records[1:]]
+    assert info.value.kind == OPT and KEPT in info.value.message
+    done, failed = wire.OperationStatus.COMPLETED, wire.OperationStatus.FAILED
+    assert kinds == [(FB, done), (OPT, failed), (wire.OperationKind.WEIGHTS_SYNC, failed)]
+
+
+@pytest.mark.parametrize(
+    ("status", "kept"), [(429, True), (400, True), (403, True), (404, False), (409, False), (500, False)]
+)  # fmt: skip
+def test_which_refusals_say_the_gradients_stay(status, kept):
+    """A 4xx took nothing on a live session; a 404 names no session to apply them, a 409 (a used Idempotency-Key) may
+    answer a retry whose first try was taken, and a 5xx may have acted."""
+    fake = FakeAPI(ready_after=1)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/optim-step"):
+            return error(status, "no")
+        return fake(request)
+
+    rid = fake.add_resource({"adam": {}})
+    with rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=20, record=False, **FAST_POLL, **quick({"max_retries": 0}),
+    ) as s:  # fmt: skip
+        s.forward_backward(BATCH).result(20)
+        with pytest.raises(rlnb.OperationFailed) as info:
+            s.optim_step(PARAMS).result(20)
+    assert (KEPT in info.value.message) is kept, info.value.message
