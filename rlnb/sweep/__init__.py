@@ -29,7 +29,7 @@ from rlnb.history import History
 from rlnb.params import OptimizerParams
 from rlnb.wire import TrialStatus
 
-from .applying import BASELINE, applied, apply, label
+from .applying import BASELINE, applied, apply, label, meant
 from .configs import flat_config
 from .driver import sweep
 from .figures import check_column, check_trials, config_keys, keyed, search_plot
@@ -119,9 +119,12 @@ def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, An
             raise ValueError(f"changes[{name!r}] is empty: it repeats {BASELINE!r}, the unchanged run every ablation "
                              "has; give it a changed field")  # fmt: skip
         sent = applied(f"changes[{name!r}]", base, flat).request_body()
-        if sent == base.request_body():  # its delta read as "makes no difference", though nothing was tested
-            raise ValueError(f"changes[{name!r}] {flat!r} sends the same params as {BASELINE!r} ({sent}): the base "
-                             "already has it; give it a field changed to another value")  # fmt: skip
+        if meant(sent) == meant(base.request_body()):  # its delta read as "no difference", though nothing was tested
+            said = (f" ({sent}): the base already has it" if sent == base.request_body() else f": {sent} against "
+                    f"{base.request_body()}, and an empty group sets nothing (the session's defaults apply, as without "
+                    "it)")  # fmt: skip
+            raise ValueError(f"changes[{name!r}] {flat!r} sends the same params as {BASELINE!r}{said}; give it a "
+                             "field changed to another value")  # fmt: skip
     if BASELINE in changes:  # it replaced the baseline itself, and every delta was against that change
         raise ValueError(f"changes: {BASELINE!r} is the name of the unchanged run; name your variant otherwise")
 

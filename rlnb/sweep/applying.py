@@ -39,6 +39,18 @@ def applied(where: str, base: OptimizerParams, config: Mapping[str, Any]) -> Opt
         raise InvalidParams(f"{where}: {owner}", exc.errors) from None
 
 
+def meant(body: dict[str, Any]) -> dict[str, Any]:
+    """What an optim-step body asks for: its optimizer's params without their empty groups (``{'adam': {}}`` in
+    Muon's: every field of a group is optional, and one that sets none overrides none, as if left out). The optimizer's
+    own key stays: ``{'muon_params': {}}`` and ``{'adam_params': {}}`` ask for different optimizers."""
+    return {key: _pruned(params) for key, params in body.items()}
+
+
+def _pruned(params: dict[str, Any]) -> dict[str, Any]:
+    kept = {k: _pruned(v) if isinstance(v, dict) else v for k, v in params.items()}
+    return {k: v for k, v in kept.items() if v != {}}
+
+
 BASELINE = "baseline"
 """The name of the base config unchanged: its label, and ``ablate``'s variant of it (one was "base", the other
 "baseline")."""

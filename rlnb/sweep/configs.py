@@ -13,7 +13,7 @@ from rlnb._scalars import scalar
 from rlnb.params import OptimizerParams
 from rlnb.text.prompts import check_text
 
-from .applying import applied
+from .applying import applied, meant
 from .space import MAX_CONFIGS, check_fields
 
 
@@ -85,10 +85,12 @@ def check_distinct_params(base: OptimizerParams, configs: Sequence[Mapping[str, 
     """``ValueError`` naming two configs that send the same params: ``{}`` and ``{"learning_rate": 1e-3}`` on a base
     at 1e-3 would run one trial twice under two labels, which ``check_once`` misses. Compared as sent
     (``request_body``): an unset field is the target's default, which a remote service may choose otherwise."""
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, str]] = {}
     for i, config in enumerate(configs):
-        body = json.dumps(applied(f"configs[{i}]", base, config).request_body(), sort_keys=True)
-        j = seen.setdefault(body, i)
-        if j != i:
+        body = applied(f"configs[{i}]", base, config).request_body()
+        sent = json.dumps(body, sort_keys=True)
+        j, first = seen.setdefault(json.dumps(meant(body), sort_keys=True), (i, sent))
+        if j != i:  # an empty group ({"adam": {}}) sets nothing: the same params as none
+            said = f"({sent})" if sent == first else f"({first} and {sent}: an empty group sets nothing)"
             raise ValueError(f"configs[{j}] {dict(configs[j])!r} and configs[{i}] {dict(config)!r} send the same "
-                             f"params ({body}): the same trial would run twice; drop one")  # fmt: skip
+                             f"params {said}: the same trial would run twice; drop one")  # fmt: skip

@@ -78,9 +78,10 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
                    zorder=3, label=f"diverged ({int(diverged.sum())})")  # fmt: skip
     # by position: two sweeps' tables concatenated share index labels, and .loc gave rows, not a row
     done = trials[(trials.status == TrialStatus.COMPLETED) & trials[y].notna() & ~diverged].reset_index(drop=True)
+    star = []
     if len(done):
         at_x, at_y, label = _best(trials, done, x, y)
-        ax.scatter([at_x], [at_y], marker="*", s=220, color="gold", edgecolor="k", zorder=3, label=label)
+        star.append(ax.scatter([at_x], [at_y], marker="*", s=220, color="gold", edgecolor="k", zorder=3, label=label))
     logs = (LR, "adam.learning_rate", "eps", "weight_decay")
     if x in logs and is_numeric_dtype(trials[x]) and (trials[x] > 0).all():
         ax.set_xscale("log")
@@ -94,7 +95,7 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     if own:  # inside, in a 5 × 3 in figure, every place covered trials, and "best" covered the star
         placing.beside(ax, handles, labels, grow=True)
     else:  # the user's figure is not resized: right of their axes it would run off it
-        placing.legend(ax, handles, labels, loc="best", fontsize="small")
+        placing.legend(ax, handles, labels, loc="best", fontsize="small", clear=star)  # "best" covered the star
     as_written(ax)  # a variant's or a column's name is the user's text, not TeX ("cost $5 and $6")
     return ax
 

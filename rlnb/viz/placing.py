@@ -9,11 +9,14 @@ each time its axes are drawn (``legend``), after a layout has sized them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Literal, cast
 
+import numpy as np
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.backend_bases import RendererBase
+from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 from matplotlib.legend import Legend
@@ -34,12 +37,14 @@ PLACES = range(1, 11)
 first)."""
 
 
-def place(legend: Legend, renderer: RendererBase, loc: Loc = "best") -> None:
-    """Put ``legend`` (inside its axes) where ``loc`` does, else where it covers the fewest marks, then the fewest
-    points and crossings of the lines (as "best" weighs them). Called at each draw: the lines and marks move."""
+def place(legend: Legend, renderer: RendererBase, loc: Loc = "best", clear: Sequence[PathCollection] = ()) -> None:
+    """Put ``legend`` (inside its axes) where ``loc`` does, else where it covers the fewest marks (and markers of
+    ``clear``, such as a sweep's starred best trial), then the fewest points and crossings of the lines (as "best"
+    weighs them). Called at each draw: the lines and marks move."""
     ax = legend.axes
     legend.set_loc(loc)
-    marks = _marks(ax)
+    px = ax.figure.dpi / 72
+    marks = _marks(ax) + [box for c in clear if c.get_visible() and c.axes is ax for box in _scattered(c, px)]
     if not marks or not _covered(legend, renderer, marks):
         return
     paths = [ln.get_transform().transform_path(ln.get_path()) for ln in ax.get_lines() if ln.get_visible()]
@@ -55,11 +60,13 @@ def place(legend: Legend, renderer: RendererBase, loc: Loc = "best") -> None:
 
 
 def legend(
-    ax: Axes, handles: list[Artist] | None = None, labels: list[str] | None = None, *, loc: Loc = "best", **kwargs: Any
+    ax: Axes, handles: list[Artist] | None = None, labels: list[str] | None = None, *, loc: Loc = "best",
+    clear: Sequence[PathCollection] = (), **kwargs: Any,
 ) -> Legend:  # fmt: skip
     """``ax.legend(handles, labels, loc=loc, **kwargs)`` (the lines of ``ax`` where no ``handles``), placed where
-    ``loc`` puts it unless that covers a mark on the frame (``place``) each time ``ax`` is drawn: a static plot's
-    legend ("best", or the gradient norm's "upper right") was drawn over the triangles of the steps at +inf it names."""
+    ``loc`` puts it unless that covers a mark on the frame or a marker of ``clear`` (``place``) each time ``ax`` is
+    drawn: a static plot's legend ("best", or the gradient norm's "upper right") was drawn over the triangles of the
+    steps at +inf it names, and ``search_plot``'s over its star ("best" counts a marker as its centre)."""
     if handles is None:
         handles, labels = ax.get_legend_handles_labels()
     made = ax.legend(handles, labels or [], loc=loc, **kwargs)
@@ -67,7 +74,7 @@ def legend(
     if placer is None:
         placer = Placer()
         ax.add_artist(placer)
-    placer.legend, placer.loc = made, loc  # one per axes: a legend made again replaces the one it placed
+    placer.legend, placer.loc, placer.clear = made, loc, clear  # one per axes: a legend made again replaces it
     return made
 
 
@@ -93,11 +100,12 @@ class Placer(Artist):
         super().__init__()
         self.legend: Legend | None = None
         self.loc: Loc = "best"
+        self.clear: Sequence[PathCollection] = ()
         self.set_zorder(-math.inf)
 
     def draw(self, renderer: RendererBase) -> None:
         if self.legend is not None and self.axes is not None and self.axes.get_legend() is self.legend:
-            place(self.legend, renderer, self.loc)
+            place(self.legend, renderer, self.loc, self.clear)
 
 
 def _covered(legend: Legend, renderer: RendererBase, marks: list[Bbox]) -> int:
@@ -118,8 +126,24 @@ def _marks(ax: Axes) -> list[Bbox]:
 def _extents(line: Line2D, px: float) -> list[Bbox]:
     style = MarkerStyle(line.get_marker())
     shape = style.get_path().transformed(style.get_transform()).get_extents()
-    size, edge = line.get_markersize() * px, line.get_markeredgewidth() / 2 * px
+    at = line.get_transform().transform(line.get_xydata())
+    return _boxes(shape, line.get_markersize() * px, line.get_markeredgewidth() / 2 * px, at)
+
+
+def _scattered(markers: PathCollection, px: float) -> list[Bbox]:
+    """The extents in pixels, edge included, of a scatter's markers (its first size, path and edge: ``clear`` holds
+    single marks): read from its sizes, not from the transforms it sets as it is drawn, after the legend is placed."""
+    offsets, sizes, edges = np.asarray(markers.get_offsets()), markers.get_sizes(), np.ravel(markers.get_linewidth())
+    if not (len(offsets) and len(sizes) and len(edges) and markers.get_paths()):
+        return []
+    shape = markers.get_paths()[0].get_extents()
+    at = markers.get_offset_transform().transform(offsets)
+    return _boxes(shape, math.sqrt(float(sizes[0])) * px, float(edges[0]) / 2 * px, at)
+
+
+def _boxes(shape: Bbox, size: float, edge: float, at: Any) -> list[Bbox]:
+    """``shape`` (a marker's path, unit-sized) scaled to ``size`` pixels, grown by ``edge``, at each point of ``at``."""
     grown = Bbox.from_extents(
         shape.x0 * size - edge, shape.y0 * size - edge, shape.x1 * size + edge, shape.y1 * size + edge
     )
-    return [grown.translated(x, y) for x, y in line.get_transform().transform(line.get_xydata())]
+    return [grown.translated(x, y) for x, y in at]

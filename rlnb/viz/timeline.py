@@ -47,11 +47,17 @@ LABEL_CANDIDATES = 4 * MAX_ERROR_LABELS
 measured at each draw, and 2,000 failures of a long run would be 2,000 of them."""
 
 
+LABEL_RISES = (-8, 3)
+"""Points from a failure's mark to its label's baseline, tried in turn: below the mark, else above it (below the
+bottom lane's mark, on short axes, a label ran across the axes' lower edge into the tick labels)."""
+
+
 class FailureLabels(Artist):
     """Draws nothing: drawn first of its axes' artists, once a layout has sized them, it shows the failures' labels
     that fit, the latest first, at most ``MAX_ERROR_LABELS``: each right of its mark, or left of it in the axes' right
-    half (right of a run's last operation, the label ran under the legend beside the axes), inside the axes, and none
-    over another (the latest 25 of dense failures were printed on top of one another in one blob)."""
+    half (right of a run's last operation, the label ran under the legend beside the axes), below it or else above it
+    (``LABEL_RISES``), inside the axes, and none over another (the latest 25 of dense failures were printed on top of
+    one another in one blob)."""
 
     def __init__(self, labels: list[Annotation]) -> None:
         super().__init__()
@@ -66,13 +72,16 @@ class FailureLabels(Artist):
         box, taken = self.axes.bbox, list[Bbox]()
         for label in reversed(self.labels):
             left = self.axes.transData.transform(label.xy)[0] > (box.x0 + box.x1) / 2
-            label.set(horizontalalignment="right" if left else "left", visible=len(taken) < MAX_ERROR_LABELS)
-            label.xyann = (-5 if left else 5, -8)
-            if label.get_visible():
+            label.set(horizontalalignment="right" if left else "left", visible=True)  # an invisible one measures 0
+            for rise in LABEL_RISES if len(taken) < MAX_ERROR_LABELS else ():
+                label.xyann = (-5 if left else 5, rise)
                 extent = label.get_window_extent(renderer)
-                inside = box.x0 <= extent.x0 and extent.x1 <= box.x1
-                label.set_visible(inside and not any(extent.overlaps(other) for other in taken))
-                taken += [extent] if label.get_visible() else []
+                inside = box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0 and extent.y1 <= box.y1
+                if inside and not any(extent.overlaps(other) for other in taken):
+                    taken.append(extent)
+                    break
+            else:
+                label.set_visible(False)
 
 
 def _seconds(times: pd.Series, t0: pd.Timestamp) -> np.ndarray:

@@ -53,8 +53,33 @@ def test_an_ablation_change_that_sends_the_baseline_params_is_refused_naming_it(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_ablation_change_to_the_targets_default_is_a_change(tmp_path):
+@pytest.mark.parametrize(
+    ("base", "change"),
+    [
+        (BASE, {"learning_rate": None}),
+        (rlnb.AdamParams(), {"optimizer": "muon"}),  # {'muon_params': {}} against {'adam_params': {}}: not the same
+    ],
+)
+def test_an_ablation_change_to_the_targets_default_is_a_change(tmp_path, base, change):
     """``{"learning_rate": None}`` on a base that sets one sends no rate: the target's default, another request."""
-    trials, summary = ablate(BASE, {"default lr": {"learning_rate": None}}, seeds=[0], steps=1, runs_dir=tmp_path,
-                             progress=False)  # fmt: skip
-    assert list(summary.index) == ["baseline", "default lr"] and list(trials.status) == ["COMPLETED"] * 2
+    trials, summary = ablate(base, {"default": change}, seeds=[0], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(summary.index) == ["baseline", "default"] and list(trials.status) == ["COMPLETED"] * 2
+
+
+@pytest.mark.parametrize(
+    ("base", "change"),
+    [
+        (rlnb.MuonParams(), {"adam": {"learning_rate": None}}),  # sends {'adam': {}}: no override, as none
+        (rlnb.MuonParams(), {"adam.weight_decay": None}),
+        (rlnb.MuonParams(learning_rate=0.02), {"adam": {"eps": None, "beta1": None}}),
+    ],
+)
+def test_an_ablation_change_that_sends_only_an_empty_group_is_refused_as_the_baseline(tmp_path, base, change):
+    """``{"adam": {"learning_rate": None}}`` on ``MuonParams()`` sends ``{'adam': {}}``: an Adam group that overrides
+    nothing, so the session's defaults apply as without it (every field of AdamParams is optional). It differed from
+    the base's body as a dict and ran the baseline again under another name."""
+    said = r"changes\['same'\] .* sends the same params as 'baseline': .*'adam': \{\}.*, and an empty group sets"
+    with pytest.raises(ValueError, match=said):
+        ablate(base, {"higher": {"learning_rate": 1e-2}, "same": change}, seeds=[0], steps=1, runs_dir=tmp_path,
+               progress=False)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []

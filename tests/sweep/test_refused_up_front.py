@@ -275,6 +275,16 @@ def test_two_configs_that_send_the_same_params_are_refused_naming_both(tmp_path)
     assert list(trials.label) == ["baseline", "learning_rate=0.0001"]
 
 
+def test_two_configs_that_differ_by_an_empty_group_are_refused_as_the_same_params(tmp_path):
+    """``{}`` and ``{"adam.learning_rate": None}`` on ``MuonParams()`` send ``{}`` and ``{"adam": {}}``: an Adam group
+    that overrides nothing, so the session's defaults apply as without it. One trial ran twice under two labels."""
+    said = ("configs[0] {} and configs[1] {'adam.learning_rate': None} send the same params "
+            '({"muon_params": {}} and {"muon_params": {"adam": {}}}: an empty group sets nothing)')  # fmt: skip
+    with pytest.raises(ValueError, match=re.escape(said)):
+        sweep(rlnb.MuonParams(), [{}, {"adam.learning_rate": None}], steps=1, runs_dir=tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_configs_listed_twice_are_found_by_hash_not_by_comparing_every_pair():
     """``check_once`` compared each config with every earlier one: 10,000 configs (a grid's most) took 7 s before the
     first trial. Counted here as ``==`` calls between distinct values: none is needed to find none repeated."""

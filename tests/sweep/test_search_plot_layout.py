@@ -7,6 +7,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.transforms import Affine2D
 
 from rlnb.sweep import search_plot
 
@@ -48,6 +49,21 @@ def test_search_plot_on_the_users_axes_keeps_its_legend_inside_them():
     box, axes = ax.get_legend().get_window_extent(canvas.get_renderer()), ax.bbox
     assert figure.get_size_inches().tolist() == [6.4, 4.8]
     assert axes.x0 <= box.x0 and box.x1 <= axes.x1 and axes.y0 <= box.y0 and box.y1 <= axes.y1
+
+
+@pytest.mark.parametrize("size", [(4, 3), (6.4, 4.8)])
+def test_search_plot_on_the_users_axes_keeps_its_legend_off_the_star(size):
+    """On a 4 × 3 in figure of the user's the legend ("best", which counts a marker as its centre) covered the gold
+    star's left half: x 54-74 px under a legend from 66."""
+    figure = Figure(figsize=size)
+    canvas = FigureCanvasAgg(figure)
+    ax = search_plot(diverged_sweep(), ax=figure.add_subplot())
+    canvas.draw()
+    star = [c for c in ax.collections if isinstance(c, PathCollection)][-1]
+    shape = star.get_paths()[0].transformed(Affine2D(star.get_transforms()[0])).get_extents()  # as drawn, in pixels
+    at = star.get_offset_transform().transform(star.get_offsets()[0])
+    box, legend = shape.translated(*at), ax.get_legend().get_window_extent(canvas.get_renderer())
+    assert box.width > 10 and not box.overlaps(legend), (box.extents.round(), legend.extents.round())
 
 
 def test_search_plot_draws_dollars_in_variants_as_written_not_as_tex():

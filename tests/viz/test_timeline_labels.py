@@ -6,6 +6,7 @@ import itertools
 import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from rlnb import wire
 from rlnb.viz import plots
@@ -51,3 +52,22 @@ def test_dense_failures_are_labelled_apart_not_piled_up():
     assert not [(a.extents, b.extents) for a, b in itertools.combinations(labels, 2) if a.overlaps(b)]
     assert all(ax.bbox.x0 <= b.x0 and b.x1 <= ax.bbox.x1 and not b.overlaps(legend) for b in labels)
     assert max(t.xy[0] for t in shown) == max(t.xy[0] for t in ax.texts)  # the latest failure keeps its label
+
+
+def inside(box, axes) -> bool:
+    return axes.x0 <= box.x0 and box.x1 <= axes.x1 and axes.y0 <= box.y0 and box.y1 <= axes.y1
+
+
+def test_a_bottom_lane_failure_label_stays_inside_the_axes_above_its_mark():
+    """Axes 1.2 in tall: the bottom lane's label, 8 pt below its mark, ran from y 11 to 21 px across the axes' lower
+    edge at 13, into the tick labels. It goes above its mark where below would leave the axes."""
+    figure = Figure(figsize=(6.4, 1.2))
+    canvas = FigureCanvasAgg(figure)
+    ax = plots.timeline(operations(12, 3), ax=figure.add_subplot())
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    shown = [t for t in ax.texts if t.get_visible()]
+    assert [(t.get_text(), box.extents.round()) for t in shown if not inside(box := t.get_window_extent(renderer),
+                                                                             ax.bbox)] == []  # fmt: skip
+    bottom = [t for t in shown if t.xy[1] == len(KINDS) - 1]
+    assert bottom and all(t.get_window_extent(renderer).y0 >= ax.transData.transform(t.xy)[1] for t in bottom)

@@ -1,0 +1,71 @@
+"""``plots.compare``'s legend on the user's axes, fitted to the axes as drawn: after their figure's layout (constrained,
+``tight_layout``) or a resize, not to the size the axes had when ``compare`` was called."""
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from rlnb.viz import plots
+
+
+def runs(names: list[str]) -> pd.DataFrame:
+    return pd.DataFrame([{"run": n, "step": s, "loss": 1 / (s + 1 + i)} for i, n in enumerate(names) for s in range(5)])
+
+
+def drawn(figure: Figure, ax):
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return ax.get_legend().get_window_extent(canvas.get_renderer()), ax.bbox
+
+
+def test_a_legend_fitted_to_the_users_axes_stays_inside_them_after_their_tight_layout():
+    """Eight names fitted to the right of two axes as they were at the call; the user's labels and ``tight_layout``
+    then narrowed the axes, and the legend ran 8 px past their left edge (396 against 404)."""
+    names = [f"adam lr={10**-i:.0e} warmup=100 wd=0.01 #{i}" for i in range(8)]
+    figure = Figure(figsize=(6, 3))
+    left, right = figure.subplots(1, 2)
+    plots.compare(runs(names), "loss", ax=right)
+    for ax in (left, right):
+        ax.set_ylabel("a long y label\nof two lines", fontsize=16)
+    figure.tight_layout()
+    box, axes = drawn(figure, right)
+    assert axes.x0 <= box.x0 and box.x1 <= axes.x1 and axes.y0 <= box.y0 and box.y1 <= axes.y1, (
+        box.extents.round(), axes.extents.round())  # fmt: skip
+
+
+def test_names_cut_for_small_axes_are_drawn_whole_once_the_figure_is_made_larger():
+    """Cut at the call, on a 3 × 2.5 in figure, the names stayed cut after the user made it 12 × 5 in."""
+    names = [f"run {i} of a sweep over the learning rate and warmup" for i in range(3)]
+    figure = Figure(figsize=(3, 2.5))
+    ax = plots.compare(runs(names), "loss", ax=figure.add_subplot())
+    assert all("…" in t.get_text() for t in ax.get_legend().get_texts())
+    figure.set_size_inches(12, 5)
+    box, axes = drawn(figure, ax)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == names
+    assert axes.x0 <= box.x0 and box.x1 <= axes.x1 and box.width <= 0.5 * axes.width
+
+
+def test_a_legend_made_again_as_drawn_keeps_its_names_as_written():
+    """Made again at the draw, after ``plots.compare`` had set every text to be drawn as written: "$5 and $6" would be
+    read as TeX again."""
+    names = ["cost $5 and $6, a rather long label", "price $a$ low, another long label"]
+    figure = Figure(figsize=(9, 5), layout="constrained")
+    ax = plots.compare(runs(names), "loss", ax=figure.subplots(2, 3)[0, 0])
+    before = ax.get_legend()
+    drawn(figure, ax)
+    texts = ax.get_legend().get_texts()
+    assert ax.get_legend() is not before and [t.get_text() for t in texts] == names
+    assert not [t.get_text() for t in texts if t.get_parse_math()]
+
+
+def test_a_legend_the_user_made_instead_or_axes_removed_are_left_as_they_are():
+    """The figure's fitter must not make the compare legend again over the user's own, nor fail the figure's draw
+    once the axes it fitted are removed (``ax.figure`` is then None)."""
+    figure = Figure(figsize=(9, 5), layout="constrained")
+    first, second = figure.subplots(2, 3)[0, :2]
+    for ax in (first, second):
+        plots.compare(runs(["a rather long sweep label here", "another"]), "loss", ax=ax)
+    mine = first.legend(["mine", "too"])
+    second.remove()
+    FigureCanvasAgg(figure).draw()
+    assert first.get_legend() is mine and [t.get_text() for t in mine.get_texts()] == ["mine", "too"]
