@@ -131,7 +131,7 @@ lower layers, and never a neighbour of its own layer (so ``engine`` and ``remote
 
 @pytest.fixture(scope="module")
 def rlnb_nodes() -> dict[Path, tuple[ast.AST, ...]]:
-    """Every node of each module of rlnb, parsed once for the two checks that walk them all (each parse of the
+    """Every node of each module of rlnb, parsed once for the four checks that walk them all (each parse of the
     package costs about a second of CPU); dropped with this module's tests, not kept for the garbage collector
     to walk through the rest of the session."""
     return {path: tuple(ast.walk(ast.parse(path.read_text()))) for path in sorted((ROOT / "rlnb").rglob("*.py"))}
@@ -363,12 +363,12 @@ def _public_functions(node: ast.AST, in_class: bool = False):
             yield child, len(named) + len(child.args.kwonlyargs)
 
 
-def test_no_public_function_takes_more_than_10_parameters():
+def test_no_public_function_takes_more_than_10_parameters(rlnb_nodes):
     """The guide: public functions take at most 10 parameters; past that, a group (``SampleSettings``,
     ``TrialOptions``) says which belong together."""
     many = []
-    for path in sorted((ROOT / "rlnb").rglob("*.py")):
-        for fn, count in _public_functions(ast.parse(path.read_text())):
+    for path, nodes in rlnb_nodes.items():
+        for fn, count in _public_functions(nodes[0]):  # ast.walk gives the module first
             if count > 10:
                 many.append(f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name} takes {count}")
     assert not many, many
@@ -382,14 +382,14 @@ def test_the_parameter_count_counts_what_it_says():
     assert [(fn.name, n) for fn, n in _public_functions(ast.parse(source))] == [("f", 4), ("h", 0)]
 
 
-def test_a_wire_loss_type_is_named_in_one_module_outside_wire():
+def test_a_wire_loss_type_is_named_in_one_module_outside_wire(rlnb_nodes):
     """``_CROSS_ENTROPY = LOSS_NAMES["cross_entropy"]`` was written in four modules: a loss type more than one module
     branches on is wire's own name (``wire.LOSS_CROSS_ENTROPY``)."""
     where: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "rlnb").rglob("*.py")):
+    for path, nodes in rlnb_nodes.items():
         if path.relative_to(ROOT).parts[1] == "wire":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in nodes:
             if (
                 isinstance(node, ast.Subscript)
                 and getattr(node.value, "attr", getattr(node.value, "id", "")) == ("LOSS_NAMES")
