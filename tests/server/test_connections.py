@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,7 +26,7 @@ from tests.support.server import START_DEADLINE
 WAIT = 60.0
 """Seconds a socket waits for the server here (a header deadline closes it about ``DEADLINE`` s in)."""
 DEADLINE = 0.3
-"""The header deadline served here, which the tests' sleeps are fractions and multiples of: each test waits on its
+"""The header deadline served here, which the first two tests' sleeps are fractions and multiples of: each waits on its
 clock (at 1 s, this file idled its core 6.5 s, the fast tier's longest wait)."""
 BASES = [pytest.param(H11Protocol, id="h11")]
 try:
@@ -46,8 +47,9 @@ def header_deadline() -> float:
 
 @pytest.fixture
 def serving(tmp_path, request, header_deadline):
-    """``(host, port)`` of the app served in process by uvicorn over ``request.param``'s protocol, with a header
-    deadline of ``header_deadline`` s and ``max_connections`` 3."""
+    """``(host, port, state)`` of the app served in process by uvicorn over ``request.param``'s protocol, with a header
+    deadline of ``header_deadline`` s and ``max_connections`` 3; ``state`` is uvicorn's ``ServerState``, whose
+    ``connections`` and ``tasks`` (requests in flight) a test waits on."""
     app = create_app(device="cpu", checkpoint_dir=tmp_path)
     sock = bind("127.0.0.1", 0)
     http = protocol(header_deadline, 3, base=request.param)
@@ -58,11 +60,19 @@ def serving(tmp_path, request, header_deadline):
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.01)
     try:
-        yield sock.getsockname()[:2]
+        yield (*sock.getsockname()[:2], server.server_state)
     finally:
         server.should_exit = True
         thread.join(WAIT)
         sock.close()
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition`` (the server's state, read from its thread), at most ``WAIT`` seconds."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "the server's state did not come within WAIT"
+        time.sleep(0.005)
 
 
 def closed_after(sock: socket.socket) -> tuple[bytes, float]:
@@ -76,7 +86,7 @@ def closed_after(sock: socket.socket) -> tuple[bytes, float]:
 
 @pytest.mark.parametrize("serving", BASES, indirect=True)
 def test_a_connection_that_never_finishes_its_headers_is_closed_by_the_deadline(serving):
-    host, port = serving
+    host, port, _ = serving
     with socket.create_connection((host, port), timeout=WAIT) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-a: ")
         data, took = closed_after(sock)
@@ -98,7 +108,7 @@ def test_a_connection_that_never_finishes_its_headers_is_closed_by_the_deadline(
 def test_a_pipelined_request_whose_headers_came_is_no_target_while_it_runs(serving):
     """httptools parses a pipelined request's headers while the one before it runs: the deadline, set again when that
     one's answer ended, took the pipelined request (already in) for the one awaited, and closed it mid-body."""
-    host, port = serving
+    host, port, _ = serving
     body = b'{"base_model": 1}'
     with socket.create_connection((host, port), timeout=WAIT) as sock:
         post = f"POST /v1/rl/model-resources HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
@@ -109,16 +119,16 @@ def test_a_pipelined_request_whose_headers_came_is_no_target_while_it_runs(servi
     assert data.startswith(b"HTTP/1.1 200 ") and data.count(b"HTTP/1.1 ") == 3, data
 
 
-@pytest.mark.parametrize("header_deadline", [1.0])  # longer than the silent connections' 0.3 s: they stay open
+@pytest.mark.parametrize("header_deadline", [1.0])  # the silent connections stay open through the first request
 @pytest.mark.parametrize("serving", BASES, indirect=True)
 def test_past_max_connections_requests_in_flight_a_request_gets_the_apis_503(serving):
     """Requests in flight are counted, not connections: a 503 frees no descriptor (its connection is accepted already),
     so counting connections that sent nothing only refused every other client while they were held (header_timeout
     frees those)."""
-    host, port = serving
+    host, port, state = serving
     silent = [socket.create_connection((host, port), timeout=WAIT) for _ in range(5)]
     try:
-        time.sleep(0.3)  # accepted by then
+        until(lambda: len(state.connections) == 5)  # accepted
         assert httpx.get(f"http://{host}:{port}/health", timeout=WAIT).status_code == 200
     finally:
         for sock in silent:
@@ -127,7 +137,7 @@ def test_past_max_connections_requests_in_flight_a_request_gets_the_apis_503(ser
     try:
         for sock in held:  # a request in flight: its headers in, its body still arriving
             sock.sendall(b"POST /v1/rl/model-resources HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9\r\n\r\n{")
-        time.sleep(0.3)  # each one's body read has begun by then
+        until(lambda: len(state.tasks) == 3)  # each one's request in flight: its body read has begun
         r = httpx.get(f"http://{host}:{port}/health", timeout=WAIT)
     finally:
         for sock in held:
@@ -136,7 +146,7 @@ def test_past_max_connections_requests_in_flight_a_request_gets_the_apis_503(ser
     error = r.json()["error"]
     assert error["type"] == "server_error" and "4 requests in flight with this one" in error["message"], error
     assert "(max_connections)" in error["message"], error
-    time.sleep(0.3)  # the held ones are gone
+    until(lambda: not state.tasks)  # the held ones are gone
     assert httpx.get(f"http://{host}:{port}/health", timeout=WAIT).status_code == 200
 
 
