@@ -109,3 +109,19 @@ def undrawn_live_view(monkeypatch):
     from rlnb.viz.livefig import Panel
 
     monkeypatch.setattr(Panel, "render", lambda self: b"")
+
+
+@pytest.fixture
+def unplotted_schedule(monkeypatch):
+    """An optimizer builder's schedule plot is left empty: the rates it would plot are still computed, at the steps it
+    would plot them (``describe.plot_steps``), but no figure is made or drawn (about 0.03 s of CPU each, a hundred in
+    the fast tier). For tests that read a builder's form, summary, params and preview, never ``schedule_plot``
+    (``tests/widgets/test_schedule_plot.py`` and the tests that read it check the plot)."""
+    from rlnb.widgets import builder, describe
+
+    def unplotted(schedule, base_lr: float) -> bytes:
+        for step in describe.plot_steps(schedule):
+            schedule(step, base_lr)
+        return b""
+
+    monkeypatch.setattr(builder, "schedule_png", unplotted)

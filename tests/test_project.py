@@ -131,7 +131,7 @@ lower layers, and never a neighbour of its own layer (so ``engine`` and ``remote
 
 @pytest.fixture(scope="module")
 def rlnb_nodes() -> dict[Path, tuple[ast.AST, ...]]:
-    """Every node of each module of rlnb, parsed once for the two checks that walk them all (each parse of the
+    """Every node of each module of rlnb, parsed once for the four checks that walk them all (each parse of the
     package costs about a second of CPU); dropped with this module's tests, not kept for the garbage collector
     to walk through the rest of the session."""
     return {path: tuple(ast.walk(ast.parse(path.read_text()))) for path in sorted((ROOT / "rlnb").rglob("*.py"))}
@@ -177,23 +177,50 @@ def test_nothing_reads_the_shared_reference_folder():
         assert needle not in path.read_text(), path
 
 
+MAY_IMPORT_TESTS = re.compile(r"^[ \t]*(?:from[ \t]+tests\b|import\b[^\n]*\btests\.)[^\n]*(?:\btest_|\()", re.M)
+"""A line that may import a test module: ``import tests.a.test_b`` (also after other names), ``from tests.a.test_b
+import c``, ``from tests.a import test_b`` or ``(`` and the names on the lines below. Only the files that have one
+are parsed (7 of the 223 that name ``tests``: parsing all of those took about a second of CPU)."""
+
+
+def _test_module_imports(text: str) -> list[int]:
+    """The lines of ``text`` (a module) that import a test module."""
+    if not MAY_IMPORT_TESTS.search(text):
+        return []
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        if any(re.fullmatch(r"tests(\.\w+)*\.test_\w+", name) for name in names):
+            found.append(node.lineno)
+    return found
+
+
 def test_no_test_module_imports_another():
     """Helpers and fixtures two test modules share live in ``tests/support`` (or a ``conftest.py``): a test module
     imported by another runs its module-level code twice, and its ``pytestmark`` silently marks the importer."""
-    found = []
-    for path in sorted((ROOT / "tests").rglob("*.py")):
-        text = path.read_text()
-        if not re.search(r"\btests\b", text):
-            continue  # an import of a test module names ``tests``: the files without it need no parse
-        for node in ast.walk(ast.parse(text)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            if any(re.fullmatch(r"tests(\.\w+)*\.test_\w+", name) for name in names):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for line in _test_module_imports(path.read_text())
+    ]
     assert not found, "test modules that import a test module (move what they share to tests/support):\n" + "\n".join(
         found
     )
+
+
+def test_the_test_module_import_check_sees_each_form_of_import():
+    forms = [
+        "import tests.a.test_b",
+        "import os, tests.test_b as b",
+        "from tests.a.test_b import c",
+        "from tests.a import test_b",
+        "from tests.a import (\n    c,\n    test_b,\n)",
+        "if True:\n    from tests import test_b",
+    ]
+    assert [_test_module_imports(form) for form in forms] == [[1], [1], [1], [1], [1], [2]]
+    assert _test_module_imports("import tests.support\nfrom tests.support.server import (\n    wait,\n)") == []
 
 
 def _wire_strings() -> dict[str, str]:
@@ -363,12 +390,12 @@ def _public_functions(node: ast.AST, in_class: bool = False):
             yield child, len(named) + len(child.args.kwonlyargs)
 
 
-def test_no_public_function_takes_more_than_10_parameters():
+def test_no_public_function_takes_more_than_10_parameters(rlnb_nodes):
     """The guide: public functions take at most 10 parameters; past that, a group (``SampleSettings``,
     ``TrialOptions``) says which belong together."""
     many = []
-    for path in sorted((ROOT / "rlnb").rglob("*.py")):
-        for fn, count in _public_functions(ast.parse(path.read_text())):
+    for path, nodes in rlnb_nodes.items():
+        for fn, count in _public_functions(nodes[0]):  # ast.walk gives the module first
             if count > 10:
                 many.append(f"{path.relative_to(ROOT)}:{fn.lineno} {fn.name} takes {count}")
     assert not many, many
@@ -382,14 +409,14 @@ def test_the_parameter_count_counts_what_it_says():
     assert [(fn.name, n) for fn, n in _public_functions(ast.parse(source))] == [("f", 4), ("h", 0)]
 
 
-def test_a_wire_loss_type_is_named_in_one_module_outside_wire():
+def test_a_wire_loss_type_is_named_in_one_module_outside_wire(rlnb_nodes):
     """``_CROSS_ENTROPY = LOSS_NAMES["cross_entropy"]`` was written in four modules: a loss type more than one module
     branches on is wire's own name (``wire.LOSS_CROSS_ENTROPY``)."""
     where: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "rlnb").rglob("*.py")):
+    for path, nodes in rlnb_nodes.items():
         if path.relative_to(ROOT).parts[1] == "wire":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in nodes:
             if (
                 isinstance(node, ast.Subscript)
                 and getattr(node.value, "attr", getattr(node.value, "id", "")) == ("LOSS_NAMES")

@@ -9,6 +9,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -23,7 +24,10 @@ from rlnb.testing import ServerProcess
 from tests.support.server import START_DEADLINE
 
 WAIT = 60.0
-"""Seconds a socket waits for the server here (a deadline of 1 s closes it about then)."""
+"""Seconds a socket waits for the server here (a header deadline closes it about ``DEADLINE`` s in)."""
+DEADLINE = 0.3
+"""The header deadline served here, which the first two tests' sleeps are fractions and multiples of: each waits on its
+clock (at 1 s, this file idled its core 6.5 s, the fast tier's longest wait)."""
 BASES = [pytest.param(H11Protocol, id="h11")]
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -36,12 +40,19 @@ except ImportError:  # uvicorn without httptools serves h11 only
 
 
 @pytest.fixture
-def serving(tmp_path, request):
-    """``(host, port)`` of the app served in process by uvicorn over ``request.param``'s protocol, with a header
-    deadline of 1 s and ``max_connections`` 3."""
+def header_deadline() -> float:
+    """The served header deadline: ``DEADLINE``, or a test's own (``parametrize("header_deadline", ...)``)."""
+    return DEADLINE
+
+
+@pytest.fixture
+def serving(tmp_path, request, header_deadline):
+    """``(host, port, state)`` of the app served in process by uvicorn over ``request.param``'s protocol, with a header
+    deadline of ``header_deadline`` s and ``max_connections`` 3; ``state`` is uvicorn's ``ServerState``, whose
+    ``connections`` and ``tasks`` (requests in flight) a test waits on."""
     app = create_app(device="cpu", checkpoint_dir=tmp_path)
     sock = bind("127.0.0.1", 0)
-    http = protocol(1, 3, base=request.param)
+    http = protocol(header_deadline, 3, base=request.param)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=http))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -49,11 +60,19 @@ def serving(tmp_path, request):
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.01)
     try:
-        yield sock.getsockname()[:2]
+        yield (*sock.getsockname()[:2], server.server_state)
     finally:
         server.should_exit = True
         thread.join(WAIT)
         sock.close()
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition`` (the server's state, read from its thread), at most ``WAIT`` seconds."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "the server's state did not come within WAIT"
+        time.sleep(0.005)
 
 
 def closed_after(sock: socket.socket) -> tuple[bytes, float]:
@@ -67,20 +86,21 @@ def closed_after(sock: socket.socket) -> tuple[bytes, float]:
 
 @pytest.mark.parametrize("serving", BASES, indirect=True)
 def test_a_connection_that_never_finishes_its_headers_is_closed_by_the_deadline(serving):
-    host, port = serving
+    host, port, _ = serving
     with socket.create_connection((host, port), timeout=WAIT) as sock:
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-a: ")
         data, took = closed_after(sock)
-    assert data == b"" and 0.5 < took < WAIT / 2, took
+    assert data == b"" and DEADLINE / 2 < took < WAIT / 2, took
     with socket.create_connection((host, port), timeout=WAIT) as sock:  # after an answer, on a kept-alive connection
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-        time.sleep(0.6)  # past half the deadline: it starts again at the answer, not at the connection's start
+        time.sleep(0.6 * DEADLINE)  # past half the deadline: it starts again at the answer, not at the connection's
+        # start
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         data, took = closed_after(sock)
     assert data.startswith(b"HTTP/1.1 200 ") and data.count(b"HTTP/1.1") == 1 and took < WAIT / 2, data
     with httpx.Client(base_url=f"http://{host}:{port}", timeout=WAIT) as c:  # a slow request, headers in, is no target
         assert c.get("/health").status_code == 200
-        time.sleep(1.5)  # the kept-alive connection's own timeout (uvicorn's 5 s) is longer
+        time.sleep(1.5 * DEADLINE)  # past the header deadline; a kept-alive connection's own (5 s) is longer
         assert c.get("/health").status_code == 200
 
 
@@ -88,26 +108,27 @@ def test_a_connection_that_never_finishes_its_headers_is_closed_by_the_deadline(
 def test_a_pipelined_request_whose_headers_came_is_no_target_while_it_runs(serving):
     """httptools parses a pipelined request's headers while the one before it runs: the deadline, set again when that
     one's answer ended, took the pipelined request (already in) for the one awaited, and closed it mid-body."""
-    host, port = serving
+    host, port, _ = serving
     body = b'{"base_model": 1}'
     with socket.create_connection((host, port), timeout=WAIT) as sock:
         post = f"POST /v1/rl/model-resources HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" + post.encode() + b"\r\n" + body[:1])
-        time.sleep(1.6)  # the pipelined request's body, past the header deadline (1 s)
+        time.sleep(1.6 * DEADLINE)  # the pipelined request's body, past the header deadline
         sock.sendall(body[1:] + b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         data, _ = closed_after(sock)
     assert data.startswith(b"HTTP/1.1 200 ") and data.count(b"HTTP/1.1 ") == 3, data
 
 
+@pytest.mark.parametrize("header_deadline", [1.0])  # the silent connections stay open through the first request
 @pytest.mark.parametrize("serving", BASES, indirect=True)
 def test_past_max_connections_requests_in_flight_a_request_gets_the_apis_503(serving):
     """Requests in flight are counted, not connections: a 503 frees no descriptor (its connection is accepted already),
     so counting connections that sent nothing only refused every other client while they were held (header_timeout
     frees those)."""
-    host, port = serving
+    host, port, state = serving
     silent = [socket.create_connection((host, port), timeout=WAIT) for _ in range(5)]
     try:
-        time.sleep(0.3)  # accepted by then
+        until(lambda: len(state.connections) == 5)  # accepted
         assert httpx.get(f"http://{host}:{port}/health", timeout=WAIT).status_code == 200
     finally:
         for sock in silent:
@@ -116,7 +137,7 @@ def test_past_max_connections_requests_in_flight_a_request_gets_the_apis_503(ser
     try:
         for sock in held:  # a request in flight: its headers in, its body still arriving
             sock.sendall(b"POST /v1/rl/model-resources HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9\r\n\r\n{")
-        time.sleep(0.3)  # each one's body read has begun by then
+        until(lambda: len(state.tasks) == 3)  # each one's request in flight: its body read has begun
         r = httpx.get(f"http://{host}:{port}/health", timeout=WAIT)
     finally:
         for sock in held:
@@ -125,7 +146,7 @@ def test_past_max_connections_requests_in_flight_a_request_gets_the_apis_503(ser
     error = r.json()["error"]
     assert error["type"] == "server_error" and "4 requests in flight with this one" in error["message"], error
     assert "(max_connections)" in error["message"], error
-    time.sleep(0.3)  # the held ones are gone
+    until(lambda: not state.tasks)  # the held ones are gone
     assert httpx.get(f"http://{host}:{port}/health", timeout=WAIT).status_code == 200
 
 

@@ -3,10 +3,13 @@ memory: 60 forward-backwards of 0.93 MB took the server from 403 to 804 MB, and 
 it a submission is a 429 in the API's error body with ``Retry-After``; rlnb's client, which retries a 429, carries a
 pipelined loop past the limit without an operation failing."""
 
+import time
 import uuid
 
 import rlnb
 from rlnb import samples, wire
+from rlnb.remote.retry import RetryPolicy
+from rlnb.server.ops import PENDING_RETRY
 from tests.support.server import CE, DEADLINE, app_client, held, new_session, wait
 
 OPS = "/training-sessions/{sid}/operations/{kind}"
@@ -42,9 +45,11 @@ def test_past_max_pending_operations_a_submission_is_a_429_with_retry_after(tmp_
 
 def test_an_rlnb_client_pipelining_past_the_limit_completes_every_operation(tmp_path, monkeypatch):
     batch = [samples.cross_entropy(list(b"pipelined"))]
+    asked: list[float] = []  # each retry's wait, 0.1 s here (the server's 1 s idled the test 2 s), 50 of them: 5 s,
+    retry = RetryPolicy(max_retries=50, pause=lambda seconds: asked.append(seconds) or time.sleep(0.1))  # as 5 of 1 s
     with (
         app_client(tmp_path, max_pending_operations=2) as c,
-        rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=c, record=False) as s,
+        rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=c, record=False, retry=retry) as s,
     ):
         s.forward_backward(batch).result(DEADLINE)  # warmed up: an operation then takes milliseconds, not seconds
         statuses: list[int] = []
@@ -59,4 +64,5 @@ def test_an_rlnb_client_pipelining_past_the_limit_completes_every_operation(tmp_
             ops = [s.forward_backward(batch) for _ in range(6)]
             losses = [op.result(DEADLINE).loss for op in ops]
         assert len(losses) == 6 and all(loss > 0 for loss in losses)
-        assert 429 in statuses  # the client met the limit, and retried
+        assert 429 in statuses  # the client met the limit, and retried after the wait the server asked for
+        assert asked and set(asked) == {PENDING_RETRY}, asked

@@ -284,12 +284,12 @@ def test_a_sink_given_up_on_says_where_everything_is(monkeypatch, tmp_path, reco
     stuck = Flaky(0, RuntimeError("unused"), interval=0)
     release = threading.Event()
     stuck.close = lambda: release.wait(600)  # type: ignore[method-assign]
-    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.3)
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.1)
     session = rlnb.Session(FakeBackend(), record=record, runs_dir=tmp_path if record else None, sinks=[stuck])
     session.forward_backward(CE)
     session.optim_step().result()
     try:
-        with pytest.warns(sinks.SinkWarning, match="did not finish writing within 0.3 s") as caught:
+        with pytest.warns(sinks.SinkWarning, match="did not finish writing within 0.1 s") as caught:
             session.close()
     finally:
         release.set()
@@ -779,7 +779,7 @@ def test_a_sink_whose_close_missed_its_deadline_is_never_waited_for_again_while_
     slow = threading.Event()
     stuck.close = lambda: slow.wait(600)  # type: ignore[method-assign]
     try:
-        said = pytest.warns(sinks.SinkWarning, match="did not finish writing within 0.3 s")
+        said = pytest.warns(sinks.SinkWarning, match="did not finish writing within 0.1 s")
         with said, rlnb.Session(FakeBackend(), record=False, sinks=[stuck]) as d:  # waited for again, said again
             d.forward_backward(CE)
     finally:
@@ -804,8 +804,8 @@ def test_export_to_a_sink_whose_set_up_never_answers_gives_up_at_the_deadline(mo
         for _ in range(5):
             s.forward_backward(CE)
             s.optim_step().result()
-    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.5)
-    said = r"could not export run r to <rlnb.sinks.Silent>: no answer within 0.5 s .* while setting up the sink"
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 0.1)
+    said = r"could not export run r to <rlnb.sinks.Silent>: no answer within 0.1 s .* while setting up the sink"
     try:
         with pytest.raises(sinks.SinkError, match=said):
             rlnb.export(s.history, Silent(0, OSError("never")))

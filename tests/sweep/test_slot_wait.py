@@ -43,11 +43,11 @@ def test_the_clients_retry_after_waits_end_at_the_slot_timeout_and_the_reason_co
     "429 to each of 1 tries"; Retry-After: 60 could hold a try 300 s."""
     asked: list[httpx.Request] = []
     provider = httpx.MockTransport(session_cap(asked, retry_after))
-    trials = sweep(BASE, steps=1, target="http://rl.test", transport=provider, slot_timeout=0.3, runs_dir=tmp_path,
+    trials = sweep(BASE, steps=1, target="http://rl.test", transport=provider, slot_timeout=0.1, runs_dir=tmp_path,
                    progress=False, **retries)  # fmt: skip
     assert list(trials.status) == ["FAILED"], trials.reason.tolist()
     reason = trials.reason[0]
-    assert "no session slot within slot_timeout=0.3 s" in reason, reason
+    assert "no session slot within slot_timeout=0.1 s" in reason, reason
     assert f"answered 429 to each of {len(asked)} requests" in reason, (len(asked), reason)
     assert len(asked) < 6  # no retry was sent after the slot_timeout passed
 
@@ -103,7 +103,7 @@ def test_a_users_own_pause_is_asked_by_a_trial_opening_its_session_and_calls_its
     waits: list[float] = []
     mine = RetryPolicy(pause=lambda seconds: waits.append(seconds) or True)
     trials = sweep(BASE, steps=1, target="http://rl.test", transport=httpx.MockTransport(session_cap(asked, "0.05")),
-                   slot_timeout=0.5, runs_dir=tmp_path, progress=False, retry=mine)  # fmt: skip
+                   slot_timeout=0.2, runs_dir=tmp_path, progress=False, retry=mine)  # fmt: skip
     assert list(trials.status) == ["FAILED"], trials.reason.tolist()
     assert waits and set(waits) == {0.05}, waits
     assert len(asked) <= len(waits) + 1  # one request per try (a retry it allowed: 6), the last one past the deadline

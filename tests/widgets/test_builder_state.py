@@ -14,7 +14,7 @@ from rlnb.widgets import PRESETS, OptimizerBuilder, RunPanel
 from rlnb.widgets.describe import scheduled_rate
 from rlnb.widgets.presets import DEFAULT_PRESET
 
-pytestmark = pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
+pytestmark = pytest.mark.usefixtures("undrawn_live_view", "unplotted_schedule")  # reads no picture
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from rlnb.sweep.lr.muon import muon_lr_factor
 from rlnb.widgets import OptimizerBuilder, RunPanel
 from rlnb.widgets.presets import PRESETS
 
+pytestmark = pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
+
 
 def test_the_presets_line_names_the_muon_rate_the_form_sends_in_match_adam_units():
     """On match_adam units the line said "Muon lr 0.05" while the form (and the summary) sent 0.0248."""

@@ -32,6 +32,7 @@ def preview_json(b: OptimizerBuilder) -> dict:
     return json.loads(re.search(r"<pre[^>]*>(.*)</pre>", b.preview.value, re.S).group(1))
 
 
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_every_adam_control_reaches_the_params_and_the_preview():
     b = OptimizerBuilder("adam")
     values = {"beta1": 0.8, "beta2": 0.99, "eps": 1e-7, "weight_decay": 0.02, "grad_clip_norm": 0.0}
@@ -44,6 +45,7 @@ def test_every_adam_control_reaches_the_params_and_the_preview():
     assert preview_json(b) == p.request_body()
 
 
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_every_muon_control_and_its_adam_sub_params():
     b = OptimizerBuilder("muon")
     b.muon["learning_rate"].text.value = 0.03
@@ -75,6 +77,7 @@ def test_switching_tabs_switches_the_optimizer():
     assert b.kind == "muon" and "muon_params" in preview_json(b)
 
 
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_learning_rate_slider_and_text_stay_in_step():
     b = OptimizerBuilder("adam")
     lr = b.adam["learning_rate"]
@@ -84,6 +87,7 @@ def test_learning_rate_slider_and_text_stay_in_step():
     assert lr.slider.value == pytest.approx(3.3e-5) and b.params.learning_rate == 3.3e-5
 
 
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_presets_fill_every_field():
     b = OptimizerBuilder("muon")
     for name, values in PRESETS.items():
@@ -213,6 +217,7 @@ def test_a_schedule_takes_a_numpy_floor():
     assert s.multiplier(20) == 0.5 and type(s.min_lr_ratio) is float
 
 
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     b = OptimizerBuilder("muon", total_steps=30)
     assert b.fold.selected_index is None  # folded by default: the summary is its title
@@ -697,6 +702,7 @@ def test_a_preset_shows_modified_once_edited():
     assert not b.modified and b.adam["beta1"].value == 0.9 and list(b.preset.options) == list(PRESETS)
 
 
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_each_preset_says_what_to_expect_for_the_optimizer_shown():
     """Together's example and Keller Jordan's defaults are about one optimizer each: an Adam session was told
     "lr 1e-4 is far too small" under Muon 0.02, a Muon one "AdamW at 3e-4 holds the head back" of plain AdamW."""
