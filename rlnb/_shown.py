@@ -31,12 +31,12 @@ def shown(text: object, limit: int = 40) -> str:
     return said if len(said) <= limit else f"{said[:limit]}... ({len(said)} characters)"
 
 
-def printable(text: object) -> str:
-    """``text`` as a string with each character that is not printable as its escape (``\\n``, ``\\x1b``,
-    ``\\u202e``), unquoted and uncut: a run or a metric named ``"a\\x00b\\n"`` drawn raw would be a box and a line
-    break in a legend, and an id a hostile server sent with ANSI escapes, printed raw, would clear or retitle the
-    terminal that shows it."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+def printable(text: object, keep: str = "") -> str:
+    """``text`` as a string with each character that is not printable (nor in ``keep``) as its escape (``\\n``,
+    ``\\x1b``, ``\\u202e``), unquoted and uncut: a run or a metric named ``"a\\x00b\\n"`` drawn raw would be a box and
+    a line break in a legend, and an id a hostile server sent with ANSI escapes, printed raw, would clear or retitle
+    the terminal that shows it. ``keep="\\n\\t"`` keeps a message's lines (a server's plain-text error page)."""
+    return "".join(c if c.isprintable() or c in keep else repr(c)[1:-1] for c in str(text))
 
 
 class _Nested(reprlib.Repr):

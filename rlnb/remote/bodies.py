@@ -21,6 +21,7 @@ import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from rlnb import _secrets, wire
+from rlnb._shown import printable
 from rlnb.errors import APIError, APIStatusError, status_error_class
 from rlnb.remote import masking, redirects
 from rlnb.remote.masking import chain, forget_locals, reachable
@@ -235,6 +236,7 @@ class Scrubber:
             message = self._redirect(request, response, base_url)
         cls = status_error_class(response.status_code)
         url = str(request.url.copy_with(query=None))  # presigned URLs carry a signature in the query
+        message = printable(message.replace("\r\n", "\n"), keep="\n\t")  # no ANSI escape of a server clears a terminal
         return cls(message + note, method=request.method, url=url, status_code=response.status_code, body=body)
 
     def _redirect(self, request: httpx.Request, response: httpx.Response, base_url: str) -> str:

@@ -163,3 +163,26 @@ def test_a_small_answer_over_a_socket_is_read_whole_under_a_small_cap():
 
     with Loopback(answer) as server, APIClient(server.url, KEY, retry=QUICK, max_response_bytes=64) as client:
         assert client.supported_models().data == []
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
+def test_an_error_status_message_with_terminal_escapes_is_shown_escaped_its_lines_kept(as_json):
+    """A hostile (or broken) server's error message went into the exception raw: printed, ``\\x1b[2J`` cleared the
+    terminal and ``\\u202e`` turned the rest around. Its control characters are shown as escapes; the line breaks
+    and tabs of a plain-text error page stay lines."""
+    said = "bad\x1b[2J\x1b]0;owned\x07 input\u202e\nsecond line\tend"
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if as_json:
+            return httpx.Response(400, json={"error": {"message": said}})
+        return httpx.Response(400, text=said)
+
+    with (
+        APIClient(BASE, KEY, transport=httpx.MockTransport(answer), retry=QUICK) as client,
+        pytest.raises(rlnb.APIError) as info,
+    ):
+        client.get_session("s")
+    message = str(info.value)
+    assert "\\x1b[2J" in message and "\\x07" in message and "\\u202e" in message, message
+    assert "\x1b" not in message and "\x07" not in message and "\u202e" not in message
+    assert "\nsecond line\tend" in message
