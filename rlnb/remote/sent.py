@@ -34,10 +34,10 @@ HOOKED = "rlnb_hooked_headers"
 CREDENTIAL_WORDS = frozenset(
     {"authorization", "auth", "token", "key", "apikey", "secret", "password", "cookie", "signature", "credential"}
 )
-"""Words of a header's, a cookie's or a query parameter's name (split at ``-``, ``_`` and ``.``) that make its value a
-credential (``Authorization``, ``X-Api-Key``, ``X-Auth-Token``, ``Helicone-Auth``, ``X-Api-Key-V2``,
-``X-Ms-Authorization-Auxiliary``, ``Cookie``, ``X-Signature``, ``?api_key=``), unless a word after the last of them
-says the value is about the credential (``ABOUT_WORDS``)."""
+"""Words of a header's, a cookie's or a query parameter's name (``_words``; or a word ending in one of ``ENDINGS``)
+that make its value a credential (``Authorization``, ``X-Api-Key``, ``X-Auth-Token``, ``Helicone-Auth``,
+``X-Api-Key-V2``, ``X-Ms-Authorization-Auxiliary``, ``Cookie``, ``X-Signature``, ``?api_key=``, ``accessToken``),
+unless a word after the last of them says the value is about the credential (``ABOUT_WORDS``)."""
 ABOUT_WORDS = frozenset({"id", "scheme", "type", "name", "provider", "expires", "expiry", "expiration", "issuer"})
 """Words that, after a credential word, name what the value says of it, not the credential: ``X-Api-Key-Id``,
 ``X-Auth-Scheme``, ``X-Auth-Token-Expires`` (masking those hid harmless words in every later message)."""
@@ -64,13 +64,21 @@ def says_credential(name: str) -> bool:
     """Whether ``name`` (a header's, cookie's or query parameter's) names a credential (``CREDENTIAL_WORDS``, not
     ``ABOUT_WORDS`` after them nor ``OTHER_KEYS``)."""
     words = _words(name)
-    at = [i for i, word in enumerate(words) if word in CREDENTIAL_WORDS]
+    at = [i for i, word in enumerate(words) if word in CREDENTIAL_WORDS or word.endswith(ENDINGS)]
     return bool(at) and not ABOUT_WORDS.intersection(words[at[-1] + 1 :]) and not OTHER_KEYS.intersection(words)
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+"""Where a camelCase name's words meet: ``accessToken``, ``X-AuthToken``, ``APIKey``."""
+ENDINGS = ("token", "secret", "password", "apikey")
+"""How a word run together with another that names a credential ends (``xapikey``, ``authtoken``); ``key`` is not
+one (``hotkey``)."""
+
+
 def _words(name: str) -> list[str]:
-    """The words of a header's, cookie's or query parameter's name, lowercase."""
-    return re.split(r"[-_.]", name.strip().lower())
+    """The words of a header's, cookie's or query parameter's name, lowercase: split at ``-``, ``_``, ``.`` and
+    camelCase boundaries (``accessToken`` was one word, no credential word, and its value was shown whole)."""
+    return re.split(r"[-_.]", _CAMEL.sub("-", name.strip()).lower())
 
 
 def credentials(headers: Iterable[tuple[str, str]], added: frozenset[str] = frozenset()) -> list[str]:
@@ -93,7 +101,7 @@ def cookie_values(pairs: Iterable[str]) -> list[str]:
     for pair in pairs:
         name, _, value = pair.partition("=")
         value = value.strip().strip('"')
-        words = re.split(r"[-_.]", name.strip().lower())
+        words = _words(name)
         named = says_credential(name) or any("sess" in word or word == "sid" for word in words)
         if len(value) >= (_secrets.MIN_LENGTH if named else CREDENTIAL_LENGTH):
             found.append(value)

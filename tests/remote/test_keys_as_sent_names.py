@@ -13,6 +13,7 @@ import pytest
 
 import rlnb
 from rlnb import _secrets
+from rlnb.remote import sent
 from rlnb.remote.client import APIClient
 from tests.support.fake_api import BASE, KEY, FakeAPI
 
@@ -111,3 +112,34 @@ def test_masking_goes_on_after_the_user_replaces_the_http_clients_event_hooks():
         with pytest.raises(rlnb.APIError) as info:
             api.get_session("s1")
     assert "late-key-0123456789" not in str(info.value) and "'x-api-key': '***'" in str(info.value), str(info.value)
+
+
+def test_a_credential_named_in_camel_case_or_run_together_is_masked():
+    """``accessToken``, ``X-AuthToken``, a cookie ``authToken``: split only at ``-_.``, each name was one word that
+    is no credential word, and the value was shown whole (no ``CleartextKeyWarning`` either)."""
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        said = f"bad request {request.url}; headers were {dict(request.headers)}"
+        return httpx.Response(400, json={"error": {"message": said, "type": "invalid_request_error"}})
+
+    secrets = {"tok-abcdef123", "hdr-abcdef123", "ck-abcdef12", "api-abcdef123", "x-apikey-0123"}
+    http = httpx.Client(transport=httpx.MockTransport(echo), params={"accessToken": "tok-abcdef123",
+                        "apiToken": "api-abcdef123", "maxTokens": "max-tokens-512", "pageSize": "page-size-64"},
+                        headers={"X-AuthToken": "hdr-abcdef123", "XApiKey": "x-apikey-0123"},
+                        cookies={"authToken": "ck-abcdef12"})  # fmt: skip
+    with http, APIClient(BASE, http_client=http, max_retries=0) as api, pytest.raises(rlnb.APIError) as info:
+        api.get_session("s1")
+    said = str(info.value)
+    assert not any(secret in said for secret in secrets), said
+    assert "accessToken=***" in said and "'x-authtoken': '***'" in said and "authToken=***" in said, said
+    assert "maxTokens=max-tokens-512" in said and "pageSize=page-size-64" in said, said
+
+
+@pytest.mark.parametrize(
+    ("name", "credential"),
+    [("accessToken", True), ("X-AuthToken", True), ("apiToken", True), ("clientSecret", True), ("APIKey", True),
+     ("xapikey", True), ("dbPassword", True), ("maxTokens", False), ("monkey", False), ("X-Api-KeyId", False),
+     ("idempotencyKey", False), ("X-Request-Id", False)],
+)  # fmt: skip
+def test_credential_names_are_read_at_camel_case_boundaries(name, credential):
+    assert sent.says_credential(name) is credential
