@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
 
@@ -21,11 +21,13 @@ MASK = "***"
 def forms(key: str) -> tuple[str, ...]:
     """How ``key`` may appear in a text: as written, as ``repr`` or ``ascii`` quote it (``\\n`` for a newline), as the
     ``repr`` of its UTF-8 bytes quotes it (``b'Bearer ...\\n'`` in an h11 or httpcore message), percent-encoded (a
-    query key with a ``/`` or ``+`` in a URL). Cached: every log record and error message is redacted."""
+    query key with a ``/`` or ``+`` in a URL; with a space, as ``+``, which httpx writes in a query). Cached: every
+    log record and error message is redacted."""
     escaped, as_ascii = repr(key)[1:-1], ascii(key)[1:-1]
     as_bytes = repr(key.encode("utf-8", "surrogatepass"))[2:-1]
     encoded = quote(key, safe="", errors="surrogatepass")
-    return tuple(dict.fromkeys(k for k in (key, escaped, as_ascii, as_bytes, encoded) if k))
+    in_query = quote_plus(key, safe="", errors="surrogatepass")
+    return tuple(dict.fromkeys(k for k in (key, escaped, as_ascii, as_bytes, encoded, in_query) if k))
 
 
 class Masker:

@@ -143,3 +143,16 @@ def test_a_credential_named_in_camel_case_or_run_together_is_masked():
 )  # fmt: skip
 def test_credential_names_are_read_at_camel_case_boundaries(name, credential):
     assert sent.says_credential(name) is credential
+
+
+@pytest.mark.parametrize("secret", ["key with space 123", "abc def~ghi!jkl*(0)"])
+def test_a_query_key_with_a_space_is_masked_in_an_echoed_url(secret):
+    """httpx writes a query's space as ``+``: the percent-encoded form (``%20``) was masked, not that one."""
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error": {"message": f"bad request {request.url}", "type": "invalid"}})
+
+    http = httpx.Client(transport=httpx.MockTransport(echo), params={"api_key": secret})
+    with http, APIClient(BASE, http_client=http, max_retries=0) as api, pytest.raises(rlnb.APIError) as info:
+        api.get_session("s1")
+    assert str(info.value).endswith("s1?api_key=***"), str(info.value)
