@@ -206,7 +206,11 @@ class RedactingFilter(logging.Filter):
         masker = matcher()
         if masker.pattern is None and not masker.few:
             return True
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed log call: the handler's handleError reports it, masked
+            record.msg, record.args = masker.sub(str(record.msg)), _masked_args(record.args, masker)
+            return True
         clean = masker.sub(message)
         if clean != message:
             record.msg, record.args = clean, None
@@ -219,6 +223,13 @@ class RedactingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = masker.sub(record.stack_info)
         return True
+
+
+def _masked_args(args: Any, masker: _masks.Masker) -> Any:
+    """A record's ``args`` that cannot be formatted, each masked as its ``repr`` (``handleError`` prints them)."""
+    if isinstance(args, tuple):
+        return tuple(masker.sub(repr(arg)) for arg in args)
+    return masker.sub(repr(args)) if args else args
 
 
 def _in_locals(error: BaseException | None, masker: _masks.Masker) -> bool:

@@ -14,6 +14,7 @@ masks the credentials (a ``Set-Cookie``) among the headers an HTTP logger's reco
 
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import logging
@@ -184,8 +185,23 @@ def install(http: Any) -> None:
         http.event_hooks["response"].append(see_answer)
 
 
-_LISTED = re.compile(r"\(b'([^'\\]*)', b'((?:[^'\\]|\\.)*)'\)")
-"""A header as httpcore lists one in a log line: ``(b'set-cookie', b'session=...; Path=/')``."""
+_LISTED = re.compile(r"""\(b(['"])((?:(?!\1)[^\\]|\\.)*)\1, b(['"])((?:(?!\3)[^\\]|\\.)*)\3\)""")
+"""A header as httpcore lists one in a log line: ``(b'set-cookie', b'session=...; Path=/')``, or ``b"..."`` where
+the value holds a ``'``."""
+
+
+def _listed(message: str) -> list[tuple[str, str]]:
+    """The headers ``message`` lists, unescaped (``\\'``, ``\\x..``) as ``credentials`` reads them."""
+    return [(_unescaped(q, name), _unescaped(r, value)) for q, name, r, value in _LISTED.findall(message)]
+
+
+def _unescaped(quote: str, text: str) -> str:
+    """``text`` as the bytes literal ``b<quote>text<quote>`` holds it; as it is where it is none (a line that only
+    looks like httpcore's)."""
+    try:
+        return str(ast.literal_eval(f"b{quote}{text}{quote}").decode("latin-1"))
+    except (ValueError, SyntaxError):
+        return text
 
 
 class HeaderLogFilter(logging.Filter):
@@ -193,9 +209,15 @@ class HeaderLogFilter(logging.Filter):
     of an answer's headers is logged before ``see_answer`` has remembered its ``Set-Cookie``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """The record, its listed credentials masked; never dropped."""
-        message = record.getMessage()
-        found = credentials(_LISTED.findall(message)) if "(b'" in message else []
+        """The record, its listed credentials masked; never dropped, and never raising: a record whose message cannot
+        be formatted goes on to the handler's ``handleError`` (it raised into the caller's log call)."""
+        if not record.args and "(b" not in str(record.msg):  # httpcore's lines come formatted: most are read once
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - the handler reports it (logging's handleError), as without this filter
+            return True
+        found = credentials(_listed(message)) if "(b" in message else []
         if found:
             record.msg, record.args = _secrets.redact_keys(message, found), None
         return True
