@@ -96,7 +96,8 @@ def _alternatives(node: dict[str, Any]) -> str:
     return group + "?" if "" in node else group if len(branches) > 1 else branches[0]
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def of(keys: tuple[str, ...]) -> Masker:
-    """A masker of ``keys`` (a list a caller holds: a client's, the credentials a log line lists)."""
+    """A masker of ``keys`` (a list a caller holds: a client's, the credentials a log line lists); the last 16 kept
+    (each holds a compiled pattern)."""
     return Masker(keys)
