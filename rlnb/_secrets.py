@@ -21,31 +21,37 @@ has registered, and ``configure_logging`` installs a handler with it for rlnb, h
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import sys
 import threading
 from collections import OrderedDict
 from typing import IO, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-MASK = "***"
+from rlnb import _masks
+from rlnb._masks import MASK
+
 MIN_LENGTH = 8
 """Shorter strings are not treated as secrets (masking "a" everywhere would garble every message): ``check_key``
 refuses them as keys."""
 
 _keys: set[str] = set()
 _lock = threading.Lock()
+_generation = [0]
+"""Bumped (under ``_lock``) each time the keys registered or remembered change: ``matcher`` rebuilds its pattern then
+only."""
 
 
 def register(key: str) -> None:
     """Remember ``key`` so that ``redact`` hides it from now on (for the life of the process)."""
     if len(key) >= MIN_LENGTH:
         with _lock:
-            _keys.add(key)
+            if key not in _keys:
+                _keys.add(key)
+                _generation[0] += 1
 
 
 def hide(key: Any) -> Any:
@@ -135,8 +141,11 @@ def remember(value: str) -> None:
     the ``SEEN_LIMIT`` seen last are kept."""
     if len(value) >= MIN_LENGTH:
         with _lock:
+            if value in _seen:  # still sent: kept, and the pattern stays as it is
+                _seen.move_to_end(value)
+                return
             _seen[value] = None
-            _seen.move_to_end(value)
+            _generation[0] += 1
             while len(_seen) > SEEN_LIMIT:
                 _seen.popitem(last=False)
 
@@ -147,34 +156,41 @@ def known() -> list[str]:
         return list(_keys.union(_seen))
 
 
-@functools.lru_cache(maxsize=1024)
-def forms(key: str) -> tuple[str, ...]:
-    """How ``key`` may appear in a text: as written, as ``repr`` or ``ascii`` quote it (``\\n`` for a newline), as the
-    ``repr`` of its UTF-8 bytes quotes it (``b'Bearer ...\\n'`` in an h11 or httpcore message), percent-encoded (a
-    query key with a ``/`` or ``+`` in a URL). Cached: every log record and error message is redacted."""
-    escaped, as_ascii = repr(key)[1:-1], ascii(key)[1:-1]
-    as_bytes = repr(key.encode("utf-8", "surrogatepass"))[2:-1]
-    encoded = quote(key, safe="", errors="surrogatepass")
-    return tuple(dict.fromkeys(k for k in (key, escaped, as_ascii, as_bytes, encoded) if k))
+FEW = 32
+"""How many keys added since a ``Masker``'s pattern was compiled it checks one by one before it is compiled again
+(or before ``FEW_USES`` texts were read: a store that stopped changing)."""
+FEW_USES = 2000
+_matchers: dict[str | None, tuple[int, _masks.Masker]] = {}
 
 
-def redact(text: str) -> str:
-    """``text`` with every registered key (in each of its ``forms``) replaced by ``***``."""
-    return redact_keys(text, known())
+def matcher(extra: str | None = None) -> _masks.Masker:
+    """A ``Masker`` of every key known (and ``extra``, a client's own), made again only when they change
+    (``_generation``), from the last one (``Masker.adding``)."""
+    generation, masker = _matchers.get(extra, (-1, None))
+    stale = masker is not None and bool(masker.few) and masker.uses > FEW_USES
+    if masker is None or stale or generation != _generation[0]:
+        with _lock:
+            generation, keys = _generation[0], frozenset([*_keys, *_seen, *([extra] if extra else [])])
+        masker = _masks.Masker(keys) if masker is None or stale else masker.adding(keys, FEW)
+        if len(_matchers) > 16:  # one per client's own key: bounded
+            _matchers.clear()
+        _matchers[extra] = generation, masker
+    return masker
+
+
+def redact(text: str, extra: str | None = None) -> str:
+    """``text`` with every registered key (in each of its ``forms``; and ``extra``) replaced by ``***``."""
+    return matcher(extra).sub(text)
 
 
 def holds(text: str, keys: list[str]) -> bool:
     """Whether ``text`` holds one of ``keys`` in one of its ``forms``."""
-    return any(form in text for key in keys for form in forms(key))
+    return _masks.of(tuple(keys)).search(text)
 
 
 def redact_keys(text: str, keys: list[str]) -> str:
     """``text`` with each of ``keys``, in each of its ``forms``, replaced by ``***``."""
-    every = {form for key in keys for form in forms(key)}
-    for form in sorted(every, key=len, reverse=True):  # a key that contains another goes first
-        if form in text:
-            text = text.replace(form, MASK)
-    return text
+    return _masks.of(tuple(keys)).sub(text)
 
 
 class RedactingFilter(logging.Filter):
@@ -187,26 +203,37 @@ class RedactingFilter(logging.Filter):
         standard formatters print as it is. A handler that renders ``exc_info`` itself (rich's ``RichHandler`` with
         ``rich_tracebacks``, locals and all) would print the key: a traceback that quotes one, in a message or a
         frame's locals, is left as that masked text only (``exc_info`` None), which such a handler prints instead."""
-        keys = known()
-        if not keys:
+        masker = matcher()
+        if masker.pattern is None and not masker.few:
             return True
-        message = record.getMessage()
-        clean = redact_keys(message, keys)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed log call: the handler's handleError reports it, masked
+            record.msg, record.args = masker.sub(str(record.msg)), _masked_args(record.args, masker)
+            return True
+        clean = masker.sub(message)
         if clean != message:
             record.msg, record.args = clean, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_info and (holds(record.exc_text or "", keys) or _in_locals(record.exc_info[1], keys)):
+        if record.exc_info and (masker.search(record.exc_text or "") or _in_locals(record.exc_info[1], masker)):
             record.exc_info = None
         if record.exc_text:
-            record.exc_text = redact_keys(record.exc_text, keys)
+            record.exc_text = masker.sub(record.exc_text)
         if record.stack_info:
-            record.stack_info = redact_keys(record.stack_info, keys)
+            record.stack_info = masker.sub(record.stack_info)
         return True
 
 
-def _in_locals(error: BaseException | None, keys: list[str]) -> bool:
-    """Whether a local of a frame ``error`` (or an error of its chain) passed through holds one of ``keys`` (its
+def _masked_args(args: Any, masker: _masks.Masker) -> Any:
+    """A record's ``args`` that cannot be formatted, each masked as its ``repr`` (``handleError`` prints them)."""
+    if isinstance(args, tuple):
+        return tuple(masker.sub(repr(arg)) for arg in args)
+    return masker.sub(repr(args)) if args else args
+
+
+def _in_locals(error: BaseException | None, masker: _masks.Masker) -> bool:
+    """Whether a local of a frame ``error`` (or an error of its chain) passed through holds a key (``masker``; its
     traceback's text is the record's ``exc_text``). Each local's ``repr`` is taken on its own: ``capture_locals=True``
     let one that raises escape the filter, so the ``log.exception`` of a handler that keeps going raised instead of
     logging."""
@@ -222,7 +249,7 @@ def _in_locals(error: BaseException | None, keys: list[str]) -> bool:
         while tb is not None:
             for value in tb.tb_frame.f_locals.values():
                 try:
-                    if holds(repr(value), keys):
+                    if masker.search(repr(value)):
                         return True
                 except Exception:  # noqa: BLE001 - a local whose repr raises is printed by no handler either
                     continue

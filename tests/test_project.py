@@ -111,7 +111,7 @@ def test_environment_yml_mirrors_the_pip_install():
 
 
 LAYERS = [
-    ["_shown", "_scalars"],
+    ["_shown", "_scalars", "_masks"],
     ["wire"],
     ["errors", "_secrets", "_exit", "_checks", "_options", "_extras", "_hosts", "_one_step"],
     ["text", "_files"],

@@ -126,6 +126,7 @@ class Scrubber:
 
     def __init__(self, own_key: SecretStr | None):
         self._own = own_key
+        self._own_key = own_key.get_secret_value() if own_key else None  # one masker for every string (matcher)
 
     def _keys(self) -> list[str]:
         keys = _secrets.known()
@@ -148,7 +149,7 @@ class Scrubber:
         return masking.mask(error, self._keys())
 
     def redact(self, text: str) -> str:
-        return _secrets.redact_keys(text, self._keys())
+        return _secrets.redact(text, self._own_key)
 
     def scrub(self, data: Any) -> Any:
         """Decoded JSON with every string (keys of objects too) redacted."""
@@ -162,7 +163,7 @@ class Scrubber:
 
     def _clean(self, text: str) -> bool:
         """Whether no decoded string of this JSON text can hold a key (no escapes, no key as written)."""
-        return "\\" not in text and not _secrets.holds(text, self._keys())
+        return "\\" not in text and not _secrets.matcher(self._own_key).search(text)
 
     def decode(self, response: httpx.Response, what: str) -> Any:
         """The body as JSON, every string scrubbed; ``APIError`` (no raw text chained) if it is not JSON."""

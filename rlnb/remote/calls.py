@@ -202,6 +202,7 @@ class Caller:
         if self._api_key is not None:
             request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
         request.extensions[sent.MARK] = frozenset(request.headers.keys())
+        sent.install(self._http)  # again: an ``event_hooks = ...`` the user set since dropped the hooks
         return request
 
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:

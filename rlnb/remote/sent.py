@@ -14,6 +14,7 @@ masks the credentials (a ``Set-Cookie``) among the headers an HTTP logger's reco
 
 from __future__ import annotations
 
+import ast
 import base64
 import contextlib
 import logging
@@ -25,22 +26,32 @@ from rlnb import _secrets
 
 MARK = "rlnb_built_headers"
 """The request extension ``Caller._build`` sets on a request to the API: the names of the headers it was built with.
-A header the request carries that is not among them was written by an ``auth=`` flow (or a request hook), and is
-taken for a credential whatever its name (a custom signer's ``X-Sig``)."""
+A header not among them that ``see_request``, the first request hook, finds was written by an ``auth=`` flow (httpx
+runs the flow, then the hooks in order), and is taken for a credential (a custom signer's ``X-Sig``) unless its name
+says it is no secret (``NOT_SECRET_WORDS``); one a user's request hook writes only where its name says so."""
+HOOKED = "rlnb_hooked_headers"
+"""The request extension ``see_answer`` sets: the headers request hooks added (not the auth flow's, in a next round)."""
 
 CREDENTIAL_WORDS = frozenset(
     {"authorization", "auth", "token", "key", "apikey", "secret", "password", "cookie", "signature", "credential"}
 )
-"""Words of a header's, a cookie's or a query parameter's name (split at ``-``, ``_`` and ``.``) that make its value a
-credential (``Authorization``, ``X-Api-Key``, ``X-Auth-Token``, ``Helicone-Auth``, ``X-Api-Key-V2``,
-``X-Ms-Authorization-Auxiliary``, ``Cookie``, ``X-Signature``, ``?api_key=``), unless a word after the last of them
-says the value is about the credential (``ABOUT_WORDS``)."""
+"""Words of a header's, a cookie's or a query parameter's name (``_words``; or a word ending in one of ``ENDINGS``)
+that make its value a credential (``Authorization``, ``X-Api-Key``, ``X-Auth-Token``, ``Helicone-Auth``,
+``X-Api-Key-V2``, ``X-Ms-Authorization-Auxiliary``, ``Cookie``, ``X-Signature``, ``?api_key=``, ``accessToken``),
+unless a word after the last of them says the value is about the credential (``ABOUT_WORDS``)."""
 ABOUT_WORDS = frozenset({"id", "scheme", "type", "name", "provider", "expires", "expiry", "expiration", "issuer"})
 """Words that, after a credential word, name what the value says of it, not the credential: ``X-Api-Key-Id``,
 ``X-Auth-Scheme``, ``X-Auth-Token-Expires`` (masking those hid harmless words in every later message)."""
 OTHER_KEYS = frozenset({"idempotency", "cache"})
 """Words that, before a credential word, say the value keys something else: ``Idempotency-Key``, which rlnb writes on
 every operation (masked, a server's "duplicate idempotency key ..." hid it), ``X-Cache-Key``."""
+NOT_SECRET_WORDS = frozenset(
+    {"id", "date", "time", "timestamp", "expires", "traceparent", "tracestate", "baggage", "trace", "span",
+     "sha256", "digest", "route", "routing", "model", "region", "version", "content", "accept", "host", "agent"}
+)  # fmt: skip
+"""Words of the name of a header an ``auth=`` flow writes that say it is no secret: an id, a date, a trace, a digest
+of the body, a route (SigV4's ``X-Amz-Date`` and ``X-Amz-Content-Sha256``): masked, API Gateway's clock-skew answer
+read ``Signature expired: *** is now ...`` and the digest of an empty body was masked everywhere."""
 PROOFS = frozenset({"response", "signature", "credential"})
 """The parameters of an ``Authorization`` value that prove the secret: Digest's ``response``, AWS's ``Signature`` and
 ``Credential``."""
@@ -53,14 +64,27 @@ is one from ``_secrets.MIN_LENGTH`` characters, as rlnb's own key."""
 def says_credential(name: str) -> bool:
     """Whether ``name`` (a header's, cookie's or query parameter's) names a credential (``CREDENTIAL_WORDS``, not
     ``ABOUT_WORDS`` after them nor ``OTHER_KEYS``)."""
-    words = re.split(r"[-_.]", name.strip().lower())
-    at = [i for i, word in enumerate(words) if word in CREDENTIAL_WORDS]
+    words = _words(name)
+    at = [i for i, word in enumerate(words) if word in CREDENTIAL_WORDS or word.endswith(ENDINGS)]
     return bool(at) and not ABOUT_WORDS.intersection(words[at[-1] + 1 :]) and not OTHER_KEYS.intersection(words)
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+"""Where a camelCase name's words meet: ``accessToken``, ``X-AuthToken``, ``APIKey``."""
+ENDINGS = ("token", "secret", "password", "apikey")
+"""How a word run together with another that names a credential ends (``xapikey``, ``authtoken``); ``key`` is not
+one (``hotkey``)."""
+
+
+def _words(name: str) -> list[str]:
+    """The words of a header's, cookie's or query parameter's name, lowercase: split at ``-``, ``_``, ``.`` and
+    camelCase boundaries (``accessToken`` was one word, no credential word, and its value was shown whole)."""
+    return re.split(r"[-_.]", _CAMEL.sub("-", name.strip()).lower())
+
+
 def credentials(headers: Iterable[tuple[str, str]], added: frozenset[str] = frozenset()) -> list[str]:
-    """The credentials among ``headers``: the key each header named as one (or among ``added``) carries (``_parts``),
-    and a cookie's values (``cookie_values``)."""
+    """The credentials among ``headers``: the key each header named as one (or among ``added``, those an ``auth=``
+    flow wrote) carries (``_parts``), and a cookie's values (``cookie_values``)."""
     found: list[str] = []
     for name, value in headers:
         if name.lower() in ("cookie", "set-cookie"):
@@ -78,7 +102,7 @@ def cookie_values(pairs: Iterable[str]) -> list[str]:
     for pair in pairs:
         name, _, value = pair.partition("=")
         value = value.strip().strip('"')
-        words = re.split(r"[-_.]", name.strip().lower())
+        words = _words(name)
         named = says_credential(name) or any("sess" in word or word == "sid" for word in words)
         if len(value) >= (_secrets.MIN_LENGTH if named else CREDENTIAL_LENGTH):
             found.append(value)
@@ -108,13 +132,29 @@ def _parts(value: str) -> list[str]:
 
 
 def see_request(request: Any) -> None:
-    """A request hook: remember the credentials of a request to the API (an ``httpx`` or ``httpx2`` one) as it goes
-    to the transport: its headers (those written since ``Caller._build``, whatever their names) and its query."""
+    """The first request hook: remember the credentials of a request to the API (an ``httpx`` or ``httpx2`` one) as
+    it goes to the transport, the headers its ``auth=`` flow wrote included (``MARK``)."""
     built = request.extensions.get(MARK)
-    if built is None:
-        return
-    added = frozenset(request.headers.keys()) - built
-    found = credentials(request.headers.multi_items(), added)
+    if built is not None:
+        hooked = request.extensions.get(HOOKED, frozenset())
+        request.extensions[AUTHED] = frozenset(request.headers.keys()) - built - hooked
+        _remember(request)
+
+
+AUTHED = "rlnb_auth_headers"
+"""The request extension ``see_request`` sets: the headers the ``auth=`` flow wrote."""
+
+
+def _authed(request: Any) -> frozenset[str]:
+    """The headers ``request``'s ``auth=`` flow wrote whose names do not say they are no secret."""
+    return frozenset(
+        name for name in request.extensions.get(AUTHED, ()) if not NOT_SECRET_WORDS.intersection(_words(name))
+    )
+
+
+def _remember(request: Any) -> None:
+    """Remember the credentials of ``request``: its headers (``credentials``, ``_authed``) and its query."""
+    found = credentials(request.headers.multi_items(), _authed(request))
     found += [v for k, v in request.url.params.multi_items() if says_credential(k) and len(v) >= _secrets.MIN_LENGTH]
     for value in found:
         _secrets.remember(value)
@@ -123,23 +163,45 @@ def see_request(request: Any) -> None:
 def see_answer(response: Any) -> None:
     """A response hook: remember the credentials of the request it answers (again) and the cookies it sets, before
     its body is read."""
-    if response.request.extensions.get(MARK) is None:
+    request = response.request
+    built = request.extensions.get(MARK)
+    if built is None:
         return
-    see_request(response.request)
+    request.extensions[HOOKED] = frozenset(request.headers.keys()) - built - request.extensions.get(AUTHED, set())
+    _remember(request)
     for value in credentials(("set-cookie", line) for line in response.headers.get_list("set-cookie")):
         _secrets.remember(value)
 
 
 def install(http: Any) -> None:
-    """``see_request`` and ``see_answer`` among ``http``'s event hooks, once."""
-    for kind, hook in (("request", see_request), ("response", see_answer)):
-        hooks = http.event_hooks[kind]
-        if hook not in hooks:
-            hooks.append(hook)
+    """``see_request`` first among ``http``'s request hooks (before a user's writes to the request), ``see_answer``
+    among its response hooks, once: cheap enough for each request (hooks that ``event_hooks = ...`` replaced)."""
+    hooks = http.event_hooks["request"]
+    if not hooks or hooks[0] is not see_request:
+        with contextlib.suppress(ValueError):
+            hooks.remove(see_request)
+        hooks.insert(0, see_request)
+    if see_answer not in http.event_hooks["response"]:
+        http.event_hooks["response"].append(see_answer)
 
 
-_LISTED = re.compile(r"\(b'([^'\\]*)', b'((?:[^'\\]|\\.)*)'\)")
-"""A header as httpcore lists one in a log line: ``(b'set-cookie', b'session=...; Path=/')``."""
+_LISTED = re.compile(r"""\(b(['"])((?:(?!\1)[^\\]|\\.)*)\1, b(['"])((?:(?!\3)[^\\]|\\.)*)\3\)""")
+"""A header as httpcore lists one in a log line: ``(b'set-cookie', b'session=...; Path=/')``, or ``b"..."`` where
+the value holds a ``'``."""
+
+
+def _listed(message: str) -> list[tuple[str, str]]:
+    """The headers ``message`` lists, unescaped (``\\'``, ``\\x..``) as ``credentials`` reads them."""
+    return [(_unescaped(q, name), _unescaped(r, value)) for q, name, r, value in _LISTED.findall(message)]
+
+
+def _unescaped(quote: str, text: str) -> str:
+    """``text`` as the bytes literal ``b<quote>text<quote>`` holds it; as it is where it is none (a line that only
+    looks like httpcore's)."""
+    try:
+        return str(ast.literal_eval(f"b{quote}{text}{quote}").decode("latin-1"))
+    except (ValueError, SyntaxError):
+        return text
 
 
 class HeaderLogFilter(logging.Filter):
@@ -147,9 +209,15 @@ class HeaderLogFilter(logging.Filter):
     of an answer's headers is logged before ``see_answer`` has remembered its ``Set-Cookie``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """The record, its listed credentials masked; never dropped."""
-        message = record.getMessage()
-        found = credentials(_LISTED.findall(message)) if "(b'" in message else []
+        """The record, its listed credentials masked; never dropped, and never raising: a record whose message cannot
+        be formatted goes on to the handler's ``handleError`` (it raised into the caller's log call)."""
+        if not record.args and "(b" not in str(record.msg):  # httpcore's lines come formatted: most are read once
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - the handler reports it (logging's handleError), as without this filter
+            return True
+        found = credentials(_listed(message)) if "(b" in message else []
         if found:
             record.msg, record.args = _secrets.redact_keys(message, found), None
         return True
