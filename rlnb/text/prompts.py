@@ -229,7 +229,7 @@ def check_room(prompts: Sequence[Sequence[int]], max_tokens: int | None, context
     unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
     for i, t in enumerate(prompts):
         if len(t) > context:
-            raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
+            raise ValueError(f"prompts[{i}] has {len(t)} tokens, more than the model's context of {context}")
         why = no_room(len(t), room, context, unset)
         if why is not None:
-            raise ValueError(f"prompt {i}: {why}")
+            raise ValueError(f"prompts[{i}]: {why}")

@@ -74,9 +74,9 @@ def test_a_prompt_past_the_remote_models_context_is_refused_before_sending_with_
         assert relay.count("GET", MODELS) == 1
     with rlnb.connect("local", model="tiny", record=False) as local:
         assert refusals(local) == remote  # one rule, one message
-    assert remote[0] == "prompt 0: 250 tokens + max_tokens 7 exceed the model's context of 256"
-    assert remote[1] == "prompt 0: 250 tokens + max_tokens 16 (the default: max_tokens is unset) exceed the model's " \
-                        "context of 256"  # fmt: skip
+    assert remote[0] == "prompts[0]: 250 tokens + max_tokens 7 exceed the model's context of 256"
+    assert remote[1] == "prompts[0]: 250 tokens + max_tokens 16 (the default: max_tokens is unset) exceed the " \
+                        "model's context of 256"  # fmt: skip
 
 
 def test_a_server_that_does_not_say_leaves_the_check_to_itself_saying_so_at_debug_level_only(tmp_path, caplog):
@@ -148,6 +148,6 @@ def test_a_module_served_from_python_lists_its_context_and_a_session_on_it_is_ch
         with relay.client() as http, rlnb.connect("http://testserver", base_model="x/mod", http_client=http,
                                                   record=False) as s:  # fmt: skip
             assert s.backend.context_length == 32
-            refusal = r"^prompt 0: 30 tokens \+ max_tokens 3 exceed the model's context of 32$"
+            refusal = r"^prompts\[0\]: 30 tokens \+ max_tokens 3 exceed the model's context of 32$"
             with pytest.raises(ValueError, match=refusal):
                 s.sample([list(range(30))], max_tokens=3)
