@@ -144,7 +144,7 @@ def generate(
     drawn = draw(decoder, prompts, n, settings, noise, codec, device, chooser)
     if not bool(drawn.finite().all()):
         raise Diverged(DIVERGED)
-    return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, len(prompts), n)
+    return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, [len(p) for p in prompts], n)
 
 
 def draw(
@@ -214,16 +214,19 @@ def _lengths(hits: list[Tensor], rows: int, max_tokens: int, device: torch.devic
 
 
 def _sequences(
-    tokens: Tensor, logps: Tensor, lengths: Tensor, ended: Tensor, prompts: int, n: int
+    tokens: Tensor, logps: Tensor, lengths: Tensor, ended: Tensor, prompts: Sequence[int], n: int
 ) -> list[list[wire.SampledSequence]]:
+    """``[prompt][sample]``; ``prompts``: each prompt's tokens, which its samples after the first reused (its
+    prefill ran once: ``prompt_cache_hit_tokens``, as vLLM's prefix cache reports a prompt's later samples)."""
     toks, lps, lens, stops = tokens.tolist(), logps.tolist(), lengths.tolist(), ended.tolist()
-    out: list[list[wire.SampledSequence]] = [[] for _ in range(prompts)]
+    out: list[list[wire.SampledSequence]] = [[] for _ in prompts]
     for row, (t, lp, k, stop) in enumerate(zip(toks, lps, lens, stops, strict=True)):
         out[row // n].append(
             wire.SampledSequence(
-                tokens=t[:k], logprobs=lp[:k], stop_reason=STOP if stop else LENGTH, prompt_cache_hit_tokens=0
+                tokens=t[:k], logprobs=lp[:k], stop_reason=STOP if stop else LENGTH,
+                prompt_cache_hit_tokens=prompts[row // n] if row % n else 0,
             )
-        )
+        )  # fmt: skip
     return out
 
 

@@ -98,6 +98,9 @@ def test_a_sample_through_the_server_and_in_process_has_the_rows_tokens(tmp_path
         local = s.sample(PROMPTS, num_samples=N, max_tokens=STEPS, seed=SEED).result(60)
     for out in (remote, local):
         assert [[q.tokens for q in res.sequences] for res in out.results] == want
+        # a prompt's first sample computed its prompt, the others reused it (as vLLM's prefix cache reports it)
+        hits = [[q.prompt_cache_hit_tokens for q in res.sequences] for res in out.results]
+        assert hits == [[0] + [len(p)] * (N - 1) for p in PROMPTS]
         got = torch.tensor([q.logprobs for res in out.results for q in res.sequences])
         torch.testing.assert_close(got, rows.logprobs, atol=1e-5, rtol=0)
 
