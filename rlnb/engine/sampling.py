@@ -217,7 +217,7 @@ def _sequences(
     tokens: Tensor, logps: Tensor, lengths: Tensor, ended: Tensor, prompts: Sequence[int], n: int
 ) -> list[list[wire.SampledSequence]]:
     """``[prompt][sample]``; ``prompts``: each prompt's tokens, which its samples after the first reused (its
-    prefill ran once: ``prompt_cache_hit_tokens``, as vLLM's prefix cache reports a prompt's later samples)."""
+    prefill ran once: ``prompt_cache_hit_tokens``, the tokens a sample reused rather than computed)."""
     toks, lps, lens, stops = tokens.tolist(), logps.tolist(), lengths.tolist(), ended.tolist()
     out: list[list[wire.SampledSequence]] = [[] for _ in prompts]
     for row, (t, lp, k, stop) in enumerate(zip(toks, lps, lens, stops, strict=True)):

@@ -98,7 +98,7 @@ def test_a_sample_through_the_server_and_in_process_has_the_rows_tokens(tmp_path
         local = s.sample(PROMPTS, num_samples=N, max_tokens=STEPS, seed=SEED).result(60)
     for out in (remote, local):
         assert [[q.tokens for q in res.sequences] for res in out.results] == want
-        # a prompt's first sample computed its prompt, the others reused it (as vLLM's prefix cache reports it)
+        # a prompt's first sample computed its prompt, the others reused it
         hits = [[q.prompt_cache_hit_tokens for q in res.sequences] for res in out.results]
         assert hits == [[0] + [len(p)] * (N - 1) for p in PROMPTS]
         got = torch.tensor([q.logprobs for res in out.results for q in res.sequences])
@@ -124,3 +124,25 @@ def test_the_memory_check_counts_the_prefill_once_a_prompt_besides_the_kv_cache(
                 assert "and its prefill: 8 prompts x 200 tokens (the longest prompt) x " in failed.value.message
             else:
                 assert len(t.sample(prompts, num_samples=n, max_tokens=1).result(60).results) == 8
+
+
+@pytest.mark.slow  # transformers, and the app's session on the same folder
+def test_an_hf_sample_through_the_server_has_the_rows_tokens(hf_dirs, tmp_path):
+    with rlnb.connect("local", model=hf_dirs["llama"], device="cpu", record=False) as s:
+        adapter, model = s.backend.adapter, s.backend.sampler
+        prompts = [s.encode("n="), s.encode("the loss goes down"), s.encode("a")]
+        eos = tuple(adapter.codec.eos_token_ids)  # the server's sample stops at them
+        _, rows = once_and_repeated(adapter, lambda b: adapter.decoder(model, b, 64), prompts, eos=eos)
+    lengths = rows.lengths.tolist()
+    want = [t[:k] for t, k in zip(rows.tokens.tolist(), lengths, strict=True)]
+    want_logprobs = [lp for t, k in zip(rows.logprobs.tolist(), lengths, strict=True) for lp in t[:k]]
+    with (
+        app_client(tmp_path, models={"tiny/llama": hf_dirs["llama"]}) as c,
+        rlnb.connect("http://testserver", base_model="tiny/llama", http_client=c, record=False) as r,
+    ):
+        out = r.sample(prompts, num_samples=N, max_tokens=STEPS, seed=SEED).result(60)
+    got = [q for res in out.results for q in res.sequences]
+    assert [q.tokens for q in got] == want
+    got_logprobs = torch.tensor([lp for q in got for lp in q.logprobs])
+    torch.testing.assert_close(got_logprobs, torch.tensor(want_logprobs), atol=1e-5, rtol=0)
+    assert min(lengths) < STEPS  # a row that stopped at EOS is among them
