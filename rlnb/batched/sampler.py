@@ -77,13 +77,14 @@ class Sampler:
         drawn = draw(decoder, self.prompts * len(live), n, self.settings, noise, self.codec, self.device)
         finite = drawn.finite().view(len(live), -1).all(dim=1).tolist()
         lists = DrawnLists.of(drawn)  # every member's record reads its rows from these
+        tokens = [len(p) for p in self.prompts]
         rollouts, failed = {}, {}
         for k, m in enumerate(live):
             if not finite[k]:  # as the sample handler fails it
                 records[m].fail(ops[m], Code.NON_FINITE_LOSS, DIVERGED)
                 failed[m] = failure_reason(Code.NON_FINITE_LOSS, DIVERGED)
                 continue
-            out = sample_output(lists, P, n, range(k * P * n, (k + 1) * P * n), records[m].step)
+            out = sample_output(lists, tokens, n, range(k * P * n, (k + 1) * P * n), records[m].step)
             records[m].complete(ops[m], out)
             texts = decode_all(self.codec, [s.tokens for r in out.results for s in r.sequences], skip_special=True)
             try:  # rewards and group advantages as rl_step computes them

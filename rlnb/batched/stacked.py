@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from rlnb.batched import fused
+from rlnb.engine.models.decoders import repeat_rows
 from rlnb.engine.models.tiny import CausalSelfAttention, KVCache, TinyConfig, TinyTransformer
 
 
@@ -184,22 +185,26 @@ class StackedDecoder:
         self.length = 0
         base = model.base
 
-        def one(params: dict[str, Tensor], k: Tensor, v: Tensor, ids: Tensor, mask: Tensor, past: int) -> Tensor:
-            return functional_call(base, params, (ids, mask, KVCache.over(k, v, past)), {"last": True})
+        def one(params: dict[str, Tensor], k: Tensor, v: Tensor, ids: Tensor, mask: Tensor, past: int,
+                shared: int) -> Tensor:  # fmt: skip
+            cache = KVCache.over(k, v, past)
+            cache.shared = shared  # a prefill's prompt written into the rows of its samples
+            return functional_call(base, params, (ids, mask, cache), {"last": True})
 
-        self._step = vmap(one, in_dims=(0, 1, 1, 0, 0, None))
+        self._step = vmap(one, in_dims=(0, 1, 1, 0, 0, None, None))
 
     @torch.no_grad()
-    def _run(self, ids: Tensor, mask: Tensor) -> Tensor:
+    def _run(self, ids: Tensor, mask: Tensor, n: int = 1) -> Tensor:
         K, T = self.model.members, ids.shape[-1]
-        ids, mask = ids.view(K, self.batch, T), mask.view(K, self.batch, -1)
-        logits = self._step(self.model.params, self.k, self.v, ids, mask, self.length)  # (K, B, V)
+        ids, mask = ids.view(K, -1, T), mask.view(K, ids.shape[0] // K, -1)
+        logits = self._step(self.model.params, self.k, self.v, ids, mask, self.length, n)  # (K, B / n, V)
         self.length += T
-        return logits.reshape(K * self.batch, -1)
+        return repeat_rows(logits.reshape(-1, logits.shape[-1]), n)
 
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.mask = mask
-        return self._run(ids, mask)
+    def prefill(self, ids: Tensor, mask: Tensor, n: int = 1) -> Tensor:
+        """Each member's prompts ``[K * P, T]`` once, each for its ``n`` rows (``Decoder``)."""
+        self.mask = repeat_rows(mask, n)
+        return self._run(ids, mask, n)
 
     def step(self, tokens: Tensor) -> Tensor:
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(tokens), 1)], dim=1)

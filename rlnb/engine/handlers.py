@@ -198,7 +198,9 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
         longest = bucket(longest, engine.adapter.context_length)
         dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
         chooser = choice.compiled_pick(engine.compiler, settings, dtype, rows, engine.adapter.vocab_size, engine.device)
-    sampling.check_cache(rows, longest, engine.adapter.kv_bytes_per_token(), engine.device)  # before any is allocated
+    tokens = max(len(p) for p in prompts)  # the prefill's, each prompt once (before any is allocated:)
+    prefill = (len(prompts), tokens, engine.adapter.prefill_bytes_per_token(tokens))
+    sampling.check_cache(rows, longest, engine.adapter.kv_bytes_per_token(), prefill, engine.device)
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
     groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)
     results = []
@@ -222,8 +224,8 @@ class _Cancellable:
     def __init__(self, decoder: Any, cancelled: threading.Event) -> None:
         self.decoder, self.cancelled = decoder, cancelled
 
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        return self.decoder.prefill(ids, mask)
+    def prefill(self, ids: Tensor, mask: Tensor, n: int = 1) -> Tensor:
+        return self.decoder.prefill(ids, mask, n)
 
     def step(self, tokens: Tensor) -> Tensor:
         if self.cancelled.is_set():

@@ -1,7 +1,7 @@
 """Sampling for the in-process backend: every prompt x sample decoded together, one forward per token.
 
-The prompts are left-padded into one batch of ``len(prompts) * n`` rows (each prompt repeated ``n``
-times), prefilled once, then advanced one token per step through the model's cache (``Decoder``).
+The prompts are left-padded into one batch, each prompt prefilled once, its keys and values repeated for its ``n``
+samples (``len(prompts) * n`` rows), then advanced one token per step through the model's cache (``Decoder``).
 Temperature, top-k and top-p run on the model's device; chosen tokens and their log-probs stay there
 until the end. Randomness is drawn up front: each prompt's generator (seeded from the request's seed and
 the prompt's index) fills a ``[max_tokens, n]`` block of uniforms, and each step picks every row's token
@@ -56,14 +56,20 @@ class Settings:
     eos: tuple[int, ...] = ()
 
 
-def check_cache(rows: int, length: int, per_token: int, device: torch.device) -> None:
-    """``RESOURCE_EXHAUSTED`` before anything is allocated when the KV cache of ``rows`` x ``length`` tokens would not
-    fit the memory free now (``free_memory``, the bound): the engine has no token budget (``rlnb serve`` has), and a
-    cache past it would fail only once allocated or filled — or, where Linux overcommits memory, get the process
-    killed."""
-    how = f"{rows} rows (prompts x num_samples) x {length} tokens (longest prompt + max_tokens) x {per_token} bytes"
+def check_cache(rows: int, length: int, per_token: int, prefill: tuple[int, int, int], device: torch.device) -> None:
+    """``RESOURCE_EXHAUSTED`` before anything is allocated when the KV cache of ``rows`` x ``length`` tokens and the
+    prefill's activations (``prefill``: prompts, the longest's tokens, bytes a token) would not fit the memory free now
+    (``free_memory``, the bound): the engine has no token budget (``rlnb serve`` has), and a cache past it would fail
+    only once allocated or filled — or, where Linux overcommits memory, get the process killed. The prefill runs each
+    prompt once, whatever ``num_samples``: its share is the largest for one sample (5x the cache on ``tiny``)."""
+    prompts, tokens, per_prompt_token = prefill
+    how = (
+        f"{rows} rows (prompts x num_samples) x {length} tokens (longest prompt + max_tokens) x {per_token} bytes, "
+        f"and its prefill: {prompts} prompts x {tokens} tokens (the longest prompt) x {per_prompt_token} bytes"
+    )
     advice = "sample fewer prompts, num_samples or max_tokens at once"
-    refuse_past_free(rows * length * per_token, device, "this sample's KV cache", how, advice)
+    need = rows * length * per_token + prompts * tokens * per_prompt_token
+    refuse_past_free(need, device, "this sample's KV cache and prefill", how, advice)
 
 
 def left_pad(prompts: Sequence[Sequence[int]], n: int, device: torch.device) -> tuple[Tensor, Tensor]:
@@ -138,7 +144,7 @@ def generate(
     drawn = draw(decoder, prompts, n, settings, noise, codec, device, chooser)
     if not bool(drawn.finite().all()):
         raise Diverged(DIVERGED)
-    return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, len(prompts), n)
+    return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, [len(p) for p in prompts], n)
 
 
 def draw(
@@ -159,8 +165,8 @@ def draw(
             f"noise has shape {tuple(noise.shape)}; need [max_tokens, prompts * n] = "
             f"[{settings.max_tokens}, {len(prompts) * n}]"
         )
-    ids, mask = left_pad(prompts, n, device)
-    B, T = ids.shape[0], settings.max_tokens
+    ids, mask = left_pad(prompts, 1, device)  # each prompt once: the decoder repeats its keys and values n times
+    B, T = len(prompts) * n, settings.max_tokens
     eos = torch.tensor(settings.eos, dtype=torch.long, device=device) if settings.eos else None
     ended = torch.zeros(B, dtype=torch.bool, device=device)
     matchers = [StopMatcher(codec, settings.stop) for _ in range(B)] if settings.stop else None
@@ -169,7 +175,7 @@ def draw(
     logps: list[Tensor] = []
     hits: list[Tensor] = []
     us = noise[:, :, None].unbind(0)  # each step's uniforms as a column [B, 1], as ``choice.choose`` takes them
-    logits = decoder.prefill(ids, mask)
+    logits = decoder.prefill(ids, mask, n)
     for t in range(T):
         nxt, logp = chooser(logits, us[t], settings.temperature, settings.top_p, settings.top_k)
         tokens.append(nxt)
@@ -208,16 +214,19 @@ def _lengths(hits: list[Tensor], rows: int, max_tokens: int, device: torch.devic
 
 
 def _sequences(
-    tokens: Tensor, logps: Tensor, lengths: Tensor, ended: Tensor, prompts: int, n: int
+    tokens: Tensor, logps: Tensor, lengths: Tensor, ended: Tensor, prompts: Sequence[int], n: int
 ) -> list[list[wire.SampledSequence]]:
+    """``[prompt][sample]``; ``prompts``: each prompt's tokens, which its samples after the first reused (its
+    prefill ran once: ``prompt_cache_hit_tokens``, the tokens a sample reused rather than computed)."""
     toks, lps, lens, stops = tokens.tolist(), logps.tolist(), lengths.tolist(), ended.tolist()
-    out: list[list[wire.SampledSequence]] = [[] for _ in range(prompts)]
+    out: list[list[wire.SampledSequence]] = [[] for _ in prompts]
     for row, (t, lp, k, stop) in enumerate(zip(toks, lps, lens, stops, strict=True)):
         out[row // n].append(
             wire.SampledSequence(
-                tokens=t[:k], logprobs=lp[:k], stop_reason=STOP if stop else LENGTH, prompt_cache_hit_tokens=0
+                tokens=t[:k], logprobs=lp[:k], stop_reason=STOP if stop else LENGTH,
+                prompt_cache_hit_tokens=prompts[row // n] if row % n else 0,
             )
-        )
+        )  # fmt: skip
     return out
 
 

@@ -67,6 +67,8 @@ class RemoteBackend:
         self.context_length, self.max_seq_length = limits.context_length, limits.max_seq_length
         """What the server's supported-models says of the model (``start.ModelLimits``): a ``Session`` refuses a
         prompt or sample past them before sending it, as on the in-process engine; None: left to the server."""
+        self.default_max_tokens = limits.default_max_tokens
+        """What the server samples for an unset ``max_tokens``: the room a ``Session`` checks then (None: unchecked)."""
         self.max_batch_size = limits.max_batch_size
         """Samples one forward-backward takes (None: not said): a ``Session`` refuses more before sending them, and
         ``rl_step`` splits its batch into pieces of at most this many."""

@@ -98,6 +98,8 @@ class ModelLimits:
     """Tokens of one training sample its trainer takes (``trainer_config``'s, full weights or LoRA as its resource)."""
     max_batch_size: int | None = None
     """Samples one forward-backward takes (the same trainer's): ``rl_step`` splits a larger batch."""
+    default_max_tokens: int | None = None
+    """The completion length its sampler takes for an unset ``max_tokens`` (``sampling_defaults.max_tokens``)."""
 
 
 def model_limits(models: wire.SupportedModels, resource: wire.ModelResources) -> ModelLimits:
@@ -110,6 +112,7 @@ def model_limits(models: wire.SupportedModels, resource: wire.ModelResources) ->
         _agreed([c.generator_config.context_length if c.generator_config else None for c in configs]),
         _agreed([t.max_seq_length if t is not None else None for t in trainers]),
         _agreed([t.max_batch_size if t is not None else None for t in trainers]),
+        _agreed([c.generator_config.sampling_defaults.max_tokens if c.generator_config else None for c in configs]),
     )
 
 

@@ -219,7 +219,8 @@ def sample_body(
                        stop=stops, seed=seed)  # fmt: skip
     # first: a bad value is named (one line, its bounds from the wire model) before the prompts are measured
     params = wire.validated(wire.SamplingParams, given, "SamplingParams")
-    check_room(tokens, params.max_tokens, getattr(backend, "context_length", None))
+    default = getattr(backend, "default_max_tokens", wire.DEFAULT_MAX_TOKENS)  # a remote one's: its server's
+    check_room(tokens, params.max_tokens, getattr(backend, "context_length", None), default)
     most: int | None = getattr(backend, "max_num_samples", None)  # the in-process engine's
     if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
         raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")

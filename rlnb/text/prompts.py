@@ -219,17 +219,20 @@ def no_room(length: int, max_tokens: int, context: int, note: str = "") -> str |
     return f"{length} tokens + max_tokens {max_tokens}{note} exceed the model's context of {context}"
 
 
-def check_room(prompts: Sequence[Sequence[int]], max_tokens: int | None, context: int | None) -> None:
-    """``ValueError`` naming the prompt that, with ``max_tokens`` (None: the default, ``wire.DEFAULT_MAX_TOKENS``)
-    new tokens, would not fit the model's ``context`` (``no_room``; known for in-process models, and for remote ones
-    whose server lists it in supported-models; None: not checked)."""
+def check_room(
+    prompts: Sequence[Sequence[int]], max_tokens: int | None, context: int | None, default: int | None
+) -> None:
+    """``ValueError`` naming the prompt that, with ``max_tokens`` new tokens (None: ``default``, what the sampler
+    takes then: the in-process engine's ``wire.DEFAULT_MAX_TOKENS``, a server's from supported-models; None: not
+    said, only the prompt itself checked), would not fit the model's ``context`` (``no_room``; known for in-process
+    models, and for remote ones whose server lists it in supported-models; None: not checked)."""
     if context is None:
         return
-    room = max_tokens if max_tokens is not None else wire.DEFAULT_MAX_TOKENS
+    room = max_tokens if max_tokens is not None else default
     unset = " (the default: max_tokens is unset)" if max_tokens is None else ""
     for i, t in enumerate(prompts):
         if len(t) > context:
-            raise ValueError(f"prompt {i} has {len(t)} tokens, more than the model's context of {context}")
-        why = no_room(len(t), room, context, unset)
+            raise ValueError(f"prompts[{i}] has {len(t)} tokens, more than the model's context of {context}")
+        why = no_room(len(t), room, context, unset) if room is not None else None
         if why is not None:
-            raise ValueError(f"prompt {i}: {why}")
+            raise ValueError(f"prompts[{i}]: {why}")

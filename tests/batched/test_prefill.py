@@ -62,3 +62,25 @@ def test_the_stacked_prefill_writes_one_row_of_logits_a_prompt():
             torch.testing.assert_close(logits[k * rows : (k + 1) * rows], alone, rtol=1e-5, atol=1e-5)
     heads = [shape for shape in products.shapes if shape[-1] == config.vocab_size]
     assert heads == [(members, rows, config.vocab_size)], f"the output head's products: {heads}"
+
+
+def test_the_stacked_prefill_runs_each_prompt_once_for_its_samples():
+    """``prefill(ids, mask, n)``: each member's prompt once (the head's products one row a prompt), its keys and
+    values in the rows of its ``n`` samples, and the first step as a batch prefilled row by row."""
+    config = TinyConfig(n_embd=32, n_head=4)
+    members, prompts, n, prompt = 2, 2, 3, 5
+    model = StackedModel([build_model(config, s) for s in range(members)], [name for name, _ in
+                          build_model(config, 0).named_parameters()])  # fmt: skip
+    ids = torch.randint(0, 256, (members * prompts, prompt), generator=torch.Generator().manual_seed(7))
+    mask = torch.ones(members * prompts, prompt, dtype=torch.long)
+    mask[1, :2] = 0  # member 0's second prompt is left-padded
+    once, rows = model.decoder(prompts * n, prompt + 2), model.decoder(prompts * n, prompt + 2)
+    with Products() as products:
+        first = once.prefill(ids, mask, n)
+    want = rows.prefill(ids.repeat_interleave(n, 0), mask.repeat_interleave(n, 0))
+    heads = [shape for shape in products.shapes if shape[-1] == config.vocab_size]
+    assert heads == [(members, prompts, config.vocab_size)], f"the output head's products: {heads}"
+    torch.testing.assert_close(first, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(once.k[..., :prompt, :], rows.k[..., :prompt, :], rtol=1e-5, atol=1e-5)
+    nxt = torch.arange(members * prompts * n) % 256
+    torch.testing.assert_close(once.step(nxt), rows.step(nxt), rtol=1e-5, atol=1e-5)

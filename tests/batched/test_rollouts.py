@@ -139,7 +139,7 @@ def test_a_members_sample_record_is_the_validated_output_built_with_few_python_c
 
     sys.setprofile(count)
     try:
-        out = sample_output(lists, prompts, n, rows, version=7)
+        out = sample_output(lists, [5, 9, 2], n, rows, version=7)  # each prompt's tokens
     finally:
         sys.setprofile(None)
     assert len(calls) <= 2 * len(rows), f"{len(calls)} Python calls for {len(rows)} rows"
@@ -152,7 +152,7 @@ def test_a_members_sample_record_is_the_validated_output_built_with_few_python_c
                         tokens=lists.tokens[r][: lists.lengths[r]],
                         logprobs=lists.logprobs[r][: lists.lengths[r]],
                         stop_reason=STOP if lists.stopped[r] else LENGTH,
-                        prompt_cache_hit_tokens=0,
+                        prompt_cache_hit_tokens=[5, 9, 2][p] if r % n else 0,  # the first sample's prefill reused
                     )
                     for r in rows[p * n : (p + 1) * n]
                 ],

@@ -214,7 +214,7 @@ def test_a_compiled_hf_step_attends_over_a_window_of_the_filled_slots(hf_dirs, m
         layers = model.config.num_hidden_layers
     assert_same_samples(got, want)
     assert len(seen) == 12 * layers  # the prompts, then 11 steps filling slots 59 to 69 of 128
-    assert seen[::layers] == [64] * 7 + [128] * 5
+    assert seen[::layers] == [58] + [64] * 6 + [128] * 5  # the prefill: each prompt once, over its own slots
     assert [(c["what"], c["length"], c["window"]) for c in compiler.compiles] == [
         ("decode step", 128, 64),
         ("decode step", 128, 128),

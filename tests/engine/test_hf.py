@@ -467,7 +467,7 @@ def test_a_lora_checkpoint_is_refused_on_other_weights_in_its_own_folder(tmp_pat
 
 def test_prompt_longer_than_the_context_and_cuda_without_cuda(hf_dirs):
     with local(hf_dirs["llama"]) as s:
-        with pytest.raises(ValueError, match=r"prompt 0 has 300 tokens.*context of 256"):
+        with pytest.raises(ValueError, match=r"prompts\[0\] has 300 tokens.*context of 256"):
             s.sample([[5] * 300])
         with pytest.raises(ValueError, match=r"max_tokens 100.*context of 256"):
             s.sample([[5] * 200], max_tokens=100)

@@ -207,9 +207,8 @@ def test_a_sample_whose_kv_cache_would_not_fit_the_free_memory_is_refused_before
         with pytest.raises(rlnb.OperationFailed) as failed:
             t.sample(["n=", "ab"], num_samples=64, max_tokens=18).result()
         assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
-        assert f"(128 rows (prompts x num_samples) x 20 tokens (longest prompt + max_tokens) x {per_token} bytes)" in (
-            failed.value.message
-        )
+        assert f"(128 rows (prompts x num_samples) x 20 tokens (longest prompt + max_tokens) x {per_token} bytes, " \
+               "and its prefill: 2 prompts x 2 tokens (the longest prompt) x " in failed.value.message  # fmt: skip
         assert "GiB free on cpu: sample fewer prompts, num_samples or max_tokens at once" in failed.value.message
         assert len(t.sample("n=", num_samples=64, max_tokens=18).result().results[0].sequences) == 64
 

@@ -12,6 +12,7 @@ import rlnb
 from rlnb import samples, wire
 from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
 from rlnb.remote.start import ModelLimits, model_limits
+from rlnb.text.prompts import check_room
 from tests.support.fake_api import error
 from tests.support.server import app_client
 
@@ -27,8 +28,9 @@ class Relay:
     """An ``httpx.MockTransport`` handler that passes every request to the app behind ``c`` and records it;
     ``hide`` answers supported-models 404 (a server that does not serve it)."""
 
-    def __init__(self, c: TestClient, hide: bool = False):
-        self.c, self.hide = c, hide
+    def __init__(self, c: TestClient, hide: bool = False, default_max_tokens: int | None = None):
+        self.c, self.hide, self.default_max_tokens = c, hide, default_max_tokens
+        """``default_max_tokens``: what supported-models' answers say of it instead of the app's own."""
         self.sent: list[tuple[str, str]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
@@ -36,6 +38,11 @@ class Relay:
         if self.hide and request.url.path == MODELS:
             return error(404, "not found")
         answer = self.c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
+        if self.default_max_tokens is not None and request.url.path == MODELS:
+            listing = answer.json()
+            for config in (c for m in listing["data"] for c in m["compute_configs"]):
+                config["generator_config"]["sampling_defaults"]["max_tokens"] = self.default_max_tokens
+            return httpx.Response(answer.status_code, json=listing)
         return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
 
     def client(self) -> httpx.Client:
@@ -74,9 +81,36 @@ def test_a_prompt_past_the_remote_models_context_is_refused_before_sending_with_
         assert relay.count("GET", MODELS) == 1
     with rlnb.connect("local", model="tiny", record=False) as local:
         assert refusals(local) == remote  # one rule, one message
-    assert remote[0] == "prompt 0: 250 tokens + max_tokens 7 exceed the model's context of 256"
-    assert remote[1] == "prompt 0: 250 tokens + max_tokens 16 (the default: max_tokens is unset) exceed the model's " \
-                        "context of 256"  # fmt: skip
+    assert remote[0] == "prompts[0]: 250 tokens + max_tokens 7 exceed the model's context of 256"
+    assert remote[1] == "prompts[0]: 250 tokens + max_tokens 16 (the default: max_tokens is unset) exceed the " \
+                        "model's context of 256"  # fmt: skip
+
+
+@pytest.mark.slow  # the app's model and a session on it (3 s on a loaded machine)
+def test_an_unset_max_tokens_is_checked_against_the_default_the_server_lists(tmp_path):
+    """The room of an unset ``max_tokens`` was rlnb's own default (16) whatever the server listed in its
+    ``sampling_defaults``, the number the server itself samples: a server listing 100 was sent a 230-token prompt
+    that could not fit its context of 256."""
+    with app_client(tmp_path) as c:
+        relay = Relay(c, default_max_tokens=100)
+        with relay.client() as http, rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http,
+                                                  record=False) as s:  # fmt: skip
+            assert s.backend.default_max_tokens == 100
+            refusal = r"^prompts\[0\]: 230 tokens \+ max_tokens 100 \(the default: max_tokens is unset\) exceed "
+            with pytest.raises(ValueError, match=refusal):
+                s.sample([list(b"a" * 230)])
+            sid = s.backend.session_id
+        assert relay.count("POST", SAMPLES.format(sid=sid)) == 0
+
+
+def test_a_default_the_server_does_not_agree_on_is_not_checked_but_the_context_still_is():
+    """``default_max_tokens`` None (configs that disagree on it, or none listed): no room is guessed for an unset
+    ``max_tokens``, and a prompt longer than the context itself is still refused."""
+    check_room([list(b"a" * 250)], None, 256, default=None)  # the server's default may fit it: sent
+    with pytest.raises(ValueError, match=r"^prompts\[0\] has 300 tokens, more than the model's context of 256$"):
+        check_room([list(b"a" * 300)], None, 256, default=None)
+    with pytest.raises(ValueError, match=r"^prompts\[0\]: 250 tokens \+ max_tokens 7 exceed"):
+        check_room([list(b"a" * 250)], 7, 256, default=None)  # a max_tokens given is checked as ever
 
 
 def test_a_server_that_does_not_say_leaves_the_check_to_itself_saying_so_at_debug_level_only(tmp_path, caplog):
@@ -96,8 +130,9 @@ def test_a_server_that_does_not_say_leaves_the_check_to_itself_saying_so_at_debu
         assert all(r.levelno < logging.WARNING for r in caplog.records if r.name == "rlnb")
 
 
-def config(gpu: str, context: int | None, full: int, lora: int | None) -> wire.SupportedComputeConfig:
-    defaults = wire.SamplingDefaults(logprobs=1, max_tokens=16, n=1, temperature=1.0)
+def config(gpu: str, context: int | None, full: int, lora: int | None, max_tokens: int = 16
+           ) -> wire.SupportedComputeConfig:  # fmt: skip
+    defaults = wire.SamplingDefaults(logprobs=1, max_tokens=max_tokens, n=1, temperature=1.0)
     generator = wire.GeneratorConfig(context_length=context, sampling_defaults=defaults) if context else None
     return wire.SupportedComputeConfig.model_validate({
         "gpu_type": gpu,
@@ -112,14 +147,16 @@ def config(gpu: str, context: int | None, full: int, lora: int | None) -> wire.S
 @pytest.mark.parametrize(
     ("gpu", "lora", "configs", "limits"),
     [
-        ("B200-SXM", False, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 2048, 8)),
-        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 1024, 8)),
-        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096)),  # no LoRA trainer said
+        ("B200-SXM", False, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 2048, 8, 16)),
+        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, 1024)], ModelLimits(4096, 1024, 8, 16)),
+        ("B200-SXM", True, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096, default_max_tokens=16)),
         ("B200-SXM", False, [config("B200-SXM", None, 2048, None)], ModelLimits(None, 2048, 8)),  # no generator said
-        ("H100-80GB", False, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096, 2048, 8)),  # none on its GPU
-        (None, False, [config("B200-SXM", 4096, 2048, None)] * 2, ModelLimits(4096, 2048, 8)),  # they agree
+        ("H100-80GB", False, [config("B200-SXM", 4096, 2048, None)], ModelLimits(4096, 2048, 8, 16)),
+        (None, False, [config("B200-SXM", 4096, 2048, None)] * 2, ModelLimits(4096, 2048, 8, 16)),  # they agree
         (None, False, [config("B200-SXM", 4096, 2048, None), config("B200-SXM", 8192, 2048, None)],
-         ModelLimits(None, 2048, 8)),  # they disagree on the context: not guessed
+         ModelLimits(None, 2048, 8, 16)),  # they disagree on the context: not guessed
+        (None, False, [config("B200-SXM", 4096, 2048, None), config("B200-SXM", 4096, 2048, None, max_tokens=100)],
+         ModelLimits(4096, 2048, 8)),  # they disagree on the default max_tokens: not guessed either
     ],
 )  # fmt: skip
 def test_the_limits_are_the_resources_own_models_gpus_and_weights_and_never_a_guess(gpu, lora, configs, limits):
@@ -148,6 +185,6 @@ def test_a_module_served_from_python_lists_its_context_and_a_session_on_it_is_ch
         with relay.client() as http, rlnb.connect("http://testserver", base_model="x/mod", http_client=http,
                                                   record=False) as s:  # fmt: skip
             assert s.backend.context_length == 32
-            refusal = r"^prompt 0: 30 tokens \+ max_tokens 3 exceed the model's context of 32$"
+            refusal = r"^prompts\[0\]: 30 tokens \+ max_tokens 3 exceed the model's context of 32$"
             with pytest.raises(ValueError, match=refusal):
                 s.sample([list(range(30))], max_tokens=3)

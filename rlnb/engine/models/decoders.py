@@ -18,11 +18,18 @@ from rlnb.engine.models.tiny import KVCache, TinyTransformer
 
 
 class Decoder(Protocol):
-    """Incremental decoding of a batch: next-token logits ``[B, V]`` after the prompts, then after each token."""
+    """Incremental decoding of a batch: next-token logits ``[B, V]`` after the prompts, then after each token.
+    ``prefill`` takes each prompt once, ``[P, T]``, and decodes ``n`` rows of it, ``B = P * n`` (row ``i * n + j``:
+    sample j of prompt i): a prompt's samples share its keys and values, so it is run once, not ``n`` times."""
 
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor: ...
+    def prefill(self, ids: Tensor, mask: Tensor, n: int = 1) -> Tensor: ...
 
     def step(self, tokens: Tensor) -> Tensor: ...
+
+
+def repeat_rows(x: Tensor, n: int) -> Tensor:
+    """Each row of ``x`` ``n`` times in a row (``x`` itself for 1: ``repeat_interleave`` copies even then)."""
+    return x if n == 1 else x.repeat_interleave(n, 0)
 
 
 def positions(mask: Tensor) -> Tensor:
@@ -36,9 +43,9 @@ class RecomputeDecoder:
     def __init__(self, forward: Any) -> None:
         self.forward = forward
 
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.ids, self.mask = ids, mask
-        return self.forward(ids, mask)[:, -1]
+    def prefill(self, ids: Tensor, mask: Tensor, n: int = 1) -> Tensor:
+        self.ids, self.mask = repeat_rows(ids, n), repeat_rows(mask, n)
+        return repeat_rows(self.forward(ids, mask)[:, -1], n)
 
     def step(self, tokens: Tensor) -> Tensor:
         self.ids = torch.cat([self.ids, tokens[:, None]], dim=1)
@@ -59,13 +66,18 @@ class BuiltinDecoder:
         self.model, self.cache, self.steps = model, cache, steps
         self.windows: dict[int, Callable[..., Tensor]] = {}
 
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        logits = self.model(ids, mask, self.cache)[:, -1]
+    def prefill(self, ids: Tensor, mask: Tensor, n: int = 1) -> Tensor:
+        self.cache.shared = n  # each prompt's keys and values written into its n rows (``KVCache``)
+        try:
+            logits = self.model(ids, mask, self.cache, last=True)
+        finally:
+            self.cache.shared = 1
+        mask = repeat_rows(mask, n)
         self.cache.fill(mask)
         self.pos = positions(mask)[:, -1] + 1  # each row's next position: its real tokens so far
         self.slot = torch.tensor([ids.shape[1]], device=ids.device)
         self.filled = ids.shape[1]
-        return logits
+        return repeat_rows(logits, n)
 
     def step(self, tokens: Tensor) -> Tensor:
         self.filled += 1
@@ -100,26 +112,38 @@ class HFDecoder:
         self.cache, self.max_len = static if static is not None else (DynamicCache(), 0)
         self.windows: dict[int, Callable[..., Tensor]] = {}
 
-    def prefill(self, ids: Tensor, mask: Tensor) -> Tensor:
-        self.last = positions(mask)[:, -1].contiguous()  # advanced in place by each step (``hf_step``)
+    def prefill(self, ids: Tensor, mask: Tensor, n: int = 1) -> Tensor:
+        """Each prompt once, through a ``DynamicCache`` of its own when ``n`` > 1, whose keys and values are then
+        repeated (``batch_repeat_interleave``) or, for a static cache, written into its ``n`` rows (``update``)."""
+        from transformers import DynamicCache
+
+        rows = repeat_rows(mask, n)
+        self.last = positions(rows)[:, -1].contiguous()  # advanced in place by each step (``hf_step``)
         self.filled = ids.shape[1]
         if self.max_len:  # the mask covers every slot from the start; the causal part hides the future ones
-            self.mask = mask.new_ones(mask.shape[0], self.max_len)
-            self.mask[:, : mask.shape[1]] = mask
+            self.mask = rows.new_ones(rows.shape[0], self.max_len)
+            self.mask[:, : rows.shape[1]] = rows
         else:
-            self.mask = mask
+            self.mask = rows
         if self.steps is not None:
             self.end = window(self.filled, self.max_len)
             self.cache.attend(self.end)
+        own = self.cache if n == 1 else DynamicCache()
         out = self.model(
             input_ids=ids,
-            attention_mask=self.mask,
+            attention_mask=self.mask if n == 1 else mask,
             position_ids=positions(mask),
-            cache=self.cache,
+            cache=own,
             use_cache=True,
             logits_to_keep=1,
         )
-        return out.logits[:, -1]
+        if n > 1 and self.max_len:
+            for layer, filled in zip(self.cache.layers, own.layers, strict=True):
+                layer.update(filled.keys.repeat_interleave(n, 0), filled.values.repeat_interleave(n, 0))
+        elif n > 1:
+            own.batch_repeat_interleave(n)
+            self.cache = own
+        return repeat_rows(out.logits[:, -1], n)
 
     def step(self, tokens: Tensor) -> Tensor:
         self.filled += 1

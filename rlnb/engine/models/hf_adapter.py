@@ -11,7 +11,14 @@ import torch
 from torch import Tensor, nn
 
 from rlnb.engine.models import hf
-from rlnb.engine.models.adapter import ModelAdapter, architecture, declared_context, model_dtype, unwrap
+from rlnb.engine.models.adapter import (
+    ModelAdapter,
+    activation_bytes,
+    architecture,
+    declared_context,
+    model_dtype,
+    unwrap,
+)
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.decoders import Decoder, HFDecoder, hf_prompt_logits, hf_step, positions, use_decode_attention
 
@@ -36,6 +43,15 @@ class HFAdapter(ModelAdapter):
         kv, dim = getattr(c, "num_key_value_heads", None) or heads, getattr(c, "head_dim", None)
         dim = dim or (getattr(c, "hidden_size", 0) or 0) // max(heads, 1)
         return 2 * (getattr(c, "num_hidden_layers", 0) or 0) * kv * dim * model_dtype(self.module).itemsize
+
+    def prefill_bytes_per_token(self, longest: int) -> int:
+        """A layer's activations (``activation_bytes``) and the prompt's own KV cache, which ``HFDecoder`` fills
+        before it repeats it for the samples."""
+        c: Any = self.module.config
+        c = c.get_text_config() if callable(getattr(c, "get_text_config", None)) else c
+        hidden = getattr(c, "hidden_size", 0) or 0
+        mlp = 3 * (getattr(c, "intermediate_size", None) or 4 * hidden)  # a gated MLP: gate, up and their product
+        return activation_bytes(hidden, mlp, longest, self.module) + self.kv_bytes_per_token()
 
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         if mask is None:  # no left padding: plain causal attention (the fast path)

@@ -225,10 +225,11 @@ class KVCache:
     writes one token at that slot and attends over the first ``end`` slots (None: all ``max_len``), the mask
     hiding those past it: every shape is fixed by the cache and ``end``, so one compiled step (``torch.compile``)
     serves every step of a window (``compiled.window``). ``real`` ``[B, max_len]`` marks the slots that hold real
-    tokens (not left padding). A ``compiled`` cache's static steps attend with ``one_query_attention`` (plain ops
-    that fuse, slower than the fused kernel eagerly). An eager step's ``end`` is the filled slots
-    (``BuiltinDecoder`` sets it): attention over all 202 slots of a 16 x 200 sample was 40% of the eager step on
-    ``small``."""
+    tokens (not left padding). A plain call with ``shared`` n writes each of its rows into n consecutive rows (a
+    prompt prefilled once for its n samples) and attends over its own. A ``compiled`` cache's static steps attend
+    with ``one_query_attention`` (plain ops that fuse, slower than the fused kernel eagerly). An eager step's ``end``
+    is the filled slots (``BuiltinDecoder`` sets it): attention over all 202 slots of a 16 x 200 sample was 40% of
+    the eager step on ``small``."""
 
     def __init__(
         self,
@@ -247,7 +248,7 @@ class KVCache:
         self.bias = torch.zeros(batch, 1, 1, max_len, device=device, dtype=dtype)
         """``real`` as SDPA's additive mask (0 or -inf, what SDPA makes of a boolean mask at every call), for the
         eager steps: set once by ``fill``, sliced to the filled slots at each step."""
-        self.length = 0
+        self.length, self.shared = 0, 1
         self.slot: Tensor | None = None
         self.end: int | None = None
         self.compiled = compiled
@@ -257,7 +258,7 @@ class KVCache:
         """A cache over existing keys/values ``[n_layer, B, nh, max_len, hs]`` of which ``length`` slots are
         filled: how a stacked model hands each member its slice of one cache inside ``torch.func.vmap``."""
         cache = cls.__new__(cls)
-        cache.k, cache.v, cache.length = list(k.unbind(0)), list(v.unbind(0)), length
+        cache.k, cache.v, cache.length, cache.shared = list(k.unbind(0)), list(v.unbind(0)), length, 1
         cache.slot, cache.end, cache.compiled = None, None, False
         return cache
 
@@ -273,7 +274,11 @@ class KVCache:
             keys.index_copy_(2, self.slot, k)
             values.index_copy_(2, self.slot, v)
             return (keys, values) if self.end is None else (keys[:, :, : self.end], values[:, :, : self.end])
-        end = self.length + k.shape[2]
+        end, n = self.length + k.shape[2], self.shared
+        if n > 1:  # each row into its n rows; attended over once (a strided view: vmap copies it, a step must not)
+            keys.unflatten(0, (-1, n))[:, :, :, self.length : end] = k[:, None]
+            values.unflatten(0, (-1, n))[:, :, :, self.length : end] = v[:, None]
+            return keys[::n, :, :end], values[::n, :, :end]
         keys[:, :, self.length : end] = k
         values[:, :, self.length : end] = v
         return keys[:, :, :end], values[:, :, :end]
