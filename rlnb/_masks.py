@@ -1,8 +1,8 @@
 """The forms a key may take in a text, and one compiled pattern of every form of many keys (``Masker``).
 
-Each text used to be checked against each form of each key known: with 257 keys (the credentials kept of a load
-balancer's rotating cookie), every string of a decoded body cost 257 times the work of one key. A ``Masker`` scans a
-text once, whatever the number of keys; ``rlnb._secrets.matcher`` keeps one per change of the keys it knows.
+Checked against each form of each key in turn, with 257 keys (the credentials kept of a load balancer's rotating
+cookie) every string of a decoded body would cost 257 times the work of one key. A ``Masker`` scans a text once,
+whatever the number of keys; ``rlnb._secrets.matcher`` keeps one per change of the keys it knows.
 """
 
 from __future__ import annotations

@@ -210,7 +210,7 @@ class HeaderLogFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """The record, its listed credentials masked; never dropped, and never raising: a record whose message cannot
-        be formatted goes on to the handler's ``handleError`` (it raised into the caller's log call)."""
+        be formatted goes on to the handler's ``handleError``, not into the caller's log call."""
         if not record.args and "(b" not in str(record.msg):  # httpcore's lines come formatted: most are read once
             return True
         try:
