@@ -87,10 +87,10 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
             )[1],
         )
     longest = max((len(prompt.tokens) for prompt in body.model_inputs), default=0)
-    if prompts * n * longest > settings.max_sample_prompt_tokens:  # every row is prefilled, padded to the longest
+    if prompts * n * longest > settings.max_sample_prompt_tokens:  # each sample's cache row holds its padded prompt
         raise ServerError(
             400,
-            f"this sample prefills {prompts} prompts x {n} samples x {longest} tokens (the longest prompt) = "
+            f"this sample caches {prompts} prompts x {n} samples x {longest} tokens (the longest prompt) = "
             f"{prompts * n * longest} prompt tokens; the limit is {settings.max_sample_prompt_tokens} per request "
             "(max_sample_prompt_tokens): split it",
             param="model_inputs",

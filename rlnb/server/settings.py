@@ -109,8 +109,9 @@ class ServerSettings:
     max_sample_tokens: int = 65536
     """Budget of one sample request: prompts x num_samples x max_tokens (400 past it)."""
     max_sample_prompt_tokens: int = 131072
-    """What one sample request prefills: prompts x num_samples x its longest prompt's tokens (every row is
-    padded to the longest; 400 past it). 2,000 prompts of 250 tokens take the server from 0.4 to 2.4 GB."""
+    """The prompt tokens one sample request's KV cache holds: prompts x num_samples x its longest prompt's tokens
+    (each sample's row keeps its prompt's keys and values, padded to the longest, though each prompt is prefilled
+    once; 400 past it). 2,000 prompts of 250 tokens took the server from 0.4 to 2.4 GB."""
     max_prompt_logprobs: int = 1 << 20
     """Prompt log-probs one sample request returns: its prompts' tokens x (1 with ``prompt_logprobs`` +
     ``topk_prompt_logprobs``), 400 past it. 512 prompts of 255 tokens with 20 top log-probs (a 0.6 MB body) answered
