@@ -28,7 +28,7 @@ from typing import Any
 
 from rlnb import _one_step, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError, user_stacklevel
-from rlnb.params import GRADIENTS_KEPT
+from rlnb.params import GRADIENTS_KEPT, SUBMIT_AGAIN
 from rlnb.remote.client import APIClient, PreparedOperation
 from rlnb.remote.poller import Poller
 from rlnb.wire import Listener
@@ -217,7 +217,9 @@ def _after_refusal(exc: APIError) -> str:
     server (the forward-backwards before it were taken), or that an earlier try may have taken it."""
     if not _took_nothing(exc):
         return ""
-    return MAYBE_TAKEN if isinstance(exc, APIStatusError) and exc.earlier_may_have_acted else GRADIENTS_KEPT
+    if isinstance(exc, APIStatusError) and exc.earlier_may_have_acted:
+        return MAYBE_TAKEN
+    return GRADIENTS_KEPT + SUBMIT_AGAIN
 
 
 def _took_nothing(exc: APIError) -> bool:
