@@ -169,6 +169,10 @@ class APITimeoutError(APIConnectionError):
 class APIStatusError(APIError):
     """The server answered with an error status; ``body`` is the decoded error body."""
 
+    earlier_may_have_acted = False
+    """An earlier try of this call got no answer, or a 5xx, and was retried: the server may have acted on it, whatever
+    this answer says (set by the client that retried it)."""
+
     def __init__(self, message: str, *, method: str, url: str, status_code: int, body: Any = None):
         self.status_code = status_code
         self.body = body

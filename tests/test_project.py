@@ -177,10 +177,13 @@ def test_nothing_reads_the_shared_reference_folder():
         assert needle not in path.read_text(), path
 
 
-MAY_IMPORT_TESTS = re.compile(r"^[ \t]*(?:from[ \t]+tests\b|import\b[^\n]*\btests\.)[^\n]*(?:\btest_|\()", re.M)
+MAY_IMPORT_TESTS = re.compile(
+    r"(?:^|;)[ \t]*(?:from[ \t]+tests\b|import\b[^\n]*\btests\.)[^\n]*(?:\btest_|\(|\\$)", re.M
+)
 """A line that may import a test module: ``import tests.a.test_b`` (also after other names), ``from tests.a.test_b
-import c``, ``from tests.a import test_b`` or ``(`` and the names on the lines below. Only the files that have one
-are parsed (7 of the 223 that name ``tests``: parsing all of those took about a second of CPU)."""
+import c``, ``from tests.a import test_b``, or ``(`` or ``\\`` and the names on the lines below; also after a ``;``.
+Only the files that have one are parsed (7 of the 225 that name ``tests``: parsing all of those took about a second
+of CPU)."""
 
 
 def _test_module_imports(text: str) -> list[int]:
@@ -218,8 +221,11 @@ def test_the_test_module_import_check_sees_each_form_of_import():
         "from tests.a import test_b",
         "from tests.a import (\n    c,\n    test_b,\n)",
         "if True:\n    from tests import test_b",
+        "from tests.a import \\\n    test_b",
+        "x = 1; from tests.a import test_b",
+        "x = 1;import tests.a.test_b",
     ]
-    assert [_test_module_imports(form) for form in forms] == [[1], [1], [1], [1], [1], [2]]
+    assert [_test_module_imports(form) for form in forms] == [[1], [1], [1], [1], [1], [2], [1], [1], [1]]
     assert _test_module_imports("import tests.support\nfrom tests.support.server import (\n    wait,\n)") == []
 
 

@@ -35,7 +35,7 @@ from rlnb.batched.reasons import failure_reason
 from rlnb.batched.recorder import Op, Recorder
 from rlnb.engine.optim.failures import NonFiniteGradient
 from rlnb.errors import describe
-from rlnb.params import GRADIENTS_KEPT, Hyperparams, OptimizerParams
+from rlnb.params import GRADIENTS_KEPT, SUBMIT_AGAIN, Hyperparams, OptimizerParams
 from rlnb.tasks.rollouts import Rollout, completion_rows
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OptimizerKind
@@ -122,7 +122,7 @@ def fail_optim_step(
         (code, said), first = fb_error, wire.OperationKind.FORWARD_BACKWARD
         rec.fail(opt, code, rest_failed(first, said, sent=True))
     elif refused is not None:  # as the engine's optim-step checks them first, whatever its gradients
-        code, said = Code.INVALID_INPUT, refused + GRADIENTS_KEPT  # in the engine's words
+        code, said = Code.INVALID_INPUT, refused + GRADIENTS_KEPT + SUBMIT_AGAIN  # in the engine's words
         rec.fail(opt, code, said)
     elif not math.isfinite(grad_norm):
         unclipped = not non_finite and not hp.grad_clip_norm > 0  # as a session's step says it

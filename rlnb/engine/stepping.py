@@ -20,7 +20,7 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
     try:
         hp = step_hyperparams(engine, body)
     except ValueError as exc:  # the other optimizer's params, or an eps these weights cannot take
-        raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}") from None
+        raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}{params_mod.SUBMIT_AGAIN}") from None
     try:
         stats = engine.optim.step(hp, checked=True)  # just above
     except NonFiniteGradient as exc:

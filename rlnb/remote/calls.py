@@ -138,7 +138,7 @@ class Caller:
         limit = f"the call's deadline ({self.deadline:g} s)"
         if call.until is not None and call.until < end:
             end, limit = call.until, "the caller's time for it"
-        attempt, answered = 0, None  # the latest error answer
+        attempt, answered, acted = 0, None, False  # the latest error answer; whether an earlier try may have acted
         while True:
             started = time.monotonic()
             failure: httpx.RequestError | None = None
@@ -162,11 +162,14 @@ class Caller:
                 raise APIError(f"{unmasked} (the transport's error holds the API key, in its text or an attribute, "
                                "where rlnb could not mask it)", method=request.method, url=url)  # fmt: skip
             if isinstance(failure, redirects.BadLocation):  # the server's answer: not retried
-                raise self._bodies.status_error(request, failure.answer(), self.base_url)
+                redirected = self._bodies.status_error(request, failure.answer(), self.base_url)
+                redirected.earlier_may_have_acted = acted
+                raise redirected
             if failure is not None:  # a retry cut short by the end: the error answer before it says more
                 cut = answered is not None and time.monotonic() >= end
                 said, error = (answered, None) if cut else (None, failure)
-                self._after_failure(request, attempt, said, error, end, limit, call)
+                acted |= not isinstance(failure, UNSENT)  # sent, and no answer: it may have acted
+                self._after_failure(request, attempt, said, error, end, limit, call, acted)
             else:
                 ms = (time.monotonic() - started) * 1000
                 shown = request.url if trusted else request.url.copy_with(query=None)  # a presigned query signs
@@ -175,7 +178,8 @@ class Caller:
                 if response.is_success:
                     return response
                 answered = response
-                self._after_failure(request, attempt, response, None, end, limit, call)
+                self._after_failure(request, attempt, response, None, end, limit, call, acted)
+                acted |= response.status_code >= 500
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
@@ -234,16 +238,18 @@ class Caller:
         end: float,
         limit: str,
         call: Call,
+        acted: bool = False,
     ) -> None:
         """The one place failures are judged: the wait before the next attempt, or the final error raised.
 
         ``error`` is the httpx exception when no response came; it becomes ``APITimeoutError`` or
         ``APIConnectionError`` (``from`` it, with the request's Authorization header masked). An error
-        status becomes ``status_error_class(status)``. No retry starts past the call's ``end`` (``limit`` says
-        what set it). A ``call`` that is not ``idempotent`` is retried only when it surely did not act: no
-        connection was made, or the server refused it (408, 409, 429); when no connection was made, one with a
-        ``reconnect_until`` is retried only before it, at most ``RetryPolicy.reconnect_max_delay`` apart. The wait
-        is ``RetryPolicy.pause``'s (the stops that clean up: ``time.sleep``), which may call the retry off.
+        status becomes ``status_error_class(status)``, marked ``earlier_may_have_acted`` when ``acted`` (a try before
+        it got no answer, or a 5xx). No retry starts past the call's ``end`` (``limit`` says what set it). A ``call``
+        that is not ``idempotent`` is retried only when it surely did not act: no connection was made, or the server
+        refused it (408, 409, 429); when no connection was made, one with a ``reconnect_until`` is retried only before
+        it, at most ``RetryPolicy.reconnect_max_delay`` apart. The wait is ``RetryPolicy.pause``'s (the stops that
+        clean up: ``time.sleep``), which may call the retry off.
         """
         method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
@@ -280,7 +286,9 @@ class Caller:
                 note += f"; not retried: the wait before a retry ({delay:.3g} s) would pass {limit}"
             if response.status_code == 404 and call.auth:  # a call of the API (not a presigned URL's)
                 note += doubled_prefix(self.base_url)
-            raise self._bodies.status_error(request, response, self.base_url, note)
+            refused = self._bodies.status_error(request, response, self.base_url, note)
+            refused.earlier_may_have_acted = acted
+            raise refused
         cls = APITimeoutError if late or isinstance(error, httpx.TimeoutException) else APIConnectionError
         tries = f" (after {attempt + 1} attempts)" if attempt else ""
         if late or shut:

@@ -1,20 +1,20 @@
 """Sending a remote session's operations from one thread, so that a submission returns at once.
 
-A POST may take up to the client's deadline (retries included), so it must not run on the notebook's
-thread, nor under the session's lock. ``RemoteBackend.submit`` encodes the operation (bad input raises
-there, before anything is queued) and hands it to the ``Sender``, whose thread POSTs operations one at
-a time in submission order — the server sees them in that order — reports each envelope and gives it to
-the ``Poller``. A POST that finally fails fails its own operation, with the API error's code and
-message (scrubbed of keys); one that got no answer at all also fails the operations queued behind it,
-unsent: the server cannot be reached, and each would wait a whole deadline in turn. An optim-step refused with a
-4xx says that the gradients accumulated for it stay for the next one (``GRADIENTS_KEPT``, the engine's words). One
-refused, or not sent, of a step submitted whole (``rlnb._one_step``) fails the rest of that step unsent, with its
-code, as does one answered with an earlier operation's id: the optim-step behind such a forward-backward would count
-a step that applied none of its gradients.
+A POST may take up to the client's deadline (retries included), so it must not run on the notebook's thread, nor under
+the session's lock. ``RemoteBackend.submit`` encodes the operation (bad input raises there, before anything is queued)
+and hands it to the ``Sender``, whose thread POSTs operations one at a time in submission order — the server sees them
+in that order — reports each envelope and gives it to the ``Poller``. A POST that finally fails fails its own operation,
+with the API error's code and message (scrubbed of keys); one that got no answer at all also fails the operations queued
+behind it, unsent: the server cannot be reached, and each would wait a whole deadline in turn. An optim-step refused
+with a 4xx says that the gradients accumulated for it stay for the next one (``GRADIENTS_KEPT``, the engine's words),
+unless an earlier try of its POST, retried, may have been taken (``MAYBE_TAKEN``). One refused, or not sent, of a step
+submitted whole (``rlnb._one_step``) fails the rest of that step unsent, with its code, as does one answered with an
+earlier operation's id: the optim-step behind such a forward-backward would count a step that applied none of its
+gradients.
 
-Nothing bounds the queue (a submission returns at once, whatever the server does), so a loop that submits faster
-than the server takes its POSTs holds every encoded body until it is sent: past ``QUEUE_WARN_BYTES`` queued, a
-session warns once, saying how to let the server catch up.
+Nothing bounds the queue (a submission returns at once, whatever the server does), so a loop that submits faster than
+the server takes its POSTs holds every encoded body until it is sent: past ``QUEUE_WARN_BYTES`` queued, a session warns
+once, saying how to let the server catch up.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 from rlnb import _one_step, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError, user_stacklevel
-from rlnb.params import GRADIENTS_KEPT
+from rlnb.params import GRADIENTS_KEPT, SUBMIT_AGAIN
 from rlnb.remote.client import APIClient, PreparedOperation
 from rlnb.remote.poller import Poller
 from rlnb.wire import Listener
@@ -193,8 +193,8 @@ class Sender:
 
     def _refused(self, item: Queued, exc: APIError) -> None:
         message = self.client.redact(str(exc))
-        if item.op.kind == wire.OperationKind.OPTIM_STEP and _took_nothing(exc):
-            message += GRADIENTS_KEPT  # the forward-backwards before it were taken: their gradients wait on the server
+        if item.op.kind == wire.OperationKind.OPTIM_STEP:
+            message += _after_refusal(exc)
         tell(item, wire.Operation.failed("", refusal_code(exc), message))
         self._break(item, refusal_code(exc), message)
         if isinstance(exc, APIConnectionError):
@@ -205,10 +205,27 @@ class Sender:
                 tell(other, wire.Operation.failed("", None, why))
 
 
+MAYBE_TAKEN = (
+    "; an earlier try of this POST got no answer, or a 5xx, and was retried: this step may have been taken (its "
+    "gradients applied): check session.step before you submit an optim-step again"
+)
+"""The end of an optim-step's message refused after such a retry: a step taken twice applies other gradients."""
+
+
+def _after_refusal(exc: APIError) -> str:
+    """What an optim-step refused with ``exc`` says of its step: that nothing changed and its gradients wait on the
+    server (the forward-backwards before it were taken), or that an earlier try may have taken it."""
+    if not _took_nothing(exc):
+        return ""
+    if isinstance(exc, APIStatusError) and exc.earlier_may_have_acted:
+        return MAYBE_TAKEN
+    return GRADIENTS_KEPT + SUBMIT_AGAIN
+
+
 def _took_nothing(exc: APIError) -> bool:
-    """Whether a POST answered with ``exc`` surely took nothing on a session that lives on: a 4xx, but a 404 (no such
-    session: nothing to apply its gradients) and a 409 (its Idempotency-Key already used: a retry whose first try the
-    server may have taken). No answer, or a 5xx, may have acted."""
+    """Whether the try of a POST answered with ``exc`` surely took nothing on a session that lives on: a 4xx, but a 404
+    (no such session: nothing to apply its gradients) and a 409 (its Idempotency-Key already used: a retry whose first
+    try the server may have taken). No answer, or a 5xx, may have acted."""
     return isinstance(exc, APIStatusError) and 400 <= exc.status_code < 500 and exc.status_code not in (404, 409)
 
 

@@ -100,7 +100,7 @@ def optim_step(fake: FakeBackend, body: wire.OptimStepBody | None) -> wire.Optim
         hp = params_mod.resolve(fake.optimizer, body if body is not None else wire.OptimStepBody())
         fake_checks.step_limits(hp)
     except ValueError as exc:
-        raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}") from None
+        raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}{params_mod.SUBMIT_AGAIN}") from None
     given = fake.grad_norm
     norm = float(given(fake.step) if callable(given) else given) if fake.accumulated else 0.0  # none: the engine's 0
     fake.accumulated = False

@@ -83,11 +83,17 @@ def _plain(ax: Axes, names: list[str]) -> bool:
     return legend <= LEGEND_INSIDE_SHARE * ax.bbox.width
 
 
+SIZE_TOLERANCE_IN = 1e-6
+"""Inches within which the axes' size counts as the one their legend was made for: a ``bbox_inches="tight"`` savefig
+reads 1.9250000000000003 for 1.925, and the legend made again lost what the user had set on it."""
+
+
 class InsideLegend(Artist):
     """Draws nothing: on the figure, drawn before its axes once a layout (constrained, ``tight_layout``) or a resize
     has sized them, it makes their legend again where their size changed since it was made, as it is or fitted
     (``_legend_inside``): fitted at the call, a legend ran past axes the layout then narrowed, and names cut for small
-    axes stayed cut on a figure made larger. A legend the user made in its stead is left as it is."""
+    axes stayed cut on a figure made larger. Made again, it keeps the title and frame the user set on the one before
+    (its place is the draw's, ``placing.legend``). A legend the user made in its stead is left as it is."""
 
     def __init__(self, ax: Axes, handles: list[Artist], names: list[str], plain: bool) -> None:
         super().__init__()
@@ -95,6 +101,9 @@ class InsideLegend(Artist):
         self.set_zorder(-math.inf)
         self.set_in_layout(False)
         self.plain, self.size, self.made = self._make(plain)
+
+    def _resized(self) -> bool:
+        return any(abs(now - then) > SIZE_TOLERANCE_IN for now, then in zip(self._size(), self.size, strict=True))
 
     def _size(self) -> tuple[float, float]:
         return self.ax.bbox.width / self.ax.figure.dpi, self.ax.bbox.height / self.ax.figure.dpi  # inches: dpi aside
@@ -108,13 +117,17 @@ class InsideLegend(Artist):
         return plain, self._size(), made
 
     def draw(self, renderer: RendererBase) -> None:
-        if self.ax.get_figure(root=True) is None or self.ax.get_legend() is not self.made or self._size() == self.size:
+        if self.ax.get_figure(root=True) is None or self.ax.get_legend() is not self.made or not self._resized():
             return  # axes removed, a legend the user made, or the size it was made for
         plain = _plain(self.ax, self.names)
         if plain and self.plain:  # as it was: the same legend, placed at its draw
             self.size = self._size()
             return
+        before = self.made
         self.plain, self.size, self.made = self._make(plain)
+        title = before.get_title()
+        self.made.set_title(title.get_text(), prop=title.get_fontproperties())
+        self.made.set_frame_on(before.get_frame_on())
 
 
 LEGEND_SIZES = ("small", "x-small", "xx-small")

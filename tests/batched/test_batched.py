@@ -22,6 +22,7 @@ from rlnb import samples
 from rlnb.batched import SEED_STRIDE, Member, run_batched, why_not_batched
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.optim import StackedOptimizer, plan
+from rlnb.batched.reasons import failure_reason
 from rlnb.batched.rollouts import policy_batch
 from rlnb.batched.stacked import StackedModel, batched_attention
 from rlnb.engine.models.factory import build_adapter
@@ -108,7 +109,7 @@ def alone(kind: str, member: Member, steps: int = STEPS, **rl: Any) -> Alone:
             params = member.params(i) if callable(member.params) else member.params
             rewards.append(rl_step(s, digits_task(), params, seed=member.seed * SEED_STRIDE + i, **rl).reward)
     except rlnb.OperationFailed as exc:
-        status, reason = "FAILED", f"{exc.code}: {exc.message}"
+        status, reason = "FAILED", failure_reason(exc.code, exc.message)  # as rlnb.sweep's trial writes it
     except ValueError as exc:  # rlnb.tasks.score refuses non-finite advantages
         status, reason = "FAILED", f"{type(exc).__name__}: {exc}"
     s.wait()
@@ -241,7 +242,7 @@ def test_a_member_whose_gradient_turns_non_finite_stops_alone(sampled_tokens, mo
     s.wait()
     bad = results[1]
     assert bad.status == "FAILED" and bad.steps_done == 3
-    assert bad.reason == f"{failure.value.code}: {failure.value.message}"
+    assert bad.reason == failure_reason(failure.value.code, failure.value.message)
     assert bad.reason == (
         "TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS: gradient norm is nan; non-finite gradients "
         "in: wte.weight; parameters and optimizer state unchanged, the accumulated gradients dropped "

@@ -80,3 +80,49 @@ def test_which_refusals_say_the_gradients_stay(status, kept):
         with pytest.raises(rlnb.OperationFailed) as info:
             s.optim_step(PARAMS).result(20)
     assert (KEPT in info.value.message) is kept, info.value.message
+
+
+def _lost(request: httpx.Request) -> httpx.Response:
+    raise httpx.ReadTimeout("answer lost", request=request)
+
+
+def _unsent(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("refused", request=request)
+
+
+@pytest.mark.parametrize(
+    ("first", "taken", "kept"),
+    [(_lost, True, False), (lambda r: error(502, "bad gateway"), True, False), (_unsent, False, True),
+     (lambda r: error(429, "busy"), False, True)],
+)  # fmt: skip
+def test_a_refusal_after_a_try_that_may_have_been_taken_says_check_the_step(first, taken, kept):
+    """The first try of the optim-step's POST is handed to the server, which takes it (its gradients applied), and then
+    gets no answer or a 5xx; the retry gets a 429. That step may have been taken: the failure says to check the
+    session's step, not that nothing changed. A first try that surely took nothing (never sent, or refused) keeps
+    the "nothing changed" advice."""
+    fake, tries = FakeAPI(ready_after=1), []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/optim-step"):
+            tries.append(request)
+            if len(tries) > 1:
+                return error(429, "rate limited")
+            if taken:
+                fake(request)
+            return first(request)
+        return fake(request)
+
+    rid = fake.add_resource({"adam": {}})
+    with rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=20, record=False, **FAST_POLL, **quick({"max_retries": 1}),
+    ) as s:  # fmt: skip
+        s.forward_backward(BATCH).result(20)
+        with pytest.raises(rlnb.OperationFailed) as info:
+            s.optim_step(PARAMS).result(20)
+        step = s.step
+    assert len(tries) == 2 and step == int(taken)  # the fake took the first try exactly when it was handed it
+    assert info.value.code == wire.OperationErrorCode.RESOURCE_EXHAUSTED
+    assert (KEPT in info.value.message) is kept, info.value.message
+    assert ("may have been taken" in info.value.message) is taken, info.value.message
+    assert ("check session.step" in info.value.message) is taken, info.value.message

@@ -1,6 +1,8 @@
 """``plots.compare``'s legend on the user's axes, fitted to the axes as drawn: after their figure's layout (constrained,
 ``tight_layout``) or a resize, not to the size the axes had when ``compare`` was called."""
 
+import io
+
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -69,3 +71,40 @@ def test_a_legend_the_user_made_instead_or_axes_removed_are_left_as_they_are():
     second.remove()
     FigureCanvasAgg(figure).draw()
     assert first.get_legend() is mine and [t.get_text() for t in mine.get_texts()] == ["mine", "too"]
+
+
+def styled(ax):
+    """The user's touches on the compare legend after the call: a title (in bold) and no frame."""
+    legend = ax.get_legend()
+    legend.set_title("learning rate", prop={"weight": "bold"})
+    legend.set_frame_on(False)
+    return legend
+
+
+def style(legend) -> tuple[str, str, bool]:
+    return legend.get_title().get_text(), legend.get_title().get_fontweight(), legend.get_frame_on()
+
+
+def test_a_tight_savefig_keeps_the_legend_the_user_styled():
+    """``bbox_inches="tight"`` (what ``%matplotlib inline`` does) reads the axes' height as 1.9250000000000003 in
+    against 1.925 at the call: compared exactly, each such savefig made the legend again, its title and frame lost."""
+    names = [f"run {i} of a sweep over the learning rate and warmup" for i in range(3)]
+    figure = Figure(figsize=(3, 2.5))
+    ax = plots.compare(runs(names), "loss", ax=figure.add_subplot())
+    legend = styled(ax)
+    for _ in range(2):
+        figure.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+    assert ax.get_legend() is legend and style(legend) == ("learning rate", "bold", False)
+
+
+def test_a_legend_made_again_for_a_new_size_keeps_the_users_title_and_frame():
+    """Its names fitted again to axes a layout resized; the title and frame the user set are kept."""
+    names = [f"run {i} of a sweep over the learning rate and warmup" for i in range(3)]
+    figure = Figure(figsize=(3, 2.5))
+    ax = plots.compare(runs(names), "loss", ax=figure.add_subplot())
+    legend = styled(ax)
+    figure.set_size_inches(12, 5)
+    drawn(figure, ax)
+    again = ax.get_legend()
+    assert again is not legend and [t.get_text() for t in again.get_texts()] == names  # made again: fitted anew
+    assert style(again) == ("learning rate", "bold", False)

@@ -1,0 +1,22 @@
+"""A trial whose optim-step the engine refuses (an ``eps`` that is 0 in the weights' float32) ends FAILED: its row's
+reason says the session kept the gradients, as the session said, but not to submit an optim-step again: the trial
+has ended, and its session with it."""
+
+import pytest
+
+import rlnb
+from rlnb import params
+from rlnb.sweep import grid, sweep
+
+BASE = rlnb.AdamParams(learning_rate=3e-3, weight_decay=0.0)
+
+
+@pytest.mark.parametrize("executor", ["threads", "batched"])
+def test_a_trial_refused_its_params_gives_no_advice_to_its_ended_session(tmp_path, executor):
+    trials = sweep(
+        BASE, grid(eps=[1e-50]), steps=2, executor=executor, runs_dir=tmp_path, progress=False,
+    )  # fmt: skip
+    (reason,) = trials.reason
+    assert list(trials.status) == ["FAILED"] and "adam_params.eps 1e-50 is 0 in float32" in reason, reason
+    assert params.GRADIENTS_KEPT in reason, reason
+    assert "submit an optim-step again" not in reason, reason
