@@ -62,7 +62,8 @@ CE = {
         "adam": {"learning_rate": 1e-3, "weight_decay": 0.0, "grad_clip_norm": 0.0},
     },
 }
-"""Notebook 02's run: Adam's best rate on this corpus (1e-3 of 3e-4..1e-2) and Muon 0.02 with that AdamW."""
+"""Notebook 02's run: Adam 1e-3 (of 3e-4..1e-2 the lowest loss) and Muon 0.02 with that AdamW (the lowest training
+loss; bench_lessons_more.py --only ce-rates)."""
 CE_GAP = 0.5
 """Muon's training loss must be at least this far (nats/token) below Adam's after ``CE["steps"]`` steps."""
 SWEEP = {"rates": [1e-5, 2e-3, 1.0], "steps": LESSON_STEPS}

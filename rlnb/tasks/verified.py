@@ -11,7 +11,8 @@ The answers are one token (``max_tokens=1``): the built-in models are byte-level
 that by 256 again; RL from scratch would never see a reward for a two-byte answer. With one token the
 completion *is* the answer: no stop string to learn and nothing to parse. No format credit either: with 0.1
 for any letter, a prompt-independent letter earns 0.325 (0.25 × 1 + 0.75 × 0.1), more than chance, and the policy
-learns that first (at step 20 of seeds 0-9 all were at chance; docs/tasks.md has the figures).
+learns that first (at step 20 of seeds 0-9 all answer at chance; docs/tasks.md has the figures,
+``bench/bench_lessons_more.py --only partial`` makes them).
 """
 
 from __future__ import annotations

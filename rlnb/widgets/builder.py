@@ -23,7 +23,7 @@ from rlnb.widgets.controls import LearningRate, close_tree, values
 from rlnb.widgets.describe import check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
 from rlnb.widgets.form import LR_RANGES, BuilderForm
-from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, unconverted
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, unconverted, unmeasured
 from rlnb.widgets.selection import Selection
 
 __all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
@@ -206,9 +206,12 @@ class OptimizerBuilder(BuilderForm):
         applied = self.selection.applied
         note = unconverted(applied, self.kind, self.muon["learning_rate"].value, self.lr_finder.unconverted)
         sent = self.lr_finder.from_original(PRESETS[applied]["muon"]["learning_rate"])  # in the form's units
-        lesson = html.escape(LESSONS[applied].text(self.kind, sent) + note, quote=False)  # this tab's: values differ
+        said, why = LESSONS[applied].text(self.kind, sent) + note, unmeasured(schedule, self.modified)
+        lesson = html.escape(said + (f" — {why}" if why else ""), quote=False)  # this tab's: values differ
         self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
-        self.fold.set_title(0, summary(self.kind, params, schedule, str(self.preset.value) + note, len(self.errors)))
+        why = unmeasured(schedule, False)  # "(modified)" is in the label already
+        preset = str(self.preset.value) + note + (f" — lesson {why}" if why else "")
+        self.fold.set_title(0, summary(self.kind, params, schedule, preset, len(self.errors)))
         self.lr_finder.sync()
         self._tell()
 

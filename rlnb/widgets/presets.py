@@ -1,8 +1,10 @@
 """Optimizer presets for the builder, each with the lesson it teaches and the claim that lesson makes.
 
 Every claim is judged on ``rlnb.tasks.lesson.train`` of the first-letter task (``first_letter_task``, the
-built-in ``tiny`` model, ``LESSON_STEPS`` RL steps) and holds on at least 9 of seeds 0-9 for both optimizers
-(``bench/bench_lessons.py``; hit rates in bench/README.md); ``tests/widgets/test_lessons.py`` checks seeds 0-2.
+built-in ``tiny`` model, ``LESSON_STEPS`` RL steps at the preset's rates held constant) and holds on at least 9
+of seeds 0-9 for both optimizers (``bench/bench_lessons.py``; hit rates in bench/README.md);
+``tests/widgets/test_lessons.py`` checks seeds 0-2. The builder marks a lesson "not measured" under other values
+or a schedule that moves the rate (``unmeasured``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
-from rlnb.schedule import rate
+from rlnb.schedule import Schedule, rate
 from rlnb.tasks import first_letter_task
 from rlnb.tasks.lesson import LessonRun
 from rlnb.wire import optimizer_kind
@@ -73,6 +75,21 @@ def unconverted(name: str, kind: str, muon_lr: float, units: str | None) -> str:
     return f" — its Muon lr in original units, not converted to {units}"
 
 
+MEASURED_AT = "at a constant rate"
+"""The schedule every lesson was measured under (``lesson.train`` sends the preset's rates unscheduled)."""
+
+
+def unmeasured(schedule: Schedule | None, modified: bool) -> str:
+    """Why a preset's lesson does not speak for what the builder will send (``"not measured for this schedule"``),
+    or ``""``: edited values, or a schedule that moves the rate (a cosine, a warmup). Under notebook 05's cosine
+    (warmup 3) the default preset's reward claim fails on most seeds (``bench/bench_panel_schedule.py``)."""
+    moved = schedule is not None and (schedule.kind != "constant" or schedule.warmup_steps > 0)
+    what = [
+        w for w, differ in (("these values (the preset's, modified)", modified), ("this schedule", moved)) if differ
+    ]
+    return f"not measured for {' or '.join(what)}" if what else ""
+
+
 def differs(groups: Iterable[tuple[dict[str, Any], str]], values: dict[str, dict[str, Any]]) -> bool:
     """Whether a control of ``groups`` (its controls by field, its key in ``values``) differs from ``values``; a rate
     by more than float rounding (one converted to other Muon units and back is the preset's still)."""
@@ -105,7 +122,7 @@ class Lesson:
         if kind == "muon" and muon_lr is not None and not math.isclose(muon_lr, self.muon_lr, rel_tol=1e-12):
             given = f"Muon lr {self.muon_lr:g}"
             said = said.replace(given, f"Muon lr {rate(muon_lr)} ({self.muon_lr:g} in original units)", 1)
-        return f"{said}: {self.claim}"
+        return f"{said} ({MEASURED_AT}): {self.claim}"
 
 
 def _learns(run: LessonRun, chance: float) -> bool:

@@ -11,6 +11,13 @@ import ipywidgets as W
 
 from rlnb.widgets.muon_units import RED, MuonUnits
 
+EDGE_LEARNS = {
+    "adam": "Adam's learned first_letter on none of seeds 0-9 (a tenth of it on 7)",  # bench_lessons.py reconcile
+    "muon": "Muon's learned first_letter on 7 of seeds 0-9 (a tenth of it on 7)",  # bench_find_lr.py --learns
+}
+"""What the suggestion itself did, held constant for 40 steps from a fresh session, by optimizer (bench/README.md):
+Apply sets the edge, which for Adam does not train; the status line says so where it offers Apply."""
+
 
 class Suggestion(MuonUnits):
     """The last range test's ``result`` (an ``LRFind``), its words (``describe``) and ``apply`` (the Apply button)."""
@@ -29,8 +36,10 @@ class Suggestion(MuonUnits):
         rates += f" on {probe}" if probe else ""
         why, *more = result.reason.split("; ")
         ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
-        # measured (bench/bench_lessons.py): held for 40 steps, the suggestion learned on none of seeds 0-9
-        return f"suggested {rates} — {why}{ended}; the upper edge of the useful range: sweep below it. Apply sets it"
+        return (
+            f"suggested {rates} — {why}{ended}; the upper edge of the useful range, which Apply sets: held constant "
+            f"for 40 steps, {EDGE_LEARNS[result.optimizer]}. Sweep below it"
+        )
 
     def apply(self) -> None:
         """Put the last suggestion in the form (Muon: both rates). A Muon rate found in other units than the
@@ -60,5 +69,5 @@ class Suggestion(MuonUnits):
         if self.result.optimizer != self.builder.kind:
             said += f" on the {self.result.optimizer.capitalize()} tab, the optimizer of the test, not the one shown"
         self.apply_button.disabled = True
-        self._said = html.escape(f"applied lr {lr:g}{said}")
+        self._said = html.escape(f"applied lr {lr:g}{said}: the edge itself — sweep below it for a run")
         self._say(self._said)

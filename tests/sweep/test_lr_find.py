@@ -4,6 +4,7 @@ suggestion to two significant figures or none on a flat curve, a copy of a sessi
 nothing applied before Apply, disabled while the form is invalid."""
 
 import errno
+import html
 import math
 import os
 import re
@@ -311,11 +312,16 @@ def test_find_lr_suggests_and_applies_nothing_until_apply():
     assert finder.error is None and result.suggestion == significant(result.suggestion)
     assert b.params.learning_rate == before  # shown, not applied
     assert f"suggested lr {result.suggestion:g}" in finder.status.value and "upper edge" in finder.status.value
+    # what Apply sets, and what that rate did for Adam (review39a F2: "sweep below it. Apply sets it" set the edge)
+    assert "which Apply sets: held constant for 40 steps, Adam's learned first_letter on none of seeds 0-9" in (
+        html.unescape(finder.status.value)
+    )
     assert len(finder.plot.value) > 1000 and finder.plot.layout.display is None
     assert not finder.button.disabled and not finder.apply_button.disabled
     finder.apply_button.click()
     assert b.params.learning_rate == result.suggestion and b.adam["learning_rate"].slider.value > 0
     assert finder.apply_button.disabled and f"applied lr {result.suggestion:g}" in finder.status.value
+    assert "the edge itself — sweep below it for a run" in html.unescape(finder.status.value)
 
 
 def test_find_lr_button_shows_errors_in_the_panel():

@@ -224,13 +224,19 @@ def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     assert b.summary == "muon · lr 0.05, AdamW 0.002 · constant · preset Learns in 40 steps"
     # a schedule set in another cell (as notebook 05 does) shows on the line, not only inside the fold
     b.sched_kind.value, b.warmup.value = "cosine", 3
-    assert b.summary == "muon · lr 0.05, AdamW 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps"
+    unmeasured = " — lesson not measured for this schedule"  # measured at a constant rate (review39a F1)
+    assert (
+        b.summary
+        == f"muon · lr 0.05, AdamW 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps{unmeasured}"
+    )
     b.muon["learning_rate"].value = 0.02
-    assert "lr 0.02, AdamW 0.002" in b.summary and b.summary.endswith("preset Learns in 40 steps (modified)")
+    assert "lr 0.02, AdamW 0.002" in b.summary and b.summary.endswith(
+        f"preset Learns in 40 steps (modified){unmeasured}"
+    )
     b.muon["momentum"].value = 1.5
     assert b.summary.startswith("✗ 1 problem — open to fix · muon · ") and "lr " not in b.summary
     b.kind = "adam"  # the Muon tab's edits are not sent: the Adam config sent is the preset's
-    assert b.summary == "adam · lr 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps"
+    assert b.summary == f"adam · lr 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps{unmeasured}"
     assert OptimizerBuilder("adam", expanded=True).fold.selected_index == 0
 
 
