@@ -16,6 +16,8 @@ import argparse
 import statistics
 import time
 
+from bench_lessons import seeds_arg  # one reading of --seeds
+
 import rlnb
 from rlnb.widgets import RunPanel
 from rlnb.widgets.builder import OptimizerBuilder
@@ -23,15 +25,6 @@ from rlnb.widgets.presets import LEARNS_ACCURACY, LEARNS_REWARD, LESSON_STEPS
 
 DEADLINE_S = 1800
 """The longest a seed's Step or Run may take, on a loaded 2-core machine."""
-
-
-def seeds_arg(text: str) -> list[int]:
-    """``0-9`` or ``0,3,5-7``."""
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out += range(int(lo), int(hi or lo) + 1)
-    return out
 
 
 def panel_run(schedule: str, seed: int) -> dict[str, float]:
