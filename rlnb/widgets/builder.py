@@ -18,7 +18,7 @@ from rlnb import wire
 from rlnb._checks import check_int
 from rlnb.errors import InvalidParams, describe
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
-from rlnb.schedule import MAX_STEPS
+from rlnb.schedule import MAX_STEPS, Schedule
 from rlnb.widgets.controls import LearningRate, close_tree, values
 from rlnb.widgets.describe import check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
@@ -60,6 +60,8 @@ class OptimizerBuilder(BuilderForm):
         self._callbacks: list[Callable[[OptimizerBuilder], None]] = []
         self._params: OptimizerParams | None = None
         self.errors: list[str] = []
+        self.judged: Schedule | None = None
+        """The last valid schedule, which the lesson's mark judges: an invalid one's form kept the lesson unmarked."""
         self.closed = False
         """Whether ``close`` was called: a RunPanel given the builder then refuses to train (its form is gone)."""
         self.panel: Any = None
@@ -185,7 +187,7 @@ class OptimizerBuilder(BuilderForm):
             self.errors.append(str(exc))
             body = None
         try:
-            schedule = self.get_schedule()
+            schedule = self.judged = self.get_schedule()
             if body is not None:  # a step whose rate is 0 in float stopped the run there, from a valid form
                 check_rates(schedule, self.params)
         except ValueError as exc:
@@ -206,10 +208,10 @@ class OptimizerBuilder(BuilderForm):
         applied = self.selection.applied
         note = unconverted(applied, self.kind, self.muon["learning_rate"].value, self.lr_finder.unconverted)
         sent = self.lr_finder.from_original(PRESETS[applied]["muon"]["learning_rate"])  # in the form's units
-        said, why = LESSONS[applied].text(self.kind, sent) + note, unmeasured(schedule, self.modified)
+        said, why = LESSONS[applied].text(self.kind, sent) + note, unmeasured(self.judged, self.modified)
         lesson = html.escape(said + (f" — {why}" if why else ""), quote=False)  # this tab's: values differ
         self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
-        why = unmeasured(schedule, False)  # "(modified)" is in the label already
+        why = unmeasured(self.judged, False)  # "(modified)" is in the label already
         preset = str(self.preset.value) + note + (f" — lesson {why}" if why else "")
         self.fold.set_title(0, summary(self.kind, params, schedule, preset, len(self.errors)))
         self.lr_finder.sync()

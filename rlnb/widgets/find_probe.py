@@ -49,4 +49,9 @@ def probe(options: Mapping[str, Any], own: str | None = None) -> str:
         return f"your step_fn's {own}"
     if options.get("step_fn") is not None:
         return "your step_fn"
-    return f"the {getattr(options.get('task') or digits_task(), 'name', '?')} task"
+    return task_probe(getattr(options.get("task") or digits_task(), "name", "?"))
+
+
+def task_probe(name: str) -> str:
+    """A range test of the task ``name``, in words (``the first_letter task``): what the status line compares."""
+    return f"the {name} task"

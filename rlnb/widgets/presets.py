@@ -81,9 +81,10 @@ MEASURED_AT = "at a constant rate"
 
 def unmeasured(schedule: Schedule | None, modified: bool) -> str:
     """Why a preset's lesson does not speak for what the builder will send (``"not measured for this schedule"``),
-    or ``""``: edited values, or a schedule that moves the rate (a cosine, a warmup). Under notebook 05's cosine
-    (warmup 3) the default preset's reward claim fails on most seeds (``bench/bench_panel_schedule.py``)."""
-    moved = schedule is not None and (schedule.kind != "constant" or schedule.warmup_steps > 0)
+    or ``""``: edited values, or a schedule that moves the rate within the lesson's steps (judged by its rates: a
+    cosine whose floor is the base rate sends the rate measured). Under notebook 05's cosine (warmup 3) the default
+    preset's reward claim fails on most seeds (``bench/bench_panel_schedule.py``)."""
+    moved = schedule is not None and any(schedule.multiplier(s) != 1.0 for s in range(LESSON_STEPS))
     what = [
         w for w, differ in (("these values (the preset's, modified)", modified), ("this schedule", moved)) if differ
     ]

@@ -9,14 +9,18 @@ from typing import Any
 
 import ipywidgets as W
 
+from rlnb.widgets.find_probe import task_probe
 from rlnb.widgets.muon_units import RED, MuonUnits
 
+EDGE_TASK = "first_letter"
+"""The task the edge's 40-step figures are of (``EDGE_LEARNS``): a range test of another says none."""
 EDGE_LEARNS = {
-    "adam": "Adam's learned first_letter on none of seeds 0-9 (a tenth of it on 7)",  # bench_lessons.py reconcile
-    "muon": "Muon's learned first_letter on 7 of seeds 0-9 (a tenth of it on 7)",  # bench_find_lr.py --learns
+    "adam": f"Adam's learned {EDGE_TASK} on none of seeds 0-9 (a tenth of it on 7), on an Intel Xeon",  # reconcile
+    "muon": f"Muon's learned {EDGE_TASK} on 7 of seeds 0-9 (a tenth of it on 7), on an AMD EPYC",  # find_lr --learns
 }
-"""What the suggestion itself did, held constant for 40 steps from a fresh session, by optimizer (bench/README.md):
-Apply sets the edge, which for Adam does not train; the status line says so where it offers Apply."""
+"""What the suggestion itself did, held constant for 40 steps from a fresh session, by optimizer, and the machine
+(bench/README.md; docs/tasks.md: the AMD EPYC suggests Adam lower rates, not re-run there): Apply sets the edge,
+which for Adam does not train; the status line says so where it offers Apply."""
 
 
 class Suggestion(MuonUnits):
@@ -36,10 +40,13 @@ class Suggestion(MuonUnits):
         rates += f" on {probe}" if probe else ""
         why, *more = result.reason.split("; ")
         ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
-        return (
-            f"suggested {rates} — {why}{ended}; the upper edge of the useful range, which Apply sets: held constant "
-            f"for 40 steps, {EDGE_LEARNS[result.optimizer]}. Sweep below it"
+        did = (
+            f"held constant for 40 steps, {EDGE_LEARNS[result.optimizer]}"
+            if probe == task_probe(EDGE_TASK)
+            else f"what it does held constant for 40 steps on {probe or 'this probe'} is not measured"
         )
+        edge = "the upper edge of the useful range, which Apply sets"
+        return f"suggested {rates} — {why}{ended}; {edge}: {did}. Sweep below it"
 
     def apply(self) -> None:
         """Put the last suggestion in the form (Muon: both rates). A Muon rate found in other units than the

@@ -312,8 +312,9 @@ def test_find_lr_suggests_and_applies_nothing_until_apply():
     assert finder.error is None and result.suggestion == significant(result.suggestion)
     assert b.params.learning_rate == before  # shown, not applied
     assert f"suggested lr {result.suggestion:g}" in finder.status.value and "upper edge" in finder.status.value
-    # what Apply sets, and what that rate did for Adam (review39a F2: "sweep below it. Apply sets it" set the edge)
-    assert "which Apply sets: held constant for 40 steps, Adam's learned first_letter on none of seeds 0-9" in (
+    # what Apply sets (review39a F2: "sweep below it. Apply sets it" set the edge); no first_letter figure beside a
+    # step_fn's suggestion (review39e L4)
+    assert "which Apply sets: what it does held constant for 40 steps on your step_fn is not measured" in (
         html.unescape(finder.status.value)
     )
     assert len(finder.plot.value) > 1000 and finder.plot.layout.display is None

@@ -15,6 +15,7 @@ from rlnb.widgets.suggestion import Suggestion
 
 SCHEDULE = "not measured for this schedule"
 VALUES = "not measured for these values (the preset's, modified)"
+MACHINE = {"adam": "an Intel Xeon", "muon": "an AMD EPYC"}  # docs/tasks.md, bench/README.md: each figure's machine
 
 
 def shown(b: OptimizerBuilder) -> str:
@@ -59,6 +60,51 @@ def test_find_lr_says_that_apply_sets_the_edge_and_what_the_edge_did(kind, learn
     said = Suggestion.describe(found, "the first_letter task")
     assert said.endswith(
         f"the upper edge of the useful range, which Apply sets: held constant for 40 steps, {kind.capitalize()}'s "
-        f"learned first_letter on {learned} of seeds 0-9 (a tenth of it on 7). Sweep below it"
+        f"learned first_letter on {learned} of seeds 0-9 (a tenth of it on 7), on {MACHINE[kind]}. Sweep below it"
     )
     assert "sweep below it. Apply sets it" not in said
+
+
+@pytest.mark.parametrize("setting", ["cosine at min ratio 1", "warmup 1"])
+def test_a_schedule_that_sends_the_same_rate_every_step_is_not_marked(setting):
+    """Judged by the rates sent over the lesson's 40 steps, not the kind: a cosine whose floor is the base rate, or a
+    warmup of 1 step (its first step gets 1/1 of the rate), sends the rate measured (review39e L2)."""
+    b = OptimizerBuilder("adam", total_steps=40)
+    if setting == "warmup 1":
+        b.warmup.value = 1
+    else:
+        b.sched_kind.value = "cosine"
+        b.min_ratio.value = 1.0
+    assert {b.schedule(s) for s in range(40)} == {0.002}
+    assert "not measured" not in shown(b) + b.summary and shown(b).endswith("≥ 0.4")
+    b.warmup.value = 2  # the first step at half the rate: moved
+    assert shown(b).endswith(SCHEDULE)
+
+
+def test_an_invalid_schedule_keeps_the_mark_of_the_last_valid_one():
+    """A warmup past the total is refused; the lesson line and the title kept no mark meanwhile (review39e L3)."""
+    b = OptimizerBuilder("adam", total_steps=40)
+    b.sched_kind.value = "cosine"
+    b.warmup.value = 3
+    b.warmup.value = 50
+    assert b.errors and b.errors[0].startswith("Schedule.warmup_steps = 50 is invalid")
+    assert shown(b).endswith(SCHEDULE) and b.summary.endswith(f"lesson {SCHEDULE}")
+    b.warmup.value = 0
+    b.sched_kind.value = "constant"
+    b.total.value = 0  # invalid, after a constant schedule: unmarked still
+    assert b.errors and "not measured" not in shown(b) + b.summary
+
+
+@pytest.mark.parametrize("probe", ["the digits task", "your step_fn", "your step_fn's loss"])
+def test_find_lr_gives_the_first_letter_figure_only_beside_a_first_letter_probe(probe):
+    """A builder alone probes lr_find's default, the digits task: the first_letter figure beside it spoke for another
+    task (review39e L4); the line says the edge's 40-step result there is not measured."""
+    adam = AdamParams(learning_rate=0.019)
+    found = LRFind(
+        [0.01], [0.0], [0.0], 0.019, "reward", "adam", None, "steepest ascent of the reward", None, None, adam
+    )
+    said = Suggestion.describe(found, probe)
+    assert "first_letter" not in said and "seeds" not in said
+    assert said.endswith(
+        f"which Apply sets: what it does held constant for 40 steps on {probe} is not measured. Sweep below it"
+    )
