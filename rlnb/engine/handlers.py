@@ -203,7 +203,10 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
     prefill = (len(prompts), tokens, engine.adapter.prefill_bytes_per_token(tokens, padded))
     sampling.check_cache(rows, longest, engine.adapter.kv_bytes_per_token(), prefill, engine.device)
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
-    groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)
+    cached = engine.adapter.kv_bytes_per_token() > 0  # 0: a plain module, which recomputes every row
+    groups = sampling.generate(
+        decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser, cached=cached
+    )
     results = []
     for prompt, seqs in zip(prompts, groups, strict=True):
         result = wire.SampleResult(

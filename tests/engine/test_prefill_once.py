@@ -168,3 +168,17 @@ def test_the_hf_memory_check_counts_an_attention_mask_only_for_padded_prompts(hf
         with pytest.raises(rlnb.OperationFailed) as failed:
             s.sample(padded, max_tokens=1).result(60)
         assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+
+
+def test_a_plain_module_reports_no_prompt_cache_hits():
+    """``RecomputeDecoder`` runs every row's whole sequence, prompt included, at each token (review39e: calls of
+    (3, 4), (3, 5) ... rows x tokens): none of its samples reused a prompt, so none reports a hit."""
+    from tests.support.bigram import Bigram
+
+    model = Bigram()
+    calls: list[tuple[int, ...]] = []
+    model.emb.register_forward_pre_hook(lambda m, args: calls.append(tuple(args[0].shape)))
+    with rlnb.connect("local", model=model, device="cpu", record=False) as s:
+        out = s.sample([[1, 2, 3], [4]], num_samples=3, max_tokens=5, seed=5).result(60)
+    assert (3, 5) in calls  # a step recomputed the first prompt's 3 tokens in each of its rows
+    assert [[q.prompt_cache_hit_tokens for q in res.sequences] for res in out.results] == [[0, 0, 0], [0, 0, 0]]
