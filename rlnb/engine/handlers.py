@@ -199,10 +199,14 @@ def sample(engine: Engine, body: wire.SampleBody, cancelled: threading.Event) ->
         dtype = next(engine.sampler.parameters()).dtype  # of the logits the choice reads
         chooser = choice.compiled_pick(engine.compiler, settings, dtype, rows, engine.adapter.vocab_size, engine.device)
     tokens = max(len(p) for p in prompts)  # the prefill's, each prompt once (before any is allocated:)
-    prefill = (len(prompts), tokens, engine.adapter.prefill_bytes_per_token(tokens))
+    padded = engine.compiler is not None or len({len(p) for p in prompts}) > 1  # compiled: a static cache's mask
+    prefill = (len(prompts), tokens, engine.adapter.prefill_bytes_per_token(tokens, padded))
     sampling.check_cache(rows, longest, engine.adapter.kv_bytes_per_token(), prefill, engine.device)
     decoder = _Cancellable(engine.adapter.decoder(engine.sampler, rows, longest, engine.compiler), cancelled)
-    groups = sampling.generate(decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser)
+    cached = engine.adapter.kv_bytes_per_token() > 0  # 0: a plain module, which recomputes every row
+    groups = sampling.generate(
+        decoder, prompts, n, settings, seed, engine.adapter.codec, engine.device, chooser, cached=cached
+    )
     results = []
     for prompt, seqs in zip(prompts, groups, strict=True):
         result = wire.SampleResult(

@@ -138,13 +138,17 @@ def generate(
     codec: Codec,
     device: torch.device,
     chooser: Pick = pick,
+    cached: bool = True,
 ) -> list[list[wire.SampledSequence]]:
-    """``n`` completions of each prompt, as ``[prompt][sample]``; ``Diverged`` if a log-prob is not finite."""
+    """``n`` completions of each prompt, as ``[prompt][sample]``; ``Diverged`` if a log-prob is not finite.
+    ``cached``: the decoder keeps a KV cache, so a prompt's samples after its first reuse its prefill (a plain
+    module's ``RecomputeDecoder`` reruns every row's whole sequence: no hits)."""
     noise = uniforms(seed, len(prompts), n, settings.max_tokens, device)
     drawn = draw(decoder, prompts, n, settings, noise, codec, device, chooser)
     if not bool(drawn.finite().all()):
         raise Diverged(DIVERGED)
-    return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, [len(p) for p in prompts], n)
+    reused = [len(p) if cached else 0 for p in prompts]
+    return _sequences(drawn.tokens, drawn.logprobs, drawn.lengths, drawn.stopped, reused, n)
 
 
 def draw(
@@ -216,8 +220,8 @@ def _lengths(hits: list[Tensor], rows: int, max_tokens: int, device: torch.devic
 def _sequences(
     tokens: Tensor, logps: Tensor, lengths: Tensor, ended: Tensor, prompts: Sequence[int], n: int
 ) -> list[list[wire.SampledSequence]]:
-    """``[prompt][sample]``; ``prompts``: each prompt's tokens, which its samples after the first reused (its
-    prefill ran once: ``prompt_cache_hit_tokens``, the tokens a sample reused rather than computed)."""
+    """``[prompt][sample]``; ``prompts``: each prompt's tokens that its samples after the first reused (its
+    prefill ran once: ``prompt_cache_hit_tokens``, the tokens a sample reused rather than computed; 0 uncached)."""
     toks, lps, lens, stops = tokens.tolist(), logps.tolist(), lengths.tolist(), ended.tolist()
     out: list[list[wire.SampledSequence]] = [[] for _ in prompts]
     for row, (t, lp, k, stop) in enumerate(zip(toks, lps, lens, stops, strict=True)):

@@ -112,8 +112,13 @@ def model_limits(models: wire.SupportedModels, resource: wire.ModelResources) ->
         _agreed([c.generator_config.context_length if c.generator_config else None for c in configs]),
         _agreed([t.max_seq_length if t is not None else None for t in trainers]),
         _agreed([t.max_batch_size if t is not None else None for t in trainers]),
-        _agreed([c.generator_config.sampling_defaults.max_tokens if c.generator_config else None for c in configs]),
+        _agreed([_default_max_tokens(c.generator_config) for c in configs]),
     )
+
+
+def _default_max_tokens(config: wire.GeneratorConfig | None) -> int | None:
+    """Its ``sampling_defaults.max_tokens``; None where it lists none (another server may omit them)."""
+    return config.sampling_defaults.max_tokens if config and config.sampling_defaults else None
 
 
 def _agreed(values: list[int | None]) -> int | None:

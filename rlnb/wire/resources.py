@@ -4,9 +4,18 @@ and the supported-models listing (what a resource can be made of)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import Field
+from pydantic import (
+    Field,
+    ValidationError,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import PydanticCustomError
 
 from rlnb.wire.base import INT32_MAX, Newer, StrictBool, StrictInt, _Model, _Request
 from rlnb.wire.checkpoints import ListMeta
@@ -127,6 +136,22 @@ class CostEstimate(_Model):
     price_per_hour: float
 
 
+def _unread_from_server(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
+    """``value`` validated (None is not); from a server (``FROM_SERVER``) only, None where it is not valid."""
+    try:
+        if value is None:
+            raise PydanticCustomError("missing", "sampling_defaults is required")
+        return handler(value)
+    except (ValidationError, PydanticCustomError):
+        if _from_server(info):
+            return None
+        raise
+
+
+def _from_server(info: ValidationInfo) -> bool:
+    return isinstance(info.context, dict) and bool(info.context.get("from_server"))
+
+
 class SamplingDefaults(_Model):
     """The sampling settings a generator uses when a request leaves them unset."""
 
@@ -141,7 +166,17 @@ class GeneratorConfig(_Model):
     """What a supported model's sampler offers: context length and sampling defaults."""
 
     context_length: int
-    sampling_defaults: SamplingDefaults
+    sampling_defaults: Annotated[SamplingDefaults | SkipJsonSchema[None], WrapValidator(_unread_from_server)]
+    """Required (R-new), and rlnb's server always sends it; from another server, missing or unreadable defaults
+    are None, so that the listing, and its ``context_length``, still reads (it made every limit unknown)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _missing_from_server(cls, data: Any, info: ValidationInfo) -> Any:
+        """From a server, no ``sampling_defaults`` reads as unreadable ones (``_unread_from_server``)."""
+        if _from_server(info) and isinstance(data, dict) and "sampling_defaults" not in data:
+            return {**data, "sampling_defaults": None}
+        return data
 
 
 class FullTrainerConfig(_Model):

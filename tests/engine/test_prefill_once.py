@@ -146,3 +146,39 @@ def test_an_hf_sample_through_the_server_has_the_rows_tokens(hf_dirs, tmp_path):
     got_logprobs = torch.tensor([lp for q in got for lp in q.logprobs])
     torch.testing.assert_close(got_logprobs, torch.tensor(want_logprobs), atol=1e-5, rtol=0)
     assert min(lengths) < STEPS  # a row that stopped at EOS is among them
+
+
+@pytest.mark.slow  # transformers
+def test_the_hf_memory_check_counts_an_attention_mask_only_for_padded_prompts(hf_dirs, monkeypatch):
+    """HF's SDPA builds no mask for prompts of one length (plain causal attention), and a ``[P, T, T]`` mask, 5
+    bytes a slot, for padded ones (review39e: peak RSS grew 19 MiB for one unpadded 4000-token prompt, where the
+    check counted 91). With memory free between the two counts, equal-length prompts run and padded ones of the
+    same longest length are refused."""
+    from rlnb.engine import memory
+
+    equal, padded = [[5] * 120, [6] * 120], [[5] * 120, [6] * 60]
+    with rlnb.connect("local", model=hf_dirs["llama"], device="cpu", record=False) as s:
+        adapter = s.backend.engine.adapter
+        unmasked, masked = adapter.prefill_bytes_per_token(120, False), adapter.prefill_bytes_per_token(120, True)
+        assert masked - unmasked == 5 * 120
+        cache = 2 * 121 * adapter.kv_bytes_per_token()
+        room = cache + 2 * 120 * (unmasked + masked) // 2
+        monkeypatch.setattr(memory, "host_available", lambda: room)
+        assert len(s.sample(equal, max_tokens=1).result(60).results) == 2
+        with pytest.raises(rlnb.OperationFailed) as failed:
+            s.sample(padded, max_tokens=1).result(60)
+        assert failed.value.code == "TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED"
+
+
+def test_a_plain_module_reports_no_prompt_cache_hits():
+    """``RecomputeDecoder`` runs every row's whole sequence, prompt included, at each token (review39e: calls of
+    (3, 4), (3, 5) ... rows x tokens): none of its samples reused a prompt, so none reports a hit."""
+    from tests.support.bigram import Bigram
+
+    model = Bigram()
+    calls: list[tuple[int, ...]] = []
+    model.emb.register_forward_pre_hook(lambda m, args: calls.append(tuple(args[0].shape)))
+    with rlnb.connect("local", model=model, device="cpu", record=False) as s:
+        out = s.sample([[1, 2, 3], [4]], num_samples=3, max_tokens=5, seed=5).result(60)
+    assert (3, 5) in calls  # a step recomputed the first prompt's 3 tokens in each of its rows
+    assert [[q.prompt_cache_hit_tokens for q in res.sequences] for res in out.results] == [[0, 0, 0], [0, 0, 0]]

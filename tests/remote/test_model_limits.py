@@ -7,6 +7,7 @@ import logging
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 import rlnb
 from rlnb import samples, wire
@@ -188,3 +189,52 @@ def test_a_module_served_from_python_lists_its_context_and_a_session_on_it_is_ch
             refusal = r"^prompts\[0\]: 30 tokens \+ max_tokens 3 exceed the model's context of 32$"
             with pytest.raises(ValueError, match=refusal):
                 s.sample([list(range(30))], max_tokens=3)
+
+
+class Defaults(Relay):
+    """Answers supported-models with each ``generator_config``'s ``sampling_defaults`` edited by ``edit``."""
+
+    def __init__(self, c: TestClient, edit):
+        super().__init__(c)
+        self.edit = edit
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        answer = super().__call__(request)
+        if request.url.path != MODELS:
+            return answer
+        listing = answer.json()
+        for config in (c for m in listing["data"] for c in m["compute_configs"]):
+            self.edit(config["generator_config"])
+        return httpx.Response(answer.status_code, json=listing)
+
+
+@pytest.mark.slow  # the app's model and a session on it
+@pytest.mark.parametrize(
+    "edit",
+    [lambda g: g.pop("sampling_defaults"), lambda g: g["sampling_defaults"].update(max_tokens=None)],
+    ids=["omitted", "max_tokens null"],
+)
+def test_a_listing_without_sampling_defaults_keeps_its_context_length(tmp_path, edit):
+    """R-new requires ``sampling_defaults``, and rlnb's server always sends it; a server that omits it (or its
+    ``max_tokens``) made the whole listing invalid, and every limit was dropped, the context too (review39e L5): a
+    300-token prompt was sent and failed on the server. Now only the default is unknown."""
+    with app_client(tmp_path) as c:
+        relay = Defaults(c, edit)
+        with relay.client() as http, rlnb.connect("http://testserver", base_model="rlnb/tiny", http_client=http,
+                                                  record=False) as s:  # fmt: skip
+            assert (s.backend.context_length, s.backend.default_max_tokens) == (256, None)
+            with pytest.raises(ValueError, match=r"^prompts\[0\] has 300 tokens, more than the model's context"):
+                s.sample([list(b"a" * 300)], max_tokens=5)
+            sid = s.backend.session_id
+        assert relay.count("POST", SAMPLES.format(sid=sid)) == 0
+
+
+def test_sampling_defaults_stay_required_outside_a_servers_answer():
+    """Only what a server answers (``FROM_SERVER``) may lack ``sampling_defaults``: rlnb's own listing, and the
+    published schema, still require them."""
+    for listed in ({"context_length": 256}, {"context_length": 256, "sampling_defaults": None}):
+        with pytest.raises(ValidationError, match="sampling_defaults"):
+            wire.GeneratorConfig.model_validate(listed)
+        assert wire.GeneratorConfig.model_validate(listed, context=wire.FROM_SERVER).sampling_defaults is None
+    schema = wire.GeneratorConfig.model_json_schema(mode="serialization")
+    assert "sampling_defaults" in schema["required"] and "anyOf" not in schema["properties"]["sampling_defaults"]

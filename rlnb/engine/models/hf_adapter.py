@@ -44,14 +44,15 @@ class HFAdapter(ModelAdapter):
         dim = dim or (getattr(c, "hidden_size", 0) or 0) // max(heads, 1)
         return 2 * (getattr(c, "num_hidden_layers", 0) or 0) * kv * dim * model_dtype(self.module).itemsize
 
-    def prefill_bytes_per_token(self, longest: int) -> int:
+    def prefill_bytes_per_token(self, longest: int, padded: bool) -> int:
         """A layer's activations (``activation_bytes``) and the prompt's own KV cache, which ``HFDecoder`` fills
-        before it repeats it for the samples."""
+        before it repeats it for the samples. SDPA builds a mask only for ``padded`` prompts: an all-ones one is
+        plain causal attention."""
         c: Any = self.module.config
         c = c.get_text_config() if callable(getattr(c, "get_text_config", None)) else c
         hidden = getattr(c, "hidden_size", 0) or 0
         mlp = 3 * (getattr(c, "intermediate_size", None) or 4 * hidden)  # a gated MLP: gate, up and their product
-        return activation_bytes(hidden, mlp, longest, self.module) + self.kv_bytes_per_token()
+        return activation_bytes(hidden, mlp, longest, self.module, masked=padded) + self.kv_bytes_per_token()
 
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         if mask is None:  # no left padding: plain causal attention (the fast path)
