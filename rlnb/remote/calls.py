@@ -114,6 +114,8 @@ class Caller:
             transport = self._proxies.route(transport or DeadlineTransport())
             http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
+        for credential in sent.credentials(sent.proxied(http_client)):  # a proxy's, which no hook sees: masked too
+            _secrets.register(credential)
         sent.install(http_client)  # what each request to the API carries as it goes out is masked from then on
         redirects.install(http_client)  # a Location that is no URL: one error, not a transient failure retried
         self._server = ServerInfo(self._origin, server_extensions)

@@ -185,6 +185,20 @@ def install(http: Any) -> None:
         http.event_hooks["response"].append(see_answer)
 
 
+def proxied(http: Any) -> list[tuple[str, str]]:
+    """The headers the proxies of ``http`` (an ``httpx.Client``: its ``proxy=``, ``mounts=``, a transport's) add to
+    each request they carry: the ``Proxy-Authorization`` httpcore makes of a proxy URL's user info, an
+    ``httpx.Proxy``'s ``headers``. httpcore writes them past every hook of httpx's, where ``see_request`` never sees
+    them; httpx keeps them only in its transports' pools (no public way to them), read where they are found."""
+    transports = [getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()]
+    pools = [getattr(transport, "_pool", None) for transport in transports]
+    return [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for pool in pools
+        for name, value in getattr(pool, "_proxy_headers", None) or ()
+    ]
+
+
 _LISTED = re.compile(r"""\(b(['"])((?:(?!\1)[^\\]|\\.)*)\1, b(['"])((?:(?!\3)[^\\]|\\.)*)\3\)""")
 """A header as httpcore lists one in a log line: ``(b'set-cookie', b'session=...; Path=/')``, or ``b"..."`` where
 the value holds a ``'``."""
