@@ -116,8 +116,6 @@ class Caller:
         self._http = http_client
         for credential in sent.credentials(sent.proxied(http_client)):  # a proxy's, which no hook sees: masked too
             _secrets.register(credential)
-        sent.install(http_client)  # what each request to the API carries as it goes out is masked from then on
-        redirects.install(http_client)  # a Location that is no URL: one error, not a transient failure retried
         self._server = ServerInfo(self._origin, server_extensions)
         self.features = self._server.features
 
@@ -185,6 +183,8 @@ class Caller:
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
+        sent.install(self._http)  # rlnb's hooks, at each request (an ``event_hooks = ...`` of the user's drops them):
+        redirects.install(self._http)  # what it carries masked as it goes out; a Location that is no URL one error
         headers = {"Accept": "application/json", "Accept-Encoding": bodies.ACCEPT_ENCODING, "User-Agent": USER_AGENT}
         url = call.url if call.url.startswith(("http://", "https://")) else f"{self.base_url}{API_PREFIX}{call.url}"
         if call.idempotency_key is not None:
@@ -208,7 +208,6 @@ class Caller:
         if self._api_key is not None:
             request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
         request.extensions[sent.MARK] = frozenset(request.headers.keys())
-        sent.install(self._http)  # again: an ``event_hooks = ...`` the user set since dropped the hooks
         return request
 
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:
