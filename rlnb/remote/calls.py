@@ -59,16 +59,6 @@ log = logging.getLogger("rlnb")
 M = TypeVar("M", bound=BaseModel)
 
 
-def _sent_with(http_client: httpx.Client, url: str) -> list[tuple[str, str]]:
-    """What an ``http_client`` adds to rlnb's requests: its default headers, its cookies as ``Cookie`` headers, and the
-    ``Authorization`` its ``auth=`` (user, password) writes."""
-    sent = [*http_client.headers.items(), *(("cookie", f"{c.name}={c.value or ''}") for c in http_client.cookies.jar)]
-    if isinstance(http_client.auth, httpx.BasicAuth):  # a tuple given as auth= is one; its flow only adds the header
-        request = next(http_client.auth.sync_auth_flow(httpx.Request("GET", url)))
-        sent.append(("authorization", request.headers["authorization"]))
-    return sent
-
-
 class Caller:
     """The send path of ``APIClient`` (see there for the arguments)."""
 
@@ -99,7 +89,7 @@ class Caller:
         own = httpx.URL(self.base_url)
         self._origin = (own.scheme, own.host, own.port)
         self._api_key = _secrets.take_key(api_key, ENV_API_KEY)
-        given = sent.credentials(_sent_with(http_client, self.base_url)) if http_client is not None else []
+        given = sent.credentials(sent.configured(http_client, self.base_url)) if http_client is not None else []
         for credential in given:  # the user's own, sent as rlnb's key is: masked as it is
             _secrets.register(credential)
         if self._api_key is not None or given:
