@@ -59,16 +59,6 @@ log = logging.getLogger("rlnb")
 M = TypeVar("M", bound=BaseModel)
 
 
-def _sent_with(http_client: httpx.Client, url: str) -> list[tuple[str, str]]:
-    """What an ``http_client`` adds to rlnb's requests: its default headers, its cookies as ``Cookie`` headers, and the
-    ``Authorization`` its ``auth=`` (user, password) writes."""
-    sent = [*http_client.headers.items(), *(("cookie", f"{c.name}={c.value or ''}") for c in http_client.cookies.jar)]
-    if isinstance(http_client.auth, httpx.BasicAuth):  # a tuple given as auth= is one; its flow only adds the header
-        request = next(http_client.auth.sync_auth_flow(httpx.Request("GET", url)))
-        sent.append(("authorization", request.headers["authorization"]))
-    return sent
-
-
 class Caller:
     """The send path of ``APIClient`` (see there for the arguments)."""
 
@@ -99,7 +89,7 @@ class Caller:
         own = httpx.URL(self.base_url)
         self._origin = (own.scheme, own.host, own.port)
         self._api_key = _secrets.take_key(api_key, ENV_API_KEY)
-        given = sent.credentials(_sent_with(http_client, self.base_url)) if http_client is not None else []
+        given = sent.credentials(sent.configured(http_client, self.base_url)) if http_client is not None else []
         for credential in given:  # the user's own, sent as rlnb's key is: masked as it is
             _secrets.register(credential)
         if self._api_key is not None or given:
@@ -114,8 +104,8 @@ class Caller:
             transport = self._proxies.route(transport or DeadlineTransport())
             http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
-        sent.install(http_client)  # what each request to the API carries as it goes out is masked from then on
-        redirects.install(http_client)  # a Location that is no URL: one error, not a transient failure retried
+        for credential in sent.credentials(sent.proxied(http_client)):  # a proxy's, which no hook sees: masked too
+            _secrets.register(credential)
         self._server = ServerInfo(self._origin, server_extensions)
         self.features = self._server.features
 
@@ -183,6 +173,8 @@ class Caller:
             attempt += 1
 
     def _build(self, call: Call) -> httpx.Request:
+        sent.install(self._http)  # rlnb's hooks, at each request (an ``event_hooks = ...`` of the user's drops them):
+        redirects.install(self._http)  # what it carries masked as it goes out; a Location that is no URL one error
         headers = {"Accept": "application/json", "Accept-Encoding": bodies.ACCEPT_ENCODING, "User-Agent": USER_AGENT}
         url = call.url if call.url.startswith(("http://", "https://")) else f"{self.base_url}{API_PREFIX}{call.url}"
         if call.idempotency_key is not None:
@@ -206,7 +198,6 @@ class Caller:
         if self._api_key is not None:
             request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
         request.extensions[sent.MARK] = frozenset(request.headers.keys())
-        sent.install(self._http)  # again: an ``event_hooks = ...`` the user set since dropped the hooks
         return request
 
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:

@@ -9,7 +9,9 @@ which httpx calls with each request as it goes to the transport (after each roun
 user's after rlnb's may have added to the request). They read rlnb's requests to the API only (``MARK``; a presigned
 URL's query is its signature, and a storage host gets no credential) and remember what they find
 (``_secrets.remember``). httpcore logs an answer's headers (DEBUG) before any hook sees them: ``HeaderLogFilter``
-masks the credentials (a ``Set-Cookie``) among the headers an HTTP logger's record lists.
+masks the credentials (a ``Set-Cookie``) among the headers an HTTP logger's record lists. What an ``http_client``
+adds as configured (``configured``) and what its proxies add past every hook (``proxied``) are read when rlnb's
+client is made.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import logging
 import re
 from collections.abc import Iterable
 from typing import Any
+
+import httpx
 
 from rlnb import _secrets
 
@@ -183,6 +187,30 @@ def install(http: Any) -> None:
         hooks.insert(0, see_request)
     if see_answer not in http.event_hooks["response"]:
         http.event_hooks["response"].append(see_answer)
+
+
+def configured(http: httpx.Client, url: str) -> list[tuple[str, str]]:
+    """What an ``http_client`` adds to rlnb's requests to ``url`` as configured: its default headers, its cookies as
+    ``Cookie`` headers, and the ``Authorization`` its ``auth=`` (user, password) writes."""
+    sent = [*http.headers.items(), *(("cookie", f"{c.name}={c.value or ''}") for c in http.cookies.jar)]
+    if isinstance(http.auth, httpx.BasicAuth):  # a tuple given as auth= is one; its flow only adds the header
+        request = next(http.auth.sync_auth_flow(httpx.Request("GET", url)))
+        sent.append(("authorization", request.headers["authorization"]))
+    return sent
+
+
+def proxied(http: Any) -> list[tuple[str, str]]:
+    """The headers the proxies of ``http`` (an ``httpx.Client``: its ``proxy=``, ``mounts=``, a transport's) add to
+    each request they carry: the ``Proxy-Authorization`` httpcore makes of a proxy URL's user info, an
+    ``httpx.Proxy``'s ``headers``. httpcore writes them past every hook of httpx's, where ``see_request`` never sees
+    them; httpx keeps them only in its transports' pools (no public way to them), read where they are found."""
+    transports = [getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()]
+    pools = [getattr(transport, "_pool", None) for transport in transports]
+    return [
+        (name.decode("latin-1"), value.decode("latin-1"))
+        for pool in pools
+        for name, value in getattr(pool, "_proxy_headers", None) or ()
+    ]
 
 
 _LISTED = re.compile(r"""\(b(['"])((?:(?!\1)[^\\]|\\.)*)\1, b(['"])((?:(?!\3)[^\\]|\\.)*)\3\)""")

@@ -137,12 +137,18 @@ FROM_SERVER: Final = {"from_server": True}
 fields marked ``Newer`` keep a value newer than rlnb's list there, and only there."""
 
 
+def _from_server(info: ValidationInfo) -> bool:
+    """Whether a validation reads a server's answer (``FROM_SERVER``): the one test of it (``Newer``'s, and a listing's
+    unreadable ``sampling_defaults``)."""
+    return isinstance(info.context, dict) and bool(info.context.get("from_server"))
+
+
 def _newer(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
     """The enum member, or (from a server only) the server's own string for a value newer than the list."""
     try:
         return handler(value)
     except ValidationError:
-        if isinstance(value, str) and value and isinstance(info.context, dict) and info.context.get("from_server"):
+        if isinstance(value, str) and value and _from_server(info):
             return value
         raise
 

@@ -17,7 +17,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
-from rlnb.wire.base import INT32_MAX, Newer, StrictBool, StrictInt, _Model, _Request
+from rlnb.wire.base import INT32_MAX, Newer, StrictBool, StrictInt, _from_server, _Model, _Request
 from rlnb.wire.checkpoints import ListMeta
 from rlnb.wire.optim import OptimizerConfig
 from rlnb.wire.status import ModelResourcesErrorCode, ModelResourcesStatus, _CodedError
@@ -146,10 +146,6 @@ def _unread_from_server(value: Any, handler: ValidatorFunctionWrapHandler, info:
         if _from_server(info):
             return None
         raise
-
-
-def _from_server(info: ValidationInfo) -> bool:
-    return isinstance(info.context, dict) and bool(info.context.get("from_server"))
 
 
 class SamplingDefaults(_Model):

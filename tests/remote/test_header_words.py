@@ -61,3 +61,22 @@ def test_a_redirect_to_no_url_is_one_error_naming_the_status_and_the_location(lo
     said = str(info.value)
     assert f"301 Moved Permanently: the server redirects to {location!r}, which is no URL" in said, said
     assert info.value.status_code == 301 and len(seen) == 1 and KEY not in said
+
+
+def test_a_redirect_to_no_url_is_said_after_the_user_replaces_the_http_clients_event_hooks():
+    """httpx's ``event_hooks = {...}`` setter dropped rlnb's check of ``Location``: ``http://[::1`` was httpx's
+    ``RemoteProtocolError`` again, retried as a dropped connection, naming neither the status nor the header."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(301, headers={"Location": "http://[::1"}, text="<html>Moved</html>")
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    retry = RetryPolicy(max_retries=2, initial_delay=0.001, max_delay=0.002)
+    with http, APIClient(BASE, KEY, http_client=http, retry=retry) as client:
+        http.event_hooks = {"request": [], "response": [lambda response: None]}
+        with pytest.raises(rlnb.APIStatusError) as info:
+            client.supported_models()
+    assert "301 Moved Permanently: the server redirects to 'http://[::1', which is no URL" in str(info.value)
+    assert len(seen) == 1

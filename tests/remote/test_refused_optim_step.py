@@ -3,6 +3,8 @@ forward-backwards accumulated stay on the server, and the next optim-step applie
 call that drops them, so the failure says so and what to do, in the in-process engine's words for a refused
 optim-step (``rlnb.params.GRADIENTS_KEPT``), and the history keeps that message."""
 
+from collections.abc import Callable
+
 import httpx
 import pytest
 
@@ -58,6 +60,16 @@ def test_rl_step_whose_optim_step_is_refused_says_its_gradients_stay(tmp_path, m
     assert kinds == [(FB, done), (OPT, failed), (wire.OperationKind.WEIGHTS_SYNC, failed)]
 
 
+def _session(fake: FakeAPI, handler: Callable[[httpx.Request], httpx.Response], retries: int) -> rlnb.Session:
+    """A session on a new resource of ``fake``'s, each request answered by ``handler`` (which hands most to ``fake``),
+    its calls retried ``retries`` times."""
+    rid = fake.add_resource({"adam": {}})
+    return rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=20, record=False, **FAST_POLL, **quick({"max_retries": retries}),
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("status", "kept"), [(429, True), (400, True), (403, True), (404, False), (409, False), (500, False)]
 )  # fmt: skip
@@ -71,11 +83,7 @@ def test_which_refusals_say_the_gradients_stay(status, kept):
             return error(status, "no")
         return fake(request)
 
-    rid = fake.add_resource({"adam": {}})
-    with rlnb.connect(
-        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
-        operation_timeout=20, record=False, **FAST_POLL, **quick({"max_retries": 0}),
-    ) as s:  # fmt: skip
+    with _session(fake, handler, retries=0) as s:
         s.forward_backward(BATCH).result(20)
         with pytest.raises(rlnb.OperationFailed) as info:
             s.optim_step(PARAMS).result(20)
@@ -112,11 +120,7 @@ def test_a_refusal_after_a_try_that_may_have_been_taken_says_check_the_step(firs
             return first(request)
         return fake(request)
 
-    rid = fake.add_resource({"adam": {}})
-    with rlnb.connect(
-        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
-        operation_timeout=20, record=False, **FAST_POLL, **quick({"max_retries": 1}),
-    ) as s:  # fmt: skip
+    with _session(fake, handler, retries=1) as s:
         s.forward_backward(BATCH).result(20)
         with pytest.raises(rlnb.OperationFailed) as info:
             s.optim_step(PARAMS).result(20)
