@@ -98,6 +98,25 @@ def test_a_base_weights_ref_is_refused_not_ignored(c):
 
 
 @pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        ({"base_weights_ref": "together://ml_A1b2C3d4E5f6G7h8I9j0K"}, "base_weights_ref", "no model registry"),
+        ({"optimizer_config": {}}, "optimizer_config", "exactly one of adam or muon"),
+        ({"optimizer_config": {"adam": {}, "muon": {}}}, "optimizer_config", "exactly one of adam or muon"),
+        ({"base_model": "nope/none"}, "base_model", "must be one of"),
+    ],
+    ids=["base_weights_ref", "no optimizer", "both optimizers", "unknown model"],
+)
+def test_estimate_cost_refuses_what_create_refuses(c, body, param, words):
+    """R-new: estimate-cost takes the same body as create. It checked only ``base_model`` and priced a body create
+    refuses (``base_weights_ref``, no optimizer or both)."""
+    body = {"base_model": "rlnb/tiny", **body}
+    for route in ("/model-resources", "/model-resources/estimate-cost"):
+        err = error_of(c.post(route, json=body))
+        assert err["param"] == param and words in err["message"], (route, err)
+
+
+@pytest.mark.parametrize(
     ("send", "words"),
     [
         ({}, r"^the request has no JSON body: this endpoint takes a JSON object \(Content-Type: application/json\)$"),
