@@ -183,6 +183,9 @@ def check_resume(res: wire.ModelResources, lora: wire.LoraConfig | None, ckpt: w
         why = f"it is a LoRA training checkpoint (rank {ckpt.lora_rank}); {res.id} trains all weights"
     elif lora is not None and lora.rank is not None and ckpt.lora_rank not in (None, lora.rank):
         why = f"its LoRA rank is {ckpt.lora_rank}, lora_config.rank is {lora.rank}: leave rank out or give its own"
+    elif ckpt.lora_rank is None and ckpt.base_model != res.base_model:  # R-new: "need the original base model"
+        why = (f"it holds all the weights of base model {ckpt.base_model!r}; {res.id} serves {res.base_model!r}: a "
+               "full-weight checkpoint resumes on a resource of its own base model")  # fmt: skip
     if why is not None:
         raise ServerError(400, f"checkpoint {ckpt.id} does not resume here: {why}", param="resume_from_checkpoint_id")
 

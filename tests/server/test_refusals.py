@@ -1,7 +1,8 @@
 """What `rlnb serve` used to accept, ignore or answer oddly, and now refuses with a 400 naming the field: a
 ``lora_config`` on a full-weight resource, unknown fields in a PATCH or a cost estimate, both optimizers'
-params, a status filter that matches nothing; a resume mismatch that showed the server's own path; and a body that
-is missing or not sent as JSON, which the 400 now says."""
+params, a status filter that matches nothing, a cost estimate of a body create refuses, a full-weight checkpoint
+resumed on another base model; a resume mismatch that showed the server's own path; and a body that is missing or not
+sent as JSON, which the 400 now says."""
 
 import re
 from collections.abc import Iterator
@@ -177,3 +178,19 @@ def test_an_unknown_operation_kind_is_a_404_naming_it_and_the_kinds(c):
     assert c.get(f"{base}/forward-backward").status_code == 405  # a known kind, the wrong method: as before
     assert c.post(f"{base}/forward-backward/some-id", json={}).status_code == 405
     assert error_of(c.get(f"{base}/optim-step/some-id"), 404)["param"] == "operation_id"
+
+
+@pytest.mark.parametrize("kind", ["training-checkpoint", "inference-checkpoint"])
+def test_a_full_weight_checkpoint_of_another_base_model_is_refused_at_the_post(c, kind):
+    """R-new: full-weight training checkpoints need the original base model. The checkpoint's record says which, yet
+    the POST answered 200 and the session then ended ERROR as its model was built."""
+    _, sid = new_session(c)
+    ckpt = wait(c, sid, kind, submit(c, sid, kind)["id"])["output"]["checkpoint"]
+    c.post(f"/training-sessions/{sid}/stop")  # the module's full-weight sessions are capped
+    rid = c.post("/model-resources", json={"base_model": "rlnb/small"}).json()["id"]
+    err = error_of(
+        c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"]})
+    )
+    assert err["param"] == "resume_from_checkpoint_id", err
+    assert "of base model 'rlnb/tiny'" in err["message"] and f"{rid} serves 'rlnb/small'" in err["message"], err
+    assert c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"] == []
