@@ -194,3 +194,20 @@ def test_a_full_weight_checkpoint_of_another_base_model_is_refused_at_the_post(c
     assert err["param"] == "resume_from_checkpoint_id", err
     assert "of base model 'rlnb/tiny'" in err["message"] and f"{rid} serves 'rlnb/small'" in err["message"], err
     assert c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"] == []
+
+
+@pytest.mark.parametrize("kind", ["forward-backward", "custom-forward-backward"])
+def test_a_routed_experts_key_the_server_never_issued_fails_the_operation(c, kind):
+    """R-new: the key replays a sampled sequence's MoE routing and the operation fails if the key is not available.
+    rlnb serve's models are dense and issue none (each sequence's ``routed_experts_key`` is null), yet a key sent
+    was ignored: the operation trained as if routing had been replayed."""
+    _, sid = new_session(c)
+    body = CE if kind == "forward-backward" else {"samples": CE["samples"], "gradients": [{"data": [1.0] * 7}]}
+    body = {**body, "samples": [*body["samples"], {**body["samples"][0], "routed_experts_key": "routing/nope"}]}
+    if kind == "custom-forward-backward":
+        body["gradients"] *= 2
+    env = wait(c, sid, kind, submit(c, sid, kind, body)["id"])
+    assert env["status"] == wire.OperationStatus.FAILED, env
+    assert env["error"]["code"] == wire.OperationErrorCode.INVALID_INPUT, env
+    assert env["error"]["message"].startswith("samples[1].routed_experts_key: "), env
+    assert "dense" in env["error"]["message"] and "no routing keys" in env["error"]["message"], env
