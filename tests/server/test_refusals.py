@@ -211,3 +211,27 @@ def test_a_routed_experts_key_the_server_never_issued_fails_the_operation(c, kin
     assert env["error"]["code"] == wire.OperationErrorCode.INVALID_INPUT, env
     assert env["error"]["message"].startswith("samples[1].routed_experts_key: "), env
     assert "dense" in env["error"]["message"] and "no routing keys" in env["error"]["message"], env
+
+
+@pytest.mark.parametrize(
+    ("field", "low", "high", "span"),
+    [("num_samples", 0, 257, f"1..{wire.MAX_NUM_SAMPLES}"), ("lora_config.rank", 0, 65, "1..64")],
+)
+def test_a_number_below_or_above_the_servers_range_names_the_same_range(c, field, low, high, span):
+    """The wire's lower bound answered "allowed: 1..2147483647" (int32's range) where the server takes 1..256 or
+    1..64 (``max_lora_rank``), and its own upper bound said "[1, 256]" or "<= 64": one range, the server's, in both."""
+    _, sid = new_session(c)
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    said = []
+    for value in (low, high):
+        if field == "num_samples":
+            body = {"model_inputs": [{"chunks": [{"encoded_text": {"tokens": [1, 2]}}]}], "num_samples": value}
+            r = c.post(
+                f"/training-sessions/{sid}/operations/sample", json=body, headers={"Idempotency-Key": f"{value}"}
+            )
+        else:
+            r = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": value}})
+        err = error_of(r)
+        assert err["param"] == field and err["message"].startswith(f"{field}"), err
+        said.append(err["message"])
+    assert all(f"(allowed: {span}; got {v})" in m for v, m in zip((low, high), said, strict=True)), said
