@@ -24,7 +24,7 @@ from rlnb.engine import losses as losses_mod
 from rlnb.engine import refusals
 from rlnb.engine.memory import refuse_past_free
 from rlnb.engine.models.adapter import ModelAdapter
-from rlnb.engine.refusals import check_target_ids, check_tokens, must_be
+from rlnb.engine.refusals import check_target_ids, check_tokens, must_be, no_routing_key
 from rlnb.errors import OperationError
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire.inputs import not_int64
@@ -47,6 +47,8 @@ def read_samples(adapter: ModelAdapter, samples: list[wire.Sample]) -> tuple[lis
         if not isinstance(s.loss_fn_inputs, dict):  # tested here, named by ``must_be``: a call a sample less
             must_be(s.loss_fn_inputs, dict, f"samples[{i}].loss_fn_inputs")
         seqs.append(check_tokens(adapter, tokens, f"samples[{i}]"))
+        if s.routed_experts_key is not None:
+            raise no_routing_key(i)
         tensors = {}
         for key, td in s.loss_fn_inputs.items():
             where = f"samples[{i}].loss_fn_inputs.{key}"

@@ -1,6 +1,7 @@
 """The engine's refusals that read no tensor: a model input's token ids, the keys of a sample's loss inputs, a custom
 forward-backward's gradients, a sample request's head and stop strings, what a loss input's dtype, shape and
-finiteness must be, an optim-step's hyperparameters against the weights' range, a sample on a trainer-only session.
+finiteness must be, an optim-step's hyperparameters against the weights' range, a sample on a trainer-only session,
+a routing key no sequence was given.
 What a half-stepped session refuses (FakeBackend models no half step).
 Torch-free, so that ``rlnb.testing.FakeBackend`` refuses the same requests in the same words by calling them
 (``rlnb.engine.inputs``, ``loss_inputs``, ``sample_inputs`` and ``optim.limits`` read the tensors and dtypes and call
@@ -148,6 +149,17 @@ def check_given(spec: wire.LossSpec, beta: float, inputs: Sequence[Mapping[str, 
             mask_key(f"sample {i}", x)
         if spec.type == wire.LOSS_GRPO and beta > 0 and "reference_logprobs" not in x:
             raise InvalidLossInput(f"sample {i}: missing input 'reference_logprobs', required when beta > 0")
+
+
+def no_routing_key(i: int) -> OperationError:
+    """``INVALID_INPUT`` for sample ``i``'s ``routed_experts_key``: R-new's operation fails for a key no longer
+    available, and these models are dense, so none was ever issued (ignored, it would train as if routing had been
+    replayed)."""
+    return OperationError(
+        Code.INVALID_INPUT,
+        f"samples[{i}].routed_experts_key: this model is dense and issues no routing keys (its sampled sequences' "
+        "routed_experts_key is null), so no key is available to replay: leave it out",
+    )
 
 
 def check_target_ids(where: str, td: wire.TensorData, vocab: int | None) -> None:

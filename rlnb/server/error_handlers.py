@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from rlnb import wire
 from rlnb.server.errors import ERROR_TYPES, SHOWN, ServerError, error_response, error_type, named
 from rlnb.server.json_body import read_json
+from rlnb.server.limits import tighter_range
 from rlnb.server.openapi import declared_range
 
 
@@ -62,7 +63,7 @@ def install_error_handlers(app: FastAPI) -> None:
             return error_response(400, said, ERROR_TYPES[400], param)
         why = str(first.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's prefix of a validator's own
         said = why if param and why.startswith(param) else f"{param or 'request'}: {why}"  # words, which name the field
-        if first.get("type") in _BOUND_BROKEN and (span := _range(request, tuple(first["loc"]))) is not None:
+        if first.get("type") in _BOUND_BROKEN and (span := _span(request, param, tuple(first["loc"]))) is not None:
             got = str(first.get("input"))  # pydantic names the one bound it broke
             if isinstance(first.get("input"), float) and math.isnan(first["input"]):  # it broke every comparison
                 said, got = f"{param}: NaN is not allowed", ""  # pydantic names the one bound it tried first
@@ -101,6 +102,12 @@ MAX_SHOWN_DIGITS = 40
 """A number out of range longer than this is not echoed in the 400 (a 5,000-digit one filled the message)."""
 _BOUND_BROKEN = frozenset({"greater_than_equal", "less_than_equal", "greater_than", "less_than"})
 """pydantic's error types for a number past one of its field's bounds."""
+
+
+def _span(request: Request, param: str | None, loc: tuple[Any, ...]) -> str | None:
+    """The range of the field at ``loc``: the server's own where it is tighter than the wire's (``tighter_range``),
+    else the one ``/openapi.json`` declares."""
+    return tighter_range(request.app.state.registry.settings, param) or _range(request, loc)
 
 
 def _range(request: Request, loc: tuple[Any, ...]) -> str | None:

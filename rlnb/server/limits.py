@@ -64,6 +64,18 @@ def check_loss(settings: ServerSettings, body: wire.ForwardBackwardBody) -> None
         raise ServerError(400, why, param=param)
 
 
+def tighter_range(settings: ServerSettings, param: str | None) -> str | None:
+    """``1..HIGH`` of a field this server bounds below the wire's int32 range, else None: a 400 for a value under it
+    names this range (the server's), as the one for a value over it does, not the wire's ``1..2147483647``."""
+    high = {"num_samples": MAX_NUM_SAMPLES, "lora_config.rank": settings.max_lora_rank}.get(param or "")
+    return None if high is None else f"1..{high}"
+
+
+def past_range(param: str, high: int, got: int, why: str = "") -> ServerError:
+    """The 400 for ``param`` over this server's ``high`` (``tighter_range``), worded as the one under it."""
+    return ServerError(400, f"{param}: must be at most {high}{why} (allowed: 1..{high}; got {got})", param=param)
+
+
 def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
     sp = body.sampling_params or wire.SamplingParams()
     prompts, n = len(body.model_inputs), body.num_samples or 1
@@ -74,7 +86,7 @@ def check_sample(settings: ServerSettings, body: wire.SampleBody) -> None:
         raise ServerError(400, f"model_inputs[{empty}] has no tokens: a prompt needs at least one",
                           param=f"model_inputs.{empty}")  # fmt: skip
     if n > MAX_NUM_SAMPLES:
-        raise ServerError(400, f"num_samples must be in [1, {MAX_NUM_SAMPLES}], got {n}", param="num_samples")
+        raise past_range("num_samples", MAX_NUM_SAMPLES, n)
     tokens = sp.max_tokens or SAMPLING_DEFAULTS.max_tokens or 1
     if prompts * n * tokens > settings.max_sample_tokens:
         raise ServerError(
@@ -168,7 +180,7 @@ def check_lora(settings: ServerSettings, res: wire.ModelResources, lora: wire.Lo
             "false): create a resource with lora_enabled true, or leave lora_config out", param="lora_config",
         )  # fmt: skip
     if lora is not None and lora.rank is not None and lora.rank > settings.max_lora_rank:
-        raise ServerError(400, f"lora_config.rank must be <= {settings.max_lora_rank}", param="lora_config.rank")
+        raise past_range("lora_config.rank", settings.max_lora_rank, lora.rank, ", this server's max_lora_rank")
 
 
 def check_resume(res: wire.ModelResources, lora: wire.LoraConfig | None, ckpt: wire.Checkpoint) -> None:
@@ -183,6 +195,9 @@ def check_resume(res: wire.ModelResources, lora: wire.LoraConfig | None, ckpt: w
         why = f"it is a LoRA training checkpoint (rank {ckpt.lora_rank}); {res.id} trains all weights"
     elif lora is not None and lora.rank is not None and ckpt.lora_rank not in (None, lora.rank):
         why = f"its LoRA rank is {ckpt.lora_rank}, lora_config.rank is {lora.rank}: leave rank out or give its own"
+    elif ckpt.lora_rank is None and ckpt.base_model != res.base_model:  # R-new: "need the original base model"
+        why = (f"it holds all the weights of base model {ckpt.base_model!r}; {res.id} serves {res.base_model!r}: a "
+               "full-weight checkpoint resumes on a resource of its own base model")  # fmt: skip
     if why is not None:
         raise ServerError(400, f"checkpoint {ckpt.id} does not resume here: {why}", param="resume_from_checkpoint_id")
 

@@ -20,18 +20,17 @@ PRICE_PER_GPU_HOUR = 0.0
 
 
 class ResourcesMixin(RegistryCore):
-    def check_base_model(self, name: str) -> None:
-        if name not in self.settings.models:
-            raise ServerError(400, f"base_model must be one of {sorted(self.settings.models)}", param="base_model")
-
     def resource(self, rid: str) -> wire.ModelResources:
         with self.lock:
             if rid not in self.resources:
                 raise not_found("model resource", rid, "model_resources_id")
             return self.resources[rid].model_copy(deep=True)
 
-    def create_resource(self, req: wire.CreateModelResourcesRequest, user: str) -> wire.ModelResources:
-        self.check_base_model(req.base_model)
+    def check_resource_request(self, req: wire.CreateModelResourcesRequest) -> wire.OptimizerConfig:
+        """400 naming the field of a create body this server refuses, else the resource's optimizer: the one check
+        of create and estimate-cost, which R-new gives the same body (a price for a body create refuses misleads)."""
+        if req.base_model not in self.settings.models:
+            raise ServerError(400, f"base_model must be one of {sorted(self.settings.models)}", param="base_model")
         if req.base_weights_ref is not None:  # it would train the base model's own weights, silently
             raise ServerError(
                 400, "rlnb serve has no model registry to take base_weights_ref's weights from: leave it out (serve "
@@ -40,6 +39,10 @@ class ResourcesMixin(RegistryCore):
         opt = req.optimizer_config or wire.optimizer_config("adam")
         if (opt.adam is None) == (opt.muon is None):
             raise ServerError(400, "optimizer_config needs exactly one of adam or muon", param="optimizer_config")
+        return opt
+
+    def create_resource(self, req: wire.CreateModelResourcesRequest, user: str) -> wire.ModelResources:
+        opt = self.check_resource_request(req)
         now, timeout = self.now(), req.inactive_timeout or self.settings.default_inactive_timeout
         cc = req.compute_config or wire.ComputeConfigRequest()
         res = wire.ModelResources(

@@ -94,7 +94,7 @@ def _own(sample: wire.Sample) -> wire.Sample:
     and reached the engine. The validation builds new lists; ``warnings=False`` lets a bad value through the dump to
     the validation that names it (a subclass's class is left behind)."""
     try:
-        data = _fields(sample) or sample.model_dump(warnings=False)
+        data = _fields(sample) or sample.model_dump(warnings=False, exclude_unset=True)  # the fields set, as sent
     except (AttributeError, TypeError, ValueError):  # an object no field takes, set after construction: the dump fails
         wire.Sample.model_validate(dict(sample))  # its ValidationError names the field (sample_list says it)
         raise
@@ -126,14 +126,20 @@ def _fields(sample: wire.Sample) -> dict[str, Any] | None:
     if not all(map(operator.is_, map(type, parts), kinds)) or any(map(_EXTRA, parts)):
         return None
     copies = list(map(dict, map(_DICT, chunks)))  # C, as ``texts``: a comprehension was a Python call
-    for c, t in zip(copies, texts, strict=True):
-        c["encoded_text"] = dict(t.__dict__)
+    text_copies = list(map(dict, map(_DICT, texts)))
+    for c, t in zip(copies, text_copies, strict=True):
+        c["encoded_text"] = t
     model_input = {**given.__dict__, "chunks": copies}
-    return {
-        **sample.__dict__,
-        "model_input": model_input,
-        "loss_fn_inputs": dict(zip(inputs, map(dict, map(_DICT, inputs.values())), strict=True)),  # C, as ``texts``
-    }
+    tensors = dict(zip(inputs, map(dict, map(_DICT, inputs.values())), strict=True))  # C, as ``texts``
+    data = {**sample.__dict__, "model_input": model_input, "loss_fn_inputs": tensors}
+    # a field left unset is left out, as the part's own dump (exclude_unset) leaves it: the copy's validation counts
+    # each key given as set, and ``to_json_dict`` then sent its default, ``"shape": null``, which R-new says to omit
+    # (one left unset yet assigned a value past pydantic, ``object.__setattr__``, is kept: validated, not dropped)
+    for part, copy in zip(parts, [data, model_input, *copies, *text_copies, *tensors.values()], strict=True):
+        for key in part.__dict__.keys() - part.__pydantic_fields_set__:
+            if copy[key] is None:
+                del copy[key]
+    return data
 
 
 class StepParams:

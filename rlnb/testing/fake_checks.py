@@ -25,6 +25,7 @@ from rlnb.engine.refusals import (
     check_tokens,
     mask_key,
     must_be,
+    no_routing_key,
     non_finite_gradient,
     require_targets,
     sample_head,
@@ -60,6 +61,8 @@ def read_sample(fake: FakeBackend, i: int, s: wire.Sample) -> tuple[Inputs, int]
     """Sample ``i``'s loss inputs and its length, its tokens and target ids checked as ``rlnb.engine.inputs``
     checks them (every sample's, before any loss input's key)."""
     n = len(check_tokens(fake, s.model_input.tokens, f"samples[{i}]"))
+    if s.routed_experts_key is not None:
+        raise no_routing_key(i)
     x = s.loss_fn_inputs
     if "target_tokens" in x:
         check_target_ids(f"samples[{i}].loss_fn_inputs.target_tokens", x["target_tokens"], fake.vocab_size)

@@ -5,8 +5,10 @@ reads ``null`` as a value would refuse or misread it)."""
 import json
 
 import httpx
+import pytest
 
 import rlnb
+from rlnb.tasks import pieces
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI
 
 SAMPLE = {
@@ -76,3 +78,53 @@ def test_given_values_are_sent():
         True,
         True,
     )
+
+
+def _ce(s):
+    s.forward_backward([rlnb.samples.cross_entropy([1, 2, 3], [0.0, 1.0, 1.0])], "cross_entropy").result(timeout=5)
+
+
+def _policy(loss):
+    def send(s):
+        batch = [rlnb.samples.policy([1, 2], [3, 4], [-0.5, -0.25], 1.0, [-0.4, -0.3])]
+        s.forward_backward(batch, loss).result(timeout=5)
+
+    return send
+
+
+def _dumped(s):
+    """A sample with a part of a subclass: copied by its dump, not by its fields' dicts."""
+
+    class Mine(rlnb.wire.TensorData):
+        pass
+
+    sample = rlnb.samples.cross_entropy([1, 2, 3])
+    sample.loss_fn_inputs["weights"] = Mine(data=[1.0, 0.5], dtype="float32")
+    s.forward_backward([sample], "cross_entropy").result(timeout=5)
+
+
+def _split(s):
+    """A split RL step's pieces (``rlnb.tasks.pieces``), each body built before any is sent."""
+    batches = [[rlnb.samples.policy([1, 2], [3 + i], [-0.5], 1.0)] for i in range(2)]
+    for op in pieces.send(s, batches, "ppo", None):
+        op.result(timeout=5)
+
+
+@pytest.mark.parametrize(
+    "send",
+    [_ce, _policy("importance_sampling"), _policy("ppo"), _dumped, _split],
+    ids=["ce", "is", "ppo", "dumped", "split"],
+)
+def test_a_forward_backward_of_built_samples_sends_only_the_fields_they_set(send):
+    """Samples built by ``rlnb.samples`` (``wire.Sample`` objects, copied at submission): the copy counted every field
+    as set, so each tensor went out with ``"shape": null`` and both sparse fields ``null``, each sample with
+    ``"routed_experts_key": null``, which R-new says to omit (``shape`` is no nullable field)."""
+    fake = _SamplingAPI()
+    with rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), ready_timeout=5, record=False,
+                      **FAST_POLL) as s:  # fmt: skip
+        send(s)
+    bodies = [json.loads(r.content) for r in fake.calls("POST") if r.url.path.endswith("/forward-backward")]
+    assert bodies and all(_nulls(b) == [] for b in bodies), [_nulls(b) for b in bodies]
+    for sample in (one for b in bodies for one in b["samples"]):
+        assert set(sample) == {"model_input", "loss_fn_inputs"}
+        assert all(set(t) == {"data", "dtype"} for t in sample["loss_fn_inputs"].values()), sample

@@ -1,7 +1,8 @@
 """What `rlnb serve` used to accept, ignore or answer oddly, and now refuses with a 400 naming the field: a
 ``lora_config`` on a full-weight resource, unknown fields in a PATCH or a cost estimate, both optimizers'
-params, a status filter that matches nothing; a resume mismatch that showed the server's own path; and a body that
-is missing or not sent as JSON, which the 400 now says."""
+params, a status filter that matches nothing, a cost estimate of a body create refuses, a full-weight checkpoint
+resumed on another base model; a resume mismatch that showed the server's own path; and a body that is missing or not
+sent as JSON, which the 400 now says."""
 
 import re
 from collections.abc import Iterator
@@ -98,6 +99,25 @@ def test_a_base_weights_ref_is_refused_not_ignored(c):
 
 
 @pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        ({"base_weights_ref": "together://ml_A1b2C3d4E5f6G7h8I9j0K"}, "base_weights_ref", "no model registry"),
+        ({"optimizer_config": {}}, "optimizer_config", "exactly one of adam or muon"),
+        ({"optimizer_config": {"adam": {}, "muon": {}}}, "optimizer_config", "exactly one of adam or muon"),
+        ({"base_model": "nope/none"}, "base_model", "must be one of"),
+    ],
+    ids=["base_weights_ref", "no optimizer", "both optimizers", "unknown model"],
+)
+def test_estimate_cost_refuses_what_create_refuses(c, body, param, words):
+    """R-new: estimate-cost takes the same body as create. It checked only ``base_model`` and priced a body create
+    refuses (``base_weights_ref``, no optimizer or both)."""
+    body = {"base_model": "rlnb/tiny", **body}
+    for route in ("/model-resources", "/model-resources/estimate-cost"):
+        err = error_of(c.post(route, json=body))
+        assert err["param"] == param and words in err["message"], (route, err)
+
+
+@pytest.mark.parametrize(
     ("send", "words"),
     [
         ({}, r"^the request has no JSON body: this endpoint takes a JSON object \(Content-Type: application/json\)$"),
@@ -158,3 +178,60 @@ def test_an_unknown_operation_kind_is_a_404_naming_it_and_the_kinds(c):
     assert c.get(f"{base}/forward-backward").status_code == 405  # a known kind, the wrong method: as before
     assert c.post(f"{base}/forward-backward/some-id", json={}).status_code == 405
     assert error_of(c.get(f"{base}/optim-step/some-id"), 404)["param"] == "operation_id"
+
+
+@pytest.mark.parametrize("kind", ["training-checkpoint", "inference-checkpoint"])
+def test_a_full_weight_checkpoint_of_another_base_model_is_refused_at_the_post(c, kind):
+    """R-new: full-weight training checkpoints need the original base model. The checkpoint's record says which, yet
+    the POST answered 200 and the session then ended ERROR as its model was built."""
+    _, sid = new_session(c)
+    ckpt = wait(c, sid, kind, submit(c, sid, kind)["id"])["output"]["checkpoint"]
+    c.post(f"/training-sessions/{sid}/stop")  # the module's full-weight sessions are capped
+    rid = c.post("/model-resources", json={"base_model": "rlnb/small"}).json()["id"]
+    err = error_of(
+        c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"]})
+    )
+    assert err["param"] == "resume_from_checkpoint_id", err
+    assert "of base model 'rlnb/tiny'" in err["message"] and f"{rid} serves 'rlnb/small'" in err["message"], err
+    assert c.get("/training-sessions", params={"model_resources_id": rid}).json()["data"] == []
+
+
+@pytest.mark.parametrize("kind", ["forward-backward", "custom-forward-backward"])
+def test_a_routed_experts_key_the_server_never_issued_fails_the_operation(c, kind):
+    """R-new: the key replays a sampled sequence's MoE routing and the operation fails if the key is not available.
+    rlnb serve's models are dense and issue none (each sequence's ``routed_experts_key`` is null), yet a key sent
+    was ignored: the operation trained as if routing had been replayed."""
+    _, sid = new_session(c)
+    body = CE if kind == "forward-backward" else {"samples": CE["samples"], "gradients": [{"data": [1.0] * 7}]}
+    body = {**body, "samples": [*body["samples"], {**body["samples"][0], "routed_experts_key": "routing/nope"}]}
+    if kind == "custom-forward-backward":
+        body["gradients"] *= 2
+    env = wait(c, sid, kind, submit(c, sid, kind, body)["id"])
+    assert env["status"] == wire.OperationStatus.FAILED, env
+    assert env["error"]["code"] == wire.OperationErrorCode.INVALID_INPUT, env
+    assert env["error"]["message"].startswith("samples[1].routed_experts_key: "), env
+    assert "dense" in env["error"]["message"] and "no routing keys" in env["error"]["message"], env
+
+
+@pytest.mark.parametrize(
+    ("field", "low", "high", "span"),
+    [("num_samples", 0, 257, f"1..{wire.MAX_NUM_SAMPLES}"), ("lora_config.rank", 0, 65, "1..64")],
+)
+def test_a_number_below_or_above_the_servers_range_names_the_same_range(c, field, low, high, span):
+    """The wire's lower bound answered "allowed: 1..2147483647" (int32's range) where the server takes 1..256 or
+    1..64 (``max_lora_rank``), and its own upper bound said "[1, 256]" or "<= 64": one range, the server's, in both."""
+    _, sid = new_session(c)
+    rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": True}).json()["id"]
+    said = []
+    for value in (low, high):
+        if field == "num_samples":
+            body = {"model_inputs": [{"chunks": [{"encoded_text": {"tokens": [1, 2]}}]}], "num_samples": value}
+            r = c.post(
+                f"/training-sessions/{sid}/operations/sample", json=body, headers={"Idempotency-Key": f"{value}"}
+            )
+        else:
+            r = c.post("/training-sessions", json={"model_resources_id": rid, "lora_config": {"rank": value}})
+        err = error_of(r)
+        assert err["param"] == field and err["message"].startswith(f"{field}"), err
+        said.append(err["message"])
+    assert all(f"(allowed: {span}; got {v})" in m for v, m in zip((low, high), said, strict=True)), said

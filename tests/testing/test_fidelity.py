@@ -58,6 +58,8 @@ BAD_INPUTS = {
     "probabilities sent as log-probs": ([samples.policy([1, 2], [3], [-1.0], 1.0).model_copy(update={
         "loss_fn_inputs": {**samples.policy([1, 2], [3], [-1.0], 1.0).loss_fn_inputs,
                            "logprobs": wire.TensorData(data=[0.0, 0.5], dtype="float32")}})], "ppo", None),
+    "a routed_experts_key no sample issued": ([CE, CE.model_copy(update={"routed_experts_key": "nope"})],
+        "cross_entropy", None),  # dense models: R-new's op fails for a key that is not (or no longer) there
 }  # fmt: skip
 
 

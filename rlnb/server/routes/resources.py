@@ -32,7 +32,7 @@ def create_model_resources(
 @router.post("/model-resources/estimate-cost")
 def estimate_cost(body: wire.CreateModelResourcesRequest, registry: RegistryDep) -> wire.CostEstimate:
     check_known(body)
-    registry.check_base_model(body.base_model)
+    registry.check_resource_request(body)
     return wire.CostEstimate(currency="USD", price_per_hour=PRICE_PER_GPU_HOUR)
 
 

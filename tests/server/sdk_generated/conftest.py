@@ -11,12 +11,12 @@ every placeholder is replaced by a live object of the server (``Live``). The rep
 * values the API itself rejects: ``base_model="Qwen/Qwen3.5-4B"`` → ``"rlnb/tiny"``; ``limit=0`` → ``1``
   (the API's bounds are 1..100); ``after="after"`` → a live id (a cursor is an object's id);
   ``idempotency_key="Idempotency-Key"`` (one key for every kind would make every later kind a 409) → a fresh
-  key per call; ``optimizer_config={"adam": {}, "muon": {...}}`` on create → Muon only (a resource has
-  exactly one optimizer); ``sparse_crow_indices`` / ``sparse_col_indices`` → dropped (reserved, rejected);
-  a GRPO ``loss`` carrying every loss's params object → only ``grpo_params`` (params of another loss type
-  are a 400, not silently ignored); the ``loss_fn_inputs`` key ``"foo"`` → ``"target_tokens"`` (an input
-  the operation does not read is a 400 naming it, not silently ignored); ``base_weights_ref`` on create →
-  dropped (rlnb serve has no model registry: a 400, not silently the base model's own weights).
+  key per call; ``optimizer_config={"adam": {}, "muon": {...}}`` on create and estimate-cost (one body) → Muon
+  only (a resource has exactly one optimizer); ``sparse_crow_indices`` / ``sparse_col_indices`` → dropped
+  (reserved, rejected); a GRPO ``loss`` carrying every loss's params object → only ``grpo_params`` (params of
+  another loss type are a 400, not silently ignored); the ``loss_fn_inputs`` key ``"foo"`` → ``"target_tokens"``
+  (an input the operation does not read is a 400 naming it, not silently ignored); ``base_weights_ref`` on create
+  and estimate-cost → dropped (rlnb serve has no model registry: a 400, not silently the base model's own weights).
 * the async tests run on anyio's pytest plugin (the SDK uses pytest-asyncio); their ``aiohttp`` variant
   is left out (it needs the ``together[aiohttp]`` extra).
 

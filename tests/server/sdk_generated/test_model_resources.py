@@ -152,7 +152,6 @@ class TestModelResources:
     def test_method_estimate_cost_with_all_params(self, client: Together, live: Live) -> None:
         model_resource = client.post_training.model_resources.estimate_cost(
             base_model="rlnb/tiny",
-            base_weights_ref="together://ml_A1b2C3d4E5f6G7h8I9j0K",
             compute_config={
                 "gpu_type": "B200-SXM",
                 "num_generator_replicas": 2,
@@ -160,7 +159,6 @@ class TestModelResources:
             inactive_timeout=3600,
             lora_enabled=True,
             optimizer_config={
-                "adam": {},
                 "muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"},
             },
         )
@@ -413,7 +411,6 @@ class TestAsyncModelResources:
     async def test_method_estimate_cost_with_all_params(self, async_client: AsyncTogether, live: Live) -> None:
         model_resource = await async_client.post_training.model_resources.estimate_cost(
             base_model="rlnb/tiny",
-            base_weights_ref="together://ml_A1b2C3d4E5f6G7h8I9j0K",
             compute_config={
                 "gpu_type": "B200-SXM",
                 "num_generator_replicas": 2,
@@ -421,7 +418,6 @@ class TestAsyncModelResources:
             inactive_timeout=3600,
             lora_enabled=True,
             optimizer_config={
-                "adam": {},
                 "muon": {"scaling_strategy": "MUON_SCALING_STRATEGY_ORIGINAL"},
             },
         )
