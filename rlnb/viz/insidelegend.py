@@ -33,6 +33,10 @@ LEGEND_SIZES = ("small", "x-small", "xx-small")
 SIZE_TOLERANCE_IN = 1e-6
 """Inches within which the axes' size counts as the one their legend was made for: a ``bbox_inches="tight"`` savefig
 reads 1.9250000000000003 for 1.925, and the legend made again lost what the user had set on it."""
+READABLE = "ab…yz"
+"""The least room a name cut to fit keeps (two characters at each end): in less, five columns of "…" ran past the
+axes of a 3 × 3 grid's panel and named nothing; the legend says there is no room instead (``fitted``), and is made
+again, naming each, when the axes grow."""
 ROW_EM, EDGE_EM, HANDLE_EM = 1.65, 2 * (0.4 + 0.5) - 0.5, 2.0 + 0.8
 """A legend's row (a line, 1.12 em measured, and its labelspacing), its edges (borderpad and borderaxespad, both sides,
 less the last row's spacing) and an entry's handle and its gap, in ems of its font: matplotlib's defaults. Six rows
@@ -65,7 +69,8 @@ def plain(ax: Axes, names: list[str]) -> bool:
 
 def fitted(ax: Axes, handles: list[Artist], names: list[str], clear: Sequence[PathCollection] = ()) -> Legend:
     """The legend inside ``ax``, in as many columns as its height needs, its font smaller and then its names cut in
-    the middle ("…") until it fits."""
+    the middle ("…") until it fits; a legend saying there is no room where a name would keep less than
+    ``READABLE``."""
     fig = cast(Figure, ax.get_figure(root=True))
     renderer, width, height = agg(fig), ax.bbox.width, ax.bbox.height  # pixels
     for size in LEGEND_SIZES:
@@ -76,6 +81,11 @@ def fitted(ax: Axes, handles: list[Artist], names: list[str], clear: Sequence[Pa
         room = (width - EDGE_EM * em) / cols - (HANDLE_EM + 2.0) * em  # and the column spacing
         if max(drawn_width(n, font, renderer) for n in names) <= room:
             break
+    if room < drawn_width(READABLE, font, renderer):  # no name could be told: the legend says so, inside the axes
+        said = shortened(
+            f"{len(names)} names: no room", lambda t: drawn_width(t, font, renderer) <= width - EDGE_EM * em
+        )
+        return placing.legend(ax, [], [], loc="best", title=said, title_fontsize=size, clear=clear)
     shown = [shortened(n, lambda t: drawn_width(t, font, renderer) <= room) for n in names]
     scale = min(1.0, ROW_EM * font.get_size_in_points() / max(map(_marker_points, handles), default=1.0))
     return placing.legend(ax, handles, shown, loc="best", fontsize=size, ncols=cols, clear=clear, markerscale=scale)
@@ -127,5 +137,6 @@ class InsideLegend(Artist):
         before = self.made
         self.plain, self.size, self.made = self._make(as_it_is)
         title = before.get_title()
-        self.made.set_title(title.get_text(), prop=title.get_fontproperties())
+        if before.get_texts() and self.made.get_texts():  # else one of them only says there is no room
+            self.made.set_title(title.get_text(), prop=title.get_fontproperties())
         self.made.set_frame_on(before.get_frame_on())
