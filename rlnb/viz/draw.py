@@ -23,7 +23,7 @@ from rlnb._shown import printable
 from rlnb.history import History
 from rlnb.history.figures import STEP_COLUMNS
 from rlnb.history.tables import steps_table
-from rlnb.viz import placing
+from rlnb.viz import insidelegend
 from rlnb.viz.lines import decimate, series
 from rlnb.wire import OperationStatus as Status
 
@@ -171,7 +171,7 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
         ax.plot(*decimate(steps["step"], clip), ls="--", color="0.4", label="clip threshold")
     elif clip.notna().any():  # far above the norms: in the legend only, the y-range stays theirs
         ax.plot([], [], ls="--", color="0.4", label=f"clip threshold {clip.max():g} (off the top)")
-    placing.legend(ax, loc="upper right", fontsize="small")
+    insidelegend.legend(ax, loc="upper right")
     return ax
 
 
