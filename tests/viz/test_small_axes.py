@@ -9,6 +9,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rlnb.viz import plots
+from tests.support.histories import hand_history
 
 LONG = "学習率 sweep — αβγ run with a rather long descriptive name №xxx"
 """60 characters, CJK among them: drawn as escapes where no font has them, six times as wide."""
@@ -41,3 +42,22 @@ def test_a_long_named_series_legend_stays_inside_the_users_axes_and_leaves_them_
     figure.savefig(io.BytesIO(), format="png", bbox_inches="tight")
     assert inside(ax.get_legend().get_window_extent(canvas.get_renderer()), ax.bbox)
 
+
+@pytest.mark.parametrize("layout", ["tight_layout", "constrained"])
+def test_a_note_of_why_nothing_is_drawn_is_broken_into_lines_inside_the_users_small_axes(layout):
+    """An all-NaN loss on the middle panel of a 3 × 3 grid (137 px wide): "'loss' is NaN at every step" was wrapped
+    to the figure (matplotlib's ``wrap``), one line 177 px wide, over the panel's y label and ticks."""
+    figure = Figure(figsize=(6.4, 4.8), layout="constrained" if layout == "constrained" else None)
+    ax = figure.subplots(3, 3)[1, 1]
+    plots.loss(hand_history([float("nan")] * 5), ax=ax)
+    if layout == "tight_layout":
+        figure.tight_layout()
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    (text,) = [t for t in ax.texts if "NaN" in t.get_text()]
+    box = text.get_window_extent(canvas.get_renderer())
+    assert inside(box, ax.bbox), (box.extents.round(), ax.bbox.extents.round())
+    assert text.get_text().replace("\n", " ") == "'loss' is NaN at every step"
+    figure.set_size_inches(12.8, 9.6)  # a larger figure: on one line again
+    canvas.draw()
+    assert text.get_text() == "'loss' is NaN at every step"
