@@ -15,7 +15,7 @@ from pandas.api.types import is_bool_dtype, is_numeric_dtype
 from rlnb.viz import insidelegend, placing
 from rlnb.viz.draw import within_span
 from rlnb.viz.plots import NotebookFigure
-from rlnb.viz.texts import as_written
+from rlnb.viz.texts import as_written, fit_titles
 from rlnb.wire import TrialStatus
 
 from .keys import can_hash, hashable
@@ -97,6 +97,7 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         placing.beside(ax, handles, labels, grow=True)
     else:  # the user's figure is not resized: right of their axes it would run off it ("best" covered the star)
         insidelegend.legend(ax, handles, labels, clear=star)
+        fit_titles(ax)  # on a grid's panel a column's long name ran across its row, the y label into the row above
     as_written(ax)  # a variant's or a column's name is the user's text, not TeX ("cost $5 and $6")
     return ax
 

@@ -158,14 +158,22 @@ def _drawn(text: str, font: FontProperties) -> tuple[str, FontProperties]:
 
 
 def fit_titles(drawn: Axes | Figure) -> None:
-    """Every title of ``drawn`` cut to its share of the figure's width, and every y label to its share of the
-    figure's height (``fit_title``): a long figure name, the label of its panel, ran off the top and the bottom."""
+    """Every title and x label of ``drawn`` cut to its share of the figure's width, and every y label to its share of
+    the figure's height (``fit_title``): a long figure name, the label of its panel, ran off the top and the bottom,
+    and ``search_plot``'s x label (a column's name) across a grid's row."""
     for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
-        spec = ax.get_subplotspec()
-        wide = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
-        tall = 1 / spec.get_gridspec().nrows if spec is not None else ax.get_position().height
-        fit_title(ax, 0.85 * wide * ax.figure.bbox.width)
-        fit_title(ax, 0.7 * tall * ax.figure.bbox.height, text=ax.yaxis.label)
+        wide, tall = _panel(ax)
+        fit_title(ax, 0.85 * wide)
+        fit_title(ax, 0.85 * wide, text=ax.xaxis.label)
+        fit_title(ax, 0.7 * tall, text=ax.yaxis.label)
+
+
+def _panel(ax: Axes) -> tuple[float, float]:
+    """The width and height in pixels of ``ax``'s share of its figure: its cell of their grid, or its own size."""
+    spec = ax.get_subplotspec()
+    wide = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
+    tall = 1 / spec.get_gridspec().nrows if spec is not None else ax.get_position().height
+    return wide * ax.figure.bbox.width, tall * ax.figure.bbox.height
 
 
 NOTE_SHARE = 0.95

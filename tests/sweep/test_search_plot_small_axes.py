@@ -67,3 +67,23 @@ def test_search_plots_legend_on_the_users_axes_is_whole_once_their_figure_is_mad
     texts = [t.get_text() for t in ax.get_legend().get_texts()]
     assert texts[0] == "completed (6)" and texts[-1].startswith("best trial learning_rate ") and "…" not in texts[-1]
     assert ax.get_legend().get_texts()[0].get_fontsize() == FontProperties(size="small").get_size_in_points()
+
+
+def test_search_plots_long_axis_labels_keep_to_their_panel_of_a_grid():
+    """x= a 60-character column on the middle panel of a 3 × 3 grid: its x label ran 570 px across the whole row,
+    under the neighbouring panels, and the y label "reward (mean of the last 5 steps)" into the row above; cut in the
+    middle to the panel's share of the figure, as the plots' titles and y labels are."""
+    name = "learning rate of the adapter's second projection, after warmup"
+    figure = Figure(figsize=(6.4, 4.8))
+    ax = figure.subplots(3, 3)[1, 1]
+    search_plot(every_status().rename(columns={"learning_rate": name}), x=name, ax=ax)
+    figure.tight_layout()
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    across, up = ax.xaxis.label.get_window_extent(renderer), ax.yaxis.label.get_window_extent(renderer)
+    third_x, third_y = figure.bbox.width / 3, figure.bbox.height / 3
+    assert third_x <= across.x0 and across.x1 <= 2 * third_x, across.extents.round()
+    assert third_y <= up.y0 and up.y1 <= 2 * third_y, up.extents.round()
+    label = ax.get_xlabel()
+    assert label.startswith("learning") and label.endswith("warmup") and "…" in label
