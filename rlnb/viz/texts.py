@@ -176,6 +176,16 @@ def _panel(ax: Axes) -> tuple[float, float]:
     return wide * ax.figure.bbox.width, tall * ax.figure.bbox.height
 
 
+def wrap_to_panel(ax: Axes, text: Text) -> None:
+    """Each line of ``text`` (``ax``'s title, its x label) broken into lines at most the share of its panel's width
+    ``fit_titles`` cuts a title to (``wrapped``): where cut, a sentence such as why a range test suggests nothing
+    would lose its middle, and whole it ran past a 4 × 3 in figure and over a grid's neighbouring panels."""
+    room, font = 0.85 * _panel(ax)[0], text.get_fontproperties()
+    measure = agg(cast(Figure, ax.get_figure(root=True)))
+    lines = text.get_text().split("\n")
+    text.set_text("\n".join(wrapped(line, lambda t: drawn_width(t, font, measure), room) for line in lines))
+
+
 NOTE_SHARE = 0.95
 """The share of its axes' width a note's lines take at most."""
 
