@@ -12,10 +12,10 @@ import pandas as pd
 from matplotlib.axes import Axes
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
-from rlnb.viz import placing
+from rlnb.viz import insidelegend, placing
 from rlnb.viz.draw import within_span
 from rlnb.viz.plots import NotebookFigure
-from rlnb.viz.texts import as_written
+from rlnb.viz.texts import as_written, fit_titles
 from rlnb.wire import TrialStatus
 
 from .keys import can_hash, hashable
@@ -55,7 +55,8 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
     draws them by status; an Optuna search stopped before its first trial (a table with no rows, nor the columns of
     its space) draws empty axes, not an error naming a column it has no row to hold. On a figure of its own the legend
-    is right of the axes, the figure widened for it; on ``ax`` given, inside them (the user's figure is not resized)."""
+    is right of the axes, the figure widened for it; on ``ax`` given, inside them (the user's figure is not resized),
+    fitted to them as drawn where it is wide or tall for them (``insidelegend``: a smaller font, columns, names cut)."""
     ylabel = f"{trials.attrs.get('objective', 'reward')} ({_window(trials, y)})" if y == "value" else y
     if trials.empty:
         ax = _axes(ax)
@@ -94,8 +95,9 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     handles, labels = ax.get_legend_handles_labels()
     if own:  # inside, in a 5 × 3 in figure, every place covered trials, and "best" covered the star
         placing.beside(ax, handles, labels, grow=True)
-    else:  # the user's figure is not resized: right of their axes it would run off it
-        placing.legend(ax, handles, labels, loc="best", fontsize="small", clear=star)  # "best" covered the star
+    else:  # the user's figure is not resized: right of their axes it would run off it ("best" covered the star)
+        insidelegend.legend(ax, handles, labels, clear=star)
+        fit_titles(ax)  # on a grid's panel a column's long name ran across its row, the y label into the row above
     as_written(ax)  # a variant's or a column's name is the user's text, not TeX ("cost $5 and $6")
     return ax
 

@@ -14,26 +14,18 @@ import numpy as np
 import pandas as pd
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.backend_bases import RendererBase
 from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
-from matplotlib.legend import Legend
 
 from rlnb._shown import printable
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
-from rlnb.viz import placing
+from rlnb.viz import insidelegend, placing
 from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, check_name, new_axes, note, numbers, once_per_step
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
-from rlnb.viz.texts import agg, as_written, drawn_width, shortened
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
 """Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups
 told apart); else 30 runs would be 30 lines in 10 colours, three to a colour and the legend unable to say which."""
-LEGEND_INSIDE_UP_TO = 6
-"""A legend of more entries goes right of the axes of a figure ``compare`` made, in as many columns as it needs (30
-entries inside a new figure would be taller than it, and squash the axes to a sliver); on axes the user gave it stays
-inside them (``_legend_inside``)."""
 LEGEND_ROW_IN = 0.2
 """Inches per legend row (``fontsize="small"``)."""
 MAX_HEIGHT_IN = 12.0
@@ -50,107 +42,15 @@ def _legend(ax: Axes, handles: list[Artist], names: list[str], own: bool) -> Non
     starts with ``_`` (a run named ``_scratch`` would be unlisted). A few names that fit go inside the axes; else, on a
     figure this call made, right of the axes, the figure grown to list them in one column (up to ``MAX_HEIGHT_IN``)
     and as wide as their widest (two ~100-character sweep labels inside squashed the axes to a third of the figure
-    and cut each name's start off it); on the user's axes, cut to fit inside them (``_legend_inside``). A legend
-    inside is fitted again as drawn (``InsideLegend``)."""
-    fig = cast(Figure, ax.get_figure(root=True))  # an Axes is always on a figure
-    plain = _plain(ax, names)
-    if plain or not own:
-        for old in [a for a in fig.artists if isinstance(a, InsideLegend) and a.ax is ax]:
-            old.remove()  # compare again on the same axes: its legend replaces the one fitted before
-        fig.add_artist(InsideLegend(ax, handles, names, plain))
+    and cut each name's start off it); on the user's axes, fitted inside them as drawn (``insidelegend``)."""
+    if not own or insidelegend.plain(ax, names):
+        insidelegend.legend(ax, handles, names)
         return
+    fig = cast(Figure, ax.get_figure(root=True))  # an Axes is always on a figure
     width, height = fig.get_size_inches()
     height = min(max(height, (len(names) + 3) * LEGEND_ROW_IN), MAX_HEIGHT_IN)
     fig.set_size_inches(width, height)
     placing.beside(ax, handles, names, grow=True, ncols=math.ceil(len(names) / max(1, int(height / LEGEND_ROW_IN) - 3)))
-
-
-LEGEND_INSIDE_SHARE = 0.5
-"""A legend of a few names goes inside the axes as it is while it takes at most this share of their width: wider,
-it hides the lines it names, and goes right of the axes of a figure ``compare`` made; on the user's axes it is fitted
-to them (``_legend_inside``), and may take their whole width."""
-
-
-def _plain(ax: Axes, names: list[str]) -> bool:
-    """Whether the legend of ``names`` goes inside ``ax`` as it is: a few names, in one column at most
-    ``LEGEND_INSIDE_SHARE`` of the axes' width as they are now."""
-    if len(names) > LEGEND_INSIDE_UP_TO:
-        return False
-    fig = cast(Figure, ax.get_figure(root=True))
-    font = FontProperties(size="small")  # each name measured as drawn: a CJK name's escapes are 6 times as wide
-    em = font.get_size_in_points() * fig.dpi / 72
-    legend = max(drawn_width(n, font, agg(fig)) for n in names) + (2.0 + 0.8 + 2 * 0.4) * em  # handle, gap, pads
-    return legend <= LEGEND_INSIDE_SHARE * ax.bbox.width
-
-
-SIZE_TOLERANCE_IN = 1e-6
-"""Inches within which the axes' size counts as the one their legend was made for: a ``bbox_inches="tight"`` savefig
-reads 1.9250000000000003 for 1.925, and the legend made again lost what the user had set on it."""
-
-
-class InsideLegend(Artist):
-    """Draws nothing: on the figure, drawn before its axes once a layout (constrained, ``tight_layout``) or a resize
-    has sized them, it makes their legend again where their size changed since it was made, as it is or fitted
-    (``_legend_inside``): fitted at the call, a legend ran past axes the layout then narrowed, and names cut for small
-    axes stayed cut on a figure made larger. Made again, it keeps the title and frame the user set on the one before
-    (its place is the draw's, ``placing.legend``). A legend the user made in its stead is left as it is."""
-
-    def __init__(self, ax: Axes, handles: list[Artist], names: list[str], plain: bool) -> None:
-        super().__init__()
-        self.ax, self.handles, self.names = ax, handles, names
-        self.set_zorder(-math.inf)
-        self.set_in_layout(False)
-        self.plain, self.size, self.made = self._make(plain)
-
-    def _resized(self) -> bool:
-        return any(abs(now - then) > SIZE_TOLERANCE_IN for now, then in zip(self._size(), self.size, strict=True))
-
-    def _size(self) -> tuple[float, float]:
-        return self.ax.bbox.width / self.ax.figure.dpi, self.ax.bbox.height / self.ax.figure.dpi  # inches: dpi aside
-
-    def _make(self, plain: bool) -> tuple[bool, tuple[float, float], Legend]:
-        if plain:
-            made = placing.legend(self.ax, self.handles, self.names, loc="best", fontsize="small")
-        else:
-            made = _legend_inside(self.ax, self.handles, self.names)
-        as_written(made)  # made again at a draw, after plots.compare's own pass: "$" and CJK drawn as written
-        return plain, self._size(), made
-
-    def draw(self, renderer: RendererBase) -> None:
-        if self.ax.get_figure(root=True) is None or self.ax.get_legend() is not self.made or not self._resized():
-            return  # axes removed, a legend the user made, or the size it was made for
-        plain = _plain(self.ax, self.names)
-        if plain and self.plain:  # as it was: the same legend, placed at its draw
-            self.size = self._size()
-            return
-        before = self.made
-        self.plain, self.size, self.made = self._make(plain)
-        title = before.get_title()
-        self.made.set_title(title.get_text(), prop=title.get_fontproperties())
-        self.made.set_frame_on(before.get_frame_on())
-
-
-LEGEND_SIZES = ("small", "x-small", "xx-small")
-"""The font sizes a legend on the user's axes tries, in turn, before its names are cut."""
-
-
-def _legend_inside(ax: Axes, handles: list[Artist], names: list[str]) -> Legend:
-    """On axes the user gave (their figure, never resized): the legend inside the axes, in as many columns as its
-    height needs, its font smaller and then its names cut in the middle ("…") until it fits. Right of the axes, as
-    on a figure of its own, it ran off the user's figure."""
-    fig = cast(Figure, ax.get_figure(root=True))
-    renderer, width, height = agg(fig), ax.bbox.width, ax.bbox.height  # pixels
-    for size in LEGEND_SIZES:
-        font = FontProperties(size=size)
-        em = font.get_size_in_points() * fig.dpi / 72
-        edge = 2 * (0.4 + 0.5) * em  # borderpad and borderaxespad, both sides
-        rows = max(1, int((height - edge) // (1.75 * em)))  # a line and its labelspacing
-        cols = math.ceil(len(names) / rows)
-        room = (width - edge) / cols - (2.0 + 0.8 + 2.0) * em  # handle, its gap and the column spacing
-        if max(drawn_width(n, font, renderer) for n in names) <= room:
-            break
-    shown = [shortened(n, lambda t: drawn_width(t, font, renderer) <= room) for n in names]
-    return placing.legend(ax, handles, shown, loc="best", fontsize=size, ncols=cols)
 
 
 def _no_column(frame: pd.DataFrame, by: str) -> str:

@@ -23,8 +23,9 @@ from rlnb._shown import printable
 from rlnb.history import History
 from rlnb.history.figures import STEP_COLUMNS
 from rlnb.history.tables import steps_table
-from rlnb.viz import placing
+from rlnb.viz import insidelegend
 from rlnb.viz.lines import decimate, series
+from rlnb.viz.texts import Wrapper
 from rlnb.wire import OperationStatus as Status
 
 
@@ -87,8 +88,9 @@ def new_axes(ax: Axes | None) -> Axes:
 
 
 def note(ax: Axes, text: str) -> None:
-    """Say on the axes why there is nothing to draw."""
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", wrap=True, color="0.35")
+    """Say on the axes why there is nothing to draw, in lines as wide as the axes as drawn (``texts.Wrapper``)."""
+    said = ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.35")
+    ax.add_artist(Wrapper(said))
 
 
 def not_logged(name: str) -> str:
@@ -171,7 +173,7 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
         ax.plot(*decimate(steps["step"], clip), ls="--", color="0.4", label="clip threshold")
     elif clip.notna().any():  # far above the norms: in the legend only, the y-range stays theirs
         ax.plot([], [], ls="--", color="0.4", label=f"clip threshold {clip.max():g} (off the top)")
-    placing.legend(ax, loc="upper right", fontsize="small")
+    insidelegend.legend(ax, loc="upper right")
     return ax
 
 

@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from numpy.typing import ArrayLike
 
-from rlnb.viz import placing
+from rlnb.viz import insidelegend
 
 MAX_POINTS = 2000
 """Lines with more points are decimated to at most this many before drawing."""
@@ -79,7 +79,7 @@ def series(
     else:
         ax.plot(*decimate(x, y), color=color, alpha=0.3, lw=1, label=f"{label} (raw)", **style)
         ax.plot(*decimate(x, smooth(y, ema)), color=color, lw=2, label=f"{label} (EMA {ema})")
-        placing.legend(ax, loc="best", fontsize="small")
+        insidelegend.legend(ax)
     infinite(ax, x, y, color, label)
 
 
@@ -95,7 +95,7 @@ def infinite(ax: Axes, x: ArrayLike, y: ArrayLike, color: str, label: str) -> li
             at = x[hit][extremes(x[hit], x[hit], MAX_POINTS)]  # one per bucket is all a pixel shows
             label_n = inf_label(label, sign, int(hit.sum()))
             drawn += ax.plot(at, np.full(len(at), edge), color=color, label=label_n, **style)
-            placing.legend(ax, loc="best", fontsize="small")
+            insidelegend.legend(ax)
     return drawn
 
 

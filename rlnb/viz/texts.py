@@ -6,6 +6,7 @@ before but measured as given, a CJK name drawn as escapes would be six times as 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import cache
 from typing import cast
@@ -157,11 +158,55 @@ def _drawn(text: str, font: FontProperties) -> tuple[str, FontProperties]:
 
 
 def fit_titles(drawn: Axes | Figure) -> None:
-    """Every title of ``drawn`` cut to its share of the figure's width, and every y label to its share of the
-    figure's height (``fit_title``): a long figure name, the label of its panel, ran off the top and the bottom."""
+    """Every title and x label of ``drawn`` cut to its share of the figure's width, and every y label to its share of
+    the figure's height (``fit_title``): a long figure name, the label of its panel, ran off the top and the bottom,
+    and ``search_plot``'s x label (a column's name) across a grid's row."""
     for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
-        spec = ax.get_subplotspec()
-        wide = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
-        tall = 1 / spec.get_gridspec().nrows if spec is not None else ax.get_position().height
-        fit_title(ax, 0.85 * wide * ax.figure.bbox.width)
-        fit_title(ax, 0.7 * tall * ax.figure.bbox.height, text=ax.yaxis.label)
+        wide, tall = _panel(ax)
+        fit_title(ax, 0.85 * wide)
+        fit_title(ax, 0.85 * wide, text=ax.xaxis.label)
+        fit_title(ax, 0.7 * tall, text=ax.yaxis.label)
+
+
+def _panel(ax: Axes) -> tuple[float, float]:
+    """The width and height in pixels of ``ax``'s share of its figure: its cell of their grid, or its own size."""
+    spec = ax.get_subplotspec()
+    wide = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
+    tall = 1 / spec.get_gridspec().nrows if spec is not None else ax.get_position().height
+    return wide * ax.figure.bbox.width, tall * ax.figure.bbox.height
+
+
+def wrap_to_panel(ax: Axes, text: Text) -> None:
+    """Each line of ``text`` (``ax``'s title, its x label) broken into lines at most the share of its panel's width
+    ``fit_titles`` cuts a title to (``wrapped``): where cut, a sentence such as why a range test suggests nothing
+    would lose its middle, and whole it ran past a 4 × 3 in figure and over a grid's neighbouring panels."""
+    room, font = 0.85 * _panel(ax)[0], text.get_fontproperties()
+    measure = agg(cast(Figure, ax.get_figure(root=True)))
+    lines = text.get_text().split("\n")
+    text.set_text("\n".join(wrapped(line, lambda t: drawn_width(t, font, measure), room) for line in lines))
+
+
+NOTE_SHARE = 0.95
+"""The share of its axes' width a note's lines take at most."""
+
+
+class Wrapper(Artist):
+    """Draws nothing: drawn first of its axes' artists, it breaks ``text`` (a note centred on them) into lines at most
+    ``NOTE_SHARE`` of the axes' width as they are drawn (``wrapped``), after a layout or a resize: matplotlib's
+    ``wrap`` breaks at the figure's edges, and "'loss' is NaN at every step" on a 3 × 3 grid's panel (137 px) was one
+    line of 179 px, over the panel's y label and ticks."""
+
+    def __init__(self, text: Text) -> None:
+        super().__init__()
+        self.text = text
+        self.set_zorder(-math.inf)
+        text.set_wrap(False)
+
+    def draw(self, renderer: RendererBase) -> None:
+        if self.axes is None or not self.text.get_visible():
+            return
+        said, font = self.text.get_text().replace("\n", " "), self.text.get_fontproperties()
+        measure = agg(cast(Figure, self.axes.get_figure(root=True)))
+        shown = wrapped(said, lambda line: drawn_width(line, font, measure), NOTE_SHARE * self.axes.bbox.width)
+        if shown != self.text.get_text():
+            self.text.set_text(shown)

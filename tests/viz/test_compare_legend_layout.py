@@ -108,3 +108,20 @@ def test_a_legend_made_again_for_a_new_size_keeps_the_users_title_and_frame():
     again = ax.get_legend()
     assert again is not legend and [t.get_text() for t in again.get_texts()] == names  # made again: fitted anew
     assert style(again) == ("learning rate", "bold", False)
+
+
+def test_names_that_cannot_be_read_on_tiny_axes_give_a_legend_that_says_so_inside_them():
+    """30 runs on the middle panel of a 3 × 3 grid (137 × 96 px): five columns of names cut to "…" ran 110 px past
+    the axes, over the panel on their left, and named nothing; the figure made larger lists them again."""
+    names = [f"run{i:02d}" for i in range(30)]
+    figure = Figure(figsize=(6.4, 4.8))
+    ax = plots.compare(runs(names), "loss", ax=figure.subplots(3, 3)[1, 1])
+    figure.tight_layout()
+    box, axes = drawn(figure, ax)
+    assert axes.x0 <= box.x0 and box.x1 <= axes.x1 and axes.y0 <= box.y0 and box.y1 <= axes.y1, (
+        box.extents.round(), axes.extents.round())  # fmt: skip
+    assert ax.get_legend().get_title().get_text() == "30 names: no room"
+    figure.set_size_inches(19.2, 14.4)
+    drawn(figure, ax)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == names
+    assert ax.get_legend().get_title().get_text() == ""

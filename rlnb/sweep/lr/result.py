@@ -11,8 +11,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from rlnb.params import OptimizerParams
+from rlnb.viz import insidelegend
 from rlnb.viz.draw import within_span
 from rlnb.viz.plots import NotebookFigure
+from rlnb.viz.texts import wrap_to_panel
 
 from ..figures import check_axes
 from ..trial import Objective
@@ -80,6 +82,8 @@ class LRFind:
         )
         if self.suggestion is None:
             ax.title.set_fontsize("small")  # a few lines of why
-        ax.legend(loc="best", fontsize="small")
+        for text in (ax.title, ax.xaxis.label):  # on a grid's panel, over its neighbours; the why past a 4 in figure
+            wrap_to_panel(ax, text)
+        insidelegend.legend(ax)  # fitted to the user's axes as drawn
         within_span(ax)  # a loss near 1.7e308 failed when drawn (the tick locator's arange), as plots.metric did
         return ax

@@ -1,0 +1,89 @@
+"""``search_plot``'s legend on small axes of the user's (a 3 × 2 in figure, a panel of a 3 × 3 grid): fitted to the
+axes as they are drawn, after the user's layout, as ``plots.compare``'s is (``rlnb.viz.inside``)."""
+
+import io
+
+import pandas as pd
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+
+from rlnb.sweep import search_plot
+
+
+def every_status() -> pd.DataFrame:
+    """Ten trials of every status, two of them diverged: six entries in the legend, the star's the longest."""
+    statuses = ["COMPLETED"] * 4 + ["PRUNED"] * 2 + ["FAILED", "STOPPED"] + ["COMPLETED"] * 2
+    trials = pd.DataFrame({"trial": range(10), "label": [f"t{i}" for i in range(10)],
+                           "learning_rate": [10 ** (-5 + i / 2) for i in range(10)], "seed": 0, "status": statuses,
+                           "value": [0.1 * (i % 5) + 0.05 for i in range(10)], "steps_done": 8,
+                           "diverged_at": [None] * 8 + [2.0, 2.0]})  # fmt: skip
+    trials.attrs["objective"] = "reward"
+    return trials
+
+
+def inside(box, axes) -> bool:
+    return axes.x0 <= box.x0 and box.x1 <= axes.x1 and axes.y0 <= box.y0 and box.y1 <= axes.y1
+
+
+def small_axes(case: str):
+    """The user's axes: alone on a 3 × 2 in figure with ``layout="tight"``, or the middle of a 3 × 3 grid on a
+    6.4 × 4.8 in figure, then ``tight_layout``."""
+    if case == "3x2 tight":
+        figure = Figure(figsize=(3, 2), layout="tight")
+        return figure, figure.add_subplot()
+    figure = Figure(figsize=(6.4, 4.8))
+    ax = figure.subplots(3, 3)[1, 1]
+    return figure, ax
+
+
+@pytest.mark.parametrize("case", ["3x2 tight", "3x3 grid"])
+def test_search_plots_legend_stays_inside_the_users_small_axes_as_drawn_and_as_saved(case):
+    """On a 3 × 2 in figure the legend ran 21 px past the axes' left edge; in a 3 × 3 grid's middle panel (109 px
+    wide) it was 233 px wide, 130 px past the axes, over the neighbouring panel and its labels."""
+    figure, ax = small_axes(case)
+    search_plot(every_status(), ax=ax)
+    if case == "3x3 grid":
+        figure.tight_layout()
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    box = ax.get_legend().get_window_extent(canvas.get_renderer())
+    assert inside(box, ax.bbox), (box.extents.round(), ax.bbox.extents.round())
+    figure.savefig(io.BytesIO(), format="png", bbox_inches="tight")  # what a notebook's inline backend does
+    box = ax.get_legend().get_window_extent(canvas.get_renderer())
+    assert inside(box, ax.bbox), (box.extents.round(), ax.bbox.extents.round())
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(texts) == 6 and texts[0][:2] == "co" and texts[-1][:2] == "be"  # each entry, its start kept
+
+
+def test_search_plots_legend_on_the_users_axes_is_whole_once_their_figure_is_made_larger():
+    """A legend fitted to a small figure is made again, whole and as it is, when the figure is made larger."""
+    figure = Figure(figsize=(3, 2))
+    ax = search_plot(every_status(), ax=figure.add_subplot())
+    figure.set_size_inches(8, 6)
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts[0] == "completed (6)" and texts[-1].startswith("best trial learning_rate ") and "…" not in texts[-1]
+    assert ax.get_legend().get_texts()[0].get_fontsize() == FontProperties(size="small").get_size_in_points()
+
+
+def test_search_plots_long_axis_labels_keep_to_their_panel_of_a_grid():
+    """x= a 60-character column on the middle panel of a 3 × 3 grid: its x label ran 570 px across the whole row,
+    under the neighbouring panels, and the y label "reward (mean of the last 5 steps)" into the row above; cut in the
+    middle to the panel's share of the figure, as the plots' titles and y labels are."""
+    name = "learning rate of the adapter's second projection, after warmup"
+    figure = Figure(figsize=(6.4, 4.8))
+    ax = figure.subplots(3, 3)[1, 1]
+    search_plot(every_status().rename(columns={"learning_rate": name}), x=name, ax=ax)
+    figure.tight_layout()
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    across, up = ax.xaxis.label.get_window_extent(renderer), ax.yaxis.label.get_window_extent(renderer)
+    third_x, third_y = figure.bbox.width / 3, figure.bbox.height / 3
+    assert third_x <= across.x0 and across.x1 <= 2 * third_x, across.extents.round()
+    assert third_y <= up.y0 and up.y1 <= 2 * third_y, up.extents.round()
+    label = ax.get_xlabel()
+    assert label.startswith("learning") and label.endswith("warmup") and "…" in label
