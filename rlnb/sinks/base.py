@@ -133,7 +133,9 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
 
 
 class Writer(Protocol):
-    """One run in one library. Called from one thread at a time."""
+    """One run in one library. Called from one thread at a time. A writer whose library keeps what it is given a while
+    before storing it (W&B offline, Trackio) also has ``stored() -> (given, held) | None``: the rows it gave the
+    library, and how many of them the library's store holds now (``rlnb.sinks.channel`` marks only those)."""
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
         """Write a batch: points sorted by step (one per step), then the failures."""

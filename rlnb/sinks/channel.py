@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from typing import Any
 
 from rlnb import _exit
@@ -20,6 +21,8 @@ from rlnb.sinks.process import Lease
 
 MAX_BACKLOG = 100_000
 """Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
+RECHECK = 0.5
+"""Seconds between two looks at a library's store while it holds less than it was given (``Writer.stored``)."""
 _CLOSE = object()
 
 
@@ -37,6 +40,7 @@ class Channel:
         self.run_name = str(history.config.get("run_id", ""))
         file = marks.path(history.path, sink) if history.path is not None else None
         self.marked = marks.MarkFile(file) if file is not None else None  # how far it wrote the run
+        self._unstored: deque[tuple[int, Mark]] = deque()  # marks of rows the library has not stored yet
         self.thread = threading.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}", daemon=True)
         self.thread.start()
 
@@ -65,7 +69,11 @@ class Channel:
             lease = Lease(self.sink)
             lease.ready()
             while True:
-                batch = [self._queue.get()]
+                try:
+                    batch = [self._queue.get(timeout=RECHECK if self._unstored else None)]
+                except queue.Empty:
+                    self._mark(writer, None)
+                    continue
                 if batch[0] is not _CLOSE:
                     self._closing.wait(self.sink.interval)
                 while batch[-1] is not _CLOSE:
@@ -88,11 +96,11 @@ class Channel:
                 points, failures = merge(i for i in items if isinstance(i, Point | Failure))
                 if points or failures:
                     writer.write(points, failures)
-                mark = next((i for i in reversed(items) if isinstance(i, Mark)), None)
-                if mark is not None and self.marked is not None:
-                    self.marked.write(mark)
+                self._mark(writer, next((i for i in reversed(items) if isinstance(i, Mark)), None))
                 if batch[-1] is _CLOSE:
                     writer.close()
+                    if self._unstored and self.marked is not None:  # the run finished: its store holds it all
+                        self.marked.write(self._unstored[-1][1])
                     return
         except BaseException as exc:  # noqa: BLE001 - any error drops the sink, never the run
             self.sink.fail(exc, self.run_name)
@@ -102,6 +110,27 @@ class Channel:
                 lease.release()
             if self.marked is not None:
                 self.marked.close()
+
+    def _mark(self, writer: Writer | None, mark: Mark | None) -> None:
+        """Record ``mark`` once the library's store holds what the writer gave it until then (``Writer.stored``): W&B
+        and Trackio take rows in memory and store them later, so a mark written when their ``log()`` returned said
+        "written" of rows a ``kill -9`` then lost, and no later session sent them again."""
+        if self.marked is None:
+            return
+        stored = getattr(writer, "stored", None)
+        counts = stored() if stored is not None else None
+        if counts is None:  # the library stores what it takes
+            if mark is not None:
+                self.marked.write(mark)
+            return
+        given, held = counts
+        if mark is not None:
+            self._unstored.append((given, mark))
+        ready = None
+        while self._unstored and self._unstored[0][0] <= held:
+            ready = self._unstored.popleft()[1]
+        if ready is not None:
+            self.marked.write(ready)
 
     def _held(self, lease: Lease, run: RunInfo) -> bool:
         """Whether another run of this name is being written to the sink's place now (``Lease.claim``: two sessions
