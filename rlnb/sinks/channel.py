@@ -17,7 +17,7 @@ from rlnb.sinks import claims, marks
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
 from rlnb.sinks.marks import Mark
 from rlnb.sinks.points import Item, merge
-from rlnb.sinks.process import Lease
+from rlnb.sinks.process import Lease, place
 
 MAX_BACKLOG = 100_000
 """Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
@@ -136,18 +136,27 @@ class Channel:
         """Whether another run of this name is being written to the sink's place now (``Lease.claim``: two sessions
         of this machine with one run id), or, for a new run, the sink holds one already (``Sink.holds``: a run folder
         deleted and its id used again, another runs folder): this run is then left out there, with a warning,
-        instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one)."""
+        instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one). An earlier
+        session of this very run still writing there (its close gave up on a slow library) leaves this session out,
+        and its mark stays: a later session continuing the run sends the sink what this one recorded."""
         where = None if lease.claim(run) else claims.HELD
         where = where or (lease.holds(run) if self._fresh else None)
         if where is None:
             return False
         self._left_out = True
+        kept = self._history.path or "session.history, in memory"
+        name = f"rlnb.sinks.{type(self.sink).__name__}"
+        if where is claims.HELD and (me := claims.owner(run)) and claims.holder(place(self.sink) or "", run.name) == me:
+            self.sink.note(f"{name} left this session of run {run.name} out: the run is still being written there by "
+                           "an earlier session of this run (its close gave up waiting); written there too, the two "
+                           f"sessions' steps would be mixed. {kept} has everything, and a later session continuing "
+                           "the run sends the sink what this one recorded")  # fmt: skip
+            return True
         if self.marked is not None:  # a later session continuing the run sends it nothing of this one either
             self.marked.remove()
-        kept = self._history.path or "session.history, in memory"
-        self.sink.note(f"rlnb.sinks.{type(self.sink).__name__} left run {run.name} out: it holds another run of that "
-                       f"name, {where}; written there too, the two would be mixed. {kept} has everything: "
-                       "rlnb.export writes it there once the other is removed")  # fmt: skip
+        self.sink.note(f"{name} left run {run.name} out: it holds another run of that name, {where}; written there "
+                       f"too, the two would be mixed. {kept} has everything: rlnb.export writes it there once the "
+                       "other is removed")  # fmt: skip
         return True
 
 
