@@ -163,6 +163,7 @@ class Sink(ABC):
         self.process = bool(process)
         self.error: BaseException | None = None
         """The error that dropped this sink, or None while it works."""
+        self.dropped_in = ""  # the run it was writing then
         self._lock = threading.Lock()
         self._unsaid: list[str] = []  # its warning, until a user's thread says it (``say``)
         self.stalled: threading.Thread | None = None  # a run's writer that missed close()'s deadline (``stall``)
@@ -224,6 +225,7 @@ class Sink(ABC):
             if self.error is not None:
                 return
             self.error = exc = scrubbed(exc)  # MLflow's error quoted http://user:password@host
+            self.dropped_in = run
             where = f" while writing run {run}" if run else ""
             self._unsaid.append(text or f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: "
                                 f"{scrub(str(exc))}. Training and the rlnb run store carry on.")  # fmt: skip
