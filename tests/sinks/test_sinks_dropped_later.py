@@ -12,7 +12,7 @@ import pytest
 import rlnb
 from rlnb import samples, sinks
 from rlnb.testing import FakeBackend
-from tests.sinks.test_sinks_marks import WRITTEN, Kept
+from tests.support.kept_sink import WRITTEN, Kept
 
 CE = [samples.cross_entropy(list(b"hello world"))]
 

@@ -22,7 +22,7 @@ from rlnb import samples, sinks
 from rlnb.sinks import claims, stream
 from rlnb.sinks.base import Failure, Point
 from rlnb.testing import FakeBackend
-from tests.sinks.test_sinks_marks import WRITTEN, Kept, written
+from tests.support.kept_sink import WRITTEN, Kept, written
 
 CE = [samples.cross_entropy(list(b"hello world"))]
 
