@@ -21,6 +21,7 @@ import rlnb
 from rlnb import samples, sinks
 from rlnb.testing.fake import FakeBackend
 from tests.support.sink_readers import wandb_records
+from tests.support.sink_tests import env  # noqa: F401 - every library's state under a temporary folder, $HOME too
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 20
@@ -70,9 +71,9 @@ def rows(kind: str, where: Path) -> Counter[tuple[str, int]]:
 def test_a_session_killed_once_its_mark_covered_every_step_loses_none_of_them_in_the_store(kind, tmp_path, sink_env):
     pytest.importorskip(kind)
     runs, where = tmp_path / "runs", tmp_path / "wb" if kind == "wandb" else Path(sink_env["TRACKIO_DIR"])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child_env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = [str(runs), kind, str(where), str(STEPS)]
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED), *args], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED), *args], env=child_env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     sink = sinks.WandB("p", dir=where, interval=0) if kind == "wandb" else sinks.Trackio("p", interval=0)
