@@ -133,7 +133,9 @@ def flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
 
 
 class Writer(Protocol):
-    """One run in one library. Called from one thread at a time."""
+    """One run in one library. Called from one thread at a time. A writer whose library keeps what it is given a while
+    before storing it (W&B offline, Trackio) also has ``stored() -> (given, held) | None``: the rows it gave the
+    library, and how many of them the library's store holds now (``rlnb.sinks.channel`` marks only those)."""
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
         """Write a batch: points sorted by step (one per step), then the failures."""
@@ -161,6 +163,7 @@ class Sink(ABC):
         self.process = bool(process)
         self.error: BaseException | None = None
         """The error that dropped this sink, or None while it works."""
+        self.dropped_in = ""  # the run it was writing then
         self._lock = threading.Lock()
         self._unsaid: list[str] = []  # its warning, until a user's thread says it (``say``)
         self.stalled: threading.Thread | None = None  # a run's writer that missed close()'s deadline (``stall``)
@@ -222,6 +225,7 @@ class Sink(ABC):
             if self.error is not None:
                 return
             self.error = exc = scrubbed(exc)  # MLflow's error quoted http://user:password@host
+            self.dropped_in = run
             where = f" while writing run {run}" if run else ""
             self._unsaid.append(text or f"rlnb.sinks.{type(self).__name__} dropped{where}: {type(exc).__name__}: "
                                 f"{scrub(str(exc))}. Training and the rlnb run store carry on.")  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from typing import Any
 
 from rlnb import _exit
@@ -16,10 +17,12 @@ from rlnb.sinks import claims, marks
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
 from rlnb.sinks.marks import Mark
 from rlnb.sinks.points import Item, merge
-from rlnb.sinks.process import Lease
+from rlnb.sinks.process import Lease, place
 
 MAX_BACKLOG = 100_000
 """Points a sink may fall behind before it is dropped (it cannot keep up with the run)."""
+RECHECK = 0.5
+"""Seconds between two looks at a library's store while it holds less than it was given (``Writer.stored``)."""
 _CLOSE = object()
 
 
@@ -37,6 +40,7 @@ class Channel:
         self.run_name = str(history.config.get("run_id", ""))
         file = marks.path(history.path, sink) if history.path is not None else None
         self.marked = marks.MarkFile(file) if file is not None else None  # how far it wrote the run
+        self._unstored: deque[tuple[int, Mark]] = deque()  # marks of rows the library has not stored yet
         self.thread = threading.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}", daemon=True)
         self.thread.start()
 
@@ -65,7 +69,11 @@ class Channel:
             lease = Lease(self.sink)
             lease.ready()
             while True:
-                batch = [self._queue.get()]
+                try:
+                    batch = [self._queue.get(timeout=RECHECK if self._unstored else None)]
+                except queue.Empty:
+                    self._mark(writer, None)
+                    continue
                 if batch[0] is not _CLOSE:
                     self._closing.wait(self.sink.interval)
                 while batch[-1] is not _CLOSE:
@@ -88,11 +96,11 @@ class Channel:
                 points, failures = merge(i for i in items if isinstance(i, Point | Failure))
                 if points or failures:
                     writer.write(points, failures)
-                mark = next((i for i in reversed(items) if isinstance(i, Mark)), None)
-                if mark is not None and self.marked is not None:
-                    self.marked.write(mark)
+                self._mark(writer, next((i for i in reversed(items) if isinstance(i, Mark)), None))
                 if batch[-1] is _CLOSE:
                     writer.close()
+                    if self._unstored and self.marked is not None:  # the run finished: its store holds it all
+                        self.marked.write(self._unstored[-1][1])
                     return
         except BaseException as exc:  # noqa: BLE001 - any error drops the sink, never the run
             self.sink.fail(exc, self.run_name)
@@ -103,22 +111,52 @@ class Channel:
             if self.marked is not None:
                 self.marked.close()
 
+    def _mark(self, writer: Writer | None, mark: Mark | None) -> None:
+        """Record ``mark`` once the library's store holds what the writer gave it until then (``Writer.stored``): W&B
+        and Trackio take rows in memory and store them later, so a mark written when their ``log()`` returned said
+        "written" of rows a ``kill -9`` then lost, and no later session sent them again."""
+        if self.marked is None:
+            return
+        stored = getattr(writer, "stored", None)
+        counts = stored() if stored is not None else None
+        if counts is None:  # the library stores what it takes
+            if mark is not None:
+                self.marked.write(mark)
+            return
+        given, held = counts
+        if mark is not None:
+            self._unstored.append((given, mark))
+        ready = None
+        while self._unstored and self._unstored[0][0] <= held:
+            ready = self._unstored.popleft()[1]
+        if ready is not None:
+            self.marked.write(ready)
+
     def _held(self, lease: Lease, run: RunInfo) -> bool:
         """Whether another run of this name is being written to the sink's place now (``Lease.claim``: two sessions
         of this machine with one run id), or, for a new run, the sink holds one already (``Sink.holds``: a run folder
         deleted and its id used again, another runs folder): this run is then left out there, with a warning,
-        instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one)."""
+        instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one). An earlier
+        session of this very run still writing there (its close gave up on a slow library) leaves this session out,
+        and its mark stays: a later session continuing the run sends the sink what this one recorded."""
         where = None if lease.claim(run) else claims.HELD
         where = where or (lease.holds(run) if self._fresh else None)
         if where is None:
             return False
         self._left_out = True
+        kept = self._history.path or "session.history, in memory"
+        name = f"rlnb.sinks.{type(self.sink).__name__}"
+        if where is claims.HELD and (me := claims.owner(run)) and claims.holder(place(self.sink) or "", run.name) == me:
+            self.sink.note(f"{name} left this session of run {run.name} out: the run is still being written there by "
+                           "an earlier session of this run (its close gave up waiting); written there too, the two "
+                           f"sessions' steps would be mixed. {kept} has everything, and a later session continuing "
+                           "the run sends the sink what this one recorded")  # fmt: skip
+            return True
         if self.marked is not None:  # a later session continuing the run sends it nothing of this one either
             self.marked.remove()
-        kept = self._history.path or "session.history, in memory"
-        self.sink.note(f"rlnb.sinks.{type(self.sink).__name__} left run {run.name} out: it holds another run of that "
-                       f"name, {where}; written there too, the two would be mixed. {kept} has everything: "
-                       "rlnb.export writes it there once the other is removed")  # fmt: skip
+        self.sink.note(f"{name} left run {run.name} out: it holds another run of that name, {where}; written there "
+                       f"too, the two would be mixed. {kept} has everything: rlnb.export writes it there once the "
+                       "other is removed")  # fmt: skip
         return True
 
 

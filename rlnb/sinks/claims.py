@@ -2,15 +2,17 @@
 
 Two sessions with one run id both find nothing at the place (``Sink.holds``) before either writes: TensorBoard would
 show both runs' steps as one (two event files in one folder), MLflow make two runs of one name. A claim is a
-(place, run name) pair taken in this process (a set) and across the machine's processes (an ``flock`` on a file
-named by the pair's hash in the temporary folder, which the kernel releases however the process ends). Processes
+(place, run name) pair taken in this process (a dict) and across the machine's processes (an ``flock`` on a file
+named by the pair's hash in the temporary folder, which the kernel releases however the process ends). Each says
+which run folder holds it (``holder``): an earlier session of the same run still writing is no other run. Processes
 on other machines writing to one shared folder are not seen; neither are any where ``fcntl`` is missing (Windows).
-The lock files stay (an empty file per place and name): removing one while another process opens it would let two
+The lock files stay (a small file per place and name): removing one while another process opens it would let two
 processes hold "the" lock at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
 import os
@@ -20,8 +22,12 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlnb._files import release
+
+if TYPE_CHECKING:
+    from rlnb.sinks.base import RunInfo
 
 try:
     import fcntl
@@ -32,8 +38,8 @@ HELD = "being written there now by another session (of this process or another o
 """Where a warning says the run is, when its claim is held."""
 
 _lock = threading.Lock()
-_writing: set[tuple[str, str]] = set()
-"""(place, run name) of each run being written now in this process."""
+_writing: dict[tuple[str, str], str] = {}
+"""(place, run name) of each run being written now in this process, and who writes it (``take``'s ``owner``)."""
 
 
 def folder() -> Path:
@@ -58,9 +64,9 @@ class Claim:
     """The held lock file's descriptor, None where no lock could be taken (then this process's set alone)."""
 
 
-def take(where: str, name: str) -> Claim | None:
-    """The claim of run ``name`` at ``where``, or None if a session of this process or another process on this
-    machine holds it now."""
+def take(where: str, name: str, owner: str = "") -> Claim | None:
+    """The claim of run ``name`` at ``where`` for ``owner`` (which run folder writes it: ``holder`` tells), or None if
+    a session of this process or another process on this machine holds it now."""
     key = (where, name)
     with _lock:
         if key in _writing:
@@ -68,13 +74,35 @@ def take(where: str, name: str) -> Claim | None:
         fd = _hold(key)
         if fd is False:
             return None
-        _writing.add(key)
+        if isinstance(fd, int):
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, owner.encode("utf-8", "surrogatepass"), 0)
+        _writing[key] = owner
         return Claim(key, fd)
+
+
+def owner(run: RunInfo) -> str:
+    """Who writes ``run``, as a claim holds it: its run folder and first ``created_at`` (a run folder deleted and its
+    id used again is another run); ``""`` for a run in memory."""
+    return f"{run.path}\0{run.params.get('created_at', '')}" if run.path else ""
+
+
+def holder(where: str, name: str) -> str:
+    """The ``owner`` that holds the claim of run ``name`` at ``where`` now; ``""`` where it cannot be told."""
+    key = (where, name)
+    with _lock:
+        if key in _writing:
+            return _writing[key]
+    try:
+        return (folder() / _file_name(key)).read_bytes().decode("utf-8", "surrogatepass")
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def drop(claim: Claim) -> None:
     with _lock:
-        _writing.discard(claim.key)
+        _writing.pop(claim.key, None)
         release(claim.fd)  # unlocked first: a process forked while it is held would keep it
 
 
@@ -83,14 +111,13 @@ def _hold(key: tuple[str, str]) -> int | None | bool:
     taken (no ``fcntl``, a folder that cannot be made, a file system without locks): nothing can be told."""
     if fcntl is None:
         return None
-    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:32]
     try:
         where = folder()
         where.mkdir(mode=0o700, exist_ok=True)
         if not _private(where):
             _say_not_private(where)
             return None
-        fd = os.open(where / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(where / _file_name(key), os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
         return None
     try:
@@ -102,6 +129,11 @@ def _hold(key: tuple[str, str]) -> int | None | bool:
         os.close(fd)
         return None
     return fd
+
+
+def _file_name(key: tuple[str, str]) -> str:
+    """The lock file of a (place, run name) pair: its hash."""
+    return hashlib.sha256("\0".join(key).encode()).hexdigest()[:32] + ".lock"
 
 
 def _private(where: Path) -> bool:

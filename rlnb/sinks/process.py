@@ -187,7 +187,7 @@ class Lease:
         where = place(self.sink)
         if where is None:
             return True
-        self._claim = claims.take(where, run.name)
+        self._claim = claims.take(where, run.name, claims.owner(run))
         return self._claim is not None
 
     def _unclaim(self) -> None:

@@ -9,9 +9,11 @@ View with ``trackio show --project <project>``.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import os
+import sqlite3
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -28,6 +30,8 @@ RLNB_SETS = ("name", "group", "config")
 """``trackio.init``'s arguments that rlnb gives, not ``init``."""
 RENAMED = "__"
 """What Trackio puts before a figure's name that it keeps for itself, or that starts with it (``Run.log``)."""
+ROWS = "SELECT (SELECT COUNT(*) FROM metrics WHERE run_name = ?) + (SELECT COUNT(*) FROM alerts WHERE run_name = ?)"
+"""A run's rows in Trackio's database: its metrics' and its alerts'."""
 ELSEWHERE = ("space_id", "server_url", "dataset_id", "bucket_id")
 """``trackio.init``'s arguments that say where a project is kept, if not in the local database."""
 
@@ -152,7 +156,10 @@ class Trackio(Sink):
         init = LOCAL | self._init
         kwargs = dict(project=self.project, name=run.name, group=run.group, config=run.params, **init)
         where = self.written_to()
-        return _Writer(contextvars.Context().run(trackio.init, **kwargs), where, Renamed(self.note, run.name))
+        db = where if where is not None and where.is_file() else None  # not the inbox of JSONL fragments
+        writer = _Writer(contextvars.Context().run(trackio.init, **kwargs), where, Renamed(self.note, run.name))
+        writer.count_in(db, run.name)
+        return writer
 
 
 class Renamed:
@@ -187,18 +194,42 @@ class _Writer:
         self._cancelled: list[Failure] = []  # said at the run's end as one alert: one each flooded the console
         self._where = Watched(where)  # deleted, Trackio made it anew and wrote the rest of the run there in silence
         self._renamed = renamed
+        self._db: Path | None = None
+        self._name, self._given = "", 0
+
+    def count_in(self, db: Path | None, name: str) -> None:
+        """Count run ``name``'s rows in the project's database ``db`` from now (``stored``; None: not on this
+        machine, or JSONL fragments)."""
+        self._db, self._name = db, name
+        self._given = self._count() if db is not None else 0  # an earlier session's
+
+    def stored(self) -> tuple[int, int] | None:
+        """The rows (metrics and alerts) given to Trackio and how many of them its database holds: Trackio queues them
+        and writes every 0.5 s, and a process killed before lost the queue. None where the run is not in a local
+        database."""
+        return None if self._db is None else (self._given, self._count())
+
+    def _count(self) -> int:
+        """The run's rows in the database; 0 where it cannot be read now (the sink's ``Watched`` says a deletion)."""
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro", uri=True, timeout=5)) as con:
+                return int(con.execute(ROWS, (self._name, self._name)).fetchone()[0])
+        except sqlite3.Error:
+            return 0
 
     def write(self, points: list[Point], failures: list[Failure]) -> None:
         self._where.check(lost_from(points, failures))
         for point in points:
             self._renamed(point.values)
             self.run.log(point.values, step=point.step)
+            self._given += 1
         for fail in failures:
             if fail.code == OperationErrorCode.SESSION_NOT_ACTIVE:  # the session stopped: not the run's own failure
                 self._cancelled.append(fail)
                 continue
             title = f"{fail.kind} failed: {fail.code}"
             self.run.alert(title=title, text=fail.text(), level=self._error, step=fail.step)
+            self._given += 1
 
     def close(self) -> None:
         self._where.check("the run's end was")

@@ -177,6 +177,8 @@ class _Writer:
         # offline-run-*: the run's only copy; its .wandb file by identity, as the other sinks' files: a check that the
         # folder exists missed the file deleted alone, and the folder deleted and made anew
         self._watched = Watched(self._file, self._file.parent) if self._file is not None else None
+        self._rows = wandb_file.Reader(self._file) if self._file is not None else None
+        self._given = self._held = 0
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY)
 
@@ -193,6 +195,15 @@ class _Writer:
             self.run.log({STEP_KEY: point.step, **{key(k): v for k, v in point.values.items()}})
         for fail in failures:
             self.run.log({STEP_KEY: fail.step, FAILURE_KEY: fail.text()})
+        self._given += len(points) + len(failures)
+
+    def stored(self) -> tuple[int, int] | None:
+        """The rows given to W&B and how many of them an offline run's ``.wandb`` file holds: wandb-core writes it in
+        its own time, and a process killed before lost the rest. None online (what the server holds is not asked)."""
+        if self._rows is None:
+            return None
+        self._held += wandb_file.rows(self._rows)
+        return self._given, self._held
 
     def close(self) -> None:
         """Finish the run; offline, return once its last records are in its ``.wandb`` file, within ``close()``'s

@@ -1,5 +1,5 @@
-"""W&B's ``.wandb`` file, read without W&B's server: the run's project and name (``WandB.holds``), and whether the
-run's end is on disk yet (``wait_ended``).
+"""W&B's ``.wandb`` file, read without W&B's server: the run's project and name (``WandB.holds``), how many of its
+rows are on disk yet (``rows``), and whether the run's end is (``wait_ended``).
 
 The file is a LevelDB-style log: a 7-byte header (``:W&B``, 0xBEE1, 0), then 32 KiB blocks of chunks, each with a
 ``<crc32, length, type>`` header (type 1 a whole record; 2, 3, 4 its first, middle and last parts); a block's tail too
@@ -139,6 +139,20 @@ class Reader:
 
 MAX_EXIT = 4096
 """Bytes an exit record never reaches (its exit code, runtime and ids: a few dozen): a longer record is not parsed."""
+
+
+def rows(reader: Reader) -> int:
+    """How many history rows (one each ``run.log``) the reader's new records hold; those read until a record it cannot
+    read (the file deleted: the sink's ``Watched`` says so) count."""
+    from google.protobuf.message import DecodeError
+
+    found = 0
+    try:
+        for raw in reader.new():
+            found += _record(raw).WhichOneof("record_type") == "history"
+    except (OSError, struct.error, DecodeError):
+        return found
+    return found
 
 
 def _holds_exit(reader: Reader) -> bool:

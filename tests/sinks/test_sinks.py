@@ -203,11 +203,14 @@ def test_a_full_disk_warns_once_drops_the_sink_and_training_goes_on(tmp_path):
     assert len(session.history.steps) == 6 and len(History.load(session.history.path).steps) == 6
     _, points, _ = read.tensorboard(tmp_path / "tb" / session.history.config["run_id"])
     assert_points(points, expected(session.history))  # the other sink got everything
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a dropped sink is skipped silently from then on
-        with rlnb.connect("local", device="cpu", sinks=[full]) as again:
-            again.forward_backward(CE)
-            again.optim_step().result()
+    written = len(full.writes)
+    with pytest.warns(sinks.SinkWarning) as caught, rlnb.connect("local", device="cpu", sinks=[full]) as again:
+        again.forward_backward(CE)  # a dropped sink is skipped from then on, and each run it skips says so
+        again.optim_step().result()
+    (said,) = [str(w.message) for w in caught]
+    first, later = session.history.config["run_id"], again.history.config["run_id"]
+    assert f"Flaky was dropped while writing run {first} (OSError: [Errno 28] No space left" in said
+    assert f"run {later} is not written there" in said and len(full.writes) == written
 
 
 def test_a_missing_library_warns_with_the_install_hint(monkeypatch, tmp_path):
@@ -215,7 +218,10 @@ def test_a_missing_library_warns_with_the_install_hint(monkeypatch, tmp_path):
     with pytest.warns(sinks.SinkWarning, match=r"trackio is not installed: pip install 'rlnb\[trackio\]'"):
         missing = sinks.Trackio("p")
     tb = sinks.TensorBoard(tmp_path / "tb")
-    with rlnb.connect("local", device="cpu", sinks=[missing, tb]) as session:
+    with pytest.warns(sinks.SinkWarning, match=r"Trackio was dropped \(ImportError: trackio is not installed: pip "
+                      r"install 'rlnb\[trackio\]'.*\): run \S+ is not written there"):  # fmt: skip
+        session = rlnb.connect("local", device="cpu", sinks=[missing, tb])
+    with session:
         session.forward_backward(CE)
         session.optim_step().result()
     assert read.tensorboard(tmp_path / "tb" / session.history.config["run_id"])[1].keys() == {1}

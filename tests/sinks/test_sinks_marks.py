@@ -9,11 +9,9 @@ import math
 import os
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,54 +19,12 @@ import rlnb
 from rlnb import samples, sinks, wire
 from rlnb.history import History
 from rlnb.sinks import marks
-from rlnb.sinks.base import Failure, Point, RunInfo, Sink
 from rlnb.sinks.marks import Mark
 from rlnb.sinks.points import merge, replay, unsent
 from tests.support.histories import FAILED, T0, add, hand_history
+from tests.support.kept_sink import WRITTEN, Kept, figures_of, written
 
 CE = [samples.cross_entropy(list(b"hello world"))]
-WRITTEN: dict[str, list[tuple[list[Point], list[Failure]]]] = {}
-
-
-class Kept(Sink):
-    """A library kept in memory (``WRITTEN[name]``) that fails at the batch holding step ``fail_at`` (the sink is
-    dropped)."""
-
-    library, extra = "json", "none"
-
-    def __init__(self, name: str, fail_at: int = 0, held: bool = False, **kw: Any):
-        self.name, self.fail_at, self.held = name, fail_at, held
-        super().__init__(**kw)
-
-    def holds(self, run: RunInfo) -> str | None:
-        return "as another run of that name" if self.held else None
-
-    def spec(self) -> tuple[str, str, dict[str, Any]]:
-        return __name__, "Kept", {"name": self.name, "interval": self.interval}
-
-    def open(self, run: RunInfo) -> Kept:
-        return self
-
-    def write(self, points: list[Point], failures: list[Failure]) -> None:
-        if self.fail_at and any(p.step >= self.fail_at for p in points):
-            raise OSError("disk gone")
-        WRITTEN.setdefault(self.name, []).append((points, failures))
-
-    def close(self) -> None:
-        return None
-
-
-def figures_of(name: str) -> list[tuple[int, str]]:
-    """Each figure the sink was given, by step: one given twice is there twice."""
-    return sorted((p.step, k) for points, _ in WRITTEN.get(name, []) for p in points for k in p.values)
-
-
-def written(name: str, step: int) -> None:
-    """Wait until the sink wrote ``step`` (a batch of its own: the one holding a step it fails at writes nothing)."""
-    deadline = time.monotonic() + 30
-    while step not in {s for s, _ in figures_of(name)}:
-        assert time.monotonic() < deadline, f"{name} never wrote step {step}"
-        time.sleep(0.005)
 
 
 def a_run_with_a_failed_sample() -> History:
