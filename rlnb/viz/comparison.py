@@ -25,6 +25,7 @@ from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import placing
 from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, check_name, new_axes, note, numbers, once_per_step
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
+from rlnb.viz.names import long_name
 from rlnb.viz.texts import agg, as_written, drawn_width, shortened
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
@@ -189,7 +190,7 @@ def compare(
         frame = frame.assign(**{y: numbers(frame, y)})  # a text in it: named, not pandas' bare "could not convert"
     own = ax is None
     ax = new_axes(ax)
-    ax.set(xlabel="optimizer step", ylabel=printable(y), title=f"{printable(y)} by {printable(by)}")
+    ax.set(xlabel="optimizer step", ylabel=long_name(y), title=f"{long_name(y)} by {printable(by)}")
     missing: list[str] = []
     handles: list[Artist] = []
     names: list[str] = []
@@ -247,7 +248,7 @@ def compare(
     elif missing and len(missing) == frame[by].nunique(dropna=False):  # a run that never logged y is NaN there too
         note(ax, all_nan(y, per_step=True, where=" of these runs"))
     elif missing:
-        ax.set_title(f"{printable(y)} by {printable(by)}\n(all NaN: {', '.join(missing)})", fontsize="small")
+        ax.set_title(f"{long_name(y)} by {printable(by)}\n(all NaN: {', '.join(missing)})", fontsize="small")
     if handles:
         _legend(ax, handles, names, own)
     return ax
