@@ -99,7 +99,9 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
         ax = loss_panel(axes.pop(0), steps, ema)
         if "completions/mean_length" in logged.columns:  # rl_step's run: a policy loss
             ax.set_title("GRPO loss (secondary)")
-            ax.text(0.02, 0.97, LOSS_NOTE, transform=ax.transAxes, va="top", fontsize="x-small", color="0.35")
+            # under the axis label: inside the axes, a loss wandering about 0 crossed it wherever it was put
+            below = {"xycoords": ax.xaxis.label, "textcoords": "offset points", "ha": "center", "va": "top"}
+            ax.annotate(LOSS_NOTE, (0.5, 0), (0, -2), fontsize="x-small", color="0.35", **below)
     return fig
 
 
