@@ -100,8 +100,8 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
         if "completions/mean_length" in logged.columns:  # rl_step's run: a policy loss
             ax.set_title("GRPO loss (secondary)")
             # under the axis label: inside the axes, a loss wandering about 0 crossed it wherever it was put
-            below = {"xycoords": ax.xaxis.label, "textcoords": "offset points", "ha": "center", "va": "top"}
-            ax.annotate(LOSS_NOTE, (0.5, 0), (0, -2), fontsize="x-small", color="0.35", **below)
+            said = ax.annotate(LOSS_NOTE, (0.5, 0), (0, -2), ax.xaxis.label, "offset points", ha="center", va="top")
+            said.set(fontsize="x-small", color="0.35")
     return fig
 
 
