@@ -8,6 +8,7 @@ import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import numpy as np
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from rlnb.viz import plots
@@ -28,15 +29,17 @@ def demo_like():
     return h
 
 
-def drawn(fig):
+@pytest.fixture(scope="module")
+def drawn():
+    """The overview, drawn once for both tests (each place is read after the draw), and its renderer."""
+    fig = plots.overview(demo_like())
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
-    return canvas.get_renderer()
+    return fig, canvas.get_renderer()
 
 
-def test_the_gradient_norm_legend_leaves_the_curve_and_its_peak_clear():
-    fig = plots.overview(demo_like())
-    renderer = drawn(fig)
+def test_the_gradient_norm_legend_leaves_the_curve_and_its_peak_clear(drawn):
+    fig, renderer = drawn
     ax = next(a for a in fig.axes if a.get_title() == "gradient norm (pre-clip)")
     box = ax.get_legend().get_window_extent(renderer)
     line = ax.get_lines()[0]
@@ -44,9 +47,8 @@ def test_the_gradient_norm_legend_leaves_the_curve_and_its_peak_clear():
     assert box.count_contains(path.vertices) == 0 and not path.intersects_bbox(box, filled=False)
 
 
-def test_the_grpo_loss_note_is_crossed_by_no_line_and_covers_no_other_panel():
-    fig = plots.overview(demo_like())
-    renderer = drawn(fig)
+def test_the_grpo_loss_note_is_crossed_by_no_line_and_covers_no_other_panel(drawn):
+    fig, renderer = drawn
     ax = fig.axes[-1]
     assert ax.get_title() == "GRPO loss (secondary)"
     (note,) = [t for t in ax.texts if t.get_text().startswith("≈0 by construction")]
