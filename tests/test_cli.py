@@ -52,7 +52,7 @@ def test_bad_arguments_exit_2_naming_them(argv, words, capsys):
 
 
 STEPS = (
-    "--steps must be an integer in [1, 1000003] (step i of seed s samples with seed s * SEED_STRIDE + i: more "
+    "--steps must be an integer in [1, 1000003] (step i of seed s samples with seed s * 1000003 + i: more "
     "steps would sample with the next seed's seeds), got"
 )
 

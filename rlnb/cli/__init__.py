@@ -35,7 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             about = "rlnb command line: a thin layer over the public API."
             parser = argparse.ArgumentParser(prog="rlnb", description=about)
-            sub = parser.add_subparsers(dest="command", required=True)
+            # "command" in the usage, as the error names it: {demo,serve} there was "command" nowhere else
+            sub = parser.add_subparsers(dest="command", metavar="command", help="demo or serve (rlnb COMMAND --help)")
             commands = {
                 "demo": sub.add_parser("demo", help="run the RL loop on the in-process torch backend"),
                 "serve": sub.add_parser("serve", help="serve the Together RL API on the in-process backend"),
@@ -43,6 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             demo.arguments(commands["demo"])
             serve.arguments(commands["serve"])
             args, unknown = parser.parse_known_args(argv)
+            if args.command is None:
+                parser.error("the following arguments are required: command (demo or serve)")
             if unknown:  # said by the subcommand's parser: the top level's usage listed no option of it
                 commands[args.command].error(_unrecognized(unknown, commands[args.command]))
             status: int = {"demo": demo.run, "serve": serve.run}[args.command](args, parser)

@@ -57,11 +57,15 @@ def integer(text: str) -> int:
 
 
 def number(text: str) -> float:
-    """argparse's ``type=`` for a number option: ``ascii_number``, refused naming the option, as ``integer``."""
+    """argparse's ``type=`` for a number option: ``ascii_number``, refused naming the option, as ``integer``; a
+    number too small for a float, refused as typed (``--lr 1e-400`` was "got 0.0")."""
     try:
-        return ascii_number(text)
+        value = ascii_number(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number in ASCII digits 0-9, got {shown(text)}") from None
+    if value == 0 and re.search("[1-9]", re.split("[eE]", text)[0]):
+        raise argparse.ArgumentTypeError(f"{shown(text)} underflows to 0 in a float (the least is about 5e-324)")
+    return value
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:
@@ -70,12 +74,13 @@ def device_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
-def dtype_argument(p: argparse.ArgumentParser) -> None:
+def dtype_argument(p: argparse.ArgumentParser, choices: tuple[str, ...] = WEIGHT_DTYPES, more: str = "") -> None:
+    """``--dtype``, one of ``choices`` (the engine's, or fewer), ``more`` said after its help."""
     p.add_argument(
         "--dtype",
         default="auto",
-        choices=WEIGHT_DTYPES,
-        help="weights' dtype; auto: the checkpoint's own, float32 for the built-ins (default: auto)",
+        choices=choices,
+        help=f"weights' dtype; auto: the checkpoint's own, float32 for the built-ins{more} (default: auto)",
     )
 
 

@@ -42,7 +42,9 @@ MAX_STEPS = SEED_STRIDE
 def check_steps(steps: Any, low: int = 1, name: str = "steps") -> int:
     """``steps`` as a plain int, or a ``ValueError`` naming ``name`` and [``low``, ``MAX_STEPS``]: the one check of
     every entry that runs RL steps, made before anything runs."""
-    why = "step i of seed s samples with seed s * SEED_STRIDE + i: more steps would sample with the next seed's seeds"
+    why = (
+        f"step i of seed s samples with seed s * {SEED_STRIDE} + i: more steps would sample with the next seed's seeds"
+    )
     return check_int(name, steps, low, MAX_STEPS, why=why)
 
 

@@ -22,6 +22,7 @@ from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import insidelegend, placing
 from rlnb.viz.draw import STD_BAND_MIN_SEEDS, all_nan, check_name, new_axes, note, numbers, once_per_step
 from rlnb.viz.lines import MARKERS_UP_TO, MAX_POINTS, decimate, extremes, infinite, smooth
+from rlnb.viz.names import long_name
 
 GROUP_MARKERS = ("", "s", "^", "D", "v", "P", "*")
 """Past ten groups the colours come round again: each further ten carries the next of these markers (70 groups
@@ -89,7 +90,7 @@ def compare(
         frame = frame.assign(**{y: numbers(frame, y)})  # a text in it: named, not pandas' bare "could not convert"
     own = ax is None
     ax = new_axes(ax)
-    ax.set(xlabel="optimizer step", ylabel=printable(y), title=f"{printable(y)} by {printable(by)}")
+    ax.set(xlabel="optimizer step", ylabel=long_name(y), title=f"{long_name(y)} by {printable(by)}")
     missing: list[str] = []
     handles: list[Artist] = []
     names: list[str] = []
@@ -147,7 +148,7 @@ def compare(
     elif missing and len(missing) == frame[by].nunique(dropna=False):  # a run that never logged y is NaN there too
         note(ax, all_nan(y, per_step=True, where=" of these runs"))
     elif missing:
-        ax.set_title(f"{printable(y)} by {printable(by)}\n(all NaN: {', '.join(missing)})", fontsize="small")
+        ax.set_title(f"{long_name(y)} by {printable(by)}\n(all NaN: {', '.join(missing)})", fontsize="small")
     if handles:
         _legend(ax, handles, names, own)
     return ax

@@ -173,7 +173,7 @@ def grad_norm_panel(ax: Axes, steps: pd.DataFrame, reason: str | None, ema: floa
         ax.plot(*decimate(steps["step"], clip), ls="--", color="0.4", label="clip threshold")
     elif clip.notna().any():  # far above the norms: in the legend only, the y-range stays theirs
         ax.plot([], [], ls="--", color="0.4", label=f"clip threshold {clip.max():g} (off the top)")
-    insidelegend.legend(ax, loc="upper right")
+    insidelegend.legend(ax)  # "best": the upper right covered a norm that rose to its peak there
     return ax
 
 

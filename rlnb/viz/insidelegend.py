@@ -44,19 +44,22 @@ measured 10.0 em in "small", "x-small" and "xx-small"; this counts 11.2 (with th
 
 
 def legend(
-    ax: Axes, handles: list[Artist] | None = None, names: list[str] | None = None, *, loc: placing.Loc = "best",
+    ax: Axes,
+    handles: list[Artist] | None = None,
+    names: list[str] | None = None,
+    *,
     clear: Sequence[PathCollection] = (),
-) -> Legend:  # fmt: skip
+) -> Legend:
     """The legend of ``names`` (of the lines of ``ax`` where no ``handles``) inside ``ax``, as it is or ``fitted``,
-    fitted again as drawn (``InsideLegend``), placed at ``loc`` clear of the marks on the frame and the markers of
-    ``clear`` where it can be (``placing.legend``). A legend made again on the same axes (a plot drawn again there, a
-    line added) replaces the one before."""
+    fitted again as drawn (``InsideLegend``), placed where "best" puts it, clear of the marks on the frame and the
+    markers of ``clear`` where it can be (``placing.legend``). A legend made again on the same axes (a plot drawn
+    again there, a line added) replaces the one before."""
     if handles is None or names is None:
         handles, names = ax.get_legend_handles_labels()
     fig = cast(Figure, ax.get_figure(root=True))  # an Axes is always on a figure
     for old in [a for a in fig.artists if isinstance(a, InsideLegend) and a.ax is ax]:
         old.remove()
-    made = InsideLegend(ax, handles, names, loc, clear)
+    made = InsideLegend(ax, handles, names, clear)
     fig.add_artist(made)
     return made.made
 
@@ -73,9 +76,7 @@ def plain(ax: Axes, names: list[str]) -> bool:
     return width <= LEGEND_INSIDE_SHARE * ax.bbox.width and len(names) * ROW_EM * em + EDGE_EM * em <= ax.bbox.height
 
 
-def fitted(
-    ax: Axes, handles: list[Artist], names: list[str], loc: placing.Loc = "best", clear: Sequence[PathCollection] = ()
-) -> Legend:
+def fitted(ax: Axes, handles: list[Artist], names: list[str], clear: Sequence[PathCollection] = ()) -> Legend:
     """The legend inside ``ax``, in as many columns as its height needs, its font smaller and then its names cut in
     the middle ("…") until it fits; a legend saying there is no room where a name would keep less than
     ``READABLE``."""
@@ -93,10 +94,10 @@ def fitted(
         said = shortened(
             f"{len(names)} names: no room", lambda t: drawn_width(t, font, renderer) <= width - EDGE_EM * em
         )
-        return placing.legend(ax, [], [], loc=loc, title=said, title_fontsize=size, clear=clear)
+        return placing.legend(ax, [], [], title=said, title_fontsize=size, clear=clear)
     shown = [shortened(n, lambda t: drawn_width(t, font, renderer) <= room) for n in names]
     scale = min(1.0, ROW_EM * font.get_size_in_points() / max(map(_marker_points, handles), default=1.0))
-    return placing.legend(ax, handles, shown, loc=loc, fontsize=size, ncols=cols, clear=clear, markerscale=scale)
+    return placing.legend(ax, handles, shown, fontsize=size, ncols=cols, clear=clear, markerscale=scale)
 
 
 def _marker_points(handle: Artist) -> float:
@@ -114,11 +115,9 @@ class InsideLegend(Artist):
     figure made larger. Made again, it keeps the title and frame the user set on the one before (its place is the
     draw's, ``placing.legend``). A legend the user made in its stead is left as it is."""
 
-    def __init__(
-        self, ax: Axes, handles: list[Artist], names: list[str], loc: placing.Loc, clear: Sequence[PathCollection]
-    ) -> None:
+    def __init__(self, ax: Axes, handles: list[Artist], names: list[str], clear: Sequence[PathCollection]) -> None:
         super().__init__()
-        self.ax, self.handles, self.names, self.loc, self.clear = ax, handles, names, loc, clear
+        self.ax, self.handles, self.names, self.clear = ax, handles, names, clear
         self.set_zorder(-math.inf)
         self.set_in_layout(False)
         self.plain, self.size, self.made = self._make(plain(ax, names))
@@ -131,9 +130,9 @@ class InsideLegend(Artist):
 
     def _make(self, as_it_is: bool) -> tuple[bool, tuple[float, float], Legend]:
         if as_it_is:
-            made = placing.legend(self.ax, self.handles, self.names, loc=self.loc, fontsize="small", clear=self.clear)
+            made = placing.legend(self.ax, self.handles, self.names, fontsize="small", clear=self.clear)
         else:
-            made = fitted(self.ax, self.handles, self.names, self.loc, self.clear)
+            made = fitted(self.ax, self.handles, self.names, self.clear)
         as_written(made)  # made again at a draw, after the plot's own pass: "$" and CJK drawn as written
         return as_it_is, self._size(), made
 

@@ -16,6 +16,7 @@ from rlnb.history import Record
 from rlnb.history.figures import StepRow
 from rlnb.tasks import RL_METRICS
 from rlnb.viz.draw import STATUS_COLORS, short
+from rlnb.viz.names import long_name, short_name
 from rlnb.viz.texts import shortened
 
 MAX_COMPLETIONS = 64
@@ -55,11 +56,16 @@ def seconds(value: float) -> str:
 
 
 def rl_html(latest: list[tuple[StepRow, dict[str, float]]]) -> str:
-    """The RL metrics of the latest steps, newest first (a column per metric logged)."""
+    """The RL metrics of the latest steps, newest first (a column per metric logged), each headed by its short name
+    (``rlnb.viz.names``), its long name and key on hover: under their keys, 13 columns took 1810 px."""
     cols = [m for m in RL_TABLE if any(m in user for _, user in latest)]
     if not cols:
         return "<i>no RL metrics logged yet (rlnb.tasks.rl_step logs them)</i>"
-    head = "".join(f"<th style='{CELL_STYLE}'>{html.escape(c)}</th>" for c in ["step", *cols])
+    named = "".join(
+        f"<th style='{CELL_STYLE}' title='{html.escape(f'{long_name(c)} ({c})')}'>{html.escape(short_name(c))}</th>"
+        for c in cols
+    )
+    head = f"<th style='{CELL_STYLE}'>step</th>{named}"
     body = "".join(
         "<tr>"
         + "".join(f"<td style='{CELL_STYLE}'>{c}</td>" for c in [str(row.step), *(number(user.get(m)) for m in cols)])

@@ -32,6 +32,7 @@ from rlnb.viz.draw import (
     steps_of,
 )
 from rlnb.viz.lines import MAX_POINTS, extremes, series
+from rlnb.viz.names import long_name
 
 COLUMNS = 4
 """Panels per row."""
@@ -40,24 +41,24 @@ LOSS_NOTE = "≈0 by construction: the ratio is 1 on-policy\nand the advantages 
 """Why the GRPO loss carries no signal (its gradient is what trains)."""
 Line = tuple[str, str]
 """A column and its label."""
-RL_PANELS: tuple[tuple[str, tuple[Line, ...], tuple[str, str] | None], ...] = (
-    ("entropy (nats per token)", (("entropy", "entropy"),), None),
-    ("reward spread", (("reward_std", "reward std"), ("frac_reward_zero_std", "groups with zero std")), None),
-    ("distinct completions per group", (("completions/distinct_mean", "distinct (mean)"),), None),
-    (
-        "completion length (tokens)",
-        (("completions/mean_length", "mean"),),
-        ("completions/min_length", "completions/max_length"),
+Panel = tuple[str, tuple[Line, ...], tuple[str, str] | None]
+"""A panel's title, its lines and the two columns drawn as a band around them (or none)."""
+
+
+def _panel(title: str | None, columns: tuple[str, ...], band: tuple[str, str] | None = None) -> Panel:
+    """A panel of ``columns``, each labelled by its name (``rlnb.viz.names``); one alone titles it (``title=None``)."""
+    return title or long_name(columns[0]), tuple((c, long_name(c)) for c in columns), band
+
+
+RL_PANELS: tuple[Panel, ...] = (
+    _panel(None, ("entropy",)),
+    _panel("reward spread", ("reward_std", "frac_reward_zero_std")),
+    _panel(None, ("completions/distinct_mean",)),
+    _panel(
+        "completion length (tokens)", ("completions/mean_length",), ("completions/min_length", "completions/max_length")
     ),
-    (
-        "clip fractions",
-        (
-            ("completions/clipped_ratio", "completions cut at max_tokens"),
-            ("clip_ratio/region_mean", "tokens whose ratio was clipped"),
-        ),
-        None,
-    ),
-    ("KL to the reference", (("kl", "kl"),), None),
+    _panel("clip fractions", ("completions/clipped_ratio", "clip_ratio/region_mean")),
+    _panel(None, ("kl",)),
 )
 """The RL metrics' panels, in order: title, (column, label) per line, and columns drawn as a band around
 them; a panel none of whose lines was logged is left out."""
@@ -98,7 +99,9 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
         ax = loss_panel(axes.pop(0), steps, ema)
         if "completions/mean_length" in logged.columns:  # rl_step's run: a policy loss
             ax.set_title("GRPO loss (secondary)")
-            ax.text(0.02, 0.97, LOSS_NOTE, transform=ax.transAxes, va="top", fontsize="x-small", color="0.35")
+            # under the axis label: inside the axes, a loss wandering about 0 crossed it wherever it was put
+            said = ax.annotate(LOSS_NOTE, (0.5, 0), (0, -2), ax.xaxis.label, "offset points", ha="center", va="top")
+            said.set(fontsize="x-small", color="0.35")
     return fig
 
 
@@ -111,9 +114,9 @@ def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None, own: History | Non
     if EVAL in frame.columns:
         acc = logged_rows(ax, frame, EVAL, own)
         # as every line: decimated, a marker at each of a few points, an infinity marked on the frame
-        series(ax, acc["step"], acc[EVAL], None, "C3", "eval accuracy (held out)", mark="s", ms=4)
+        series(ax, acc["step"], acc[EVAL], None, "C3", long_name(EVAL), mark="s", ms=4)
         title = "reward and eval accuracy"
-        placing.legend(ax, loc="best", fontsize="small")
+        placing.legend(ax, fontsize="small")
     ax.set(xlabel="optimizer step", ylabel="reward", title=title)
     return ax
 
@@ -141,5 +144,5 @@ def _lines(
             rows["step"].to_numpy()[keep], low[keep], high[keep], color="C4", alpha=0.2, lw=0, label="min-max"
         )
     if len(ax.get_legend_handles_labels()[0]) > 1:
-        placing.legend(ax, loc="best", fontsize="small")
+        placing.legend(ax, fontsize="small")
     return ax

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 from matplotlib.artist import Artist
@@ -29,20 +29,17 @@ from rlnb.viz.texts import agg, drawn_width
 CLEAR_PX = 1.0
 """Pixels kept between a legend and a mark (antialiased, a mark touching the legend's ground read as part of it)."""
 
-Loc = Literal["best", "upper right"]
-"""Where the plots ask for a legend inside the axes (matplotlib's names)."""
-
 PLACES = range(1, 11)
 """The places tried: matplotlib's codes from "upper right" to "center", in its order for "best" (a tie goes to the
 first)."""
 
 
-def place(legend: Legend, renderer: RendererBase, loc: Loc = "best", clear: Sequence[PathCollection] = ()) -> None:
-    """Put ``legend`` (inside its axes) where ``loc`` does, else where it covers the fewest marks (and markers of
+def place(legend: Legend, renderer: RendererBase, clear: Sequence[PathCollection] = ()) -> None:
+    """Put ``legend`` (inside its axes) where "best" does, else where it covers the fewest marks (and markers of
     ``clear``, such as a sweep's starred best trial), then the fewest points and crossings of the lines (as "best"
     weighs them). Called at each draw: the lines and marks move."""
     ax = legend.axes
-    legend.set_loc(loc)
+    legend.set_loc("best")
     px = ax.figure.dpi / 72
     marks = _marks(ax) + [box for c in clear if c.get_visible() and c.axes is ax for box in _scattered(c, px)]
     if not marks or not _covered(legend, renderer, marks):
@@ -60,21 +57,21 @@ def place(legend: Legend, renderer: RendererBase, loc: Loc = "best", clear: Sequ
 
 
 def legend(
-    ax: Axes, handles: list[Artist] | None = None, labels: list[str] | None = None, *, loc: Loc = "best",
+    ax: Axes, handles: list[Artist] | None = None, labels: list[str] | None = None, *,
     clear: Sequence[PathCollection] = (), **kwargs: Any,
 ) -> Legend:  # fmt: skip
-    """``ax.legend(handles, labels, loc=loc, **kwargs)`` (the lines of ``ax`` where no ``handles``), placed where
-    ``loc`` puts it unless that covers a mark on the frame or a marker of ``clear`` (``place``) each time ``ax`` is
-    drawn: a static plot's legend ("best", or the gradient norm's "upper right") was drawn over the triangles of the
+    """``ax.legend(handles, labels, loc="best", **kwargs)`` (the lines of ``ax`` where no ``handles``), placed where
+    "best" puts it unless that covers a mark on the frame or a marker of ``clear`` (``place``) each time ``ax`` is
+    drawn: a static plot's legend ("best") was drawn over the triangles of the
     steps at +inf it names, and ``search_plot``'s over its star ("best" counts a marker as its centre)."""
     if handles is None:
         handles, labels = ax.get_legend_handles_labels()
-    made = ax.legend(handles, labels or [], loc=loc, **kwargs)
+    made = ax.legend(handles, labels or [], loc="best", **kwargs)
     placer = next((a for a in ax.artists if isinstance(a, Placer)), None)
     if placer is None:
         placer = Placer()
         ax.add_artist(placer)
-    placer.legend, placer.loc, placer.clear = made, loc, clear  # one per axes: a legend made again replaces it
+    placer.legend, placer.clear = made, clear  # one per axes: a legend made again replaces it
     return made
 
 
@@ -99,13 +96,12 @@ class Placer(Artist):
     def __init__(self) -> None:
         super().__init__()
         self.legend: Legend | None = None
-        self.loc: Loc = "best"
         self.clear: Sequence[PathCollection] = ()
         self.set_zorder(-math.inf)
 
     def draw(self, renderer: RendererBase) -> None:
         if self.legend is not None and self.axes is not None and self.axes.get_legend() is self.legend:
-            place(self.legend, renderer, self.loc, self.clear)
+            place(self.legend, renderer, self.clear)
 
 
 def _covered(legend: Legend, renderer: RendererBase, marks: list[Bbox]) -> int:

@@ -22,7 +22,7 @@ STOPPED.set()  # a run that is not refused stops before its first step (not a mi
 def said(low: int, steps: int) -> str:
     return (
         f"^steps must be an integer in \\[{low}, {MAX_STEPS}\\] \\(step i of seed s samples with seed s \\* "
-        f"SEED_STRIDE \\+ i: more steps would sample with the next seed's seeds\\), got {steps}$"
+        f"{SEED_STRIDE} \\+ i: more steps would sample with the next seed's seeds\\), got {steps}$"
     )
 
 

@@ -125,7 +125,7 @@ def test_an_rl_overview_leads_with_reward_and_eval_accuracy_and_puts_the_grpo_lo
     length = fig.axes[4]
     assert len(length.collections) == 1  # the min-max band around the mean
     spread = {ln.get_label() for ln in fig.axes[2].lines}
-    assert spread == {"reward std", "groups with zero std"}
+    assert spread == {"reward std", "groups with zero reward std"}
     h.log(3, kl=0.02)
     assert "KL to the reference" in [ax.get_title() for ax in plots.overview(h).axes]
 
@@ -663,6 +663,7 @@ def test_live_view_shows_the_latest_completions_collapsed_and_escaped():
 @pytest.mark.usefixtures("undrawn_live_view")  # reads the tables and the lines, no picture
 def test_live_view_rl_metrics_tab_and_no_automatic_panel_per_rl_metric(tmp_path):
     from rlnb.tasks import RL_METRICS, digits_task, rl_step
+    from rlnb.viz.names import SHOWN
 
     s = rlnb.Session(LocalBackend("adam", "tiny", device="cpu"), runs_dir=tmp_path, run_id="rl")
     view = LiveView(s.history, metrics=None, every=0)  # automatic: a panel per logged figure, as it appears
@@ -676,7 +677,8 @@ def test_live_view_rl_metrics_tab_and_no_automatic_panel_per_rl_metric(tmp_path)
     view.tables.selected_index = 2
     rl = view.rl_table.value
     shown = [m for m in RL_METRICS if m not in ("reward", "kl")]
-    assert all(f">{html.escape(m)}</th>" in rl for m in shown) and rl.count("<tr>") == 3  # header + 2 steps
+    assert all(f"({html.escape(m)})'>{SHOWN[m].short}</th>" in rl for m in shown)  # the key on hover
+    assert rl.count("<tr>") == 3  # header + 2 steps
     entropy = s.history.steps.entropy.iloc[-1]
     assert f">{entropy:.4g}</td>" in rl
     assert view.completions.get_title(0) == "completions: step 2 (12)"

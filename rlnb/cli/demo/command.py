@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlnb.cli.demo.options import DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option
+from rlnb.cli.demo.options import DEMO_DTYPES, DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option
 from rlnb.cli.demo.stops import RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, integer, number
@@ -163,7 +163,8 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
         rewards = logged["reward"].dropna()  # the eval/accuracy rows have no reward
         k = max(1, min(5, len(rewards) // 4))
         first, last = rewards[:k].mean(), rewards[-k:].mean()
-        print(f"mean reward: first {k} steps {first:.3f} -> last {k} steps {last:.3f}")
+        steps = "step" if k == 1 else f"{k} steps"
+        print(f"mean reward: first {steps} {first:.3f} -> last {steps} {last:.3f}")
     print(
         f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s;"
         f" the completions are in {out / 'run' / 'completions.jsonl'}"
@@ -237,7 +238,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="train a LoRA adapter of this rank, 0 or more, up to what the model's layers can use "
         "(default: %(default)s: all weights)",
     )
-    dtype_argument(p)
+    dtype_argument(p, DEMO_DTYPES, "; float16 is for rlnb serve: the demo's AdamW eps is 0 in float16")
     p.add_argument(
         "--threads",
         type=integer,

@@ -47,6 +47,8 @@ DEMO_PARAMS: dict[OptimizerKind, dict[str, Any]] = {
 TASK_NAMES = ("first_letter", "addition", "digits")
 """``rlnb.tasks.TASKS``' names, written out: importing the tasks takes seconds that ``rlnb demo --help`` would wait
 (``tests/test_cli_help.py`` holds the two together)."""
+DEMO_DTYPES = tuple(d for d in WEIGHT_DTYPES if d != "float16")
+"""The weights' dtypes ``rlnb demo`` offers: in float16 its AdamW eps is 0 and the engine refuses every step."""
 
 
 @dataclass(frozen=True)

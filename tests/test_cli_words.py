@@ -1,0 +1,67 @@
+"""The command line's words as a new user reads them (review40a): an option offered that is always refused, an internal
+constant in a refusal, a value echoed as no one typed it, an error naming what the usage does not, "1 steps"."""
+
+import argparse
+
+import pytest
+
+from rlnb.cli import demo, main, serve
+
+
+def exit_code(argv):
+    """``main``'s exit status, argparse's own refusals (``SystemExit``) and the range checks' (returned) alike."""
+    try:
+        return main(argv)
+    except SystemExit as stopped:
+        return stopped.code
+
+
+def choices(command, option):
+    parser = argparse.ArgumentParser()
+    command.arguments(parser)
+    action = next(a for a in parser._actions if option in a.option_strings)
+    return tuple(action.choices or ()), action.help or ""
+
+
+def test_the_demo_offers_no_dtype_it_refuses(capsys):
+    """``rlnb demo --help`` listed float16, which the demo refuses at every start (its AdamW eps is 0 in float16)."""
+    offered, said = choices(demo, "--dtype")
+    assert offered == ("auto", "float32", "bfloat16") and "float16 is for rlnb serve" in said
+    assert "float16" in choices(serve, "--dtype")[0]
+    with pytest.raises(SystemExit) as stopped:
+        main(["demo", "--dtype", "float16"])
+    assert stopped.value.code == 2 and "invalid choice: 'float16'" in capsys.readouterr().err
+
+
+def test_a_steps_refusal_says_the_number_not_the_constants_name(capsys):
+    assert main(["demo", "--steps", "-5"]) == 2
+    err = capsys.readouterr().err
+    assert "step i of seed s samples with seed s * 1000003 + i" in err and "SEED_STRIDE" not in err
+
+
+@pytest.mark.parametrize("typed", ["1e-400", "-1e-999", "0.0000e-5000001"])
+def test_a_learning_rate_that_underflows_is_echoed_as_typed(typed, capsys):
+    """``--lr 1e-400`` said "got 0.0": the user typed no 0."""
+    assert exit_code(["demo", f"--lr={typed}"]) == 2
+    err = capsys.readouterr().err
+    if typed.startswith("0.0000"):  # a zero as typed is no underflow: the range check says so
+        assert "--lr must be a finite number > 0, got 0.0" in err and "underflows" not in err
+    else:
+        assert "got 0.0" not in err
+        assert f"argument --lr: {typed!r} underflows to 0 in a float" in err
+
+
+def test_bare_rlnb_names_the_command_as_its_usage_does(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main([])
+    usage, *_, error = capsys.readouterr().err.strip().splitlines()
+    assert stopped.value.code == 2 and usage.startswith("usage: rlnb [-h] command")
+    assert error == "rlnb: error: the following arguments are required: command (demo or serve)"
+
+
+@pytest.mark.slow  # builds the tiny model and trains three steps
+def test_the_demos_last_line_says_step_for_one_step(tmp_path, capsys):
+    """``--steps 3`` compares the first and last step each: "first 1 steps ... last 1 steps"."""
+    assert main(["demo", "--steps", "3", "--device", "cpu", "--threads", "1", "--out", str(tmp_path)]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("mean reward:")]
+    assert line.startswith("mean reward: first step ") and " -> last step " in line and "steps" not in line
