@@ -1,6 +1,6 @@
 """The figures the docs quote that bench_lessons.py did not make, on seeds 0-9 (review39a F4).
 
-    python bench/bench_lessons_more.py [--seeds 0-9] [--only partial,ce-rates,digits-rates] [--json runs.jsonl]
+    python bench/bench_lessons_more.py [--seeds 0-9] [--only partial,ce-rates,digits-rates,edge] [--json runs.jsonl]
 
 * partial: docs/tasks.md and ``first_letter_task``'s docstring: with 0.1 for any letter (partial credit) against
   exact match, ``first_letter``, Adam 2e-3 (weight decay 0), 40 steps, the held-out accuracy every 5 steps: at
@@ -10,6 +10,10 @@
 * digits-rates: docs/sweeps.md's digits rates (reward 0.99 or more at 0.07-0.2; "barely moves" at 1e-3 and 2e-3; a
   collapse to 0 more often the larger the rate): ``rlnb.sweep.sweep`` of Adam (weight decay 0) on the digits task,
   10-step trials, the trial's final reward (mean of the last 5 steps) per rate; how many seeds reach 0.99, end at 0.
+* edge: bench_lessons.py's ``reconcile`` without its Optuna searches (~20 CPU-min): Find LR's suggestion on the
+  first-letter task, then 40 steps held constant at it and at a tenth of it, judged by the default preset's lesson
+  (what Find LR's status line quotes, ``rlnb.widgets.suggestion.EDGE_LEARNS``). The same functions and record keys as
+  bench_lessons.py, so its ``--only reconcile --resume`` on the same ``--json`` reuses every run.
 
 One torch thread per session (``bench_lessons.THREADS``). Times are CPU seconds.
 """
@@ -23,11 +27,22 @@ import statistics
 import tempfile
 from typing import Any
 
-from bench_lessons import CE, THREADS, Runs, ce_run, seeds_arg, span  # the same runs, the same records
+from bench_lessons import (  # the same runs, the same records
+    CE,
+    THREADS,
+    Runs,
+    as_run,
+    ce_run,
+    constant_run,
+    lrfind_run,
+    seeds_arg,
+    span,
+)
 
 import rlnb
 from rlnb.tasks import digits_task, first_letter_task
 from rlnb.tasks.lesson import train
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS
 
 PARTIAL: dict[str, Any] = {"lr": 2e-3, "steps": 40, "every": 5, "credit": 0.1, "learned": 0.8}
 CE_RATES: dict[str, list[float]] = {"adam": [3e-4, 1e-3, 3e-3, 1e-2], "muon": [0.01, 0.02, 0.05]}
@@ -82,10 +97,28 @@ def digits_runs(seeds: list[int]) -> list[dict[str, Any]]:
                  "reward": float(r.final_reward)} for _, r in trials.iterrows()]  # fmt: skip
 
 
+def edge(runs: Runs, seeds: list[int]) -> None:
+    """Per seed, Find LR's suggestion (``lrfind/SEED``), 40 constant steps at it and a tenth (``constant/LR/SEED``)."""
+    found = [runs.get(f"lrfind/{sd}", functools.partial(lrfind_run, sd)) for sd in seeds]
+    learns, chance = LESSONS[DEFAULT_PRESET].holds, first_letter_task().chance
+    print(f"info   [edge] Find LR suggestions: {', '.join(format(f['suggestion'], '.2g') for f in found)}", flush=True)
+    for label, scale in (("Find LR's suggestion", 1.0), ("a tenth of it", 0.1)):
+        rates = [float(f"{f['suggestion'] * scale:.2g}") for f in found]
+        rs = [as_run(runs.get(f"constant/{lr:.2g}/{sd}", functools.partial(constant_run, lr, sd)))
+              for lr, sd in zip(rates, seeds, strict=True)]  # fmt: skip
+        hits = [sd for sd, r in zip(seeds, rs, strict=True) if learns(r, chance)]
+        print(
+            f"info   [edge] 40 steps at {label} (constant): learns on {len(hits)}/{len(rs)} (seeds {hits}); accuracy "
+            f"{span([r.final_accuracy for r in rs])}; reward {span([r.final_reward for r in rs])}; distinct "
+            f"{span([r.distinct for r in rs])}",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="0-9", type=seeds_arg, help="e.g. 0-9 or 0,3,5-7")
-    ap.add_argument("--only", default="partial,ce-rates,digits-rates")
+    ap.add_argument("--only", default="partial,ce-rates,digits-rates,edge")
     ap.add_argument("--json", default=None, help="keep every run's record here (JSON lines)")
     ap.add_argument("--resume", action="store_true", help="reuse the records already in --json")
     args = ap.parse_args()
@@ -128,6 +161,9 @@ def main() -> None:
                 f"{sum(r['status'] != 'COMPLETED' for r in rs)}",
                 flush=True,
             )
+
+    if "edge" in only:
+        edge(runs, seeds)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from rlnb.widgets.controls import LearningRate, close_tree, values
 from rlnb.widgets.describe import check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
 from rlnb.widgets.form import LR_RANGES, BuilderForm
-from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, unconverted, unmeasured
+from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, elsewhere, unconverted, unmeasured
 from rlnb.widgets.selection import Selection
 
 __all__ = ["DEFAULT_PRESET", "LESSONS", "LR_RANGES", "PRESETS", "OptimizerBuilder"]
@@ -208,10 +208,11 @@ class OptimizerBuilder(BuilderForm):
         applied = self.selection.applied
         note = unconverted(applied, self.kind, self.muon["learning_rate"].value, self.lr_finder.unconverted)
         sent = self.lr_finder.from_original(PRESETS[applied]["muon"]["learning_rate"])  # in the form's units
-        said, why = LESSONS[applied].text(self.kind, sent) + note, unmeasured(self.judged, self.modified)
+        where = elsewhere(self.panel, self.lr_finder.model)  # the panel's task and model, else the builder's model
+        said, why = LESSONS[applied].text(self.kind, sent) + note, unmeasured(self.judged, self.modified, where)
         lesson = html.escape(said + (f" — {why}" if why else ""), quote=False)  # this tab's: values differ
         self.lesson.value = f"<span style='color:#555'>{lesson}</span>"
-        why = unmeasured(self.judged, False)  # "(modified)" is in the label already
+        why = unmeasured(self.judged, False, where)  # "(modified)" is in the label already
         preset = str(self.preset.value) + note + (f" — lesson {why}" if why else "")
         self.fold.set_title(0, summary(self.kind, params, schedule, preset, len(self.errors)))
         self.lr_finder.sync()

@@ -78,11 +78,12 @@ class RunPanel:
         # The last valid config of the form (params, schedule), taken at a start and at each valid edit: what a run
         # sends. A run read the form at each step, and a half-typed value, or a look at the locked tab, ended it.
         self._config: tuple[OptimizerParams, Schedule]
+        self.own_step_fn = step_fn  # before ``take``, whose redraw marks the lesson not measured for it (``elsewhere``)
         # Find LR copies this session and probes this task, one at a time with the runs (a range test checkpoints
         # the session, and two trainings would share the cores): the hooks are the last panel's given the builder.
         turns.take(self)
         self.step_fn = step_fn or self._rl_step
-        self.own_step_fn = step_fn  # Find LR probes it (``own_probe``) by what its last step returned, these names:
+        # Find LR probes ``own_step_fn`` (``own_probe``) by what its last step returned, these names:
         self.returned: tuple[str, ...] | None = None
         self._logs = step_fn is not None  # the default step logs its own figures (rl_step logs the RL metrics)
         self.step_button = W.Button(description="Step", icon="step-forward", button_style="primary")

@@ -3,14 +3,14 @@
 Every claim is judged on ``rlnb.tasks.lesson.train`` of the first-letter task (``first_letter_task``, the
 built-in ``tiny`` model, ``LESSON_STEPS`` RL steps at the preset's rates held constant) and holds on at least 9
 of seeds 0-9 for both optimizers (``bench/bench_lessons.py``; hit rates in bench/README.md);
-``tests/widgets/test_lessons.py`` checks seeds 0-2. The builder marks a lesson "not measured" under other values
-or a schedule that moves the rate (``unmeasured``).
+``tests/widgets/test_lessons.py`` checks seeds 0-2. The builder marks a lesson "not measured" under other values,
+a schedule that moves the rate, another task or another model (``unmeasured``, ``elsewhere``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,16 +79,43 @@ MEASURED_AT = "at a constant rate"
 """The schedule every lesson was measured under (``lesson.train`` sends the preset's rates unscheduled)."""
 
 
-def unmeasured(schedule: Schedule | None, modified: bool) -> str:
+MEASURED_MODEL = "tiny"
+"""The built-in model every lesson was measured on (``connect("local")``'s default, bench_lessons.py's sessions)."""
+
+
+def unmeasured(schedule: Schedule | None, modified: bool, where: Sequence[str] = ()) -> str:
     """Why a preset's lesson does not speak for what the builder will send (``"not measured for this schedule"``),
-    or ``""``: edited values, or a schedule that moves the rate within the lesson's steps (judged by its rates: a
-    cosine whose floor is the base rate sends the rate measured). Under notebook 05's cosine (warmup 3) the default
-    preset's reward claim fails on most seeds (``bench/bench_panel_schedule.py``)."""
+    or ``""``: edited values, a schedule that moves the rate within the lesson's steps (judged by its rates: a
+    cosine whose floor is the base rate sends the rate measured), or ``where`` (``elsewhere``). Under notebook 05's
+    cosine (warmup 3) the default preset's reward claim fails on most seeds (``bench/bench_panel_schedule.py``)."""
     moved = schedule is not None and any(schedule.multiplier(s) != 1.0 for s in range(LESSON_STEPS))
     what = [
         w for w, differ in (("these values (the preset's, modified)", modified), ("this schedule", moved)) if differ
     ]
-    return f"not measured for {' or '.join(what)}" if what else ""
+    return f"not measured for {' or '.join([*what, *where])}" if what or where else ""
+
+
+def _measured_as(task: Any) -> tuple[Any, ...]:
+    """What makes ``task`` the one measured: its prompts and held-out split, answer, tokens, group, and its reward's
+    code (each ``first_letter_task()`` call makes a new reward closure, so the function itself never compares)."""
+    fields = ("name", "prompts", "eval_prompts", "answer", "max_tokens", "group_size", "chance")
+    return (*(getattr(task, f, None) for f in fields), getattr(getattr(task, "reward", None), "__code__", None))
+
+
+def elsewhere(panel: Any, model: Any) -> list[str]:
+    """What the builder's run has that its lesson was not measured on (the first-letter task on ``MEASURED_MODEL``):
+    ``"your step_fn"`` or ``"this task"``, and ``"this model"``. Read from the RunPanel holding the builder (its step,
+    task and session's model); a builder on its own by its ``model`` (no task: the lesson names the one it means)."""
+    what = []
+    if panel is not None:
+        model = panel.session.history.config.get("model")
+        if panel.own_step_fn is not None:
+            what.append("your step_fn")
+        elif _measured_as(panel.task) != _MEASURED_AS:
+            what.append("this task")
+    if (model.removeprefix("rlnb/") if isinstance(model, str) else model) != MEASURED_MODEL:
+        what.append("this model")
+    return what
 
 
 def differs(groups: Iterable[tuple[dict[str, Any], str]], values: dict[str, dict[str, Any]]) -> bool:
@@ -155,6 +182,7 @@ def _lesson(name: str, holds: Callable[[LessonRun, float], bool], claim: str, **
 
 
 _REWARD = "training reward (the mean of the last 5 steps)"
+_MEASURED_AS = _measured_as(first_letter_task())
 CHANCE = first_letter_task().chance
 """What a collapsed policy scores on the first-letter task, which the texts are about (0.25)."""
 LESSONS: dict[str, Lesson] = {

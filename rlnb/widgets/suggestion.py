@@ -15,12 +15,12 @@ from rlnb.widgets.muon_units import RED, MuonUnits
 EDGE_TASK = "first_letter"
 """The task the edge's 40-step figures are of (``EDGE_LEARNS``): a range test of another says none."""
 EDGE_LEARNS = {
-    "adam": f"Adam's learned {EDGE_TASK} on none of seeds 0-9 (a tenth of it on 7), on an Intel Xeon",  # reconcile
+    "adam": f"Adam's learned {EDGE_TASK} on none of seeds 0-9 (a tenth of it on 8), on an AMD EPYC",  # edge
     "muon": f"Muon's learned {EDGE_TASK} on 7 of seeds 0-9 (a tenth of it on 7), on an AMD EPYC",  # find_lr --learns
 }
 """What the suggestion itself did, held constant for 40 steps from a fresh session, by optimizer, and the machine
-(bench/README.md; docs/tasks.md: the AMD EPYC suggests Adam lower rates, not re-run there): Apply sets the edge,
-which for Adam does not train; the status line says so where it offers Apply."""
+(bench/README.md, docs/tasks.md; an Intel Xeon's kernels gave Adam's tenth 7 of 10): Apply sets the edge, which for
+Adam does not train; the status line says so where it offers Apply."""
 
 
 class Suggestion(MuonUnits):

@@ -194,13 +194,15 @@ def test_a_preset_rate_left_unconverted_is_not_summarised_as_the_preset():
     fake.history.config["muon_scaling"] = "match_adam"
     panel = RunPanel(fake, every=0.05)
     b, note = panel.builder, "— its Muon lr in original units, not converted to match_adam"
+    model = "— lesson not measured for this model"  # the fake backend's pretend model is not tiny
     assert b.lr_finder.shapes is None and "not converted to match_adam" in b.lr_finder.status.value
     assert b.params.learning_rate == 0.05 and not b.modified  # as the docs say: loaded as is, and said
-    assert b.summary.endswith(f"preset {DEFAULT_PRESET} {note}") and note in b.lesson.value
+    assert b.summary.endswith(f"preset {DEFAULT_PRESET} {note} {model}") and note in b.lesson.value
     b.muon["learning_rate"].value = 0.01  # the person's own rate, in the session's units: nothing to convert
-    assert b.modified and b.summary.endswith(f"preset {DEFAULT_PRESET} (modified)") and note not in b.lesson.value
+    assert b.modified and b.summary.endswith(f"preset {DEFAULT_PRESET} (modified) {model}")
+    assert note not in b.lesson.value
     b.preset.value = "Together docs"
-    assert b.params.learning_rate == 0.02 and b.summary.endswith(f"preset Together docs {note}")
+    assert b.params.learning_rate == 0.02 and b.summary.endswith(f"preset Together docs {note} {model}")
     panel.close()
     fake.close()
 
