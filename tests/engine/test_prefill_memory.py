@@ -1,7 +1,7 @@
 """The sampler's memory check counts what a Hugging Face prefill holds at its peak: every tensor alive at once,
-op by op (``Live``), is within the count, and the count is that plus the allocator's slack (``HEAP_FACTOR``: as
-much again), not more. A compiled sample of one row a prompt prefills into its static cache through a mask over the
-slots its first step attends to, and one of more rows without one (mend40b)."""
+op by op (``Live``), is within the count, and the count is that plus the allocator's slack (``HEAP_SLACK``), not
+more. A compiled sample of one row a prompt prefills into its static cache through a mask over the slots its
+first step attends to, and one of more rows without one (mend40b)."""
 
 import weakref
 
@@ -71,20 +71,19 @@ def held(adapter, prompts: list[list[int]], n: int, static: bool = False) -> int
 
 
 def counted(adapter, prompts: list[list[int]], n: int, static: bool = False) -> tuple[int, int]:
-    """What the sample's check counts (KV cache and prefill), and its slack: the allocator's (``HEAP_FACTOR``: the
-    activations counted again) and, for more than one sample a prompt, the samples' cache (allocated once the
-    forward has freed its activations, counted beside them)."""
+    """What the sample's check counts (KV cache and prefill), and its slack: the allocator's (``HEAP_SLACK``) and,
+    for more than one sample a prompt, the samples' cache (allocated once the forward has freed its activations,
+    counted beside them)."""
     from types import SimpleNamespace
 
     from rlnb.engine import handlers
-    from rlnb.engine.models.hf_adapter import HEAP_FACTOR, prefill_activations
+    from rlnb.engine.models.hf_adapter import HEAP_SLACK
 
     length = max(map(len, prompts)) + 1
     engine = SimpleNamespace(compiler=object() if static else None, adapter=adapter)
     p, tokens, per_token = handlers._prefill(engine, prompts, n, length)  # type: ignore[arg-type]
     cache = len(prompts) * n * length * adapter.kv_bytes_per_token()
-    activations = prefill_activations(adapter.module.config.get_text_config(), 4, 0, False)
-    slack = p * tokens * activations * (HEAP_FACTOR - 1) // HEAP_FACTOR
+    slack = p * tokens * HEAP_SLACK * adapter.module.config.get_text_config().hidden_size * 4
     return cache + p * tokens * per_token, slack + (cache if n > 1 else 0)
 
 

@@ -107,11 +107,11 @@ class HFAdapter(ModelAdapter):
         return dict(model.state_dict())
 
 
-HEAP_FACTOR = 2
-"""What a fresh process's first prefill grew by, at most, per byte of the tensors alive at its peak: the CPU
-allocator keeps a layer's freed tensors in pieces the next layer's do not fit. Peak RSS grew 1.3-2.0x the live
-bytes on the tests' llama and GPT-2 and on a Qwen3-0.6B-wide model (``mallinfo2`` after every op; the same
-sample's growth varied by up to 1.3x from run to run; mend40b)."""
+HEAP_SLACK = 12
+"""Hidden widths a token that a fresh process's first prefill grew by beyond the tensors alive at its peak: the CPU
+allocator keeps a layer's freed tensors in pieces the next layer's do not fit. Peak RSS grew 4-10.5 hidden widths
+a token past the live bytes on the tests' llama and on a Qwen3-0.6B-wide model, 6-16 on the tests' GPT-2
+(``mallinfo2`` after every op; one sample's growth varied up to 1.3x from run to run; mend40b)."""
 
 
 def prefill_activations(config: Any, itemsize: int, keys: int, masked: bool) -> int:
@@ -121,7 +121,7 @@ def prefill_activations(config: Any, itemsize: int, keys: int, masked: bool) -> 
     GPT-2's learned positions and their sum with the tokens' 2 more) beside the larger of the MLP's live tensors (a
     gated MLP's activated gate, up and their product, 3 ``intermediate_size`` wide; GPT-2's GELU, written out, 4)
     and the attention's (queries 4 times over through the rotary embedding, keys and values; with a mask, keys and
-    values copied to every query head); ``HEAP_FACTOR`` times that; and where ``masked`` a ``keys``-wide mask,
+    values copied to every query head); ``HEAP_SLACK`` hidden widths more; and where ``masked`` a ``keys``-wide mask,
     boolean and as SDPA's float (5 bytes a key: one large tensor each, which the allocator maps and unmaps whole)."""
     hidden = getattr(config, "hidden_size", 0) or 0
     heads = getattr(config, "num_attention_heads", 0) or 0
@@ -133,7 +133,7 @@ def prefill_activations(config: Any, itemsize: int, keys: int, masked: bool) -> 
     else:
         held, mlp = 6 * hidden, 4 * (getattr(config, "n_inner", None) or 4 * hidden)
     attention = held - hidden + 4 * queries + 2 * kv + (2 * queries if masked and kv < queries else 0)
-    return HEAP_FACTOR * max(held + mlp, attention) * itemsize + (5 * keys if masked else 0)
+    return (max(held + mlp, attention) + HEAP_SLACK * hidden) * itemsize + (5 * keys if masked else 0)
 
 
 def _weight_key(model: nn.Module, layer: nn.Module) -> str:
