@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from rlnb.engine.models import hf
 from rlnb.engine.models.adapter import (
+    HEAP_SLACK,
     ModelAdapter,
     architecture,
     declared_context,
@@ -105,13 +106,6 @@ class HFAdapter(ModelAdapter):
         another shape): a weight it lacked would come back random, and the session resume on it."""
         model = hf.load_weights(directory, directory.name, model_dtype(self.module), self.trust_remote_code)
         return dict(model.state_dict())
-
-
-HEAP_SLACK = 12
-"""Hidden widths a token that a fresh process's first prefill grew by beyond the tensors alive at its peak: the CPU
-allocator keeps a layer's freed tensors in pieces the next layer's do not fit. Peak RSS grew 4-10.5 hidden widths
-a token past the live bytes on the tests' llama and on a Qwen3-0.6B-wide model, 6-16 on the tests' GPT-2
-(``mallinfo2`` after every op; one sample's growth varied up to 1.3x from run to run; mend40b)."""
 
 
 def prefill_activations(config: Any, itemsize: int, keys: int, masked: bool) -> int:
