@@ -46,7 +46,7 @@ def child(size: str, prompts: int, tokens: int, n: int, once: bool, count: bool)
     out = {"rows": rows[0], "grown": grown}
     if count:
         out["written"] = sum(counter.written.values())
-    out["counted"] = rows[0] * tokens * adapter.prefill_bytes_per_token(tokens, True)  # the check's prefill share
+    out["counted"] = rows[0] * tokens * adapter.prefill_bytes_per_token(tokens, True, False)  # the check's share
     return out
 
 

@@ -95,9 +95,10 @@ class ModelAdapter:
         """Bytes the decoder's KV cache holds per row and token (0: none; a plain module recomputes)."""
         return 0
 
-    def prefill_bytes_per_token(self, longest: int, padded: bool) -> int:
-        """Bytes a prefill holds at once per prompt token besides the KV cache, for prompts of ``longest`` tokens,
-        ``padded`` where their lengths differ (0: unknown; a plain module's)."""
+    def prefill_bytes_per_token(self, keys: int, masked: bool, repeated: bool) -> int:
+        """Bytes a prefill holds at once per prompt token besides the samples' KV cache: ``masked`` where it builds
+        an attention mask over ``keys`` slots, ``repeated`` where each prompt's cache is then repeated for its
+        samples (0: unknown; a plain module's)."""
         return 0
 
     def decoder(self, model: nn.Module, batch: int, max_len: int, compiler: Compiler | None = None) -> Decoder:
@@ -172,9 +173,9 @@ class BuiltinAdapter(ModelAdapter):
         c = self.module.config  # keys and values of every layer: n_embd each
         return 2 * c.n_layer * c.n_embd * model_dtype(self.module).itemsize
 
-    def prefill_bytes_per_token(self, longest: int, padded: bool) -> int:
+    def prefill_bytes_per_token(self, keys: int, masked: bool, repeated: bool) -> int:
         c = self.module.config  # the MLP's 4 x n_embd, in and GELU'd; ``BuiltinDecoder`` passes a mask, padded or not
-        return activation_bytes(c.n_embd, 8 * c.n_embd, longest, self.module, masked=True)
+        return activation_bytes(c.n_embd, 8 * c.n_embd, keys, self.module)
 
     def _static_cache(self, batch: int, max_len: int) -> KVCache:
         cache = KVCache(self.module.config, batch, max_len, self.device, model_dtype(self.module), compiled=True)
@@ -251,14 +252,22 @@ def _few_rows(grad: Tensor) -> bool:
     return False
 
 
-def activation_bytes(hidden: int, mlp: int, longest: int, module: nn.Module, masked: bool) -> int:
-    """A layer's activations per prompt token at a prefill's peak: 8 ``hidden``-wide tensors (the residual stream,
-    its norm, the attention's projections and output), the MLP's (``mlp`` wide in all) and, where the model builds
-    one (``masked``), the attention mask over ``longest`` keys, boolean and as SDPA's float. 5.1 KB on ``tiny`` at
-    200 tokens, 9.2 KB on ``small``, where a prefill's peak RSS grew 3.5-4.6 and 7.9-9.4 KB a token
-    (``bench/bench_prefill.py``); their KV caches are 1 and 4 KB. Without a mask (an HF model's prompts of one
-    length: plain causal attention) one 4000-token prompt grew 19 MiB where the mask alone counted 76 (review39e)."""
-    return (8 * hidden + mlp) * model_dtype(module).itemsize + (5 * longest if masked else 0)
+HEAP_SLACK = 12
+"""Hidden widths a token that a fresh process's first prefill grew by beyond the tensors alive at its peak: the CPU
+allocator keeps a layer's freed tensors in pieces the next layer's do not fit. Peak RSS grew 4-10.5 hidden widths
+a token past the live bytes on the tests' llama and on a Qwen3-0.6B-wide model, 6-16 on the tests' GPT-2, and
+``tiny`` and ``small`` 8-10 past what they counted before (``mallinfo2`` after every op; one sample's growth
+varied up to 1.3x from run to run; mend40b)."""
+
+
+def activation_bytes(hidden: int, mlp: int, keys: int, module: nn.Module) -> int:
+    """The built-in model's activations per prompt token at a prefill's peak: 8 ``hidden``-wide tensors (the
+    residual stream, its norm, the attention's projections and output), the MLP's (``mlp`` wide in all) and the
+    attention mask over ``keys`` slots, boolean and as SDPA's float: 5.1 KB on ``tiny`` at 200 tokens, 9.2 KB on
+    ``small``, where a prefill's peak RSS grew 3.5-4.6 and 7.9-9.4 KB a token (``bench/bench_prefill.py``); their
+    KV caches are 1 and 4 KB; and ``HEAP_SLACK`` hidden widths more: a fresh process's prefill grew 6.3 and 14
+    KB a token there (mend40b). (A Hugging Face model's: ``hf_adapter.prefill_activations``.)"""
+    return (8 * hidden + mlp + HEAP_SLACK * hidden) * model_dtype(module).itemsize + 5 * keys
 
 
 def architecture(model: nn.Module) -> tuple[Any, ...]:

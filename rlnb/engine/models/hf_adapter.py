@@ -12,8 +12,8 @@ from torch import Tensor, nn
 
 from rlnb.engine.models import hf
 from rlnb.engine.models.adapter import (
+    HEAP_SLACK,
     ModelAdapter,
-    activation_bytes,
     architecture,
     declared_context,
     model_dtype,
@@ -44,15 +44,14 @@ class HFAdapter(ModelAdapter):
         dim = dim or (getattr(c, "hidden_size", 0) or 0) // max(heads, 1)
         return 2 * (getattr(c, "num_hidden_layers", 0) or 0) * kv * dim * model_dtype(self.module).itemsize
 
-    def prefill_bytes_per_token(self, longest: int, padded: bool) -> int:
-        """A layer's activations (``activation_bytes``) and the prompt's own KV cache, which ``HFDecoder`` fills
-        before it repeats it for the samples. SDPA builds a mask only for ``padded`` prompts: an all-ones one is
-        plain causal attention."""
+    def prefill_bytes_per_token(self, keys: int, masked: bool, repeated: bool) -> int:
+        """What a prefill holds at its peak per prompt token (``prefill_activations``) and, ``repeated`` for more
+        than one sample, the prompt's own KV cache, which ``HFDecoder`` fills before it repeats it into the samples'
+        rows (one sample's rows are that cache, counted with theirs)."""
         c: Any = self.module.config
         c = c.get_text_config() if callable(getattr(c, "get_text_config", None)) else c
-        hidden = getattr(c, "hidden_size", 0) or 0
-        mlp = 3 * (getattr(c, "intermediate_size", None) or 4 * hidden)  # a gated MLP: gate, up and their product
-        return activation_bytes(hidden, mlp, longest, self.module, masked=padded) + self.kv_bytes_per_token()
+        own = self.kv_bytes_per_token() if repeated else 0
+        return prefill_activations(c, model_dtype(self.module).itemsize, keys, masked) + own
 
     def forward(self, model: nn.Module, ids: Tensor, mask: Tensor | None = None) -> Tensor:
         if mask is None:  # no left padding: plain causal attention (the fast path)
@@ -107,6 +106,28 @@ class HFAdapter(ModelAdapter):
         another shape): a weight it lacked would come back random, and the session resume on it."""
         model = hf.load_weights(directory, directory.name, model_dtype(self.module), self.trust_remote_code)
         return dict(model.state_dict())
+
+
+def prefill_activations(config: Any, itemsize: int, keys: int, masked: bool) -> int:
+    """Bytes a token of a transformers decoder's prefill holds at its peak, from its widths (llama, qwen3 and gpt2
+    shapes; within 3% of the tensors alive at once in each, ``tests/engine/test_prefill_memory.py``): the
+    embeddings, a layer's input, its residual and norm (4 hidden-wide, and the rotary embedding's cosines and sines;
+    GPT-2's learned positions and their sum with the tokens' 2 more) beside the larger of the MLP's live tensors (a
+    gated MLP's activated gate, up and their product, 3 ``intermediate_size`` wide; GPT-2's GELU, written out, 4)
+    and the attention's (queries 4 times over through the rotary embedding, keys and values; with a mask, keys and
+    values copied to every query head); ``HEAP_SLACK`` hidden widths more; and where ``masked`` a ``keys``-wide mask,
+    boolean and as SDPA's float (5 bytes a key: one large tensor each, which the allocator maps and unmaps whole)."""
+    hidden = getattr(config, "hidden_size", 0) or 0
+    heads = getattr(config, "num_attention_heads", 0) or 0
+    dim = getattr(config, "head_dim", None) or hidden // max(heads, 1)
+    queries, kv = heads * dim, (getattr(config, "num_key_value_heads", None) or heads) * dim
+    gated = getattr(config, "intermediate_size", None)
+    if gated:
+        held, mlp = 4 * hidden + 2 * dim, 3 * gated
+    else:
+        held, mlp = 6 * hidden, 4 * (getattr(config, "n_inner", None) or 4 * hidden)
+    attention = held - hidden + 4 * queries + 2 * kv + (2 * queries if masked and kv < queries else 0)
+    return (max(held + mlp, attention) + HEAP_SLACK * hidden) * itemsize + (5 * keys if masked else 0)
 
 
 def _weight_key(model: nn.Module, layer: nn.Module) -> str:
