@@ -5,13 +5,19 @@ would run in whatever order the imports happened (a session's worker could close
 step). Instead each piece adds its step to a phase, and the phases run in this order: running panels
 stop after their step, sessions close (failing what is still queued ``SESSION_NOT_ACTIVE``, recorded),
 workers stop, then sinks flush everything, those last records included.
+
+A SIGTERM while these steps run hurries them (``hurried``): a Jupyter kernel's Shut Down sends one 2.5 s after its
+request and SIGKILL at 5 s, and by default SIGTERM killed the process mid-wait, its operations left PENDING for good
+and a remote session running. The waits then end at once and what is in flight is recorded FAILED.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Literal
 
@@ -21,6 +27,9 @@ PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks")
 log = logging.getLogger("rlnb")
 _STEPS: dict[Phase, list[Callable[[], None]]] = {phase: [] for phase in PHASES}
 _EXITING = threading.Event()
+_HURRY = threading.Event()
+CHUNK = 0.1
+"""Seconds between two looks at ``hurried`` in an exit's wait."""
 
 
 def on_exit(phase: Phase, step: Callable[[], None]) -> None:
@@ -33,14 +42,50 @@ def exiting() -> bool:
     return _EXITING.is_set()
 
 
+def hurried() -> bool:
+    """Whether a SIGTERM came while the exit's steps ran: wait for no step or operation any more."""
+    return _HURRY.is_set()
+
+
+def wait(done: Callable[[float], bool], timeout: float) -> bool:
+    """Call ``done(seconds)`` (a wait of at most that long, True once what it waits for has ended) until it is True;
+    False after ``timeout`` seconds or once a SIGTERM hurried the exit."""
+    end = time.monotonic() + timeout
+    while True:
+        left = end - time.monotonic()
+        if done(max(0.0, min(CHUNK, left))):
+            return True
+        if left <= 0 or _HURRY.is_set():
+            return False
+
+
 def _run() -> None:
     _EXITING.set()
-    for phase in PHASES:
-        for step in _STEPS[phase]:
-            try:
-                step()
-            except Exception:  # noqa: BLE001 - exit goes on: one step's failure must not skip the others
-                log.exception("rlnb: an exit step (%s) failed", phase)
+    previous = _hurry_at_sigterm()
+    try:
+        for phase in PHASES:
+            for step in _STEPS[phase]:
+                try:
+                    step()
+                except Exception:  # noqa: BLE001 - exit goes on: one step's failure must not skip the others
+                    log.exception("rlnb: an exit step (%s) failed", phase)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _hurry_at_sigterm() -> signal.Handlers | None:
+    """Make a SIGTERM set ``hurried`` while the steps run, where it would kill the process (its default handler, on
+    the main thread): a handler of the user's stays. The handler it replaced, to put back; None if it replaced none."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        signal.signal(signal.SIGTERM, lambda *_: _HURRY.set())
+    except (ValueError, OSError):  # no signals here (an embedded interpreter): exit as before
+        return None
+    return signal.SIG_DFL
 
 
 def run_first() -> None:

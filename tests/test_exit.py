@@ -157,3 +157,32 @@ def test_an_exit_waits_for_hung_panels_once_in_all_not_once_per_panel():
         p.stderr.read()
     assert p.returncode == 0
     assert waited < 2.5 * deadline, waited  # one deadline and room for the sessions' close (~5 s), not three in turn
+
+
+SERVER_LEFT_RUNNING = """
+import sys, time
+import rlnb
+from rlnb import samples
+from rlnb.testing import ServerProcess
+server = ServerProcess.rlnb_serve("--op-delay", "0.5", timeout=120)
+url = server.start()
+s = rlnb.connect(url, base_model="rlnb/tiny", runs_dir=sys.argv[1], run_id="r")
+for _ in range(3):
+    s.forward_backward([samples.cross_entropy([1, 2, 3])])
+    s.optim_step()
+time.sleep(1.0)
+"""
+
+
+def test_a_server_process_outlives_the_sessions_it_serves_at_exit(tmp_path):
+    """Notebook 04's flow, the kernel ended before its stop cell: the ``ServerProcess``'s finalizer ran before rlnb's
+    exit hook (atexit runs the last registered first), so the sessions were closed against a dead server: a close
+    retried for seconds, warned the session "may still be running remotely", and recorded the operations in flight
+    with an unknown outcome. The server now stops in the exit's workers phase, after the sessions closed."""
+    proc = subprocess.run([sys.executable, "-c", SERVER_LEFT_RUNNING, str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "may still be running remotely" not in proc.stderr, proc.stderr[-2000:]
+    df = rlnb.History.load(tmp_path / "r").df
+    assert len(df) == 6 and not df.error_message.fillna("").str.contains("outcome is unknown").any(), df.error_message
+    assert set(df.status) <= {"TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"}

@@ -34,7 +34,7 @@ from typing import Any
 
 from rlnb import _exit, wire
 from rlnb._one_step import STEP, rest_failed
-from rlnb.errors import OperationError
+from rlnb.errors import Cancelled, OperationError
 from rlnb.wire import Listener
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationStatus as Status
@@ -99,6 +99,7 @@ class Worker:
         self.cancelled = threading.Event()
         self.closed = False
         self._broken: tuple[object, Code, str] | None = None  # a step whose operation FAILED: the rest fail unrun
+        self._running: tuple[wire.OperationKind, str, Listener] | None = None  # None too once ``_abandon`` told it
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
         self._ident = self._thread.ident  # ``runs_here``: ``current_thread()`` and ``Thread.ident`` are Python calls
@@ -148,8 +149,34 @@ class Worker:
                 self._queue.put(None)
         if threading.current_thread() is self._thread:  # closed from a listener on the worker itself
             return True
+        if timeout is not None and _exit.exiting():  # a SIGTERM (a kernel's Shut Down) ends the wait, failing the rest
+            if not _exit.wait(self._joined, timeout) and _exit.hurried():
+                self._abandon()
+            return not self._thread.is_alive()
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+    def _joined(self, timeout: float) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _abandon(self) -> None:
+        """A hurried exit: the running operation and those queued behind it FAILED now, recorded before the process
+        ends, not left PENDING for good (the thread, if it ever returns, reports nothing more)."""
+        with self._lock:
+            running, self._running = self._running, None
+        if running is not None:
+            _fail(*running, Code.SESSION_NOT_ACTIVE, str(Cancelled()))
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(job, tuple):
+                _fail(job[0], job[2], job[3], Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
+            elif job is not None:
+                job.set()
+        self._queue.put(None)
 
     # -- the thread --------------------------------------------------------------------------------
 
@@ -168,6 +195,7 @@ class Worker:
             if step is not None and self._broken is not None and self._broken[0] is step:
                 _fail(kind, op_id, listener, self._broken[1], self._broken[2])  # an optim-step on part of the batch
                 continue
+            self._running = (kind, op_id, listener)
             env = _envelope(op_id, Status.RUNNING)  # a new one per change: a listener may keep the last
             try:
                 listener(env)
@@ -182,6 +210,10 @@ class Worker:
                     self._broken = (step, code, rest_failed(kind, said, sent=True))
             else:
                 env = _envelope(op_id, Status.COMPLETED, output, _WITH_OUTPUT)
+            with self._lock:
+                told, self._running = self._running is None, None
+            if told:  # abandoned at a hurried exit: FAILED already
+                continue
             try:
                 listener(env)
             except Exception:  # noqa: BLE001 - as in ``submit``

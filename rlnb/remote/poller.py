@@ -131,7 +131,7 @@ class Poller:
                 if not op.ended:
                     try:
                         self._poll(op)
-                    except Exception as exc:  # noqa: BLE001 - the thread must live: it polls every other operation
+                    except BaseException as exc:  # noqa: BLE001 - the thread must live: it polls every other operation
                         if self._stopping:
                             return  # a poll ``stop(wait=False)`` gave up on: its client may be closed under it
                         self._give_up(op, exc)
@@ -220,9 +220,10 @@ class Poller:
                 "or operation_timeout (%g s)", op.kind, op.env.id, status, self.operation_timeout,
             )  # fmt: skip
 
-    def _give_up(self, op: InFlight, exc: Exception) -> None:
-        """A poll raised what no API error is (an injected transport's own error): ``op`` fails with it. Raised,
-        it ended this thread, and every operation of the session waited for ever, past ``operation_timeout``."""
+    def _give_up(self, op: InFlight, exc: BaseException) -> None:
+        """A poll raised what no API error is (an injected transport's own error, a hook's SystemExit): ``op`` fails
+        with it. Raised, it ended this thread, and every operation of the session waited for ever, past
+        ``operation_timeout``."""
         log.error("polling %s %s raised", op.kind, op.env.id, exc_info=exc)
         if not self._ended(op, time.monotonic()):
             return

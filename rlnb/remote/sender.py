@@ -160,7 +160,8 @@ class Sender:
             env = self.client.send_operation(self.session_id, item.op)
         except APIError as exc:
             self._refused(item, exc)
-        except Exception as exc:  # noqa: BLE001 - e.g. the client was closed under a POST close() gave up on
+        except BaseException as exc:  # noqa: BLE001 - e.g. the client was closed under a POST close() gave up on, a
+            # hook's SystemExit (it ended this thread in silence, and every later operation stayed PENDING)
             # scrubbed: a transport's own error may quote the request's headers (the history keeps this text)
             why = self.client.redact(f"the operation could not be sent: {type(exc).__name__}: {exc}")
             tell(item, wire.Operation.failed("", None, why))

@@ -38,7 +38,7 @@ def start_error_code(exc: BaseException) -> wire.SessionErrorCode:
     return wire.SessionErrorCode.RESOURCE_AT_CAPACITY if out_of_memory(exc) else wire.SessionErrorCode.SESSION_FAILED
 
 
-def failed_start(exc: Exception, resume: Path | None, cid: str | None, served: str) -> str:
+def failed_start(exc: BaseException, resume: Path | None, cid: str | None, served: str) -> str:
     """Why a session's model could not be built, for its ``error.message`` (was the 400 or 500 of the create).
     The checkpoint's path on this server is none of the client's: it is named by its id. Only the engine's refusal of
     the adapters is the client's ``lora_config``; any other failure names the server's setting ``served``."""
@@ -141,7 +141,8 @@ class SessionsMixin(RegistryCore):
         A session stopped meanwhile (STOPPING) is STOPPED once its new model is let go."""
         try:
             backend = build()
-        except Exception as exc:  # a damaged checkpoint, a bad LoRA target, out of memory: the session says why
+        except BaseException as exc:  # noqa: BLE001 - a damaged checkpoint, a bad LoRA target, out of memory, a model's
+            # own sys.exit (left CREATING for good, its slot held, nothing logged): the session ends ERROR saying why
             served = served_model(rec.base_model, self.settings.models[rec.base_model])
             self._not_built(rec, failed_start(exc, resume, cid, served), start_error_code(exc))
             return

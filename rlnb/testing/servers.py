@@ -11,6 +11,8 @@ import time
 import weakref
 from typing import IO, Any
 
+from rlnb import _exit
+
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
@@ -58,8 +60,11 @@ class ServerProcess:
         # stdin: a pipe only this process holds, closed by the OS however it ends (see the class's docstring)
         self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr)
         # A notebook that never reaches its stop() cell (an error before it, the cell re-run, the kernel shut down)
-        # left the server running after the kernel: it is stopped when this object is collected or Python exits.
+        # left the server running after the kernel: it is stopped when this object is collected or Python exits;
+        # at exit in rlnb's workers phase (``_stop_at_exit``), after the sessions on it closed, not before them.
         self._ender = weakref.finalize(self, _end, self.proc, self._stderr)
+        self._ender.atexit = False
+        _STARTED.add(self._ender)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -77,6 +82,7 @@ class ServerProcess:
         """Terminate the server, then kill it if it has not exited within 15 s."""
         if self._ender is not None:
             self._ender()  # runs _end once
+            _STARTED.discard(self._ender)
         self.proc, self._stderr, self._ender = None, None, None
 
     def log(self) -> str:
@@ -107,3 +113,19 @@ def _end(proc: subprocess.Popen[bytes], stderr: IO[bytes]) -> None:
         proc.wait()
     proc.stdin.close()  # type: ignore[union-attr]  # a pipe: start() made it
     stderr.close()
+
+
+_STARTED: set[weakref.finalize[Any, Any]] = set()
+"""The enders of the servers started and not stopped by ``stop()`` (one collected has run already: a no-op)."""
+
+
+def _stop_at_exit() -> None:
+    """Interpreter exit: stop the servers left running. weakref's own exit hook, registered at the first finalize, ran
+    before rlnb's, so the sessions on a server were closed against a dead one (a false "may still be running"). It
+    also marked every finalizer shut down (a call of one is a no-op then): each is detached and its ``_end`` called."""
+    for ender in list(_STARTED):
+        if (held := ender.detach()) is not None:
+            _end(*held[2])
+
+
+_exit.on_exit("workers", _stop_at_exit)

@@ -208,14 +208,21 @@ def refusal(panel: Any, n: Any) -> Exception | None:
 
 
 def _stop_running_panels() -> None:
-    """Interpreter exit mid-run: stop each panel after its step in progress, so that no step is still
-    submitting (or running torch) while its session closes and the interpreter tears down."""
+    """Interpreter exit mid-run: stop each panel and Find LR after its step in progress, so that no step is still
+    submitting (or running torch) while its session closes and the interpreter tears down; unless a SIGTERM hurries
+    the exit, the sessions then closed under the steps."""
+    from rlnb.widgets.finder import MADE  # here, not at the top: the builder imports this module as it is made
+
+    finders = [finder for finder in list(MADE) if finder.running]  # a builder's own too, given to no panel
     for panel in list(_OPEN.values()):
         panel.stop()
+    for finder in finders:
+        finder.stop()
     end = time.monotonic() + EXIT_DEADLINE
-    for panel in list(_OPEN.values()):
-        panel.join(max(0.0, end - time.monotonic()))
-        panel.builder.lr_finder.join(max(0.0, end - time.monotonic()))
+    for panel in list(_OPEN.values()):  # a SIGTERM (a kernel's Shut Down) ends these waits: ``_exit.hurried``
+        _exit.wait(panel.join, max(0.0, end - time.monotonic()))
+    for finder in finders:
+        _exit.wait(finder.join, max(0.0, end - time.monotonic()))
 
 
 _exit.on_exit("panels", _stop_running_panels)

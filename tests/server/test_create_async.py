@@ -92,6 +92,23 @@ def test_a_build_that_fails_ends_the_session_error_and_frees_its_slot(tmp_path, 
         assert running(c, create(c, rid).json()["id"])["status"] == RUNNING  # the slot of the cap is free
 
 
+def test_a_build_that_exits_ends_the_session_error_and_frees_its_slot(tmp_path, monkeypatch):
+    """A model's own code calling ``sys.exit`` (argparse, say) left the session CREATING for good, its slot held and
+    nothing logged (a thread ignores SystemExit): a stop then left it STOPPING for good."""
+
+    def exits(*args, **kwargs):
+        raise SystemExit(2)
+
+    with app_client(tmp_path, full_session_cap=1) as c:
+        rid = resource(c)
+        monkeypatch.setattr(sessions_module, "make_backend", exits)
+        s = running(c, create(c, rid).json()["id"])
+        assert s["status"] == wire.SessionStatus.ERROR, s
+        assert "building the session's model failed (SystemExit)" in s["error"]["message"]
+        monkeypatch.undo()
+        assert running(c, create(c, rid).json()["id"])["status"] == RUNNING  # the slot of the cap is free
+
+
 def test_a_damaged_checkpoint_ends_the_resumed_session_error_naming_it_by_id(tmp_path):
     with app_client(tmp_path) as c:
         rid = resource(c)

@@ -19,7 +19,8 @@ h = History()
 def kernel(tmp_path):
     """A real IPython kernel of this venv; yields ``run(code, cell=None, ask=None)``, which executes ``code`` as a
     front end would (``cell``: the cell id sent in the request's metadata, none when ``None``) and returns the
-    outputs it published (``(msg_type, content)``) and the value of the expression ``ask``."""
+    outputs it published (``(msg_type, content)``) and the value of the expression ``ask``. ``run.manager`` is the
+    kernel's manager: ``run.manager.shutdown_kernel(now=False)`` shuts it down as Jupyter's Shut Down does."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
 
@@ -59,6 +60,7 @@ def kernel(tmp_path):
             answer = reply["content"]["user_expressions"]["r"]["data"]["text/plain"] if ask else None
             return outputs, answer
 
+        run.manager = manager  # type: ignore[attr-defined]
         run(KERNEL_SETUP)
         yield run
     finally:

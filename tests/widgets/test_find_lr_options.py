@@ -3,6 +3,7 @@ names no task, on a RunPanel's builder."""
 
 import html
 import re
+import threading
 
 import pytest
 
@@ -80,3 +81,31 @@ def test_a_result_found_before_the_session_closed_is_said_beside_why_find_lr_wai
                                                                  "connect a new one")  # fmt: skip
     finally:
         panel.close()
+
+
+def test_an_exit_stops_a_builders_own_find_lr_after_its_step_as_it_stops_a_panels(monkeypatch):
+    """A builder with no RunPanel: its Find LR went on while the exit closed its session under the step in progress
+    (the exit stopped only the range tests of open panels)."""
+    from rlnb.widgets import turns
+
+    found = LRFind([1e-3, 1e-2], [0.0, 1.0], [0.0, 1.0], 0.01, "reward", "adam", None, "steepest ascent of it")
+    began, heard = threading.Event(), []
+
+    def lr_find(params, session, stop, **options):  # one step a tenth of a second until told to stop
+        began.set()
+        while not stop.wait(0.1):
+            pass
+        heard.append("stop")
+        return found
+
+    monkeypatch.setattr(rlnb.sweep, "lr_find", lr_find)
+    b = OptimizerBuilder()
+    try:
+        b.lr_finder.button.click()
+        assert began.wait(30) and b.lr_finder.running
+        turns._stop_running_panels()
+        assert heard == ["stop"] and not b.lr_finder.running
+    finally:
+        b.lr_finder.stop()
+        b.lr_finder.join(30)
+        b.close()

@@ -1,0 +1,98 @@
+"""Interpreter exit when the process is told to end: a Jupyter kernel's Shut Down sends SIGTERM 2.5 s after its
+request and SIGKILL at 5 s, while rlnb's exit hook may still wait for a step. A SIGTERM then hurries the exit: no more
+waiting, what is in flight recorded FAILED, nothing left PENDING."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import rlnb
+from rlnb import _exit
+
+SLOW_PANEL = """
+import rlnb
+from rlnb import samples
+from rlnb.testing import FakeBackend
+from rlnb.widgets import RunPanel
+s = rlnb.Session(FakeBackend(delay=8.0), runs_dir=RUNS, run_id="k")
+def step(session, params):
+    session.forward_backward([samples.cross_entropy([1, 2, 3])])
+    session.optim_step(params).result(timeout=30)
+p = RunPanel(s, step_fn=step)
+p.start(100)
+"""
+
+
+@pytest.mark.slow
+def test_a_kernel_shut_down_during_a_long_step_leaves_no_operation_pending(tmp_path):
+    from tests.support.kernels import kernel
+
+    with kernel(tmp_path) as run:
+        run(SLOW_PANEL.replace("RUNS", repr(str(tmp_path / "runs"))))
+        time.sleep(1.0)  # the step is running: 8 s, past the shutdown's SIGTERM (2.5 s) and SIGKILL (5 s)
+        run.manager.shutdown_kernel(now=False)
+    df = rlnb.History.load(tmp_path / "runs" / "k").df
+    assert len(df) == 2 and "TRAINING_OPERATION_STATUS_PENDING" not in set(df.status), df[["kind", "status"]]
+    # the close ends FakeBackend's delay (its forward-backward COMPLETED); the optim-step waiting behind it never ran
+    assert list(df.status)[1] == "TRAINING_OPERATION_STATUS_FAILED", df[["kind", "status"]]
+
+
+SIGTERM_IN_EXIT = """
+import os, signal, sys, threading, time
+import rlnb
+from rlnb import _exit, samples
+from rlnb.testing import FakeBackend
+s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
+run, worker = s.backend._worker._run_op, s.backend._worker
+worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to the stop (torch mid-kernel)
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+s.optim_step()
+def term():
+    while not _exit.exiting():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    print("SIGTERM", flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+threading.Thread(target=term, daemon=True).start()
+time.sleep(0.3)
+"""
+
+
+@pytest.mark.slow
+def test_a_sigterm_during_the_exit_stops_its_waits_and_records_what_ran(tmp_path):
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_IN_EXIT, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    took = time.monotonic() - started
+    assert proc.returncode == 0 and "SIGTERM" in proc.stdout, proc.stderr[-2000:]
+    assert took < 20, took  # the 30 s step not waited for (EXIT_DEADLINE would be 60 s)
+    df = rlnb.History.load(tmp_path / "r").df
+    assert list(df.status) == ["TRAINING_OPERATION_STATUS_FAILED"] * 2
+    assert list(df.error_message) == [
+        "the session was stopped while this operation ran",
+        "the session was stopped before this ran",
+    ]
+
+
+def test_the_exit_handles_sigterm_only_while_it_runs_and_keeps_a_handler_of_the_users(monkeypatch):
+    seen = []
+    monkeypatch.setattr(_exit, "_STEPS", {phase: [] for phase in _exit.PHASES})
+    monkeypatch.setattr(_exit, "_HURRY", type(_exit._HURRY)())
+    _exit.on_exit("panels", lambda: seen.append(signal.getsignal(signal.SIGTERM)))
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        _exit._run()
+        assert seen[0] is not signal.SIG_DFL and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        mine = lambda *_: None  # noqa: E731
+        signal.signal(signal.SIGTERM, mine)
+        _exit._run()
+        assert seen[1] is mine and signal.getsignal(signal.SIGTERM) is mine
+        assert not _exit.hurried()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        _exit._EXITING.clear()
