@@ -194,19 +194,24 @@ class Wrapper(Artist):
     """Draws nothing: drawn first of its axes' artists, it breaks ``text`` (a note centred on them) into lines at most
     ``NOTE_SHARE`` of the axes' width as they are drawn (``wrapped``), after a layout or a resize: matplotlib's
     ``wrap`` breaks at the figure's edges, and "'loss' is NaN at every step" on a 3 × 3 grid's panel (137 px) was one
-    line of 179 px, over the panel's y label and ticks."""
+    line of 179 px, over the panel's y label and ticks. It wraps what the note said when made, each of its own lines,
+    then writes it as drawn (``glyphs.drawable``): wrapped from its last draw, a name cut on a small panel stayed cut
+    when the figure grew, and a CJK name's escapes were cut in two."""
 
     def __init__(self, text: Text) -> None:
         super().__init__()
-        self.text = text
+        self.text, self.said = text, text.get_text()
         self.set_zorder(-math.inf)
         text.set_wrap(False)
 
     def draw(self, renderer: RendererBase) -> None:
         if self.axes is None or not self.text.get_visible():
             return
-        said, font = self.text.get_text().replace("\n", " "), self.text.get_fontproperties()
+        font, room = self.text.get_fontproperties(), NOTE_SHARE * self.axes.bbox.width
         measure = agg(cast(Figure, self.axes.get_figure(root=True)))
-        shown = wrapped(said, lambda line: drawn_width(line, font, measure), NOTE_SHARE * self.axes.bbox.width)
+        lines = [wrapped(line, lambda t: drawn_width(t, font, measure), room) for line in self.said.split("\n")]
+        shown, families = as_drawn("\n".join(lines), tuple(font.get_family()))
+        if families != tuple(font.get_family()):
+            self.text.set_fontfamily(list(families))
         if shown != self.text.get_text():
             self.text.set_text(shown)
