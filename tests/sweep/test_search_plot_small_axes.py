@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 
 from rlnb.sweep import search_plot
+from rlnb.viz.insidelegend import ROW_EM
 
 
 def every_status() -> pd.DataFrame:
@@ -87,3 +88,15 @@ def test_search_plots_long_axis_labels_keep_to_their_panel_of_a_grid():
     assert third_y <= up.y0 and up.y1 <= 2 * third_y, up.extents.round()
     label = ax.get_xlabel()
     assert label.startswith("learning") and label.endswith("warmup") and "…" in label
+
+
+def test_the_stars_legend_marker_is_scaled_to_the_rows_of_a_legend_fitted_to_small_axes():
+    """The best trial's star (``s=220``, 15 pt) drawn at its size in a legend fitted in a smaller font covered the
+    rows above and below it: its legend marker is at most a row tall."""
+    figure, ax = small_axes("3x2 tight")
+    search_plot(every_status(), ax=ax)
+    FigureCanvasAgg(figure).draw()
+    legend = ax.get_legend()
+    row = ROW_EM * legend.get_texts()[0].get_fontsize()  # points
+    sizes = [max(h.get_sizes()) for h in legend.legend_handles if hasattr(h, "get_sizes") and len(h.get_sizes())]
+    assert sizes and max(sizes) ** 0.5 <= row, (max(sizes) ** 0.5, row)

@@ -141,3 +141,12 @@ def test_the_users_title_comes_back_after_the_legend_said_there_was_no_room():
     drawn(figure, ax)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == names
     assert style(ax.get_legend()) == ("learning rate", "bold", False)
+
+
+def test_a_few_short_names_on_short_wide_axes_are_fitted_into_columns_within_their_height():
+    """Six one-letter runs fit the width of 8 × 1.2 in axes but, one a row, not their height: a legend as it is ran
+    over the axes' top and bottom."""
+    figure = Figure(figsize=(8, 1.2))
+    ax = plots.compare(runs(list("abcdef")), "loss", ax=figure.add_subplot())
+    box, axes = drawn(figure, ax)
+    assert axes.y0 <= box.y0 and box.y1 <= axes.y1, (box.extents.round(), axes.extents.round())
