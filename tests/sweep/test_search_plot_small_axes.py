@@ -100,3 +100,18 @@ def test_the_stars_legend_marker_is_scaled_to_the_rows_of_a_legend_fitted_to_sma
     row = ROW_EM * legend.get_texts()[0].get_fontsize()  # points
     sizes = [max(h.get_sizes()) for h in legend.legend_handles if hasattr(h, "get_sizes") and len(h.get_sizes())]
     assert sizes and max(sizes) ** 0.5 <= row, (max(sizes) ** 0.5, row)
+
+
+def test_a_cut_axis_label_stays_in_its_column_where_the_axes_are_right_of_its_centre():
+    """A label is centred on the axes, which in a grid's column 0 are right of their share's centre: cut to the
+    share's width, the x label ran 13 px into column 1 of a 3 × 3 grid."""
+    name = "optimizer_adam_learning_rate_for_the_policy_head_layers"
+    figure = Figure(figsize=(6.4, 4.8))
+    ax = figure.subplots(3, 3)[1, 0]
+    search_plot(every_status().rename(columns={"learning_rate": name}), x=name, ax=ax)
+    figure.tight_layout()
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    box = ax.xaxis.label.get_window_extent(canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= figure.bbox.width / 3, box.extents.round()
+    assert "…" in ax.get_xlabel()
