@@ -180,10 +180,13 @@ def _share(ax: Axes) -> tuple[float, float, float, float]:
 
 
 def _room(ax: Axes) -> float:
-    """The width in pixels a text centred on ``ax`` (its title, its x label) may take: 0.85 of its share's, and no
-    more than twice the room from the axes' centre, as they are now, to the nearer side of the share: a grid's
-    column 0 is right of its share's centre, and an x label cut to the share's width ran 13 px into column 1."""
+    """The width in pixels a text centred on ``ax`` (its title, its x label) may take: 0.85 of its share's, and on a
+    figure with no layout engine, whose axes stay where they are, no more than twice the room from their centre to
+    the nearer side of the share: a grid's column 0 is right of its share's centre, and an x label cut to the share's
+    width ran 13 px into column 1. A layout engine places the axes at each draw, after this cut."""
     left, right, wide, _ = _share(ax)
+    if cast(Figure, ax.get_figure(root=True)).get_layout_engine() is not None:
+        return 0.85 * wide
     centre = ax.bbox.x0 + ax.bbox.width / 2
     return max(min(0.85 * wide, 2 * (centre - left), 2 * (right - centre)), 0.0)
 
