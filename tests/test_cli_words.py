@@ -65,3 +65,23 @@ def test_the_demos_last_line_says_step_for_one_step(tmp_path, capsys):
     assert main(["demo", "--steps", "3", "--device", "cpu", "--threads", "1", "--out", str(tmp_path)]) == 0
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("mean reward:")]
     assert line.startswith("mean reward: first step ") and " -> last step " in line and "steps" not in line
+
+
+@pytest.mark.slow  # builds, saves and loads a tiny model
+def test_the_demo_on_a_float16_checkpoint_says_which_dtype_option_to_give(tmp_path, capsys):
+    """``--dtype auto`` loads a float16 checkpoint as float16, where the demo's AdamW eps is 0: the refusal told the
+    user to give ``adam_params.eps`` (no demo option) or ``dtype='bfloat16'`` (Python, not the option)."""
+    import torch
+
+    from tests.support.hf_models import build_model, build_tokenizer
+
+    checkpoint = tmp_path / "fp16"
+    model = build_model("llama").to(torch.float16)
+    model.config.dtype = torch.float16
+    model.save_pretrained(checkpoint)
+    build_tokenizer(checkpoint)
+    argv = ["demo", "--model", str(checkpoint), "--steps", "2", "--threads", "1", "--device", "cpu"]
+    assert exit_code([*argv, "--out", str(tmp_path / "out")]) == 2
+    said = capsys.readouterr().err
+    assert "--dtype auto gave float16 (the checkpoint's); give --dtype bfloat16" in said and "eps >=" not in said
+    assert not (tmp_path / "out").exists()

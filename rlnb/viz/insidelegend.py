@@ -112,8 +112,9 @@ class InsideLegend(Artist):
     """Draws nothing: on the figure, drawn before its axes once a layout (constrained, ``tight_layout``) or a resize
     has sized them, it makes their legend again where their size changed since it was made, as it is or ``fitted``:
     fitted at the call, a legend ran past axes the layout then narrowed, and names cut for small axes stayed cut on a
-    figure made larger. Made again, it keeps the title and frame the user set on the one before (its place is the
-    draw's, ``placing.legend``). A legend the user made in its stead is left as it is."""
+    figure made larger. Made again, it keeps the title and frame the user set on the one before, the title through one
+    that said there was no room (its place is the draw's, ``placing.legend``). A legend the user made in its stead is
+    left as it is."""
 
     def __init__(self, ax: Axes, handles: list[Artist], names: list[str], clear: Sequence[PathCollection]) -> None:
         super().__init__()
@@ -121,6 +122,8 @@ class InsideLegend(Artist):
         self.set_zorder(-math.inf)
         self.set_in_layout(False)
         self.plain, self.size, self.made = self._make(plain(ax, names))
+        self.title: tuple[str, FontProperties] | None = None
+        """The title and its font of the last legend that named the names: the user's, kept through a no-room one."""
 
     def _resized(self) -> bool:
         return any(abs(now - then) > SIZE_TOLERANCE_IN for now, then in zip(self._size(), self.size, strict=True))
@@ -145,7 +148,8 @@ class InsideLegend(Artist):
             return
         before = self.made
         self.plain, self.size, self.made = self._make(as_it_is)
-        title = before.get_title()
-        if before.get_texts() and self.made.get_texts():  # else one of them only says there is no room
-            self.made.set_title(title.get_text(), prop=title.get_fontproperties())
+        if before.get_texts():  # else it only said there was no room: the user's title is the one kept before it
+            self.title = before.get_title().get_text(), before.get_title().get_fontproperties()
+        if self.made.get_texts() and self.title is not None:
+            self.made.set_title(self.title[0], prop=self.title[1])
         self.made.set_frame_on(before.get_frame_on())

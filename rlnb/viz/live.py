@@ -32,6 +32,7 @@ from rlnb.viz.livefeed import feed
 from rlnb.viz.livefig import Panel
 from rlnb.viz.livepanels import draw_panel, new_panel
 from rlnb.viz.livetables import completions_html, ops_html, rl_html, steps_html
+from rlnb.viz.names import long_name
 from rlnb.viz.openviews import CLOSE_WAIT, OPEN, opened, shown
 from rlnb.viz.outputs import Outputs
 from rlnb.viz.series import Series
@@ -123,7 +124,7 @@ class LiveView:
         # panels sized for as many to a row of a laptop's notebook, up to four (and four where more are to come)
         self._per_row = 4 if self.auto else len(self.metrics) + 1 + loss + learning_rate
         for name in self.metrics:
-            self._add_panel(name, name, "C2")
+            self._add_panel(name, long_name(name), "C2")
         if loss:
             self._add_panel("loss", "loss", "C0")
         self._add_panel("grad_norm", "gradient norm (pre-clip)", "C1")

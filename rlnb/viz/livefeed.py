@@ -13,6 +13,7 @@ from rlnb.history.figures import StepRow
 from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.livepanels import NORMS
 from rlnb.viz.livetables import RL_TABLE
+from rlnb.viz.names import long_name
 from rlnb.viz.series import Series
 
 STEP_LINES = ("loss", *NORMS, "learning_rate")
@@ -50,7 +51,8 @@ def feed(view: Any, rows: list[StepRow], logs: list[dict[str, Any]]) -> set[str]
                 continue
             if view.auto and name not in view.panels and name not in RL_TABLE:
                 view.metrics.append(name)
-                view._add_panel(name, name, "C2" if len(view.metrics) == 1 else f"C{(len(view.metrics) + 3) % 10}")
+                color = "C2" if len(view.metrics) == 1 else f"C{(len(view.metrics) + 3) % 10}"
+                view._add_panel(name, long_name(name), color)
             if name in view.metrics:
                 _add(view, name, entry["step"], value, late)
                 changed.add(name)

@@ -14,6 +14,7 @@ from rlnb.tasks import EVAL_ACCURACY
 from rlnb.viz.draw import CLIP_HEADROOM, all_nan, not_logged
 from rlnb.viz.lines import inf_label, inf_marks
 from rlnb.viz.livefig import Panel
+from rlnb.viz.names import long_name
 from rlnb.viz.series import Series
 
 NORMS = {
@@ -37,7 +38,7 @@ def new_panel(
     panel = Panel(printable(title), legend=name == "grad_norm", per_row=per_row)
     if name == "reward" and EVAL_ACCURACY not in metrics:  # the held-out accuracy beside the reward
         _lines(panel, series, ema, name, color, "reward (train)")
-        panel.line(EVAL_ACCURACY, color="C3", ms=4, label="eval accuracy (held out)", zorder=3)
+        panel.line(EVAL_ACCURACY, color="C3", ms=4, label=long_name(EVAL_ACCURACY), zorder=3)
         series[EVAL_ACCURACY] = Series(ema)
     elif name == "grad_norm":
         for col, (c, label) in NORMS.items():

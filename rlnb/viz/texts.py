@@ -158,29 +158,44 @@ def _drawn(text: str, font: FontProperties) -> tuple[str, FontProperties]:
 
 
 def fit_titles(drawn: Axes | Figure) -> None:
-    """Every title and x label of ``drawn`` cut to its share of the figure's width, and every y label to its share of
-    the figure's height (``fit_title``): a long figure name, the label of its panel, ran off the top and the bottom,
-    and ``search_plot``'s x label (a column's name) across a grid's row."""
+    """Every title and x label of ``drawn`` cut to its room in its share of the figure's width (``_room``), and every
+    y label to its share of the figure's height (``fit_title``): a long figure name, the label of its panel, ran off
+    the top and the bottom, and ``search_plot``'s x label (a column's name) across a grid's row."""
     for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
-        wide, tall = _panel(ax)
-        fit_title(ax, 0.85 * wide)
-        fit_title(ax, 0.85 * wide, text=ax.xaxis.label)
-        fit_title(ax, 0.7 * tall, text=ax.yaxis.label)
+        fit_title(ax, _room(ax))
+        fit_title(ax, _room(ax), text=ax.xaxis.label)
+        fit_title(ax, 0.7 * _share(ax)[3], text=ax.yaxis.label)
 
 
-def _panel(ax: Axes) -> tuple[float, float]:
-    """The width and height in pixels of ``ax``'s share of its figure: its cell of their grid, or its own size."""
-    spec = ax.get_subplotspec()
-    wide = 1 / spec.get_gridspec().ncols if spec is not None else ax.get_position().width
-    tall = 1 / spec.get_gridspec().nrows if spec is not None else ax.get_position().height
-    return wide * ax.figure.bbox.width, tall * ax.figure.bbox.height
+def _share(ax: Axes) -> tuple[float, float, float, float]:
+    """The left, right, width and height in pixels of ``ax``'s share of its figure: its cell of their grid, or its
+    own place."""
+    spec, (width, height) = ax.get_subplotspec(), ax.figure.bbox.size
+    if spec is None:
+        place = ax.get_position()
+        return place.x0 * width, place.x1 * width, place.width * width, place.height * height
+    grid = spec.get_gridspec()
+    left, right = spec.colspan.start / grid.ncols * width, spec.colspan.stop / grid.ncols * width
+    return left, right, right - left, height / grid.nrows
+
+
+def _room(ax: Axes) -> float:
+    """The width in pixels a text centred on ``ax`` (its title, its x label) may take: 0.85 of its share's, and on a
+    figure with no layout engine, whose axes stay where they are, no more than twice the room from their centre to
+    the nearer side of the share: a grid's column 0 is right of its share's centre, and an x label cut to the share's
+    width ran 13 px into column 1. A layout engine places the axes at each draw, after this cut."""
+    left, right, wide, _ = _share(ax)
+    if cast(Figure, ax.get_figure(root=True)).get_layout_engine() is not None:
+        return 0.85 * wide
+    centre = ax.bbox.x0 + ax.bbox.width / 2
+    return max(min(0.85 * wide, 2 * (centre - left), 2 * (right - centre)), 0.0)
 
 
 def wrap_to_panel(ax: Axes, text: Text) -> None:
     """Each line of ``text`` (``ax``'s title, its x label) broken into lines at most the share of its panel's width
     ``fit_titles`` cuts a title to (``wrapped``): where cut, a sentence such as why a range test suggests nothing
     would lose its middle, and whole it ran past a 4 × 3 in figure and over a grid's neighbouring panels."""
-    room, font = 0.85 * _panel(ax)[0], text.get_fontproperties()
+    room, font = _room(ax), text.get_fontproperties()
     measure = agg(cast(Figure, ax.get_figure(root=True)))
     lines = text.get_text().split("\n")
     text.set_text("\n".join(wrapped(line, lambda t: drawn_width(t, font, measure), room) for line in lines))
@@ -194,19 +209,24 @@ class Wrapper(Artist):
     """Draws nothing: drawn first of its axes' artists, it breaks ``text`` (a note centred on them) into lines at most
     ``NOTE_SHARE`` of the axes' width as they are drawn (``wrapped``), after a layout or a resize: matplotlib's
     ``wrap`` breaks at the figure's edges, and "'loss' is NaN at every step" on a 3 × 3 grid's panel (137 px) was one
-    line of 179 px, over the panel's y label and ticks."""
+    line of 179 px, over the panel's y label and ticks. It wraps what the note said when made, each of its own lines,
+    then writes it as drawn (``glyphs.drawable``): wrapped from its last draw, a name cut on a small panel stayed cut
+    when the figure grew, and a CJK name's escapes were cut in two."""
 
     def __init__(self, text: Text) -> None:
         super().__init__()
-        self.text = text
+        self.text, self.said = text, text.get_text()
         self.set_zorder(-math.inf)
         text.set_wrap(False)
 
     def draw(self, renderer: RendererBase) -> None:
         if self.axes is None or not self.text.get_visible():
             return
-        said, font = self.text.get_text().replace("\n", " "), self.text.get_fontproperties()
+        font, room = self.text.get_fontproperties(), NOTE_SHARE * self.axes.bbox.width
         measure = agg(cast(Figure, self.axes.get_figure(root=True)))
-        shown = wrapped(said, lambda line: drawn_width(line, font, measure), NOTE_SHARE * self.axes.bbox.width)
+        lines = [wrapped(line, lambda t: drawn_width(t, font, measure), room) for line in self.said.split("\n")]
+        shown, families = as_drawn("\n".join(lines), tuple(font.get_family()))
+        if families != tuple(font.get_family()):
+            self.text.set_fontfamily(list(families))
         if shown != self.text.get_text():
             self.text.set_text(shown)

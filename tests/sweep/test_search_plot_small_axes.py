@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 
 from rlnb.sweep import search_plot
+from rlnb.viz.insidelegend import ROW_EM
 
 
 def every_status() -> pd.DataFrame:
@@ -87,3 +88,30 @@ def test_search_plots_long_axis_labels_keep_to_their_panel_of_a_grid():
     assert third_y <= up.y0 and up.y1 <= 2 * third_y, up.extents.round()
     label = ax.get_xlabel()
     assert label.startswith("learning") and label.endswith("warmup") and "…" in label
+
+
+def test_the_stars_legend_marker_is_scaled_to_the_rows_of_a_legend_fitted_to_small_axes():
+    """The best trial's star (``s=220``, 15 pt) drawn at its size in a legend fitted in a smaller font covered the
+    rows above and below it: its legend marker is at most a row tall."""
+    figure, ax = small_axes("3x2 tight")
+    search_plot(every_status(), ax=ax)
+    FigureCanvasAgg(figure).draw()
+    legend = ax.get_legend()
+    row = ROW_EM * legend.get_texts()[0].get_fontsize()  # points
+    sizes = [max(h.get_sizes()) for h in legend.legend_handles if hasattr(h, "get_sizes") and len(h.get_sizes())]
+    assert sizes and max(sizes) ** 0.5 <= row, (max(sizes) ** 0.5, row)
+
+
+def test_a_cut_axis_label_stays_in_its_column_where_the_axes_are_right_of_its_centre():
+    """A label is centred on the axes, which in a grid's column 0 are right of their share's centre: cut to the
+    share's width, the x label ran 13 px into column 1 of a 3 × 3 grid."""
+    name = "optimizer_adam_learning_rate_for_the_policy_head_layers"
+    figure = Figure(figsize=(6.4, 4.8))
+    ax = figure.subplots(3, 3)[1, 0]
+    search_plot(every_status().rename(columns={"learning_rate": name}), x=name, ax=ax)
+    figure.tight_layout()
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    box = ax.xaxis.label.get_window_extent(canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= figure.bbox.width / 3, box.extents.round()
+    assert "…" in ax.get_xlabel()

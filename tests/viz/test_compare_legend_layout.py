@@ -125,3 +125,28 @@ def test_names_that_cannot_be_read_on_tiny_axes_give_a_legend_that_says_so_insid
     drawn(figure, ax)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == names
     assert ax.get_legend().get_title().get_text() == ""
+
+
+def test_the_users_title_comes_back_after_the_legend_said_there_was_no_room():
+    """Shrunk to a legend that only says "8 names: no room" and grown again, the legend had lost the user's title: it
+    was copied from the legend before, the notice, which has none of its own."""
+    names = [f"run {i} of a sweep over the learning rate and warmup" for i in range(8)]
+    figure = Figure(figsize=(5, 4))
+    ax = plots.compare(runs(names), "loss", ax=figure.add_subplot())
+    styled(ax)
+    figure.set_size_inches(1.0, 0.9)
+    drawn(figure, ax)
+    assert ax.get_legend().get_texts() == []  # only a notice: no name could be told
+    figure.set_size_inches(5, 4)
+    drawn(figure, ax)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == names
+    assert style(ax.get_legend()) == ("learning rate", "bold", False)
+
+
+def test_a_few_short_names_on_short_wide_axes_are_fitted_into_columns_within_their_height():
+    """Six one-letter runs fit the width of 8 × 1.2 in axes but, one a row, not their height: a legend as it is ran
+    over the axes' top and bottom."""
+    figure = Figure(figsize=(8, 1.2))
+    ax = plots.compare(runs(list("abcdef")), "loss", ax=figure.add_subplot())
+    box, axes = drawn(figure, ax)
+    assert axes.y0 <= box.y0 and box.y1 <= axes.y1, (box.extents.round(), axes.extents.round())

@@ -146,3 +146,15 @@ def test_where_no_cell_id_comes_a_live_view_replaces_its_own_display(tmp_path):
         run("a = live.LiveView(h); a", "A")  # with a cell id: cells tell views apart, as above
         run("b = live.LiveView(h); b", "B")
         assert run("", "C", "[v in openviews.OPEN for v in (a, b)]")[1] == "[True, True]"
+
+
+def test_a_live_views_metric_panel_is_titled_by_the_names_catalogue_as_overview_and_compare_are():
+    """``LiveView(h, metrics=("entropy",))`` titled its panel "entropy", ``overview`` and ``compare`` "entropy (nats per
+    token)": one figure under two names."""
+    metrics = ("entropy", "completions/distinct_mean", "my_score")
+    view = LiveView(hand_history([1.0], norms=[0.3]), metrics=metrics, every=0)
+    try:
+        titles = [view.panels[name].ax.title.get_text() for name in metrics]
+        assert titles == ["entropy (nats per token)", "distinct completions per group", "my_score"]
+    finally:
+        view.close()

@@ -2,6 +2,7 @@
 long name: fitted inside the axes as drawn (``rlnb.viz.insidelegend``), as ``compare``'s is."""
 
 import io
+import re
 
 import pandas as pd
 import pytest
@@ -9,6 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rlnb.viz import plots
+from rlnb.viz.draw import note
 from tests.support.histories import hand_history
 
 LONG = "学習率 sweep — αβγ run with a rather long descriptive name №xxx"
@@ -61,3 +63,43 @@ def test_a_note_of_why_nothing_is_drawn_is_broken_into_lines_inside_the_users_sm
     figure.set_size_inches(12.8, 9.6)  # a larger figure: on one line again
     canvas.draw()
     assert text.get_text() == "'loss' is NaN at every step"
+
+
+def test_a_note_cut_on_a_small_panel_is_whole_again_when_the_figure_grows():
+    """A note is wrapped from what it says at each draw, not from its last draw's lines: a name cut on a 3 × 3 grid's
+    panel ("'completi…_policy'") stayed cut on a 20 × 12 in figure, where the axes are 456 px wide."""
+    said = "'completions/distinct_mean_of_the_policy' is NaN at every step"
+    figure = Figure(figsize=(6.4, 4.8))
+    ax = figure.subplots(3, 3)[1, 1]
+    note(ax, said)
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    (text,) = ax.texts
+    assert "…" in text.get_text()
+    figure.set_size_inches(20, 12)
+    canvas.draw()
+    assert text.get_text().replace("\n", " ") == said
+
+
+def test_a_cjk_name_in_a_note_is_cut_on_whole_characters_then_escaped():
+    """The escapes of a CJK name no font has are made after the cut: cut after, "'\\u5b66\\…2\\u7387'" kept half of
+    two escapes."""
+    name = "学習率" * 5
+    figure = Figure(figsize=(6.4, 4.8))
+    ax = figure.subplots(3, 3)[1, 1]
+    plots.metric(pd.DataFrame({"step": range(5), name: [float("nan")] * 5}), name, ax=ax)
+    canvas = FigureCanvasAgg(figure)
+    for size in [(6.4, 4.8), (3, 2), (40, 9)]:
+        figure.set_size_inches(*size)
+        canvas.draw()
+        (text,) = ax.texts
+        assert "\\" not in re.sub(r"\\u[0-9a-f]{4}", "", text.get_text()), (size, text.get_text())
+    assert text.get_text().startswith(repr(name).encode("unicode_escape").decode("ascii")), text.get_text()
+
+
+def test_a_notes_own_line_breaks_are_kept():
+    figure = Figure(figsize=(6, 4))
+    ax = figure.add_subplot()
+    note(ax, "line one\nline two")
+    FigureCanvasAgg(figure).draw()
+    assert ax.texts[0].get_text() == "line one\nline two"
