@@ -1,0 +1,35 @@
+"""A sink dropped in a sweep's first trial (its library failed) and given to every later trial: the user hears of the
+trials it left out once, at the sweep's end, on their own thread, each trial named by its full run name. It was one
+warning per trial, queued on the trial threads and said only at interpreter exit (a notebook's kernel shutdown)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import rlnb
+from rlnb import sinks
+from rlnb.sinks import base
+from rlnb.sweep import grid, sweep
+from tests.support.kept_sink import WRITTEN, Kept
+
+
+def test_a_sink_dropped_in_a_sweep_says_once_at_its_end_which_trials_it_left_out(tmp_path):
+    sink = Kept("dropped-in-sweep", fail_at=1, interval=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trials = sweep(rlnb.AdamParams(), grid(learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]), steps=1, progress=False,
+                       runs_dir=tmp_path, sinks=[sink], executor="threads")  # fmt: skip
+    said = [str(w.message) for w in caught if issubclass(w.category, sinks.SinkWarning)]
+    at = [w.filename for w in caught if "not written there" in str(w.message)]
+    assert at == [__file__], at  # at the user's sweep call, on their thread
+    folder = Path(trials.attrs["path"]).name
+    names = [f"{folder}/{Path(p).name}" for p in trials.run_path]
+    dropped = [s for s in said if "dropped while writing run" in s and "not written there" not in s]
+    assert len(dropped) == 1 and names[0] in dropped[0], said  # trial 0's own failure, said when it closed
+    (left,) = [s for s in said if "not written there" in s]  # one warning for the sink, not one per trial
+    assert f"dropped while writing run {names[0]} (OSError: disk gone)" in left, left
+    assert all(name in left for name in names[1:]) and "rlnb.export" in left, left
+    assert len(said) == 2, said
+    assert sink not in base._UNSAID and not sink._unsaid  # nothing left for interpreter exit to say
+    assert WRITTEN.get("dropped-in-sweep") is None
