@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import rlnb
@@ -50,7 +51,13 @@ def given(sink: Slow, n: int) -> None:
         time.sleep(0.005)
 
 
-def logged(file, want: int) -> int:
+def logged_now(file: Path) -> int:
+    mark = marks.read(file)
+    assert mark is not None
+    return mark.logged
+
+
+def logged(file: Path, want: int) -> int:
     """The mark's ``logged`` once it is ``want`` (30 s at most); what it is then."""
     deadline = time.monotonic() + 30
     while (mark := marks.read(file)) is None or mark.logged != want:
@@ -64,14 +71,16 @@ def test_the_mark_waits_for_the_store_advances_with_it_is_written_at_close_and_s
     monkeypatch.setattr(channel, "RECHECK", 0.01)
     sink = Slow(interval=0)
     with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r", sinks=[sink]) as s:
+        assert s.history.path is not None
         file = marks.path(s.history.path, sink)
+        assert file is not None
         for step in (1, 2):  # a batch each: a mark for each row
             s.history.log(step, reward=float(step))
             given(sink, step)
         asked = sink.asked
         time.sleep(0.2)  # twenty rechecks: the store still holds nothing
         assert sink.given == 2 and sink.asked > asked, (sink.given, sink.asked)  # it keeps asking
-        assert marks.read(file).logged == 0  # nothing the store lacks is marked written
+        assert logged_now(file) == 0  # nothing the store lacks is marked written
         sink.held = 1
         assert logged(file, 1) == 1  # the first row stored: marked, the second not
         sink.held = 2
@@ -82,5 +91,5 @@ def test_the_mark_waits_for_the_store_advances_with_it_is_written_at_close_and_s
         s.history.log(3, reward=3.0)  # given, never stored before the close
         given(sink, 3)
         time.sleep(0.2)
-        assert marks.read(file).logged == 2
-    assert marks.read(file).logged == 3  # the run closed: its library stored what it was given
+        assert logged_now(file) == 2
+    assert logged_now(file) == 3  # the run closed: its library stored what it was given

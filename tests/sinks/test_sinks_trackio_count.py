@@ -14,6 +14,7 @@ from rlnb.testing import FakeBackend
 from tests.support.sink_tests import env  # noqa: F401 - every library's state under a temporary folder, $HOME too
 
 
+@pytest.mark.slow  # Trackio itself (imported: seconds of CPU)
 def test_trackios_rows_of_a_run_are_counted_by_its_index(tmp_path, monkeypatch):
     pytest.importorskip("trackio")
     from rlnb.sinks import trackio as trackio_sink
@@ -30,7 +31,9 @@ def test_trackios_rows_of_a_run_are_counted_by_its_index(tmp_path, monkeypatch):
     with rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r", sinks=[sink]) as s:
         for step in (1, 2, 3):
             s.history.log(step, reward=float(step))
-    with sqlite3.connect(sink.written_to()) as con:
+    db = sink.written_to()
+    assert db is not None
+    with sqlite3.connect(db) as con:
         (run_id,) = {r for (r,) in con.execute("SELECT run_id FROM metrics WHERE run_name = 'r'")}
         assert counted == [run_id]
         plan = " | ".join(row[-1] for row in con.execute(f"EXPLAIN QUERY PLAN {trackio_sink.ROWS}", (run_id, run_id)))
