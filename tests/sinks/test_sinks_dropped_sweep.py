@@ -7,6 +7,8 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import pytest
+
 import rlnb
 from rlnb import sinks
 from rlnb.sinks import base
@@ -33,3 +35,24 @@ def test_a_sink_dropped_in_a_sweep_says_once_at_its_end_which_trials_it_left_out
     assert len(said) == 2, said
     assert sink not in base._UNSAID and not sink._unsaid  # nothing left for interpreter exit to say
     assert WRITTEN.get("dropped-in-sweep") is None
+
+
+def test_a_sweep_ended_by_an_error_leaves_its_left_out_trials_for_the_next_session_to_say(tmp_path):
+    sink = Kept("dropped-in-failed-sweep", fail_at=1, interval=0)
+
+    def bad(done: int, total: int, row: object) -> None:
+        if done == total:
+            raise RuntimeError("my progress bar broke")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="progress bar broke") as raised:
+            sweep(rlnb.AdamParams(), grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=1, progress=bad,
+                  runs_dir=tmp_path, sinks=[sink], executor="threads", max_concurrent=1)  # fmt: skip
+    assert not [w for w in caught if "not written there" in str(w.message)]  # the error is what is raised
+    (left,) = [text for text in sink._unsaid if "not written there" in text]
+    assert "2 later trials" in left and "rlnb.export" in left, left
+    assert sink in base._UNSAID  # said at the next session's start on this thread, or at exit at the latest
+    with pytest.warns(sinks.SinkWarning, match="2 later trials of the sweep are not written there"):
+        base.say_all()
+    assert all(Path(p).name in left for p in raised.value.trials.run_path[1:])  # type: ignore[attr-defined]
