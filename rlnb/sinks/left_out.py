@@ -70,10 +70,10 @@ class gathered:  # noqa: N801 - used as a function: ``with gathered(sinks):`` (a
 def _said(sink: Sink, runs: list[History]) -> str:
     """One warning for the runs a sweep left out of ``sink``, each by its full name (``<sweep>/<trial>``, as the run
     it was dropped in: the trials' configs name their sweep once annotated, after ``left_out``)."""
-    names = [RunInfo.from_config(dict(h.config), h.path).name for h in runs]
+    names = sorted(RunInfo.from_config(dict(h.config), h.path).name for h in runs)
     shown = ", ".join(names[:LISTED]) + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
     kept = "Their run folders have" if all(h.path is not None for h in runs) else "Their session.history has"
-    return (f"{_dropped(sink)}: {len(names)} later trial{'s' * (len(names) > 1)} of the sweep "
+    return (f"{_dropped(sink)}: {len(names)} other trial{'s' * (len(names) > 1)} of the sweep "
             f"{'are' if len(names) > 1 else 'is'} not written there: {shown}. {kept} everything: "
             f"rlnb.export(run_path, rlnb.sinks.{type(sink).__name__}(...)) writes a trial there")  # fmt: skip
 

@@ -16,25 +16,26 @@ from rlnb.sweep import grid, sweep
 from tests.support.kept_sink import WRITTEN, Kept
 
 
-def test_a_sink_dropped_in_a_sweep_says_once_at_its_end_which_trials_it_left_out(tmp_path):
-    sink = Kept("dropped-in-sweep", fail_at=1, interval=0)
+@pytest.mark.parametrize("at_once", [1, 4])  # 4: the other trials were under way when the sink was dropped
+def test_a_sink_dropped_in_a_sweep_says_once_at_its_end_which_trials_it_left_out(tmp_path, at_once):
+    sink = Kept(f"dropped-in-sweep-{at_once}", fail_at=1, interval=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trials = sweep(rlnb.AdamParams(), grid(learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]), steps=1, progress=False,
-                       runs_dir=tmp_path, sinks=[sink], executor="threads")  # fmt: skip
+                       runs_dir=tmp_path, sinks=[sink], executor="threads", max_concurrent=at_once)  # fmt: skip
     said = [str(w.message) for w in caught if issubclass(w.category, sinks.SinkWarning)]
     at = [w.filename for w in caught if "not written there" in str(w.message)]
     assert at == [__file__], at  # at the user's sweep call, on their thread
     folder = Path(trials.attrs["path"]).name
     names = [f"{folder}/{Path(p).name}" for p in trials.run_path]
-    dropped = [s for s in said if "dropped while writing run" in s and "not written there" not in s]
-    assert len(dropped) == 1 and names[0] in dropped[0], said  # trial 0's own failure, said when it closed
+    (dropped,) = [s for s in said if "dropped while writing run" in s and "not written there" not in s]
+    (first,) = [name for name in names if f"run {name}:" in dropped]  # the trial whose failure dropped it, said then
     (left,) = [s for s in said if "not written there" in s]  # one warning for the sink, not one per trial
-    assert f"dropped while writing run {names[0]} (OSError: disk gone)" in left, left
-    assert all(name in left for name in names[1:]) and "rlnb.export" in left, left
+    assert f"dropped while writing run {first} (OSError: disk gone): 3 other trials" in left, left
+    assert all(name in left for name in names if name != first) and "rlnb.export" in left, left
     assert len(said) == 2, said
     assert sink not in base._UNSAID and not sink._unsaid  # nothing left for interpreter exit to say
-    assert WRITTEN.get("dropped-in-sweep") is None
+    assert WRITTEN.get(sink.name) is None
 
 
 def test_a_sweep_ended_by_an_error_leaves_its_left_out_trials_for_the_next_session_to_say(tmp_path):
@@ -51,8 +52,8 @@ def test_a_sweep_ended_by_an_error_leaves_its_left_out_trials_for_the_next_sessi
                   runs_dir=tmp_path, sinks=[sink], executor="threads", max_concurrent=1)  # fmt: skip
     assert not [w for w in caught if "not written there" in str(w.message)]  # the error is what is raised
     (left,) = [text for text in sink._unsaid if "not written there" in text]
-    assert "2 later trials" in left and "rlnb.export" in left, left
+    assert "2 other trials" in left and "rlnb.export" in left, left
     assert sink in base._UNSAID  # said at the next session's start on this thread, or at exit at the latest
-    with pytest.warns(sinks.SinkWarning, match="2 later trials of the sweep are not written there"):
+    with pytest.warns(sinks.SinkWarning, match="2 other trials of the sweep are not written there"):
         base.say_all()
     assert all(Path(p).name in left for p in raised.value.trials.run_path[1:])  # type: ignore[attr-defined]
