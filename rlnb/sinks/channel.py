@@ -15,6 +15,7 @@ from rlnb import _exit
 from rlnb.history import History
 from rlnb.sinks import claims, marks
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
+from rlnb.sinks.left_out import left_out
 from rlnb.sinks.marks import Mark
 from rlnb.sinks.points import Item, merge
 from rlnb.sinks.process import Lease, place
@@ -83,6 +84,7 @@ class Channel:
                         break
                 if self.sink.error is not None:  # dropped while writing another run
                     _quietly_close(writer)
+                    self._dropped_elsewhere()
                     return
                 if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
                     run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
@@ -103,6 +105,7 @@ class Channel:
                         self.marked.write(self._unstored[-1][1])
                     return
         except BaseException as exc:  # noqa: BLE001 - any error drops the sink, never the run
+            self._dropped_elsewhere()
             self.sink.fail(exc, self.run_name)
             _quietly_close(writer)
         finally:
@@ -110,6 +113,12 @@ class Channel:
                 lease.release()
             if self.marked is not None:
                 self.marked.close()
+
+    def _dropped_elsewhere(self) -> None:
+        """This run left out of a sink another run's failure dropped meanwhile (a sweep's trials at once): said as a
+        later run given the dropped sink is (``left_out``); it was said of the other run only."""
+        if self.sink.error is not None and self.sink.dropped_in != self.run_name:
+            left_out(self._history, self.sink, self._unnamed)
 
     def _mark(self, writer: Writer | None, mark: Mark | None) -> None:
         """Record ``mark`` once the library's store holds what the writer gave it until then (``Writer.stored``): W&B

@@ -24,12 +24,12 @@ from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
 from rlnb.history.runconfig import session_starts
 from rlnb.sinks import marks
-from rlnb.sinks.base import RunInfo, Sink, SinkWarning, say_all
+from rlnb.sinks.base import Sink, SinkWarning, say_all
 from rlnb.sinks.channel import Channel
+from rlnb.sinks.left_out import left_out
 from rlnb.sinks.marks import Mark
 from rlnb.sinks.points import Item, Steps, logged, unsent
 from rlnb.sinks.process import place, stop_all
-from rlnb.sinks.scrubbing import scrub
 
 CLOSE_TIMEOUT = 30.0
 """Seconds ``close()`` waits for the sinks to write what they hold before giving up on them."""
@@ -50,7 +50,7 @@ class Attachment:
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
         for sink in sinks:
             if sink.error is not None:
-                _left_out(history, sink)
+                left_out(history, sink, unnamed(history))
         if threading.current_thread() is threading.main_thread():  # a sweep's trial thread: another's catch_warnings
             say_all()  # a new run: a sink's failure not said yet (after the last log of a run never closed) is said
         fresh = not session_starts(dict(history.config)) and history not in _LATEST  # no session streamed it before
@@ -177,28 +177,6 @@ class Attachment:
         if not any(channel.thread.is_alive() for channel in self._channels):
             self._unread()  # every writer ended: nothing left to say at a read (a history reused by many sessions)
         self._say()
-
-
-def _left_out(history: History, sink: Sink) -> None:
-    """A sink dropped before (in an earlier run, or when made) given to this run: said again, naming the run it leaves
-    out (the first warning may have scrolled away cells ago), and marked in the run folder as holding none of it
-    (``rlnb.sinks.marks``), so that a session continuing the run with a working sink sends it the whole run; a mark
-    there already (a session that streamed the run) stays."""
-    name = RunInfo.from_config(dict(history.config), history.path, unnamed(history)).name
-    file = marks.path(history.path, sink) if history.path is not None else None
-    try:
-        unmarked = file is not None and marks.read(file) is None
-    except ValueError:  # a damaged mark: the continuing session says so
-        unmarked = False
-    if file is not None and unmarked:
-        marks.write_once(file, Mark(-1, frozenset(), 0))
-    error = sink.error
-    dropped = f" while writing run {sink.dropped_in}" if sink.dropped_in else ""
-    kept = history.path or "session.history, in memory,"
-    later = f"a session continuing run {name} with a new {type(sink).__name__} sink sends it the whole run" if file \
-        else "rlnb.export writes it there"  # fmt: skip
-    sink.note(f"rlnb.sinks.{type(sink).__name__} was dropped{dropped} ({type(error).__name__}: {scrub(str(error))}): "
-              f"run {name} is not written there. {kept} has everything: {later}")  # fmt: skip
 
 
 def validate(sinks: Sink | Sequence[Sink]) -> list[Sink]:

@@ -30,8 +30,9 @@ RLNB_SETS = ("name", "group", "config")
 """``trackio.init``'s arguments that rlnb gives, not ``init``."""
 RENAMED = "__"
 """What Trackio puts before a figure's name that it keeps for itself, or that starts with it (``Run.log``)."""
-ROWS = "SELECT (SELECT COUNT(*) FROM metrics WHERE run_name = ?) + (SELECT COUNT(*) FROM alerts WHERE run_name = ?)"
-"""A run's rows in Trackio's database: its metrics' and its alerts'."""
+ROWS = "SELECT (SELECT COUNT(*) FROM metrics WHERE run_id = ?) + (SELECT COUNT(*) FROM alerts WHERE run_id = ?)"
+"""A run's rows in Trackio's database: its metrics' and its alerts', by its id (indexed: by name, each count read every
+run's rows in the project)."""
 ELSEWHERE = ("space_id", "server_url", "dataset_id", "bucket_id")
 """``trackio.init``'s arguments that say where a project is kept, if not in the local database."""
 
@@ -158,7 +159,7 @@ class Trackio(Sink):
         where = self.written_to()
         db = where if where is not None and where.is_file() else None  # not the inbox of JSONL fragments
         writer = _Writer(contextvars.Context().run(trackio.init, **kwargs), where, Renamed(self.note, run.name))
-        writer.count_in(db, run.name)
+        writer.count_in(db)
         return writer
 
 
@@ -195,13 +196,13 @@ class _Writer:
         self._where = Watched(where)  # deleted, Trackio made it anew and wrote the rest of the run there in silence
         self._renamed = renamed
         self._db: Path | None = None
-        self._name, self._given = "", 0
+        self._key, self._given = str(getattr(run, "id", "")), 0
 
-    def count_in(self, db: Path | None, name: str) -> None:
-        """Count run ``name``'s rows in the project's database ``db`` from now (``stored``; None: not on this
-        machine, or JSONL fragments)."""
-        self._db, self._name = db, name
-        self._given = self._count() if db is not None else 0  # an earlier session's
+    def count_in(self, db: Path | None) -> None:
+        """Count the run's rows in the project's database ``db`` from now (``stored``; None: not on this machine, or
+        JSONL fragments, or a Trackio whose run has no id)."""
+        self._db = db if self._key else None
+        self._given = self._count() if self._db is not None else 0  # an earlier session's (a run resumed by its id)
 
     def stored(self) -> tuple[int, int] | None:
         """The rows (metrics and alerts) given to Trackio and how many of them its database holds: Trackio queues them
@@ -213,7 +214,7 @@ class _Writer:
         """The run's rows in the database; 0 where it cannot be read now (the sink's ``Watched`` says a deletion)."""
         try:
             with contextlib.closing(sqlite3.connect(f"file:{self._db}?mode=ro", uri=True, timeout=5)) as con:
-                return int(con.execute(ROWS, (self._name, self._name)).fetchone()[0])
+                return int(con.execute(ROWS, (self._key, self._key)).fetchone()[0])
         except sqlite3.Error:
             return 0
 

@@ -25,6 +25,7 @@ from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.errors import user_stacklevel
 from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams, kind_of
+from rlnb.sinks.left_out import gathered
 from rlnb.wire import TrialStatus
 
 from .applying import apply
@@ -165,15 +166,16 @@ def sweep(
         previous = planned_rows(folder, previous, source.expected)
         run = start(folder, source, reporter, where, study, stop or threading.Event(), progress)
         state["started"] = True
-        try:
-            run.drive()
-        except BaseException as error:
-            run.drain()  # an error escaping (say, from a progress callback): keep every row, then raise it
-            _kept(error, folder, lambda: table(previous + run.rows, folder, trial.objective, source.superseded()))
-            raise
-        finally:
-            for ex in run.executors.values():
-                ex.close()
+        with gathered(options.get("sinks", [])):  # a dropped sink's left-out trials: said once, at the end
+            try:
+                run.drive()
+            except BaseException as error:
+                run.drain()  # an error escaping (say, from a progress callback): keep every row, then raise it
+                _kept(error, folder, lambda: table(previous + run.rows, folder, trial.objective, source.superseded()))
+                raise
+            finally:
+                for ex in run.executors.values():
+                    ex.close()
         trials = table(previous + run.rows, folder, trial.objective, source.superseded())
         trials.attrs["interrupted"] = run.interrupted  # it went no further: a loop over sweeps stops on it
         return trials

@@ -1,0 +1,89 @@
+"""A sink dropped before (its library failed in an earlier run) given to a later run: that run is left out of it, and
+said so. A sweep gathers what its trials left out (``gathered``) and says it once at its end, on the caller's thread:
+said by each trial, the warnings were one per trial, queued on the trial threads and heard only at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from rlnb.history import History
+from rlnb.sinks import marks
+from rlnb.sinks.base import RunInfo, Sink
+from rlnb.sinks.marks import Mark
+from rlnb.sinks.scrubbing import scrub
+
+LISTED = 20
+"""Runs a sweep's warning names one by one; the rest are counted."""
+
+
+def left_out(history: History, sink: Sink, unnamed: str) -> None:
+    """Say again that ``sink`` is dropped, naming the run it leaves out (the first warning may have scrolled away cells
+    ago; in a sweep, at its end: ``gathered``), and mark the run folder as holding none of it (``rlnb.sinks.marks``),
+    so that a session continuing the run with a working sink sends it the whole run; a mark there already (a session
+    that streamed the run) stays."""
+    file = marks.path(history.path, sink) if history.path is not None else None
+    try:
+        unmarked = file is not None and marks.read(file) is None
+    except ValueError:  # a damaged mark: the continuing session says so
+        unmarked = False
+    if file is not None and unmarked:
+        marks.write_once(file, Mark(-1, frozenset(), 0))
+    with _LOCK:
+        if sink in _GATHERED:
+            _GATHERED[sink].append(history)
+            return
+    name = RunInfo.from_config(dict(history.config), history.path, unnamed).name
+    kept = history.path or "session.history, in memory,"
+    later = f"a session continuing run {name} with a new {type(sink).__name__} sink sends it the whole run" if file \
+        else "rlnb.export writes it there"  # fmt: skip
+    sink.note(f"{_dropped(sink)}: run {name} is not written there. {kept} has everything: {later}")
+
+
+class gathered:  # noqa: N801 - used as a function: ``with gathered(sinks):`` (a class: no contextlib frame between
+    # the warning and the user's line, which ``user_stacklevel`` would take for theirs)
+    """While a sweep runs: the runs its trials leave out of a dropped sink among ``sinks`` (``rlnb.connect``'s option,
+    unchecked: a trial refuses a bad one), said in one warning per sink when it ends, on this thread; a sweep ended by
+    an error leaves it for the next session's start (or exit) to say."""
+
+    def __init__(self, sinks: object) -> None:
+        given = [sinks] if isinstance(sinks, Sink) else list(sinks) if isinstance(sinks, list | tuple) else []
+        self._given = [s for s in dict.fromkeys(given) if isinstance(s, Sink)]
+        self._mine: list[Sink] = []
+
+    def __enter__(self) -> None:
+        with _LOCK:
+            self._mine = [s for s in self._given if s not in _GATHERED]  # not an outer sweep's
+            for sink in self._mine:
+                _GATHERED[sink] = []
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        for sink in self._mine:
+            with _LOCK:
+                runs = _GATHERED.pop(sink)
+            if runs:
+                sink.note(_said(sink, runs))
+            if kind is None:
+                sink.say()
+
+
+def _said(sink: Sink, runs: list[History]) -> str:
+    """One warning for the runs a sweep left out of ``sink``, each by its full name (``<sweep>/<trial>``, as the run
+    it was dropped in: the trials' configs name their sweep once annotated, after ``left_out``)."""
+    names = sorted(RunInfo.from_config(dict(h.config), h.path).name for h in runs)
+    shown = ", ".join(names[:LISTED]) + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
+    kept = "Their run folders have" if all(h.path is not None for h in runs) else "Their session.history has"
+    return (f"{_dropped(sink)}: {len(names)} other trial{'s' * (len(names) > 1)} of the sweep "
+            f"{'are' if len(names) > 1 else 'is'} not written there: {shown}. {kept} everything: "
+            f"rlnb.export(run_path, rlnb.sinks.{type(sink).__name__}(...)) writes a trial there")  # fmt: skip
+
+
+def _dropped(sink: Sink) -> str:
+    error = sink.error
+    where = f" while writing run {sink.dropped_in}" if sink.dropped_in else ""
+    return f"rlnb.sinks.{type(sink).__name__} was dropped{where} ({type(error).__name__}: {scrub(str(error))})"
+
+
+_LOCK = threading.Lock()
+_GATHERED: dict[Sink, list[History]] = {}
+"""The dropped sinks of the sweeps running now, each with the runs left out of it."""

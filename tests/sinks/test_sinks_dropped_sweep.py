@@ -1,0 +1,59 @@
+"""A sink dropped in a sweep's first trial (its library failed) and given to every later trial: the user hears of the
+trials it left out once, at the sweep's end, on their own thread, each trial named by its full run name. It was one
+warning per trial, queued on the trial threads and said only at interpreter exit (a notebook's kernel shutdown)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+import rlnb
+from rlnb import sinks
+from rlnb.sinks import base
+from rlnb.sweep import grid, sweep
+from tests.support.kept_sink import WRITTEN, Kept
+
+
+@pytest.mark.parametrize("at_once", [1, 4])  # 4: the other trials were under way when the sink was dropped
+def test_a_sink_dropped_in_a_sweep_says_once_at_its_end_which_trials_it_left_out(tmp_path, at_once):
+    sink = Kept(f"dropped-in-sweep-{at_once}", fail_at=1, interval=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trials = sweep(rlnb.AdamParams(), grid(learning_rate=[1e-3, 2e-3, 3e-3, 4e-3]), steps=1, progress=False,
+                       runs_dir=tmp_path, sinks=[sink], executor="threads", max_concurrent=at_once)  # fmt: skip
+    said = [str(w.message) for w in caught if issubclass(w.category, sinks.SinkWarning)]
+    at = [w.filename for w in caught if "not written there" in str(w.message)]
+    assert at == [__file__], at  # at the user's sweep call, on their thread
+    folder = Path(trials.attrs["path"]).name
+    names = [f"{folder}/{Path(p).name}" for p in trials.run_path]
+    (dropped,) = [s for s in said if "dropped while writing run" in s and "not written there" not in s]
+    (first,) = [name for name in names if f"run {name}:" in dropped]  # the trial whose failure dropped it, said then
+    (left,) = [s for s in said if "not written there" in s]  # one warning for the sink, not one per trial
+    assert f"dropped while writing run {first} (OSError: disk gone): 3 other trials" in left, left
+    assert all(name in left for name in names if name != first) and "rlnb.export" in left, left
+    assert len(said) == 2, said
+    assert sink not in base._UNSAID and not sink._unsaid  # nothing left for interpreter exit to say
+    assert WRITTEN.get(sink.name) is None
+
+
+def test_a_sweep_ended_by_an_error_leaves_its_left_out_trials_for_the_next_session_to_say(tmp_path):
+    sink = Kept("dropped-in-failed-sweep", fail_at=1, interval=0)
+
+    def bad(done: int, total: int, row: object) -> None:
+        if done == total:
+            raise RuntimeError("my progress bar broke")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match="progress bar broke") as raised:
+            sweep(rlnb.AdamParams(), grid(learning_rate=[1e-3, 2e-3, 3e-3]), steps=1, progress=bad,
+                  runs_dir=tmp_path, sinks=[sink], executor="threads", max_concurrent=1)  # fmt: skip
+    assert not [w for w in caught if "not written there" in str(w.message)]  # the error is what is raised
+    (left,) = [text for text in sink._unsaid if "not written there" in text]
+    assert "2 other trials" in left and "rlnb.export" in left, left
+    assert sink in base._UNSAID  # said at the next session's start on this thread, or at exit at the latest
+    with pytest.warns(sinks.SinkWarning, match="2 other trials of the sweep are not written there"):
+        base.say_all()
+    assert all(Path(p).name in left for p in raised.value.trials.run_path[1:])  # type: ignore[attr-defined]
