@@ -59,6 +59,16 @@ def wait(done: Callable[[float], bool], timeout: float) -> bool:
             return False
 
 
+def join(thread: threading.Thread, timeout: float) -> bool:
+    """Join ``thread`` for at most ``timeout`` seconds, less once a SIGTERM hurried the exit; whether it ended."""
+
+    def ended(seconds: float) -> bool:
+        thread.join(seconds)
+        return not thread.is_alive()
+
+    return wait(ended, timeout)
+
+
 def _run() -> None:
     _EXITING.set()
     previous = _hurry_at_sigterm()

@@ -150,13 +150,9 @@ class Worker:
         if threading.current_thread() is self._thread:  # closed from a listener on the worker itself
             return True
         if timeout is not None and _exit.exiting():  # a SIGTERM (a kernel's Shut Down) ends the wait, failing the rest
-            if not _exit.wait(self._joined, timeout) and _exit.hurried():
+            if not _exit.join(self._thread, timeout) and _exit.hurried():
                 self._abandon()
             return not self._thread.is_alive()
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _joined(self, timeout: float) -> bool:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 

@@ -5,12 +5,14 @@ and cost, remotely when a stop failed (``warn_running``)."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from rlnb import wire
+from rlnb import _exit, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient
 from rlnb.remote.poller import report
@@ -26,34 +28,46 @@ def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -
     ``ask``); unfinished ones end FAILED (SESSION_NOT_ACTIVE), as on the local backend. The polls share one
     call's ``deadline`` (a server answering each 503 with a ``Retry-After`` held close() one per operation), and go
     ``SETTLE_POLLS`` at a time: one after another, 30 operations on a server answering in 1 s held close() 31 s
-    (at the interpreter's exit, where no future can be scheduled, they still go one after another). Reported in
+    (at the interpreter's exit, where no future can be scheduled, they still go one after another). A SIGTERM during
+    the exit (``_exit.hurried``) ends the wait: what is unanswered then ends FAILED, its outcome unknown. Reported in
     submission order."""
     end, unreachable = time.monotonic() + client.deadline, threading.Event()
+    found: list[tuple[wire.Operation[Any], bool] | None] = [None] * len(inflight)
 
-    def last(op: Any) -> tuple[wire.Operation[Any], bool]:
-        """Its last envelope, and whether the server was reached for it."""
-        if not ask or unreachable.is_set():
-            return op.env, False
-        try:
-            return client.get_operation(session_id, op.kind, op.env.id, until=end), True
-        except APIConnectionError:
-            unreachable.set()  # do not spend a deadline on each of the others
-            return op.env, False
-        except APIError:
-            return op.env, True
+    def last(indices: Iterable[int]) -> None:
+        """Their last envelopes, and whether the server was reached for each."""
+        for i in indices:
+            op = inflight[i]
+            if not ask or unreachable.is_set() or _exit.hurried():
+                found[i] = op.env, False
+                continue
+            try:
+                found[i] = client.get_operation(session_id, op.kind, op.env.id, until=end), True
+            except APIConnectionError:
+                unreachable.set()  # do not spend a deadline on each of the others
+                found[i] = op.env, False
+            except APIError:
+                found[i] = op.env, True
 
     pool = ThreadPoolExecutor(SETTLE_POLLS, thread_name_prefix=f"rlnb-settle-{session_id}")
-    try:
-        envs = list(pool.map(last, inflight))
-    except RuntimeError:  # the interpreter's exit: no future can be scheduled (none was), so one after another
-        envs = [last(op) for op in inflight]
+    try:  # a SIGTERM at exit (a kernel's Shut Down: SIGKILL 2.5 s later) stops the wait: the rest is unknown
+        futures = [pool.submit(last, [i]) for i in range(len(inflight))]
+        _exit.wait(lambda seconds: not wait(futures, seconds).not_done, math.inf)  # each poll ends by ``end``
+    except RuntimeError:  # the interpreter's exit: no future can be scheduled, so one after another on one thread
+        polls = threading.Thread(target=last, args=(range(len(inflight)),), name=f"rlnb-settle-{session_id}")
+        polls.daemon = True
+        polls.start()
+        _exit.join(polls, math.inf)
     finally:  # a Ctrl-C: close() returns now; the polls end by their deadline
         pool.shutdown(wait=False, cancel_futures=True)
+    hurried = _exit.hurried()
+    envs = [(op.env, False) if got is None else got for op, got in zip(inflight, found, strict=True)]
     for op, (env, reached) in zip(inflight, envs, strict=True):
         if env.status not in wire.TERMINAL_STATUSES:
             reason = "the session was closed before this finished"
             if not reached:
-                reason += " (the server could not be reached, so its outcome is unknown)"
+                why = "the process was told to end (SIGTERM) first" if hurried else "the server could not be reached"
+                reason += f" ({why}, so its outcome is unknown)"
             env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
         report(op, env)
 

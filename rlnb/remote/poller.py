@@ -27,12 +27,13 @@ How long it waits (``PollOptions``, ``poll_interval``) is ``rlnb.remote.waiting`
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb import wire
+from rlnb import _exit, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient
 from rlnb.remote.waiting import LONG_POLL_WAIT, PollOptions, poll_interval
@@ -98,12 +99,13 @@ class Poller:
 
     def stop(self, wait: bool = True) -> list[InFlight]:
         """Stop polling; what was in flight, no longer reported by this poller. ``wait=False`` does not wait
-        for a poll in flight (the server cannot be reached: it may hang until its deadline)."""
+        for a poll in flight (the server cannot be reached: it may hang until its deadline), nor does a wait once a
+        SIGTERM hurried the exit (a kernel's SIGKILL comes 2.5 s later)."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        if wait:
-            self._thread.join()
+        if wait:  # the poll in flight ends by its call's deadline
+            _exit.join(self._thread, math.inf)
         with self._cond:
             left, self._inflight = self._inflight, []
             for op in left:

@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb import _one_step, wire
+from rlnb import _exit, _one_step, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError, user_stacklevel
 from rlnb.params import GRADIENTS_KEPT, SUBMIT_AGAIN
 from rlnb.remote.client import APIClient, PreparedOperation
@@ -133,8 +133,9 @@ class Sender:
         return unsent
 
     def join(self, timeout: float) -> Queued | None:
-        """Wait up to ``timeout`` seconds for the POST in flight; the operation still being sent, or None."""
-        self._thread.join(timeout)
+        """Wait up to ``timeout`` seconds for the POST in flight, less once a SIGTERM hurried the exit; the operation
+        still being sent, or None."""
+        _exit.join(self._thread, timeout)
         with self._cond:
             return self._current
 
