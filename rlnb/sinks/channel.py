@@ -116,7 +116,7 @@ class Channel:
 
     def _dropped_elsewhere(self) -> None:
         """This run left out of a sink another run's failure dropped meanwhile (a sweep's trials at once): said as a
-        later run given the dropped sink is (``left_out``); it was said of the other run only."""
+        later run given the dropped sink is (``left_out``): the sink's own warning names the other run only."""
         if self.sink.error is not None and self.sink.dropped_in != self.run_name:
             left_out(self._history, self.sink, self._unnamed)
 
