@@ -90,6 +90,10 @@ class OperationError(Exception):
         super().__init__(message)
 
 
+NOT_RUN = "the session was stopped before this ran"
+"""Why an operation still queued when its session stopped FAILED (``SESSION_NOT_ACTIVE``), never run."""
+
+
 class Cancelled(OperationError):
     """A running operation stopped early because its session was stopped."""
 

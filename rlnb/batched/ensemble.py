@@ -35,7 +35,7 @@ from rlnb.engine.models.factory import build_adapter
 from rlnb.engine.optim.failures import GRADIENTS_DROPPED
 from rlnb.engine.sampling import Drawn
 from rlnb.engine.worker import failure
-from rlnb.errors import OperationError
+from rlnb.errors import NOT_RUN, OperationError
 from rlnb.params import Hyperparams
 from rlnb.tasks import SEED_STRIDE, StepReport, Task
 from rlnb.tasks.rollouts import Rollout
@@ -129,7 +129,7 @@ class Ensemble:
             raise exc.error from None
         finally:
             for rec in self.records:
-                rec.abandon("the session was stopped before this ran")
+                rec.abandon(NOT_RUN)
                 rec.close()
         return [r for r in self.results if r is not None]
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from rlnb import _exit, wire
 from rlnb._one_step import STEP, rest_failed
-from rlnb.errors import Cancelled, OperationError
+from rlnb.errors import NOT_RUN, Cancelled, OperationError
 from rlnb.wire import Listener
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationStatus as Status
@@ -169,7 +169,7 @@ class Worker:
             except queue.Empty:
                 break
             if isinstance(job, tuple):
-                _fail(job[0], job[2], job[3], Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
+                _fail(job[0], job[2], job[3], Code.SESSION_NOT_ACTIVE, NOT_RUN)
             elif job is not None:
                 job.set()
         self._queue.put(None)
@@ -186,7 +186,7 @@ class Worker:
                 continue
             kind, body, op_id, listener, step = job
             if self.closed:  # stopped while this waited in the queue: it never runs
-                _fail(kind, op_id, listener, Code.SESSION_NOT_ACTIVE, "the session was stopped before this ran")
+                _fail(kind, op_id, listener, Code.SESSION_NOT_ACTIVE, NOT_RUN)
                 continue
             if step is not None and self._broken is not None and self._broken[0] is step:
                 _fail(kind, op_id, listener, self._broken[1], self._broken[2])  # an optim-step on part of the batch
