@@ -195,10 +195,13 @@ def wrap_to_panel(ax: Axes, text: Text) -> None:
     """Each line of ``text`` (``ax``'s title, its x label) broken into lines at most the share of its panel's width
     ``fit_titles`` cuts a title to (``wrapped``): where cut, a sentence such as why a range test suggests nothing
     would lose its middle, and whole it ran past a 4 × 3 in figure and over a grid's neighbouring panels."""
-    room, font = _room(ax), text.get_fontproperties()
-    measure = agg(cast(Figure, ax.get_figure(root=True)))
-    lines = text.get_text().split("\n")
-    text.set_text("\n".join(wrapped(line, lambda t: drawn_width(t, font, measure), room) for line in lines))
+    text.set_text(_lines(cast(Figure, ax.get_figure(root=True)), text.get_text(), text.get_fontproperties(), _room(ax)))
+
+
+def _lines(figure: Figure, said: str, font: FontProperties, room: float) -> str:
+    """Each line of ``said`` broken into lines at most ``room`` pixels wide as drawn in ``font`` (``wrapped``)."""
+    measure = agg(figure)
+    return "\n".join(wrapped(line, lambda t: drawn_width(t, font, measure), room) for line in said.split("\n"))
 
 
 NOTE_SHARE = 0.95
@@ -222,10 +225,9 @@ class Wrapper(Artist):
     def draw(self, renderer: RendererBase) -> None:
         if self.axes is None or not self.text.get_visible():
             return
-        font, room = self.text.get_fontproperties(), NOTE_SHARE * self.axes.bbox.width
-        measure = agg(cast(Figure, self.axes.get_figure(root=True)))
-        lines = [wrapped(line, lambda t: drawn_width(t, font, measure), room) for line in self.said.split("\n")]
-        shown, families = as_drawn("\n".join(lines), tuple(font.get_family()))
+        font, figure = self.text.get_fontproperties(), cast(Figure, self.axes.get_figure(root=True))
+        lines = _lines(figure, self.said, font, NOTE_SHARE * self.axes.bbox.width)
+        shown, families = as_drawn(lines, tuple(font.get_family()))
         if families != tuple(font.get_family()):
             self.text.set_fontfamily(list(families))
         if shown != self.text.get_text():
