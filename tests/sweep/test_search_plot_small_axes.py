@@ -5,7 +5,8 @@ import io
 
 import pandas as pd
 import pytest
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
 
@@ -75,13 +76,7 @@ def test_search_plots_long_axis_labels_keep_to_their_panel_of_a_grid():
     under the neighbouring panels, and the y label "reward (mean of the last 5 steps)" into the row above; cut in the
     middle to the panel's share of the figure, as the plots' titles and y labels are."""
     name = "learning rate of the adapter's second projection, after warmup"
-    figure = Figure(figsize=(6.4, 4.8))
-    ax = figure.subplots(3, 3)[1, 1]
-    search_plot(every_status().rename(columns={"learning_rate": name}), x=name, ax=ax)
-    figure.tight_layout()
-    canvas = FigureCanvasAgg(figure)
-    canvas.draw()
-    renderer = canvas.get_renderer()
+    figure, ax, renderer = _drawn_in_grid(name, column=1)
     across, up = ax.xaxis.label.get_window_extent(renderer), ax.yaxis.label.get_window_extent(renderer)
     third_x, third_y = figure.bbox.width / 3, figure.bbox.height / 3
     assert third_x <= across.x0 and across.x1 <= 2 * third_x, across.extents.round()
@@ -105,13 +100,19 @@ def test_the_stars_legend_marker_is_scaled_to_the_rows_of_a_legend_fitted_to_sma
 def test_a_cut_axis_label_stays_in_its_column_where_the_axes_are_right_of_its_centre():
     """A label is centred on the axes, which in a grid's column 0 are right of their share's centre: cut to the
     share's width, the x label ran 13 px into column 1 of a 3 × 3 grid."""
-    name = "optimizer_adam_learning_rate_for_the_policy_head_layers"
+    figure, ax, renderer = _drawn_in_grid("optimizer_adam_learning_rate_for_the_policy_head_layers", column=0)
+    box = ax.xaxis.label.get_window_extent(renderer)
+    assert box.x0 >= 0 and box.x1 <= figure.bbox.width / 3, box.extents.round()
+    assert "…" in ax.get_xlabel()
+
+
+def _drawn_in_grid(name: str, column: int) -> tuple[Figure, Axes, RendererAgg]:
+    """``search_plot`` of every status with ``x=name`` (a column of that name) on the middle row's panel ``column`` of
+    a 3 × 3 grid on a 6.4 × 4.8 in figure, laid out (``tight_layout``) and drawn."""
     figure = Figure(figsize=(6.4, 4.8))
-    ax = figure.subplots(3, 3)[1, 0]
+    ax = figure.subplots(3, 3)[1, column]
     search_plot(every_status().rename(columns={"learning_rate": name}), x=name, ax=ax)
     figure.tight_layout()
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
-    box = ax.xaxis.label.get_window_extent(canvas.get_renderer())
-    assert box.x0 >= 0 and box.x1 <= figure.bbox.width / 3, box.extents.round()
-    assert "…" in ax.get_xlabel()
+    return figure, ax, canvas.get_renderer()
