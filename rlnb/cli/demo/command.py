@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlnb.cli.demo.options import DEMO_DTYPES, DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option
+from rlnb.cli.demo.options import DEMO_DTYPES, DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option, check_loaded
 from rlnb.cli.demo.stops import RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, integer, number
@@ -55,8 +55,7 @@ def demo(options: DemoOptions | None = None) -> int:
     held = aside = None
     set_aside = False
     try:  # out and run/ are made once the params fit: --lr 1e308 is refused with no empty run/ left behind
-        _check_dtype(backend, o.dtype)
-        _check_fits(backend, params, o.lr)
+        check_loaded(backend, o, params)
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -181,26 +180,6 @@ def _threads(config: dict[str, Any]) -> str:
     if config.get("thread_policy") == "auto":
         return f"{config['threads']} (auto: the policy may change it with the load; --threads N fixes it)"
     return "n/a (on the GPU)"
-
-
-def _check_dtype(backend: Any, dtype: str) -> None:
-    """A ``ValueError`` naming the option when ``--dtype auto`` loaded a float16 checkpoint as float16: the engine's
-    refusal (``_check_fits``) asks for an AdamW eps, which the demo has no option for."""
-    if dtype == "auto" and backend.config()["dtype"] == "float16":
-        raise ValueError(
-            "--dtype auto gave float16 (the checkpoint's); give --dtype bfloat16 (in float16 the demo's AdamW eps "
-            f"{DEMO_PARAMS['adam']['eps']:g} is 0, so every step would be refused)"
-        )
-
-
-def _check_fits(backend: Any, params: Any, lr: float | None) -> None:
-    """A ``ValueError`` when ``params`` do not fit the model's weights, by the engine's own check of each optim-step
-    (``TrainerOptimizer.check``), before training: ``--lr 1e308`` sampled and failed all its steps INVALID_INPUT."""
-    try:
-        backend.optim.check(params.resolved())
-    except ValueError as exc:
-        given = f" (--lr {lr:g})" if lr is not None else ""
-        raise ValueError(f"the optimizer's params do not fit this model{given}: {exc}") from None
 
 
 def arguments(p: argparse.ArgumentParser) -> None:

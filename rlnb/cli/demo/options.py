@@ -1,7 +1,7 @@
 """``DemoOptions``: what one ``rlnb demo`` run takes, checked field by field before anything is written or a model
-loads, and ``DEMO_PARAMS``, the optimizers' presets it trains with. Each field is the ``rlnb demo`` option of that
-name (``task`` is ``--task``), so an error names the option as a user typed it; ``demo(DemoOptions(...))`` runs the
-same checks from Python."""
+loads (and against the model once loaded, ``check_loaded``), and ``DEMO_PARAMS``, the optimizers' presets it trains
+with. Each field is the ``rlnb demo`` option of that name (``task`` is ``--task``), so an error names the option as a
+user typed it; ``demo(DemoOptions(...))`` runs the same checks from Python."""
 
 from __future__ import annotations
 
@@ -147,3 +147,20 @@ def as_option(exc: ValueError) -> ValueError:
     from rlnb.errors import OptionRefused  # here: rlnb.errors reads rlnb.wire (pydantic), which ``--help`` never needs
 
     return ValueError(refused_option(exc, f"--{exc.field}")) if isinstance(exc, OptionRefused) else exc
+
+
+def check_loaded(backend: Any, options: DemoOptions, params: Any) -> None:
+    """A ``ValueError`` naming the option where ``options`` do not fit the model ``backend`` loaded, before training:
+    ``--dtype auto`` that loaded a float16 checkpoint as float16 (the engine's refusal asks for an AdamW eps, which the
+    demo has no option for); ``params`` the engine's own check of each optim-step refuses (``TrainerOptimizer.check``:
+    ``--lr 1e308`` sampled and failed all its steps INVALID_INPUT)."""
+    if options.dtype == "auto" and backend.config()["dtype"] == "float16":
+        raise ValueError(
+            "--dtype auto gave float16 (the checkpoint's); give --dtype bfloat16 (in float16 the demo's AdamW eps "
+            f"{DEMO_PARAMS['adam']['eps']:g} is 0, so every step would be refused)"
+        )
+    try:
+        backend.optim.check(params.resolved())
+    except ValueError as exc:
+        given = f" (--lr {options.lr:g})" if options.lr is not None else ""
+        raise ValueError(f"the optimizer's params do not fit this model{given}: {exc}") from None
