@@ -29,12 +29,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     opened()  # before anything opens a file: a closed stdout's descriptor is no file's
     try:
         with HeldDuringImports():
-            import argparse
-
             from rlnb.cli import demo, serve
+            from rlnb.cli.options import Parser
 
             about = "rlnb command line: a thin layer over the public API."
-            parser = argparse.ArgumentParser(prog="rlnb", description=about)
+            parser = Parser(prog="rlnb", description=about)  # its subcommands' parsers are of its class
             # "command" in the usage, as the error names it: {demo,serve} there was "command" nowhere else
             sub = parser.add_subparsers(dest="command", metavar="command", help="demo or serve (rlnb COMMAND --help)")
             commands = {
