@@ -118,3 +118,17 @@ def test_a_negative_value_after_a_space_is_refused_as_after_an_equals_sign(name,
         spaced = capsys.readouterr().err
         assert "expected one argument" not in spaced and option in spaced and spaced == joined
     assert not list(tmp_path.iterdir())
+
+
+def test_a_delay_that_underflows_is_refused_though_0_is_in_range(capsys):
+    """``--op-delay 1e-400`` would run at 0 s, a value no one typed: refused as every number option refuses one."""
+    assert exit_code(["serve", "--op-delay", "1e-400"]) == 2
+    assert "argument --op-delay: '1e-400' underflows to 0 in a float" in capsys.readouterr().err
+
+
+def test_the_top_help_spells_the_command_as_its_usage_does(capsys):
+    """It said "command ... (rlnb COMMAND --help)": two spellings of one word."""
+    assert exit_code(["--help"]) == 0
+    said = capsys.readouterr().out
+    assert "usage: rlnb [-h] command ..." in said and "COMMAND" not in said
+    assert "(their options: rlnb demo -h, rlnb serve -h)" in said
