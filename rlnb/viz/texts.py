@@ -268,7 +268,7 @@ class Cutter(Artist):
         """Each text's words as said and as last cut."""
 
     def said(self, text: Text) -> str:
-        """What ``text`` says: what it said before its cut where it shows that cut still, else its own text."""
+        """What ``text`` says: its full words while it shows the cut made of them, else its own text."""
         said, cut = self.cuts.get(text, ("", None))
         return said if cut is not None and self._shows(text, cut) else text.get_text()
 
