@@ -101,6 +101,7 @@ class LocalBackend:
         adapter, trainer, optim = model_setup.build_model(model, mo, self.device, self.lora, resume, make_optimizer)
         compiler = Compiler(self.device) if compute.compile else None
         self.engine = assembly.build_engine(optim, adapter, trainer, self.lora, mo, ns, saved, op_delay, compiler)
+        self._reopen = assembly.reopen_options(mo, muon, self.engine)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
         if continued is not None:
             self.engine.step = self.engine.weights_version = checkpoint_run.restore_run(continued, trainer)
@@ -196,6 +197,10 @@ class LocalBackend:
             else None
         )
 
+    def reopen_options(self) -> dict[str, Any]:
+        """The options that open this session's model again, with a checkpoint of it (``assembly.reopen_options``)."""
+        return dict(self._reopen)
+
     def checkpoint_path(self, ckpt_id: str) -> Path:
         """The ``.pt`` file (training) or folder (inference) a checkpoint of this session was written to."""
         return self.engine.store.path(ckpt_id)
@@ -250,6 +255,7 @@ class LocalBackend:
             "dtype": str(next(e.trainer.parameters()).dtype).removeprefix("torch."),
             "lora": e.meta["lora"],
             "resume_from": self._info.resume_from_checkpoint_id,
+            **assembly.recorded(self._reopen),
             **self._threads.config(),
             "compile": e.compiler is not None,
             **({"compiles": list(e.compiler.compiles)} if e.compiler is not None and e.compiler.compiles else {}),
