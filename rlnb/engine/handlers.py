@@ -27,6 +27,7 @@ from rlnb.engine import losses as losses_mod
 from rlnb.engine.checkpoint_files import DiskFull
 from rlnb.engine.models import packed
 from rlnb.engine.models.compiled import bucket, window
+from rlnb.engine.oom import out_of_memory
 from rlnb.engine.optim.failures import GRADIENTS_DROPPED, StepFailed
 from rlnb.engine.state import Engine
 from rlnb.engine.stepping import optim_step
@@ -49,12 +50,11 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
 
 def classify(exc: BaseException) -> OperationError | None:
     """What an exception of torch or of the handlers' helpers stands for (the worker's ``classify``)."""
-    cpu = isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)  # torch's CPU allocator: no OOM type
-    if cpu or isinstance(exc, torch.OutOfMemoryError | MemoryError):
-        return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, StepFailed):  # an optim-step's: its cause's code, and what the step left
         code, message = failure(exc.cause, classify)
         return OperationError(code, f"{message}{exc.words()}")
+    if out_of_memory(exc):
+        return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
         return OperationError(Code.INVALID_INPUT, str(exc))
     if isinstance(exc, DiskFull):

@@ -49,6 +49,25 @@ def test_out_of_memory_while_resuming_is_not_blamed_on_the_checkpoint(tmp_path, 
         assert "does not fit" not in s["error"]["message"] and "out of memory" in s["error"]["message"]
 
 
+def test_the_cpu_allocators_error_in_the_real_build_is_out_of_memory_said_once(tmp_path, monkeypatch):
+    """Through the engine's own build (the sampler's copy): torch's CPU allocator raises a plain ``RuntimeError``,
+    which ended SESSION_FAILED "building the session's model failed (RuntimeError): ...". The engine's words, with
+    their ``connect`` keywords, are no client's: the server says it once, with torch's words."""
+    from rlnb.engine import model_setup
+
+    def no_room(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+
+    with app_client(tmp_path) as c:
+        monkeypatch.setattr(model_setup, "sampler_copy", no_room)
+        s = _started(c)
+        assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
+        assert s["error"]["message"] == (
+            "out of memory building the session's model (RuntimeError): [enforce fail at alloc_cpu.cpp:127] "
+            "DefaultCPUAllocator: can't allocate memory"
+        )
+
+
 def test_any_other_failed_build_stays_session_failed(tmp_path, monkeypatch):
     with app_client(tmp_path) as c:
         monkeypatch.setattr(sessions_module, "make_backend", _failing(OSError("the weights file is gone")))
