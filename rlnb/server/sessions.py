@@ -41,6 +41,8 @@ def failed_start(exc: BaseException, resume: Path | None, cid: str | None, serve
     if isinstance(exc, ModelOutOfMemory) and exc.__cause__ is not None:  # its advice is connect's keywords: torch's
         exc = exc.__cause__
     detail = str(exc) if resume is None else str(exc).replace(str(resume), str(cid))
+    if isinstance(exc, CheckpointMismatch) and exc.dtype is not None:  # connect's keyword: no client sends it
+        detail = detail.replace(f"resume with dtype={exc.dtype!r}", f"resume under rlnb serve --dtype {exc.dtype}")
     detail = " ".join(detail.split())[:300]
     if out_of_memory(exc):  # a RuntimeError from torch: no fault of a checkpoint it resumes
         return f"out of memory building the session's model ({type(exc).__name__}): {detail}"

@@ -98,3 +98,26 @@ def test_a_model_that_fails_to_build_is_not_blamed_on_lora_config(tmp_path, monk
     assert message.startswith(
         "building the session's model failed (ValueError): the server's models['rlnb/tiny'] ('tiny'): model 'tinyy'"
     ), message
+
+
+@pytest.mark.parametrize("lora", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["full", "lora"])  # peft
+def test_a_resume_refused_for_its_dtype_names_the_servers_option(tmp_path, lora):
+    """The refusal advised ``dtype='float32'``, a ``connect`` keyword no API client can send: the server's is
+    ``rlnb serve --dtype`` (review41b #3)."""
+    state, body = tmp_path / "state", {"lora_config": {"rank": 4}} if lora else {}
+    with app_client(tmp_path, state_dir=state, dtype="float32") as c:
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": lora}).json()["id"]
+        sid = running(c, c.post("/training-sessions", json={"model_resources_id": rid, **body}).json()["id"])["id"]
+        ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
+    with app_client(tmp_path, state_dir=state, dtype="bfloat16") as c:
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": lora}).json()["id"]
+        made = c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"]})
+        s = running(c, made.json()["id"])
+        message = s["error"]["message"]
+        assert s["status"] == wire.SessionStatus.ERROR and "float32" in message and "bfloat16" in message
+        assert "dtype='float32'" not in message and "resume under rlnb serve --dtype float32" in message
+        assert message.endswith(
+            "load_optimizer=False to start a new run from its weights in bfloat16"
+            if not lora
+            else "it adapts the weights as they were; resume under rlnb serve --dtype float32"
+        )
