@@ -24,7 +24,7 @@ from rlnb import wire
 from rlnb.engine import checkpoints, choice, refusals, sample_inputs, sampling
 from rlnb.engine import inputs as inputs_mod
 from rlnb.engine import losses as losses_mod
-from rlnb.engine.checkpoint_files import DiskFull
+from rlnb.engine.checkpoint_files import DiskFull, FolderNotWritable
 from rlnb.engine.models import packed
 from rlnb.engine.models.compiled import bucket, window
 from rlnb.engine.oom import out_of_memory
@@ -57,7 +57,7 @@ def classify(exc: BaseException) -> OperationError | None:
         return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
         return OperationError(Code.INVALID_INPUT, str(exc))
-    if isinstance(exc, DiskFull):
+    if isinstance(exc, DiskFull | FolderNotWritable):  # the storage's, not the request's: see docs/reliability.md
         return OperationError(Code.RESOURCE_EXHAUSTED, str(exc))
     if isinstance(exc, sampling.Diverged):
         return OperationError(Code.NON_FINITE_LOSS, str(exc))
