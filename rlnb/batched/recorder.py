@@ -62,6 +62,10 @@ def member_config(
         "dtype": str(next(adapter.module.parameters()).dtype).removeprefix("torch."),
         "lora": None,
         "resume_from": None,
+        "tokenizer": None,  # built-in models only, with no option that reshapes them (``assembly.recorded``)
+        "trust_remote_code": False,
+        "eos_token_id": None,
+        "num_generator_replicas": 1,
         "batched": {"ensemble": ensemble, "members": members, "index": index},
     }
 

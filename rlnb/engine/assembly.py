@@ -4,12 +4,14 @@ options, resumes a run and serves the session, because what the handlers work on
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import torch
 from torch import nn
 
 from rlnb.engine import checkpoints, model_setup
 from rlnb.engine.checkpoint_files import CheckpointStore
+from rlnb.engine.dtypes import WEIGHT_DTYPES
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.hf import DTYPES
@@ -17,8 +19,9 @@ from rlnb.engine.models.lora import LoraSettings
 from rlnb.engine.optim.muon import ns_dtype_for
 from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
-from rlnb.engine.options import CheckpointOptions, ModelOptions, MuonOptions
+from rlnb.engine.options import CheckpointOptions, ModelOptions, MuonOptions, eos_ids
 from rlnb.engine.state import Engine
+from rlnb.text.prompts import tokenizer_spec
 from rlnb.wire import OptimizerKind
 
 
@@ -87,3 +90,41 @@ def ns_dtype(given: str | torch.dtype | None, device: torch.device) -> torch.dty
     if given not in DTYPES:
         raise ValueError(f"ns_dtype must be one of {sorted(DTYPES)}, got {given!r}")
     return DTYPES[given]
+
+
+def reopen_options(mo: ModelOptions, muon: MuonOptions, engine: Engine) -> dict[str, Any]:
+    """The options, as ``connect`` takes them, that open this session's model again as it is (with ``model=`` and a
+    checkpoint of it as ``resume_from``): what shapes the model (its dtype, tokenizer, end tokens, trust in its
+    folder's code, LoRA, sampler copies, seed and device) and, for Muon, the optimizer. Find LR's copy opens with them:
+    without them the copy of a bfloat16 session trained in float32, and a trusted-code or ``tokenizer=`` session's copy
+    was refused."""
+    base = engine.adapter.base_dtype  # "auto" took the folder's: the same folder would give it, a new module not
+    shaped: dict[str, Any] = {
+        "dtype": base if base in WEIGHT_DTYPES else mo.dtype,
+        "tokenizer": tokenizer_spec(mo.tokenizer),
+        "eos_token_id": mo.eos_token_id,
+        "trust_remote_code": mo.trust_remote_code,
+        "lora": engine.meta["lora"],
+        "num_generator_replicas": mo.num_generator_replicas,
+        "seed": mo.seed,  # builds the built-in base a LoRA checkpoint adapts
+        "device": str(engine.adapter.device),
+    }
+    if engine.kind == "muon":  # an Adam session refuses Muon's options
+        shaped.update(
+            muon_scaling=engine.optim.muon_scaling, ns_dtype=engine.meta["ns_dtype"], muon_split=muon.muon_split
+        )
+    return shaped
+
+
+def recorded(reopen: dict[str, Any]) -> dict[str, Any]:
+    """What a run's config records of ``reopen_options`` beyond the backend's own keys: printable (a tokenizer object
+    by its name or folder), for the history and its sinks."""
+    tokenizer = reopen["tokenizer"]
+    if tokenizer is not None and not isinstance(tokenizer, str):
+        tokenizer = str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+    return {
+        "tokenizer": tokenizer,
+        "trust_remote_code": reopen["trust_remote_code"],
+        "eos_token_id": eos_ids(reopen["eos_token_id"]) or None,
+        "num_generator_replicas": reopen["num_generator_replicas"],
+    }

@@ -29,11 +29,12 @@ from torch import nn
 from rlnb import wire
 from rlnb._checks import check_seconds
 from rlnb._options import refuse_unknown, take
-from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, model_setup, refusals
+from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, model_setup, oom, refusals
 from rlnb.engine.checkpoint_files import Variant
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.compiled import Compiler
 from rlnb.engine.models.lora import LoraSettings
+from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
@@ -98,9 +99,18 @@ class LocalBackend:
                 checkpoint_run.load_optimizer(continued, optim, trainer, continued["path"], mo.sampling_seed is None)
             return optim
 
-        adapter, trainer, optim = model_setup.build_model(model, mo, self.device, self.lora, resume, make_optimizer)
-        compiler = Compiler(self.device) if compute.compile else None
-        self.engine = assembly.build_engine(optim, adapter, trainer, self.lora, mo, ns, saved, op_delay, compiler)
+        trainer = None
+        try:  # out of memory: one error saying so, not torch's allocator's words or a refusal of the model
+            adapter, trainer, optim = model_setup.build_model(model, mo, self.device, self.lora, resume, make_optimizer)
+            compiler = Compiler(self.device) if compute.compile else None
+            self.engine = assembly.build_engine(optim, adapter, trainer, self.lora, mo, ns, saved, op_delay, compiler)
+        except Exception as exc:
+            if not oom.out_of_memory(exc):
+                raise
+            copies = 1 + bool(mo.num_generator_replicas and self.lora is None)  # a LoRA sampler shares the base
+            name = (f"rlnb/{model}" if model in SIZES else model) if isinstance(model, str) else type(model).__name__
+            raise oom.build_refusal(exc, name, oom.weights_of(model, trainer), copies, mo, self.device) from exc
+        self._reopen = assembly.reopen_options(mo, muon, self.engine)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
         if continued is not None:
             self.engine.step = self.engine.weights_version = checkpoint_run.restore_run(continued, trainer)
@@ -196,6 +206,10 @@ class LocalBackend:
             else None
         )
 
+    def reopen_options(self) -> dict[str, Any]:
+        """The options that open this session's model again, with a checkpoint of it (``assembly.reopen_options``)."""
+        return dict(self._reopen)
+
     def checkpoint_path(self, ckpt_id: str) -> Path:
         """The ``.pt`` file (training) or folder (inference) a checkpoint of this session was written to."""
         return self.engine.store.path(ckpt_id)
@@ -250,6 +264,7 @@ class LocalBackend:
             "dtype": str(next(e.trainer.parameters()).dtype).removeprefix("torch."),
             "lora": e.meta["lora"],
             "resume_from": self._info.resume_from_checkpoint_id,
+            **assembly.recorded(self._reopen),
             **self._threads.config(),
             "compile": e.compiler is not None,
             **({"compiles": list(e.compiler.compiles)} if e.compiler is not None and e.compiler.compiles else {}),

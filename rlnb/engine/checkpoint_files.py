@@ -38,6 +38,11 @@ class DiskFull(OSError):
     """A checkpoint could not be written because the disk (or the user's quota) is full."""
 
 
+class FolderNotWritable(OSError):
+    """A checkpoint could not be written because its folder may not be written to (read-only, permission denied):
+    like a full disk, the environment's doing, not the request's nor a bug's."""
+
+
 class CheckpointStore:
     """Where a session's checkpoints go (default: a fresh temporary folder, made on first use). ``lora``: whether
     the session's inference checkpoints have an ``adapter/`` variant. Opening a folder, and each save, removes the
@@ -210,7 +215,7 @@ def writing(path: Path) -> Iterator[Path]:
     fsynced), so that neither a process killed mid-save nor a power loss leaves a half-written or empty checkpoint
     under its name. A save that fails leaves nothing behind; one that fails on a full disk raises ``DiskFull``, one
     whose name is taken (before it writes, or by another save meanwhile) a ``FileExistsError`` naming it, one that
-    may not write there (read-only) its ``PermissionError`` naming the checkpoint, not the hidden partial. Once
+    may not write there (read-only) a ``FolderNotWritable`` naming the checkpoint, not the hidden partial. Once
     renamed the checkpoint is kept: a folder that cannot be fsynced then is a ``RuntimeWarning`` naming it."""
     if path.exists() or path.is_symlink():
         raise _taken(path)
@@ -234,8 +239,11 @@ def writing(path: Path) -> Iterator[Path]:
                 "kept); free space there and save again"
             ) from None
         if isinstance(exc, PermissionError) or isinstance(exc, OSError) and exc.errno == errno.EROFS:
-            raise type(exc)(exc.errno, f"checkpoint {path.name} could not be written to {path.parent} ({exc.strerror}: "
-                            "a read-only folder?); nothing of it was kept") from None  # fmt: skip
+            raise FolderNotWritable(
+                exc.errno,
+                f"checkpoint {path.name} could not be written to {path.parent} ({exc.strerror}: a read-only "
+                "folder?); nothing of it was kept",
+            ) from None
         raise
     finally:
         _files.release(lock)

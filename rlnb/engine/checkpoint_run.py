@@ -30,7 +30,7 @@ def load_optimizer(
         raise CheckpointMismatch(f"resume_from {str(path)!r}: its run trained {saved} weights, this session's are "
                                  f"{here}: its weights and optimizer state would go on cast, not the run that was "
                                  f"saved; resume with dtype={saved!r}, or load_optimizer=False to start a new run "
-                                 f"from its weights in {here}")  # fmt: skip
+                                 f"from its weights in {here}", dtype=saved)  # fmt: skip
     try:
         optim.load_state_dict(state["optimizer"])
     except Exception as exc:  # noqa: BLE001 - KeyError, TypeError, ValueError of a state of another kind or model

@@ -40,7 +40,13 @@ from rlnb.wire import LoraConfig
 
 
 class CheckpointMismatch(ValueError):
-    """The checkpoint belongs to another kind of session (another base model, LoRA or not, another rank)."""
+    """The checkpoint belongs to another kind of session (another base model, LoRA or not, another rank). ``dtype``:
+    the weights' dtype it needs, where that is what differs (its words advise ``dtype=``; ``rlnb serve``'s, its
+    ``--dtype``)."""
+
+    def __init__(self, message: str, dtype: str | None = None) -> None:
+        super().__init__(message)
+        self.dtype = dtype
 
 
 def save_training(path: Path, trainer: nn.Module, optim_state: dict[str, Any], step: int, meta: dict[str, Any]) -> None:
@@ -249,7 +255,8 @@ def _check_lora(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSettings
     if state.get("base_dtype") not in (None, adapter.base_dtype):  # an older checkpoint has none
         raise CheckpointMismatch(
             f"checkpoint's LoRA adapter was trained on {state['base_dtype']} base weights, this session's are "
-            f"{adapter.base_dtype}: it adapts the weights as they were; resume with dtype={state['base_dtype']!r}"
+            f"{adapter.base_dtype}: it adapts the weights as they were; resume with dtype={state['base_dtype']!r}",
+            dtype=state["base_dtype"],
         )
     if state.get("base_fingerprint") not in (None, adapter.fingerprint):  # an older checkpoint has none
         raise CheckpointMismatch(

@@ -24,9 +24,10 @@ from rlnb import wire
 from rlnb.engine import checkpoints, choice, refusals, sample_inputs, sampling
 from rlnb.engine import inputs as inputs_mod
 from rlnb.engine import losses as losses_mod
-from rlnb.engine.checkpoint_files import DiskFull
+from rlnb.engine.checkpoint_files import DiskFull, FolderNotWritable
 from rlnb.engine.models import packed
 from rlnb.engine.models.compiled import bucket, window
+from rlnb.engine.oom import out_of_memory
 from rlnb.engine.optim.failures import GRADIENTS_DROPPED, StepFailed
 from rlnb.engine.state import Engine
 from rlnb.engine.stepping import optim_step
@@ -49,15 +50,14 @@ def run(engine: Engine, kind: wire.OperationKind, body: Any, cancelled: threadin
 
 def classify(exc: BaseException) -> OperationError | None:
     """What an exception of torch or of the handlers' helpers stands for (the worker's ``classify``)."""
-    cpu = isinstance(exc, RuntimeError) and "DefaultCPUAllocator" in str(exc)  # torch's CPU allocator: no OOM type
-    if cpu or isinstance(exc, torch.OutOfMemoryError | MemoryError):
-        return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, StepFailed):  # an optim-step's: its cause's code, and what the step left
         code, message = failure(exc.cause, classify)
         return OperationError(code, f"{message}{exc.words()}")
+    if out_of_memory(exc):
+        return OperationError(Code.RESOURCE_EXHAUSTED, f"out of memory: {str(exc)[:300]}")
     if isinstance(exc, losses_mod.InvalidLossInput):
         return OperationError(Code.INVALID_INPUT, str(exc))
-    if isinstance(exc, DiskFull):
+    if isinstance(exc, DiskFull | FolderNotWritable):  # the storage's, not the request's: see docs/reliability.md
         return OperationError(Code.RESOURCE_EXHAUSTED, str(exc))
     if isinstance(exc, sampling.Diverged):
         return OperationError(Code.NON_FINITE_LOSS, str(exc))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import sys
 import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from rlnb import wire
+from rlnb.engine.oom import ModelOutOfMemory, out_of_memory
 from rlnb.errors import OptionRefused
 from rlnb.server import stopping
 from rlnb.server.backends import make_backend, planned_lora
@@ -24,12 +24,6 @@ from rlnb.server.limits import check_labels, check_lora, check_resume
 from rlnb.server.records import SessionBackend, SessionRecord, page, status_filter
 
 log = logging.getLogger("rlnb")
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` is the host's (``MemoryError``) or torch's (``torch.OutOfMemoryError``, a ``RuntimeError``)."""
-    torch = sys.modules.get("torch")  # an error torch raised means torch is imported
-    return isinstance(exc, MemoryError) or (torch is not None and isinstance(exc, torch.OutOfMemoryError))
 
 
 def start_error_code(exc: BaseException) -> wire.SessionErrorCode:
@@ -44,7 +38,11 @@ def failed_start(exc: BaseException, resume: Path | None, cid: str | None, serve
     the adapters is the client's ``lora_config``; any other failure names the server's setting ``served``."""
     from rlnb.engine.checkpoints import CheckpointMismatch
 
+    if isinstance(exc, ModelOutOfMemory) and exc.__cause__ is not None:  # its advice is connect's keywords: torch's
+        exc = exc.__cause__
     detail = str(exc) if resume is None else str(exc).replace(str(resume), str(cid))
+    if isinstance(exc, CheckpointMismatch) and exc.dtype is not None:  # connect's keyword: no client sends it
+        detail = detail.replace(f"resume with dtype={exc.dtype!r}", f"resume under rlnb serve --dtype {exc.dtype}")
     detail = " ".join(detail.split())[:300]
     if out_of_memory(exc):  # a RuntimeError from torch: no fault of a checkpoint it resumes
         return f"out of memory building the session's model ({type(exc).__name__}): {detail}"

@@ -204,6 +204,10 @@ def test_every_member_equals_its_trial_run_alone(kind, members, sampled_tokens, 
             "dtype",
             "lora",
             "resume_from",
+            "tokenizer",
+            "trust_remote_code",
+            "eos_token_id",
+            "num_generator_replicas",
         ):
             assert got.history.config[key] == want[key], key
     assert clipped > 5  # clipping was active

@@ -6,7 +6,6 @@ The models are tiny GPT-2 / Llama / Qwen3 built from configs at test time and sa
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -489,39 +488,10 @@ def test_dtype_choice(hf_dirs):
         local("tiny", dtype="float8")
 
 
-CUSTOM_CODE = """
-import os
-from transformers import GPT2Config, GPT2LMHeadModel
-
-open(os.environ["RLNB_TEST_MARKER"], "w").write("the folder's code ran")
-
-
-class CustomConfig(GPT2Config):
-    model_type = "rlnb-custom-gpt2"
-
-
-class CustomLM(GPT2LMHeadModel):
-    config_class = CustomConfig
-"""
-
-
-def with_own_code(folder):
-    """A tiny GPT-2 folder whose config maps its classes to a module in the folder (auto_map)."""
-    hf_models.save("gpt2", folder)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(
-        model_type="rlnb-custom-gpt2",
-        auto_map={"AutoConfig": "custom.CustomConfig", "AutoModelForCausalLM": "custom.CustomLM"},
-    )
-    (folder / "config.json").write_text(json.dumps(config))
-    (folder / "custom.py").write_text(CUSTOM_CODE)
-    return folder
-
-
 @pytest.mark.slow
 def test_a_folder_with_its_own_code_is_refused_unless_trusted_on_purpose(tmp_path, monkeypatch):
     """transformers asked on stdin whether to run the folder's code inside rlnb.connect; answering y ran it."""
-    folder = with_own_code(tmp_path / "m")
+    folder = hf_models.with_own_code(tmp_path / "m")
     marker = tmp_path / "ran"
     monkeypatch.setenv("RLNB_TEST_MARKER", str(marker))
     refusal = r"its own Python code: .*config\.json maps AutoConfig, AutoModelForCausalLM .*trust_remote_code=True"

@@ -49,6 +49,25 @@ def test_out_of_memory_while_resuming_is_not_blamed_on_the_checkpoint(tmp_path, 
         assert "does not fit" not in s["error"]["message"] and "out of memory" in s["error"]["message"]
 
 
+def test_the_cpu_allocators_error_in_the_real_build_is_out_of_memory_said_once(tmp_path, monkeypatch):
+    """Through the engine's own build (the sampler's copy): torch's CPU allocator raises a plain ``RuntimeError``,
+    which ended SESSION_FAILED "building the session's model failed (RuntimeError): ...". The engine's words, with
+    their ``connect`` keywords, are no client's: the server says it once, with torch's words."""
+    from rlnb.engine import model_setup
+
+    def no_room(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+
+    with app_client(tmp_path) as c:
+        monkeypatch.setattr(model_setup, "sampler_copy", no_room)
+        s = _started(c)
+        assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
+        assert s["error"]["message"] == (
+            "out of memory building the session's model (RuntimeError): [enforce fail at alloc_cpu.cpp:127] "
+            "DefaultCPUAllocator: can't allocate memory"
+        )
+
+
 def test_any_other_failed_build_stays_session_failed(tmp_path, monkeypatch):
     with app_client(tmp_path) as c:
         monkeypatch.setattr(sessions_module, "make_backend", _failing(OSError("the weights file is gone")))
@@ -79,3 +98,26 @@ def test_a_model_that_fails_to_build_is_not_blamed_on_lora_config(tmp_path, monk
     assert message.startswith(
         "building the session's model failed (ValueError): the server's models['rlnb/tiny'] ('tiny'): model 'tinyy'"
     ), message
+
+
+@pytest.mark.parametrize("lora", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["full", "lora"])  # peft
+def test_a_resume_refused_for_its_dtype_names_the_servers_option(tmp_path, lora):
+    """The refusal advised ``dtype='float32'``, a ``connect`` keyword no API client can send: the server's is
+    ``rlnb serve --dtype`` (review41b #3)."""
+    state, body = tmp_path / "state", {"lora_config": {"rank": 4}} if lora else {}
+    with app_client(tmp_path, state_dir=state, dtype="float32") as c:
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": lora}).json()["id"]
+        sid = running(c, c.post("/training-sessions", json={"model_resources_id": rid, **body}).json()["id"])["id"]
+        ckpt = wait(c, sid, "training-checkpoint", submit(c, sid, "training-checkpoint")["id"])["output"]["checkpoint"]
+    with app_client(tmp_path, state_dir=state, dtype="bfloat16") as c:
+        rid = c.post("/model-resources", json={"base_model": "rlnb/tiny", "lora_enabled": lora}).json()["id"]
+        made = c.post("/training-sessions", json={"model_resources_id": rid, "resume_from_checkpoint_id": ckpt["id"]})
+        s = running(c, made.json()["id"])
+        message = s["error"]["message"]
+        assert s["status"] == wire.SessionStatus.ERROR and "float32" in message and "bfloat16" in message
+        assert "dtype='float32'" not in message and "resume under rlnb serve --dtype float32" in message
+        assert message.endswith(
+            "load_optimizer=False to start a new run from its weights in bfloat16"
+            if not lora
+            else "it adapts the weights as they were; resume under rlnb serve --dtype float32"
+        )

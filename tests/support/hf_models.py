@@ -123,3 +123,33 @@ def drop_weights(folder, part):
     state = load_file(folder / "model.safetensors")
     kept = {k: v for k, v in state.items() if part not in k}
     save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+CUSTOM_CODE = """
+import os
+import pathlib
+from transformers import GPT2Config, GPT2LMHeadModel
+
+pathlib.Path(os.environ["RLNB_TEST_MARKER"]).write_text("the folder's code ran")  # closed: no ResourceWarning
+
+
+class CustomConfig(GPT2Config):
+    model_type = "rlnb-custom-gpt2"
+
+
+class CustomLM(GPT2LMHeadModel):
+    config_class = CustomConfig
+"""
+
+
+def with_own_code(folder: Path) -> Path:
+    """A tiny GPT-2 folder whose config maps its classes to a module in the folder (auto_map)."""
+    save("gpt2", folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(
+        model_type="rlnb-custom-gpt2",
+        auto_map={"AutoConfig": "custom.CustomConfig", "AutoModelForCausalLM": "custom.CustomLM"},
+    )
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "custom.py").write_text(CUSTOM_CODE)
+    return folder

@@ -26,6 +26,7 @@ from torch import nn
 
 from rlnb._extras import need
 from rlnb.engine.dtypes import WEIGHT_DTYPES, check_weight_dtype
+from rlnb.engine.oom import out_of_memory
 
 DTYPES = {name: getattr(torch, name) for name in WEIGHT_DTYPES if name != "auto"}
 """``dtype=`` names as torch dtypes; "auto" keeps the checkpoint's dtype (the built-in models: float32)."""
@@ -197,6 +198,8 @@ def load_weights(path: Path, spec: str, dtype: torch.dtype | str, trust_remote_c
                 path, dtype=dtype, output_loading_info=True, trust_remote_code=trust_remote_code
             )
         except Exception as exc:  # noqa: BLE001 - OSError, SafetensorError, TypeError, ...: ours, naming the folder
+            if out_of_memory(exc):  # no fault of the folder: the session's build says memory ran out
+                raise
             problem, headless = failure_text(exc), "Unrecognized configuration class" in str(exc)
     if headless:
         raise ModelLoadError(

@@ -269,12 +269,9 @@ def _open(
             **options,
         }
         return connect(str(config["base_url"]), optimizer=kind, **record, **fresh)
-    copy = {
+    copy = {  # its dtype, tokenizer, LoRA, ...: the copy of a bfloat16 session trained in float32
         "model": model if model in SIZES else config.get("model"),
-        "muon_scaling": config.get("muon_scaling") if kind == "muon" else None,  # an Adam session refuses one
-        "lora": config.get("lora"),
-        "device": config.get("device", "auto"),
-        "seed": config.get("seed", 0),  # the session's: it builds a LoRA checkpoint's base (the test's seeds its steps)
+        **session.backend.reopen_options(),  # type: ignore[attr-defined]
         **own_modules(options),
     }
     try:

@@ -1,0 +1,85 @@
+"""Running out of memory while ``connect("local")`` builds the model (review41b #2): torch's raw allocator error
+("[enforce fail at alloc_cpu.cpp:127] ...") from the sampler's copy, or a ``ModelRefused`` that read as "the model is
+wrong" from the load. One error says memory ran out, what the session keeps and what to change. Deterministic: the
+allocation is made to fail, no memory limit is set."""
+
+import pytest
+import torch
+
+import rlnb
+from rlnb.engine import assembly, model_setup
+from rlnb.engine.oom import ModelOutOfMemory, out_of_memory
+from tests.support import hf_models
+
+ALLOCATOR = (
+    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+    "allocate 33554432 bytes. Error code 12 (Cannot allocate memory)"
+)
+
+
+def weight_bytes(module):
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+def no_room(*args, **kwargs):
+    raise RuntimeError(ALLOCATOR)
+
+
+def test_the_samplers_copy_that_does_not_fit_names_the_weights_the_copies_and_the_advice(monkeypatch):
+    expected = weight_bytes(rlnb.connect("local", device="cpu", record=False).backend.trainer)
+    monkeypatch.setattr(model_setup, "sampler_copy", no_room)
+    with pytest.raises(ModelOutOfMemory) as caught:
+        rlnb.connect("local", device="cpu", record=False)
+    words = str(caught.value)
+    assert words.startswith("out of memory building the session's model rlnb/tiny on cpu")
+    assert f"its weights take {expected / 2**30:.3g} GiB (float32)" in words
+    assert f"keeps 2 copies of them ({2 * expected / 2**30:.3g} GiB)" in words
+    for advice in ("lora=True", "num_generator_replicas=0", "dtype='bfloat16'"):
+        assert advice in words
+    assert "DefaultCPUAllocator" in words  # torch's own words stay, at the end
+    assert isinstance(caught.value, MemoryError) and out_of_memory(caught.value)  # rlnb serve: RESOURCE_AT_CAPACITY
+
+
+def test_advice_already_taken_is_not_given_again(monkeypatch):
+    """A trainer-only bfloat16 session keeps one copy: only what it has not tried is advised."""
+
+    def fails(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+
+    monkeypatch.setattr(assembly, "CheckpointStore", fails)  # the last thing the build makes
+    with pytest.raises(ModelOutOfMemory) as caught:
+        rlnb.connect("local", device="cpu", record=False, num_generator_replicas=0, dtype="bfloat16")
+    words = str(caught.value)
+    assert "keeps 1 copy of them" in words and "GiB (bfloat16)" in words
+    assert "lora=True" in words and "dtype='bfloat16'" not in words and "num_generator_replicas=0" not in words
+    assert words.endswith("(OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB)")
+
+
+def test_other_failures_of_the_build_are_not_called_out_of_memory(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(model_setup, "sampler_copy", broken)
+    with pytest.raises(RuntimeError, match="^a bug$"):
+        rlnb.connect("local", device="cpu", record=False)
+    assert not out_of_memory(RuntimeError("a bug")) and out_of_memory(OSError(12, "Cannot allocate memory"))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("transformers")  # skipped without it
+def test_a_hugging_face_load_that_runs_out_is_no_refusal_of_the_model(tmp_path, monkeypatch):
+    """The load's MemoryError read "ModelRefused: model '...': the weights ... cannot be loaded (MemoryError)"."""
+    import transformers
+
+    folder = hf_models.save("llama", tmp_path / "m")
+    on_disk = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+
+    def fails(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fails)
+    with pytest.raises(ModelOutOfMemory) as caught:
+        hf_models.local(str(folder))
+    words = str(caught.value)
+    assert f"its weights take {on_disk / 2**30:.3g} GiB (on disk)" in words
+    assert words.endswith("(MemoryError)") and "cannot be loaded" not in words
