@@ -230,8 +230,8 @@ def test_the_test_module_import_check_sees_each_form_of_import():
 
 
 def _wire_strings() -> dict[str, str]:
-    """Every operation kind, status, error code, loss type and GRPO option string (and each error code's short name,
-    as ``wire.error_code`` takes it) → the catalogue member to name instead."""
+    """Every operation kind, status, error code, loss type, loss metric key and GRPO option string (and each error
+    code's short name, as ``wire.error_code`` takes it) → the catalogue member to name instead."""
     from rlnb import wire
 
     catalogues = [
@@ -243,6 +243,7 @@ def _wire_strings() -> dict[str, str]:
         wire.ModelResourcesStatus,
         wire.ModelResourcesErrorCode,
         wire.TrialStatus,
+        wire.LossMetric,
     ]
     found = {m.value: f"wire.{c.__name__}.{m.name}" for c in catalogues for m in c}
     found |= {m.name: f"wire.OperationErrorCode.{m.name}" for m in wire.OperationErrorCode}

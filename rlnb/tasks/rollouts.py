@@ -246,11 +246,11 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
         "completions/distinct_mean": statistics.fmean([len(set(map(_TOKENS, g))) for g in groups]),
     }
     lm = loss_metrics or {}
-    for name, key in (("entropy", "loss/entropy/mean"), ("kl", "loss/kl_ref/mean")):
+    for name, key in (("entropy", wire.LossMetric.ENTROPY), ("kl", wire.LossMetric.KL_REF)):
         if key in lm:
             out[name] = float(lm[key])
-    if "loss/clip/low_fraction" in lm and "loss/clip/high_fraction" in lm:
-        low, high = float(lm["loss/clip/low_fraction"]), float(lm["loss/clip/high_fraction"])
+    if wire.LossMetric.CLIP_LOW in lm and wire.LossMetric.CLIP_HIGH in lm:
+        low, high = float(lm[wire.LossMetric.CLIP_LOW]), float(lm[wire.LossMetric.CLIP_HIGH])
         out |= {"clip_ratio/low_mean": low, "clip_ratio/high_mean": high, "clip_ratio/region_mean": low + high}
     return out
 
