@@ -283,6 +283,35 @@ def test_kinds_statuses_and_error_codes_are_named_from_wire_only(rlnb_nodes):
     assert not found, "kind / status / error-code strings outside rlnb/wire:\n" + "\n".join(found)
 
 
+def test_rl_metric_names_are_named_from_history_figures_only(rlnb_nodes):
+    """The RL metrics ``rl_step`` logs, and the eval accuracy, are named by ``history.figures.RLMetric`` and
+    ``EVAL_ACCURACY``: the step that logs them and the plots and tables that show them. ``"reward"`` is left out of the
+    scan: it also names a sweep's objective and a completion's column."""
+    from rlnb.history.figures import EVAL_ACCURACY, RL_METRICS
+
+    names = {m: f"history.figures.RLMetric ({m})" for m in (*RL_METRICS, EVAL_ACCURACY) if m != "reward"}
+    home = ROOT / "rlnb" / "history" / "figures.py"
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+        for path, nodes in rlnb_nodes.items()
+        if path != home
+        for node in _wire_literals(nodes, names)
+    ]
+    assert not found, "RL metric names spelt outside history/figures.py:\n" + "\n".join(found)
+
+
+def test_viz_never_imports_tasks(rlnb_nodes):
+    """viz draws what a history holds, and takes the names of its figures from history: importing a plot
+    (``rlnb.viz.names``) loaded the session stack through ``rlnb.tasks`` (95 rlnb modules)."""
+    viz = ROOT / "rlnb" / "viz"
+    found = [
+        str(path.relative_to(ROOT))
+        for path, nodes in rlnb_nodes.items()
+        if path.is_relative_to(viz) and "tasks" in _rlnb_imports(nodes)
+    ]
+    assert not found, f"viz modules importing rlnb.tasks: {found}"
+
+
 def test_the_literal_check_sees_what_it_must():
     """The check above finds a literal in code, in a default and in a tuple, and leaves docstrings alone."""
     source = '''"""optim-step, as prose."""

@@ -22,6 +22,7 @@ from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.optim.trainer import StepStats
 from rlnb.engine.stepping import optim_metrics
 from rlnb.history import History, Record
+from rlnb.history.figures import RLMetric
 from rlnb.history.runs import warn_continued
 from rlnb.params import Hyperparams
 from rlnb.tasks import StepReport
@@ -165,7 +166,9 @@ class Recorder:
         metrics = step_metrics(rollouts, fb.metrics)
         self.history.log(self.step, **metrics)
         rewards = [r.reward for g in rollouts for r in g]
-        return StepReport(self.step, metrics["reward"], fb.loss, stats.grad_norm, Status.COMPLETED, rewards, metrics)
+        return StepReport(
+            self.step, metrics[RLMetric.REWARD], fb.loss, stats.grad_norm, Status.COMPLETED, rewards, metrics
+        )
 
     def abandon(self, message: str, code: Code = Code.SESSION_NOT_ACTIVE) -> None:
         """Fail every operation not yet finished (the run stopped or broke while they were queued or running)."""

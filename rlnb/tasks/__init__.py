@@ -3,9 +3,9 @@
 supervised runs (``corpus``), one RL step (``rl``), the scoring and metrics of its completions
 (``rollouts``) and one measured training run that lessons are judged on (``lesson``)."""
 
+from rlnb.history.figures import EVAL_ACCURACY, RL_METRICS
 from rlnb.tasks.rl import MAX_STEPS, SEED_STRIDE, StepReport, check_steps, rl_step, seed_range
 from rlnb.tasks.rollouts import (
-    RL_METRICS,
     AdvantageScale,
     Rollout,
     group_advantages,
@@ -15,7 +15,6 @@ from rlnb.tasks.rollouts import (
 )
 from rlnb.tasks.task import Task, digit_fraction, digits_task
 from rlnb.tasks.verified import (
-    EVAL_ACCURACY,
     EVAL_EVERY,
     TASKS,
     VerifiedTask,

@@ -29,8 +29,6 @@ from rlnb._checks import check_int, is_integer
 from rlnb.session import Prompt, Session
 from rlnb.tasks.task import Task, completion_text, digits_task
 
-EVAL_ACCURACY = "eval/accuracy"
-"""The history's name for held-out accuracy (``History.log(step, **{EVAL_ACCURACY: ...})``)."""
 EVAL_EVERY = 10
 """Steps between two evaluations in the panel and in ``rlnb.tasks.lesson.train``."""
 
