@@ -253,6 +253,7 @@ def _wire_strings() -> dict[str, str]:
         for field, names in wire.loss_params.GRPO_PARAM_NAMES.items()
         for k, v in names.items()
     }
+    found |= {name: f"a wire.MuonScaling constant (wire.MUON_{name.upper()})" for name in wire.MUON_SCALING}
     spelt = ("CheckpointType", "CheckpointVariant", "DType", "StopReason", "WeightSyncType", "MuonScalingStrategy")
     for alias in spelt:  # the spec's prefixed strings ("adam" or "int64" name other things too)
         found |= {v: f"a wire constant of wire.{alias} (add one if none)" for v in get_args(getattr(wire, alias))}

@@ -95,7 +95,7 @@ class StackedOptimizer:
         kind: wire.OptimizerKind,
         adam: Sequence[str],
         muon: Sequence[Sequence[str]] = (),
-        muon_scaling: str = "original",
+        muon_scaling: wire.MuonScaling = wire.MUON_ORIGINAL,
         ns_dtype: torch.dtype = torch.float32,
     ) -> None:
         self.model, self.kind, self.muon_scaling, self.ns_dtype = model, kind, muon_scaling, ns_dtype

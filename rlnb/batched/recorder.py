@@ -34,7 +34,7 @@ from rlnb.wire import OperationStatus as Status
 def member_config(
     adapter: ModelAdapter,
     optimizer: str,
-    muon_scaling: str,
+    muon_scaling: wire.MuonScaling,
     ns_dtype: torch.dtype,
     muon_names: list[str],
     adam_names: list[str],

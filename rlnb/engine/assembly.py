@@ -19,7 +19,7 @@ from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ModelOptions, MuonOptions
 from rlnb.engine.state import Engine
-from rlnb.wire import OptimizerKind
+from rlnb.wire import MUON_ORIGINAL, OptimizerKind
 
 
 def build_optimizer(
@@ -36,7 +36,7 @@ def build_optimizer(
             UserWarning,
             stacklevel=2,
         )
-    return TrainerOptimizer(trainer, kind, split, muon_scaling=muon.muon_scaling or "original", ns_dtype=ns)
+    return TrainerOptimizer(trainer, kind, split, muon_scaling=muon.muon_scaling or MUON_ORIGINAL, ns_dtype=ns)
 
 
 def build_engine(

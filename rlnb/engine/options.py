@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -115,7 +115,7 @@ class MuonOptions:
     compute dtype (default: chosen from the device and CPU features); ``muon_split`` overrides the Muon/AdamW split
     (``rlnb.engine.optim.split.SplitOverride``)."""
 
-    muon_scaling: Literal["original", "match_adam"] | None = None
+    muon_scaling: wire.MuonScaling | None = None
     """None: ``"original"``, and not given (an Adam session took ``muon_scaling="original"`` in silence)."""
     ns_dtype: str | torch.dtype | None = None
     muon_split: SplitOverride | None = None

@@ -40,7 +40,7 @@ class SessionOptions:
     optimizer: OptimizerKind | None = None
     lora: bool | dict[str, Any] | wire.LoraConfig | None = None
     num_generator_replicas: int = 1
-    muon_scaling: str | None = None
+    muon_scaling: wire.MuonScaling | wire.MuonScalingStrategy | None = None
     resume_from_checkpoint_id: str | None = None
     load_optimizer: bool | None = None
     display_name: str | None = None

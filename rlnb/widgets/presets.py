@@ -68,7 +68,7 @@ def unconverted(name: str, kind: str, muon_lr: float, units: str | None) -> str:
     """What a form of ``kind`` adds to preset ``name``'s label while it holds that preset's Muon rate, measured in
     "original" units, unconverted to ``units`` (the form's, ``LRFinderControls.unconverted``): to a session reading
     rates as match_adam the same number is another step size, yet the summary said the preset, unmodified."""
-    if kind != "muon" or units in (None, "original"):
+    if kind != "muon" or units in (None, wire.MUON_ORIGINAL):
         return ""
     if not math.isclose(muon_lr, PRESETS[name]["muon"]["learning_rate"], rel_tol=1e-12):
         return ""  # a rate of the person's own

@@ -15,7 +15,7 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -83,7 +83,7 @@ class TrainerOptimizer:
         model: nn.Module,
         kind: wire.OptimizerKind,
         split: ParamSplit | None = None,
-        muon_scaling: Literal["original", "match_adam"] = "original",
+        muon_scaling: wire.MuonScaling = wire.MUON_ORIGINAL,
         ns_dtype: torch.dtype | None = None,
     ) -> None:
         wire.optimizer_kind(kind, "kind")

@@ -9,15 +9,13 @@ from typing import Any
 from rlnb import wire
 from rlnb.params import MuonHyperparams, OptimizerParams, decay_rule_holds
 from rlnb.session import Session
+from rlnb.wire import SCALING_NAMES
 
 from .curve import significant
 
-DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (1e-5, 1.0)}
+DEFAULT_RANGES = {"adam": (1e-5, 1.0), wire.MUON_ORIGINAL: (1e-3, 10.0), wire.MUON_MATCH_ADAM: (1e-5, 1.0)}
 """(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
-SCALING_NAMES: dict[str, str] = {strategy: name for name, strategy in wire.MUON_SCALING.items()}
-"""A session config's ``muon_scaling`` as the wire spells it, by the convention's name (``DEFAULT_RANGES``'s keys,
-``muon``'s conventions)."""
 
 
 def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:
@@ -65,5 +63,5 @@ def range_key(kind: str, session: Session | None, target: str, options: dict[str
     config = session.history.config if session is not None else {}
     given = options.get("muon_scaling") or config.get("muon_scaling")
     local = config.get("backend") != "remote" if session is not None else target == "local"
-    name = SCALING_NAMES.get(str(given), given) if given is not None else ("original" if local else None)
+    name = SCALING_NAMES.get(str(given), given) if given is not None else (wire.MUON_ORIGINAL if local else None)
     return name if name in DEFAULT_RANGES else None
