@@ -4,6 +4,7 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import get_args
 
@@ -100,6 +101,12 @@ def test_torch_is_pinned_exactly_and_pyproject_keeps_a_range():
     assert "torch==2.13.0" in pins
     assert not any("+cpu" in p or p.startswith(("nvidia", "triton")) for p in pins)
     assert re.search(r'"torch>=[\d.]+,<[\d.]+"', (ROOT / "pyproject.toml").read_text())
+
+
+def test_mypy_checks_a_comparison_with_a_kind():
+    """``kind == "adamw"`` of an ``OptimizerKind`` (or of a ``MuonScaling``) can never hold: with ``strict_equality``
+    mypy says so, where a misspelt catalogue name type-checked clean."""
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"].get("strict_equality") is True
 
 
 def test_environment_yml_mirrors_the_pip_install():

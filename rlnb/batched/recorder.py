@@ -19,6 +19,7 @@ import torch
 
 from rlnb import wire
 from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.optim.split import ADAM_GROUP, MUON_GROUP
 from rlnb.engine.optim.trainer import StepStats
 from rlnb.engine.stepping import optim_metrics
 from rlnb.history import History, Record
@@ -33,7 +34,7 @@ from rlnb.wire import OperationStatus as Status
 
 def member_config(
     adapter: ModelAdapter,
-    optimizer: str,
+    optimizer: wire.OptimizerKind,
     muon_scaling: wire.MuonScaling,
     ns_dtype: torch.dtype,
     muon_names: list[str],
@@ -54,9 +55,11 @@ def member_config(
         "model_kind": adapter.kind,
         "optimizer": optimizer,
         "muon_scaling": muon_scaling,
-        "ns_dtype": str(ns_dtype).removeprefix("torch.") if optimizer == "muon" else None,
+        "ns_dtype": str(ns_dtype).removeprefix("torch.") if optimizer == wire.MUON else None,
         "param_split": (
-            {"muon": sorted(muon_names, key=order.__getitem__), "adam": adam_names} if optimizer == "muon" else None
+            {MUON_GROUP: sorted(muon_names, key=order.__getitem__), ADAM_GROUP: adam_names}
+            if optimizer == wire.MUON
+            else None
         ),
         "seed": seed,
         "device": str(adapter.device),

@@ -19,7 +19,7 @@ from rlnb.engine.optim.split import split_params
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ModelOptions, MuonOptions
 from rlnb.engine.state import Engine
-from rlnb.wire import MUON_ORIGINAL, OptimizerKind
+from rlnb.wire import MUON, MUON_ORIGINAL, OptimizerKind
 
 
 def build_optimizer(
@@ -27,7 +27,7 @@ def build_optimizer(
 ) -> TrainerOptimizer:
     """The session's optimizer on ``trainer``: made before a resume copies a checkpoint's weights in, so that the
     checkpoint's optimizer state is checked against it first (it reads the weights' names, shapes and dtypes only)."""
-    split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if kind == "muon" else None
+    split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if kind == MUON else None
     if split is not None and not split.muon and muon.muon_split is None:
         warnings.warn(
             "no trainable weight of this model is a hidden matrix: Muon moves nothing, and this Muon session steps "

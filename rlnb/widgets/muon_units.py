@@ -78,7 +78,7 @@ class MuonUnits:
 
         self._session = session
         self._units = None  # the last session's units: set to this one's below, the form's rate converted to them
-        if session is None or session.optimizer != "muon":
+        if session is None or session.optimizer != wire.MUON:
             self.scaling.disabled, self._units = False, None
             return
         try:

@@ -11,6 +11,8 @@ from pydantic import Field, Strict
 from rlnb.wire.base import NUMBER_ONLY, Int64, Newer, _Model, _Request
 
 __all__ = [
+    "ADAM",
+    "MUON",
     "MUON_MATCH_ADAM",
     "MUON_ORIGINAL",
     "MUON_SCALING",
@@ -34,10 +36,15 @@ __all__ = [
 ]
 
 OptimizerKind: TypeAlias = Literal["adam", "muon"]
-"""The optimizer of a model resource, fixed for its life (rlnb's short names)."""
+"""The optimizer of a model resource, fixed for its life (rlnb's short names). A ``Literal``, not an enum: people
+type ``optimizer="muon"``, and mypy (``strict_equality``) refuses a comparison with a name that is none of these."""
+ADAM: Final = "adam"
+"""AdamW for every parameter."""
+MUON: Final = "muon"
+"""Muon for the hidden 2-D matrices, AdamW for the rest (``MuonParams.adam``)."""
 OPTIMIZERS: Final[tuple[OptimizerKind, ...]] = get_args(OptimizerKind)
 """Every ``OptimizerKind``: what ``connect(optimizer=...)`` accepts."""
-OPTIMIZER_PARAMS_FIELD: Final[dict[OptimizerKind, str]] = {"adam": "adam_params", "muon": "muon_params"}
+OPTIMIZER_PARAMS_FIELD: Final[dict[OptimizerKind, str]] = {ADAM: "adam_params", MUON: "muon_params"}
 """Which ``OptimStepBody`` field carries each kind's per-step params."""
 
 
@@ -158,7 +165,7 @@ class OptimizerConfig(_Model):
 def optimizer_config(kind: str, muon_scaling: str | None = None) -> OptimizerConfig:
     """The resource's ``optimizer_config`` for ``kind`` (``"adam"``/``"muon"``); ``muon_scaling`` is a
     short name (``"original"``, ``"match_adam"``) or the enum string, Muon only."""
-    if optimizer_kind(kind) == "adam":
+    if optimizer_kind(kind) == ADAM:
         if muon_scaling is not None:
             raise ValueError("muon_scaling applies to optimizer='muon' only")
         return OptimizerConfig(adam=AdamOptimizerConfig())
@@ -170,4 +177,4 @@ def optimizer_config(kind: str, muon_scaling: str | None = None) -> OptimizerCon
 
 def optimizer_of(config: OptimizerConfig) -> OptimizerKind:
     """The kind an ``optimizer_config`` selects (``muon`` when it names Muon, else ``adam``)."""
-    return "muon" if config.muon is not None else "adam"
+    return MUON if config.muon is not None else ADAM
