@@ -60,7 +60,9 @@ def _column(values: Sequence[float], like: Tensor, dims: int = 2) -> Tensor:
     return torch.tensor(list(values), dtype=like.dtype, device=like.device).view(-1, *([1] * (dims - 1)))
 
 
-def plan(model: nn.Module, kind: wire.OptimizerKind, roles: Sequence[nn.Parameter]) -> tuple[list[str], list[list[str]]]:
+def plan(
+    model: nn.Module, kind: wire.OptimizerKind, roles: Sequence[nn.Parameter]
+) -> tuple[list[str], list[list[str]]]:
     """The AdamW group's names and the Muon matrices' names grouped by shape, for one member of the ensemble:
     the split a session of this model makes (``split_params`` with the adapter's embedding roles), and the
     shape groups in the order ``TrainerOptimizer`` stacks them."""
