@@ -85,3 +85,50 @@ def test_the_demo_on_a_float16_checkpoint_says_which_dtype_option_to_give(tmp_pa
     said = capsys.readouterr().err
     assert "--dtype auto gave float16 (the checkpoint's); give --dtype bfloat16" in said and "eps >=" not in said
     assert not (tmp_path / "out").exists()
+
+
+def numeric_options(command):
+    """``command``'s options that take a number (``--port``'s text is read as one by its own check)."""
+    from rlnb.cli.options import integer, number
+
+    parser = argparse.ArgumentParser()
+    command.arguments(parser)
+    typed = [a.option_strings[0] for a in parser._actions if a.type in (integer, number)]
+    return typed + (["--port"] if command is serve else [])
+
+
+def test_every_numeric_option_is_found():
+    """The test below reads the options off the parsers: an option that lost its ``type`` would drop out of it."""
+    assert numeric_options(demo) == ["--steps", "--seed", "--lr", "--lora", "--threads"]
+    assert numeric_options(serve) == ["--op-delay", "--fail-rate", "--offload-results-over", "--port"]
+
+
+@pytest.mark.parametrize("value", ["-1e-400", "-1e-3", "-1e3", "-inf", "-nan", "-1x"])
+@pytest.mark.parametrize("name", ["demo", "serve"])
+def test_a_negative_value_after_a_space_is_refused_as_after_an_equals_sign(name, value, tmp_path, capsys, monkeypatch):
+    """argparse took ``-1e-400`` for an option name: ``--lr -1e-400`` was "argument --lr: expected one argument",
+    where ``--lr=-1e-400`` named the value and what is wrong with it (review40f F7). Every value here is refused."""
+    monkeypatch.chdir(tmp_path)  # nothing may be written, but not into the tests' folder if it were
+    monkeypatch.setattr("uvicorn.Server.run", lambda *a, **k: pytest.fail("rlnb serve started listening"))
+    command = {"demo": demo, "serve": serve}[name]
+    for option in numeric_options(command):
+        assert exit_code([name, f"{option}={value}"]) == 2
+        joined = capsys.readouterr().err
+        assert exit_code([name, option, value]) == 2
+        spaced = capsys.readouterr().err
+        assert "expected one argument" not in spaced and option in spaced and spaced == joined
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_delay_that_underflows_is_refused_though_0_is_in_range(capsys):
+    """``--op-delay 1e-400`` would run at 0 s, a value no one typed: refused as every number option refuses one."""
+    assert exit_code(["serve", "--op-delay", "1e-400"]) == 2
+    assert "argument --op-delay: '1e-400' underflows to 0 in a float" in capsys.readouterr().err
+
+
+def test_the_top_help_spells_the_command_as_its_usage_does(capsys):
+    """It said "command ... (rlnb COMMAND --help)": two spellings of one word."""
+    assert exit_code(["--help"]) == 0
+    said = capsys.readouterr().out
+    assert "usage: rlnb [-h] command ..." in said and "COMMAND" not in said
+    assert "(their options: rlnb demo -h, rlnb serve -h)" in said

@@ -45,3 +45,19 @@ def test_the_builder_marks_a_schedule_past_any_run_invalid():
         assert builder.errors[0].startswith("Schedule.total_steps = ") and "<= 1000003" in builder.errors[0]
     builder.total.value = MAX_STEPS
     assert builder.valid and builder.errors == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [  # step: 0, 4, 9 warm up (step + 1) / 10; 10 starts the decay; 15 is half-way; 19 is 9/10 of it; 20 is the floor
+        ("constant", [0.1, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0]),
+        ("linear", [0.1, 0.5, 1.0, 1.0, 0.55, 0.19, 0.1]),  # 0.1 + 0.9 * (1 - 0.9)
+        ("cosine", [0.1, 0.5, 1.0, 1.0, 0.55, 0.12202457, 0.1]),  # 0.1 + 0.9 * (1 + cos(0.9 pi)) / 2
+    ],
+)
+def test_the_decay_spans_the_steps_after_the_warmup(kind, expected):
+    """Warmup 10 of 20 steps: the decay runs from step 10 to step 20, so step 19 is 9/10 of the way down. A span
+    that counted the warmup (20 steps) put step 19 at 9/20, a linear 0.595 (review41c G7)."""
+    schedule = Schedule(kind, warmup_steps=10, total_steps=20, min_lr_ratio=0.1)
+    got = [schedule.multiplier(step) for step in (0, 4, 9, 10, 15, 19, 20)]
+    assert got == pytest.approx(expected, abs=1e-8)

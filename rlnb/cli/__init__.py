@@ -29,14 +29,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     opened()  # before anything opens a file: a closed stdout's descriptor is no file's
     try:
         with HeldDuringImports():
-            import argparse
-
             from rlnb.cli import demo, serve
+            from rlnb.cli.options import Parser
 
             about = "rlnb command line: a thin layer over the public API."
-            parser = argparse.ArgumentParser(prog="rlnb", description=about)
+            parser = Parser(prog="rlnb", description=about)  # its subcommands' parsers are of its class
             # "command" in the usage, as the error names it: {demo,serve} there was "command" nowhere else
-            sub = parser.add_subparsers(dest="command", metavar="command", help="demo or serve (rlnb COMMAND --help)")
+            words = "demo or serve (their options: rlnb demo -h, rlnb serve -h)"
+            sub = parser.add_subparsers(dest="command", metavar="command", help=words)
             commands = {
                 "demo": sub.add_parser("demo", help="run the RL loop on the in-process torch backend"),
                 "serve": sub.add_parser("serve", help="serve the Together RL API on the in-process backend"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rlnb._shown import shown
 from rlnb.engine.dtypes import WEIGHT_DTYPES
@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # rlnb.errors reads rlnb.wire (pydantic): not for ``--help``
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
+_NEGATIVE = re.compile(r"-([0-9.]|inf|nan)", re.IGNORECASE)
 MAX_DIGITS = 40
 """The most digits an integer option takes: each option's range fits in 20. Past 4300 ``int`` refused the text, said
 as "not in ASCII digits"; below that each range's error echoed all of them, a line of thousands of characters."""
@@ -58,7 +59,8 @@ def integer(text: str) -> int:
 
 def number(text: str) -> float:
     """argparse's ``type=`` for a number option: ``ascii_number``, refused naming the option, as ``integer``; a
-    number too small for a float, refused as typed (``--lr 1e-400`` was "got 0.0")."""
+    number too small for a float, refused as typed (``--lr 1e-400`` was "got 0.0"), even where 0 is in range
+    (``--op-delay 1e-400``): the command runs with no value other than the one typed; 0 is written 0."""
     try:
         value = ascii_number(text)
     except ValueError:
@@ -66,6 +68,17 @@ def number(text: str) -> float:
     if value == 0 and re.search("[1-9]", re.split("[eE]", text)[0]):
         raise argparse.ArgumentTypeError(f"{shown(text)} underflows to 0 in a float (the least is about 5e-324)")
     return value
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, for which a value that begins with "-" and a digit, a point or inf/nan is a value, not an
+    option name: its own rule knows only ``-5`` and ``-.5``, so ``--lr -1e-3`` (and ``-inf``) was "argument --lr:
+    expected one argument" where ``--lr=-1e-3`` is refused naming the value. No option of rlnb's is spelt so.
+    (``_negative_number_matcher`` is argparse's own; from Python 3.14 its rule takes ``-1e-3`` too, not ``-inf``.)"""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:

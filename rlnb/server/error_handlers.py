@@ -100,8 +100,8 @@ def _route_miss(method: str, path: str) -> str:
 
 MAX_SHOWN_DIGITS = 40
 """A number out of range longer than this is not echoed in the 400 (a 5,000-digit one filled the message)."""
-_BOUND_BROKEN = frozenset({"greater_than_equal", "less_than_equal", "greater_than", "less_than"})
-"""pydantic's error types for a number past one of its field's bounds."""
+_BOUND_BROKEN = frozenset({"greater_than_equal", "less_than_equal", "greater_than", "less_than", "finite_number"})
+"""pydantic's error types for a number past one of its field's bounds, or past every bound (inf, nan)."""
 
 
 def _span(request: Request, param: str | None, loc: tuple[Any, ...]) -> str | None:

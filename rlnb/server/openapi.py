@@ -12,13 +12,17 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from annotated_types import Ge, Gt, Le, Lt
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.routing import BaseRoute
 
 from rlnb import wire
+from rlnb.wire.rules import bound_text
 
 UNUSED_SCHEMAS = ("HTTPValidationError", "ValidationError")
+_BOUNDS = {"minimum": Ge, "exclusiveMinimum": Gt, "maximum": Le, "exclusiveMaximum": Lt}
+"""JSON Schema's bounds as ``annotated_types``' (pydantic's), which ``bound_text`` words."""
 
 
 def shared_openapi(app: FastAPI, document: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
@@ -61,8 +65,9 @@ def declared_range(spec: dict[str, Any], method: str, path: str, loc: tuple[Any,
 
 
 def _span(spec: dict[str, Any], node: dict[str, Any]) -> str | None:
-    """``LOW..HIGH``, or ``[LOW, HIGH)`` and the like where a bound is exclusive, of ``node`` or of one of its options
-    (``anyOf``, nested: an int64 field also takes a decimal string, and may be null); None where none has both."""
+    """``LOW..HIGH``, or ``[LOW, HIGH)`` and the like where a bound is exclusive, or one bound as ``rlnb.wire`` words
+    it (``>= 0``: a temperature), of ``node`` or of one of its options (``anyOf``, nested: an int64 field also takes
+    a decimal string, and may be null); None where none has a bound."""
     node = _resolved(spec, node)
     low = node.get("minimum", node.get("exclusiveMinimum"))
     high = node.get("maximum", node.get("exclusiveMaximum"))
@@ -70,6 +75,9 @@ def _span(spec: dict[str, Any], node: dict[str, Any]) -> str | None:
         if "minimum" in node and "maximum" in node:
             return f"{_number(low)}..{_number(high)}"
         return f"{'[' if 'minimum' in node else '('}{_number(low)}, {_number(high)}{']' if 'maximum' in node else ')'}"
+    if low is not None or high is not None:
+        key = next(k for k in _BOUNDS if k in node)
+        return bound_text(_BOUNDS[key](_number(node[key])))
     for option in node.get("anyOf", []):
         if (span := _span(spec, option)) is not None:
             return span

@@ -8,9 +8,11 @@ from __future__ import annotations
 import threading
 
 from rlnb.history import History
+from rlnb.history.runconfig import session_starts
 from rlnb.sinks import marks
-from rlnb.sinks.base import RunInfo, Sink
+from rlnb.sinks.base import Point, RunInfo, Sink
 from rlnb.sinks.marks import Mark
+from rlnb.sinks.points import unsent
 from rlnb.sinks.scrubbing import scrub
 
 LISTED = 20
@@ -21,23 +23,47 @@ def left_out(history: History, sink: Sink, unnamed: str) -> None:
     """Say again that ``sink`` is dropped, naming the run it leaves out (the first warning may have scrolled away cells
     ago; in a sweep, at its end: ``gathered``), and mark the run folder as holding none of it (``rlnb.sinks.marks``),
     so that a session continuing the run with a working sink sends it the whole run; a mark there already (a session
-    that streamed the run) stays."""
+    that streamed the run) stays, and the run is said written there in part, the rest sent by that session."""
     file = marks.path(history.path, sink) if history.path is not None else None
     try:
-        unmarked = file is not None and marks.read(file) is None
+        mark = marks.read(file) if file is not None else None
     except ValueError:  # a damaged mark: the continuing session says so
-        unmarked = False
-    if file is not None and unmarked:
-        marks.write_once(file, Mark(-1, frozenset(), 0))
+        mark = NOTHING
+    if file is not None and mark is None:
+        marks.write_once(file, NOTHING)
+    part = _part(history, mark)
     with _LOCK:
         if sink in _GATHERED:
-            _GATHERED[sink].append(history)
+            _GATHERED[sink].append((history, part))
             return
     name = RunInfo.from_config(dict(history.config), history.path, unnamed).name
     kept = history.path or "session.history, in memory,"
-    later = f"a session continuing run {name} with a new {type(sink).__name__} sink sends it the whole run" if file \
+    rest = "the rest" if part else "the whole run"
+    later = f"a session continuing run {name} with a new {type(sink).__name__} sink sends it {rest}" if file \
         else "rlnb.export writes it there"  # fmt: skip
-    sink.note(f"{_dropped(sink)}: run {name} is not written there. {kept} has everything: {later}")
+    left = f"is written there in part: {_steps(part)} so far are not, nor are this session's" if part else \
+        "is not written there"  # fmt: skip
+    sink.note(f"{_dropped(sink)}: run {name} {left}. {kept} has everything: {later}")
+
+
+NOTHING = Mark(-1, frozenset(), 0)
+"""The mark of a run a sink holds none of."""
+
+
+def _part(history: History, mark: Mark | None) -> tuple[int, int] | None:
+    """How many steps of ``history`` are past what ``mark`` says its sink holds (written, or before it was attached:
+    never to be sent), which a session continuing the run sends, and of how many; None where it holds none of them
+    (or there is no mark)."""
+    if mark is None or mark == NOTHING:
+        return None
+    starts, records, rows = session_starts(dict(history.config)), history.records, history.logged.to_dict("records")
+    steps = {i.step for i in unsent(records, starts, rows, NOTHING) if isinstance(i, Point)}
+    missed = {i.step for i in unsent(records, starts, rows, mark) if isinstance(i, Point)}
+    return (len(missed), len(steps)) if steps - missed else None
+
+
+def _steps(part: tuple[int, int]) -> str:
+    return f"{part[0]} of its {part[1]} steps"
 
 
 class gathered:  # noqa: N801 - used as a function: ``with gathered(sinks):`` (a class: no contextlib frame between
@@ -67,15 +93,19 @@ class gathered:  # noqa: N801 - used as a function: ``with gathered(sinks):`` (a
                 sink.say()
 
 
-def _said(sink: Sink, runs: list[History]) -> str:
+def _said(sink: Sink, runs: list[tuple[History, tuple[int, int] | None]]) -> str:
     """One warning for the runs a sweep left out of ``sink``, each by its full name (``<sweep>/<trial>``, as the run
     it was dropped in: the trials' configs name their sweep once annotated, after ``left_out``)."""
-    names = sorted(RunInfo.from_config(dict(h.config), h.path).name for h in runs)
+    names = sorted(
+        RunInfo.from_config(dict(h.config), h.path).name + (f" ({_steps(p)} not)" if p else "") for h, p in runs
+    )
     shown = ", ".join(names[:LISTED]) + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
-    kept = "Their run folders have" if all(h.path is not None for h in runs) else "Their session.history has"
+    kept = "Their run folders have" if all(h.path is not None for h, _ in runs) else "Their session.history has"
+    kind, part = type(sink).__name__, any(p for _, p in runs)
+    rest = f"; one written in part, a session continuing its run with a new {kind} sink sends the rest" * part
     return (f"{_dropped(sink)}: {len(names)} other trial{'s' * (len(names) > 1)} of the sweep "
-            f"{'are' if len(names) > 1 else 'is'} not written there: {shown}. {kept} everything: "
-            f"rlnb.export(run_path, rlnb.sinks.{type(sink).__name__}(...)) writes a trial there")  # fmt: skip
+            f"{'are' if len(names) > 1 else 'is'} not written there{', or only in part' * part}: {shown}. {kept} "
+            f"everything: rlnb.export(run_path, rlnb.sinks.{kind}(...)) writes a trial there{rest}")  # fmt: skip
 
 
 def _dropped(sink: Sink) -> str:
@@ -85,5 +115,5 @@ def _dropped(sink: Sink) -> str:
 
 
 _LOCK = threading.Lock()
-_GATHERED: dict[Sink, list[History]] = {}
+_GATHERED: dict[Sink, list[tuple[History, tuple[int, int] | None]]] = {}
 """The dropped sinks of the sweeps running now, each with the runs left out of it."""

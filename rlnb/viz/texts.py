@@ -123,12 +123,17 @@ def fit_title(ax: Axes, room: float, renderer: RendererBase | None = None, text:
     as ``renderer`` (else ``agg``) draws it: a long figure name would run off the figure's edges, clipped at both
     ends with nothing to say so."""
     title = ax.title if text is None else text
-    font, renderer = title.get_fontproperties(), renderer or agg(cast(Figure, ax.get_figure(root=True)))
+    renderer = renderer or agg(cast(Figure, ax.get_figure(root=True)))
+    title.set_text(_cut_lines(title.get_text(), title.get_fontproperties(), room, renderer))
+
+
+def _cut_lines(said: str, font: FontProperties, room: float, renderer: RendererBase) -> str:
+    """Each line of ``said`` cut in the middle (``shortened``) to ``room`` px in ``font`` as ``renderer`` draws it."""
 
     def fits(line: str) -> bool:
         return drawn_width(line, font, renderer) <= room
 
-    title.set_text("\n".join(shortened(line, fits) for line in title.get_text().split("\n")))
+    return "\n".join(shortened(line, fits) for line in said.split("\n"))
 
 
 def agg(figure: Figure) -> RendererBase:
@@ -160,11 +165,23 @@ def _drawn(text: str, font: FontProperties) -> tuple[str, FontProperties]:
 def fit_titles(drawn: Axes | Figure) -> None:
     """Every title and x label of ``drawn`` cut to its room in its share of the figure's width (``_room``), and every
     y label to its share of the figure's height (``fit_title``): a long figure name, the label of its panel, ran off
-    the top and the bottom, and ``search_plot``'s x label (a column's name) across a grid's row."""
+    the top and the bottom, and ``search_plot``'s x label (a column's name) across a grid's row. Cut again as drawn,
+    from what each said here (``Cutter``)."""
     for ax in drawn.axes if isinstance(drawn, Figure) else [drawn]:
-        fit_title(ax, _room(ax))
-        fit_title(ax, _room(ax), text=ax.xaxis.label)
-        fit_title(ax, 0.7 * _share(ax)[3], text=ax.yaxis.label)
+        cutter = next((a for a in ax.artists if isinstance(a, Cutter)), None)
+        if cutter is None:
+            cutter = Cutter()
+            ax.add_artist(cutter)
+        for text, room in _rooms(ax, placed=cast(Figure, ax.get_figure(root=True)).get_layout_engine() is None):
+            said = cutter.said(text)
+            fit_title(ax, room, text=text)
+            cutter.cuts[text] = said, text.get_text()
+
+
+def _rooms(ax: Axes, placed: bool) -> list[tuple[Text, float]]:
+    """``ax``'s title, x label and y label, each with its room: ``_room`` across, 0.7 of its share's height up."""
+    across = _room(ax, placed)
+    return [(ax.title, across), (ax.xaxis.label, across), (ax.yaxis.label, 0.7 * _share(ax)[3])]
 
 
 def _share(ax: Axes) -> tuple[float, float, float, float]:
@@ -179,13 +196,13 @@ def _share(ax: Axes) -> tuple[float, float, float, float]:
     return left, right, right - left, height / grid.nrows
 
 
-def _room(ax: Axes) -> float:
-    """The width in pixels a text centred on ``ax`` (its title, its x label) may take: 0.85 of its share's, and on a
-    figure with no layout engine, whose axes stay where they are, no more than twice the room from their centre to
-    the nearer side of the share: a grid's column 0 is right of its share's centre, and an x label cut to the share's
-    width ran 13 px into column 1. A layout engine places the axes at each draw, after this cut."""
+def _room(ax: Axes, placed: bool) -> float:
+    """The width in pixels a text centred on ``ax`` (its title, its x label) may take: 0.85 of its share's, and where
+    the axes are ``placed`` (drawn, or on a figure with no layout engine), no more than twice the room from their
+    centre to the nearer side of the share: a grid's column 0 is right of its share's centre, and an x label cut to
+    the share's width ran 13 px into column 1. A layout engine places the axes at each draw."""
     left, right, wide, _ = _share(ax)
-    if cast(Figure, ax.get_figure(root=True)).get_layout_engine() is not None:
+    if not placed:
         return 0.85 * wide
     centre = ax.bbox.x0 + ax.bbox.width / 2
     return max(min(0.85 * wide, 2 * (centre - left), 2 * (right - centre)), 0.0)
@@ -195,7 +212,10 @@ def wrap_to_panel(ax: Axes, text: Text) -> None:
     """Each line of ``text`` (``ax``'s title, its x label) broken into lines at most the share of its panel's width
     ``fit_titles`` cuts a title to (``wrapped``): where cut, a sentence such as why a range test suggests nothing
     would lose its middle, and whole it ran past a 4 × 3 in figure and over a grid's neighbouring panels."""
-    text.set_text(_lines(cast(Figure, ax.get_figure(root=True)), text.get_text(), text.get_fontproperties(), _room(ax)))
+    figure = cast(Figure, ax.get_figure(root=True))
+    text.set_text(
+        _lines(figure, text.get_text(), text.get_fontproperties(), _room(ax, figure.get_layout_engine() is None))
+    )
 
 
 def _lines(figure: Figure, said: str, font: FontProperties, room: float) -> str:
@@ -232,3 +252,46 @@ class Wrapper(Artist):
             self.text.set_fontfamily(list(families))
         if shown != self.text.get_text():
             self.text.set_text(shown)
+
+
+class Cutter(Artist):
+    """Draws nothing: drawn first of its axes' artists, once a layout has placed them, it cuts their title and labels
+    to their rooms there (``_rooms``) from what each said when ``fit_titles`` cut it, and writes them as drawn
+    (``glyphs.as_drawn``): cut only at the call, a 3 × 2 in figure's x label ended 2 px past its edge once its layout
+    moved the axes, and one cut on a small figure stayed cut when it grew. A text set since is the user's: left."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.set_zorder(-math.inf)
+        self.set_in_layout(False)
+        self.cuts: dict[Text, tuple[str, str]] = {}
+        """Each text's words as said and as last cut."""
+
+    def said(self, text: Text) -> str:
+        """What ``text`` says: its full words while it shows the cut made of them, else its own text."""
+        said, cut = self.cuts.get(text, ("", None))
+        return said if cut is not None and self._shows(text, cut) else text.get_text()
+
+    def draw(self, renderer: RendererBase) -> None:
+        ax = cast(Axes, self.axes)  # an Axes' artist
+        figure = cast(Figure, ax.get_figure(root=True))
+        for text, room in _rooms(ax, placed=True):
+            if text not in self.cuts:
+                continue
+            said, cut = self.cuts[text]
+            if not self._shows(text, cut):  # set since: the user's
+                del self.cuts[text]
+                continue
+            cut = _cut_lines(said, text.get_fontproperties(), room, agg(figure))
+            self.cuts[text] = said, cut
+            families = tuple(text.get_fontproperties().get_family())
+            shown, drawn_with = as_drawn(cut, families)
+            if drawn_with != families:
+                text.set_fontfamily(list(drawn_with))
+            if shown != text.get_text():
+                text.set_text(shown)
+
+    @staticmethod
+    def _shows(text: Text, cut: str) -> bool:
+        """Whether ``text`` shows ``cut``, as given or as drawn (``as_written``)."""
+        return text.get_text() in (cut, as_drawn(cut, tuple(text.get_fontproperties().get_family()))[0])

@@ -186,8 +186,9 @@ def _lesson(name: str, holds: Callable[[LessonRun, float], bool], claim: str, **
 
 
 _REWARD = "training reward (the mean of the last 5 steps)"
-_MEASURED_AS = _measured_as(first_letter_task())
-CHANCE = first_letter_task().chance
+_MEASURED = first_letter_task()
+_MEASURED_AS = _measured_as(_MEASURED)
+CHANCE = _MEASURED.chance
 """What a collapsed policy scores on the first-letter task, which the texts are about (0.25)."""
 LESSONS: dict[str, Lesson] = {
     DEFAULT_PRESET: _lesson(

@@ -123,6 +123,42 @@ def test_lora_factors_share_their_layers_group(peft):
     assert all("lora_" in n for n in muon_names | adam_names)  # the base is frozen: in neither group
 
 
+class Adapted(nn.Module):
+    """A layer as peft wraps it (``base_layer`` frozen, ``lora_A`` / ``lora_B`` trainable) at a given rank,
+    beside a head whose factors follow the head's role."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.hidden = nn.Module()
+        self.hidden.base_layer = nn.Linear(D, 3 * D, bias=False).requires_grad_(False)
+        self.hidden.lora_A = nn.ModuleDict({"default": nn.Linear(D, rank, bias=False)})
+        self.hidden.lora_B = nn.ModuleDict({"default": nn.Linear(rank, 3 * D, bias=False)})
+        self.head = nn.Linear(D, V, bias=False)
+
+
+@pytest.mark.parametrize("rank", [1, 2, 4])
+def test_a_lora_factor_goes_to_muon_only_if_it_is_itself_a_matrix(rank):
+    """Rank 1 makes both factors vectors ([1, in] and [out, 1]): Newton-Schulz would only normalise them,
+    so they go to AdamW like any weight with a side of 1; from rank 2 they share their base's group."""
+    model = Adapted(rank)
+    muon_names, adam_names = groups(split_params(model, [model.head.weight]))
+    factors = {"hidden.lora_A.default.weight", "hidden.lora_B.default.weight"}
+    assert muon_names == (set() if rank == 1 else factors)
+    assert adam_names == {"head.weight"} | (factors if rank == 1 else set())
+
+
+def test_a_rank_1_lora_session_steps_every_factor_with_adamw_and_says_so(peft):
+    with pytest.warns(UserWarning, match="no trainable weight of this model is a hidden matrix: Muon moves nothing"):
+        s = rlnb.connect("local", optimizer="muon", model="tiny", lora={"rank": 1}, device="cpu", record=False)
+    with s:
+        muon_names, adam_names = groups(s.backend.optim.split)
+        assert not muon_names
+        assert {n for n, p in s.backend.trainer.named_parameters() if p.requires_grad} == adam_names
+        assert adam_names and all("lora_" in n for n in adam_names)  # the base is frozen: in neither group
+        s.forward_backward([samples.cross_entropy([1, 2, 3, 4])])
+        assert s.optim_step().result().metrics["grad_norm/adam"] > 0
+
+
 @pytest.mark.slow  # seven Python processes that import torch
 def test_ns_dtype_is_the_same_in_every_process_and_follows_the_cpu_capability():
     probe = "import torch; from rlnb.engine.optim.muon import ns_dtype_for; print(ns_dtype_for(torch.device('cpu')))"

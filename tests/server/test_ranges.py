@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.support.server import app_client
+from tests.support.server import app_client, new_session
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +98,38 @@ def test_extend_expiry_of_a_stopped_resource_names_the_resource(c):
     assert r.status_code == 409, r.text
     err = r.json()["error"]
     assert err["param"] == "model_resources_id" and stopped in err["message"] and "not ready" in err["message"], err
+
+
+@pytest.fixture(scope="module")
+def sid(c):
+    return new_session(c)[1]
+
+
+@pytest.mark.parametrize(
+    ("where", "field", "value", "said"),
+    [
+        (
+            "sampling_params",
+            "temperature",
+            -0.5,
+            "Input should be greater than or equal to 0 (allowed: >= 0; got -0.5)",
+        ),
+        ("adam_params", "learning_rate", -0.5, "Input should be greater than 0 (allowed: > 0; got -0.5)"),
+        ("adam_params", "eps", 0, "(allowed: > 0; got 0)"),
+        ("muon_params", "weight_decay", -0.5, "(allowed: >= 0; got -0.5)"),
+        ("adam_params", "grad_clip_norm", -0.5, "(allowed: >= 0; got -0.5)"),
+        ("sampling_params", "temperature", float("inf"), "Input should be a finite number (allowed: >= 0; got inf)"),
+        ("sampling_params", "temperature", float("nan"), "temperature: NaN is not allowed (allowed: >= 0)"),
+        ("sampling_params", "top_p", float("nan"), "top_p: NaN is not allowed (allowed: (0, 1])"),
+    ],
+)
+def test_a_number_with_one_bound_or_not_finite_names_the_range_too(c, sid, where, field, value, said):
+    """``temperature: -1`` said only pydantic's "greater than or equal to 0" (review40c): a field with one bound had
+    no ``(allowed: ...)``, nor had a NaN or infinity of a field with two, as every other range's 400 has."""
+    kind, body = "optim-step", {where: {field: value}}
+    if where == "sampling_params":
+        kind, body["model_inputs"] = "sample", [{"chunks": [{"encoded_text": {"tokens": [1, 2]}}]}]
+    headers = {"Idempotency-Key": f"{field}={value}", "Content-Type": "application/json"}  # json writes inf and nan
+    r = c.post(f"/training-sessions/{sid}/operations/{kind}", content=json.dumps(body), headers=headers)
+    err = r.json()["error"]
+    assert r.status_code == 400 and err["param"] == f"{where}.{field}" and err["message"].endswith(said), err

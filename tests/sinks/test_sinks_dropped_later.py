@@ -11,8 +11,9 @@ import pytest
 
 import rlnb
 from rlnb import samples, sinks
+from rlnb.sinks.left_out import gathered
 from rlnb.testing import FakeBackend
-from tests.support.kept_sink import WRITTEN, Kept
+from tests.support.kept_sink import WRITTEN, Kept, written
 
 CE = [samples.cross_entropy(list(b"hello world"))]
 
@@ -40,3 +41,49 @@ def test_a_sink_dropped_in_an_earlier_run_says_so_and_its_later_run_is_sent_whol
     assert run(runs, "b", Kept("dropped-later", interval=0), 4, 1) == []  # continued with a working sink
     rewards = Counter(p.step for points, _ in WRITTEN["dropped-later"] for p in points if "reward" in p.values)
     assert rewards == {step: 1 for step in range(1, 5)}  # run b whole, each figure once
+
+
+def written_in_part(runs, name: str) -> Kept:
+    """A sink dropped at step 3 of run a, which wrote steps 1-2 to it (and marked them), working again."""
+    sink = Kept(name, fail_at=3, interval=0)
+    dropped = pytest.warns(sinks.SinkWarning, match="dropped while writing run a: OSError: disk gone")
+    with dropped, rlnb.Session(FakeBackend(), runs_dir=runs, run_id="a", sinks=[sink]) as s:
+        for step in range(1, 5):
+            s.forward_backward(CE)
+            s.optim_step().result()
+            s.history.log(step, reward=float(step))
+            if step == 2:  # its own batch, and its mark, before step 3's fails
+                written(name, 2, "reward")
+    sink.fail_at = 0
+    return sink
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_run_written_in_part_before_its_sink_was_dropped_is_said_so_and_sent_the_rest(tmp_path):
+    """Run a wrote steps 1-2 to its sink, which was dropped at step 3; a later session given the dropped sink said
+    "run a is not written there" and that a continuation would send "the whole run": it sends what the run's mark
+    says the sink lacks, steps 3 on (mend40c)."""
+    runs, name = tmp_path / "runs", "written-in-part"
+    (said,) = run(runs, "a", written_in_part(runs, name), 5, 1)
+    assert "run a is written there in part: 2 of its 4 steps so far are not, nor are this session's" in said, said
+    assert "not written there" not in said and "with a new Kept sink sends it the rest" in said, said
+    assert run(runs, "a", Kept(name, interval=0), 6, 1) == []  # continued with a working sink
+    rewards = Counter(p.step for points, _ in WRITTEN[name] for p in points if "reward" in p.values)
+    assert rewards == {step: 1 for step in range(1, 7)}  # run a whole, each figure once
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_sweeps_trial_written_in_part_is_listed_so(tmp_path):
+    """A sweep's one warning for the trials left out of a dropped sink (``left_out.gathered``) listed a trial written
+    in part among those "not written there"."""
+    runs, name = tmp_path / "runs", "trial-in-part"
+    sink = written_in_part(runs, name)
+    with (
+        pytest.warns(sinks.SinkWarning) as caught,
+        gathered([sink]),  # as a sweep: said once at its end
+        rlnb.Session(FakeBackend(), runs_dir=runs, run_id="a", sinks=[sink]) as s,
+    ):
+        s.history.log(5, reward=5.0)
+    (said,) = [str(w.message) for w in caught if "of the sweep" in str(w.message)]
+    assert "1 other trial of the sweep is not written there, or only in part: a (2 of its 4 steps not)." in said
+    assert "one written in part, a session continuing its run with a new Kept sink sends the rest" in said, said

@@ -44,9 +44,10 @@ def figures_of(name: str) -> list[tuple[int, str]]:
     return sorted((p.step, k) for points, _ in WRITTEN.get(name, []) for p in points for k in p.values)
 
 
-def written(name: str, step: int) -> None:
-    """Wait until the sink wrote ``step`` (a batch of its own: the one holding a step it fails at writes nothing)."""
+def written(name: str, step: int, figure: str | None = None) -> None:
+    """Wait until the sink wrote ``step`` (a batch of its own: the one holding a step it fails at writes nothing), or
+    its ``figure``."""
     deadline = time.monotonic() + 30
-    while step not in {s for s, _ in figures_of(name)}:
-        assert time.monotonic() < deadline, f"{name} never wrote step {step}"
+    while not any(s == step and figure in (None, k) for s, k in figures_of(name)):
+        assert time.monotonic() < deadline, f"{name} never wrote step {step}" + (f"'s {figure}" if figure else "")
         time.sleep(0.005)

@@ -116,3 +116,48 @@ def _drawn_in_grid(name: str, column: int) -> tuple[Figure, Axes, RendererAgg]:
     canvas = FigureCanvasAgg(figure)
     canvas.draw()
     return figure, ax, canvas.get_renderer()
+
+
+LONG = "optimizer_adam_learning_rate_for_the_policy_head_layers"
+
+
+@pytest.mark.parametrize("layout", ["tight", "constrained"])
+def test_a_cut_axis_label_is_cut_where_the_layout_puts_the_axes(layout):
+    """Cut when ``search_plot`` was called, before the layout moved the axes right of the figure's centre, the x label
+    of a 3 × 2 in figure with a layout engine ended at 302 px, past its 300 px (mend40g F3): cut again as drawn."""
+    figure = Figure(figsize=(3, 2), layout=layout)
+    ax = search_plot(every_status().rename(columns={"learning_rate": LONG}), x=LONG, ax=figure.add_subplot())
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    box = ax.xaxis.label.get_window_extent(canvas.get_renderer())
+    assert box.x0 >= 0 and box.x1 <= figure.bbox.width, box.extents.round()
+    assert ax.get_xlabel().startswith("optim") and "…" in ax.get_xlabel()
+
+
+@pytest.mark.parametrize("layout", [None, "constrained"])
+def test_labels_cut_for_a_small_figure_are_whole_once_it_is_made_larger(layout):
+    """Cut at the call, a 3 × 2 in figure's labels stayed cut when the figure was made 12 × 6 in. (Made small again,
+    a constrained layout's first draw finds the legend made for 12 × 6 in too large and leaves the axes: not here.)"""
+    figure = Figure(figsize=(3, 2), layout=layout)
+    ax = search_plot(every_status().rename(columns={"learning_rate": LONG}), x=LONG, ax=figure.add_subplot())
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    assert "…" in ax.get_xlabel() and "…" in ax.get_ylabel()
+    figure.set_size_inches(12, 6)
+    canvas.draw()
+    assert ax.get_xlabel() == LONG and ax.get_ylabel() == "reward (mean of the last 5 steps)"
+    if layout is None:
+        figure.set_size_inches(3, 2)
+        canvas.draw()
+        assert "…" in ax.get_xlabel() and "…" in ax.get_ylabel()
+
+
+def test_a_label_the_user_sets_after_the_plot_is_left_as_set():
+    """What the user sets after the plot is theirs: neither cut nor written again at a draw."""
+    figure = Figure(figsize=(3, 2), layout="constrained")
+    ax = search_plot(every_status().rename(columns={"learning_rate": LONG}), x=LONG, ax=figure.add_subplot())
+    ax.set_xlabel("mine, a label that is too long for this figure, as its user wrote it")
+    ax.set_title("$x$ mine")
+    FigureCanvasAgg(figure).draw()
+    assert ax.get_xlabel() == "mine, a label that is too long for this figure, as its user wrote it"
+    assert ax.get_title() == "$x$ mine"

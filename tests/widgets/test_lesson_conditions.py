@@ -108,3 +108,20 @@ def test_find_lr_gives_the_first_letter_figure_only_beside_a_first_letter_probe(
     assert said.endswith(
         f"which Apply sets: what it does held constant for 40 steps on {probe} is not measured. Sweep below it"
     )
+
+
+def test_the_presets_build_the_measured_task_once_at_import(monkeypatch):
+    """``rlnb.widgets.presets`` built ``first_letter_task()`` (128 prompts, a split) twice at import, once for what
+    the lessons were measured on and once for its chance: one task serves both. Its code run again as a module of
+    its own (``sys.modules``' stays), counting the calls."""
+    import importlib.util
+
+    import rlnb.tasks
+
+    calls, build = [], rlnb.tasks.first_letter_task
+    monkeypatch.setattr(rlnb.tasks, "first_letter_task", lambda *a, **k: calls.append(k) or build(*a, **k))
+    spec = importlib.util.find_spec("rlnb.widgets.presets")
+    assert spec is not None and spec.loader is not None
+    again = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(again)
+    assert calls == [{}] and again.CHANCE == 0.25

@@ -91,7 +91,9 @@ def split_params(
 
     1. ``override`` answers (a predicate or name patterns, see ``SplitOverride``). Only 2-D goes to Muon.
     2. A LoRA factor (``lora_A`` / ``lora_B``) goes where its layer's base weight would go, so both
-       factors of a layer share a group: Muon for a hidden matrix, AdamW for the output head.
+       factors of a layer share a group: Muon for a hidden matrix, AdamW for the output head. A factor
+       that is not itself a proper matrix (rule 4) goes to AdamW: at rank 1 both are (``[1, in]``,
+       ``[out, 1]``), so the pair still shares a group.
     3. Its role is embedding or output head (``roles``; default ``model_roles(model)``) → AdamW: a lookup
        table gets sparse row updates, and the head maps to the vocabulary, not to a hidden space.
     4. Not a proper matrix: not 2-D (norms, biases, scalars), or 2-D with a side of 1 (a value head, a
@@ -114,7 +116,7 @@ def split_params(
             if factor in name:
                 base = every.get(name.split(factor)[0] + ".base_layer.weight")
                 if base is not None:
-                    return ADAM_GROUP if id(base) in role_ids or not _matrix(base) else MUON_GROUP
+                    return ADAM_GROUP if id(base) in role_ids or not (_matrix(base) and _matrix(p)) else MUON_GROUP
         return ADAM_GROUP if id(p) in role_ids or not _matrix(p) else MUON_GROUP
 
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
