@@ -4,6 +4,7 @@ import ast
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import get_args
 
@@ -100,6 +101,12 @@ def test_torch_is_pinned_exactly_and_pyproject_keeps_a_range():
     assert "torch==2.13.0" in pins
     assert not any("+cpu" in p or p.startswith(("nvidia", "triton")) for p in pins)
     assert re.search(r'"torch>=[\d.]+,<[\d.]+"', (ROOT / "pyproject.toml").read_text())
+
+
+def test_mypy_checks_a_comparison_with_a_kind():
+    """``kind == "adamw"`` of an ``OptimizerKind`` (or of a ``MuonScaling``) can never hold: with ``strict_equality``
+    mypy says so, where a misspelt catalogue name type-checked clean."""
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"].get("strict_equality") is True
 
 
 def test_environment_yml_mirrors_the_pip_install():
@@ -230,8 +237,8 @@ def test_the_test_module_import_check_sees_each_form_of_import():
 
 
 def _wire_strings() -> dict[str, str]:
-    """Every operation kind, status, error code, loss type and GRPO option string (and each error code's short name,
-    as ``wire.error_code`` takes it) → the catalogue member to name instead."""
+    """Every operation kind, status, error code, loss type, loss metric key and GRPO option string (and each error
+    code's short name, as ``wire.error_code`` takes it) → the catalogue member to name instead."""
     from rlnb import wire
 
     catalogues = [
@@ -243,6 +250,7 @@ def _wire_strings() -> dict[str, str]:
         wire.ModelResourcesStatus,
         wire.ModelResourcesErrorCode,
         wire.TrialStatus,
+        wire.LossMetric,
     ]
     found = {m.value: f"wire.{c.__name__}.{m.name}" for c in catalogues for m in c}
     found |= {m.name: f"wire.OperationErrorCode.{m.name}" for m in wire.OperationErrorCode}
@@ -252,6 +260,7 @@ def _wire_strings() -> dict[str, str]:
         for field, names in wire.loss_params.GRPO_PARAM_NAMES.items()
         for k, v in names.items()
     }
+    found |= {name: f"a wire.MuonScaling constant (wire.MUON_{name.upper()})" for name in wire.MUON_SCALING}
     spelt = ("CheckpointType", "CheckpointVariant", "DType", "StopReason", "WeightSyncType", "MuonScalingStrategy")
     for alias in spelt:  # the spec's prefixed strings ("adam" or "int64" name other things too)
         found |= {v: f"a wire constant of wire.{alias} (add one if none)" for v in get_args(getattr(wire, alias))}
@@ -280,6 +289,35 @@ def test_kinds_statuses_and_error_codes_are_named_from_wire_only(rlnb_nodes):
             for node in _wire_literals(nodes, strings):
                 found.append(f"{rel}:{node.lineno}: {node.value!r} (use {strings[node.value]})")
     assert not found, "kind / status / error-code strings outside rlnb/wire:\n" + "\n".join(found)
+
+
+def test_rl_metric_names_are_named_from_history_figures_only(rlnb_nodes):
+    """The RL metrics ``rl_step`` logs, and the eval accuracy, are named by ``history.figures.RLMetric`` and
+    ``EVAL_ACCURACY``: the step that logs them and the plots and tables that show them. ``"reward"`` is left out of the
+    scan: it also names a sweep's objective and a completion's column."""
+    from rlnb.history.figures import EVAL_ACCURACY, RL_METRICS
+
+    names = {m: f"history.figures.RLMetric ({m})" for m in (*RL_METRICS, EVAL_ACCURACY) if m != "reward"}
+    home = ROOT / "rlnb" / "history" / "figures.py"
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}"
+        for path, nodes in rlnb_nodes.items()
+        if path != home
+        for node in _wire_literals(nodes, names)
+    ]
+    assert not found, "RL metric names spelt outside history/figures.py:\n" + "\n".join(found)
+
+
+def test_viz_never_imports_tasks(rlnb_nodes):
+    """viz draws what a history holds, and takes the names of its figures from history: importing a plot
+    (``rlnb.viz.names``) loaded the session stack through ``rlnb.tasks`` (95 rlnb modules)."""
+    viz = ROOT / "rlnb" / "viz"
+    found = [
+        str(path.relative_to(ROOT))
+        for path, nodes in rlnb_nodes.items()
+        if path.is_relative_to(viz) and "tasks" in _rlnb_imports(nodes)
+    ]
+    assert not found, f"viz modules importing rlnb.tasks: {found}"
 
 
 def test_the_literal_check_sees_what_it_must():

@@ -65,7 +65,7 @@ class Ensemble:
         self.keep_weights = keep_weights
         group_size = task.group_size if step.group_size is None else step.group_size
         self.loss, self.loss_params = step.loss_type_and_params()
-        device, ns_dtype, muon_scaling = engine.torch_device(), engine.ns(), engine.muon_scaling or "original"
+        device, ns_dtype, muon_scaling = engine.torch_device(), engine.ns(), engine.muon_scaling or wire.MUON_ORIGINAL
         first = build_adapter(model, seed=members[0].seed, device=device)  # as connect builds them
         self.sampler = Sampler(
             first.codec, task, first.vocab_size, first.context_length, group_size, step.temperature, device

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from rlnb.engine.losses import Tokens, policy_loss
-from rlnb.wire import LOSS_CROSS_ENTROPY, LOSS_GRPO
+from rlnb.wire import LOSS_CROSS_ENTROPY, LOSS_GRPO, LossMetric
 
 
 def stacked_losses(
@@ -42,7 +42,7 @@ def stacked_losses(
     m = (mask != 0).to(lp.dtype)
     x = Tokens(lp, q.to(lp.dtype), adv.to(lp.dtype), m)
     loss, means = policy_loss(loss_type, params, x, _Padded(lp.shape[1], lp.shape), horizon)
-    return loss, _summary(m, {"loss/entropy/mean": entropy, **means})
+    return loss, _summary(m, {LossMetric.ENTROPY: entropy, **means})
 
 
 class _Padded:
@@ -73,5 +73,5 @@ def _summary(m: Tensor, means: dict[str, Tensor]) -> list[dict[str, float]]:
     rows = torch.stack([flat, *(x.to(m.dtype).reshape(K, -1) for x in means.values())], 1)  # (K, 1 + n, B * W)
     out = []
     for count, *sums in torch.bmm(rows, flat[:, :, None])[..., 0].tolist():
-        out.append({"loss/tokens": count, **{k: v / max(count, 1.0) for k, v in zip(means, sums, strict=True)}})
+        out.append({LossMetric.TOKENS: count, **{k: v / max(count, 1.0) for k, v in zip(means, sums, strict=True)}})
     return out

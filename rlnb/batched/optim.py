@@ -60,11 +60,13 @@ def _column(values: Sequence[float], like: Tensor, dims: int = 2) -> Tensor:
     return torch.tensor(list(values), dtype=like.dtype, device=like.device).view(-1, *([1] * (dims - 1)))
 
 
-def plan(model: nn.Module, kind: str, roles: Sequence[nn.Parameter]) -> tuple[list[str], list[list[str]]]:
+def plan(
+    model: nn.Module, kind: wire.OptimizerKind, roles: Sequence[nn.Parameter]
+) -> tuple[list[str], list[list[str]]]:
     """The AdamW group's names and the Muon matrices' names grouped by shape, for one member of the ensemble:
     the split a session of this model makes (``split_params`` with the adapter's embedding roles), and the
     shape groups in the order ``TrainerOptimizer`` stacks them."""
-    if kind == "adam":
+    if kind == wire.ADAM:
         return [n for n, p in model.named_parameters() if p.requires_grad], []
     split = split_params(model, roles)
     groups: dict[tuple[int, ...], list[str]] = {}
@@ -95,7 +97,7 @@ class StackedOptimizer:
         kind: wire.OptimizerKind,
         adam: Sequence[str],
         muon: Sequence[Sequence[str]] = (),
-        muon_scaling: str = "original",
+        muon_scaling: wire.MuonScaling = wire.MUON_ORIGINAL,
         ns_dtype: torch.dtype = torch.float32,
     ) -> None:
         self.model, self.kind, self.muon_scaling, self.ns_dtype = model, kind, muon_scaling, ns_dtype
@@ -156,7 +158,7 @@ class StackedOptimizer:
             [torch.linalg.vector_norm(g[:, a:b], dim=1, dtype=dtype) for a, b, _ in self.model.columns.values()], 1
         )
         total = torch.linalg.vector_norm(each, dim=1)
-        if self.kind == "adam":
+        if self.kind == wire.ADAM:
             return Norms(total, None, None)
         starts = torch.tensor([a for a, _, _ in self.model.columns.values()], device=g.device)
         adam = starts < self.adam_end
@@ -211,7 +213,7 @@ class StackedOptimizer:
             coefs = coef.tolist()
             if any(f != 1.0 for f in coefs):  # a factor of 1 changes nothing: no pass over every gradient for it
                 self.model.grad.mul_(coef[:, None])
-            updates = self._muon_updates(muon_hps) if self.kind == "muon" else []
+            updates = self._muon_updates(muon_hps) if self.kind == wire.MUON else []
         except Exception as exc:
             self.model.grad.zero_()
             raise StepFailed(exc, half=False, trial=True) from exc
@@ -233,7 +235,7 @@ class StackedOptimizer:
                 clipped=coefs[k] < 1.0,
                 clip_coef=coefs[k],
                 learning_rate=hps[k].learning_rate,
-                adam_learning_rate=adam_hps[k].learning_rate if self.kind == "muon" else None,
+                adam_learning_rate=adam_hps[k].learning_rate if self.kind == wire.MUON else None,
             )
             for k in range(len(hps))
         ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -21,7 +21,7 @@ from rlnb.engine.options import MuonOptions, check_device
 from rlnb.engine.threads import check_threads
 from rlnb.tasks.rl import check_loss, check_temperature
 from rlnb.tasks.task import check_group_size
-from rlnb.wire import LOSS_PARAMS_FIELD, MAX_NUM_SAMPLES, LossConfig, loss_config
+from rlnb.wire import LOSS_PARAMS_FIELD, MAX_NUM_SAMPLES, LossConfig, MuonScaling, loss_config
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class EngineOptions:
 
     device: str | torch.device = "auto"
     ns_dtype: str | torch.dtype | None = None
-    muon_scaling: Literal["original", "match_adam"] | None = None
+    muon_scaling: MuonScaling | None = None
     threads: int | None = None
 
     def __post_init__(self) -> None:

@@ -19,9 +19,11 @@ import torch
 
 from rlnb import wire
 from rlnb.engine.models.adapter import ModelAdapter
+from rlnb.engine.optim.split import ADAM_GROUP, MUON_GROUP
 from rlnb.engine.optim.trainer import StepStats
 from rlnb.engine.stepping import optim_metrics
 from rlnb.history import History, Record
+from rlnb.history.figures import RLMetric
 from rlnb.history.runs import warn_continued
 from rlnb.params import Hyperparams
 from rlnb.tasks import StepReport
@@ -32,8 +34,8 @@ from rlnb.wire import OperationStatus as Status
 
 def member_config(
     adapter: ModelAdapter,
-    optimizer: str,
-    muon_scaling: str,
+    optimizer: wire.OptimizerKind,
+    muon_scaling: wire.MuonScaling,
     ns_dtype: torch.dtype,
     muon_names: list[str],
     adam_names: list[str],
@@ -53,9 +55,11 @@ def member_config(
         "model_kind": adapter.kind,
         "optimizer": optimizer,
         "muon_scaling": muon_scaling,
-        "ns_dtype": str(ns_dtype).removeprefix("torch.") if optimizer == "muon" else None,
+        "ns_dtype": str(ns_dtype).removeprefix("torch.") if optimizer == wire.MUON else None,
         "param_split": (
-            {"muon": sorted(muon_names, key=order.__getitem__), "adam": adam_names} if optimizer == "muon" else None
+            {MUON_GROUP: sorted(muon_names, key=order.__getitem__), ADAM_GROUP: adam_names}
+            if optimizer == wire.MUON
+            else None
         ),
         "seed": seed,
         "device": str(adapter.device),
@@ -169,7 +173,9 @@ class Recorder:
         metrics = step_metrics(rollouts, fb.metrics)
         self.history.log(self.step, **metrics)
         rewards = [r.reward for g in rollouts for r in g]
-        return StepReport(self.step, metrics["reward"], fb.loss, stats.grad_norm, Status.COMPLETED, rewards, metrics)
+        return StepReport(
+            self.step, metrics[RLMetric.REWARD], fb.loss, stats.grad_norm, Status.COMPLETED, rewards, metrics
+        )
 
     def abandon(self, message: str, code: Code = Code.SESSION_NOT_ACTIVE) -> None:
         """Fail every operation not yet finished (the run stopped or broke while they were queued or running)."""

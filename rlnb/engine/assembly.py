@@ -22,7 +22,7 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ModelOptions, MuonOptions, eos_ids
 from rlnb.engine.state import Engine
 from rlnb.text.prompts import tokenizer_spec
-from rlnb.wire import OptimizerKind
+from rlnb.wire import MUON, MUON_ORIGINAL, OptimizerKind
 
 
 def build_optimizer(
@@ -30,7 +30,7 @@ def build_optimizer(
 ) -> TrainerOptimizer:
     """The session's optimizer on ``trainer``: made before a resume copies a checkpoint's weights in, so that the
     checkpoint's optimizer state is checked against it first (it reads the weights' names, shapes and dtypes only)."""
-    split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if kind == "muon" else None
+    split = split_params(trainer, adapter.embedding_params(), muon.muon_split) if kind == MUON else None
     if split is not None and not split.muon and muon.muon_split is None:
         warnings.warn(
             "no trainable weight of this model is a hidden matrix: Muon moves nothing, and this Muon session steps "
@@ -39,7 +39,7 @@ def build_optimizer(
             UserWarning,
             stacklevel=2,
         )
-    return TrainerOptimizer(trainer, kind, split, muon_scaling=muon.muon_scaling or "original", ns_dtype=ns)
+    return TrainerOptimizer(trainer, kind, split, muon_scaling=muon.muon_scaling or MUON_ORIGINAL, ns_dtype=ns)
 
 
 def build_engine(
@@ -109,7 +109,7 @@ def reopen_options(mo: ModelOptions, muon: MuonOptions, engine: Engine) -> dict[
         "seed": mo.seed,  # builds the built-in base a LoRA checkpoint adapts
         "device": str(engine.adapter.device),
     }
-    if engine.kind == "muon":  # an Adam session refuses Muon's options
+    if engine.kind == MUON:  # an Adam session refuses Muon's options
         shaped.update(
             muon_scaling=engine.optim.muon_scaling, ns_dtype=engine.meta["ns_dtype"], muon_split=muon.muon_split
         )

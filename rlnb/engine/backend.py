@@ -60,7 +60,7 @@ class LocalBackend:
 
     def __init__(
         self,
-        optimizer: OptimizerKind = "adam",
+        optimizer: OptimizerKind = wire.ADAM,
         model: str | nn.Module = "tiny",
         *,
         op_delay: float = 0.0,
@@ -257,8 +257,8 @@ class LocalBackend:
             "model_kind": e.adapter.kind,
             "optimizer": self.optimizer,
             "muon_scaling": e.optim.muon_scaling,
-            "ns_dtype": e.meta["ns_dtype"] if self.optimizer == "muon" else None,
-            "param_split": e.optim.split.as_config() if self.optimizer == "muon" else None,
+            "ns_dtype": e.meta["ns_dtype"] if self.optimizer == wire.MUON else None,
+            "param_split": e.optim.split.as_config() if self.optimizer == wire.MUON else None,
             "seed": self.seed,
             "device": str(self.device),
             "dtype": str(next(e.trainer.parameters()).dtype).removeprefix("torch."),

@@ -25,7 +25,7 @@ import torch
 from rlnb.engine.loss_inputs import check_input, loss_mask, validate
 from rlnb.engine.refusals import InvalidLossInput, check_read, mask_key
 from rlnb.engine.token_logprobs import logprobs_and_entropy
-from rlnb.wire import LOSS_CROSS_ENTROPY, LOSS_GRPO, LOSS_NAMES
+from rlnb.wire import LOSS_CROSS_ENTROPY, LOSS_GRPO, LOSS_NAMES, LossMetric
 from rlnb.wire.loss_params import GRPO_PARAM_NAMES
 
 _PPO = LOSS_NAMES["ppo"]
@@ -95,7 +95,7 @@ def compute(
     lp = _joined(logprobs)
     means: dict[str, torch.Tensor] = {}  # per-token values whose masked mean is a metric (``_summary``)
     if entropy is not None:
-        means["loss/entropy/mean"] = _joined(entropy).to(lp.device)
+        means[LossMetric.ENTROPY] = _joined(entropy).to(lp.device)
     # A token of weight 0 is never read, not even its own log-prob: one the model gives probability 0 (-inf, a
     # banned token in a prompt) would turn its product with the 0 weight into NaN and fail the step NON_FINITE_LOSS.
     if loss_type == LOSS_CROSS_ENTROPY:
@@ -174,7 +174,7 @@ def policy_loss(
         dp = lp_held.exp() - q.exp()  # p - p_old
         outside = (adv > 0) & (dp > params["delta_high"]) | (adv < 0) & (-dp > params["delta_low"])
         loss = -layout.total(r * adv * m * ~outside)
-        means["loss/trust_region/masked_fraction"] = outside
+        means[LossMetric.TRUST_REGION_MASKED] = outside
     elif loss_type == _DRO:
         loss = -layout.total((lp * adv - 0.5 * params["beta"] * (lp - q) ** 2) * m)
     else:  # GRPO
@@ -188,7 +188,7 @@ def policy_loss(
             if params["use_bias_correction_kl"]:  # the unbiased reverse-KL gradient (DeepSeek-V3.2)
                 kl = kl * r
             obj = obj - params["beta"] * kl
-            means["loss/kl_ref/mean"] = kl
+            means[LossMetric.KL_REF] = kl
         token_loss = -obj * m
         if params["agg_type"] == _TOKEN_MEAN:
             loss = layout.total(token_loss) / layout.total(m).clamp(min=1)
@@ -197,8 +197,8 @@ def policy_loss(
         else:  # FIXED_HORIZON
             loss = layout.total(token_loss) / max(layout.samples * horizon, 1)
 
-    means["loss/ratio/mean"] = r
-    means["loss/sampler_kl/mean"] = q - lp_held
+    means[LossMetric.RATIO] = r
+    means[LossMetric.SAMPLER_KL] = q - lp_held
     means.update(clip_flags(loss_type, params, r, adv))
     return loss, means
 
@@ -229,7 +229,7 @@ def clip_flags(loss_type: str, params: dict[str, Any], r: torch.Tensor, adv: tor
         return {}
     lo, hi = clip_bounds(params, r.dtype)
     low, high = (adv != 0, adv != 0) if loss_type == _CISPO else (adv < 0, adv > 0)
-    return {"loss/clip/low_fraction": (r < lo) & low, "loss/clip/high_fraction": (r > hi) & high}
+    return {LossMetric.CLIP_LOW: (r < lo) & low, LossMetric.CLIP_HIGH: (r > hi) & high}
 
 
 def clip_bounds(params: dict[str, Any], dtype: torch.dtype) -> tuple[float, float]:
@@ -266,7 +266,7 @@ def _summary(m: torch.Tensor, means: dict[str, torch.Tensor], tokens: torch.Tens
         rows.append(x.to(m.dtype))
     sums = (torch.stack(rows) @ m).tolist()
     count = sums.pop(0)
-    out = {"loss/tokens": sums.pop(0) if tokens is not None else count}
+    out: dict[str, float] = {LossMetric.TOKENS: sums.pop(0) if tokens is not None else count}
     for k, v in zip(means, sums, strict=True):
         out[k] = v / max(count, 1.0)
     return out

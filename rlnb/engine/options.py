@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -23,7 +23,7 @@ from rlnb._checks import check_bool, is_integer, refuse_dangling_link, refuse_no
 from rlnb.engine.dtypes import check_weight_dtype
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.models.hf import DTYPES
-from rlnb.engine.optim.split import SplitOverride
+from rlnb.engine.optim.split import GROUPS, SplitOverride
 from rlnb.engine.threads import check_threads
 from rlnb.text.prompts import tokenizer_spec
 
@@ -115,7 +115,7 @@ class MuonOptions:
     compute dtype (default: chosen from the device and CPU features); ``muon_split`` overrides the Muon/AdamW split
     (``rlnb.engine.optim.split.SplitOverride``)."""
 
-    muon_scaling: Literal["original", "match_adam"] | None = None
+    muon_scaling: wire.MuonScaling | None = None
     """None: ``"original"``, and not given (an Adam session took ``muon_scaling="original"`` in silence)."""
     ns_dtype: str | torch.dtype | None = None
     muon_split: SplitOverride | None = None
@@ -131,10 +131,7 @@ class MuonOptions:
         if (
             split is not None
             and not callable(split)
-            and not (
-                isinstance(split, Mapping)
-                and all(isinstance(k, str) and v in ("muon", "adam") for k, v in split.items())
-            )
+            and not (isinstance(split, Mapping) and all(isinstance(k, str) and v in GROUPS for k, v in split.items()))
         ):
             raise ValueError(
                 "muon_split must be None, {name pattern: 'muon' | 'adam'} or a function (name, param) -> 'muon' | "
@@ -146,13 +143,13 @@ MUON_ONLY = frozenset(f.name for f in dataclasses.fields(MuonOptions))
 """The session options only a Muon session takes: ``MuonOptions``' fields."""
 
 
-def refuse_muon_only(optimizer: str, muon: MuonOptions, why: str = "") -> None:
+def refuse_muon_only(optimizer: wire.OptimizerKind, muon: MuonOptions, why: str = "") -> None:
     """``ValueError`` naming the ``MUON_ONLY`` options given other than their defaults unless ``optimizer`` is Muon: an
     Adam session or ensemble took them and used none, in silence (over the API, ``muon_scaling`` with adam is
     refused too). ``why`` ends the message (default: this session's optimizer)."""
     fields = dataclasses.fields(MuonOptions)
     given = [f"{f.name}={getattr(muon, f.name)!r}" for f in fields if getattr(muon, f.name) != f.default]
-    if optimizer != "muon" and given:
+    if optimizer != wire.MUON and given:
         names = ", ".join(f.name for f in fields[:-1]) + f" and {fields[-1].name}"
         said = ", ".join(given)[:300]  # a muon_split function or dict can print long
         why = why or f"this session's optimizer is {optimizer}"

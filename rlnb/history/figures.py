@@ -1,13 +1,14 @@
 """The steps table's columns, its row as a live view reads it (``StepRow``), and the figures ``History.log``
 records beside them: a ``log()`` row is checked here, before anything is kept, so that every figure is a real
-number at an integer step and none takes a column's name.
+number at an integer step and none takes a column's name. The names of the figures rlnb logs itself (``RLMetric``,
+``EVAL_ACCURACY``) are here too, for the RL step that logs them and the plots and tables that show them.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from rlnb._checks import is_integer
 from rlnb._scalars import scalar
@@ -20,6 +21,34 @@ STEP_COLUMNS = ("step", "loss", *ROW_FLOATS, "step_time_s", "queue_s", "weights_
 """The steps table's own columns: a logged figure may not take one of these names."""
 SHADOWED = "{} (logged)"
 """The column of a logged figure named like one of ``STEP_COLUMNS`` in a run written before ``log`` refused it."""
+
+
+class RLMetric:
+    """The names of the RL metrics ``rlnb.tasks.rl_step`` logs per step, TRL ``GRPOTrainer``'s. Plain strings, not
+    an enum: they are the keys of a logged row and of ``StepReport.metrics``, as a user's own figures are."""
+
+    REWARD: Final = "reward"
+    REWARD_STD: Final = "reward_std"
+    ZERO_STD: Final = "frac_reward_zero_std"
+    MEAN_LENGTH: Final = "completions/mean_length"
+    MIN_LENGTH: Final = "completions/min_length"
+    MAX_LENGTH: Final = "completions/max_length"
+    CLIPPED: Final = "completions/clipped_ratio"
+    """The fraction of completions cut at ``max_tokens``."""
+    DISTINCT: Final = "completions/distinct_mean"
+    """rlnb's own: the distinct completions per group, a mean over groups (a collapsed policy gives 1)."""
+    ENTROPY: Final = "entropy"
+    KL: Final = "kl"
+    CLIP_LOW: Final = "clip_ratio/low_mean"
+    CLIP_HIGH: Final = "clip_ratio/high_mean"
+    CLIP_REGION: Final = "clip_ratio/region_mean"
+
+
+RL_METRICS: tuple[str, ...] = tuple(v for k, v in vars(RLMetric).items() if k.isupper())
+"""``RLMetric``'s names in the order ``step_metrics`` logs them (the last five only when the forward-backward reports
+them)."""
+EVAL_ACCURACY: Final = "eval/accuracy"
+"""The history's name for held-out accuracy (``History.log(step, **{EVAL_ACCURACY: ...})``)."""
 MAX_STEP = 2**63 - 1
 """The largest step a table column (int64) holds."""
 MAX_NAME = 250

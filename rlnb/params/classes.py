@@ -203,7 +203,7 @@ MUON_ADAM_FIELDS: tuple[str, ...] = tuple(name for name in ADAM_FIELDS if name !
 global norm; ``check_adam_clip``)."""
 
 
-PARAMS: dict[wire.OptimizerKind, type[AdamParams] | type[MuonParams]] = {"adam": AdamParams, "muon": MuonParams}
+PARAMS: dict[wire.OptimizerKind, type[AdamParams] | type[MuonParams]] = {wire.ADAM: AdamParams, wire.MUON: MuonParams}
 """The params class of each optimizer kind."""
 
 

@@ -57,8 +57,8 @@ class MuonHyperparams:
 
 Hyperparams = AdamHyperparams | MuonHyperparams
 HYPERPARAMS: dict[wire.OptimizerKind, type[AdamHyperparams] | type[MuonHyperparams]] = {
-    "adam": AdamHyperparams,
-    "muon": MuonHyperparams,
+    wire.ADAM: AdamHyperparams,
+    wire.MUON: MuonHyperparams,
 }
 """What an optimizer of each kind steps with."""
 
@@ -158,6 +158,6 @@ def resolve(optimizer: wire.OptimizerKind, body: wire.OptimStepBody) -> Hyperpar
         raise ValueError(f"this session's optimizer is {optimizer}: send {mine}, not {others[0]}")
     if others:
         raise ValueError(f"this session's optimizer is {optimizer}: send {mine} only, not {mine} and {others[0]}")
-    if optimizer == "muon":
+    if optimizer == wire.MUON:
         check_adam_clip(body.muon_params, mine)
-    return adam_hyperparams(body.adam_params) if optimizer == "adam" else muon_hyperparams(body.muon_params)
+    return adam_hyperparams(body.adam_params) if optimizer == wire.ADAM else muon_hyperparams(body.muon_params)

@@ -40,7 +40,7 @@ class SessionOptions:
     optimizer: OptimizerKind | None = None
     lora: bool | dict[str, Any] | wire.LoraConfig | None = None
     num_generator_replicas: int = 1
-    muon_scaling: str | None = None
+    muon_scaling: wire.MuonScaling | wire.MuonScalingStrategy | None = None
     resume_from_checkpoint_id: str | None = None
     load_optimizer: bool | None = None
     display_name: str | None = None
@@ -60,7 +60,7 @@ class SessionOptions:
             )
         set_int(self, "num_generator_replicas", 0, wire.INT32_MAX)
         wire.lora_config(self.lora)  # a ValueError naming lora
-        wire.optimizer_config(self.optimizer or "adam", self.muon_scaling)  # optimizer and muon_scaling
+        wire.optimizer_config(self.optimizer or wire.ADAM, self.muon_scaling)  # optimizer and muon_scaling
 
     def new_only(self) -> list[str]:
         """The fields set that only describe a new session (an attached one cannot take them)."""
@@ -73,7 +73,7 @@ class SessionOptions:
             base_model=base_model,
             lora_enabled=wire.lora_config(self.lora) is not False,
             compute_config=wire.ComputeConfigRequest(num_generator_replicas=self.num_generator_replicas),
-            optimizer_config=wire.optimizer_config(self.optimizer or "adam", self.muon_scaling),
+            optimizer_config=wire.optimizer_config(self.optimizer or wire.ADAM, self.muon_scaling),
         )
 
     def session_request(self, model_resources_id: str) -> wire.StartTrainingSessionRequest:

@@ -56,7 +56,7 @@ def make_backend(
     if isinstance(model, nn.Module):  # one module for every session trained them all at once (a LoRA one adapted it)
         model = copy.deepcopy(model)
 
-    muon = resource.optimizer_config.muon
+    muon, match_adam = resource.optimizer_config.muon, wire.MUON_MATCH_ADAM  # None: the engine's own, "original"
     adapters: dict[str, Any] | bool | None = None
     if resource.lora_enabled:
         adapters = (lora or wire.LoraConfig()).model_dump(exclude_none=True) or True
@@ -66,7 +66,7 @@ def make_backend(
         seed=settings.base_seed,
         sampling_seed=secrets.randbits(62),  # sessions share base weights, not their unseeded samples
         device=settings.device,
-        muon_scaling="match_adam" if muon and muon.scaling_strategy == wire.MUON_SCALING["match_adam"] else None,
+        muon_scaling=match_adam if muon and muon.scaling_strategy == wire.MUON_SCALING[match_adam] else None,
         num_generator_replicas=resource.compute_config.num_generator_replicas,
         checkpoint_dir=checkpoint_dir(settings),
         resume_from=resume,

@@ -36,7 +36,7 @@ class ResourcesMixin(RegistryCore):
                 400, "rlnb serve has no model registry to take base_weights_ref's weights from: leave it out (serve "
                 "those weights as a base model with --model NAME=PATH_OR_ID)", param="base_weights_ref",
             )  # fmt: skip
-        opt = req.optimizer_config or wire.optimizer_config("adam")
+        opt = req.optimizer_config or wire.optimizer_config(wire.ADAM)
         if (opt.adam is None) == (opt.muon is None):
             raise ServerError(400, "optimizer_config needs exactly one of adam or muon", param="optimizer_config")
         return opt

@@ -61,7 +61,7 @@ def connect(
     if target == "local":
         from rlnb.engine.backend import LocalBackend
 
-        backend: Backend = LocalBackend(kind or "adam", **options)
+        backend: Backend = LocalBackend(kind or wire.ADAM, **options)
     else:
         from rlnb.remote.backend import RemoteBackend
 

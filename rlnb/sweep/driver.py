@@ -26,7 +26,7 @@ from rlnb.errors import user_stacklevel
 from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams, kind_of
 from rlnb.sinks.left_out import gathered
-from rlnb.wire import TrialStatus
+from rlnb.wire import ADAM, MUON, TrialStatus
 
 from .applying import apply
 from .configs import check_distinct_params, check_variants, config_list
@@ -228,10 +228,10 @@ def _refuse_unused_muon_options(
         kinds = set(picks.choices)
     else:
         kinds = {kind_of(apply(base, c)) for c, _ in plan or [({}, 0)]}
-    if "muon" not in kinds:
+    if MUON not in kinds:
         given = {k: v for k, v in options.items() if k in MUON_ONLY and v is not None}
         why = "no trial of this sweep is Muon (each is adam), so none would use them"
-        refuse_muon_only("adam", MuonOptions(**given), why)
+        refuse_muon_only(ADAM, MuonOptions(**given), why)
 
 
 def _trials(

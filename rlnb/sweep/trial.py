@@ -27,7 +27,7 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
 from rlnb.tasks.exact import finite_mean
-from rlnb.wire import OperationErrorCode, OptimizerKind, TrialStatus
+from rlnb.wire import MUON, OperationErrorCode, OptimizerKind, TrialStatus
 
 from .applying import label
 from .slot import Control, KeptResource, SlotWait, Stopped, paused
@@ -81,7 +81,7 @@ class TrialSpec:
     def session_options(self) -> dict[str, Any]:
         """``options`` as this trial's session takes them: a sweep's ``MUON_ONLY`` options are for its Muon trials
         (an Adam session refuses them: a sweep over both optimizers had its Adam trials FAILED)."""
-        return {k: v for k, v in self.options.items() if self.kind == "muon" or k not in MUON_ONLY}
+        return {k: v for k, v in self.options.items() if self.kind == MUON or k not in MUON_ONLY}
 
 
 def identity(spec: TrialSpec) -> dict[str, Any]:

@@ -1,11 +1,13 @@
 """Teaching tasks small enough to learn in a minute on two CPU cores: the gameable ``digits`` task
-(``task``), verifiable tasks with a held-out split and ``evaluate`` (``verified``), next-token text for
+(``task``), verifiable tasks with a held-out split and ``evaluate`` (``verified``; the built-in ones and ``TASKS``,
+``builtin``), next-token text for
 supervised runs (``corpus``), one RL step (``rl``), the scoring and metrics of its completions
 (``rollouts``) and one measured training run that lessons are judged on (``lesson``)."""
 
+from rlnb.history.figures import EVAL_ACCURACY, RL_METRICS
+from rlnb.tasks.builtin import TASKS, addition_task, first_letter_task
 from rlnb.tasks.rl import MAX_STEPS, SEED_STRIDE, StepReport, check_steps, rl_step, seed_range
 from rlnb.tasks.rollouts import (
-    RL_METRICS,
     AdvantageScale,
     Rollout,
     group_advantages,
@@ -14,15 +16,7 @@ from rlnb.tasks.rollouts import (
     unscored,
 )
 from rlnb.tasks.task import Task, digit_fraction, digits_task
-from rlnb.tasks.verified import (
-    EVAL_ACCURACY,
-    EVAL_EVERY,
-    TASKS,
-    VerifiedTask,
-    addition_task,
-    exact_match,
-    first_letter_task,
-)
+from rlnb.tasks.verified import EVAL_EVERY, VerifiedTask, exact_match
 
 __all__ = [
     "EVAL_ACCURACY",

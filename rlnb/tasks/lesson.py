@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from rlnb import wire
 from rlnb._checks import check_int
 from rlnb.errors import OperationFailed
+from rlnb.history.figures import EVAL_ACCURACY, RLMetric
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
 from rlnb.tasks.exact import finite_mean
 from rlnb.tasks.rl import MAX_STEPS, SEED_STRIDE, check_steps, group_size_for, rl_step, seed_range
-from rlnb.tasks.verified import EVAL_ACCURACY, EVAL_EVERY, VerifiedTask
+from rlnb.tasks.verified import EVAL_EVERY, VerifiedTask
 
 
 @dataclass
@@ -80,7 +81,7 @@ def train(
             run.failed = exc.code or wire.OperationStatus.FAILED.name
             break
         run.rewards.append(report.reward)
-        run.distinct = report.metrics["completions/distinct_mean"]
+        run.distinct = report.metrics[RLMetric.DISTINCT]
         if (i + 1) % eval_every == 0 or i + 1 == steps:
             run.accuracy[session.step] = log_accuracy(session, task)
     return run

@@ -17,8 +17,6 @@ from rlnb.tasks.rollouts import Rollout
 from rlnb.wire.loss_params import GRPO_PARAM_NAMES
 
 _TOKEN_MEAN = GRPO_PARAM_NAMES["agg_type"]["TOKEN_MEAN"]
-_TOKENS = "loss/tokens"
-"""The one loss metric that is a count (the pieces' add up); every other is a mean over a piece's trained tokens."""
 
 
 def batch_limit(session: Session, prompts: int, group_size: int) -> int | None:
@@ -98,7 +96,7 @@ def joined(results: list[wire.ForwardBackwardResult], tokens: list[int]) -> wire
     said = [r.metrics or {} for r in results]
     metrics = {
         key: sum(m[key] for m in said)
-        if key == _TOKENS
+        if key == wire.LossMetric.TOKENS
         else sum(m[key] * n for m, n in zip(said, tokens, strict=True)) / whole
         for key in said[0]
         if all(key in m for m in said)

@@ -13,6 +13,7 @@ from typing import Any, get_args
 from rlnb import _one_step, wire
 from rlnb._checks import check_int, check_timeout
 from rlnb.errors import OperationFailed
+from rlnb.history.figures import RLMetric
 from rlnb.params import OptimizerParams
 from rlnb.session import Operation, Session, ctrl_c
 from rlnb.session.step_turn import STEP_WAIT
@@ -170,7 +171,7 @@ def rl_step(
         session.history.log(step, **metrics)
         return StepReport(
             step=step,
-            reward=metrics["reward"],
+            reward=metrics[RLMetric.REWARD],
             loss=fb_out.loss,
             grad_norm=float((out.metrics or {}).get("grad_norm", float("nan"))),
             status=opt.status,

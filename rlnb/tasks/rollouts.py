@@ -24,6 +24,7 @@ from operator import attrgetter, eq, itemgetter
 from typing import Any, Literal, get_args
 
 from rlnb import wire
+from rlnb.history.figures import RLMetric
 from rlnb.tasks import exact
 from rlnb.tasks.task import Task
 
@@ -34,23 +35,6 @@ ADVANTAGE_EPS = 1e-4
 """TRL's epsilon in (r - mean) / (std + eps)."""
 ZERO_STD = 1e-8
 """A group whose reward std is at most this does not vary (``torch.isclose(std, 0)``, as TRL)."""
-
-RL_METRICS: tuple[str, ...] = (
-    "reward",
-    "reward_std",
-    "frac_reward_zero_std",
-    "completions/mean_length",
-    "completions/min_length",
-    "completions/max_length",
-    "completions/clipped_ratio",
-    "completions/distinct_mean",
-    "entropy",
-    "kl",
-    "clip_ratio/low_mean",
-    "clip_ratio/high_mean",
-    "clip_ratio/region_mean",
-)
-"""The names ``step_metrics`` logs per step (the last five only when the forward-backward reports them)."""
 
 
 def group_advantages(rewards: Sequence[float], scale: AdvantageScale = "sample_std") -> list[float]:
@@ -236,22 +220,22 @@ def step_metrics(groups: Sequence[Sequence[Rollout]], loss_metrics: Mapping[str,
     # fmean of a list, not a generator; fields read by map and attrgetter: no Python call a completion, nor a group
     # but the zero-std flag's and the distinct count's
     out = {
-        "reward": exact.finite_mean(rewards),
-        "reward_std": exact.finite_stdev(rewards) if len(rewards) > 1 else math.nan,
-        "frac_reward_zero_std": statistics.fmean([_zero_std(list(map(_REWARD, g))) for g in groups]),
-        "completions/mean_length": statistics.fmean(lengths),
-        "completions/min_length": float(min(lengths)),
-        "completions/max_length": float(max(lengths)),
-        "completions/clipped_ratio": statistics.fmean(list(map(_TRUNCATED, rollouts))),
-        "completions/distinct_mean": statistics.fmean([len(set(map(_TOKENS, g))) for g in groups]),
+        RLMetric.REWARD: exact.finite_mean(rewards),
+        RLMetric.REWARD_STD: exact.finite_stdev(rewards) if len(rewards) > 1 else math.nan,
+        RLMetric.ZERO_STD: statistics.fmean([_zero_std(list(map(_REWARD, g))) for g in groups]),
+        RLMetric.MEAN_LENGTH: statistics.fmean(lengths),
+        RLMetric.MIN_LENGTH: float(min(lengths)),
+        RLMetric.MAX_LENGTH: float(max(lengths)),
+        RLMetric.CLIPPED: statistics.fmean(list(map(_TRUNCATED, rollouts))),
+        RLMetric.DISTINCT: statistics.fmean([len(set(map(_TOKENS, g))) for g in groups]),
     }
     lm = loss_metrics or {}
-    for name, key in (("entropy", "loss/entropy/mean"), ("kl", "loss/kl_ref/mean")):
+    for name, key in ((RLMetric.ENTROPY, wire.LossMetric.ENTROPY), (RLMetric.KL, wire.LossMetric.KL_REF)):
         if key in lm:
             out[name] = float(lm[key])
-    if "loss/clip/low_fraction" in lm and "loss/clip/high_fraction" in lm:
-        low, high = float(lm["loss/clip/low_fraction"]), float(lm["loss/clip/high_fraction"])
-        out |= {"clip_ratio/low_mean": low, "clip_ratio/high_mean": high, "clip_ratio/region_mean": low + high}
+    if wire.LossMetric.CLIP_LOW in lm and wire.LossMetric.CLIP_HIGH in lm:
+        low, high = float(lm[wire.LossMetric.CLIP_LOW]), float(lm[wire.LossMetric.CLIP_HIGH])
+        out |= {RLMetric.CLIP_LOW: low, RLMetric.CLIP_HIGH: high, RLMetric.CLIP_REGION: low + high}
     return out
 
 

@@ -66,7 +66,7 @@ class FakeBackend:
 
     def __init__(
         self,
-        optimizer: wire.OptimizerKind = "adam",
+        optimizer: wire.OptimizerKind = wire.ADAM,
         *,
         delay: float = 0.0,
         loss: Callable[[int], float] | None = None,

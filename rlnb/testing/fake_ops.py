@@ -56,7 +56,7 @@ def forward_backward(fake: FakeBackend, body: wire.ForwardBackwardBody) -> wire.
             )
             for m in counted
         ]
-    metrics = {"loss/tokens": float(sum(map(sum, counted)))}
+    metrics: dict[str, float] = {wire.LossMetric.TOKENS: float(sum(map(sum, counted)))}
     return wire.ForwardBackwardResult(loss=value, metrics=metrics, loss_fn_outputs=outputs)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from rlnb import wire
 from rlnb._checks import check_bool, check_int, check_seconds
 from rlnb.history import History
 from rlnb.text.prompts import check_text
@@ -144,7 +145,7 @@ class LiveView:
         self.refresh()
 
     def _add_panel(self, name: str, title: str, color: str) -> None:
-        muon = self.history.config.get("optimizer") == "muon"
+        muon = self.history.config.get("optimizer") == wire.MUON
         panel = new_panel(name, title, color, self.series, self.ema, self.metrics, muon=muon, per_row=self._per_row)
         self.panels[name] = panel
         top = min(p.top for p in self.panels.values())  # every axes as tall, under the tallest title

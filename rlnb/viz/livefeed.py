@@ -9,8 +9,7 @@ import itertools
 import math
 from typing import Any
 
-from rlnb.history.figures import StepRow
-from rlnb.tasks import EVAL_ACCURACY
+from rlnb.history.figures import EVAL_ACCURACY, StepRow
 from rlnb.viz.livepanels import NORMS
 from rlnb.viz.livetables import RL_TABLE
 from rlnb.viz.names import long_name

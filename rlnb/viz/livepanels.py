@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from rlnb._shown import printable
-from rlnb.tasks import EVAL_ACCURACY
+from rlnb.history.figures import EVAL_ACCURACY, RLMetric
 from rlnb.viz.draw import CLIP_HEADROOM, all_nan, not_logged
 from rlnb.viz.lines import inf_label, inf_marks
 from rlnb.viz.livefig import Panel
@@ -36,7 +36,7 @@ def new_panel(
     (unless it is one of ``metrics``), the gradient norm's the clip threshold (and, for Muon, the two partial norms).
     ``per_row``: sized to share a row with that many panels (``livefig.PANEL_PX``)."""
     panel = Panel(printable(title), legend=name == "grad_norm", per_row=per_row)
-    if name == "reward" and EVAL_ACCURACY not in metrics:  # the held-out accuracy beside the reward
+    if name == RLMetric.REWARD and EVAL_ACCURACY not in metrics:  # the held-out accuracy beside the reward
         _lines(panel, series, ema, name, color, "reward (train)")
         panel.line(EVAL_ACCURACY, color="C3", ms=4, label=long_name(EVAL_ACCURACY), zorder=3)
         series[EVAL_ACCURACY] = Series(ema)

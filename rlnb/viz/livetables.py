@@ -13,8 +13,7 @@ from matplotlib.colors import to_hex
 
 from rlnb._shown import printable
 from rlnb.history import Record
-from rlnb.history.figures import StepRow
-from rlnb.tasks import RL_METRICS
+from rlnb.history.figures import RL_METRICS, RLMetric, StepRow
 from rlnb.viz.draw import STATUS_COLORS, short
 from rlnb.viz.names import long_name, short_name
 from rlnb.viz.texts import shortened
@@ -23,7 +22,7 @@ MAX_COMPLETIONS = 64
 """Completions shown at most (a step's, in prompt order); the run folder keeps them all."""
 MAX_CHARS = 200
 """Characters of a completion shown (the whole text is in ``history.completions``)."""
-RL_TABLE = tuple(m for m in RL_METRICS if m != "reward")
+RL_TABLE = tuple(m for m in RL_METRICS if m != RLMetric.REWARD)
 """The RL metrics of the RL tab (reward is in the steps table); they get no panel of their own in the
 live view's automatic mode (``metrics=None``) unless named."""
 TABLE_STYLE = "font-size:small;line-height:1.25;border-collapse:collapse"

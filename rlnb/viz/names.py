@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from rlnb._shown import printable
-from rlnb.tasks import EVAL_ACCURACY
+from rlnb.history.figures import EVAL_ACCURACY
+from rlnb.history.figures import RLMetric as R
 
 
 class Shown(NamedTuple):
@@ -18,22 +19,22 @@ class Shown(NamedTuple):
 
 
 SHOWN: dict[str, Shown] = {
-    "reward": Shown("reward", "reward"),
-    "reward_std": Shown("reward std", "std"),
-    "frac_reward_zero_std": Shown("groups with zero reward std", "zero-std"),
-    "completions/mean_length": Shown("mean completion length (tokens)", "len"),
-    "completions/min_length": Shown("shortest completion (tokens)", "len min"),
-    "completions/max_length": Shown("longest completion (tokens)", "len max"),
-    "completions/clipped_ratio": Shown("completions cut at max_tokens", "cut"),
-    "completions/distinct_mean": Shown("distinct completions per group", "distinct"),
-    "entropy": Shown("entropy (nats per token)", "H"),
-    "kl": Shown("KL to the reference", "KL"),
-    "clip_ratio/low_mean": Shown("tokens clipped low", "clip lo"),
-    "clip_ratio/high_mean": Shown("tokens clipped high", "clip hi"),
-    "clip_ratio/region_mean": Shown("tokens whose ratio was clipped", "clipped"),
+    R.REWARD: Shown("reward", "reward"),
+    R.REWARD_STD: Shown("reward std", "std"),
+    R.ZERO_STD: Shown("groups with zero reward std", "zero-std"),
+    R.MEAN_LENGTH: Shown("mean completion length (tokens)", "len"),
+    R.MIN_LENGTH: Shown("shortest completion (tokens)", "len min"),
+    R.MAX_LENGTH: Shown("longest completion (tokens)", "len max"),
+    R.CLIPPED: Shown("completions cut at max_tokens", "cut"),
+    R.DISTINCT: Shown("distinct completions per group", "distinct"),
+    R.ENTROPY: Shown("entropy (nats per token)", "H"),
+    R.KL: Shown("KL to the reference", "KL"),
+    R.CLIP_LOW: Shown("tokens clipped low", "clip lo"),
+    R.CLIP_HIGH: Shown("tokens clipped high", "clip hi"),
+    R.CLIP_REGION: Shown("tokens whose ratio was clipped", "clipped"),
     EVAL_ACCURACY: Shown("eval accuracy (held out)", "eval acc"),
 }
-"""Each RL metric ``rl_step`` logs (``rlnb.tasks.RL_METRICS``) and the eval accuracy, by its key."""
+"""Each RL metric ``rl_step`` logs (``history.figures.RL_METRICS``) and the eval accuracy, by its key."""
 
 
 def long_name(key: str) -> str:

@@ -17,7 +17,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from rlnb.history import History
-from rlnb.tasks import EVAL_ACCURACY
+from rlnb.history.figures import EVAL_ACCURACY
+from rlnb.history.figures import RLMetric as R
 from rlnb.viz import placing
 from rlnb.viz.draw import (
     NotebookFigure,
@@ -51,14 +52,12 @@ def _panel(title: str | None, columns: tuple[str, ...], band: tuple[str, str] | 
 
 
 RL_PANELS: tuple[Panel, ...] = (
-    _panel(None, ("entropy",)),
-    _panel("reward spread", ("reward_std", "frac_reward_zero_std")),
-    _panel(None, ("completions/distinct_mean",)),
-    _panel(
-        "completion length (tokens)", ("completions/mean_length",), ("completions/min_length", "completions/max_length")
-    ),
-    _panel("clip fractions", ("completions/clipped_ratio", "clip_ratio/region_mean")),
-    _panel(None, ("kl",)),
+    _panel(None, (R.ENTROPY,)),
+    _panel("reward spread", (R.REWARD_STD, R.ZERO_STD)),
+    _panel(None, (R.DISTINCT,)),
+    _panel("completion length (tokens)", (R.MEAN_LENGTH,), (R.MIN_LENGTH, R.MAX_LENGTH)),
+    _panel("clip fractions", (R.CLIPPED, R.CLIP_REGION)),
+    _panel(None, (R.KL,)),
 )
 """The RL metrics' panels, in order: title, (column, label) per line, and columns drawn as a band around
 them; a panel none of whose lines was logged is left out."""
@@ -67,9 +66,9 @@ them; a panel none of whose lines was logged is left out."""
 def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: float | None = None) -> Figure:
     steps, reason = steps_of(history)
     logged = history.logged if isinstance(history, History) else steps
-    rl = "reward" in logged.columns
+    rl = R.REWARD in logged.columns
     panels = [p for p in RL_PANELS if any(c in logged.columns for c, _ in p[1])] if rl else []
-    shown = {"reward", EVAL, *(c for _, lines, _ in panels for c, _ in lines)} if rl else set()
+    shown = {R.REWARD, EVAL, *(c for _, lines, _ in panels for c, _ in lines)} if rl else set()
     shown |= {"loss", "grad_norm"}  # their own panels: a second one would say "no 'loss' logged yet"
     named = [metrics] if isinstance(metrics, str) else list(metrics) if isinstance(metrics, Iterable) else None
     if named is None or not all(isinstance(m, str) for m in named):  # 5: "'int' object is not iterable"
@@ -97,7 +96,7 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     if rl:
         grad_norm_panel(axes.pop(0), steps, reason, ema)
         ax = loss_panel(axes.pop(0), steps, ema)
-        if "completions/mean_length" in logged.columns:  # rl_step's run: a policy loss
+        if R.MEAN_LENGTH in logged.columns:  # rl_step's run: a policy loss
             ax.set_title("GRPO loss (secondary)")
             # under the axis label: inside the axes, a loss wandering about 0 crossed it wherever it was put
             said = ax.annotate(LOSS_NOTE, (0.5, 0), (0, -2), ax.xaxis.label, "offset points", ha="center", va="top")
@@ -106,10 +105,10 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
 
 
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None, own: History | None) -> Axes:
-    rows = logged_rows(ax, frame, "reward", own)
-    series(ax, rows["step"], rows["reward"], ema, "C2", "reward (train)")
-    if not rows["reward"].notna().any():  # every reward NaN: bare axes would say nothing
-        note(ax, all_nan("reward"))
+    rows = logged_rows(ax, frame, R.REWARD, own)
+    series(ax, rows["step"], rows[R.REWARD], ema, "C2", "reward (train)")
+    if not rows[R.REWARD].notna().any():  # every reward NaN: bare axes would say nothing
+        note(ax, all_nan(R.REWARD))
     title = "reward"
     if EVAL in frame.columns:
         acc = logged_rows(ax, frame, EVAL, own)

@@ -29,9 +29,9 @@ from rlnb.widgets.controls import (
     pairs,
     whole,
 )
-from rlnb.widgets.presets import PRESETS
+from rlnb.widgets.presets import AUX, PRESETS
 
-LR_RANGES = {"adam": (-6, 2), "muon": (-4, 2), "muon.adam": (-6, 2)}
+LR_RANGES = {wire.ADAM: (-6, 2), wire.MUON: (-4, 2), AUX: (-6, 2)}
 """Slider ranges (log10) for the learning rate; the text box takes any value (the slider then sits at an end)."""
 RED, GREEN = "#b00020", "#1b5e20"
 
@@ -41,11 +41,11 @@ class BuilderForm:
     the schedule and its plot, ``finder`` (the Find LR controls' widget), the JSON preview; all under ``fold``."""
 
     def __init__(self, optimizer: str, total_steps: int, expanded: bool, finder: W.Widget):
-        self.adam = controls(ADAM_FIELDS, LR_RANGES["adam"])
-        self.muon = controls(MUON_FIELDS, LR_RANGES["muon"])
-        self.muon_adam = controls(MUON_ADAM_FIELDS, LR_RANGES["muon.adam"])  # no clip: Muon's is global
+        self.adam = controls(ADAM_FIELDS, LR_RANGES[wire.ADAM])
+        self.muon = controls(MUON_FIELDS, LR_RANGES[wire.MUON])
+        self.muon_adam = controls(MUON_ADAM_FIELDS, LR_RANGES[AUX])  # no clip: Muon's is global
         muon_note = W.HTML("<b>adam</b> — for embeddings, output head, norms, biases (clipped by the clip above)")
-        panes = {"adam": grid(self.adam), "muon": W.VBox([grid(self.muon), muon_note, grid(self.muon_adam)])}
+        panes = {wire.ADAM: grid(self.adam), wire.MUON: W.VBox([grid(self.muon), muon_note, grid(self.muon_adam)])}
         kinds = wire.OPTIMIZERS  # the selection reads a tab's kind by its index there
         self.tabs = W.Tab(children=[panes[k] for k in kinds], titles=tuple(k.capitalize() for k in kinds))
         self.tabs.selected_index = kinds.index(wire.optimizer_kind(optimizer))
@@ -115,7 +115,7 @@ class BuilderForm:
     def mark_refused(self, kind: str, bad: set[str]) -> None:
         """Turn the refused fields (of the ``kind`` tab, and the schedule's) red, and only those."""
         aux = {"adam." + name: c for name, c in self.muon_adam.items()}
-        fields = dict(self.adam) if kind == "adam" else {**self.muon, **aux}
+        fields = dict(self.adam) if kind == wire.ADAM else {**self.muon, **aux}
         for group in (self.adam, self.muon, self.muon_adam):
             for c in group.values():
                 mark(c, False)

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import ipywidgets as W
 
+from rlnb import wire
 from rlnb.params import OptimizerParams
 from rlnb.session import Session
 from rlnb.widgets.controls import TEXT, WIDE, convert_units
@@ -40,10 +41,8 @@ class Form(Protocol):
 
 def session_units(session: Session) -> str:
     """A Muon session's lr units, fixed when it was created ("original" unless its config names others)."""
-    from rlnb.sweep.lr.rates import SCALING_NAMES
-
     given = session.history.config.get("muon_scaling")
-    return str(SCALING_NAMES.get(str(given), given) or "original")
+    return str(wire.SCALING_NAMES.get(str(given), given) or wire.MUON_ORIGINAL)
 
 
 class MuonUnits:
@@ -56,7 +55,7 @@ class MuonUnits:
         self.builder, self.model = builder, model
         self.shapes: list[tuple[int, int]] | None = muon_shapes(model)
         self._session: Session | None = None
-        self.scaling = W.Dropdown(options=["original", "match_adam"], description="Muon lr units", style=WIDE)
+        self.scaling = W.Dropdown(options=list(wire.MUON_SCALING), description="Muon lr units", style=WIDE)
         self.status = W.HTML()
         self.status.add_class(TEXT)
         self._said = ""  # the status line's lasting message, shown again once the form is valid
@@ -79,7 +78,7 @@ class MuonUnits:
 
         self._session = session
         self._units = None  # the last session's units: set to this one's below, the form's rate converted to them
-        if session is None or session.optimizer != "muon":
+        if session is None or session.optimizer != wire.MUON:
             self.scaling.disabled, self._units = False, None
             return
         try:
@@ -108,16 +107,16 @@ class MuonUnits:
     @property
     def unconverted(self) -> str | None:
         """The form's Muon units while a rate in "original" units cannot be converted to them (shapes not known)."""
-        return None if self.shapes is not None or self.scaling.value == "original" else str(self.scaling.value)
+        return None if self.shapes is not None or self.scaling.value == wire.MUON_ORIGINAL else str(self.scaling.value)
 
     def from_original(self, lr: float) -> float:
         """A Muon rate in "original" units (a preset's, as its lesson was measured) in the form's units, for the
         shapes known here; as it is when they are not known (the status line says the rate was not converted)."""
         from rlnb.sweep import convert_muon_lr
 
-        if self.scaling.value == "original" or not self.shapes:  # [] (no Muon matrix): nothing to convert
+        if self.scaling.value == wire.MUON_ORIGINAL or not self.shapes:  # [] (no Muon matrix): nothing to convert
             return lr
-        return convert_muon_lr(lr, "original", self.scaling.value, self.shapes)
+        return convert_muon_lr(lr, wire.MUON_ORIGINAL, self.scaling.value, self.shapes)
 
     def _convert(self, change: dict[str, Any]) -> None:
         if self._converting:

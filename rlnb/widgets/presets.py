@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from rlnb import wire
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
@@ -31,12 +31,16 @@ COLLAPSED_DISTINCT, CHANCE_MARGIN = 1.5, 0.1
 """A collapsed run: at most this many distinct completions per group, and held-out accuracy at most chance + this."""
 
 
+AUX: Final = "muon.adam"
+"""The form's pane (and a preset's values) of a Muon session's AdamW rates, beside ``wire.ADAM`` and ``wire.MUON``."""
+
+
 def _preset(adam: tuple[float, float, float, float, float, float], muon: tuple[float, float, int, float, float]) -> Any:
     """One preset: the same AdamW values for an Adam session and for Muon's non-matrix weights (but for the clip: a
     Muon step clips one global norm, by Muon's own ``grad_clip_norm``)."""
     adam_values = dict(zip(ADAM_FIELDS, adam, strict=True))
     aux = {name: adam_values[name] for name in MUON_ADAM_FIELDS}
-    return {"adam": adam_values, "muon": dict(zip(MUON_FIELDS, muon, strict=True)), "muon.adam": aux}
+    return {wire.ADAM: adam_values, wire.MUON: dict(zip(MUON_FIELDS, muon, strict=True)), AUX: aux}
 
 
 DEFAULT_PRESET = "Learns in 40 steps"
@@ -60,7 +64,7 @@ def preset_values(name: str, muon_rate: Callable[[float], float]) -> dict[str, d
     """``PRESETS[name]`` with Muon's own rate passed through ``muon_rate``: from "original" to a form's units (a
     session made with ``muon_scaling="match_adam"`` would read the preset's 0.05 as another, larger step size)."""
     values = {key: dict(group) for key, group in PRESETS[name].items()}
-    values["muon"]["learning_rate"] = muon_rate(values["muon"]["learning_rate"])
+    values[wire.MUON]["learning_rate"] = muon_rate(values[wire.MUON]["learning_rate"])
     return values
 
 
@@ -68,9 +72,9 @@ def unconverted(name: str, kind: str, muon_lr: float, units: str | None) -> str:
     """What a form of ``kind`` adds to preset ``name``'s label while it holds that preset's Muon rate, measured in
     "original" units, unconverted to ``units`` (the form's, ``LRFinderControls.unconverted``): to a session reading
     rates as match_adam the same number is another step size, yet the summary said the preset, unmodified."""
-    if kind != "muon" or units in (None, "original"):
+    if kind != wire.MUON or units in (None, wire.MUON_ORIGINAL):
         return ""
-    if not math.isclose(muon_lr, PRESETS[name]["muon"]["learning_rate"], rel_tol=1e-12):
+    if not math.isclose(muon_lr, PRESETS[name][wire.MUON]["learning_rate"], rel_tol=1e-12):
         return ""  # a rate of the person's own
     return f" — its Muon lr in original units, not converted to {units}"
 
@@ -147,7 +151,7 @@ class Lesson:
         ``muon_lr``: the preset's Muon rate in the form's units, named as sent (a match_adam session's line would
         say "Muon lr 0.05" while the form sends 0.0248)."""
         said = self.values[optimizer_kind(kind, "kind")]
-        if kind == "muon" and muon_lr is not None and not math.isclose(muon_lr, self.muon_lr, rel_tol=1e-12):
+        if kind == wire.MUON and muon_lr is not None and not math.isclose(muon_lr, self.muon_lr, rel_tol=1e-12):
             given = f"Muon lr {self.muon_lr:g}"
             said = said.replace(given, f"Muon lr {rate(muon_lr)} ({self.muon_lr:g} in original units)", 1)
         return f"{said} ({MEASURED_AT}): {self.claim}"
@@ -171,14 +175,14 @@ def _collapses(run: LessonRun, chance: float) -> bool:
 
 def _rates(name: str) -> dict[str, str]:
     """The rates each optimizer's session gets from preset ``name``, in words (so a text cannot go stale)."""
-    adam, muon, aux = (PRESETS[name][k]["learning_rate"] for k in ("adam", "muon", "muon.adam"))
-    return {"adam": f"AdamW lr {adam:g}", "muon": f"Muon lr {muon:g}, AdamW {aux:g} for the rest"}
+    adam, muon, aux = (PRESETS[name][k]["learning_rate"] for k in (wire.ADAM, wire.MUON, AUX))
+    return {wire.ADAM: f"AdamW lr {adam:g}", wire.MUON: f"Muon lr {muon:g}, AdamW {aux:g} for the rest"}
 
 
 def _lesson(name: str, holds: Callable[[LessonRun, float], bool], claim: str, **said: str) -> Lesson:
     """``said``: by optimizer, how to introduce its rates (``{}`` stands for them); default, the rates alone."""
     values = {k: said.get(k, "{}").format(v) for k, v in _rates(name).items()}
-    return Lesson(claim, values, holds, PRESETS[name]["muon"]["learning_rate"])
+    return Lesson(claim, values, holds, PRESETS[name][wire.MUON]["learning_rate"])
 
 
 _REWARD = "training reward (the mean of the last 5 steps)"

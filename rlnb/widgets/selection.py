@@ -13,7 +13,7 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.widgets.form import BuilderForm
-from rlnb.widgets.presets import PRESETS, differs, preset_values
+from rlnb.widgets.presets import AUX, PRESETS, differs, preset_values
 
 
 class Selection:
@@ -49,7 +49,7 @@ class Selection:
         if kind is not None:
             wire.optimizer_kind(kind, "kind")
         self.locked = kind
-        groups = {"adam": (self.form.adam,), "muon": (self.form.muon, self.form.muon_adam)}
+        groups = {wire.ADAM: (self.form.adam,), wire.MUON: (self.form.muon, self.form.muon_adam)}
         for index, name in enumerate(wire.OPTIMIZERS):
             for group in groups[name]:
                 for c in group.values():
@@ -68,7 +68,7 @@ class Selection:
         form = self.form
         self.quiet = True
         try:
-            for group, key in ((form.adam, "adam"), (form.muon, "muon"), (form.muon_adam, "muon.adam")):
+            for group, key in ((form.adam, wire.ADAM), (form.muon, wire.MUON), (form.muon_adam, AUX)):
                 for field, v in preset[key].items():
                     group[field].value = v
             form.preset.options = list(PRESETS)
@@ -82,7 +82,7 @@ class Selection:
         """``modified`` and the dropdown ("<preset> (modified)") say whether what will be sent, the selected tab's
         fields, differs from the preset (in the form's units): an edit of the other tab marked the config sent too."""
         form = self.form
-        sent = ((form.adam, "adam"),) if self.kind == "adam" else ((form.muon, "muon"), (form.muon_adam, "muon.adam"))
+        sent = ((form.adam, wire.ADAM),) if self.kind == wire.ADAM else ((form.muon, wire.MUON), (form.muon_adam, AUX))
         modified = differs(sent, preset_values(self.applied, self.muon_rate))
         if modified != self.modified:
             self.modified = modified

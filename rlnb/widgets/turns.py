@@ -12,7 +12,7 @@ import time
 import weakref
 from typing import Any, Protocol, TypeVar
 
-from rlnb import _exit
+from rlnb import _exit, wire
 from rlnb.errors import SessionClosed
 from rlnb.tasks.task import session_prompt_ids
 from rlnb.widgets.muon_units import session_units
@@ -173,7 +173,9 @@ def elsewhere(panel: RunPanel) -> str | None:
 
 def _form(session: Any) -> str:
     """What a form must be to train ``session``: its optimizer, and a Muon session's lr units."""
-    return f"{session.optimizer}, {session_units(session)} units" if session.optimizer == "muon" else session.optimizer
+    return (
+        f"{session.optimizer}, {session_units(session)} units" if session.optimizer == wire.MUON else session.optimizer
+    )
 
 
 def closed_session(session: Any) -> SessionClosed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, get_args
 
 from rlnb._scalars import scalar
@@ -43,6 +44,7 @@ __all__ = [
     "GrpoLossRatioType",
     "GRPO_PARAM_NAMES",
     "LossConfig",
+    "LossMetric",
     "LossSpec",
     "LossType",
     "PpoLossParams",
@@ -79,6 +81,28 @@ class LossSpec:
     def __post_init__(self) -> None:
         fields = self.params.model_fields if self.params is not None else {}
         object.__setattr__(self, "required_params", tuple(name for name, f in fields.items() if f.is_required()))
+
+
+class LossMetric(StrEnum):
+    """The keys of a forward-backward's ``metrics`` (the API reference's forward-backward output names them): the
+    engine, the ensemble runner and the fake backend write them, and the RL step reads them."""
+
+    TOKENS = "loss/tokens"
+    """The trained tokens (Σ weights for cross-entropy): the one metric that is a count, not a mean."""
+    ENTROPY = "loss/entropy/mean"
+    """The policy's mean token entropy (TRL's ``entropy``)."""
+    KL_REF = "loss/kl_ref/mean"
+    """GRPO's mean KL to the reference (beta > 0 only)."""
+    RATIO = "loss/ratio/mean"
+    """The mean importance ratio of policy to sampler."""
+    SAMPLER_KL = "loss/sampler_kl/mean"
+    """The mean log-prob of the sampler less the policy's."""
+    CLIP_LOW = "loss/clip/low_fraction"
+    """The tokens the low clip changed the gradient of (PPO, GRPO, CISPO)."""
+    CLIP_HIGH = "loss/clip/high_fraction"
+    """The tokens the high clip changed the gradient of (PPO, GRPO, CISPO)."""
+    TRUST_REGION_MASKED = "loss/trust_region/masked_fraction"
+    """The tokens DPPO's trust region masked out."""
 
 
 _POLICY_REQUIRED = ("target_tokens", "logprobs", "advantages")

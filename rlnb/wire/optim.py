@@ -11,13 +11,19 @@ from pydantic import Field, Strict
 from rlnb.wire.base import NUMBER_ONLY, Int64, Newer, _Model, _Request
 
 __all__ = [
+    "ADAM",
+    "MUON",
+    "MUON_MATCH_ADAM",
+    "MUON_ORIGINAL",
     "MUON_SCALING",
+    "SCALING_NAMES",
     "OPTIMIZERS",
     "OPTIMIZER_PARAMS_FIELD",
     "AdamOptimizerConfig",
     "AdamParams",
     "MuonOptimizerConfig",
     "MuonParams",
+    "MuonScaling",
     "MuonScalingStrategy",
     "OptimStepBody",
     "OptimStepResult",
@@ -26,13 +32,19 @@ __all__ = [
     "optimizer_config",
     "optimizer_kind",
     "optimizer_of",
+    "muon_scaling",
 ]
 
 OptimizerKind: TypeAlias = Literal["adam", "muon"]
-"""The optimizer of a model resource, fixed for its life (rlnb's short names)."""
+"""The optimizer of a model resource, fixed for its life (rlnb's short names). A ``Literal``, not an enum: people
+type ``optimizer="muon"``, and mypy (``strict_equality``) refuses a comparison with a name that is none of these."""
+ADAM: Final = "adam"
+"""AdamW for every parameter."""
+MUON: Final = "muon"
+"""Muon for the hidden 2-D matrices, AdamW for the rest (``MuonParams.adam``)."""
 OPTIMIZERS: Final[tuple[OptimizerKind, ...]] = get_args(OptimizerKind)
 """Every ``OptimizerKind``: what ``connect(optimizer=...)`` accepts."""
-OPTIMIZER_PARAMS_FIELD: Final[dict[OptimizerKind, str]] = {"adam": "adam_params", "muon": "muon_params"}
+OPTIMIZER_PARAMS_FIELD: Final[dict[OptimizerKind, str]] = {ADAM: "adam_params", MUON: "muon_params"}
 """Which ``OptimStepBody`` field carries each kind's per-step params."""
 
 
@@ -48,11 +60,28 @@ MuonScalingStrategy: TypeAlias = Literal[
     "MUON_SCALING_STRATEGY_UNSPECIFIED", "MUON_SCALING_STRATEGY_MATCH_ADAM", "MUON_SCALING_STRATEGY_ORIGINAL"
 ]
 """The units of Muon's learning rate: ORIGINAL (Keller Jordan's) or MATCH_ADAM (an update RMS like AdamW's)."""
-MUON_SCALING: Final[dict[str, MuonScalingStrategy]] = {
-    "original": "MUON_SCALING_STRATEGY_ORIGINAL",
-    "match_adam": "MUON_SCALING_STRATEGY_MATCH_ADAM",
-}
+MuonScaling: TypeAlias = Literal["original", "match_adam"]
 """Short names of the Muon scaling strategies (``LocalBackend(muon_scaling=...)`` takes them)."""
+MUON_ORIGINAL: Final = "original"
+"""Keller Jordan's units: lr in spectral-norm units (0.02), the engine's default."""
+MUON_MATCH_ADAM: Final = "match_adam"
+"""Moonshot's units: Muon's update RMS matches AdamW's, so an AdamW learning rate carries over."""
+MUON_SCALING: Final[dict[str, MuonScalingStrategy]] = {
+    MUON_ORIGINAL: "MUON_SCALING_STRATEGY_ORIGINAL",
+    MUON_MATCH_ADAM: "MUON_SCALING_STRATEGY_MATCH_ADAM",
+}
+"""``MuonScaling`` short name → the API's strategy."""
+SCALING_NAMES: Final[dict[str, MuonScaling]] = {MUON_SCALING[name]: name for name in get_args(MuonScaling)}
+"""The API's strategy → its short name (a session's config may hold either)."""
+
+
+def muon_scaling(value: object, name: str = "muon_scaling") -> MuonScaling:
+    """``value`` as a ``MuonScaling`` short name; a ``ValueError`` naming ``name`` and the names otherwise."""
+    for scaling in get_args(MuonScaling):
+        if value == scaling:
+            return scaling
+    raise ValueError(f"{name} must be {' or '.join(map(repr, MUON_SCALING))}, got {value!r}"[:300])
+
 
 LearningRate = Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False), NUMBER_ONLY]
 UnitInterval = Annotated[float, Strict(), Field(ge=0, lt=1, allow_inf_nan=False), NUMBER_ONLY]
@@ -136,7 +165,7 @@ class OptimizerConfig(_Model):
 def optimizer_config(kind: str, muon_scaling: str | None = None) -> OptimizerConfig:
     """The resource's ``optimizer_config`` for ``kind`` (``"adam"``/``"muon"``); ``muon_scaling`` is a
     short name (``"original"``, ``"match_adam"``) or the enum string, Muon only."""
-    if optimizer_kind(kind) == "adam":
+    if optimizer_kind(kind) == ADAM:
         if muon_scaling is not None:
             raise ValueError("muon_scaling applies to optimizer='muon' only")
         return OptimizerConfig(adam=AdamOptimizerConfig())
@@ -148,4 +177,4 @@ def optimizer_config(kind: str, muon_scaling: str | None = None) -> OptimizerCon
 
 def optimizer_of(config: OptimizerConfig) -> OptimizerKind:
     """The kind an ``optimizer_config`` selects (``muon`` when it names Muon, else ``adam``)."""
-    return "muon" if config.muon is not None else "adam"
+    return MUON if config.muon is not None else ADAM

@@ -470,6 +470,14 @@ def test_state_dict_round_trip(kind: str) -> None:
         TrainerOptimizer(model, "muon" if kind == "adam" else "adam").load_state_dict(opt.state_dict())
 
 
+def test_the_shape_scale_refuses_a_scaling_it_does_not_know() -> None:
+    """Each of ``wire.MUON_SCALING``'s names has its scale; a misspelt one was read as ``match_adam`` in silence."""
+    assert muon.shape_scale(4, 4, "original") == 1.0 and muon.shape_scale(16, 4, "original") == 2.0
+    assert muon.shape_scale(4, 4, "match_adam") == pytest.approx(0.4)
+    with pytest.raises(ValueError, match=r"^muon_scaling must be 'original' or 'match_adam', got 'orignal'$"):
+        muon.shape_scale(4, 4, "orignal")  # type: ignore[arg-type]
+
+
 def test_a_muon_learning_rate_is_bounded_by_its_largest_shape_scale() -> None:
     """The update multiplies by lr x s, up to the largest s of the model's matrices (2 here, 1 the least): lr 1.1 x
     float32's max / 2, taken by a bound at the least s, failed the step half-way (AdamW's weights moved, then torch's

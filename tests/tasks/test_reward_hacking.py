@@ -5,7 +5,7 @@ that is no completion's text, and the tasks' options."""
 import pytest
 
 from rlnb.tasks import TASKS, digit_fraction, digits_task, exact_match, first_letter_task
-from rlnb.tasks.verified import MAX_LENGTH, MAX_PROMPTS
+from rlnb.tasks.builtin import MAX_LENGTH, MAX_PROMPTS
 
 ADDITION_GAMES = [
     "3+4=",

@@ -25,6 +25,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from rlnb import wire
+
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 """Quintic Newton-Schulz coefficients (a, b, c) of KellerJordan/Muon ``zeropower_via_newtonschulz5``.
 
@@ -97,9 +99,10 @@ def newton_schulz(G: Tensor, steps: int, dtype: torch.dtype | None = None) -> Te
     return X.reshape(G.shape).to(G.dtype)
 
 
-def shape_scale(rows: int, cols: int, scaling: str) -> float:
-    """The update's scale s for a ``rows`` x ``cols`` matrix (module docstring): "original" or "match_adam"."""
-    if scaling == "original":
+def shape_scale(rows: int, cols: int, scaling: wire.MuonScaling) -> float:
+    """The update's scale s for a ``rows`` x ``cols`` matrix (module docstring): "original" or "match_adam"; another
+    name is a ``ValueError`` (a misspelt one was read as "match_adam")."""
+    if wire.muon_scaling(scaling) == wire.MUON_ORIGINAL:
         return float(max(1.0, rows / cols) ** 0.5)
     return float(MATCH_ADAM_RMS * max(rows, cols) ** 0.5)
 

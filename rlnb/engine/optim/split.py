@@ -12,8 +12,16 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final, Literal, TypeAlias, get_args
 
 from torch import nn
+
+Group: TypeAlias = Literal["muon", "adam"]
+"""The optimizer that updates a parameter of a Muon session (as ``muon_split`` names it): another idea than
+``wire.OptimizerKind``, spelt alike, since a Muon session's AdamW group is no AdamW session."""
+MUON_GROUP: Final = "muon"
+ADAM_GROUP: Final = "adam"
+GROUPS: tuple[Group, ...] = get_args(Group)
 
 
 @dataclass
@@ -38,19 +46,19 @@ class ParamSplit:
 
     def describe(self) -> str:
         """One row per parameter (group, name, shape, size) and a count per group."""
-        rows = [("muon", n, p) for n, p in self.muon] + [("adam", n, p) for n, p in self.adam]
+        rows = [(MUON_GROUP, n, p) for n, p in self.muon] + [(ADAM_GROUP, n, p) for n, p in self.adam]
         width = max([len(n) for _, n, _ in rows] + [4])
         lines = [f"{'group':<6} {'name':<{width}} {'shape':<14} {'params':>10}"]
         for g, n, p in rows:
             shape = "x".join(map(str, p.shape)) or "scalar"
             lines.append(f"{g:<6} {n:<{width}} {shape:<14} {p.numel():>10,}")
-        for group, members in (("muon", self.muon), ("adam", self.adam)):
+        for group, members in ((MUON_GROUP, self.muon), (ADAM_GROUP, self.adam)):
             lines.append(f"{group}: {len(members)} tensors, {sum(p.numel() for _, p in members):,} params")
         return "\n".join(lines)
 
     def as_config(self) -> dict[str, list[str]]:
         """Parameter names per group, as a run's ``config.json`` records them."""
-        return {"muon": [n for n, _ in self.muon], "adam": [n for n, _ in self.adam]}
+        return {MUON_GROUP: [n for n, _ in self.muon], ADAM_GROUP: [n for n, _ in self.adam]}
 
 
 IN_OUT_LAYERS = ("Conv1D",)
@@ -98,27 +106,27 @@ def split_params(
     role_ids = {id(p) for p in (model_roles(model) if roles is None else roles)}
     every = dict(model.named_parameters(remove_duplicate=False))
 
-    def group(name: str, p: nn.Parameter) -> str:
+    def group(name: str, p: nn.Parameter) -> Group:
         chosen = _override(override, name, p)
         if chosen is not None:
-            if chosen == "muon" and p.ndim != 2:
+            if chosen == MUON_GROUP and p.ndim != 2:
                 raise ValueError(f"override puts {name} ({tuple(p.shape)}) in Muon, which takes 2-D matrices only")
             return chosen
         for factor in (".lora_A.", ".lora_B."):
             if factor in name:
                 base = every.get(name.split(factor)[0] + ".base_layer.weight")
                 if base is not None:
-                    return "adam" if id(base) in role_ids or not (_matrix(base) and _matrix(p)) else "muon"
-        return "adam" if id(p) in role_ids or not _matrix(p) else "muon"
+                    return ADAM_GROUP if id(base) in role_ids or not (_matrix(base) and _matrix(p)) else MUON_GROUP
+        return ADAM_GROUP if id(p) in role_ids or not _matrix(p) else MUON_GROUP
 
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     _check_patterns(override, [n for n, _ in named])
     groups = {n: group(n, p) for n, p in named}
     in_out = {id(m.weight) for m in model.modules() if type(m).__name__ in IN_OUT_LAYERS}
     return ParamSplit(
-        muon=[(n, p) for n, p in named if groups[n] == "muon"],
-        adam=[(n, p) for n, p in named if groups[n] == "adam"],
-        stored_in_out=frozenset(n for n, p in named if groups[n] == "muon" and id(p) in in_out),
+        muon=[(n, p) for n, p in named if groups[n] == MUON_GROUP],
+        adam=[(n, p) for n, p in named if groups[n] == ADAM_GROUP],
+        stored_in_out=frozenset(n for n, p in named if groups[n] == MUON_GROUP and id(p) in in_out),
     )
 
 
@@ -138,13 +146,16 @@ def _matrix(p: nn.Parameter) -> bool:
     return p.ndim == 2 and min(p.shape) > 1
 
 
-def _override(override: SplitOverride | None, name: str, p: nn.Parameter) -> str | None:
+def _override(override: SplitOverride | None, name: str, p: nn.Parameter) -> Group | None:
     if override is None:
         return None
     if isinstance(override, Mapping):
         chosen = next((g for pattern, g in override.items() if fnmatch.fnmatchcase(name, pattern)), None)
     else:
         chosen = override(name, p)
-    if chosen not in (None, "muon", "adam"):
+    for group in GROUPS:
+        if chosen == group:
+            return group
+    if chosen is not None:
         raise ValueError(f"the Muon/AdamW override must answer 'muon', 'adam' or None; got {chosen!r} for {name}")
-    return chosen
+    return None

@@ -15,7 +15,7 @@ import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -83,7 +83,7 @@ class TrainerOptimizer:
         model: nn.Module,
         kind: wire.OptimizerKind,
         split: ParamSplit | None = None,
-        muon_scaling: Literal["original", "match_adam"] = "original",
+        muon_scaling: wire.MuonScaling = wire.MUON_ORIGINAL,
         ns_dtype: torch.dtype | None = None,
     ) -> None:
         wire.optimizer_kind(kind, "kind")
@@ -94,9 +94,9 @@ class TrainerOptimizer:
         first = next(model.parameters(), None)
         device = first.device if first is not None else torch.device("cpu")
         # Only Muon runs Newton-Schulz: an Adam session never pays for the dtype probe.
-        self.ns_dtype = ns_dtype or (ns_dtype_for(device) if kind == "muon" else torch.float32)
+        self.ns_dtype = ns_dtype or (ns_dtype_for(device) if kind == wire.MUON else torch.float32)
         """Newton-Schulz compute dtype (default: ``ns_dtype_for`` the model's device)."""
-        if kind == "muon":
+        if kind == wire.MUON:
             self.split = split or split_params(model)
         else:
             self.split = ParamSplit(muon=[], adam=[(n, p) for n, p in model.named_parameters() if p.requires_grad])
@@ -138,7 +138,7 @@ class TrainerOptimizer:
             total = total_norm([p.grad for _, p in self._named if p.grad is not None])
             grad_norm = total.item()
             norm_muon = norm_adam = None
-            if self.kind == "muon":
+            if self.kind == wire.MUON:
                 norm_muon, norm_adam = (
                     total_norm([p.grad for _, p in group if p.grad is not None]).item()
                     for group in (self.split.muon, self.split.adam)
@@ -180,7 +180,7 @@ class TrainerOptimizer:
             clipped=clip_coef < 1.0,
             clip_coef=clip_coef,
             learning_rate=hp.learning_rate,
-            adam_learning_rate=adam_hp.learning_rate if self.kind == "muon" else None,
+            adam_learning_rate=adam_hp.learning_rate if self.kind == wire.MUON else None,
         )
 
     def _taken_wide(self, total: Tensor, max_norm: float) -> tuple[Tensor, float | None, float | None]:
@@ -190,7 +190,7 @@ class TrainerOptimizer:
         bad = [n for n, p in self._named if p.grad is not None and not p.grad.isfinite().all()]
         if bad or not max_norm > 0:
             raise NonFiniteGradient(total.item(), bad, unclipped=not bad)
-        groups = [self._named, *((self.split.muon, self.split.adam) if self.kind == "muon" else ())]
+        groups = [self._named, *((self.split.muon, self.split.adam) if self.kind == wire.MUON else ())]
         total, *parts = (wide_norm([p.grad for _, p in g if p.grad is not None], total) for g in groups)
         if not math.isfinite(total.item()):  # past float32's range even so
             raise NonFiniteGradient(total.item(), [])
@@ -258,7 +258,7 @@ class TrainerOptimizer:
             "kind": self.kind,
             "adamw": self._adamw.state_dict() if self._adamw is not None else None,
             "momentum": dict(self.momentum),
-            "muon_scaling": self.muon_scaling if self.kind == "muon" else None,
+            "muon_scaling": self.muon_scaling if self.kind == wire.MUON else None,
         }
 
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
@@ -269,7 +269,7 @@ class TrainerOptimizer:
         if sd.get("kind") != self.kind:
             raise ValueError(f"state is for a {sd.get('kind')!r} optimizer, this one is {self.kind!r}")
         scaling = sd.get("muon_scaling")
-        if self.kind == "muon" and scaling is not None and scaling != self.muon_scaling:
+        if self.kind == wire.MUON and scaling is not None and scaling != self.muon_scaling:
             raise ValueError(
                 f"its Muon learning rates are in muon_scaling={scaling!r} units, this session's in "
                 f"{self.muon_scaling!r}: the same rates move matrices by other amounts; resume with "

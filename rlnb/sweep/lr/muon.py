@@ -61,9 +61,7 @@ def _built_in_shapes(name: str) -> tuple[tuple[int, int], ...]:
 def _scale(convention: str, rows: int, cols: int) -> float:
     """The optimizer's own scale (``shape_scale``), its convention checked: a rate converted by another formula
     would drift from the updates it claims to match."""
-    if convention not in wire.MUON_SCALING:
-        raise ValueError(f"Muon scaling must be 'original' or 'match_adam', got {convention!r}")
-    return shape_scale(rows, cols, convention)
+    return shape_scale(rows, cols, wire.muon_scaling(convention, "Muon scaling"))
 
 
 def convert_muon_lr(lr: float, from_: str, to: str, shapes: Shapes | str | nn.Module | Any = "tiny") -> float:

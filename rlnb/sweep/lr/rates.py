@@ -9,15 +9,13 @@ from typing import Any
 from rlnb import wire
 from rlnb.params import MuonHyperparams, OptimizerParams, decay_rule_holds
 from rlnb.session import Session
+from rlnb.wire import SCALING_NAMES
 
 from .curve import significant
 
-DEFAULT_RANGES = {"adam": (1e-5, 1.0), "original": (1e-3, 10.0), "match_adam": (1e-5, 1.0)}
+DEFAULT_RANGES = {wire.ADAM: (1e-5, 1.0), wire.MUON_ORIGINAL: (1e-3, 10.0), wire.MUON_MATCH_ADAM: (1e-5, 1.0)}
 """(start_lr, end_lr) by optimizer / Muon scaling convention: a decade or more either side of the usual
 values (Adam 3e-4..3e-3; Muon 0.02 in "original" units)."""
-SCALING_NAMES: dict[str, str] = {strategy: name for name, strategy in wire.MUON_SCALING.items()}
-"""A session config's ``muon_scaling`` as the wire spells it, by the convention's name (``DEFAULT_RANGES``'s keys,
-``muon``'s conventions)."""
 
 
 def with_lr(base: OptimizerParams, lr: float, rounded: bool = False) -> OptimizerParams:
@@ -45,7 +43,7 @@ def check_lrs(start_lr: float | None, end_lr: float | None, key: str | None) -> 
     """``ValueError`` unless start < end where the defaults are known (``key`` of ``DEFAULT_RANGES``; None: known
     only once the session is open)."""
     if key is not None or (start_lr is not None and end_lr is not None):
-        lr_range(start_lr, end_lr, key or "adam")
+        lr_range(start_lr, end_lr, key or wire.ADAM)
 
 
 def lr_range(start_lr: float | None, end_lr: float | None, key: str) -> tuple[float, float]:
@@ -57,13 +55,13 @@ def lr_range(start_lr: float | None, end_lr: float | None, key: str) -> tuple[fl
     return start, end
 
 
-def range_key(kind: str, session: Session | None, target: str, options: dict[str, Any]) -> str | None:
+def range_key(kind: wire.OptimizerKind, session: Session | None, target: str, options: dict[str, Any]) -> str | None:
     """The ``DEFAULT_RANGES`` key, from the arguments and the session's config before anything is opened;
     None where only the service knows it (a remote Muon session's scaling when nobody named it)."""
-    if kind == "adam":
-        return "adam"
+    if kind == wire.ADAM:
+        return wire.ADAM
     config = session.history.config if session is not None else {}
     given = options.get("muon_scaling") or config.get("muon_scaling")
     local = config.get("backend") != "remote" if session is not None else target == "local"
-    name = SCALING_NAMES.get(str(given), given) if given is not None else ("original" if local else None)
+    name = SCALING_NAMES.get(str(given), given) if given is not None else (wire.MUON_ORIGINAL if local else None)
     return name if name in DEFAULT_RANGES else None

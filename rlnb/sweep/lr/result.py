@@ -15,6 +15,7 @@ from rlnb.viz import insidelegend
 from rlnb.viz.draw import within_span
 from rlnb.viz.plots import NotebookFigure
 from rlnb.viz.texts import wrap_to_panel
+from rlnb.wire import MuonScaling, OptimizerKind
 
 from ..figures import check_axes
 from ..trial import Objective
@@ -33,8 +34,8 @@ class LRFind:
     suggestion: float | None
     """The suggested rate (Muon: Muon's own), to two significant figures; None: no clear suggestion."""
     objective: Objective
-    optimizer: str
-    muon_scaling: str | None
+    optimizer: OptimizerKind
+    muon_scaling: MuonScaling | None
     """The convention of every rate here, for Muon; None for Adam."""
     reason: str
     """How the suggestion was chosen, or why there is none; and why the test ended early, if it did."""
