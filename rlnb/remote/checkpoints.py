@@ -16,8 +16,9 @@ from typing import IO, get_args
 import httpx
 
 from rlnb import wire
+from rlnb._checks import check_seconds
 from rlnb.remote import bodies, downloads, payloads, transport
-from rlnb.remote.call_spec import Call, check_seconds
+from rlnb.remote.call_spec import Call
 from rlnb.remote.endpoints import Endpoints, list_params, seg
 
 VARIANTS: tuple[str, ...] = get_args(wire.CheckpointVariant)
@@ -75,7 +76,7 @@ class CheckpointCalls(Endpoints):
         ``deadline`` seconds. Each file must be the size the API lists; a name that would lead outside ``folder``
         is refused before anything is fetched; nothing partial is left behind (``downloads``)."""
         _variant(variant)
-        deadline = check_seconds("deadline", deadline)
+        deadline = check_seconds("deadline", deadline, positive=True)
         path = downloads.check_folder(folder)
         end = time.monotonic() + deadline
         files = self._download_urls(checkpoint_id, variant, end).data

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rlnb import _secrets, wire
-from rlnb._checks import A_DAY, check_seconds, refuse_dangling_link, set_int
+from rlnb._checks import check_seconds, refuse_dangling_link, set_int
 from rlnb._shown import shown
 from rlnb.engine.dtypes import check_weight_dtype
 
@@ -154,9 +154,8 @@ class ServerSettings:
         if not 0 <= self.fail_rate < 1:  # NaN fails this too
             raise ValueError(f"fail_rate must be in [0, 1), got {self.fail_rate}")
         object.__setattr__(self, "op_delay", check_seconds("op_delay", self.op_delay))
-        interval = self.reap_interval  # NaN fails the comparison; 0 would spin, 1e300 overflowed the sleep
-        if isinstance(interval, bool) or not (isinstance(interval, int | float) and 0 < interval <= A_DAY):
-            raise ValueError(f"reap_interval must be a finite number of seconds in (0, {A_DAY:g}], got {interval!r}")
+        interval = check_seconds("reap_interval", self.reap_interval, positive=True)  # 0 would spin the reaper
+        object.__setattr__(self, "reap_interval", interval)
         set_int(self, "result_offload_bytes", 0, BYTES_MAX, optional=True)
         if not self.models:
             raise ValueError("models must name at least one served model")

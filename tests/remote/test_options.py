@@ -53,10 +53,10 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
         ({"num_generator_replicas": 2**31}, ValueError, r"replicas must be an integer in \[0, 2147483647\], got \d+"),
         # ignored without a resume: the user expected a checkpoint's optimizer state
         ({"load_optimizer": True}, ValueError, "load_optimizer applies only with resume_from_checkpoint_id"),
-        ({"timeout": 0}, ValueError, "timeout must be a finite number of seconds > 0, got 0"),
-        ({"timeout": "10"}, ValueError, "timeout must be a finite number of seconds > 0, got '10'"),
-        ({"deadline": "30"}, ValueError, "deadline must be a finite number of seconds > 0, got '30'"),
-        ({"deadline": float("nan")}, ValueError, "deadline must be a finite number of seconds > 0, got nan"),
+        ({"timeout": 0}, ValueError, r"timeout must be a finite number of seconds in \(0, 86400\], got 0"),
+        ({"timeout": "10"}, ValueError, r"timeout must be a finite number of seconds in \(0, 86400\], got '10'"),
+        ({"deadline": "30"}, ValueError, r"deadline must be a finite number of seconds in \(0, 86400\], got '30'"),
+        ({"deadline": float("nan")}, ValueError, r"deadline must be .* seconds in \(0, 86400\], got nan"),
         ({"max_retries": 1.5}, ValueError, "max_retries must be None or an integer >= 0, got 1.5"),
     ],
 )
@@ -65,6 +65,20 @@ def test_bad_options_are_refused_before_anything_is_sent(options, error, match):
     with pytest.raises(error, match=match):
         rlnb.connect(BASE, api_key=KEY, transport=transport, record=False, **options)
     assert sent == []  # no model resource was created (and paid for) before the refusal
+
+
+@pytest.mark.parametrize("deadline", ["x" * 100_000, 10**5000, 1e10], ids=["long_str", "10**5000", "1e10"])
+def test_a_deadline_out_of_range_is_refused_naming_it_in_a_short_message(deadline):
+    """A 100,000-character string came back whole in a 100,055-character message; 10**5000 raised int's own "Exceeds
+    the limit (4300 digits)", naming no option; 1e10 was taken, and with ``timeout=httpx.Timeout(None)`` every request
+    then failed in the socket with a bare ``OverflowError: timestamp out of range``."""
+    from rlnb.remote.client import APIClient
+
+    _, sent, transport = recording()
+    with pytest.raises(ValueError, match=r"^deadline must be a finite number of seconds in \(0, 86400\], got ") as got:
+        APIClient(BASE, KEY, transport=transport, deadline=deadline, timeout=httpx.Timeout(None))
+    assert len(str(got.value)) < 200
+    assert sent == []
 
 
 def test_groups_and_flat_keywords_are_the_same_settings():
