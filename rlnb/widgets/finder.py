@@ -19,6 +19,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from rlnb.history.runconfig import LOCAL
 from rlnb.viz.cells import cell_run, same_cell_before
 from rlnb.viz.draw import png
 from rlnb.widgets import find_probe
@@ -155,7 +156,7 @@ class LRFinderControls(Suggestion):
             check_task_prompts(options, self.session, self.model)
         options.setdefault("stop", self._halt)
         options.setdefault("progress", self._progress)
-        if self.session is None and options.get("target", "local") == "local":  # remote: base_model= (connect
+        if self.session is None and options.get("target", LOCAL) == LOCAL:  # remote: base_model= (connect
             options.setdefault("model", self.model)  # refused model=, so a builder alone never reached a service)
         if self.session is None and kind == "muon":
             options.setdefault("muon_scaling", self.scaling.value)

@@ -158,3 +158,18 @@ def test_numpy_seconds_are_taken_as_the_numbers_they_hold():
     client = APIClient(BASE, KEY, transport=transport, timeout=np.int64(30), deadline=np.float32(45.0))
     assert (client.deadline, type(client.deadline)) == (45.0, float)
     assert client._http.timeout == httpx.Timeout(30.0)
+
+
+def test_a_session_says_whether_a_service_runs_it():
+    """``lr_find`` reads it (its copy of a remote session is opened on the service), as config.json's ``backend``."""
+    from rlnb.testing import FakeBackend
+
+    _, _, transport = recording()
+    remote = rlnb.connect(BASE, api_key=KEY, transport=transport, record=False, poll_min=0.002, poll_max=0.02)
+    here = rlnb.Session(FakeBackend(), record=False)
+    try:
+        assert (remote.is_remote, here.is_remote) == (True, False)
+        assert (remote.history.config["backend"], here.history.config["backend"]) == ("remote", "fake")
+    finally:
+        remote.close()
+        here.close()

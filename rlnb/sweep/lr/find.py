@@ -28,6 +28,7 @@ from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
 from rlnb.history import new_run_id
+from rlnb.history.runconfig import LOCAL
 from rlnb.params import DECAY_RULE, MuonHyperparams, MuonParams, OptimizerParams, kind_of
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
@@ -87,12 +88,12 @@ def lr_find(
         test.seed or 0,
         test.step_fn,
     )
-    target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)
+    target, runs_dir = options.pop("target", LOCAL), options.pop("runs_dir", None)
     kind = kind_of(base)
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     check_lrs(start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
-    local = session.history.config.get("backend") != "remote" if session else target == "local"
+    local = not session.is_remote if session else target == LOCAL
     check_range_test(test, local, options, copied=session is not None)
     if step_fn is None:  # a bad prompt would fail the first step, the session copied (or a new one opened) by then
         _check_prompts(test.task or digits_task(), session, target, options)
@@ -243,14 +244,13 @@ def _open(
         elif "record" not in options:  # a session kept in memory only: its copy too
             record["record"] = False
     if session is None:
-        extra: dict[str, Any] = {"seed": seed} if target == "local" else {}
+        extra: dict[str, Any] = {"seed": seed} if target == LOCAL else {}
         return connect(target, optimizer=kind, **record, **extra, **own_modules(options))
     if session.optimizer != kind:
         raise ValueError(f"the session's optimizer is {session.optimizer}; pass {session.optimizer} params")
     config = session.history.config
     model = str(config.get("model", "")).removeprefix("rlnb/")
-    remote = config.get("backend") == "remote"
-    if not remote and "model" not in options and model not in SIZES and not Path(model).is_dir():
+    if not session.is_remote and "model" not in options and model not in SIZES and not Path(model).is_dir():
         raise ValueError("lr_find copies a session on a custom model into model=<a fresh instance of it>; pass model=")
     wait = wait_deadline(session)
     try:  # after every step submitted so far
@@ -259,7 +259,7 @@ def _open(
         raise OperationTimeout(f"lr_find: the session's training checkpoint (the weights to copy) was not saved "
                                f"within {wait:g} s, the longest an operation may take: is a step hung? Nothing was "
                                "opened") from None  # fmt: skip
-    if remote:
+    if session.is_remote:
         fresh = {
             "base_model": config.get("model"),
             "muon_scaling": config.get("muon_scaling"),
@@ -279,7 +279,7 @@ def _open(
     }
     try:
         return connect(
-            "local",
+            LOCAL,
             optimizer=kind,
             resume_from=session.backend.checkpoint_path(ckpt.id),  # type: ignore[attr-defined]
             load_optimizer=False,
