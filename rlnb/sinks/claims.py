@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlnb._files import release
+from rlnb import _files
 
 if TYPE_CHECKING:
     from rlnb.sinks.base import RunInfo
@@ -103,7 +103,7 @@ def holder(where: str, name: str) -> str:
 def drop(claim: Claim) -> None:
     with _lock:
         _writing.pop(claim.key, None)
-        release(claim.fd)  # unlocked first: a process forked while it is held would keep it
+        _files.release(claim.fd)  # unlocked first: a process forked while it is held would keep it
 
 
 def _hold(key: tuple[str, str]) -> int | None | bool:
@@ -121,13 +121,12 @@ def _hold(key: tuple[str, str]) -> int | None | bool:
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return False
+        taken: bool | None = _files.take(fd)
     except OSError:
+        taken = None
+    if not taken:
         os.close(fd)
-        return None
+        return taken
     return fd
 
 
