@@ -29,6 +29,7 @@ from rlnb.errors import RlnbError, user_stacklevel
 from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER
 from rlnb.sinks.scrubbing import scrub, scrubbed
+from rlnb.sinks.watched import check_folder
 from rlnb.text.prompts import escaped
 
 Scalar = bool | int | float | str
@@ -179,8 +180,6 @@ class Sink(ABC):
             return
         place = self.folder()
         if place is not None:
-            from rlnb.sinks.watched import check_folder  # watched imports this module
-
             check_folder(*place)
 
     def __repr__(self) -> str:

@@ -22,12 +22,9 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rlnb import _files
-
-if TYPE_CHECKING:
-    from rlnb.sinks.base import RunInfo
+from rlnb.sinks.base import RunInfo, SinkWarning
 
 try:
     import fcntl
@@ -153,7 +150,5 @@ def _say_not_private(where: Path) -> None:
     if _warned:
         return
     _warned = True
-    from rlnb.sinks.base import SinkWarning  # base's sinks import this module
-
     warnings.warn(f"{str(where)!r} is not a private folder of this user's (another user made it, or can write it): "
                   "sink runs are told apart within this process only", SinkWarning, stacklevel=2)  # fmt: skip
