@@ -9,12 +9,12 @@ from typing import NamedTuple
 import httpx
 
 from rlnb._checks import check_seconds
+from rlnb.wire.paths import API_PREFIX
 
 DEFAULT_BASE_URL = "https://api.together.ai"
 """Used when neither ``base_url`` nor ``$TOGETHER_BASE_URL`` is given (the SDK's default)."""
 ENV_BASE_URL = "TOGETHER_BASE_URL"
 ENV_API_KEY = "TOGETHER_API_KEY"
-API_PREFIX = "/v1/rl"
 USER_AGENT = "rlnb"
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 """Per socket operation (the SDK's): operations are asynchronous, so no request should take long."""

@@ -33,7 +33,6 @@ from rlnb._checks import check_int, check_seconds
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
 from rlnb.remote import bodies, cookies, masking, redirects, sent
 from rlnb.remote.call_spec import (
-    API_PREFIX,
     DEFAULT_BASE_URL,
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
@@ -52,6 +51,7 @@ from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
 from rlnb.remote.urls import check_base_url, warn_cleartext
+from rlnb.wire.paths import API_PREFIX
 
 log = logging.getLogger("rlnb")
 
