@@ -3,6 +3,7 @@
 
 import importlib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -31,13 +32,13 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
     "options, error, match",
     [
         ({"poll_min": 0.5, "poll_max": 0.1}, ValueError, r"need 0 < poll_min <= poll_max, got 0\.5, 0\.1"),
-        ({"operation_timeout": 0}, ValueError, "operation_timeout must be > 0 seconds"),
-        ({"poll_failure_window": -1.0}, ValueError, "poll_failure_window must be > 0 seconds"),
+        ({"operation_timeout": 0}, ValueError, r"operation_timeout must be .* seconds in \(0, 86400\], got 0"),
+        ({"poll_failure_window": -1.0}, ValueError, r"poll_failure_window must be .* in \(0, 86400\], got -1\.0"),
         # a bare TypeError ("'<=' not supported between ...") naming no field, or True taken as 1 s
-        ({"poll_max": "30"}, ValueError, "poll_max must be a number of seconds > 0, got '30'"),
-        ({"ready_timeout": "60"}, ValueError, "ready_timeout must be a number of seconds > 0, got '60'"),
-        ({"poll_min": True}, ValueError, "poll_min must be a number of seconds > 0, got True"),
-        ({"operation_timeout": None}, ValueError, "operation_timeout must be a number of seconds > 0, got None"),
+        ({"poll_max": "30"}, ValueError, r"poll_max must be a finite number of seconds in \(0, 86400\], got '30'"),
+        ({"ready_timeout": "60"}, ValueError, r"ready_timeout must be a finite number of seconds in \(0, 86400\]"),
+        ({"poll_min": True}, ValueError, r"poll_min must be a finite number of seconds in \(0, 86400\], got True"),
+        ({"operation_timeout": None}, ValueError, r"operation_timeout must be .* in \(0, 86400\], got None"),
         ({"optimizer": "sgd"}, ValueError, "optimizer must be one of adam, muon"),
         ({"lora": "yes"}, ValueError, "lora"),
         ({"muon_scaling": "original"}, ValueError, "muon_scaling applies to optimizer='muon' only"),
@@ -65,6 +66,15 @@ def test_bad_options_are_refused_before_anything_is_sent(options, error, match):
     with pytest.raises(error, match=match):
         rlnb.connect(BASE, api_key=KEY, transport=transport, record=False, **options)
     assert sent == []  # no model resource was created (and paid for) before the refusal
+
+
+@pytest.mark.parametrize("field", ["poll_max", "ready_timeout", "operation_timeout", "poll_failure_window"])
+@pytest.mark.parametrize("seconds", [math.inf, 1e300, 10**5000], ids=["inf", "1e300", "10**5000"])
+def test_a_poll_wait_past_a_day_is_refused_naming_its_field(field, seconds):
+    """As every seconds option of rlnb: infinity and 1e300 were taken (a wait with no end, or a timer's own
+    ``OverflowError``), and 10**5000 raised int's own "Exceeds the limit (4300 digits)", naming no field."""
+    with pytest.raises(ValueError, match=rf"^{field} must be a finite number of seconds in \(0, 86400\], got "):
+        PollOptions(**{field: seconds})
 
 
 @pytest.mark.parametrize("deadline", ["x" * 100_000, 10**5000, 1e10], ids=["long_str", "10**5000", "1e10"])
