@@ -17,6 +17,7 @@ from rlnb import _secrets, wire
 from rlnb._checks import check_seconds, refuse_dangling_link, set_int
 from rlnb._shown import shown
 from rlnb.engine.dtypes import check_weight_dtype
+from rlnb.server.models import check_served
 
 MAX_LIST_LIMIT = wire.LIST_LIMIT_MAX
 """Largest ``limit`` of a list request (the API's bound, as the client checks it)."""
@@ -168,7 +169,6 @@ class ServerSettings:
             refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
-        from rlnb.server.models import check_served
         from rlnb.server.owner import refuse_foreign_state_dir
 
         resolve_device(self.device)  # a device that is not there stops the server before it listens
