@@ -152,13 +152,21 @@ A_DAY = 86400.0
 ``INTERNAL_ERROR: OverflowError``), a live view's ``every`` its redraw timer (the view would freeze)."""
 
 
-def check_seconds(name: str, value: Any, high: float = A_DAY) -> float:
-    """``value`` as a float, or a ``ValueError`` naming ``name`` and its range: NaN, infinity and negatives pass a
-    plain ``< 0`` and then every sleep or timer failed; so did a string, after a model had loaded."""
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not 0 <= value <= high:
-        raise ValueError(f"{name} must be a finite number of seconds in [0, {high:g}], got {shown(value)}")
-    return float(value)
+def check_seconds(name: str, value: Any, high: float = A_DAY, *, positive: bool = False) -> float:
+    """``value`` as a float (a numpy scalar too), or a ``ValueError`` naming ``name`` and its range, [0, ``high``]
+    or (0, ``high``] when ``positive``: NaN, infinity and negatives pass a plain ``< 0`` and then every sleep or timer
+    failed; so did a string, after a model had loaded. Past ``high`` a socket's or a timer's own ``OverflowError``
+    named nothing, and so did ``float(10**400)``'s here."""
+    seconds = math.nan
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int past a float's range: out of range as infinity is
+            seconds = math.inf
+    if not (math.isfinite(seconds) and (seconds > 0 if positive else seconds >= 0) and seconds <= high):
+        low = "(0" if positive else "[0"
+        raise ValueError(f"{name} must be a finite number of seconds in {low}, {high:g}], got {shown(value)}")
+    return seconds
 
 
 def check_timeout(name: str, value: Any) -> float | None:

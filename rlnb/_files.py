@@ -44,16 +44,17 @@ def hold_lock(file: Path, busy: str) -> IO[str]:
     fh = open(file, "a+", encoding="utf-8", opener=no_follow)  # noqa: SIM115 - held open for the lock's life
     refuse_shared(fh, file)  # its pid would be written over another name's file (a cp -al copy's lock)
     try:
-        try_lock(fh)
+        taken = take(fh.fileno())
     except OSError as exc:
-        if exc.errno in TAKEN:
-            fh.seek(0)
-            holder = fh.read().strip() or "unknown"
-            fh.close()
-            raise RunLocked(busy.replace("{holder}", holder), holder=holder) from None  # a path may hold braces
+        taken = None
         warnings.warn(f"{file} cannot be locked on this file system ({exc}): it is written without a lock, and "
                       "nothing stops a second session or process writing it at once: run one at a time there",
                       LockUnsupportedWarning, stacklevel=user_stacklevel())  # fmt: skip
+    if taken is False:
+        fh.seek(0)
+        holder = fh.read().strip() or "unknown"
+        fh.close()
+        raise RunLocked(busy.replace("{holder}", holder), holder=holder)  # a path may hold braces
     with contextlib.suppress(OSError):  # a full disk: the lock is held all the same; the pid is a courtesy
         fh.truncate(0)
         fh.write(f"{os.getpid()}\n")
@@ -225,14 +226,21 @@ def release(fh: IO[str] | int | None) -> None:
             fh.close()
 
 
-def try_lock(fh: IO[str]) -> None:
-    """Lock ``fh`` exclusively without waiting (``OSError`` if another file holds it, or the file system cannot
-    lock: ``TAKEN`` tells them apart)."""
-    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-        import msvcrt
+def take(fd: int) -> bool:
+    """Lock ``fd`` exclusively without waiting: True once held, False if another open file holds it (an error in
+    ``TAKEN``); any other ``OSError`` is raised: the file system cannot lock (every lock of rlnb tells the two apart
+    by this one rule)."""
+    try:
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+            import msvcrt
 
-        msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
-    else:
-        import fcntl
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl
 
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in TAKEN:
+            return False
+        raise
+    return True

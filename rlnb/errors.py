@@ -90,6 +90,18 @@ class OperationError(Exception):
         super().__init__(message)
 
 
+GRADIENTS_KEPT = (
+    "; nothing changed: the gradients accumulated since the last optim-step are kept for the next one, which applies "
+    "them with its own"
+)
+"""The end of a refused optim-step's message: the engine's and the fake's ``INVALID_INPUT`` where its params are
+refused, and a remote one refused at its POST (``rlnb.remote.sender``), so that no next step silently applies them; a
+batched member's record says it too, as its session would."""
+
+SUBMIT_AGAIN = ": submit an optim-step again to take this step on them (the API has no call that drops them)"
+"""What a session says to do after ``GRADIENTS_KEPT``; a sweep row's reason leaves it out (``failure_reason``): its
+trial, and the trial's session, have ended."""
+
 NOT_RUN = "the session was stopped before this ran"
 """Why an operation still queued when its session stopped FAILED (``SESSION_NOT_ACTIVE``), never run."""
 

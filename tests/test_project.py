@@ -178,6 +178,49 @@ def test_imports_only_go_down(rlnb_nodes):
     assert not upward, "imports that do not go down a layer:\n" + "\n".join(upward)
 
 
+def _module_imports(path: Path, nodes: tuple[ast.AST, ...]) -> set[str]:
+    """The dotted names a module imports (and ``pkg.name`` for each ``from pkg import name``), wherever the import is:
+    one inside a function delays a cycle, it does not remove it. Those under ``if TYPE_CHECKING:`` never run."""
+    me = ".".join(path.relative_to(ROOT).with_suffix("").parts).split(".")
+    typing_only = {
+        id(inner)
+        for node in nodes
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import) and id(node) not in typing_only:
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and id(node) not in typing_only:
+            base = ".".join([*me[: len(me) - node.level], *([node.module] if node.module else [])])
+            module = base if node.level else node.module or ""
+            found |= {module, *(f"{module}.{alias.name}" for alias in node.names)}
+    return found
+
+
+def test_no_modules_import_each_other(rlnb_nodes):
+    """No import cycle between rlnb's modules (a package's ``__init__`` aside), counting the imports inside functions:
+    such an import only hid one (widgets' builder → finder → own_probe → steps → builder, sinks' base ↔ watched), and
+    a module that cannot be imported before the other is one idea in two places."""
+    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in rlnb_nodes if p.name != "__init__.py"}
+    edges = {name: _module_imports(path, rlnb_nodes[path]) & modules.keys() - {name} for name, path in modules.items()}
+    cycles, done = [], set()
+    for start in sorted(modules):  # a path back to ``start`` through modules not yet started from
+        stack, seen = [(start, [start])], {start}
+        while stack:
+            name, trail = stack.pop()
+            for dep in sorted(edges[name] - done):
+                if dep == start:
+                    cycles.append(" → ".join([*trail, start]))
+                elif dep not in seen:
+                    seen.add(dep)
+                    stack.append((dep, [*trail, dep]))
+        done.add(start)
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
 def test_nothing_reads_the_shared_reference_folder():
     needle = "../" + "shared"
     for path in [*(ROOT / "rlnb").rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]:

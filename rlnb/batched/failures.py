@@ -34,8 +34,8 @@ from rlnb.batched.members import Member, params_at
 from rlnb.batched.reasons import failure_reason
 from rlnb.batched.recorder import Op, Recorder
 from rlnb.engine.optim.failures import NonFiniteGradient
-from rlnb.errors import describe
-from rlnb.params import GRADIENTS_KEPT, SUBMIT_AGAIN, Hyperparams, OptimizerParams
+from rlnb.errors import GRADIENTS_KEPT, SUBMIT_AGAIN, describe
+from rlnb.params import Hyperparams, OptimizerParams
 from rlnb.tasks.rollouts import Rollout, completion_rows
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OptimizerKind

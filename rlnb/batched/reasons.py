@@ -3,7 +3,7 @@ ensemble write it alike, and a trial reads it back. Row text, not API schema, so
 
 from __future__ import annotations
 
-from rlnb.params import SUBMIT_AGAIN
+from rlnb.errors import SUBMIT_AGAIN
 from rlnb.wire import OperationErrorCode
 
 

@@ -24,6 +24,7 @@ from rlnb.engine.optim.trainer import StepStats
 from rlnb.engine.stepping import optim_metrics
 from rlnb.history import History, Record
 from rlnb.history.figures import RLMetric
+from rlnb.history.runconfig import LOCAL
 from rlnb.history.runs import warn_continued
 from rlnb.params import Hyperparams
 from rlnb.tasks import StepReport
@@ -49,7 +50,7 @@ def member_config(
     ``batched`` (the ensemble's id, its size and the member's index)."""
     order = {n: i for i, (n, _) in enumerate(adapter.module.named_parameters())}
     return {
-        "backend": "local",
+        "backend": LOCAL,
         "session_id": f"local-{uuid.uuid4()}",
         "model": adapter.name,
         "model_kind": adapter.kind,

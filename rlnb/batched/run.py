@@ -44,7 +44,7 @@ from rlnb.engine.models.tiny import SIZES
 from rlnb.engine.options import MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
 from rlnb.history.recording import check_recording
-from rlnb.history.runconfig import RUN_FIELDS
+from rlnb.history.runconfig import LOCAL, RUN_FIELDS
 from rlnb.params import PARAMS
 from rlnb.tasks import SEED_STRIDE, Task, check_steps, digits_task, seed_range
 from rlnb.tasks.task import check_group_size
@@ -60,7 +60,7 @@ def why_not_batched(target: str, options: Mapping[str, Any]) -> str | None:
     """Why a trial (``connect(target, **options)`` driven by ``rl_step``) cannot join an ensemble, or None
     if it can. Trials batch together when they also share the model, optimizer kind, step count, task
     and these options; only hyperparameters (a schedule included) and seeds may differ."""
-    if target != "local":
+    if target != LOCAL:
         return f"target {target!r} is not in this process (batched trials are local)"
     model = options.get("model", "tiny")
     if not (isinstance(model, str) and model in SIZES):

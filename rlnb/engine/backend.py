@@ -39,6 +39,7 @@ from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions, refuse_muon_only
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
+from rlnb.history.runconfig import LOCAL
 from rlnb.text.codec import Codec
 from rlnb.wire import Listener, OptimizerKind
 
@@ -121,8 +122,8 @@ class LocalBackend:
             id=f"local-{uuid.uuid4()}",
             status=wire.SessionStatus.RUNNING,
             base_model=adapter.name,
-            model_resources_id="local",
-            created_by="local",
+            model_resources_id=LOCAL,
+            created_by=LOCAL,
             created_at=created,
             updated_at=created,
             lora_config=wire.LoraConfig(**self.lora.as_dict()) if self.lora else None,
@@ -251,7 +252,7 @@ class LocalBackend:
     def config(self) -> dict[str, Any]:
         e = self.engine
         return {
-            "backend": "local",
+            "backend": LOCAL,
             "session_id": self._info.id,
             "model": e.adapter.name,
             "model_kind": e.adapter.kind,

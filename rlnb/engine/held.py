@@ -31,17 +31,15 @@ _SCRATCH_LOCK = ".held-by-rlnb-serve"
 
 
 def _take(fd: int) -> bool | None:
-    """Take ``fd``'s lock without waiting: False if another open file holds it, None where locks cannot be taken
-    (no ``fcntl``; a file system without them, ENOLCK): nothing can be told."""
+    """``_files.take``: False if another open file holds ``fd``'s lock; None where locks cannot be taken (no
+    ``fcntl``: Windows' locks would refuse the writer's own writes to its partial; a file system without them,
+    ENOLCK): nothing can be told."""
     if fcntl is None:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
+        return _files.take(fd)
     except OSError:
         return None
-    return True
 
 
 def hold(partial: Path, folder: bool) -> int | None:

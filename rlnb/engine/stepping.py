@@ -12,7 +12,7 @@ from rlnb import wire
 from rlnb.engine.optim.failures import NonFiniteGradient, StepFailed
 from rlnb.engine.optim.trainer import StepStats
 from rlnb.engine.state import Engine
-from rlnb.errors import OperationError
+from rlnb.errors import GRADIENTS_KEPT, SUBMIT_AGAIN, OperationError
 from rlnb.wire import OperationErrorCode as Code
 
 
@@ -20,7 +20,7 @@ def optim_step(engine: Engine, body: wire.OptimStepBody, cancelled: threading.Ev
     try:
         hp = step_hyperparams(engine, body)
     except ValueError as exc:  # the other optimizer's params, or an eps these weights cannot take
-        raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}{params_mod.SUBMIT_AGAIN}") from None
+        raise OperationError(Code.INVALID_INPUT, f"{exc}{GRADIENTS_KEPT}{SUBMIT_AGAIN}") from None
     try:
         stats = engine.optim.step(hp, checked=True)  # just above
     except NonFiniteGradient as exc:

@@ -30,6 +30,13 @@ PER_SESSION = frozenset(
 )  # fmt: skip  (batched: its ensemble's id, size, the member's index)
 """Fields that differ from session to session of one run without changing what it trains: no warning."""
 
+LOCAL = "local"
+"""config.json's ``backend`` for the in-process engine, and ``rlnb.connect``'s target that opens one."""
+REMOTE = "remote"
+"""config.json's ``backend`` for a session a service runs over HTTP (``rlnb.connect(url)``)."""
+FAKE = "fake"
+"""config.json's ``backend`` for ``rlnb.testing.FakeBackend``."""
+
 
 def continued(run_id: str, earlier: dict[str, Any] | None, now: float, seq: int = 0) -> dict[str, Any]:
     """The config fields of a run started or continued ``now`` at operation ``seq`` (``earlier``: the config it had):

@@ -34,6 +34,8 @@ Muon.adam     (non-matrix params) the Adam defaults above
 ============  ==================  ========================================================
 """
 
+from rlnb.errors import GRADIENTS_KEPT, SUBMIT_AGAIN  # a refused optim-step's words, public here too
+
 from .classes import (
     ADAM_FIELDS,
     MUON_ADAM_FIELDS,
@@ -49,10 +51,8 @@ from .classes import (
 from .hyperparams import (
     ADAM_DEFAULTS,
     DECAY_RULE,
-    GRADIENTS_KEPT,
     HYPERPARAMS,
     MUON_DEFAULTS,
-    SUBMIT_AGAIN,
     AdamHyperparams,
     Hyperparams,
     MuonHyperparams,

@@ -135,19 +135,6 @@ def muon_hyperparams(params: wire.MuonParams | None) -> MuonHyperparams:
     return MuonHyperparams(**own, adam=adam_hyperparams(params.adam if params is not None else None))
 
 
-GRADIENTS_KEPT = (
-    "; nothing changed: the gradients accumulated since the last optim-step are kept for the next one, which applies "
-    "them with its own"
-)
-"""The end of a refused optim-step's message: the engine's and the fake's ``INVALID_INPUT`` where its params are
-refused, and a remote one refused at its POST (``rlnb.remote.sender``), so that no next step silently applies them; a
-batched member's record says it too, as its session would."""
-
-SUBMIT_AGAIN = ": submit an optim-step again to take this step on them (the API has no call that drops them)"
-"""What a session says to do after ``GRADIENTS_KEPT``; a sweep row's reason leaves it out (``failure_reason``): its
-trial, and the trial's session, have ended."""
-
-
 def resolve(optimizer: wire.OptimizerKind, body: wire.OptimStepBody) -> Hyperparams:
     """The hyperparameters of an optim-step body for a session whose optimizer is ``optimizer``: its params
     (checked when the body was built or parsed) with the defaults filled in. A body that carries only the

@@ -21,6 +21,7 @@ from rlnb import _one_step, _secrets, wire
 from rlnb._checks import check_bool
 from rlnb._options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
+from rlnb.history.runconfig import REMOTE
 from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.closing import SETTLE_POLLS, gone, settle, warn_running
 from rlnb.remote.poller import Poller
@@ -176,7 +177,7 @@ class RemoteBackend:
         """The run's description for ``config.json``: where, which session and resource, model, optimizer, LoRA."""
         muon, lora = self.resource.optimizer_config.muon, self._info.lora_config
         return {
-            "backend": "remote",
+            "backend": REMOTE,
             "base_url": self.client.base_url,
             "session_id": self.session_id,
             "model_resources_id": self.resource.id,

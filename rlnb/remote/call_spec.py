@@ -4,17 +4,17 @@ from the send path, which reads them, so that a call can be described by the end
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import NamedTuple
 
 import httpx
+
+from rlnb._checks import check_seconds
+from rlnb.wire.paths import API_PREFIX
 
 DEFAULT_BASE_URL = "https://api.together.ai"
 """Used when neither ``base_url`` nor ``$TOGETHER_BASE_URL`` is given (the SDK's default)."""
 ENV_BASE_URL = "TOGETHER_BASE_URL"
 ENV_API_KEY = "TOGETHER_API_KEY"
-API_PREFIX = "/v1/rl"
 USER_AGENT = "rlnb"
 DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=5.0)
 """Per socket operation (the SDK's): operations are asynchronous, so no request should take long."""
@@ -32,29 +32,17 @@ HOPELESS = (httpx.LocalProtocolError, httpx.UnsupportedProtocol)
 retried (an ``UnsupportedProtocol`` retried would take 6 tries over 14 s, and count as a create that may have acted)."""
 
 
-def check_seconds(name: str, value: object) -> float:
-    """``value`` as a float (a numpy scalar too, as every seconds option of rlnb takes), or a ``ValueError``
-    naming ``name`` unless it is a finite number of seconds > 0."""
-    try:
-        seconds = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
-    except OverflowError:  # 10**400
-        seconds = math.inf
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
-    return seconds
-
-
 def check_timeout(timeout: object) -> float | httpx.Timeout:
-    """``ValueError`` naming the field unless ``timeout`` is a finite number of seconds > 0 (``check_seconds``) or an
+    """``ValueError`` naming the field unless ``timeout`` is a finite number of seconds in (0, a day] or an
     ``httpx.Timeout`` whose every field is one or None (no per-socket limit; the call's deadline still holds). Taken,
     a ``Timeout(-1)`` or NaN would make every request raise the socket's bare "Timeout value out of range", and a
     ``Timeout(0)`` would fail every connect, retried, as "Operation now in progress"."""
     if not isinstance(timeout, httpx.Timeout):
-        return check_seconds("timeout", timeout)
+        return check_seconds("timeout", timeout, positive=True)
     for name, value in timeout.as_dict().items():
         if value is not None:
             try:
-                check_seconds(f"timeout.{name}", value)
+                check_seconds(f"timeout.{name}", value, positive=True)
             except ValueError as exc:
                 raise ValueError(
                     f"{exc} (None: no limit per socket operation, the call's deadline still ends it)"

@@ -29,11 +29,10 @@ import httpx
 from pydantic import BaseModel, SecretStr
 
 from rlnb import _secrets
-from rlnb._checks import check_int
+from rlnb._checks import check_int, check_seconds
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
 from rlnb.remote import bodies, cookies, masking, redirects, sent
 from rlnb.remote.call_spec import (
-    API_PREFIX,
     DEFAULT_BASE_URL,
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
@@ -44,7 +43,6 @@ from rlnb.remote.call_spec import (
     UNSENT,
     USER_AGENT,
     Call,
-    check_seconds,
     check_timeout,
     doubled_prefix,
 )
@@ -53,6 +51,7 @@ from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
 from rlnb.remote.urls import check_base_url, warn_cleartext
+from rlnb.wire.paths import API_PREFIX
 
 log = logging.getLogger("rlnb")
 
@@ -77,7 +76,7 @@ class Caller:
         max_response_bytes: int | None = None,
     ):
         api_key = _secrets.hide(api_key)  # first: no traceback's locals show it from here on
-        deadline, timeout = check_seconds("deadline", deadline), check_timeout(timeout)
+        deadline, timeout = check_seconds("deadline", deadline, positive=True), check_timeout(timeout)
         max_retries = check_int("max_retries", max_retries, 0, optional=True)
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")

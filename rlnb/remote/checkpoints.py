@@ -16,9 +16,11 @@ from typing import IO, get_args
 import httpx
 
 from rlnb import wire
+from rlnb._checks import check_seconds
 from rlnb.remote import bodies, downloads, payloads, transport
-from rlnb.remote.call_spec import Call, check_seconds
-from rlnb.remote.endpoints import Endpoints, list_params, seg
+from rlnb.remote.call_spec import Call
+from rlnb.remote.endpoints import Endpoints, at, list_params
+from rlnb.wire import paths
 
 VARIANTS: tuple[str, ...] = get_args(wire.CheckpointVariant)
 TYPES: tuple[str, ...] = get_args(wire.CheckpointType)
@@ -50,11 +52,11 @@ class CheckpointCalls(Endpoints):
         if type is not None and type not in TYPES:
             raise ValueError(f"type must be None or one of {', '.join(TYPES)}; got {type!r}")
         params = list_params(limit, session_id=session_id, base_model=base_model, type=type, after=after)
-        return self._parse(self._send(Call("GET", "/checkpoints", params=params)), wire.CheckpointList)
+        return self._parse(self._send(Call("GET", paths.CHECKPOINTS, params=params)), wire.CheckpointList)
 
     def get_checkpoint(self, checkpoint_id: str) -> wire.Checkpoint:
         """A checkpoint of any session, stopped ones too: it outlives its session and resource."""
-        path = f"/checkpoints/{seg(checkpoint_id, 'checkpoint_id')}"
+        path = at(paths.CHECKPOINT, checkpoint_id=checkpoint_id)
         return self._one(self._send(Call("GET", path)), wire.Checkpoint, checkpoint_id)
 
     def checkpoint_download_urls(self, checkpoint_id: str, variant: str = MERGED) -> wire.CheckpointDownload:
@@ -63,7 +65,7 @@ class CheckpointCalls(Endpoints):
         return self._download_urls(checkpoint_id, variant, None)
 
     def _download_urls(self, checkpoint_id: str, variant: str, until: float | None) -> wire.CheckpointDownload:
-        path = f"/checkpoints/{seg(checkpoint_id, 'checkpoint_id')}/download"
+        path = at(paths.CHECKPOINT_DOWNLOAD, checkpoint_id=checkpoint_id)
         call = Call("GET", path, params={"variant": _variant(variant)}, until=until)
         return self._parse(self._send(call), wire.CheckpointDownload)
 
@@ -75,7 +77,7 @@ class CheckpointCalls(Endpoints):
         ``deadline`` seconds. Each file must be the size the API lists; a name that would lead outside ``folder``
         is refused before anything is fetched; nothing partial is left behind (``downloads``)."""
         _variant(variant)
-        deadline = check_seconds("deadline", deadline)
+        deadline = check_seconds("deadline", deadline, positive=True)
         path = downloads.check_folder(folder)
         end = time.monotonic() + deadline
         files = self._download_urls(checkpoint_id, variant, end).data

@@ -28,9 +28,10 @@ from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
 from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call
 from rlnb.remote.checkpoints import CheckpointCalls
-from rlnb.remote.endpoints import json_body, list_params, seg, status_filter
+from rlnb.remote.endpoints import at, json_body, list_params, status_filter
 from rlnb.remote.resources import ResourceCalls
 from rlnb.remote.retry import RetryPolicy
+from rlnb.wire import paths
 
 log = logging.getLogger("rlnb")
 
@@ -69,10 +70,13 @@ class PreparedOperation:
     inline: dict[str, Any] | None = None
 
 
-def _operations_path(session_id: str, kind: wire.OperationKind) -> str:
+def _operations_path(session_id: str, kind: wire.OperationKind, operation_id: str | None = None) -> str:
+    """Where operations of ``kind`` are submitted, or where the one ``operation_id`` is read."""
     if kind not in wire.ENVELOPES:
         raise ValueError(f"unknown operation kind {kind!r}: one of {', '.join(wire.ENVELOPES)}")
-    return f"/training-sessions/{seg(session_id, 'session_id')}/operations/{kind}"
+    if operation_id is None:
+        return at(paths.OPERATIONS, session_id=session_id, kind=kind)
+    return at(paths.OPERATION, session_id=session_id, kind=kind, operation_id=operation_id)
 
 
 class APIClient(ResourceCalls, CheckpointCalls):
@@ -110,7 +114,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
 
     def create_session(self, request: wire.StartTrainingSessionRequest) -> wire.Session:
         """Sent once it may have reached the server, as ``create_model_resources``."""
-        call = Call("POST", "/training-sessions", json_body(request), idempotent=False)
+        call = Call("POST", paths.SESSIONS, json_body(request), idempotent=False)
         return self._parse(self._send(call), wire.Session)
 
     def list_sessions(
@@ -128,10 +132,10 @@ class APIClient(ResourceCalls, CheckpointCalls):
             limit, model_resources_id=model_resources_id, status=status_filter(status, wire.SessionStatus),
             created_by=created_by, after=after,
         )  # fmt: skip
-        return self._parse(self._send(Call("GET", "/training-sessions", params=params)), wire.SessionList)
+        return self._parse(self._send(Call("GET", paths.SESSIONS, params=params)), wire.SessionList)
 
     def get_session(self, session_id: str) -> wire.Session:
-        path = f"/training-sessions/{seg(session_id, 'session_id')}"
+        path = at(paths.SESSION, session_id=session_id)
         return self._one(self._send(Call("GET", path)), wire.Session, session_id)
 
     def update_session(
@@ -145,13 +149,13 @@ class APIClient(ResourceCalls, CheckpointCalls):
         body = wire.validated(wire.UpdateSessionRequest, given, "update_session")
         if body.metadata is not None:  # a W&B field given None: left out, not ``null``
             body.metadata = body.metadata.sent()
-        call = Call("PATCH", f"/training-sessions/{seg(session_id, 'session_id')}", json_body(body))
+        call = Call("PATCH", at(paths.SESSION, session_id=session_id), json_body(body))
         return self._one(self._send(call), wire.Session, session_id)
 
     def stop_session(self, session_id: str, *, reconnect_until: float | None = None) -> wire.Session:
         """``reconnect_until`` (a ``time.monotonic()``): a connection that cannot be made is tried again only
         before it, with short backoff (``Call.reconnect_until``); None: as any failure, within the deadline."""
-        path = f"/training-sessions/{seg(session_id, 'session_id')}/stop"
+        path = at(paths.STOP_SESSION, session_id=session_id)
         call = Call("POST", path, reconnect_until=reconnect_until)
         return self._one(self._send(call), wire.Session, session_id)
 
@@ -220,7 +224,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
         """GET one operation. ``wait``/``seen`` use rlnb serve's long-poll (see ``features``): the answer
         comes when the status differs from ``seen``, the operation ends, or ``wait`` seconds pass. ``until``
         (``time.monotonic()``) ends the call, retries included, if that is sooner than its deadline."""
-        path = f"{_operations_path(session_id, kind)}/{seg(operation_id, 'operation_id')}"
+        path = _operations_path(session_id, kind, operation_id)
         params = {"wait": f"{wait:g}", **({"seen": seen} if seen else {})} if wait else None
         call = Call("GET", path, params=params, wait=wait or 0.0, until=until)
         try:
@@ -230,15 +234,15 @@ class APIClient(ResourceCalls, CheckpointCalls):
 
     def upload_payload(self, session_id: str, content: bytes) -> str:
         """The side channel's upload: a presigned URL from the API, then a PUT without the key."""
-        path = f"/training-sessions/{seg(session_id, 'session_id')}/payloads/upload-url"
+        path = at(paths.PAYLOAD_UPLOAD_URL, session_id=session_id)
         url = self._parse(self._send(Call("POST", path)), wire.PayloadUploadUrl)
         self._send(Call("PUT", payloads.presigned(url.upload_url, self.base_url, "upload_url"), content, auth=False))
         return url.payload_id
 
     def download_payload(self, session_id: str, payload_id: str) -> dict[str, Any]:
         """The side channel's download: a presigned URL from the API, then a GET without the key."""
-        path = f"/training-sessions/{seg(session_id, 'session_id')}/payloads/{seg(payload_id, 'payload_id')}"
-        url = self._parse(self._send(Call("POST", path + "/download-url")), wire.PayloadDownloadUrl)
+        path = at(paths.PAYLOAD_DOWNLOAD_URL, session_id=session_id, payload_id=payload_id)
+        url = self._parse(self._send(Call("POST", path)), wire.PayloadDownloadUrl)
         where = payloads.presigned(url.download_url, self.base_url, "download_url")
         data = self._bodies.decode(self._send(Call("GET", where, auth=False)), "payload")
         if not isinstance(data, dict):

@@ -29,6 +29,11 @@ def seg(value: str, name: str) -> str:
     return escaped.replace(".", "%2E") if escaped in (".", "..") else escaped
 
 
+def at(template: str, **ids: str) -> str:
+    """A ``wire.paths`` template with each id filled in as one path segment (``seg``, naming it)."""
+    return template.format(**{name: seg(value, name) for name, value in ids.items()})
+
+
 def list_params(limit: object, **params: str | None) -> dict[str, str]:
     """One page's query: ``limit`` checked against the API's 1..100 (``limit=500``, sent, would be refused by the
     server as a 422 naming no field of the call), without the unset (None or empty) filters."""

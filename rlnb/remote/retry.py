@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from rlnb._checks import check_seconds, set_int
 from rlnb.remote.waiting import called_off, check_pause
 
 RETRYING: ContextVar[int | None] = ContextVar("RETRYING", default=None)
@@ -46,8 +47,9 @@ class RetryPolicy:
     go on."""
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        set_int(self, "max_retries", 0)
+        for name in ("initial_delay", "max_delay", "max_retry_after", "reconnect_max_delay"):  # NaN: time.sleep(nan)
+            object.__setattr__(self, name, check_seconds(name, getattr(self, name)))
         check_pause(self.pause)
 
     def called_off(self, seconds: float, status: int | None) -> bool:

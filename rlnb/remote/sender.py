@@ -27,8 +27,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import _exit, _one_step, wire
-from rlnb.errors import APIConnectionError, APIError, APIStatusError, APITimeoutError, user_stacklevel
-from rlnb.params import GRADIENTS_KEPT, SUBMIT_AGAIN
+from rlnb.errors import (
+    GRADIENTS_KEPT,
+    SUBMIT_AGAIN,
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    user_stacklevel,
+)
 from rlnb.remote.client import APIClient, PreparedOperation
 from rlnb.remote.poller import Poller
 from rlnb.wire import Listener

@@ -6,7 +6,6 @@ a session, to be up. Split from ``poller`` (the poll thread) and read by ``start
 from __future__ import annotations
 
 import logging
-import numbers
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import TypeVar
 import numpy as np
 
 from rlnb import wire
+from rlnb._checks import check_seconds
 from rlnb._shown import shown
 from rlnb.errors import OperationTimeout, ResourceEnded, RlnbError, SessionClosed
 from rlnb.wire import OPERATION_TIMEOUT
@@ -58,14 +58,10 @@ class PollOptions:
 
     def __post_init__(self) -> None:
         for name in ("poll_min", "poll_max", "ready_timeout", "operation_timeout", "poll_failure_window"):
-            value = getattr(self, name)  # "30" would raise a bare TypeError naming no field; True would be 1 s
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise ValueError(f"{name} must be a number of seconds > 0, got {shown(value)}")
-        if not 0 < self.poll_min <= self.poll_max:
+            # "30" was a bare TypeError naming no field, True 1 s, infinity a wait with no end
+            object.__setattr__(self, name, check_seconds(name, getattr(self, name), positive=True))
+        if not self.poll_min <= self.poll_max:
             raise ValueError(f"need 0 < poll_min <= poll_max, got {self.poll_min}, {self.poll_max}")
-        for name in ("ready_timeout", "operation_timeout", "poll_failure_window"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
         check_pause(self.pause)
 
 

@@ -17,8 +17,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb.server.errors import error_response
 from rlnb.server.settings import ServerSettings
+from rlnb.wire.paths import API_PREFIX
 
-PRESIGNED_UPLOADS = "/v1/rl/payloads/"
+PRESIGNED_UPLOADS = f"{API_PREFIX}/payloads/"
 """Presigned payload uploads: their limit is ``max_payload_bytes`` (the side channel is for big bodies)."""
 STOP_BODY_GRACE = 0.5
 """Seconds a body goes on being read once the server stops, counted from the stop, once per body (not per chunk, which

@@ -24,6 +24,7 @@ from rlnb.server.errors import ERROR_TYPES, SHOWN, ServerError, error_response, 
 from rlnb.server.json_body import read_json
 from rlnb.server.limits import tighter_range
 from rlnb.server.openapi import declared_range
+from rlnb.wire.paths import API_PREFIX
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -84,7 +85,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, str(exc.detail), error_type(exc.status_code))
 
 
-API_ROOT = "/v1/rl/"
+API_ROOT = f"{API_PREFIX}/"
 """Where the API's paths start."""
 
 

@@ -18,9 +18,10 @@ from typing import Literal
 from urllib.parse import quote, urlencode
 
 from rlnb.server.errors import ServerError
+from rlnb.wire.paths import API_PREFIX
 
-CHECKPOINT_FILES = "/v1/rl/checkpoints/{cid}/files/{kind}/{name}"
-PAYLOADS = "/v1/rl/payloads/{pid}"
+CHECKPOINT_FILES = f"{API_PREFIX}/checkpoints/{{cid}}/files/{{kind}}/{{name}}"
+PAYLOADS = f"{API_PREFIX}/payloads/{{pid}}"
 Direction = Literal["upload", "download"]
 
 

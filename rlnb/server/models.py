@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
-from rlnb.server.settings import ServerSettings
+
+if TYPE_CHECKING:  # the settings check the served models with this module
+    from rlnb.server.settings import ServerSettings
 
 log = logging.getLogger("rlnb")
 

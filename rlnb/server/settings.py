@@ -14,9 +14,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rlnb import _secrets, wire
-from rlnb._checks import A_DAY, check_seconds, refuse_dangling_link, set_int
+from rlnb._checks import check_seconds, refuse_dangling_link, set_int
 from rlnb._shown import shown
 from rlnb.engine.dtypes import check_weight_dtype
+from rlnb.server.models import check_served
 
 MAX_LIST_LIMIT = wire.LIST_LIMIT_MAX
 """Largest ``limit`` of a list request (the API's bound, as the client checks it)."""
@@ -154,9 +155,8 @@ class ServerSettings:
         if not 0 <= self.fail_rate < 1:  # NaN fails this too
             raise ValueError(f"fail_rate must be in [0, 1), got {self.fail_rate}")
         object.__setattr__(self, "op_delay", check_seconds("op_delay", self.op_delay))
-        interval = self.reap_interval  # NaN fails the comparison; 0 would spin, 1e300 overflowed the sleep
-        if isinstance(interval, bool) or not (isinstance(interval, int | float) and 0 < interval <= A_DAY):
-            raise ValueError(f"reap_interval must be a finite number of seconds in (0, {A_DAY:g}], got {interval!r}")
+        interval = check_seconds("reap_interval", self.reap_interval, positive=True)  # 0 would spin the reaper
+        object.__setattr__(self, "reap_interval", interval)
         set_int(self, "result_offload_bytes", 0, BYTES_MAX, optional=True)
         if not self.models:
             raise ValueError("models must name at least one served model")
@@ -169,7 +169,6 @@ class ServerSettings:
             refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
-        from rlnb.server.models import check_served
         from rlnb.server.owner import refuse_foreign_state_dir
 
         resolve_device(self.device)  # a device that is not there stops the server before it listens

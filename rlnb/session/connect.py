@@ -11,6 +11,7 @@ from typing import Any
 from rlnb import _secrets, wire
 from rlnb.history import History
 from rlnb.history.recording import check_recording
+from rlnb.history.runconfig import LOCAL
 from rlnb.remote.urls import check_base_url
 from rlnb.session.backend import Backend
 from rlnb.session.open_sessions import refuse_shared_history
@@ -22,7 +23,7 @@ from rlnb.text.prompts import tokenizer_spec
 
 
 def connect(
-    target: str = "local",
+    target: str = LOCAL,
     *,
     optimizer: str | None = None,
     history: History | None = None,
@@ -58,7 +59,7 @@ def connect(
     check_recording(history, runs_dir, run_id, record)  # before a model is loaded or a remote session started
     refuse_shared_history(history)
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
-    if target == "local":
+    if target == LOCAL:
         from rlnb.engine.backend import LocalBackend
 
         backend: Backend = LocalBackend(kind or wire.ADAM, **options)
@@ -85,7 +86,7 @@ def check_target(target: Any) -> None:
     or fragment: ``connect`` checks it, and ``sweep`` before its folder is made (each trial FAILED with it)."""
     if not isinstance(target, str):
         raise TypeError(f"target must be 'local' or an http(s):// URL, got {type(target).__name__} {target!r}")
-    if target == "local":
+    if target == LOCAL:
         return
     if "://" not in target:  # "locl", "localhost:8000": no URL, so no credentials in one to hide
         raise ValueError(f"unknown target {target!r}: use 'local' or an http(s):// URL")
@@ -96,7 +97,7 @@ def keywords(target: str) -> frozenset[str]:
     """Every keyword ``connect(target, ...)`` takes: its own, its backend's and the fields of the backend's
     option groups. A caller that passes options on to many sessions (``sweep``) refuses a misspelt one once,
     up front, instead of in every session."""
-    if target == "local":
+    if target == LOCAL:
         from rlnb.engine.backend import LocalBackend
         from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
 

@@ -21,6 +21,7 @@ from rlnb.errors import SessionClosed
 from rlnb.history import History
 from rlnb.history.record import FORWARD_ONLY
 from rlnb.history.recording import check_recording
+from rlnb.history.runconfig import REMOTE
 from rlnb.history.runs import warn_continued, warn_in_memory
 from rlnb.params import OptimizerParams, params_for
 from rlnb.session.backend import Backend
@@ -138,6 +139,12 @@ class Session:
     def info(self) -> wire.Session:
         """The session object, as the API's GET returns it."""
         return self.backend.session()
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether a service runs this session over HTTP (its config's ``backend``), not this process: a copy of it
+        (``lr_find``) is then opened there, from a checkpoint the service keeps."""
+        return self.history.config.get("backend") == REMOTE
 
     @property
     def closed(self) -> bool:

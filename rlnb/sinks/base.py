@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from rlnb import _exit
+from rlnb._checks import check_seconds
 from rlnb.errors import RlnbError, user_stacklevel
 from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER
 from rlnb.sinks.scrubbing import scrub, scrubbed
+from rlnb.sinks.watched import check_folder
 from rlnb.text.prompts import escaped
 
 Scalar = bool | int | float | str
@@ -157,9 +159,7 @@ class Sink(ABC):
     extra: ClassVar[str]
 
     def __init__(self, *, interval: float = FLUSH_INTERVAL, process: bool = False) -> None:
-        if isinstance(interval, bool) or not (isinstance(interval, int | float) and 0 <= interval <= 60):
-            raise ValueError(f"{type(self).__name__}.interval = {interval!r} is invalid: must be seconds in [0, 60]")
-        self.interval = float(interval)
+        self.interval = check_seconds(f"{type(self).__name__}.interval", interval, 60)
         self.process = bool(process)
         self.error: BaseException | None = None
         """The error that dropped this sink, or None while it works."""
@@ -179,8 +179,6 @@ class Sink(ABC):
             return
         place = self.folder()
         if place is not None:
-            from rlnb.sinks.watched import check_folder  # watched imports this module
-
             check_folder(*place)
 
     def __repr__(self) -> str:

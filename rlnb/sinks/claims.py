@@ -22,12 +22,9 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from rlnb._files import release
-
-if TYPE_CHECKING:
-    from rlnb.sinks.base import RunInfo
+from rlnb import _files
+from rlnb.sinks.base import RunInfo, SinkWarning
 
 try:
     import fcntl
@@ -103,7 +100,7 @@ def holder(where: str, name: str) -> str:
 def drop(claim: Claim) -> None:
     with _lock:
         _writing.pop(claim.key, None)
-        release(claim.fd)  # unlocked first: a process forked while it is held would keep it
+        _files.release(claim.fd)  # unlocked first: a process forked while it is held would keep it
 
 
 def _hold(key: tuple[str, str]) -> int | None | bool:
@@ -121,13 +118,12 @@ def _hold(key: tuple[str, str]) -> int | None | bool:
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return False
+        taken: bool | None = _files.take(fd)
     except OSError:
+        taken = None
+    if not taken:
         os.close(fd)
-        return None
+        return taken
     return fd
 
 
@@ -154,7 +150,5 @@ def _say_not_private(where: Path) -> None:
     if _warned:
         return
     _warned = True
-    from rlnb.sinks.base import SinkWarning  # base's sinks import this module
-
     warnings.warn(f"{str(where)!r} is not a private folder of this user's (another user made it, or can write it): "
                   "sink runs are told apart within this process only", SinkWarning, stacklevel=2)  # fmt: skip

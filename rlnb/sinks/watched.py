@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rlnb._checks import refuse_dangling_link
-from rlnb.sinks.base import Failure, Point
+
+if TYPE_CHECKING:  # what a batch is (a sink's base checks its folder with this module)
+    from rlnb.sinks.base import Failure, Point
 
 
 class Watched:

@@ -30,13 +30,13 @@ from rlnb.params import OptimizerParams
 from rlnb.wire import TrialStatus
 
 from .applying import BASELINE, applied, apply, label, meant
-from .configs import flat_config
+from .configs import flat_config, grid, random_search
 from .driver import sweep
 from .figures import check_column, check_trials, config_keys, keyed, search_plot
 from .lr.find import LRFind, lr_find
 from .lr.muon import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
-from .space import Categorical, Float, Int, grid, random_search
+from .space import Categorical, Float, Int
 from .trial import METRIC_COLUMNS, REWARD_WINDOW
 
 __all__ = [

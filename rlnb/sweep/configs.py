@@ -1,20 +1,25 @@
-"""The configs a sweep is given (a list of dicts, and ``variants``, one name each): read once, each spelt as flat
-fields, checked before the sweep folder is made — none twice in what it sends."""
+"""Lists of configs: made (``grid``: every combination; ``random_search``: distinct draws from a space), and those a
+sweep is given (a list of dicts, and ``variants``, one name each): read once, each spelt as flat fields, checked before
+the sweep folder is made — none twice in what it sends."""
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import math
+import random
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from rlnb._checks import check_int, is_integer
 from rlnb._scalars import scalar
 from rlnb.params import OptimizerParams
 from rlnb.text.prompts import check_text
 
 from .applying import applied, meant
-from .space import MAX_CONFIGS, check_fields
+from .keys import config_key
+from .space import MAX_CONFIGS, check_ends, check_fields, check_once, dimension, in_order, sample
 
 
 def config_list(configs: Any) -> list[dict[str, Any]] | None:
@@ -94,3 +99,56 @@ def check_distinct_params(base: OptimizerParams, configs: Sequence[Mapping[str, 
             said = f"({sent})" if sent == first else f"({first} and {sent}: an empty group sets nothing)"
             raise ValueError(f"configs[{j}] {dict(configs[j])!r} and configs[{i}] {dict(config)!r} send the same "
                              f"params {said}: the same trial would run twice; drop one")  # fmt: skip
+
+
+REDRAWS = 20
+"""``random_search`` draws up to this many configs per one asked before it says the space is too small."""
+
+
+def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
+    """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
+    check_fields("grid", axes)
+    for name, values in axes.items():  # a string is a collection too: "0.001" would make 5 configs, one per character
+        if isinstance(values, str | bytes | Mapping) or not isinstance(values, Collection):
+            raise ValueError(f"grid: {name} must be a list of values, such as [1e-3, 1e-2], got {values!r}")
+    empty = [name for name, values in axes.items() if not len(values)]
+    if empty:  # an empty axis would make an empty grid: a sweep of nothing, silently
+        raise ValueError(f"grid: {', '.join(empty)} has no values (give at least one per field)")
+    size = math.prod(len(values) for values in axes.values())
+    if size > MAX_CONFIGS:  # grid(a=range(1000), b=range(1000), c=range(1000)) built 10**9 dicts, filling memory
+        each = " x ".join(f"{name} {len(values)}" for name, values in axes.items())
+        raise ValueError(f"grid has {size} configs ({each}): at most {MAX_CONFIGS}, each a trial; use fewer values "
+                         "or random_search(n, ...)")  # fmt: skip
+    # np.arange's np.int64, a tensor's 0-d tensors: plain numbers for sweep.json, checked as such (a tensor's NaN is
+    # no numbers.Real, and its values hash by identity: both were let through)
+    plain = {name: in_order(values, [scalar(v) for v in values]) for name, values in axes.items()}
+    for name, values in plain.items():
+        check_once(f"grid: {name}", values)
+    return [dict(zip(plain, combo, strict=True)) for combo in itertools.product(*plain.values())]
+
+
+def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
+    """``n`` distinct configs drawn from ``space`` (dimensions or shorthands, see the module docstring). A draw
+    that repeats an earlier one is drawn again: the same config twice ran as two trials that ``summarize``
+    counted as seeds in perfect agreement (likely on a space of a few choices or integers)."""
+    n = check_int("n", n, 1, MAX_CONFIGS)  # 2.5: range()'s bare TypeError, -1 [], True 1; 10**9 drew for ever
+    check_fields("random_search", space)
+    if not is_integer(seed):  # np.int64 was random's bare TypeError
+        raise ValueError(f"random_search: seed must be an integer, got {seed!r}")
+    dims = {name: dimension(name, spec) for name, spec in space.items()}
+    for name, dim in dims.items():
+        check_ends(name, dim)
+    rng = random.Random(int(seed))
+    configs: list[dict[str, Any]] = []
+    seen: set[Any] = set()  # by hash: each draw compared with every config kept would take minutes for 10,000
+    for _ in range(n * REDRAWS):
+        config = sample(dims, rng)
+        key = config_key(config)  # a choice that is a list: by its values
+        if key not in seen:
+            seen.add(key)
+            configs.append(config)
+        if len(configs) == n:
+            return configs
+    drawn_from = dict(space) or "an empty space"
+    raise ValueError(f"random_search: {n} distinct configs asked, but {n * REDRAWS} draws from {drawn_from} gave "
+                     f"{len(configs)}: draw fewer, or use grid(...)")  # fmt: skip

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlnb.errors import describe
+from rlnb.history.runconfig import LOCAL
 from rlnb.wire import TrialStatus
 
 from .trial import TrialSpec, base_row, run_trial
@@ -173,7 +174,7 @@ def route(spec: TrialSpec, wanted: str) -> tuple[str, str | None]:
     the provider's — and one that cannot be batched runs on a thread."""
     if wanted not in EXECUTORS:
         raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {wanted!r}")
-    if spec.target != "local":
+    if spec.target != LOCAL:
         return "threads", None if wanted == "threads" else f"target {spec.target!r} runs its own compute"
     if wanted in ("auto", "batched"):
         from rlnb.batched import why_not_batched

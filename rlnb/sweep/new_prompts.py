@@ -10,6 +10,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
+from rlnb.history.runconfig import LOCAL
 from rlnb.tasks.task import Task, task_prompt_ids
 from rlnb.text.codec import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
 from rlnb.text.prompts import tokenizer_spec
@@ -31,7 +32,7 @@ def check_new_session_prompts(task: Task, target: str, options: Mapping[str, Any
 
     trust = bool(given(options, "trust_remote_code", False))
     tokenizer = tokenizer_spec(given(options, "tokenizer", None))
-    if target == "local":
+    if target == LOCAL:
         model = given(options, "model", "tiny")
         if not isinstance(model, str) or not model.strip():  # a module (or a bad model=, which connect names)
             return

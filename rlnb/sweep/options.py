@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb._checks import check_event, check_int, check_seconds, is_integer, set_int, takes
+from rlnb.history.runconfig import LOCAL, REMOTE
 from rlnb.params import OptimizerParams
 from rlnb.schedule import Schedule
 from rlnb.session import Session
@@ -51,7 +52,7 @@ class TrialOptions:
     seeds: Sequence[int] = (0,)
     steps: int = 20
     task: Task | Callable[[str, str], float] | None = None
-    target: str = "local"
+    target: str = LOCAL
     schedule: Schedule | None = None
     objective: Objective = "reward"
     slot_timeout: float = SLOT_TIMEOUT
@@ -219,7 +220,7 @@ def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, 
                              "steps and a new local session; leave it out, and seed what your step_fn "
                              "samples")  # fmt: skip
         return
-    check_local_group_size(test.task or digits_task(), "local" if local else "remote")
+    check_local_group_size(test.task or digits_task(), LOCAL if local else REMOTE)
     check_can_sample(options, "num_generator_replicas=0 starts a trainer-only session, which cannot sample, and each "
                      "step of the range test samples its group: leave it out (1), or pass a step_fn")  # fmt: skip
 

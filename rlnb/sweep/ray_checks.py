@@ -15,6 +15,7 @@ from typing import Any
 
 from rlnb._extras import need
 from rlnb.errors import describe
+from rlnb.history.runconfig import LOCAL
 
 RESOURCE_KEYS = ("cpu", "gpu")
 
@@ -26,7 +27,7 @@ def import_ray() -> Any:
 def refuse_remote(target: str) -> None:
     """``ValueError`` naming both options for a remote ``target``: its trials' compute is the provider's, so they run
     on threads in this process, and ``executor="ray"`` started (or joined) a Ray that ran none of them."""
-    if target != "local":
+    if target != LOCAL:
         raise ValueError(f"executor='ray' runs local trials as Ray tasks; the trials of target={target!r} train on the "
                          "provider and run on threads in this process, so no Ray would run any: use "
                          "executor='threads' (max_concurrent= trials at once)")  # fmt: skip

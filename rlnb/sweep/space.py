@@ -1,5 +1,6 @@
-"""What a sweep varies: configs (grid, random) and search spaces (floats, ints, choices); ``applying`` makes a config
-validated optimizer params. A list of configs given to ``sweep`` is read and checked by ``configs``.
+"""What a sweep varies: search spaces (floats, ints, choices), their fields and the most configs and trials a sweep
+takes; ``applying`` makes a config validated optimizer params. Lists of configs (``grid``, ``random_search``, one
+given to ``sweep``) are ``configs``'s.
 
 Config keys are optimizer fields (``"learning_rate"``, ``"momentum"``, ...; ``"adam.learning_rate"`` for
 Muon's AdamW sub-params) plus ``"optimizer"`` (``"adam"`` / ``"muon"``). A search space maps the same
@@ -10,22 +11,20 @@ field (``newton_schulz_steps``) is ``Int(lo, hi)``.
 
 from __future__ import annotations
 
-import itertools
 import math
 import numbers
 import random
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from rlnb._checks import check_bool, check_int, is_integer
+from rlnb._checks import check_bool, is_integer
 from rlnb._scalars import scalar
 from rlnb.errors import InvalidParams
 from rlnb.params import MUON_ADAM_FIELDS, PARAMS, OptimizerParams, kind_of
 
 from .applying import applied
-from .keys import config_key
 
 
 @dataclass(frozen=True)
@@ -54,8 +53,6 @@ class Categorical:
 
 
 Dimension = Float | Int | Categorical
-REDRAWS = 20
-"""``random_search`` draws up to this many configs per one asked before it says the space is too small."""
 
 
 def points(dim: Dimension) -> Sequence[Any] | None:
@@ -207,7 +204,7 @@ def parse_space(base: OptimizerParams, space: Mapping[str, Any]) -> dict[str, Di
     return {name: kinds if name == "optimizer" else dims[name] for name in space}
 
 
-def _check_ends(name: str, dim: Dimension) -> None:
+def check_ends(name: str, dim: Dimension) -> None:
     """``InvalidParams`` naming ``space[name]`` and the field's rule where an end of a range breaks it in every
     optimizer that has the field: ``random_search(4, learning_rate=(-1, 0.1))`` drew negative rates, which the sweep
     refused as a random draw's ``configs[0]``. A choice is the sweep's to check, as it is sent (it names its config),
@@ -262,52 +259,3 @@ def check_fields(where: str, names: Iterable[str]) -> None:
     unknown = [n for n in names if n not in allowed]
     if unknown:
         raise ValueError(f"{where}: unknown field {unknown[0]!r}; allowed fields are {', '.join(allowed)}")
-
-
-def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
-    """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
-    check_fields("grid", axes)
-    for name, values in axes.items():  # a string is a collection too: "0.001" would make 5 configs, one per character
-        if isinstance(values, str | bytes | Mapping) or not isinstance(values, Collection):
-            raise ValueError(f"grid: {name} must be a list of values, such as [1e-3, 1e-2], got {values!r}")
-    empty = [name for name, values in axes.items() if not len(values)]
-    if empty:  # an empty axis would make an empty grid: a sweep of nothing, silently
-        raise ValueError(f"grid: {', '.join(empty)} has no values (give at least one per field)")
-    size = math.prod(len(values) for values in axes.values())
-    if size > MAX_CONFIGS:  # grid(a=range(1000), b=range(1000), c=range(1000)) built 10**9 dicts, filling memory
-        each = " x ".join(f"{name} {len(values)}" for name, values in axes.items())
-        raise ValueError(f"grid has {size} configs ({each}): at most {MAX_CONFIGS}, each a trial; use fewer values "
-                         "or random_search(n, ...)")  # fmt: skip
-    # np.arange's np.int64, a tensor's 0-d tensors: plain numbers for sweep.json, checked as such (a tensor's NaN is
-    # no numbers.Real, and its values hash by identity: both were let through)
-    plain = {name: in_order(values, [scalar(v) for v in values]) for name, values in axes.items()}
-    for name, values in plain.items():
-        check_once(f"grid: {name}", values)
-    return [dict(zip(plain, combo, strict=True)) for combo in itertools.product(*plain.values())]
-
-
-def random_search(n: int, seed: int = 0, **space: Any) -> list[dict[str, Any]]:
-    """``n`` distinct configs drawn from ``space`` (dimensions or shorthands, see the module docstring). A draw
-    that repeats an earlier one is drawn again: the same config twice ran as two trials that ``summarize``
-    counted as seeds in perfect agreement (likely on a space of a few choices or integers)."""
-    n = check_int("n", n, 1, MAX_CONFIGS)  # 2.5: range()'s bare TypeError, -1 [], True 1; 10**9 drew for ever
-    check_fields("random_search", space)
-    if not is_integer(seed):  # np.int64 was random's bare TypeError
-        raise ValueError(f"random_search: seed must be an integer, got {seed!r}")
-    dims = {name: dimension(name, spec) for name, spec in space.items()}
-    for name, dim in dims.items():
-        _check_ends(name, dim)
-    rng = random.Random(int(seed))
-    configs: list[dict[str, Any]] = []
-    seen: set[Any] = set()  # by hash: each draw compared with every config kept would take minutes for 10,000
-    for _ in range(n * REDRAWS):
-        config = sample(dims, rng)
-        key = config_key(config)  # a choice that is a list: by its values
-        if key not in seen:
-            seen.add(key)
-            configs.append(config)
-        if len(configs) == n:
-            return configs
-    drawn_from = dict(space) or "an empty space"
-    raise ValueError(f"random_search: {n} distinct configs asked, but {n * REDRAWS} draws from {drawn_from} gave "
-                     f"{len(configs)}: draw fewer, or use grid(...)")  # fmt: skip

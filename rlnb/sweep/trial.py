@@ -22,6 +22,7 @@ from rlnb.batched.reasons import failed_with, failure_reason
 from rlnb.engine.options import MUON_ONLY
 from rlnb.errors import OperationFailed, RateLimitError, describe
 from rlnb.history import History
+from rlnb.history.runconfig import LOCAL
 from rlnb.params import OptimizerParams, kind_of
 from rlnb.schedule import Schedule
 from rlnb.session import Session, connect
@@ -64,7 +65,7 @@ class TrialSpec:
     run_id: str
     steps: int
     task: Task
-    target: str = "local"
+    target: str = LOCAL
     options: dict[str, Any] = field(default_factory=dict)
     schedule: Schedule | None = None
     objective: Objective = "reward"
@@ -209,10 +210,10 @@ def _open(spec: TrialSpec, runs_dir: Path, control: Control) -> Session:
     common: dict[str, Any] = {"optimizer": spec.kind, "runs_dir": runs_dir, "run_id": spec.run_id,
                               **own_modules(spec.session_options)}  # fmt: skip
     waits = SlotWait(control, end)
-    options = common if spec.target == "local" else paused(common, waits)
-    kept = KeptResource(spec.target, options) if spec.target != "local" else None
+    options = common if spec.target == LOCAL else paused(common, waits)
+    kept = KeptResource(spec.target, options) if spec.target != LOCAL else None
     opener: Callable[[], Session] = (
-        (lambda: connect("local", seed=spec.seed, **options)) if kept is None else (lambda: kept.connect(options))
+        (lambda: connect(LOCAL, seed=spec.seed, **options)) if kept is None else (lambda: kept.connect(options))
     )
     try:
         while True:

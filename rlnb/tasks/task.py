@@ -15,6 +15,7 @@ from typing import Any, Literal, overload
 from rlnb import wire
 from rlnb._checks import check_int, set_int, takes
 from rlnb._shown import shown
+from rlnb.history.runconfig import LOCAL
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt
 from rlnb.text.codec import Codec, NoTokenizer, as_prompt, to_tokens
@@ -116,7 +117,7 @@ def check_local_group_size(task: Task, target: str) -> None:
     (``"local"``), which samples at most ``MAX_NUM_SAMPLES`` (256) completions per prompt, and the task's group
     is larger: each trial would fail at its first sample. (``rlnb serve`` has the same cap, Together's API
     publishes none: a remote URL is not checked here.)"""
-    if target != "local":
+    if target != LOCAL:
         return
     if task.group_size > wire.MAX_NUM_SAMPLES:
         raise ValueError(

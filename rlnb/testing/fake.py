@@ -13,6 +13,7 @@ from rlnb import wire
 from rlnb._checks import check_int, check_seconds
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
+from rlnb.history.runconfig import FAKE
 from rlnb.testing import fake_ops
 from rlnb.text.codec import ByteCodec
 from rlnb.wire import Listener
@@ -124,7 +125,7 @@ class FakeBackend:
     def config(self) -> dict[str, Any]:
         """What the run's ``config.json`` records: ``backend='fake'``, the session id, the optimizer, the seed."""
         return {
-            "backend": "fake", "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer,
+            "backend": FAKE, "session_id": self._info.id, "model": "fake", "optimizer": self.optimizer,
             "seed": self.seed,
         }  # fmt: skip
 

@@ -13,7 +13,7 @@ from rlnb import params as params_mod
 from rlnb import wire
 from rlnb.engine.refusals import TRAINER_ONLY, InvalidLossInput, check_given, check_read
 from rlnb.engine.stops import StopMatcher
-from rlnb.errors import OperationError
+from rlnb.errors import GRADIENTS_KEPT, SUBMIT_AGAIN, OperationError
 from rlnb.samples import LOGPROB_SLACK
 from rlnb.testing import fake_checks
 from rlnb.testing.fake_checks import read_sample
@@ -100,7 +100,7 @@ def optim_step(fake: FakeBackend, body: wire.OptimStepBody | None) -> wire.Optim
         hp = params_mod.resolve(fake.optimizer, body if body is not None else wire.OptimStepBody())
         fake_checks.step_limits(hp)
     except ValueError as exc:
-        raise OperationError(Code.INVALID_INPUT, f"{exc}{params_mod.GRADIENTS_KEPT}{params_mod.SUBMIT_AGAIN}") from None
+        raise OperationError(Code.INVALID_INPUT, f"{exc}{GRADIENTS_KEPT}{SUBMIT_AGAIN}") from None
     given = fake.grad_norm
     norm = float(given(fake.step) if callable(given) else given) if fake.accumulated else 0.0  # none: the engine's 0
     fake.accumulated = False

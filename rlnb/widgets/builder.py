@@ -156,7 +156,7 @@ class OptimizerBuilder(BuilderForm):
                 f"this session's optimizer is {self.locked}: {self.kind.capitalize()} params cannot be sent "
                 f"(the optimizer is fixed when the session is created); pick the {self.locked.capitalize()} tab"
             )
-        if self.kind == "adam":
+        if self.kind == wire.ADAM:
             return AdamParams(**values(self.adam))
         errors = []  # check both parts, so that every bad field is named (and marked) at once
         for prefix, check in (
@@ -226,3 +226,11 @@ class OptimizerBuilder(BuilderForm):
             except Exception as exc:  # noqa: BLE001 - said, and the other callbacks (a panel's) still follow
                 warnings.warn(f"OptimizerBuilder.on_change: the callback {cb!r} raised {describe(exc)}"[:500],
                               RuntimeWarning, stacklevel=2)  # fmt: skip
+
+
+def check_builder(builder: object) -> None:
+    """A RunPanel's ``builder``, checked when the panel is made: None, or an ``OptimizerBuilder`` still open."""
+    if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
+        raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
+    if isinstance(builder, OptimizerBuilder) and builder.closed:  # its form is off the page: nothing to see or edit
+        raise ValueError("builder is closed: pass a new OptimizerBuilder, or none (the panel makes its own)")

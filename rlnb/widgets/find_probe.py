@@ -7,10 +7,10 @@ beside one; a task the person set is kept, and the test says why."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # own_probe reads the panel's steps, whose module reads the builder, which holds these controls
-    from rlnb.widgets.own_probe import OwnStep
+from rlnb.tasks import digits_task
+from rlnb.widgets.own_probe import OwnStep, objective_of
 
 
 def own_step(builder: Any, options: Mapping[str, Any]) -> OwnStep | None:
@@ -18,8 +18,6 @@ def own_step(builder: Any, options: Mapping[str, Any]) -> OwnStep | None:
     a ``step_fn`` or a task of the person's in ``options`` (each wins over the panel's step_fn). ``ValueError`` saying
     why and how when that step_fn cannot be probed (its last step had no reward or loss): it probed the first_letter
     task instead."""
-    from rlnb.widgets.own_probe import OwnStep, objective_of
-
     panel: Any = getattr(builder, "panel", None)
     step_fn = getattr(panel, "own_step_fn", None)
     if step_fn is None or options.get("step_fn") is not None or options.get("task") is not None:
@@ -43,8 +41,6 @@ def step_options(builder: Any, options: Mapping[str, Any], own: OwnStep | None) 
 def probe(options: Mapping[str, Any], own: str | None = None) -> str:
     """What a range test runs, in words: ``the first_letter task`` (a RunPanel's), ``the digits task``
     (``lr_find``'s default), ``your step_fn``, ``your step_fn's loss`` (a panel's, following ``own``)."""
-    from rlnb.tasks import digits_task
-
     if own is not None:
         return f"your step_fn's {own}"
     if options.get("step_fn") is not None:

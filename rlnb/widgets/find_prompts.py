@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rlnb.history.runconfig import LOCAL
 from rlnb.sweep.new_prompts import check_new_session_prompts
 from rlnb.sweep.options import given
 from rlnb.tasks import Task, digits_task
@@ -24,6 +25,6 @@ def check_task_prompts(options: Mapping[str, Any], session: Any, model: Any) -> 
     task = options.get("task")
     task = task if isinstance(task, Task) else digits_task()
     if session is None:
-        check_new_session_prompts(task, options.get("target", "local"), {"model": model, **options})
+        check_new_session_prompts(task, options.get("target", LOCAL), {"model": model, **options})
     elif given(options, "tokenizer", None) is None:
         session_prompt_ids(task, session)

@@ -19,6 +19,8 @@ from typing import Any
 
 import ipywidgets as W
 
+from rlnb import sweep, wire
+from rlnb.history.runconfig import LOCAL
 from rlnb.viz.cells import cell_run, same_cell_before
 from rlnb.viz.draw import png
 from rlnb.widgets import find_probe
@@ -27,6 +29,7 @@ from rlnb.widgets.find_probe import own_step, step_options
 from rlnb.widgets.find_prompts import check_task_prompts
 from rlnb.widgets.focus_back import FocusBack, to_stopper
 from rlnb.widgets.muon_units import RED, Form
+from rlnb.widgets.own_probe import GUESSED
 from rlnb.widgets.suggestion import Suggestion
 
 __all__ = ["RED", "Form", "LRFinderControls"]
@@ -138,9 +141,6 @@ class LRFinderControls(Suggestion):
         """Run the range test now (in this thread). Shows the suggestion; applies nothing. ``RuntimeError``
         while a RunPanel's run, or the button's range test, goes on the session: called from a cell, it interleaved
         a checkpoint into the run and trained beside it, as the button may not."""
-        from rlnb.sweep import lr_find
-        from rlnb.widgets.own_probe import GUESSED
-
         if not self.builder.valid:
             raise ValueError("Find LR needs a valid config: " + "; ".join(self.builder.errors))
         waiting = self.busy()
@@ -155,9 +155,9 @@ class LRFinderControls(Suggestion):
             check_task_prompts(options, self.session, self.model)
         options.setdefault("stop", self._halt)
         options.setdefault("progress", self._progress)
-        if self.session is None and options.get("target", "local") == "local":  # remote: base_model= (connect
+        if self.session is None and options.get("target", LOCAL) == LOCAL:  # remote: base_model= (connect
             options.setdefault("model", self.model)  # refused model=, so a builder alone never reached a service)
-        if self.session is None and kind == "muon":
+        if self.session is None and kind == wire.MUON:
             options.setdefault("muon_scaling", self.scaling.value)
         self.apply_button.disabled = True
         probe = find_probe.probe(options, own.objective if own is not None else None)
@@ -165,7 +165,7 @@ class LRFinderControls(Suggestion):
         guess = f" ({html.escape(GUESSED)})" if own is not None and not own.known else ""
         self._say(f"range test of {self._probe}{guess} running …")
         try:
-            result = lr_find(self.builder.params, self.session, **options)
+            result = sweep.lr_find(self.builder.params, self.session, **options)  # read at each test: tests replace it
         finally:
             self._halt.clear()  # a stop is for the test it was asked of, not the next one
         self.plot.value = png(result.figure())

@@ -18,7 +18,7 @@ from rlnb.session.step_turn import STEP_WAIT
 from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
 from rlnb.widgets import fit, run_thread, turns
-from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder
+from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder, check_builder
 from rlnb.widgets.controls import INVALID, CountBox, close_tree, whole
 from rlnb.widgets.describe import ScheduleNote
 from rlnb.widgets.focus_back import FocusBack
@@ -66,7 +66,8 @@ class RunPanel:
         # before the builder given is locked to the session: else n_steps=2.5 is taken as 2, 0 a form with no Run
         n_steps, every = check_steps(n_steps, name="n_steps"), check_seconds("every", every)
         self.step_timeout = step_timeout
-        check_given(session, task, builder, step_fn)
+        check_given(session, task, step_fn)
+        check_builder(builder)
         self.session = session
         self.builder = builder or OptimizerBuilder(session.optimizer, total_steps=n_steps)
         self._own_builder = builder is None  # a builder passed in outlives the panel (see ``close``)

@@ -8,7 +8,7 @@ import html
 import reprlib
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
 from rlnb._checks import takes
@@ -18,24 +18,22 @@ from rlnb.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, check_steps, rl_step
 from rlnb.viz.draw import short
-from rlnb.widgets.builder import OptimizerBuilder
 from rlnb.widgets.describe import base_rates
+
+if TYPE_CHECKING:  # the builder holds Find LR, whose probe of a panel's own step_fn reads this module
+    from rlnb.widgets.builder import OptimizerBuilder
 
 StepFn = Callable[[Session, OptimizerParams], dict[str, float] | None]
 """``step_fn(session, params)`` runs one training step and returns figures to log (or None)."""
 
 
-def check_given(session: object, task: object, builder: object, step_fn: object) -> None:
-    """A panel's ``session``, ``task``, ``builder`` and ``step_fn``, checked when it is made (each wrong one would fail
-    later, or at once naming none of them)."""
+def check_given(session: object, task: object, step_fn: object) -> None:
+    """A panel's ``session``, ``task`` and ``step_fn``, checked when it is made (each wrong one would fail later, or at
+    once naming none of them; its ``builder``: ``builder.check_builder``)."""
     if not isinstance(session, Session):  # None: "'NoneType' object has no attribute 'optimizer'"
         raise TypeError(f"session must be an rlnb Session (rlnb.connect(...)), got {session!r}"[:300])
     if task is not None and not isinstance(task, Task):  # Run would fail: "'str' object has no attribute 'group_size'"
         raise TypeError(f"task must be a Task, such as first_letter_task(), or None (that task), got {task!r}")
-    if builder is not None and not isinstance(builder, OptimizerBuilder):  # "'AdamParams' ... has no 'lock'"
-        raise TypeError(f"builder must be an OptimizerBuilder or None, got {type(builder).__name__}: {builder!r}")
-    if isinstance(builder, OptimizerBuilder) and builder.closed:  # its form is off the page: nothing to see or edit
-        raise ValueError("builder is closed: pass a new OptimizerBuilder, or none (the panel makes its own)")
     if step_fn is not None and not takes(step_fn, 2):  # Run failed: "'str' object is not callable" (or lr_find's i)
         raise TypeError(f"step_fn must be None or a function step_fn(session, params), got {step_fn!r}")
     if step_fn is not None and task is not None:  # the step_fn runs and reads no task: it would be dropped

@@ -9,6 +9,8 @@ from typing import Any
 
 import ipywidgets as W
 
+from rlnb.sweep import convert_muon_lr
+from rlnb.sweep.lr.curve import significant
 from rlnb.widgets.find_probe import task_probe
 from rlnb.widgets.muon_units import RED, MuonUnits
 
@@ -52,9 +54,6 @@ class Suggestion(MuonUnits):
         """Put the last suggestion in the form (Muon: both rates). A Muon rate found in other units than the
         form's now (the units were switched since) is converted to them: as found, it would be another step
         size. The status line says what was set, and on which tab when it is not the one shown."""
-        from rlnb.sweep import convert_muon_lr
-        from rlnb.sweep.lr.curve import significant
-
         params = self.result.params if self.result is not None else None
         if params is None:
             return

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 from rlnb import _exit, wire
 from rlnb.errors import SessionClosed
 from rlnb.tasks.task import session_prompt_ids
+from rlnb.widgets.finder import MADE
 from rlnb.widgets.muon_units import session_units
 from rlnb.widgets.steps import n_problem
 
@@ -213,8 +214,6 @@ def _stop_running_panels() -> None:
     """Interpreter exit mid-run: stop each panel and Find LR after its step in progress, so that no step is still
     submitting (or running torch) while its session closes and the interpreter tears down; unless a SIGTERM hurries
     the exit, the sessions then closed under the steps."""
-    from rlnb.widgets.finder import MADE  # here, not at the top: the builder imports this module as it is made
-
     finders = [finder for finder in list(MADE) if finder.running]  # a builder's own too, given to no panel
     for panel in list(_OPEN.values()):
         panel.stop()

@@ -21,8 +21,9 @@ inputs), the statuses and error codes of ``status`` with their groups (``TERMINA
 ``RESULT_TYPES``, ``ENVELOPES``, ``UPLOADED_MEMBERS``), and ``OPTIMIZERS`` (kinds, their optim-step
 field, ``optimizer_config``). One module per resource: ``base``, ``status``, ``losses`` (its params models in
 ``loss_params``), ``optim``, ``checkpoints``, ``inputs``, ``sampling``, ``operations``, ``sessions``, ``resources``
-(model resources), ``rules`` (a field's bounds in words, from its model's metadata: the one-line refusals of a bad
-params field); ``lists`` has the C-speed token id and log-prob lists of ``inputs`` and ``sampling``.
+(model resources), ``paths`` (each endpoint's path, for the server and the client), ``rules`` (a field's bounds in
+words, from its model's metadata: the one-line refusals of a bad params field); ``lists`` has the C-speed token id and
+log-prob lists of ``inputs`` and ``sampling``.
 
 No torch, no httpx, no I/O here, so importing this package is cheap everywhere.
 """

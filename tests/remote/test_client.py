@@ -256,6 +256,24 @@ def test_retry_delay_backs_off_exponentially_with_jitter():
         RetryPolicy(max_retries=-1)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("max_retries", 1.5, r"max_retries must be an integer >= 0, got 1\.5"),  # taken: range(2.5)'s TypeError later
+        ("max_retries", "3", r"max_retries must be an integer >= 0, got '3'"),  # '<' not supported between str and int
+        ("initial_delay", math.nan, r"initial_delay must be a finite number of seconds in \[0, 86400\], got nan"),
+        ("max_delay", math.inf, r"max_delay must be a finite number of seconds in \[0, 86400\], got inf"),
+        ("max_retry_after", -1.0, r"max_retry_after must be a finite number of seconds in \[0, 86400\]"),
+        ("reconnect_max_delay", "1", r"reconnect_max_delay must be a finite number of seconds in \[0, 86400\]"),
+    ],
+)
+def test_a_retry_policy_field_out_of_range_is_refused_naming_it(field, value, match):
+    """The backoff's seconds were taken unchecked (NaN slept ``time.sleep(nan)``'s bare "Invalid value NaN" at the
+    first retry), and a ``max_retries`` that is no integer was taken or failed naming nothing."""
+    with pytest.raises(ValueError, match=match):
+        RetryPolicy(**{field: value})
+
+
 def test_400_is_not_retried_and_keeps_the_servers_message_and_param():
     flaky = Scripted([error(400, "loss.type must be a LOSS_TYPE_*", "loss.type")])
     with client_for(flaky) as client, pytest.raises(rlnb.BadRequestError) as info:

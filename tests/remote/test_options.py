@@ -3,6 +3,7 @@
 
 import importlib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -31,13 +32,13 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
     "options, error, match",
     [
         ({"poll_min": 0.5, "poll_max": 0.1}, ValueError, r"need 0 < poll_min <= poll_max, got 0\.5, 0\.1"),
-        ({"operation_timeout": 0}, ValueError, "operation_timeout must be > 0 seconds"),
-        ({"poll_failure_window": -1.0}, ValueError, "poll_failure_window must be > 0 seconds"),
+        ({"operation_timeout": 0}, ValueError, r"operation_timeout must be .* seconds in \(0, 86400\], got 0"),
+        ({"poll_failure_window": -1.0}, ValueError, r"poll_failure_window must be .* in \(0, 86400\], got -1\.0"),
         # a bare TypeError ("'<=' not supported between ...") naming no field, or True taken as 1 s
-        ({"poll_max": "30"}, ValueError, "poll_max must be a number of seconds > 0, got '30'"),
-        ({"ready_timeout": "60"}, ValueError, "ready_timeout must be a number of seconds > 0, got '60'"),
-        ({"poll_min": True}, ValueError, "poll_min must be a number of seconds > 0, got True"),
-        ({"operation_timeout": None}, ValueError, "operation_timeout must be a number of seconds > 0, got None"),
+        ({"poll_max": "30"}, ValueError, r"poll_max must be a finite number of seconds in \(0, 86400\], got '30'"),
+        ({"ready_timeout": "60"}, ValueError, r"ready_timeout must be a finite number of seconds in \(0, 86400\]"),
+        ({"poll_min": True}, ValueError, r"poll_min must be a finite number of seconds in \(0, 86400\], got True"),
+        ({"operation_timeout": None}, ValueError, r"operation_timeout must be .* in \(0, 86400\], got None"),
         ({"optimizer": "sgd"}, ValueError, "optimizer must be one of adam, muon"),
         ({"lora": "yes"}, ValueError, "lora"),
         ({"muon_scaling": "original"}, ValueError, "muon_scaling applies to optimizer='muon' only"),
@@ -53,10 +54,10 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
         ({"num_generator_replicas": 2**31}, ValueError, r"replicas must be an integer in \[0, 2147483647\], got \d+"),
         # ignored without a resume: the user expected a checkpoint's optimizer state
         ({"load_optimizer": True}, ValueError, "load_optimizer applies only with resume_from_checkpoint_id"),
-        ({"timeout": 0}, ValueError, "timeout must be a finite number of seconds > 0, got 0"),
-        ({"timeout": "10"}, ValueError, "timeout must be a finite number of seconds > 0, got '10'"),
-        ({"deadline": "30"}, ValueError, "deadline must be a finite number of seconds > 0, got '30'"),
-        ({"deadline": float("nan")}, ValueError, "deadline must be a finite number of seconds > 0, got nan"),
+        ({"timeout": 0}, ValueError, r"timeout must be a finite number of seconds in \(0, 86400\], got 0"),
+        ({"timeout": "10"}, ValueError, r"timeout must be a finite number of seconds in \(0, 86400\], got '10'"),
+        ({"deadline": "30"}, ValueError, r"deadline must be a finite number of seconds in \(0, 86400\], got '30'"),
+        ({"deadline": float("nan")}, ValueError, r"deadline must be .* seconds in \(0, 86400\], got nan"),
         ({"max_retries": 1.5}, ValueError, "max_retries must be None or an integer >= 0, got 1.5"),
     ],
 )
@@ -65,6 +66,29 @@ def test_bad_options_are_refused_before_anything_is_sent(options, error, match):
     with pytest.raises(error, match=match):
         rlnb.connect(BASE, api_key=KEY, transport=transport, record=False, **options)
     assert sent == []  # no model resource was created (and paid for) before the refusal
+
+
+@pytest.mark.parametrize("field", ["poll_max", "ready_timeout", "operation_timeout", "poll_failure_window"])
+@pytest.mark.parametrize("seconds", [math.inf, 1e300, 10**5000], ids=["inf", "1e300", "10**5000"])
+def test_a_poll_wait_past_a_day_is_refused_naming_its_field(field, seconds):
+    """As every seconds option of rlnb: infinity and 1e300 were taken (a wait with no end, or a timer's own
+    ``OverflowError``), and 10**5000 raised int's own "Exceeds the limit (4300 digits)", naming no field."""
+    with pytest.raises(ValueError, match=rf"^{field} must be a finite number of seconds in \(0, 86400\], got "):
+        PollOptions(**{field: seconds})
+
+
+@pytest.mark.parametrize("deadline", ["x" * 100_000, 10**5000, 1e10], ids=["long_str", "10**5000", "1e10"])
+def test_a_deadline_out_of_range_is_refused_naming_it_in_a_short_message(deadline):
+    """A 100,000-character string came back whole in a 100,055-character message; 10**5000 raised int's own "Exceeds
+    the limit (4300 digits)", naming no option; 1e10 was taken, and with ``timeout=httpx.Timeout(None)`` every request
+    then failed in the socket with a bare ``OverflowError: timestamp out of range``."""
+    from rlnb.remote.client import APIClient
+
+    _, sent, transport = recording()
+    with pytest.raises(ValueError, match=r"^deadline must be a finite number of seconds in \(0, 86400\], got ") as got:
+        APIClient(BASE, KEY, transport=transport, deadline=deadline, timeout=httpx.Timeout(None))
+    assert len(str(got.value)) < 200
+    assert sent == []
 
 
 def test_groups_and_flat_keywords_are_the_same_settings():
@@ -144,3 +168,18 @@ def test_numpy_seconds_are_taken_as_the_numbers_they_hold():
     client = APIClient(BASE, KEY, transport=transport, timeout=np.int64(30), deadline=np.float32(45.0))
     assert (client.deadline, type(client.deadline)) == (45.0, float)
     assert client._http.timeout == httpx.Timeout(30.0)
+
+
+def test_a_session_says_whether_a_service_runs_it():
+    """``lr_find`` reads it (its copy of a remote session is opened on the service), as config.json's ``backend``."""
+    from rlnb.testing import FakeBackend
+
+    _, _, transport = recording()
+    remote = rlnb.connect(BASE, api_key=KEY, transport=transport, record=False, poll_min=0.002, poll_max=0.02)
+    here = rlnb.Session(FakeBackend(), record=False)
+    try:
+        assert (remote.is_remote, here.is_remote) == (True, False)
+        assert (remote.history.config["backend"], here.history.config["backend"]) == ("remote", "fake")
+    finally:
+        remote.close()
+        here.close()

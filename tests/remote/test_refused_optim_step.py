@@ -130,3 +130,16 @@ def test_a_refusal_after_a_try_that_may_have_been_taken_says_check_the_step(firs
     assert (KEPT in info.value.message) is kept, info.value.message
     assert ("may have been taken" in info.value.message) is taken, info.value.message
     assert ("check session.step" in info.value.message) is taken, info.value.message
+
+
+@pytest.mark.slow  # a fresh Python process: what one import loads
+def test_the_sender_says_a_refused_steps_words_without_loading_params():
+    """``GRADIENTS_KEPT`` and ``SUBMIT_AGAIN`` lived in ``rlnb.params``: ``import rlnb.remote.sender`` loaded the
+    params package for two strings. They are ``rlnb.errors``' now (``rlnb.params`` still names them)."""
+    import subprocess
+    import sys
+
+    code = "import sys, rlnb.remote.sender; print('rlnb.params' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.strip() == "False", done.stderr
+    assert (params.GRADIENTS_KEPT, params.SUBMIT_AGAIN) == (rlnb.errors.GRADIENTS_KEPT, rlnb.errors.SUBMIT_AGAIN)

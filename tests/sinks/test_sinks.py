@@ -424,8 +424,9 @@ def test_bad_sinks_are_refused_before_anything_starts():
         rlnb.connect("local", device="cpu", sinks=["tensorboard"])
     with pytest.raises(ValueError, match=r"WandB.mode = 'cloud' is invalid: must be one of offline, online"):
         sinks.WandB("p", mode="cloud")
-    with pytest.raises(ValueError, match=r"TensorBoard.interval = -1 is invalid"):
-        sinks.TensorBoard("tb", interval=-1)
+    for interval in (-1, 61, math.inf, 10**5000):  # 10**5000: int's own "Exceeds the limit", naming no option
+        with pytest.raises(ValueError, match=r"^TensorBoard.interval must be a finite number of seconds in \[0, 60\]"):
+            sinks.TensorBoard("tb", interval=interval)
     with pytest.raises(ValueError, match=r"MLflow.experiment = '' is invalid"):
         sinks.MLflow(experiment="")
     with pytest.raises(TypeError, match=r"sinks must be a sink or a list of sink objects .*got str: 'tb'"):

@@ -15,6 +15,17 @@ def read(values, objective="reward", start_lr=1e-5, end_lr=1.0):
     return suggest(lrs, smooth(smooth(values)[::-1])[::-1], objective, values)
 
 
+def test_the_smoothing_is_the_bias_corrected_ema():
+    """fastai's EMA divided by 1 - beta**i (the first points not dragged towards 0), as it was written by hand."""
+    values = list(np.random.default_rng(0).normal(size=200))
+    ema, avg = [], 0.0
+    for i, v in enumerate(values, 1):
+        avg = 0.6 * avg + 0.4 * v
+        ema.append(avg / (1 - 0.6**i))
+    np.testing.assert_allclose(smooth(values, 0.6), ema, rtol=1e-12, atol=1e-13)
+    assert (smooth([]), smooth([3.0])) == ([], [3.0])
+
+
 @pytest.mark.parametrize("steps", [10, 30, 100])
 @pytest.mark.parametrize("objective", ["reward", "loss"])
 def test_a_straight_rise_across_the_range_is_told_to_widen_it_both_ways(steps, objective):

@@ -15,11 +15,12 @@ from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError
 from rlnb.server.opened_file import OpenedFileResponse
 from rlnb.server.ops import FileKind
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+from rlnb.wire import paths
 
 log = logging.getLogger("rlnb")
-router = APIRouter(prefix="/v1/rl/checkpoints", tags=["checkpoints"], **AUTHENTICATED)
+router = APIRouter(prefix=paths.API_PREFIX, tags=["checkpoints"], **AUTHENTICATED)
 presigned = APIRouter(
-    prefix="/v1/rl/checkpoints",
+    prefix=f"{paths.API_PREFIX}{paths.CHECKPOINTS}",
     tags=["checkpoints"],
     responses=ERROR_RESPONSES,
     dependency_overrides_provider=OVERRIDES,
@@ -27,7 +28,7 @@ presigned = APIRouter(
 """Files behind presigned URLs: no Authorization header (the SDK strips it), a per-checkpoint signature."""
 
 
-@router.get("")
+@router.get(paths.CHECKPOINTS)
 def list_checkpoints(
     registry: RegistryDep,
     after: str | None = None,
@@ -39,12 +40,12 @@ def list_checkpoints(
     return registry.list_checkpoints(after, limit, base_model, session_id, type)
 
 
-@router.get("/{checkpoint_id}")
+@router.get(paths.CHECKPOINT)
 def get_checkpoint(checkpoint_id: str, registry: RegistryDep) -> wire.Checkpoint:
     return registry.checkpoint(checkpoint_id).info
 
 
-@router.get("/{checkpoint_id}/download")
+@router.get(paths.CHECKPOINT_DOWNLOAD)
 def download_checkpoint(
     checkpoint_id: str, registry: RegistryDep, variant: wire.CheckpointVariant
 ) -> wire.CheckpointDownload:

@@ -23,8 +23,9 @@ from rlnb.server.limits import check_known, check_operation, fingerprint
 from rlnb.server.records import OpRecord, json_body
 from rlnb.server.registry import Registry
 from rlnb.server.settings import MAX_WAIT
+from rlnb.wire import paths
 
-router = APIRouter(prefix="/v1/rl/training-sessions/{session_id}/operations", tags=["operations"], **AUTHENTICATED)
+router = APIRouter(prefix=paths.API_PREFIX, tags=["operations"], **AUTHENTICATED)
 
 Key = Annotated[
     str,
@@ -141,8 +142,9 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
         return served(registry, session_id, op)
 
     envelope = wire.ENVELOPES[kind]
-    router.add_api_route(f"/{kind}", submit, methods=["POST"], response_model=envelope, name=f"submit_{name}")
-    router.add_api_route(f"/{kind}/{{operation_id}}", get, methods=["GET"], response_model=envelope, name=f"get_{name}")
+    submits, gets = paths.OPERATIONS.replace("{kind}", kind), paths.OPERATION.replace("{kind}", kind)
+    router.add_api_route(submits, submit, methods=["POST"], response_model=envelope, name=f"submit_{name}")
+    router.add_api_route(gets, get, methods=["GET"], response_model=envelope, name=f"get_{name}")
 
 
 for _kind, _request_type in wire.REQUEST_TYPES.items():
@@ -156,5 +158,5 @@ def _unknown_kind(kind: str) -> None:
     raise ServerError(404, f"unknown operation kind {wire.shown(kind, SHOWN)}: the kinds are {kinds}", param="kind")
 
 
-router.add_api_route("/{kind}", _unknown_kind, methods=["POST"], include_in_schema=False)
-router.add_api_route("/{kind}/{operation_id}", _unknown_kind, methods=["GET"], include_in_schema=False)
+router.add_api_route(paths.OPERATIONS, _unknown_kind, methods=["POST"], include_in_schema=False)
+router.add_api_route(paths.OPERATION, _unknown_kind, methods=["GET"], include_in_schema=False)

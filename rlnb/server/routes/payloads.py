@@ -10,15 +10,19 @@ from fastapi import APIRouter, Request, Response
 from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, OVERRIDES, NoBody, RegistryDep
 from rlnb.server.errors import ERROR_RESPONSES
+from rlnb.wire import paths
 
-router = APIRouter(prefix="/v1/rl/training-sessions/{session_id}/payloads", tags=["payloads"], **AUTHENTICATED)
+router = APIRouter(prefix=paths.API_PREFIX, tags=["payloads"], **AUTHENTICATED)
 presigned = APIRouter(
-    prefix="/v1/rl/payloads", tags=["payloads"], responses=ERROR_RESPONSES, dependency_overrides_provider=OVERRIDES
+    prefix=f"{paths.API_PREFIX}/payloads",
+    tags=["payloads"],
+    responses=ERROR_RESPONSES,
+    dependency_overrides_provider=OVERRIDES,
 )
 """Presigned: no Authorization header (the SDK sends none), a signature and an expiry in the query."""
 
 
-@router.post("/upload-url")
+@router.post(paths.PAYLOAD_UPLOAD_URL)
 def payload_upload_url(session_id: str, registry: RegistryDep, body: NoBody = None) -> wire.PayloadUploadUrl:
     """A payload id and a URL to PUT the whole JSON body to; then submit the operation with ``payload_id``.
     Only an active session takes uploads (409 otherwise)."""
@@ -27,7 +31,7 @@ def payload_upload_url(session_id: str, registry: RegistryDep, body: NoBody = No
     return wire.PayloadUploadUrl(payload_id=p.id, upload_url=url)
 
 
-@router.post("/{payload_id}/download-url")
+@router.post(paths.PAYLOAD_DOWNLOAD_URL)
 def payload_download_url(
     session_id: str, payload_id: str, registry: RegistryDep, body: NoBody = None
 ) -> wire.PayloadDownloadUrl:

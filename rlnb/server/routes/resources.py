@@ -12,16 +12,17 @@ from rlnb.server.limits import check_known
 from rlnb.server.models import supported_models
 from rlnb.server.resources import PRICE_PER_GPU_HOUR
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, STATUS_QUERY
+from rlnb.wire import paths
 
-router = APIRouter(prefix="/v1/rl", tags=["model-resources"], **AUTHENTICATED)
+router = APIRouter(prefix=paths.API_PREFIX, tags=["model-resources"], **AUTHENTICATED)
 
 
-@router.get("/supported-models")
+@router.get(paths.SUPPORTED_MODELS)
 def get_supported_models(registry: RegistryDep) -> wire.SupportedModels:
     return supported_models(registry.settings)
 
 
-@router.post("/model-resources")
+@router.post(paths.MODEL_RESOURCES)
 def create_model_resources(
     body: wire.CreateModelResourcesRequest, registry: RegistryDep, who: User
 ) -> wire.ModelResources:
@@ -29,14 +30,14 @@ def create_model_resources(
     return registry.create_resource(body, who)
 
 
-@router.post("/model-resources/estimate-cost")
+@router.post(paths.ESTIMATE_COST)
 def estimate_cost(body: wire.CreateModelResourcesRequest, registry: RegistryDep) -> wire.CostEstimate:
     check_known(body)
     registry.check_resource_request(body)
     return wire.CostEstimate(currency="USD", price_per_hour=PRICE_PER_GPU_HOUR)
 
 
-@router.get("/model-resources")
+@router.get(paths.MODEL_RESOURCES)
 def list_model_resources(
     registry: RegistryDep,
     who: User,
@@ -48,12 +49,12 @@ def list_model_resources(
     return registry.list_resources(after, limit, status, created_by, who)
 
 
-@router.get("/model-resources/{model_resources_id}")
+@router.get(paths.MODEL_RESOURCE)
 def get_model_resources(model_resources_id: str, registry: RegistryDep) -> wire.ModelResources:
     return registry.resource(model_resources_id)
 
 
-@router.post("/model-resources/{model_resources_id}/extend-expiry")
+@router.post(paths.EXTEND_EXPIRY)
 def extend_expiry(
     model_resources_id: str, body: wire.ExtendExpiryRequest, registry: RegistryDep
 ) -> wire.ModelResources:
@@ -61,7 +62,7 @@ def extend_expiry(
     return registry.extend_expiry(model_resources_id, body.seconds)
 
 
-@router.post("/model-resources/{model_resources_id}/stop")
+@router.post(paths.STOP_MODEL_RESOURCE)
 def stop_model_resources(
     model_resources_id: str, registry: RegistryDep, force: bool = False, body: NoBody = None
 ) -> wire.ModelResources:

@@ -10,17 +10,18 @@ from rlnb import wire
 from rlnb.server.deps import AUTHENTICATED, NoBody, RegistryDep, User
 from rlnb.server.limits import check_known
 from rlnb.server.settings import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, STATUS_QUERY
+from rlnb.wire import paths
 
-router = APIRouter(prefix="/v1/rl/training-sessions", tags=["training-sessions"], **AUTHENTICATED)
+router = APIRouter(prefix=paths.API_PREFIX, tags=["training-sessions"], **AUTHENTICATED)
 
 
-@router.post("")
+@router.post(paths.SESSIONS)
 def create_session(body: wire.StartTrainingSessionRequest, registry: RegistryDep, who: User) -> wire.Session:
     check_known(body)
     return registry.create_session(body, who)
 
 
-@router.get("")
+@router.get(paths.SESSIONS)
 def list_sessions(
     registry: RegistryDep,
     who: User,
@@ -33,17 +34,17 @@ def list_sessions(
     return registry.list_sessions(after, limit, status, created_by, model_resources_id, who)
 
 
-@router.get("/{session_id}")
+@router.get(paths.SESSION)
 def get_session(session_id: str, registry: RegistryDep) -> wire.Session:
     return registry.session(session_id).view()
 
 
-@router.patch("/{session_id}")
+@router.patch(paths.SESSION)
 def update_session(session_id: str, body: wire.UpdateSessionRequest, registry: RegistryDep) -> wire.Session:
     check_known(body)
     return registry.update_session(session_id, body)
 
 
-@router.post("/{session_id}/stop")
+@router.post(paths.STOP_SESSION)
 def stop_session(session_id: str, registry: RegistryDep, body: NoBody = None) -> wire.Session:
     return registry.stop_session(session_id)

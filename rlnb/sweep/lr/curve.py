@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from decimal import ROUND_FLOOR, Decimal
 
 import numpy as np
+import pandas as pd
 
 from ..trial import Objective
 
@@ -55,12 +56,8 @@ def spaced(start: float, end: float, steps: int) -> list[float]:
 
 
 def smooth(values: Sequence[float], beta: float = SMOOTHING) -> list[float]:
-    """Bias-corrected EMA (fastai): the first points are not dragged towards 0."""
-    out, avg = [], 0.0
-    for i, v in enumerate(values, 1):
-        avg = beta * avg + (1 - beta) * v
-        out.append(avg / (1 - beta**i))
-    return out
+    """Bias-corrected EMA (fastai's; pandas' adjusted EWM is the same): the first points are not dragged towards 0."""
+    return pd.Series(values, dtype=float).ewm(alpha=1 - beta, adjust=True).mean().tolist()
 
 
 class Diverging:

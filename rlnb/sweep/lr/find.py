@@ -10,13 +10,13 @@ On Muon both rates grow together at the ratio ``base`` has (AdamW / Muon): the A
 embeddings and head, and a sweep of Muon's rate alone measured the AdamW part's progress at a fixed rate
 (on notebook 05 it suggested Muon 0.0026 where 0.05 works). Muon's rate is in the session's scaling
 convention; ``rlnb.sweep.lr.muon`` converts between conventions. The rates (the default range, ``base`` at a
-rate) are ``rates``'s, the curve and its suggestion ``curve``'s, the result ``result``'s ``LRFind``.
+rate) are ``rates``'s, the steps ``measure``'s, the curve and its suggestion ``curve``'s, the result
+``result``'s ``LRFind``.
 """
 
 from __future__ import annotations
 
 import math
-import reprlib
 import threading
 import warnings
 from collections.abc import Callable
@@ -26,9 +26,10 @@ from typing import Any
 from rlnb import _secrets, wire
 from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
-from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
+from rlnb.errors import OperationTimeout
 from rlnb.history import new_run_id
-from rlnb.params import DECAY_RULE, MuonHyperparams, MuonParams, OptimizerParams, kind_of
+from rlnb.history.runconfig import LOCAL
+from rlnb.params import MuonHyperparams, MuonParams, OptimizerParams, kind_of
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
 from rlnb.tasks.task import session_prompt_ids
@@ -37,14 +38,12 @@ from rlnb.wire import OPERATION_TIMEOUT
 from ..new_prompts import check_new_session_prompts
 from ..options import RangeTestOptions, StepFn, check_base, check_range_test, given
 from ..trial import Objective
-from .curve import DIVERGE, FLAT, SMOOTHING, Diverging, diverged_from, significant, smooth, spaced, suggest
+from .curve import DIVERGE, FLAT, SMOOTHING, diverged_from, significant, smooth, spaced, suggest
+from .measure import LOGGED, Measured, measure
 from .rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr
 from .result import LRFind
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
-
-LOGGED: dict[str, str] = {"reward": "reward", "loss": "lr_find_loss"}
-"""The name each objective is logged under (``loss`` is a column of the steps table already)."""
 
 
 def lr_find(
@@ -87,127 +86,76 @@ def lr_find(
         test.seed or 0,
         test.step_fn,
     )
-    target, runs_dir = options.pop("target", "local"), options.pop("runs_dir", None)
+    target, runs_dir = options.pop("target", LOCAL), options.pop("runs_dir", None)
     kind = kind_of(base)
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     check_lrs(start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
-    local = session.history.config.get("backend") != "remote" if session else target == "local"
+    local = not session.is_remote if session else target == LOCAL
     check_range_test(test, local, options, copied=session is not None)
     if step_fn is None:  # a bad prompt would fail the first step, the session copied (or a new one opened) by then
         _check_prompts(test.task or digits_task(), session, target, options)
     trial = _open(kind, session, target, seed, runs_dir, options)
     scaling = SCALING_NAMES.get(str(trial.history.config.get("muon_scaling")), trial.history.config.get("muon_scaling"))
-    scaling = scaling if kind == "muon" else None
+    scaling = scaling if kind == wire.MUON else None
     try:  # checked above, unless a default is a new remote Muon session's: its scaling is the service's choice
-        start_lr, end_lr = lr_range(start_lr, end_lr, scaling or "adam")
+        start_lr, end_lr = lr_range(start_lr, end_lr, scaling or wire.ADAM)
     except ValueError:
         trial.close()
         raise
     the_task = test.task or digits_task()
     run = step_fn or _rl_step(the_task, objective, seed)
-    logs = step_fn is not None or objective != "reward"  # rl_step logs the reward itself: not twice a step
+    logged = LOGGED[objective] if step_fn is not None or objective != "reward" else None  # rl_step logs the reward
     lrs = spaced(start_lr, end_lr, steps)
-    values: list[float] = []
-    diverging = Diverging(objective)
-    ended, hung, interrupted, failure, late = "", False, False, None, ""
-    cut_short = False  # stopped short of end_lr by the user or an error, not by the curve (a divergence, the decay)
-    try:
-        for i, lr in enumerate(lrs):
-            if stop is not None and stop.is_set():
-                ended, cut_short = f"stopped after {i} steps", True
-                break
-            try:
-                at_lr = with_lr(base, lr)
-            except InvalidParams as exc:  # past it, base's decay would erase the weights: the range ends here
-                if i == 0 or not any(DECAY_RULE in rule for *_, rule in exc.errors):
-                    raise
-                ended = f"stopped at lr {lr:.3g}: {exc}"
-                break
-            try:
-                value = _number(run(trial, at_lr, i), i, lr)
-            except OperationFailed as exc:
-                ended = f"{wire.short_name(exc.code or wire.OperationStatus.FAILED.name)} at lr {lr:.3g}"
-                break
-            except InvalidParams:
-                raise
-            except RlnbError as exc:  # the session closed, timed out, or the service failed: the steps measured stand
-                ended, cut_short = f"{type(exc).__name__} at lr {lr:.3g}: {exc}", True
-                hung = isinstance(exc, OperationTimeout)  # no wait for what timed out: the close stops it
-                break
-            values.append(value)
-            trial.history.log(trial.step, **({LOGGED[objective]: value} if logs else {}), lr_find_lr=lr)
-            if progress is not None:
-                progress(i + 1, steps)
-            if not math.isfinite(value) and i == 0:  # measured before any rate had moved the weights
-                ended = (f"the {objective} was {value} at the first step, before any rate had acted: the model or "
-                         "the objective is broken from the start, not diverged by a rate")  # fmt: skip
-                break
-            if not math.isfinite(value):
-                ended = f"diverged at lr {lr:.3g} ({objective} {value})"
-                break
-            if diverging(value):
-                ended = f"diverged at lr {lr:.3g}"
-                break
-    except KeyboardInterrupt:  # Ctrl-C, as ``stop``, in a step, the log or ``progress``: the steps measured stand
-        ended, interrupted, cut_short = f"interrupted after {len(values)} steps", True, True
-    except Exception as exc:  # the user's step_fn or progress (or a rate refused): raised below, with the result
-        ended, failure, cut_short = f"{type(exc).__name__} after {len(values)} steps: {exc}", exc, True
-    finally:
-        try:
-            if not hung:
-                trial.wait(wait_deadline(trial))
-        except KeyboardInterrupt:
-            late, interrupted = "; interrupted in the wait for the copy's last operations", True
-        except OperationTimeout as exc:  # a hung step: the close stops it
-            late = f"; not waited for: {exc} (lr_find waits as long as an operation may take)"
-        finally:  # a second Ctrl-C in the wait, or its error, left the copy open (remote: a paid session running)
-            try:
-                trial.close()
-            except KeyboardInterrupt:  # as it stands after a Ctrl-C that propagated, but the result is kept
-                late, interrupted = f"{late}; interrupted while the copy closed: it may still be open", True
+    measured = measure(trial, run, base, lrs, objective, logged, stop, progress, wait_deadline(trial))
+    found = _judged(base, lrs, measured, objective, kind, scaling, ratio, trial.history.path)
+    if measured.failure is not None:  # the error names the run folder: the steps measured are not lost with it
+        where = f"in the run folder {found.run_path}" if found.run_path else "(no run folder: record=False)"
+        measured.failure.add_note(f"lr_find: the {len(measured.values)} steps measured before this error are kept "
+                                  f"{where} and as this exception's lr_find attribute (an LRFind)")  # fmt: skip
+        setattr(measured.failure, "lr_find", found)  # noqa: B010 (an attribute no exception type declares)
+        raise measured.failure
+    return found
+
+
+def _judged(
+    base: OptimizerParams,
+    lrs: list[float],
+    measured: Measured,
+    objective: Objective,
+    kind: wire.OptimizerKind,
+    scaling: wire.MuonScaling | None,
+    ratio: float | None,
+    path: Path | None,
+) -> LRFind:
+    """The result of the steps ``measured`` at ``lrs``: the curve smoothed without lag, judged up to where a loss
+    diverged, the suggestion (``base`` at the suggested rate, rounded) and why, and why the test ended early."""
+    values = measured.values
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
     # NaN or inf in the EMA would make every smoothed point NaN (or inf), read as "flat" with no suggestion.
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
     n = diverged_from(curve, objective)  # the curve judged: up to where a loss diverged
     smoothed = smooth(smooth(curve[:n])[::-1])[::-1] + [math.nan] * (len(values) - n)  # no lag
-    measured, why = suggest(lrs[:n], smoothed[:n], objective, curve[:n], cut_short and n == len(curve))
+    found, why = suggest(lrs[:n], smoothed[:n], objective, curve[:n], measured.cut_short and n == len(curve))
     if n < len(curve):
         why += (f"; judged up to lr {lrs[n - 1]:.3g}: at lr {lrs[n]:.3g} the {objective} was over {DIVERGE:g}× its "
                 "lowest (diverging)")  # fmt: skip
-    params = with_lr(base, measured, rounded=True) if measured is not None else None
+    params = with_lr(base, found, rounded=True) if found is not None else None
     suggestion = params.learning_rate if params is not None else None
-    reason = why + (f"; ended early: {ended}" if ended else "")
+    reason = why + (f"; ended early: {measured.ended}" if measured.ended else "")
     if isinstance(params, MuonParams) and ratio is not None:
         reason += f"; AdamW part at {ratio:.2g}× it: {params.resolved().adam.learning_rate}"
-    path = str(trial.history.path) if trial.history.path else None
-    found = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason + late, path)
-    found.adam_ratio, found.params, found.interrupted = ratio, params, interrupted
-    if failure is not None:  # the error names the run folder, so the steps measured are not lost with the traceback
-        where = f"in the run folder {path}" if path else "(no run folder: record=False)"
-        failure.add_note(f"lr_find: the {len(values)} steps measured before this error are kept {where} and "
-                         "as this exception's lr_find attribute (an LRFind)")  # fmt: skip
-        setattr(failure, "lr_find", found)  # noqa: B010 (an attribute no exception type declares)
-        raise failure
-    return found
+    where = str(path) if path else None
+    result = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason + measured.late,
+                    where)  # fmt: skip
+    result.adam_ratio, result.params, result.interrupted = ratio, params, measured.interrupted
+    return result
 
 
 def wait_deadline(session: Session) -> float:
     """How long lr_find waits for a session's operations (a checkpoint, a copy's last steps): a remote session's
     ``operation_timeout`` (its poller fails them then), else as long (a local engine has no limit of its own)."""
     return float(getattr(session.backend, "operation_timeout", OPERATION_TIMEOUT))
-
-
-def _number(raw: Any, i: int, lr: float) -> float:
-    """A step's objective as a float; anything else (None from a ``step_fn`` without ``return``, a dict of
-    metrics, a flag) is a ``TypeError`` naming ``step_fn``, not float()'s "must be a string or a real number"."""
-    try:
-        if isinstance(raw, bool | str | bytes):
-            raise TypeError
-        return float(raw)
-    except (TypeError, ValueError, OverflowError, RuntimeError):  # 10**400; a tensor of many elements
-        raise TypeError(f"step_fn returned {reprlib.repr(raw)} at step {i} (lr {lr:.3g}): it must return the "
-                        "objective, a number a float holds") from None  # fmt: skip
 
 
 def _check_prompts(task: Task, session: Session | None, target: str, options: dict[str, Any]) -> None:
@@ -243,14 +191,13 @@ def _open(
         elif "record" not in options:  # a session kept in memory only: its copy too
             record["record"] = False
     if session is None:
-        extra: dict[str, Any] = {"seed": seed} if target == "local" else {}
+        extra: dict[str, Any] = {"seed": seed} if target == LOCAL else {}
         return connect(target, optimizer=kind, **record, **extra, **own_modules(options))
     if session.optimizer != kind:
         raise ValueError(f"the session's optimizer is {session.optimizer}; pass {session.optimizer} params")
     config = session.history.config
     model = str(config.get("model", "")).removeprefix("rlnb/")
-    remote = config.get("backend") == "remote"
-    if not remote and "model" not in options and model not in SIZES and not Path(model).is_dir():
+    if not session.is_remote and "model" not in options and model not in SIZES and not Path(model).is_dir():
         raise ValueError("lr_find copies a session on a custom model into model=<a fresh instance of it>; pass model=")
     wait = wait_deadline(session)
     try:  # after every step submitted so far
@@ -259,7 +206,7 @@ def _open(
         raise OperationTimeout(f"lr_find: the session's training checkpoint (the weights to copy) was not saved "
                                f"within {wait:g} s, the longest an operation may take: is a step hung? Nothing was "
                                "opened") from None  # fmt: skip
-    if remote:
+    if session.is_remote:
         fresh = {
             "base_model": config.get("model"),
             "muon_scaling": config.get("muon_scaling"),
@@ -276,7 +223,7 @@ def _open(
     }
     try:
         return connect(
-            "local",
+            LOCAL,
             optimizer=kind,
             resume_from=session.backend.checkpoint_path(ckpt.id),  # type: ignore[attr-defined]
             load_optimizer=False,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlnb import wire
+from rlnb.history.runconfig import LOCAL
 from rlnb.params import MuonHyperparams, OptimizerParams, decay_rule_holds
 from rlnb.session import Session
 from rlnb.wire import SCALING_NAMES
@@ -62,6 +63,6 @@ def range_key(kind: wire.OptimizerKind, session: Session | None, target: str, op
         return wire.ADAM
     config = session.history.config if session is not None else {}
     given = options.get("muon_scaling") or config.get("muon_scaling")
-    local = config.get("backend") != "remote" if session is not None else target == "local"
+    local = not session.is_remote if session is not None else target == LOCAL
     name = SCALING_NAMES.get(str(given), given) if given is not None else (wire.MUON_ORIGINAL if local else None)
     return name if name in DEFAULT_RANGES else None
