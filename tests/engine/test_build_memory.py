@@ -26,7 +26,8 @@ def no_room(*args, **kwargs):
 
 
 def test_the_samplers_copy_that_does_not_fit_names_the_weights_the_copies_and_the_advice(monkeypatch):
-    expected = weight_bytes(rlnb.connect("local", device="cpu", record=False).backend.trainer)
+    with rlnb.connect("local", device="cpu", record=False) as fits:
+        expected = weight_bytes(fits.backend.trainer)
     monkeypatch.setattr(model_setup, "sampler_copy", no_room)
     with pytest.raises(ModelOutOfMemory) as caught:
         rlnb.connect("local", device="cpu", record=False)
