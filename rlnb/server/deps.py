@@ -142,7 +142,13 @@ class JsonRoute(APIRoute):
         return read_then_handle
 
 
+async def body_bytes(request: Request) -> int:
+    """The bytes of the request's body (read already: ``JsonRoute`` replays them), for ``max_pending_bytes``."""
+    return len(await request.body())
+
+
 RegistryDep = Annotated[Registry, Depends(get_registry)]
+BodyBytes = Annotated[int, Depends(body_bytes)]
 User = Annotated[str, Depends(current_user)]
 NoBody = Annotated[wire.NoBody | None, Body()]
 """The body of a POST that takes none (a stop, a payload URL, a checkpoint operation): absent, ``{}`` or ``null``; a

@@ -19,7 +19,7 @@ from rlnb import wire
 from rlnb.server.errors import ServerError
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
-from rlnb.text.prompts import EMPTY_STOP, REPLACEMENT, surrogate
+from rlnb.text.prompts import EMPTY_STOP, REPLACEMENT, no_room, surrogate
 from rlnb.wire import MAX_NUM_SAMPLES
 
 
@@ -147,6 +147,37 @@ def check_prompt_logprobs(settings: ServerSettings, body: wire.SampleBody) -> No
             400, f"this sample returns {tokens} prompt tokens x {per} = {tokens * each} prompt log-probs; the limit "
             f"is {settings.max_prompt_logprobs} per request (max_prompt_logprobs): split it, or ask fewer top ones",
             param="topk_prompt_logprobs" if topk else "prompt_logprobs",
+        )  # fmt: skip
+
+
+def check_context(context: int, body: Any) -> None:
+    """Each datum of a body that holds tokens within the session model's ``context``, as supported-models says it: a
+    400 naming it and the range at submission. The engine refuses it too, but only once it ran: till then the queue
+    held its parsed body (a 30 MB sample of 2.2 M tokens held ~300 MB)."""
+    if isinstance(body, wire.SampleBody):
+        max_tokens = (body.sampling_params or wire.SamplingParams()).max_tokens
+        room = max_tokens or wire.DEFAULT_MAX_TOKENS  # the engine's, as supported-models' sampling_defaults say
+        for i, prompt in enumerate(body.model_inputs):
+            why = no_room(prompt.length, room, context, "" if max_tokens else " (the default: max_tokens is unset)")
+            if why is not None:
+                raise ServerError(
+                    400, f"model_inputs.{i}: {why} (context_length in supported-models): shorten the prompt or ask "
+                    "fewer max_tokens", param=f"model_inputs.{i}",
+                )  # fmt: skip
+        return
+    for i, sample in enumerate(getattr(body, "samples", ())):
+        _within(f"samples.{i}.model_input", sample.model_input.length, "tokens", context)
+        for key, tensor in sample.loss_fn_inputs.items():
+            _within(f"samples.{i}.loss_fn_inputs.{key}", len(tensor.data), "values", context)
+    for i, gradient in enumerate(getattr(body, "gradients", ())):
+        _within(f"gradients.{i}", len(gradient.data), "values", context)
+
+
+def _within(param: str, n: int, what: str, context: int) -> None:
+    if n > context:
+        raise ServerError(
+            400, f"{param}: {n} {what} exceed the model's context of {context} (max_seq_length in supported-models; "
+            f"allowed: 1..{context} {what})", param=param,
         )  # fmt: skip
 
 
