@@ -31,10 +31,15 @@ def get_registry(request: Request) -> Registry:
 
 
 def current_user(
+    request: Request,
     registry: Annotated[Registry, Depends(get_registry)],
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
-    """The caller's id; 401 without the right token when the server has one (compared in constant time)."""
+    """The caller's id; 401 without the right token when the server has one (compared in constant time). Two
+    ``Authorization`` headers are a 400 naming it: the first was compared, so a valid key then a wrong one passed."""
+    given = len(request.headers.getlist("authorization"))
+    if given > 1:
+        raise ServerError(400, f"Authorization is given {given} times: give one API key", param="Authorization")
     token = registry.settings.token
     if token is None:
         return "local-user"
