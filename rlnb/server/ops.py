@@ -126,18 +126,18 @@ class OperationsMixin(RegistryCore):
     def _check_pending(self, s: SessionRecord, size: int, payload_id: str | None) -> None:
         """429 once ``s`` has ``max_pending_operations`` queued or running, or their bodies and this one's ``size``
         would pass ``max_pending_bytes``: each holds its parsed body until it ran. A body over that alone is a 400."""
+        most = self.settings.max_pending_bytes
+        if size > most:  # first: it would never fit, a 429 would be retried in vain
+            upload = f" (with payload {payload_id})" if payload_id else ""
+            raise ServerError(
+                400, f"this body{upload} is {size:,} bytes; a session queues at most {most:,} bytes of operation "
+                "bodies (max_pending_bytes): split it", param="payload_id" if payload_id else None,
+            )  # fmt: skip
         pending, limit = len(s.ops) - len(s.finished), self.settings.max_pending_operations
         if pending >= limit:
             raise ServerError(
                 429, f"session {s.id} has {pending} operations queued or running; the limit is {limit} "
                 "(max_pending_operations): wait for one to finish, then submit again", retry_after=PENDING_RETRY,
-            )  # fmt: skip
-        most = self.settings.max_pending_bytes
-        if size > most:
-            upload = f" (with payload {payload_id})" if payload_id else ""
-            raise ServerError(
-                400, f"this body{upload} is {size:,} bytes; a session queues at most {most:,} bytes of operation "
-                "bodies (max_pending_bytes): split it", param="payload_id" if payload_id else None,
             )  # fmt: skip
         if s.pending_bytes + size > most:
             raise ServerError(
