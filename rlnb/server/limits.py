@@ -19,7 +19,7 @@ from rlnb import wire
 from rlnb.server.errors import ServerError
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
-from rlnb.text.prompts import EMPTY_STOP, REPLACEMENT, no_room, surrogate
+from rlnb.text.prompts import EMPTY_STOP, REPLACEMENT, surrogate
 from rlnb.wire import MAX_NUM_SAMPLES
 
 
@@ -153,18 +153,11 @@ def check_prompt_logprobs(settings: ServerSettings, body: wire.SampleBody) -> No
 def check_context(context: int, body: Any) -> None:
     """Each datum of a body that holds tokens within the session model's ``context``, as supported-models says it: a
     400 naming it and the range at submission. The engine refuses it too, but only once it ran: till then the queue
-    held its parsed body (a 30 MB sample of 2.2 M tokens held ~300 MB)."""
-    if isinstance(body, wire.SampleBody):
-        max_tokens = (body.sampling_params or wire.SamplingParams()).max_tokens
-        room = max_tokens or wire.DEFAULT_MAX_TOKENS  # the engine's, as supported-models' sampling_defaults say
-        for i, prompt in enumerate(body.model_inputs):
-            why = no_room(prompt.length, room, context, "" if max_tokens else " (the default: max_tokens is unset)")
-            if why is not None:
-                raise ServerError(
-                    400, f"model_inputs.{i}: {why} (context_length in supported-models): shorten the prompt or ask "
-                    "fewer max_tokens", param=f"model_inputs.{i}",
-                )  # fmt: skip
-        return
+    held its parsed body (a 30 MB sample of 2.2 M tokens held ~300 MB). A prompt that fits but leaves no room for its
+    ``max_tokens`` is still the engine's ``INVALID_INPUT``: its body is no larger, and the SDK's own tests send
+    ``max_tokens`` 512 to whatever model they are given."""
+    for i, prompt in enumerate(getattr(body, "model_inputs", ())):
+        _within(f"model_inputs.{i}", prompt.length, "tokens", context, "context_length")
     for i, sample in enumerate(getattr(body, "samples", ())):
         _within(f"samples.{i}.model_input", sample.model_input.length, "tokens", context)
         for key, tensor in sample.loss_fn_inputs.items():
@@ -173,10 +166,10 @@ def check_context(context: int, body: Any) -> None:
         _within(f"gradients.{i}", len(gradient.data), "values", context)
 
 
-def _within(param: str, n: int, what: str, context: int) -> None:
+def _within(param: str, n: int, what: str, context: int, field: str = "max_seq_length") -> None:
     if n > context:
         raise ServerError(
-            400, f"{param}: {n} {what} exceed the model's context of {context} (max_seq_length in supported-models; "
+            400, f"{param}: {n} {what} exceed the model's context of {context} ({field} in supported-models; "
             f"allowed: 1..{context} {what})", param=param,
         )  # fmt: skip
 

@@ -77,24 +77,26 @@ def test_a_loss_input_or_gradient_past_the_context_is_a_400_naming_it(tmp_path):
         assert not c.app.state.registry.sessions[sid].ops
 
 
-def test_a_prompt_that_leaves_no_room_for_max_tokens_is_a_400_naming_it(tmp_path):
+def test_a_prompt_past_the_context_is_a_400_naming_it(tmp_path):
+    """A prompt that fits but leaves no room for ``max_tokens`` is no larger a body: it is still the engine's FAILED
+    ``INVALID_INPUT`` (the SDK's own tests send ``max_tokens`` 512 to any model)."""
     with app_client(tmp_path) as c:
         _, sid = new_session(c)
-        prompt = wire.ModelInput.from_tokens([7] * 250).to_json_dict()
-        body = {"model_inputs": [prompt, prompt], "sampling_params": {"max_tokens": 7}}
-        said = refused(post(c, sid, "sample", body), "model_inputs.0")
+        fits, long = ([7] * n for n in (CONTEXT, CONTEXT + 1))
+        body = {"model_inputs": [wire.ModelInput.from_tokens(t).to_json_dict() for t in (fits, long)]}
+        said = refused(post(c, sid, "sample", {**body, "sampling_params": {"max_tokens": 1}}), "model_inputs.1")
         assert said == (
-            "model_inputs.0: 250 tokens + max_tokens 7 exceed the model's context of 256 (context_length in "
-            "supported-models): shorten the prompt or ask fewer max_tokens"
+            f"model_inputs.1: {CONTEXT + 1} tokens exceed the model's context of {CONTEXT} (context_length in "
+            f"supported-models; allowed: 1..{CONTEXT} tokens)"
         )
-        huge = wire.ModelInput.from_tokens([7] * 10**5).to_json_dict()
-        said = refused(post(c, sid, "sample", {"model_inputs": [huge], "sampling_params": {"max_tokens": 1}}),
-                       "model_inputs.0")  # fmt: skip
-        assert "100000 tokens + max_tokens 1 exceed the model's context of 256" in said
         assert not c.app.state.registry.sessions[sid].ops
-        body["sampling_params"]["max_tokens"] = 6  # 250 + 6 = 256: fits
-        env = wait(c, sid, "sample", post(c, sid, "sample", body).json()["id"])
-        assert env["status"] == wire.OperationStatus.COMPLETED, env
+        no_room = {"model_inputs": body["model_inputs"][:1], "sampling_params": {"max_tokens": 1}}
+        env = wait(c, sid, "sample", post(c, sid, "sample", no_room).json()["id"])
+        assert env["status"] == wire.OperationStatus.FAILED, env
+        assert (
+            env["error"]["message"]
+            == f"model_inputs[0]: {CONTEXT} tokens + max_tokens 1 exceed the model's context of {CONTEXT}"
+        )
 
 
 def test_the_bytes_of_queued_bodies_are_bounded_per_session(tmp_path, monkeypatch):
