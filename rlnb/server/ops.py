@@ -118,8 +118,7 @@ class OperationsMixin(RegistryCore):
             s.keys[key] = first[0]  # the backend reported PENDING at once
             op = s.ops[first[0]]
             if first[0] not in s.finished:  # counted until ``SessionRecord.ended`` (after this: we hold the lock)
-                op.body_bytes = size
-                s.pending_bytes += size
+                op.body_bytes, s.pending_bytes = size, s.pending_bytes + size
             self._touch(s.resource_id)
             return op
 
@@ -147,8 +146,7 @@ class OperationsMixin(RegistryCore):
             )  # fmt: skip
 
     def context_length(self, sid: str) -> int | None:
-        """The context of session ``sid``'s model (supported-models' ``max_seq_length``), None while it has no backend
-        (being built, or ended: ``submit`` answers for those)."""
+        """Session ``sid``'s model's (``max_seq_length``); None without a backend: ``submit`` answers for those."""
         with self.lock:
             backend = self.session(sid).backend
         return None if backend is None else backend.context_length
