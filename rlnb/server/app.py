@@ -151,8 +151,7 @@ def create_app(
     if settings.fail_rate:
         app.add_middleware(FaultInjector, rate=settings.fail_rate, seed=settings.fail_seed)
     app.add_middleware(BodyLimit, settings=settings, stop=app.state.stop)  # before anything reads a body
-    if settings.host_names is not None:  # outermost: a request to another name is read no further
-        app.add_middleware(OwnNames, names=settings.host_names)
+    app.add_middleware(OwnNames, names=settings.host_names)  # outermost: a request to another name is read no further
     return app
 
 

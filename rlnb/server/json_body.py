@@ -1,5 +1,5 @@
-"""How `rlnb serve` reads a JSON body (``read_json``): an integer too long to read, or a key given twice in one object,
-is a 400 naming where it is, found in time and memory linear in the body."""
+"""How `rlnb serve` reads a JSON body (``read_json``): an integer too long to read, a key given twice in one object, or
+a key holding a lone surrogate, is a 400 naming where it is, found in time and memory linear in the body."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlnb.server.errors import ServerError, named
+from rlnb.text.prompts import escaped, surrogate
 
 
 class _Huge:
@@ -70,9 +71,14 @@ def read_json(data: bytes | bytearray | str, prefix: str = "") -> Any:
     failed decode is decoded again to find it: the common case keeps ``json.loads``'s speed. A key given twice in one
     object is a 400 naming it, as protobuf JSON refuses a duplicate field (``json.loads`` kept the last)."""
     twice: list[_Twice] = []
+    broken: list[tuple[dict[str, Any], str]] = []  # an object, and its first key that holds a lone surrogate
 
     def members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         made = dict(pairs)
+        if not broken and not all(map(str.isascii, made)):  # C: only a key past ASCII is encoded
+            bad = next((key for key in made if surrogate(key) is not None), None)
+            if bad is not None:
+                broken.append((made, bad))
         if len(made) == len(pairs):
             return made
         keys = [key for key, _ in pairs]
@@ -98,6 +104,11 @@ def read_json(data: bytes | bytearray | str, prefix: str = "") -> Any:
             "(an int64 has at most 19 digits, a float64 at most 309)",
             param=param,
         ) from None
+    if broken:  # pydantic cannot read such a key: its error named the object that held it, or "the body"
+        where = _first(value, lambda item: item is broken[0][0])
+        param = named(".".join(filter(None, (prefix, where[0] if where else "", escaped(broken[0][1])))))
+        said = "this key holds a lone surrogate (half of a UTF-16 pair): it is not valid Unicode text"
+        raise ServerError(400, f"{param}: {said}", param=param)
     if twice:
         where = _first(value, lambda item: item is twice[0])
         param = named(".".join(filter(None, (prefix, where[0] if where else "", twice[0].key))))

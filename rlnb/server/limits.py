@@ -150,6 +150,30 @@ def check_prompt_logprobs(settings: ServerSettings, body: wire.SampleBody) -> No
         )  # fmt: skip
 
 
+def check_context(context: int, body: Any) -> None:
+    """Each datum of a body that holds tokens within the session model's ``context``, as supported-models says it: a
+    400 naming it and the range at submission. The engine refuses it too, but only once it ran: till then the queue
+    held its parsed body (a 30 MB sample of 2.2 M tokens held ~300 MB). A prompt that fits but leaves no room for its
+    ``max_tokens`` is still the engine's ``INVALID_INPUT``: its body is no larger, and the SDK's own tests send
+    ``max_tokens`` 512 to whatever model they are given."""
+    for i, prompt in enumerate(getattr(body, "model_inputs", ())):
+        _within(f"model_inputs.{i}", prompt.length, "tokens", context, "context_length")
+    for i, sample in enumerate(getattr(body, "samples", ())):
+        _within(f"samples.{i}.model_input", sample.model_input.length, "tokens", context)
+        for key, tensor in sample.loss_fn_inputs.items():
+            _within(f"samples.{i}.loss_fn_inputs.{key}", len(tensor.data), "values", context)
+    for i, gradient in enumerate(getattr(body, "gradients", ())):
+        _within(f"gradients.{i}", len(gradient.data), "values", context)
+
+
+def _within(param: str, n: int, what: str, context: int, field: str = "max_seq_length") -> None:
+    if n > context:
+        raise ServerError(
+            400, f"{param}: {n} {what} exceed the model's context of {context} ({field} in supported-models; "
+            f"allowed: 1..{context} {what})", param=param,
+        )  # fmt: skip
+
+
 def check_labels(settings: ServerSettings, display_name: str | None, metadata: wire.SessionMetadata | None) -> None:
     """A session's display name (UTF-8) and metadata (JSON), each at most ``max_label_bytes``."""
     for param, value in (("display_name", display_name), ("metadata", metadata)):

@@ -88,8 +88,10 @@ class OperationsMixin(RegistryCore):
         body: wire._Model | None,
         fingerprint: str,
         payload_id: str | None = None,
+        size: int = 0,
     ) -> OpRecord:
-        """Queue an operation (or replay the key's); the upload ``body`` was read from is claimed under the lock."""
+        """Queue an operation (or replay the key's); the upload ``body`` was read from is claimed under the lock.
+        ``size``: the bytes it came from (``max_pending_bytes``)."""
         with self.lock:
             known = self.replay(sid, kind, key, fingerprint)
             if known is not None:
@@ -108,23 +110,46 @@ class OperationsMixin(RegistryCore):
                 return op
             if s.backend is None:
                 raise ServerError(409, f"session {sid} is still being created", param="session_id", retry=True)
-            self._check_pending(s)
+            self._check_pending(s, size, payload_id)
             if payload_id:
                 self.payloads.claim(sid, payload_id)  # its bytes are in the body now
             first: list[str] = []
             s.backend.submit(kind, body, lambda env: self._record(s, kind, env, first, key, fingerprint))
             s.keys[key] = first[0]  # the backend reported PENDING at once
+            op = s.ops[first[0]]
+            if first[0] not in s.finished:  # counted until ``SessionRecord.ended`` (after this: we hold the lock)
+                op.body_bytes, s.pending_bytes = size, s.pending_bytes + size
             self._touch(s.resource_id)
-            return s.ops[first[0]]
+            return op
 
-    def _check_pending(self, s: SessionRecord) -> None:
-        """429 once ``s`` has ``max_pending_operations`` queued or running: each holds its parsed body until it ran."""
+    def _check_pending(self, s: SessionRecord, size: int, payload_id: str | None) -> None:
+        """429 once ``s`` has ``max_pending_operations`` queued or running, or their bodies and this one's ``size``
+        would pass ``max_pending_bytes``: each holds its parsed body until it ran. A body over that alone is a 400."""
+        most = self.settings.max_pending_bytes
+        if size > most:  # first: it would never fit, a 429 would be retried in vain
+            upload = f" (with payload {payload_id})" if payload_id else ""
+            raise ServerError(
+                400, f"this body{upload} is {size:,} bytes; a session queues at most {most:,} bytes of operation "
+                "bodies (max_pending_bytes): split it", param="payload_id" if payload_id else None,
+            )  # fmt: skip
         pending, limit = len(s.ops) - len(s.finished), self.settings.max_pending_operations
         if pending >= limit:
             raise ServerError(
                 429, f"session {s.id} has {pending} operations queued or running; the limit is {limit} "
                 "(max_pending_operations): wait for one to finish, then submit again", retry_after=PENDING_RETRY,
             )  # fmt: skip
+        if s.pending_bytes + size > most:
+            raise ServerError(
+                429, f"session {s.id} has {s.pending_bytes:,} bytes of operation bodies queued or running; with this "
+                f"body's {size:,} that passes the limit of {most:,} (max_pending_bytes): wait for one to finish, then "
+                "submit again", retry_after=PENDING_RETRY,
+            )  # fmt: skip
+
+    def context_length(self, sid: str) -> int | None:
+        """Session ``sid``'s model's (``max_seq_length``); None without a backend: ``submit`` answers for those."""
+        with self.lock:
+            backend = self.session(sid).backend
+        return None if backend is None else backend.context_length
 
     def _record(
         self,

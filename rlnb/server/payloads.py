@@ -206,6 +206,11 @@ class PayloadStore:
             raise ServerError(400, f"payload {payload_id} must be a JSON object", param="payload_id")
         return obj
 
+    def size(self, session_id: str, payload_id: str) -> int:
+        """The bytes of an upload of ``session_id`` (0 before they arrived, or once used: ``body`` says why)."""
+        data = self.owned(session_id, payload_id).data
+        return 0 if data is None else len(data)
+
     def claim(self, session_id: str, payload_id: str) -> None:
         """An operation is being submitted with this upload: free its bytes; it takes no other. Called under the
         lock that queues the operation, so two submissions naming one upload cannot both run it (read first, outside

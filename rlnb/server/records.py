@@ -30,6 +30,9 @@ class SessionBackend(Protocol):
 
     optimizer: wire.OptimizerKind
 
+    @property
+    def context_length(self) -> int: ...
+
     def submit(
         self, kind: wire.OperationKind, body: wire._Model | None, listener: Callable[[wire.Operation[Any]], None]
     ) -> None: ...
@@ -53,6 +56,8 @@ class OpRecord:
     """The Idempotency-Key it was submitted with."""
     fingerprint: str = ""
     """Of the body it was submitted with (``limits.fingerprint``): the key is bound to it."""
+    body_bytes: int = 0
+    """Bytes of the request body (and upload) it came from, counted against ``max_pending_bytes`` until it ends."""
     size: int = 0
     """Bytes of its envelope as JSON, once finished, and of its offloaded copy and result payload while they are held
     (counted against ``max_kept_result_bytes``)."""
@@ -108,6 +113,8 @@ class SessionRecord:
     """Operations let go by ``finish``: id → kind (their keys stay in ``keys``)."""
     kept_bytes: int = 0
     """The ``size`` of the operations in ``finished``, together."""
+    pending_bytes: int = 0
+    """The ``body_bytes`` of the operations not yet in ``finished``, together."""
     drop_payload: Callable[[str], None] | None = field(default=None, repr=False)
     """Frees a result payload (the server's payload store): an operation let go takes its offloaded result along."""
 
@@ -126,6 +133,7 @@ class SessionRecord:
         op.size = len(op.answer)
         self.finished[op_id] = None
         self.kept_bytes += op.size
+        self.pending_bytes -= op.body_bytes
 
     def trim(self, keep: int, budget: int) -> None:
         """Let the oldest finished operations go past the newest ``keep`` or ``budget`` bytes (see ``finish``)."""

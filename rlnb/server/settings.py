@@ -129,6 +129,12 @@ class ServerSettings:
     parsed body in memory until it ran (60 queued forward-backwards of 0.93 MB held 400 MB). rlnb's ``rl_step`` (and
     the sweeps and lessons made of it) keeps three in flight; its client retries the 429, so a loop that submits faster
     than the session runs waits instead."""
+    max_pending_bytes: int = 288 << 20
+    """Bytes of the request bodies (an upload's too) one session's queued or running operations came from (429 with
+    ``Retry-After`` past it; a body larger than it alone is a 400): ``max_pending_operations`` counts them, and each
+    body is held parsed, ~10x its JSON, until it ran (four queued 30 MB forward-backwards took the server from 0.4 to
+    1.4 GB). The default takes the largest upload and inline body together (``max_payload_bytes`` +
+    ``max_body_bytes``)."""
     max_kept_operations: int = 10_000
     """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
     Idempotency-Key a 409): a session that kept every operation's record would keep ~40,000 for an RL run of 10,000
@@ -184,7 +190,7 @@ URL's lifetime (a week, as S3's presigned URLs): else ``body_timeout=1e300`` wou
 _SECONDS = ("body_timeout", "body_idle_timeout", "header_timeout")
 _TTLS = ("download_ttl", "payload_ttl")
 _BYTES = ("max_body_bytes", "max_payload_bytes", "max_session_payload_bytes", "max_total_payload_bytes",
-          "max_label_bytes", "max_kept_result_bytes")  # fmt: skip
+          "max_label_bytes", "max_kept_result_bytes", "max_pending_bytes")  # fmt: skip
 _COUNTS = ("full_session_cap", "lora_session_cap", "max_lora_rank", "max_batch_size", "max_live_resources",
            "max_live_sessions", "max_connections", "max_session_uploads", "max_sample_tokens",
            "max_sample_prompt_tokens", "max_prompt_logprobs",

@@ -177,6 +177,11 @@ class ModelInput(_Model):
         """All chunks' tokens, concatenated."""
         return list(chain.from_iterable(map(_CHUNK_TOKENS, self.chunks)))  # C: a generator would be 2 calls a step
 
+    @property
+    def length(self) -> int:
+        """How many tokens the chunks hold, none copied (``tokens`` joins them)."""
+        return sum(map(len, map(_CHUNK_TOKENS, self.chunks)))
+
 
 class Sample(_Model):
     """One sequence. Position convention: ``model_input = (prompt + response)[:-1]`` and slot ``i`` of

@@ -73,6 +73,39 @@ def test_a_body_that_is_not_utf8_says_so(c):
 
 
 @pytest.mark.parametrize(
+    ("raw", "param"),
+    [
+        (r'{"base_model": "rlnb/tiny", "\ud800": 1}', r"\ud800"),
+        (r'{"\ud800x": 1}', r"\ud800x"),
+        (r'{"base_model": "rlnb/tiny", "compute_config": {"\udfff": 1}}', r"compute_config.\udfff"),
+        (r'{"base_model": "rlnb/tiny", "metadata": [{"a\udc00b": 1}]}', r"metadata.0.a\udc00b"),
+    ],
+)
+def test_a_key_holding_a_lone_surrogate_is_a_400_naming_it_escaped(c, raw, param):
+    """Such a key was "the body must be a JSON object" (pydantic cannot read it as a string, and the error named the
+    body as a whole), or pydantic's "unable to parse raw data as a unicode string" naming the object that held it."""
+    err = post_raw(c, "/model-resources/estimate-cost", raw)
+    assert err["param"] == param, err
+    said = "this key holds a lone surrogate (half of a UTF-16 pair): it is not valid Unicode text"
+    assert err["message"] == f"{param}: {said}"
+
+
+def test_a_key_holding_a_lone_surrogate_in_an_upload_is_named_under_payload(c):
+    _, sid = new_session(c)
+    up = c.post(f"/training-sessions/{sid}/payloads/upload-url").json()
+    assert c.put(up["upload_url"], content=r'{"model_inputs": [], "\udbff": 1}').status_code == 200
+    inline = json.dumps({"model_inputs": [], "payload_id": up["payload_id"]})
+    err = post_raw(c, f"/training-sessions/{sid}/operations/sample", inline)
+    assert err["param"] == r"payload.\udbff", err
+
+
+def test_a_pair_of_surrogates_in_a_key_is_a_character_and_named_as_such(c):
+    err = post_raw(c, "/model-resources/estimate-cost", r'{"base_model": "rlnb/tiny", "\ud83d\ude00": 1}')
+    assert err["param"] == "\U0001f600" or err["param"] == "\N{GRINNING FACE}" or err["param"] == "😀", err
+    assert err["message"] == "😀: Extra inputs are not permitted"
+
+
+@pytest.mark.parametrize(
     ("method", "path", "param"),
     [
         ("GET", "/training-sessions/a%2Fb", "session_id"),

@@ -17,9 +17,9 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb.server.deps import AUTHENTICATED, NoBody, RegistryDep
+from rlnb.server.deps import AUTHENTICATED, BodyBytes, NoBody, RegistryDep
 from rlnb.server.errors import SHOWN, ServerError
-from rlnb.server.limits import check_known, check_operation, fingerprint
+from rlnb.server.limits import check_context, check_known, check_operation, fingerprint
 from rlnb.server.records import OpRecord, json_body
 from rlnb.server.registry import Registry
 from rlnb.server.settings import MAX_WAIT
@@ -97,18 +97,23 @@ def answer(body: bytes) -> Response:
 def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None) -> None:
     name = kind.replace("-", "_")
 
-    def retry_or_submit(registry: Registry, session_id: str, key: str, body: Any) -> Response:
+    def retry_or_submit(registry: Registry, session_id: str, key: str, body: Any, size: int) -> Response:
+        """``size``: the bytes of the body as sent; an upload's are added (``max_pending_bytes``)."""
         signed = fingerprint(body)  # of the body as sent: a retry of a payload body sends the same payload_id
         known = registry.replay(session_id, kind, key, signed)  # a retry: before its payload is read again
         if known is None:
             payload_id = getattr(body, "payload_id", None)
             if body is not None and payload_id:
                 assert request_type is not None
+                size += registry.payloads.size(session_id, payload_id)
                 body = with_payload(registry, session_id, request_type, body)
             if body is not None:
                 check_known(body)
                 check_operation(registry.settings, kind, body)
-            known = registry.submit(session_id, kind, key, body, signed, payload_id)
+                context = registry.context_length(session_id)
+                if context is not None:  # else ``submit`` answers: the session is being built, or ended
+                    check_context(context, body)
+            known = registry.submit(session_id, kind, key, body, signed, payload_id, size)
         return answer(known.reply())
 
     if request_type is None:
@@ -117,9 +122,10 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
             session_id: str,
             idempotency_key: Key,
             registry: RegistryDep,
+            size: BodyBytes,
             body: NoBody = None,
         ) -> Any:
-            return retry_or_submit(registry, session_id, idempotency_key, None)  # a body has no field to keep
+            return retry_or_submit(registry, session_id, idempotency_key, None, size)  # a body has no field to keep
 
     else:
 
@@ -127,9 +133,10 @@ def _add_routes(kind: wire.OperationKind, request_type: type[wire._Model] | None
             session_id: str,
             idempotency_key: Key,
             registry: RegistryDep,
+            size: BodyBytes,
             body: Annotated[request_type, Body()],  # type: ignore[valid-type]  # the kind's body model, a runtime value
         ) -> Any:
-            return retry_or_submit(registry, session_id, idempotency_key, body)
+            return retry_or_submit(registry, session_id, idempotency_key, body, size)
 
     async def get(
         session_id: str, operation_id: str, registry: RegistryDep, wait: Wait = None, seen: Seen = None
