@@ -51,12 +51,13 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     numeric parameter searched, named in the title (not a ``ValueError`` saying ``learning_rate`` is not a column);
     the best completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and
     named in the legend (``_best``: with several seeds per config, the config with the best mean); a trial whose loss
-    went NaN / inf (``diverged_at``) is ringed in red and never starred, nor is its config. Titled "no
-    finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
-    draws them by status; an Optuna search stopped before its first trial (a table with no rows, nor the columns of
-    its space) draws empty axes, not an error naming a column it has no row to hold. On a figure of its own the legend
-    is right of the axes, the figure widened for it; on ``ax`` given, inside them (the user's figure is not resized),
-    fitted to them as drawn where it is wide or tall for them (``insidelegend``: a smaller font, columns, names cut)."""
+    went NaN / inf (``diverged_at``) is ringed in red and never starred, nor is its config. Where no trial has a
+    ``y``, titled how they ended ("no trial has a value: 4 failed"), or "no finished trials yet" where every one was
+    stopped: a sweep stopped before its trials started draws them by status; an Optuna search stopped before its
+    first trial (a table with no rows, nor the columns of its space) draws empty axes, not an error naming a column it
+    has no row to hold. On a figure of its own the legend is right of the axes, the figure widened for it; on ``ax``
+    given, inside them (the user's figure is not resized), fitted to them as drawn where it is wide or tall for them
+    (``insidelegend``: a smaller font, columns, names cut)."""
     ylabel = f"{trials.attrs.get('objective', 'reward')} ({_window(trials, y)})" if y == "value" else y
     if trials.empty:
         ax = _axes(ax)
@@ -84,11 +85,12 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         at_x, at_y, label = _best(trials, done, x, y)
         star.append(ax.scatter([at_x], [at_y], marker="*", s=220, color="gold", edgecolor="k", zorder=3, label=label))
     logs = (LR, "adam.learning_rate", "eps", "weight_decay")
-    if x in logs and is_numeric_dtype(trials[x]) and (trials[x] > 0).all():
+    # nothing drawn (no trial has a y): axes of (-0.055, 0.055) that a log scale refused when drawn
+    if x in logs and is_numeric_dtype(trials[x]) and (trials[x] > 0).all() and trials[y].notna().any():
         ax.set_xscale("log")
     ax.set(xlabel=x, ylabel=ylabel)
     if trials[y].isna().all():
-        ax.set_title(EMPTY)
+        ax.set_title(_none_drawn(trials, y))
     elif chosen and x != LR:
         ax.set_title(f"against {x}, the first numeric parameter searched (no {LR})", fontsize="medium")
     within_span(ax)  # a y near 1.7e308 failed when drawn (the tick locator's arange), as plots.metric did
@@ -100,6 +102,15 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
         fit_titles(ax)  # on a grid's panel a column's long name ran across its row, the y label into the row above
     as_written(ax)  # a variant's or a column's name is the user's text, not TeX ("cost $5 and $6")
     return ax
+
+
+def _none_drawn(trials: pd.DataFrame, y: str) -> str:
+    """The title where no trial has a ``y``: ``EMPTY`` while every trial is STOPPED (a resume runs them), else how
+    they ended ("no trial has a value: 4 failed"); "yet" told the person to wait for failed trials."""
+    ended = trials["status"].value_counts(sort=False)
+    if set(ended.index) <= {TrialStatus.STOPPED}:
+        return EMPTY
+    return f"no trial has a {y}: " + ", ".join(f"{n} {str(status).lower()}" for status, n in ended.items())
 
 
 def _window(trials: pd.DataFrame, y: str) -> str:
