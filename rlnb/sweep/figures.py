@@ -51,13 +51,13 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     numeric parameter searched, named in the title (not a ``ValueError`` saying ``learning_rate`` is not a column);
     the best completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and
     named in the legend (``_best``: with several seeds per config, the config with the best mean); a trial whose loss
-    went NaN / inf (``diverged_at``) is ringed in red and never starred, nor is its config. Where no trial has a
-    ``y``, titled how they ended ("no trial has a value: 4 failed"), or "no finished trials yet" where every one was
-    stopped: a sweep stopped before its trials started draws them by status; an Optuna search stopped before its
-    first trial (a table with no rows, nor the columns of its space) draws empty axes, not an error naming a column it
-    has no row to hold. On a figure of its own the legend is right of the axes, the figure widened for it; on ``ax``
-    given, inside them (the user's figure is not resized), fitted to them as drawn where it is wide or tall for them
-    (``insidelegend``: a smaller font, columns, names cut)."""
+    went NaN / inf (``diverged_at``) is ringed in red and never starred, nor is its config (nor, for its best mean,
+    one with a FAILED trial). Where no trial has a ``y``, titled how they ended ("no trial has a value: 4 failed"), or
+    "no finished trials yet" where every one was stopped: a sweep stopped before its trials started draws them by
+    status; an Optuna search stopped before its first trial (a table with no rows, nor the columns of its space) draws
+    empty axes, not an error naming a column it has no row to hold. On a figure of its own the legend is right of the
+    axes, the figure widened for it; on ``ax`` given, inside them (the user's figure is not resized), fitted to them
+    as drawn where it is wide or tall for them (``insidelegend``: a smaller font, columns, names cut)."""
     ylabel = f"{trials.attrs.get('objective', 'reward')} ({_window(trials, y)})" if y == "value" else y
     if trials.empty:
         ax = _axes(ax)
@@ -127,8 +127,9 @@ def _window(trials: pd.DataFrame, y: str) -> str:
 def _best(trials: pd.DataFrame, done: pd.DataFrame, x: str, y: str) -> tuple[Any, float, str]:
     """Where the star goes and its legend. ``done`` holds the COMPLETED trials with a ``y``, none diverged. Where a
     config has several of them, one lucky seed is no best config (the winner's curse): the star is the config whose
-    mean of ``y`` over them (``summarize``'s) is best, at that mean, among the configs none of whose trials diverged;
-    else the best trial. A tie says how many tie, and goes to the first in the table."""
+    mean of ``y`` over them (``summarize``'s) is best, at that mean, among the configs none of whose trials diverged
+    or FAILED (one seed left after another failed is as lucky as one alone); else the best trial. A tie says how many
+    tie, and goes to the first in the table."""
     table = trials.reset_index(drop=True)  # two sweeps' tables concatenated repeat their index labels
     keys = config_keys(table)
     config = keyed(table, keys).groupby(keys, dropna=False, sort=False).ngroup()  # one number per config
@@ -137,9 +138,10 @@ def _best(trials: pd.DataFrame, done: pd.DataFrame, x: str, y: str) -> tuple[Any
     counts = config[ok].value_counts()
     if len(counts) and counts.max() > 1:
         diverged = table["diverged_at"].notna() if "diverged_at" in table else pd.Series(False, index=table.index)
+        lost = diverged | (table.status == TrialStatus.FAILED)  # its survivors' mean is of the lucky seeds
         means = table[y][ok].groupby(config[ok], sort=False).mean()  # summarize's mean, configs in table order
-        means = means[~means.index.isin(set(config[diverged]))]
-        if len(means):  # else every config with a value has a diverged trial: the best trial outside them
+        means = means[~means.index.isin(set(config[lost]))]
+        if len(means):  # else every config with a value lost a trial: the best trial outside the diverged
             value = means.max() if maximise else means.min()
             first = next(k for k, v in means.items() if v == value)
             rows = table[ok & (config == first)]
