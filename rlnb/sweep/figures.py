@@ -19,7 +19,7 @@ from rlnb.viz.texts import as_written, fit_titles
 from rlnb.wire import TrialStatus
 
 from .keys import can_hash, hashable
-from .trial import RESULT_COLUMNS, REWARD_WINDOW
+from .trial import BEST_IS_HIGHEST, RESULT_COLUMNS, REWARD_WINDOW
 
 LR = "learning_rate"
 EMPTY = "no finished trials yet"
@@ -49,14 +49,16 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     """``y`` (default: the objective, the mean of the last 5 steps, or of fewer where the trials ran fewer) against
     ``x`` per trial, one marker per status; ``x`` by default the learning rate, else (a space without it) the first
     numeric parameter searched, named in the title (not a ``ValueError`` saying ``learning_rate`` is not a column);
-    the best completed trial (the highest reward, the lowest loss, ``value`` as the objective says) is starred and
-    named in the legend (``_best``: with several seeds per config, the config with the best mean); a trial whose loss
-    went NaN / inf (``diverged_at``) is ringed in red and never starred, nor is its config. Titled "no
-    finished trials yet" while no trial has a ``y``: a sweep stopped before its trials started
-    draws them by status; an Optuna search stopped before its first trial (a table with no rows, nor the columns of
-    its space) draws empty axes, not an error naming a column it has no row to hold. On a figure of its own the legend
-    is right of the axes, the figure widened for it; on ``ax`` given, inside them (the user's figure is not resized),
-    fitted to them as drawn where it is wide or tall for them (``insidelegend``: a smaller font, columns, names cut)."""
+    the best completed trial (the highest reward, the lowest loss or ``wall_s``, ``value`` as the objective says; no
+    star for a ``y`` with no better end, such as ``steps_done``) is starred and named in the legend (``_best``: with
+    several seeds per config, the config with the best mean); a trial whose loss went NaN / inf (``diverged_at``) is
+    ringed in red and never starred, nor is its config (nor, for its best mean, one with a FAILED trial). Where no
+    trial has a ``y``, titled how they ended ("no trial has a value: 4 failed"), or "no finished trials yet" where
+    every one was stopped: a sweep stopped before its trials started draws them by status; an Optuna search stopped
+    before its first trial (a table with no rows, nor the columns of its space) draws empty axes, not an error
+    naming a column it has no row to hold. On a figure of its own the legend is right of the axes, the figure
+    widened for it; on ``ax`` given, inside them (the user's figure is not resized), fitted to them as drawn where
+    it is wide or tall for them (``insidelegend``: a smaller font, columns, names cut)."""
     ylabel = f"{trials.attrs.get('objective', 'reward')} ({_window(trials, y)})" if y == "value" else y
     if trials.empty:
         ax = _axes(ax)
@@ -79,16 +81,17 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
                    zorder=3, label=f"diverged ({int(diverged.sum())})")  # fmt: skip
     # by position: two sweeps' tables concatenated share index labels, and .loc gave rows, not a row
     done = trials[(trials.status == TrialStatus.COMPLETED) & trials[y].notna() & ~diverged].reset_index(drop=True)
-    star = []
-    if len(done):
-        at_x, at_y, label = _best(trials, done, x, y)
+    star, maximise = [], _maximise(trials, y)
+    if len(done) and maximise is not None:
+        at_x, at_y, label = _best(trials, done, x, y, maximise)
         star.append(ax.scatter([at_x], [at_y], marker="*", s=220, color="gold", edgecolor="k", zorder=3, label=label))
     logs = (LR, "adam.learning_rate", "eps", "weight_decay")
-    if x in logs and is_numeric_dtype(trials[x]) and (trials[x] > 0).all():
+    # nothing drawn (no trial has a y): axes of (-0.055, 0.055) that a log scale refused when drawn
+    if x in logs and is_numeric_dtype(trials[x]) and (trials[x] > 0).all() and trials[y].notna().any():
         ax.set_xscale("log")
     ax.set(xlabel=x, ylabel=ylabel)
     if trials[y].isna().all():
-        ax.set_title(EMPTY)
+        ax.set_title(_none_drawn(trials, y))
     elif chosen and x != LR:
         ax.set_title(f"against {x}, the first numeric parameter searched (no {LR})", fontsize="medium")
     within_span(ax)  # a y near 1.7e308 failed when drawn (the tick locator's arange), as plots.metric did
@@ -102,6 +105,15 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     return ax
 
 
+def _none_drawn(trials: pd.DataFrame, y: str) -> str:
+    """The title where no trial has a ``y``: ``EMPTY`` while every trial is STOPPED (a resume runs them), else how
+    they ended ("no trial has a value: 4 failed"); "yet" told the person to wait for failed trials."""
+    ended = trials["status"].value_counts(sort=False)
+    if set(ended.index) <= {TrialStatus.STOPPED}:
+        return EMPTY
+    return f"no trial has a {y}: " + ", ".join(f"{n} {str(status).lower()}" for status, n in ended.items())
+
+
 def _window(trials: pd.DataFrame, y: str) -> str:
     """Over how many steps ``value`` is a mean: ``REWARD_WINDOW``, or fewer where the trials ran fewer (the most any
     trial with a value ran, from ``steps_done``)."""
@@ -113,22 +125,23 @@ def _window(trials: pd.DataFrame, y: str) -> str:
     return "the last step" if steps == 1 else f"mean of the last {steps} steps"
 
 
-def _best(trials: pd.DataFrame, done: pd.DataFrame, x: str, y: str) -> tuple[Any, float, str]:
+def _best(trials: pd.DataFrame, done: pd.DataFrame, x: str, y: str, maximise: bool) -> tuple[Any, float, str]:
     """Where the star goes and its legend. ``done`` holds the COMPLETED trials with a ``y``, none diverged. Where a
     config has several of them, one lucky seed is no best config (the winner's curse): the star is the config whose
-    mean of ``y`` over them (``summarize``'s) is best, at that mean, among the configs none of whose trials diverged;
-    else the best trial. A tie says how many tie, and goes to the first in the table."""
+    mean of ``y`` over them (``summarize``'s) is best, at that mean, among the configs none of whose trials diverged
+    or FAILED (one seed left after another failed is as lucky as one alone); else the best trial. A tie says how many
+    tie, and goes to the first in the table."""
     table = trials.reset_index(drop=True)  # two sweeps' tables concatenated repeat their index labels
     keys = config_keys(table)
     config = keyed(table, keys).groupby(keys, dropna=False, sort=False).ngroup()  # one number per config
     ok = (table.status == TrialStatus.COMPLETED) & table[y].notna()
-    maximise = _maximise(trials, y)
     counts = config[ok].value_counts()
     if len(counts) and counts.max() > 1:
         diverged = table["diverged_at"].notna() if "diverged_at" in table else pd.Series(False, index=table.index)
+        lost = diverged | (table.status == TrialStatus.FAILED)  # its survivors' mean is of the lucky seeds
         means = table[y][ok].groupby(config[ok], sort=False).mean()  # summarize's mean, configs in table order
-        means = means[~means.index.isin(set(config[diverged]))]
-        if len(means):  # else every config with a value has a diverged trial: the best trial outside them
+        means = means[~means.index.isin(set(config[lost]))]
+        if len(means):  # else every config with a value lost a trial: the best trial outside the diverged
             value = means.max() if maximise else means.min()
             first = next(k for k, v in means.items() if v == value)
             rows = table[ok & (config == first)]
@@ -221,10 +234,13 @@ def keyed(trials: pd.DataFrame, keys: Sequence[Any]) -> pd.DataFrame:
     return mapped
 
 
-def _maximise(trials: pd.DataFrame, y: str) -> bool:
-    """Whether the best of ``y`` is its largest: a reward's is, a loss's is not, whatever the search's objective (a
-    reward drawn from a search of the loss starred the worst trial); ``value`` and other columns follow the
-    objective."""
-    if "loss" in y or "reward" in y:
-        return "reward" in y
-    return trials.attrs.get("objective", "reward") == "reward"
+def _maximise(trials: pd.DataFrame, y: str) -> bool | None:
+    """Whether the best of ``y`` is its largest, or None where neither end is better (``steps_done``, a config field):
+    no star. ``value`` as the search's objective; a result column as ``BEST_IS_HIGHEST`` says, whatever the objective
+    (a reward drawn from a search of the loss starred the worst trial, ``wall_s`` the slowest); a column of your own
+    named as a reward or a loss (``eval_reward``) as that word says."""
+    if y == "value":
+        return trials.attrs.get("objective", "reward") == "reward"
+    if y in BEST_IS_HIGHEST or y in RESULT_COLUMNS:
+        return BEST_IS_HIGHEST.get(y)
+    return True if str(y).endswith("reward") else False if str(y).endswith("loss") else None

@@ -174,9 +174,9 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
     """What ``sweep`` returns: the latest row of each trial (a trial run again after a stop replaces
     its STOPPED row; an Optuna trial asked again under a new number, ``superseded``, leaves), by trial number."""
     latest = {r["trial"]: r for r in rows if r["trial"] not in superseded}
+    ordered = [latest[n] for n in sorted(latest)]
     # an Optuna search stopped before its first trial has no row: a table without columns, which summarize refused
-    out = pd.DataFrame(list(latest.values()), columns=None if latest else ["trial", "label", "seed", "status"])
-    out = out.sort_values("trial", ignore_index=True)
+    out = pd.DataFrame(ordered, columns=_columns(ordered) if latest else ["trial", "label", "seed", "status"])
     for col in ("final_loss", "best_loss", "final_reward", "best_reward", "value", "wall_s"):
         # always there: a sweep whose every trial stopped before it started lacked them, and summarize, ablate
         # and search_plot then raised (ablate losing its table)
@@ -187,3 +187,14 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
     out["run_path"] = [run_path(folder, p) for p in out["run_path"]] if "run_path" in out else None
     out.attrs.update(path=str(folder), objective=objective)
     return out
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The table's columns as ``searched`` reads them: trial, variant, label, the config's fields in the plan's order
+    (as the trials by number first name them), seed, then the results. Taken from the rows in the order they finished,
+    the config that failed first led (``search_plot``'s x and ``summarize``'s first key changed with the executor)."""
+    named = list(dict.fromkeys(k for row in rows for k in row))
+    head = [k for k in ("trial", "variant", "label") if k in named]
+    config = [k for k in named if k not in RESULT_COLUMNS]
+    results = [k for k in named if k in RESULT_COLUMNS and k not in head and k != "seed"]
+    return [*head, *config, *(["seed"] if "seed" in named else []), *results]

@@ -1,6 +1,7 @@
 """The sweep lesson's figures, checked on their artists: seed bands that stay within the values the
 seeds took, and a search's trials by status against the learning rate (none yet: said in the title)."""
 
+import math
 import threading
 
 import numpy as np
@@ -177,3 +178,20 @@ def test_search_plot_of_trials_stopped_before_they_started_says_none_finished(tm
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["stopped (2)"]
     trials.loc[0, ["status", "value"]] = ["COMPLETED", 0.5]  # one finished: no such title
     assert search_plot(trials).get_title() == ""
+
+
+@pytest.mark.parametrize(
+    ("statuses", "title"),
+    [(["FAILED"] * 4, "no trial has a value: 4 failed"),
+     (["FAILED", "STOPPED", "COMPLETED"], "no trial has a value: 1 failed, 1 stopped, 1 completed"),
+     (["STOPPED", "STOPPED"], "no finished trials yet")],
+)  # fmt: skip
+def test_search_plot_of_trials_none_of_which_has_a_value_says_how_they_ended(statuses, title):
+    """A sweep whose every trial FAILED (a reward that raises) was titled "no finished trials yet": they had all
+    finished, and "yet" told the person to wait for trials that would never come. Stopped ones run again on resume.
+    Two statuses or more with no value on a log x were matplotlib's "Data cannot be log-scaled" when drawn."""
+    n = len(statuses)
+    trials = pd.DataFrame({"trial": range(n), "label": "baseline", "learning_rate": [1e-3 * (i + 1) for i in range(n)],
+                           "seed": 0, "status": statuses, "value": math.nan, "diverged_at": None})  # fmt: skip
+    ax = search_plot(trials)
+    assert ax.get_title() == title

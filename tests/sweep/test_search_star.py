@@ -21,8 +21,8 @@ def table(values: dict[float, list[float]], statuses: dict[float, list[str]] | N
     return trials
 
 
-def star(trials: pd.DataFrame) -> tuple[list[list[float]], str]:
-    ax = search_plot(trials)
+def star(trials: pd.DataFrame, y: str = "value") -> tuple[list[list[float]], str]:
+    ax = search_plot(trials, y=y)
     offsets = [c for c in ax.collections if isinstance(c, PathCollection)][-1].get_offsets().tolist()
     return offsets, [t.get_text() for t in ax.get_legend().get_texts()][-1]
 
@@ -38,7 +38,8 @@ def test_several_seeds_star_the_config_with_the_best_mean_not_the_luckiest_seed(
 
 
 def test_the_seed_count_is_the_starred_configs_completed_seeds():
-    trials = table({1e-3: [0.7, 0.8, 0.1], 1e-2: [0.2, 0.3, 0.4]}, {1e-3: ["COMPLETED", "COMPLETED", "FAILED"]})
+    """A stopped seed (a resume runs it) is no lost one: its config may be starred, for the seeds that completed."""
+    trials = table({1e-3: [0.7, 0.8, 0.1], 1e-2: [0.2, 0.3, 0.4]}, {1e-3: ["COMPLETED", "COMPLETED", "STOPPED"]})
     assert star(trials) == ([[1e-3, pytest.approx(0.75)]], "best mean learning_rate 0.001 (2 seeds)")
 
 
@@ -63,3 +64,44 @@ def test_a_config_with_a_diverged_seed_is_never_starred():
     trials = table({1e-3: [0.5, 0.5], 1.0: [0.9, 0.9]})
     trials.loc[3, "diverged_at"] = 2
     assert star(trials) == ([[1e-3, 0.5]], "best mean learning_rate 0.001 (2 seeds)")
+
+
+def test_a_config_with_a_failed_seed_is_never_starred_for_its_survivors_mean():
+    """review41f's star1: at 0.01 seed 0 FAILED (its reward raised) and seed 1 reached 0.292; 0.03 reached 0.222 and
+    0.306. The star went to ``best mean learning_rate 0.01 (1 seed)``: one lucky survivor, as a diverged seed's was."""
+    trials = table({1e-2: [float("nan"), 0.292], 3e-2: [0.222, 0.306]}, {1e-2: ["FAILED", "COMPLETED"]})
+    assert star(trials) == ([[3e-2, pytest.approx(0.264)]], "best mean learning_rate 0.03 (2 seeds)")
+
+
+def test_where_every_config_lost_a_seed_the_star_is_the_best_trial():
+    trials = table({1e-2: [float("nan"), 0.292], 3e-2: [0.222, 0.306]}, {1e-2: ["FAILED", "COMPLETED"]})
+    trials.loc[2, "status"] = "FAILED"
+    assert star(trials) == ([[3e-2, 0.306]], "best trial learning_rate 0.03")
+
+
+def timed(**columns: list[float]) -> pd.DataFrame:
+    """Two completed trials, of 3 s and 9 s, with ``columns`` beside them."""
+    trials = pd.DataFrame({"trial": [0, 1], "label": ["a", "b"], "learning_rate": [1e-3, 1e-2], "seed": [0, 0],
+                           "status": ["COMPLETED"] * 2, "value": [0.5, 0.6], "wall_s": [3.0, 9.0],
+                           "steps_done": [10, 12], **columns})  # fmt: skip
+    trials.attrs["objective"] = "reward"
+    return trials
+
+
+def test_the_fastest_trial_is_starred_for_wall_s():
+    """review41f's star2: ``y="wall_s"`` starred the 9 s trial, the objective's end (a reward's highest)."""
+    assert star(timed(), "wall_s") == ([[1e-3, 3.0]], "best trial learning_rate 0.001")
+
+
+@pytest.mark.parametrize("y", ["steps_done", "seed", "trial", "beta1"])
+def test_a_y_with_no_better_end_draws_no_star(y):
+    """More steps done, a higher seed or beta1 is no better trial: each was starred at its highest as if a reward."""
+    ax = search_plot(timed(beta1=[0.8, 0.9]), y=y)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["completed (2)"]
+    assert not [c for c in ax.collections if c.get_label().startswith("best")]
+
+
+def test_a_column_of_your_own_named_as_a_reward_or_a_loss_is_starred_at_its_best_end():
+    trials = timed(eval_reward=[0.9, 0.1], eval_loss=[2.0, 1.0])
+    assert star(trials, "eval_reward") == ([[1e-3, 0.9]], "best trial learning_rate 0.001")
+    assert star(trials, "eval_loss") == ([[1e-2, 1.0]], "best trial learning_rate 0.01")
