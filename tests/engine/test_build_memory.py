@@ -8,7 +8,9 @@ import torch
 
 import rlnb
 from rlnb.engine import assembly, model_setup
+from rlnb.engine.models.adapter import BuiltinAdapter
 from rlnb.engine.oom import ModelOutOfMemory, out_of_memory
+from rlnb.engine.optim.trainer import TrainerOptimizer
 from tests.support import hf_models
 
 ALLOCATOR = (
@@ -84,3 +86,39 @@ def test_a_hugging_face_load_that_runs_out_is_no_refusal_of_the_model(tmp_path, 
     words = str(caught.value)
     assert f"its weights take {on_disk / 2**30:.3g} GiB (on disk)" in words
     assert words.endswith("(MemoryError)") and "cannot be loaded" not in words
+
+
+def _saved(tmp_path, kind: str) -> str:
+    with rlnb.connect("local", device="cpu", record=False, checkpoint_dir=tmp_path) as s:
+        save = s.save_training_checkpoint if kind == "training" else s.save_inference_checkpoint
+        return str(s.backend.checkpoint_path(save().result(timeout=60).checkpoint.id))
+
+
+def _no_room_in(monkeypatch, reader: str) -> None:
+    """Make one of resume's three readers run out: the training file's ``torch.load``, an inference checkpoint's
+    merged weights, the optimizer state's copy into the new optimizer."""
+    if reader == "torch.load":
+        monkeypatch.setattr(torch, "load", no_room)
+    elif reader == "merged weights":
+        monkeypatch.setattr(BuiltinAdapter, "load_merged", no_room)
+    else:
+        monkeypatch.setattr(TrainerOptimizer, "load_state_dict", no_room)
+
+
+RESUME_READERS = [("training", "torch.load"), ("inference", "merged weights"), ("training", "optimizer state")]
+
+
+@pytest.mark.parametrize(("kind", "reader"), RESUME_READERS)
+def test_a_resume_that_runs_out_of_memory_is_out_of_memory_not_a_damaged_checkpoint(tmp_path, monkeypatch, kind,
+                                                                                     reader):  # fmt: skip
+    """review41h M1: each reader caught the allocator's error as the checkpoint's fault ("damaged or cut short",
+    "cannot be loaded", "does not fit"), so ``rlnb serve`` ended the session SESSION_FAILED."""
+    path = _saved(tmp_path, kind)
+    _no_room_in(monkeypatch, reader)
+    with pytest.raises(ModelOutOfMemory) as caught:
+        rlnb.connect("local", device="cpu", record=False, resume_from=path)
+    words = str(caught.value)
+    assert words.startswith("out of memory building the session's model rlnb/tiny on cpu")
+    assert words.endswith(f"(RuntimeError: {ALLOCATOR})")
+    for blame in ("damaged", "cannot be loaded", "does not fit", "not a usable"):
+        assert blame not in words
