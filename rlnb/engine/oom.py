@@ -23,7 +23,8 @@ class ModelOutOfMemory(RlnbError, MemoryError):
 
 def out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc``, or an error it was raised from, is running out of memory: the host's ``MemoryError``, torch's
-    ``OutOfMemoryError`` (CUDA), its CPU allocator's ``RuntimeError``, an ``OSError`` ENOMEM."""
+    ``OutOfMemoryError`` (CUDA), its CPU allocator's ``RuntimeError``, an ``OSError`` ENOMEM. An error raised while
+    one was handled counts, unless raised ``from None``: that says the memory was not its cause."""
     torch = sys.modules.get("torch")  # an error torch raised means torch is imported
     seen: set[int] = set()
     cause: BaseException | None = exc
@@ -35,7 +36,7 @@ def out_of_memory(exc: BaseException) -> bool:
             return True
         if isinstance(cause, RuntimeError) and any(t in str(cause) for t in ALLOCATOR_TEXTS):
             return True
-        cause = cause.__cause__ or cause.__context__
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)  # ``from None``: not it
     return False
 
 

@@ -68,6 +68,29 @@ def test_other_failures_of_the_build_are_not_called_out_of_memory(monkeypatch):
     assert not out_of_memory(RuntimeError("a bug")) and out_of_memory(OSError(12, "Cannot allocate memory"))
 
 
+def test_an_error_raised_from_none_over_running_out_is_not_out_of_memory():
+    """review41h L1: ``raise ... from None`` in a ``MemoryError``'s handler says the memory is not the cause; the
+    context was followed all the same, and a refusal raised there read as out of memory (RESOURCE_EXHAUSTED)."""
+    for suppressed in (True, False):
+        try:
+            try:
+                raise MemoryError
+            except MemoryError as exc:
+                refusal = ValueError("bad loss input")
+                if suppressed:
+                    raise refusal from None
+                raise refusal from exc
+        except ValueError as exc:
+            assert out_of_memory(exc) is not suppressed
+    try:
+        try:
+            raise MemoryError
+        except MemoryError:
+            raise KeyError("k")  # noqa: B904 - raised while handling it: its context, not suppressed
+    except KeyError as exc:
+        assert out_of_memory(exc)
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("transformers")  # skipped without it
 def test_a_hugging_face_load_that_runs_out_is_no_refusal_of_the_model(tmp_path, monkeypatch):
