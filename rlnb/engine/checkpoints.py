@@ -92,7 +92,9 @@ def _training(path: Path, fh: BinaryIO, device: torch.device) -> dict[str, Any]:
     try:
         state = torch.load(fh, map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch's texts name no file, and some advise weights_only=False
-        if out_of_memory(exc):  # no fault of the file: the session's build says memory ran out
+        if out_of_memory(exc):  # no fault of the file, unless a changed size asked for it: the build says it ran out
+            if _zip_start(fh):
+                check_records(path, fh)
             raise
         problem = failure_text(exc)
     else:
