@@ -9,7 +9,7 @@ import torch
 import rlnb
 from rlnb.engine import assembly, model_setup
 from rlnb.engine.models.adapter import BuiltinAdapter
-from rlnb.engine.oom import ModelOutOfMemory, out_of_memory
+from rlnb.engine.oom import ModelOutOfMemory, out_of_memory, weights_of
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from tests.support import hf_models
 
@@ -89,6 +89,26 @@ def test_an_error_raised_from_none_over_running_out_is_not_out_of_memory():
             raise KeyError("k")  # noqa: B904 - raised while handling it: its context, not suppressed
     except KeyError as exc:
         assert out_of_memory(exc)
+
+
+def test_the_weights_on_disk_are_the_files_transformers_loads(tmp_path):
+    """review41h L2: every ``*.safetensors``, ``*.bin`` and ``*.pt`` counted, an HF Trainer checkpoint's optimizer
+    and training arguments among them, said its weights took 4x what they do. transformers loads the safetensors
+    weights where there are any, else ``pytorch_model*.bin``."""
+    files = {"model.safetensors": 1000, "pytorch_model.bin": 1000, "optimizer.pt": 2000, "training_args.bin": 10,
+             "rng_state.pth": 30, "adapter_model.safetensors": 40}  # fmt: skip
+    sharded = {"pytorch_model-00001-of-00002.bin": 300, "pytorch_model-00002-of-00002.bin": 200,
+               "training_args.bin": 10, "optimizer.pt": 2000}  # fmt: skip
+    for name, folder, expected in [
+        ("trainer", files, 1000),
+        ("sharded", sharded, 500),
+        ("none", {"optimizer.pt": 9}, None),
+    ]:
+        where = tmp_path / name
+        where.mkdir()
+        for file, size in folder.items():
+            (where / file).write_bytes(b"\0" * size)
+        assert weights_of(str(where), None) == (None if expected is None else (expected, "on disk")), name
 
 
 @pytest.mark.slow
