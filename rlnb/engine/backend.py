@@ -44,6 +44,14 @@ from rlnb.text.codec import Codec
 from rlnb.wire import Listener, OptimizerKind
 
 
+def _ran_out(exc: Exception, model: str | nn.Module, trainer: nn.Module | None, lora: bool, mo: ModelOptions,
+             device: Any) -> oom.ModelOutOfMemory:  # fmt: skip
+    """The error of a build that ran out of memory (``exc``), with the copies of the weights the session keeps."""
+    copies = 1 + bool(mo.num_generator_replicas and not lora)  # a LoRA sampler shares the base
+    name = (f"rlnb/{model}" if model in SIZES else model) if isinstance(model, str) else type(model).__name__
+    return oom.build_refusal(exc, name, oom.weights_of(model, trainer), copies, mo, device)
+
+
 class LocalBackend:
     """One training session on an in-process torch model.
 
@@ -82,11 +90,16 @@ class LocalBackend:
         self.device = model_setup.resolve_device(mo.device)
         self.seed = mo.seed
         checked = wire.lora_config(mo.lora)
-        resume = checkpoints.load(Path(saved.resume_from), self.device) if saved.resume_from is not None else None
+        model = os.fspath(model) if isinstance(model, os.PathLike) else model
+        try:  # a checkpoint that does not fit in memory: the build's error (its readers re-raise), not a damaged file
+            resume = checkpoints.load(Path(saved.resume_from), self.device) if saved.resume_from is not None else None
+        except Exception as exc:
+            if not oom.out_of_memory(exc):
+                raise
+            raise _ran_out(exc, model, None, checked is not False, mo, self.device) from exc
         self.lora = None if checked is False else LoraSettings.from_config(checkpoints.with_saved_lora(checked, resume))
         if resume is not None and resume["type"] != "training" and saved.load_optimizer:
             raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
-        model = os.fspath(model) if isinstance(model, os.PathLike) else model
         # the run that goes on from a training checkpoint (its optimizer state loaded), else None: a fresh run
         goes_on = resume is not None and resume["type"] == "training" and saved.load_optimizer is not False
         continued = resume if goes_on else None
@@ -108,9 +121,7 @@ class LocalBackend:
         except Exception as exc:
             if not oom.out_of_memory(exc):
                 raise
-            copies = 1 + bool(mo.num_generator_replicas and self.lora is None)  # a LoRA sampler shares the base
-            name = (f"rlnb/{model}" if model in SIZES else model) if isinstance(model, str) else type(model).__name__
-            raise oom.build_refusal(exc, name, oom.weights_of(model, trainer), copies, mo, self.device) from exc
+            raise _ran_out(exc, model, trainer, self.lora is not None, mo, self.device) from exc
         self._reopen = assembly.reopen_options(mo, muon, self.engine)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
         if continued is not None:

@@ -16,6 +16,7 @@ from rlnb.engine.checkpoints import CheckpointMismatch
 from rlnb.engine.models.adapter import model_dtype
 from rlnb.engine.models.hf import failure_text
 from rlnb.engine.models.lora import dropout_generator
+from rlnb.engine.oom import out_of_memory
 from rlnb.engine.optim.trainer import TrainerOptimizer
 
 
@@ -34,6 +35,8 @@ def load_optimizer(
     try:
         optim.load_state_dict(state["optimizer"])
     except Exception as exc:  # noqa: BLE001 - KeyError, TypeError, ValueError of a state of another kind or model
+        if out_of_memory(exc):  # its tensors are copied: no fault of the state; the build says memory ran out
+            raise
         raise CheckpointMismatch(f"resume_from {str(path)!r}: its optimizer state does not fit this session's "
                                  f"{optim.kind} optimizer ({failure_text(exc)}); load_optimizer=False loads its "
                                  "weights alone") from None  # fmt: skip

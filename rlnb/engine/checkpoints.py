@@ -36,6 +36,7 @@ from rlnb.engine.inputs import INT64_MAX
 from rlnb.engine.models.adapter import ModelAdapter
 from rlnb.engine.models.hf import DTYPES, failure_text
 from rlnb.engine.models.lora import LoraSettings, dropout_generator, merged_state_dict, save_adapter
+from rlnb.engine.oom import out_of_memory
 from rlnb.wire import LoraConfig
 
 
@@ -91,6 +92,10 @@ def _training(path: Path, fh: BinaryIO, device: torch.device) -> dict[str, Any]:
     try:
         state = torch.load(fh, map_location=device, weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch's texts name no file, and some advise weights_only=False
+        if out_of_memory(exc):  # no fault of the file, unless a changed size asked for it: the build says it ran out
+            if _zip_start(fh):
+                check_records(path, fh)
+            raise
         problem = failure_text(exc)
     else:
         if not isinstance(state, dict) or state.get("type") != "training" or "weights" not in state:
@@ -276,5 +281,7 @@ def _merged_weights(adapter: ModelAdapter, merged: Path) -> dict[str, torch.Tens
     try:
         return adapter.load_merged(merged)
     except Exception as exc:  # noqa: BLE001 - missing, damaged (SafetensorError), of another model (KeyError)
+        if out_of_memory(exc):  # no fault of the folder: the session's build says memory ran out
+            raise
         problem = failure_text(exc)
     raise ValueError(f"resume_from {str(merged.parent)!r}: its merged weights in {merged} cannot be loaded ({problem})")

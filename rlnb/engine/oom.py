@@ -23,7 +23,8 @@ class ModelOutOfMemory(RlnbError, MemoryError):
 
 def out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc``, or an error it was raised from, is running out of memory: the host's ``MemoryError``, torch's
-    ``OutOfMemoryError`` (CUDA), its CPU allocator's ``RuntimeError``, an ``OSError`` ENOMEM."""
+    ``OutOfMemoryError`` (CUDA), its CPU allocator's ``RuntimeError``, an ``OSError`` ENOMEM. An error raised while
+    one was handled counts, unless raised ``from None``: that says the memory was not its cause."""
     torch = sys.modules.get("torch")  # an error torch raised means torch is imported
     seen: set[int] = set()
     cause: BaseException | None = exc
@@ -35,7 +36,7 @@ def out_of_memory(exc: BaseException) -> bool:
             return True
         if isinstance(cause, RuntimeError) and any(t in str(cause) for t in ALLOCATOR_TEXTS):
             return True
-        cause = cause.__cause__ or cause.__context__
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)  # ``from None``: not it
     return False
 
 
@@ -65,7 +66,7 @@ def build_refusal(exc: BaseException, name: str, weights: tuple[int, str] | None
 
 def weights_of(model: object, trainer: Any) -> tuple[int, str] | None:
     """The bytes of a session's weights and how they were counted: the built model's (or a ``model=`` module's)
-    parameters, else a Hugging Face folder's weight files on disk; None where neither is known."""
+    parameters, else the weight files transformers loads from a Hugging Face folder; None where neither is known."""
     module = trainer if trainer is not None else model if hasattr(model, "parameters") else None
     if module is not None:
         params = list(module.parameters())
@@ -74,5 +75,6 @@ def weights_of(model: object, trainer: Any) -> tuple[int, str] | None:
     folder = Path(str(model))
     if not isinstance(model, str) or not folder.is_dir():
         return None
-    files = [f for pattern in ("*.safetensors", "*.bin", "*.pt") for f in folder.glob(pattern)]
+    # what transformers loads: the safetensors weights (shards too) where there are any; never a Trainer's optimizer.pt
+    files = sorted(folder.glob("model*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
     return (sum(f.stat().st_size for f in files), "on disk") if files else None

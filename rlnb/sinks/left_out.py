@@ -41,8 +41,7 @@ def left_out(history: History, sink: Sink, unnamed: str) -> None:
     rest = "the rest" if part else "the whole run"
     later = f"a session continuing run {name} with a new {type(sink).__name__} sink sends it {rest}" if file \
         else "rlnb.export writes it there"  # fmt: skip
-    left = f"is written there in part: {_steps(part)} so far are not, nor are this session's" if part else \
-        "is not written there"  # fmt: skip
+    left = "is not written there" if part is None else f"is written there in part: {_steps(part)}"
     sink.note(f"{_dropped(sink)}: run {name} {left}. {kept} has everything: {later}")
 
 
@@ -62,8 +61,14 @@ def _part(history: History, mark: Mark | None) -> tuple[int, int] | None:
     return (len(missed), len(steps)) if steps - missed else None
 
 
-def _steps(part: tuple[int, int]) -> str:
-    return f"{part[0]} of its {part[1]} steps"
+def _steps(part: tuple[int, int], listed: bool = False) -> str:
+    """What of a run written in part its sink lacks (``part``: ``_part``'s), said of one run or in a sweep's list."""
+    missed, steps = part
+    if not missed:  # it holds the run whole, as it was before this session
+        return f"its {steps} steps before this session's" if listed else \
+            f"it holds its {steps} steps so far, only this session's are not"  # fmt: skip
+    return f"{missed} of its {steps} steps not" if listed else \
+        f"{missed} of its {steps} steps so far are not, nor are this session's"  # fmt: skip
 
 
 class gathered:  # noqa: N801 - used as a function: ``with gathered(sinks):`` (a class: no contextlib frame between
@@ -97,7 +102,8 @@ def _said(sink: Sink, runs: list[tuple[History, tuple[int, int] | None]]) -> str
     """One warning for the runs a sweep left out of ``sink``, each by its full name (``<sweep>/<trial>``, as the run
     it was dropped in: the trials' configs name their sweep once annotated, after ``left_out``)."""
     names = sorted(
-        RunInfo.from_config(dict(h.config), h.path).name + (f" ({_steps(p)} not)" if p else "") for h, p in runs
+        RunInfo.from_config(dict(h.config), h.path).name + (f" ({_steps(p, listed=True)})" if p else "")
+        for h, p in runs
     )
     shown = ", ".join(names[:LISTED]) + (f" and {len(names) - LISTED} more" if len(names) > LISTED else "")
     kept = "Their run folders have" if all(h.path is not None for h, _ in runs) else "Their session.history has"

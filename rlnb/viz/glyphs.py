@@ -20,14 +20,16 @@ _UNUSABLE = ("Last Resort", "Color Emoji")
 colour emoji font's bitmaps are not drawn by matplotlib's Agg."""
 
 
-def drawable(text: Text) -> None:
+def drawable(text: Text, written: str | None = None) -> None:
     """``text`` drawn with a font for each of its characters: the first installed font that has one its own fonts
-    lack is added after them, and a character that no font has is written as its escape."""
-    written, families = text.get_text(), tuple(text.get_fontproperties().get_family())
+    lack is added after them, and a character that no font has is written as its escape. ``written``: new words for
+    it (a wrap's, a cut's), else its own. Each is set only where it changes: a set marks the figure stale."""
+    written = text.get_text() if written is None else written
+    families = tuple(text.get_fontproperties().get_family())
     shown, drawn_with = as_drawn(written, families)
     if drawn_with != families:
         text.set_fontfamily(list(drawn_with))
-    if shown != written:
+    if shown != text.get_text():
         text.set_text(shown)
 
 

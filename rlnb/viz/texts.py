@@ -246,18 +246,13 @@ class Wrapper(Artist):
         if self.axes is None or not self.text.get_visible():
             return
         font, figure = self.text.get_fontproperties(), cast(Figure, self.axes.get_figure(root=True))
-        lines = _lines(figure, self.said, font, NOTE_SHARE * self.axes.bbox.width)
-        shown, families = as_drawn(lines, tuple(font.get_family()))
-        if families != tuple(font.get_family()):
-            self.text.set_fontfamily(list(families))
-        if shown != self.text.get_text():
-            self.text.set_text(shown)
+        drawable(self.text, _lines(figure, self.said, font, NOTE_SHARE * self.axes.bbox.width))
 
 
 class Cutter(Artist):
     """Draws nothing: drawn first of its axes' artists, once a layout has placed them, it cuts their title and labels
     to their rooms there (``_rooms``) from what each said when ``fit_titles`` cut it, and writes them as drawn
-    (``glyphs.as_drawn``): cut only at the call, a 3 × 2 in figure's x label ended 2 px past its edge once its layout
+    (``glyphs.drawable``): cut only at the call, a 3 × 2 in figure's x label ended 2 px past its edge once its layout
     moved the axes, and one cut on a small figure stayed cut when it grew. A text set since is the user's: left."""
 
     def __init__(self) -> None:
@@ -284,12 +279,7 @@ class Cutter(Artist):
                 continue
             cut = _cut_lines(said, text.get_fontproperties(), room, agg(figure))
             self.cuts[text] = said, cut
-            families = tuple(text.get_fontproperties().get_family())
-            shown, drawn_with = as_drawn(cut, families)
-            if drawn_with != families:
-                text.set_fontfamily(list(drawn_with))
-            if shown != text.get_text():
-                text.set_text(shown)
+            drawable(text, cut)
 
     @staticmethod
     def _shows(text: Text, cut: str) -> bool:

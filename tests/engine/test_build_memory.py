@@ -8,7 +8,9 @@ import torch
 
 import rlnb
 from rlnb.engine import assembly, model_setup
-from rlnb.engine.oom import ModelOutOfMemory, out_of_memory
+from rlnb.engine.models.adapter import BuiltinAdapter
+from rlnb.engine.oom import ModelOutOfMemory, out_of_memory, weights_of
+from rlnb.engine.optim.trainer import TrainerOptimizer
 from tests.support import hf_models
 
 ALLOCATOR = (
@@ -66,6 +68,49 @@ def test_other_failures_of_the_build_are_not_called_out_of_memory(monkeypatch):
     assert not out_of_memory(RuntimeError("a bug")) and out_of_memory(OSError(12, "Cannot allocate memory"))
 
 
+def test_an_error_raised_from_none_over_running_out_is_not_out_of_memory():
+    """review41h L1: ``raise ... from None`` in a ``MemoryError``'s handler says the memory is not the cause; the
+    context was followed all the same, and a refusal raised there read as out of memory (RESOURCE_EXHAUSTED)."""
+    for suppressed in (True, False):
+        try:
+            try:
+                raise MemoryError
+            except MemoryError as exc:
+                refusal = ValueError("bad loss input")
+                if suppressed:
+                    raise refusal from None
+                raise refusal from exc
+        except ValueError as exc:
+            assert out_of_memory(exc) is not suppressed
+    try:
+        try:
+            raise MemoryError
+        except MemoryError:
+            raise KeyError("k")  # noqa: B904 - raised while handling it: its context, not suppressed
+    except KeyError as exc:
+        assert out_of_memory(exc)
+
+
+def test_the_weights_on_disk_are_the_files_transformers_loads(tmp_path):
+    """review41h L2: every ``*.safetensors``, ``*.bin`` and ``*.pt`` counted, an HF Trainer checkpoint's optimizer
+    and training arguments among them, said its weights took 4x what they do. transformers loads the safetensors
+    weights where there are any, else ``pytorch_model*.bin``."""
+    files = {"model.safetensors": 1000, "pytorch_model.bin": 1000, "optimizer.pt": 2000, "training_args.bin": 10,
+             "rng_state.pth": 30, "adapter_model.safetensors": 40}  # fmt: skip
+    sharded = {"pytorch_model-00001-of-00002.bin": 300, "pytorch_model-00002-of-00002.bin": 200,
+               "training_args.bin": 10, "optimizer.pt": 2000}  # fmt: skip
+    for name, folder, expected in [
+        ("trainer", files, 1000),
+        ("sharded", sharded, 500),
+        ("none", {"optimizer.pt": 9}, None),
+    ]:
+        where = tmp_path / name
+        where.mkdir()
+        for file, size in folder.items():
+            (where / file).write_bytes(b"\0" * size)
+        assert weights_of(str(where), None) == (None if expected is None else (expected, "on disk")), name
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("transformers")  # skipped without it
 def test_a_hugging_face_load_that_runs_out_is_no_refusal_of_the_model(tmp_path, monkeypatch):
@@ -84,3 +129,39 @@ def test_a_hugging_face_load_that_runs_out_is_no_refusal_of_the_model(tmp_path, 
     words = str(caught.value)
     assert f"its weights take {on_disk / 2**30:.3g} GiB (on disk)" in words
     assert words.endswith("(MemoryError)") and "cannot be loaded" not in words
+
+
+def _saved(tmp_path, kind: str) -> str:
+    with rlnb.connect("local", device="cpu", record=False, checkpoint_dir=tmp_path) as s:
+        save = s.save_training_checkpoint if kind == "training" else s.save_inference_checkpoint
+        return str(s.backend.checkpoint_path(save().result(timeout=60).checkpoint.id))
+
+
+def _no_room_in(monkeypatch, reader: str) -> None:
+    """Make one of resume's three readers run out: the training file's ``torch.load``, an inference checkpoint's
+    merged weights, the optimizer state's copy into the new optimizer."""
+    if reader == "torch.load":
+        monkeypatch.setattr(torch, "load", no_room)
+    elif reader == "merged weights":
+        monkeypatch.setattr(BuiltinAdapter, "load_merged", no_room)
+    else:
+        monkeypatch.setattr(TrainerOptimizer, "load_state_dict", no_room)
+
+
+RESUME_READERS = [("training", "torch.load"), ("inference", "merged weights"), ("training", "optimizer state")]
+
+
+@pytest.mark.parametrize(("kind", "reader"), RESUME_READERS)
+def test_a_resume_that_runs_out_of_memory_is_out_of_memory_not_a_damaged_checkpoint(tmp_path, monkeypatch, kind,
+                                                                                     reader):  # fmt: skip
+    """review41h M1: each reader caught the allocator's error as the checkpoint's fault ("damaged or cut short",
+    "cannot be loaded", "does not fit"), so ``rlnb serve`` ended the session SESSION_FAILED."""
+    path = _saved(tmp_path, kind)
+    _no_room_in(monkeypatch, reader)
+    with pytest.raises(ModelOutOfMemory) as caught:
+        rlnb.connect("local", device="cpu", record=False, resume_from=path)
+    words = str(caught.value)
+    assert words.startswith("out of memory building the session's model rlnb/tiny on cpu")
+    assert words.endswith(f"(RuntimeError: {ALLOCATOR})")
+    for blame in ("damaged", "cannot be loaded", "does not fit", "not a usable"):
+        assert blame not in words

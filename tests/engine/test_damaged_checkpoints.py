@@ -34,20 +34,44 @@ def saved(tmp_path_factory) -> Path:
         return s.backend.checkpoint_path(s.save_training_checkpoint().result(timeout=60).checkpoint.id)
 
 
-def test_bytes_changed_inside_a_tensor_record_are_refused_naming_the_record(saved, tmp_path):
-    """torch.load checks no CRC-32: a flipped byte inside a weight loaded as another number, and the session opened."""
+def _flipped(saved: Path, tmp_path: Path) -> Path:
+    """A copy of ``saved`` with one bit of one float of its largest tensor changed."""
     with zipfile.ZipFile(saved) as z:
         info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
     data = bytearray(saved.read_bytes())
     name_len, extra_len = struct.unpack("<HH", data[info.header_offset + 26 : info.header_offset + 30])
     start = info.header_offset + 30 + name_len + extra_len
-    data[start + 100] ^= 0x40  # one bit of one float of the largest tensor
+    data[start + 100] ^= 0x40
     damaged = tmp_path / "flipped.pt"
     damaged.write_bytes(bytes(data))
+    return damaged
+
+
+def test_bytes_changed_inside_a_tensor_record_are_refused_naming_the_record(saved, tmp_path):
+    """torch.load checks no CRC-32: a flipped byte inside a weight loaded as another number, and the session opened."""
+    damaged = _flipped(saved, tmp_path)
+    with zipfile.ZipFile(saved) as z:
+        info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
     with pytest.raises(ValueError, match=rf"flipped\.pt.*{info.filename}.*CRC-32"):
         local_session(resume_from=damaged, load_optimizer=True)
     with local_session(resume_from=saved, load_optimizer=True) as s:  # the file it was copied from still resumes
         assert s.forward_backward([samples.cross_entropy(list(b"ok"))]).result(timeout=60).loss > 0
+
+
+def test_a_damaged_file_whose_load_runs_out_of_memory_is_still_damaged(saved, tmp_path, monkeypatch):
+    """A changed byte in a tensor's size makes ``torch.load`` ask for more memory than there is: out of memory (no
+    fault of the file, review41h M1) is said only of a file whose records are as ``torch.save`` wrote them."""
+    damaged = _flipped(saved, tmp_path)
+
+    def no_room(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(torch, "load", no_room)
+    with pytest.raises(ValueError, match=r"flipped\.pt.*CRC-32") as caught:
+        local_session(resume_from=damaged)
+    assert not isinstance(caught.value, MemoryError)
+    with pytest.raises(MemoryError, match="out of memory building the session's model"):
+        local_session(resume_from=saved)
 
 
 def test_a_record_whose_zip_header_is_damaged_is_refused_saying_so_not_as_a_crc_failure(saved, tmp_path):

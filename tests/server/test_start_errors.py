@@ -49,6 +49,31 @@ def test_out_of_memory_while_resuming_is_not_blamed_on_the_checkpoint(tmp_path, 
         assert "does not fit" not in s["error"]["message"] and "out of memory" in s["error"]["message"]
 
 
+@pytest.mark.parametrize("kind", ["training-checkpoint", "inference-checkpoint"])
+def test_a_checkpoint_too_big_to_read_is_out_of_memory_not_a_damaged_checkpoint(tmp_path, monkeypatch, kind):
+    """Through the real build (review41h M1): the checkpoint's reader caught the ``MemoryError`` as its file's fault,
+    SESSION_FAILED "... is not a usable rlnb checkpoint: it is a torch file, damaged or cut short (torch.load:
+    MemoryError) ...", or "its merged weights ... cannot be loaded"."""
+    from rlnb.engine.models.adapter import BuiltinAdapter
+
+    def no_room(*args, **kwargs):
+        raise MemoryError("Unable to allocate 20.0 GiB")
+
+    with app_client(tmp_path) as c:
+        sid = _started(c)["id"]
+        ckpt = wait(c, sid, kind, submit(c, sid, kind)["id"])["output"]["checkpoint"]
+        if kind == "training-checkpoint":
+            monkeypatch.setattr(torch, "load", no_room)
+        else:
+            monkeypatch.setattr(BuiltinAdapter, "load_merged", no_room)
+        s = _started(c, resume_from_checkpoint_id=ckpt["id"])
+        assert s["status"] == wire.SessionStatus.ERROR
+        assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
+        assert s["error"]["message"] == (
+            "out of memory building the session's model (MemoryError): Unable to allocate 20.0 GiB"
+        )
+
+
 def test_the_cpu_allocators_error_in_the_real_build_is_out_of_memory_said_once(tmp_path, monkeypatch):
     """Through the engine's own build (the sampler's copy): torch's CPU allocator raises a plain ``RuntimeError``,
     which ended SESSION_FAILED "building the session's model failed (RuntimeError): ...". The engine's words, with

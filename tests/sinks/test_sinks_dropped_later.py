@@ -87,3 +87,37 @@ def test_a_sweeps_trial_written_in_part_is_listed_so(tmp_path):
     (said,) = [str(w.message) for w in caught if "of the sweep" in str(w.message)]
     assert "1 other trial of the sweep is not written there, or only in part: a (2 of its 4 steps not)." in said
     assert "one written in part, a session continuing its run with a new Kept sink sends the rest" in said, said
+
+
+def logged(runs, run_id: str, sink: sinks.Sink, steps: range) -> None:
+    """A session of ``run_id`` with ``sink`` that warns nothing (a working sink, or a sweep's, said at its end)."""
+    with rlnb.Session(FakeBackend(), runs_dir=runs, run_id=run_id, sinks=[sink]) as s:
+        for step in steps:
+            s.forward_backward(CE)
+            s.optim_step().result()
+            s.history.log(step, reward=float(step))
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_run_its_sink_holds_whole_is_said_so_not_written_in_part_with_none_missing(tmp_path):
+    """Runs a and c written whole (steps 1-4), their sink then dropped in run b, and each continued with it: "run a is
+    written there in part: 0 of its 4 steps so far are not", and a sweep listed "c (0 of its 4 steps not)"
+    (review41h L3)."""
+    runs, name = tmp_path / "runs", "whole-then-dropped"
+    sink = Kept(name, interval=0)
+    for run_id in ("a", "c"):
+        logged(runs, run_id, sink, range(1, 5))
+    sink.fail_at = 1
+    run(runs, "b", sink, 1, 1)  # dropped here
+    sink.fail_at = 0
+    (said,) = run(runs, "a", sink, 5, 1)
+    assert "run a is written there in part: it holds its 4 steps so far, only this session's are not." in said, said
+    assert "0 of its" not in said and "with a new Kept sink sends it the rest" in said, said
+    with pytest.warns(sinks.SinkWarning) as caught, gathered([sink]):  # as a sweep: said once at its end
+        logged(runs, "c", sink, range(5, 6))
+    (listed,) = [str(w.message) for w in caught if "of the sweep" in str(w.message)]
+    assert "is not written there, or only in part: c (its 4 steps before this session's)." in listed, listed
+    before = len(WRITTEN[name])
+    logged(runs, "a", Kept(name, interval=0), range(6, 7))  # continued with a working sink
+    rewards = Counter(p.step for points, _ in WRITTEN[name][before:] for p in points if "reward" in p.values)
+    assert rewards == {5: 1, 6: 1}, rewards  # the rest of run a, none of the steps it held again

@@ -227,6 +227,9 @@ def test_a_family_that_is_not_installed_is_passed_over_as_matplotlib_draws_it(fa
     text = figure.text(0.1, 0.5, "é\u231a", family=list(families))
     glyphs.drawable(text)
     FigureCanvasAgg(figure).print_png(io.BytesIO())  # a glyph missing from the fonts drawn in warns: an error here
+    text.set_fontfamily(list(families))
+    glyphs.drawable(text, "new \u231a")  # new words (a wrap's, a cut's), written as drawn in the text's fonts
+    assert (text.get_text(), tuple(text.get_fontproperties().get_family())) == ("new \u231a", drawn_in)
 
 
 @pytest.mark.parametrize("own", [False, True])
