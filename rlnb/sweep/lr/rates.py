@@ -78,8 +78,8 @@ def _decay_refused(base: OptimizerParams, lr: float) -> str:
         else (f"its AdamW part at {ratio:.3g}x it: ", f"1 / ({ratio:.3g} * adam.weight_decay)")
     )
     return (
-        f"lr_find: start_lr={lr:g} breaks {DECAY_RULE} at {type(base).__name__}.{field} = {decay:g} ({at}"
-        f"{lr * ratio:g} * {decay:g} = {lr * ratio * decay:g}): the rates allowed are below {over} = {limit:.3g}; "
+        f"lr_find: start_lr={lr:g} is refused at {type(base).__name__}.{field} = {decay:g}: {DECAY_RULE}, got {at}"
+        f"{lr * ratio:g} * {decay:g} = {lr * ratio * decay:g}; the rates allowed are below {over} = {limit:.3g}: "
         "give a smaller start_lr or weight_decay"
     )
 
