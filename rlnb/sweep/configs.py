@@ -109,7 +109,8 @@ def grid(**axes: Sequence[Any]) -> list[dict[str, Any]]:
     """Every combination: ``grid(learning_rate=[1e-3, 1e-2], momentum=[0.9, 0.95])`` → 4 configs."""
     check_fields("grid", axes)
     for name, values in axes.items():  # a string is a collection too: "0.001" would make 5 configs, one per character
-        if isinstance(values, str | bytes | Mapping) or not isinstance(values, Collection):
+        single = getattr(values, "ndim", 1) == 0  # a 0-d array or tensor: a Collection whose len() is a TypeError
+        if single or isinstance(values, str | bytes | Mapping) or not isinstance(values, Collection):
             raise ValueError(f"grid: {name} must be a list of values, such as [1e-3, 1e-2], got {values!r}")
     empty = [name for name, values in axes.items() if not len(values)]
     if empty:  # an empty axis would make an empty grid: a sweep of nothing, silently

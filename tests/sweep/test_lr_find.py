@@ -753,14 +753,15 @@ def test_a_range_of_many_decades_is_spaced_without_overflow(tmp_path):
 
 def test_a_range_ends_at_the_rate_whose_decay_would_erase_the_weights(tmp_path):
     """Params whose learning_rate * weight_decay >= 1 are refused (the decay erased the weights, or flipped them):
-    the range test stops at the first such rate with the steps measured, and refuses a range that starts there."""
+    the range test stops at the first such rate with the steps measured, and refuses a range that starts there
+    (before it opens anything: ``test_lr_find_rates_up_front``)."""
     seen = []
     found = lr_find(rlnb.AdamParams(weight_decay=0.5), start_lr=1e-3, end_lr=10.0, steps=5,
                     step_fn=lambda s, p, i: seen.append(p.learning_rate) or 1.0, runs_dir=tmp_path)  # fmt: skip
     assert seen == pytest.approx([1e-3, 1e-2, 1e-1, 1.0]) and found.lrs == seen
     assert "ended early: stopped at lr 10: AdamParams.weight_decay = 0.5 is invalid: learning_rate * weight_decay " \
            "must be < 1, got 10 * 0.5 = 5" in found.reason  # fmt: skip
-    with pytest.raises(rlnb.InvalidParams, match=r"learning_rate \* weight_decay must be < 1, got 4 \* 0.5 = 2"):
+    with pytest.raises(ValueError, match=r"start_lr=4 is refused .* must be < 1, got 4 \* 0.5 = 2; the rates"):
         lr_find(rlnb.AdamParams(weight_decay=0.5), start_lr=4.0, end_lr=10.0, steps=5, step_fn=lambda s, p, i: 1.0,
                 runs_dir=tmp_path)  # fmt: skip
 

@@ -15,6 +15,7 @@ import httpx
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import rlnb
 from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
@@ -147,9 +148,10 @@ def test_random_search_draws_distinct_configs_and_takes_a_numpy_seed():
         random_search(2, seed=1.5, learning_rate=(1e-5, 1e-1))
 
 
-@pytest.mark.parametrize("values", ["0.001", 1e-3, {"a": 1e-3}])
+@pytest.mark.parametrize("values", ["0.001", 1e-3, {"a": 1e-3}, np.array(1e-3), torch.tensor(1e-3)])
 def test_a_grid_axis_must_be_a_list_of_values(values):
-    """A string is iterable: grid(learning_rate="0.001") made one config per character."""
+    """A string is iterable: grid(learning_rate="0.001") made one config per character. A 0-d array or tensor is a
+    Collection whose len() is a bare TypeError ("len() of unsized object")."""
     with pytest.raises(ValueError, match=f"grid: learning_rate must be a list of values.*{re.escape(repr(values))}"):
         grid(learning_rate=values)
     assert len(grid(learning_rate=np.logspace(-4, -2, 3), newton_schulz_steps=range(4, 6))) == 6  # arrays, ranges

@@ -40,7 +40,7 @@ from ..options import RangeTestOptions, StepFn, check_base, check_range_test, gi
 from ..trial import Objective
 from .curve import DIVERGE, FLAT, SMOOTHING, diverged_from, significant, smooth, spaced, suggest
 from .measure import LOGGED, Measured, measure
-from .rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, lr_range, range_key, with_lr
+from .rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, check_rates, lr_range, range_key, with_lr
 from .result import LRFind
 
 __all__ = ["DEFAULT_RANGES", "FLAT", "SCALING_NAMES", "SMOOTHING", "LRFind", "lr_find", "significant", "with_lr"]
@@ -72,8 +72,8 @@ def lr_find(
     fresh session from ``rlnb.connect(**options)`` (``target`` "local" unless given).
 
     Every option is checked before anything is opened or sent: ``steps`` in ``RANGE_TEST_STEPS``,
-    0 < start_lr < end_lr (a default that depends on a new remote Muon session's scaling: once that session
-    is open).
+    0 < start_lr < end_lr and ``base`` at start_lr within its rules (a default that depends on a new remote Muon
+    session's scaling: once that session is open).
     """
     check_base(base, session, stop, progress)
     _secrets.hide_option(options)  # first: no traceback's locals show the key
@@ -90,7 +90,7 @@ def lr_find(
     kind = kind_of(base)
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
-    check_lrs(start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
+    check_lrs(base, start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
     local = not session.is_remote if session else target == LOCAL
     check_range_test(test, local, options, copied=session is not None)
     if step_fn is None:  # a bad prompt would fail the first step, the session copied (or a new one opened) by then
@@ -100,6 +100,7 @@ def lr_find(
     scaling = scaling if kind == wire.MUON else None
     try:  # checked above, unless a default is a new remote Muon session's: its scaling is the service's choice
         start_lr, end_lr = lr_range(start_lr, end_lr, scaling or wire.ADAM)
+        check_rates(base, start_lr, end_lr)
     except ValueError:
         trial.close()
         raise

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from rlnb import wire
+from rlnb.errors import InvalidParams
 from rlnb.history.runconfig import LOCAL
-from rlnb.params import MuonHyperparams, OptimizerParams, decay_rule_holds
+from rlnb.params import DECAY_RULE, MuonHyperparams, OptimizerParams, decay_rule_holds
 from rlnb.session import Session
 from rlnb.wire import SCALING_NAMES
 
@@ -40,11 +41,47 @@ def _fit(lr: float, measured: float, weight_decay: float) -> float:
     return near if decay_rule_holds(near, weight_decay) else significant(measured, down=True)
 
 
-def check_lrs(start_lr: float | None, end_lr: float | None, key: str | None) -> None:
-    """``ValueError`` unless start < end where the defaults are known (``key`` of ``DEFAULT_RANGES``; None: known
-    only once the session is open)."""
+def check_lrs(base: OptimizerParams, start_lr: float | None, end_lr: float | None, key: str | None) -> None:
+    """``ValueError`` unless start < end and ``check_rates`` holds, where the defaults are known (``key`` of
+    ``DEFAULT_RANGES``; None: known only once the session is open)."""
     if key is not None or (start_lr is not None and end_lr is not None):
-        lr_range(start_lr, end_lr, key or wire.ADAM)
+        check_rates(base, *lr_range(start_lr, end_lr, key or wire.ADAM))
+
+
+def check_rates(base: OptimizerParams, start_lr: float, end_lr: float) -> None:
+    """``ValueError`` naming ``start_lr`` (or ``end_lr``) where ``base`` at that rate is refused: found at step 0,
+    the session had been copied and a run folder made. The rates between lie within the two. An ``end_lr`` refused
+    by ``DECAY_RULE`` alone is taken: the range ends before the first rate the decay refuses."""
+    for name, lr in (("start_lr", start_lr), ("end_lr", end_lr)):
+        try:
+            with_lr(base, lr)
+        except InvalidParams as exc:
+            if not all(DECAY_RULE in rule for *_, rule in exc.errors):
+                raise ValueError(f"lr_find: {name}={lr:g} is refused: {exc}") from None
+            if name == "start_lr":
+                raise ValueError(_decay_refused(base, lr)) from None
+
+
+def _decay_refused(base: OptimizerParams, lr: float) -> str:
+    """Why ``DECAY_RULE`` refuses ``base`` at start rate ``lr``, and the rates it allows: below 1 / weight_decay (Muon:
+    the AdamW part's too, at its ratio to Muon's rate), the lowest limit, which ``lr`` is at or past."""
+    resolved = base.resolved()
+    parts = [("weight_decay", 1.0, resolved.weight_decay)]
+    if isinstance(resolved, MuonHyperparams):
+        parts.append(
+            ("adam.weight_decay", resolved.adam.learning_rate / resolved.learning_rate, resolved.adam.weight_decay)
+        )
+    limit, field, ratio, decay = min((1 / (r * wd), f, r, wd) for f, r, wd in parts if wd > 0)
+    at, over = (
+        ("", "1 / weight_decay")
+        if field == "weight_decay"
+        else (f"its AdamW part at {ratio:.3g}x it: ", f"1 / ({ratio:.3g} * adam.weight_decay)")
+    )
+    return (
+        f"lr_find: start_lr={lr:g} is refused at {type(base).__name__}.{field} = {decay:g}: {DECAY_RULE}, got {at}"
+        f"{lr * ratio:g} * {decay:g} = {lr * ratio * decay:g}; the rates allowed are below {over} = {limit:.3g}: "
+        "give a smaller start_lr or weight_decay"
+    )
 
 
 def lr_range(start_lr: float | None, end_lr: float | None, key: str) -> tuple[float, float]:
