@@ -10,10 +10,15 @@ import threading
 import time
 from typing import Any
 
+from rlnb.params import SUBMIT_AGAIN
 from rlnb.session.step_turn import WAIT_SLICE, told
 from rlnb.widgets import focus_back, turns
 from rlnb.widgets.status_line import FINDING
 from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
+
+NEXT_STEP = ": your next Step applies them together with its own batch's"
+"""What a run stopped by a refused optim-step (a server's: the panel checked what it could) says in the session's
+``SUBMIT_AGAIN`` stead: the panel has no bare optim-step to submit, and each Step samples a new batch."""
 
 
 def start(panel: Any, n: Any) -> bool:
@@ -107,7 +112,7 @@ def run(panel: Any, n: int) -> None:
     except BaseException as exc:  # noqa: BLE001
         panel.error, error = exc, True
         seen = _step_after(panel, seen)  # a step_fn that raised past its optim-step: the lines at the session's step
-        said = f"step {seen} · stopped: {failure_text(exc)}"
+        said = f"step {seen} · stopped: {failure_text(exc).replace(SUBMIT_AGAIN, NEXT_STEP)}"
     finally:
         try:
             _end(panel, said, error)

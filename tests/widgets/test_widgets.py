@@ -1071,14 +1071,21 @@ def test_a_closed_session_is_refused_at_start():
 
 def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session):
     """lr 1e308 (valid for the API): drawing its schedule raised from the field's observer, before the summary,
-    Find LR and the panel's buttons were updated, so the summary still named the rate before."""
-    panel = RunPanel(panel_session, every=0.05)
-    b = panel.builder
+    Find LR and the panel's buttons were updated, so the summary still named the rate before. A builder on its own
+    takes it (no weights to refuse it); a panel's on a local session refuses it, naming the field, its weights' float32
+    too small for the step (tests/widgets/test_engine_refusals.py)."""
+    b = OptimizerBuilder("adam")
     b.adam["learning_rate"].value = -1.0
-    assert panel.run_button.disabled
+    assert not b.valid
     b.adam["learning_rate"].value = 1e308
-    assert b.valid and "lr 1e+308" in b.summary and not panel.run_button.disabled
+    assert b.valid and "lr 1e+308" in b.summary
     assert b.schedule_plot.layout.display == "none"  # no plot rather than a wrong one
     b.adam["learning_rate"].value = 1e-3
     assert b.schedule_plot.layout.display is None and "lr 0.001" in b.summary
+    b.close()
+    panel = RunPanel(panel_session, every=0.05)
+    panel.builder.adam["learning_rate"].value = 1e308
+    assert "adam_params.learning_rate is too large" in panel.builder.message.value and panel.run_button.disabled
+    panel.builder.adam["learning_rate"].value = 1e-3
+    assert "lr 0.001" in panel.builder.summary and not panel.run_button.disabled
     panel.close()
