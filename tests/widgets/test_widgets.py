@@ -46,6 +46,17 @@ def test_every_adam_control_reaches_the_params_and_the_preview():
 
 
 @pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
+def test_the_request_body_preview_says_it_is_at_the_base_rate_a_schedule_scales():
+    """Titled "request body (JSON)", the preview showed lr 0.002 under a warmup whose first step sends 0.0005: no step
+    sends that body. Its title says which rate it holds."""
+    b = OptimizerBuilder("adam")
+    b.sched_kind.value, b.warmup.value, b.total.value = "linear", 4, 20
+    assert preview_json(b) == b.params.request_body() and preview_json(b)["adam_params"]["learning_rate"] == 0.002
+    assert b.params_at(0).learning_rate == 0.0005  # what the first step sends
+    assert b.json.get_title(0) == "request body (JSON) at the base rate: the schedule scales its learning_rate"
+
+
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_every_muon_control_and_its_adam_sub_params():
     b = OptimizerBuilder("muon")
     b.muon["learning_rate"].text.value = 0.03
