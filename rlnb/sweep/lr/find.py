@@ -119,8 +119,15 @@ def lr_find(
                 break
             try:
                 at_lr = with_lr(base, lr)
+                if step_fn is None:  # rl_step's check first: the session's weights' limits (a step past float32)
+                    trial.check_params(at_lr)
             except InvalidParams as exc:  # past it, base's decay would erase the weights: the range ends here
                 if i == 0 or not any(DECAY_RULE in rule for *_, rule in exc.errors):
+                    raise
+                ended = f"stopped at lr {lr:.3g}: {exc}"
+                break
+            except ValueError as exc:  # as the decay's: the range ends at the first rate refused, nothing sent
+                if i == 0:
                     raise
                 ended = f"stopped at lr {lr:.3g}: {exc}"
                 break
