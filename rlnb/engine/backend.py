@@ -40,6 +40,7 @@ from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions,
 from rlnb.engine.threads import ThreadUse
 from rlnb.engine.worker import Worker
 from rlnb.history.runconfig import LOCAL
+from rlnb.params import Hyperparams
 from rlnb.text.codec import Codec
 from rlnb.wire import Listener, OptimizerKind
 
@@ -207,6 +208,11 @@ class LocalBackend:
     def max_stop_chars(self) -> int:
         """The most characters of each stop string (``wire.MAX_STOP_CHARS`` unless set)."""
         return self.engine.max_stop_chars
+
+    def check_optim_step(self, hp: Hyperparams) -> None:
+        """A ``ValueError`` naming the field where an optim-step with ``hp`` would be refused ``INVALID_INPUT`` by these
+        weights (``TrainerOptimizer.check``): ``Session.check_params`` asks before anything is sent."""
+        self.engine.optim.check(hp)
 
     def half_stepped_refusal(self) -> str | None:
         """What an optim-step here is refused with now that an earlier one stopped part way (``refusals``), or None:

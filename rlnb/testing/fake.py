@@ -14,7 +14,8 @@ from rlnb._checks import check_int, check_seconds
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
 from rlnb.history.runconfig import FAKE
-from rlnb.testing import fake_ops
+from rlnb.params import Hyperparams
+from rlnb.testing import fake_checks, fake_ops
 from rlnb.text.codec import ByteCodec
 from rlnb.wire import Listener
 
@@ -135,6 +136,11 @@ class FakeBackend:
             if not self._worker.closed:
                 self._info.status = wire.SessionStatus.STOPPED
         self._worker.close()
+
+    def check_optim_step(self, hp: Hyperparams) -> None:
+        """A ``ValueError`` naming the field where an optim-step with ``hp`` would be refused ``INVALID_INPUT`` here, as
+        on the engine (``fake_checks.step_limits``): ``Session.check_params`` asks before anything is sent."""
+        fake_checks.step_limits(hp)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until every queued operation has finished; False if ``timeout`` passed first."""

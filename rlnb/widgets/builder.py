@@ -106,7 +106,8 @@ class OptimizerBuilder(BuilderForm):
     @property
     def params(self) -> OptimizerParams:
         """The config as built now; raises ``InvalidParams`` naming every field that is out of range
-        (and ``ValueError`` on the tab that a locked builder does not allow)."""
+        (and ``ValueError`` on the tab that a locked builder does not allow, or naming a field its panel's session
+        refuses: ``_fits``)."""
         if self._params is None:
             self._params = self._build()
         return self._params
@@ -157,7 +158,7 @@ class OptimizerBuilder(BuilderForm):
                 f"(the optimizer is fixed when the session is created); pick the {self.locked.capitalize()} tab"
             )
         if self.kind == wire.ADAM:
-            return AdamParams(**values(self.adam))
+            return self._fits(AdamParams(**values(self.adam)))
         errors = []  # check both parts, so that every bad field is named (and marked) at once
         for prefix, check in (
             ("", lambda: MuonParams(**values(self.muon))),
@@ -169,7 +170,15 @@ class OptimizerBuilder(BuilderForm):
                 errors += [(prefix + field, value, allowed) for field, value, allowed in exc.errors]
         if errors:
             raise InvalidParams("MuonParams", errors)
-        return MuonParams(**values(self.muon), adam=AdamParams(**values(self.muon_adam)))
+        return self._fits(MuonParams(**values(self.muon), adam=AdamParams(**values(self.muon_adam))))
+
+    def _fits(self, params: OptimizerParams) -> OptimizerParams:
+        """``params``, or the ``ValueError`` naming the field that the session of the panel holding this builder
+        refuses (``Session.check_params``: a local engine's limits, an eps that is 0 in its float32): said "✓ valid",
+        a click sampled, the optim-step alone was refused, and its kept gradients went into the next Step."""
+        if self.panel is not None:
+            self.panel.session.check_params(params)
+        return params
 
     def _changed(self, change: Any = None) -> None:
         if self.selection.quiet:
@@ -183,8 +192,9 @@ class OptimizerBuilder(BuilderForm):
             self.errors += str(exc).splitlines()
             bad |= {field for field, _, _ in exc.errors}
             body = None
-        except ValueError as exc:  # the tab a locked builder does not allow
+        except ValueError as exc:  # the tab a locked builder does not allow, or what its session refuses
             self.errors.append(str(exc))
+            bad |= set(re.findall(r"^(?:adam|muon)_params\.([\w.]+)", str(exc)))  # the session's words name it so
             body = None
         try:
             schedule = self.judged = self.get_schedule()

@@ -86,17 +86,19 @@ def rates_at(schedule: Schedule, step: int, rates: tuple[float, ...]) -> str:
 
 
 def position(schedule: Schedule, step: int, rates: tuple[float, ...]) -> tuple[str, bool]:
-    """Where step ``step`` (the next one sent, counting from 0) is on ``schedule`` and the rates it gets (``rates``:
-    ``base_rates``): ``step 12 / 30 of the cosine schedule · lr 0.0031``, each rate as sent (``rate``: two
-    significant figures would show as 0.0013 a 0.00125 that the summary shows exactly). The flag says the step is past
-    the end of a decaying schedule, where every step gets the floor."""
-    lr = rates_at(schedule, step, rates)
+    """Where the next step sent is on ``schedule`` and the rates it gets (``rates``: ``base_rates``), ``step`` the
+    steps done (the schedule's step, from 0): ``step 12 / 30 of the cosine schedule · lr 0.0031``, numbered as the
+    steps table and ``history.steps`` will number it, from 1 (``step`` + 1: the line said "step 5 / 5" at the floor's
+    rate beside the table's step 5, sent above it), each rate as sent (``rate``: two significant figures would show as
+    0.0013 a 0.00125 that the summary shows exactly). The flag says the step is past the end of a decaying schedule,
+    where every step gets the floor."""
+    lr, shown = rates_at(schedule, step, rates), step + 1
     if step < schedule.warmup_steps:
-        return f"step {step} / warmup {schedule.warmup_steps} · {lr}", False
+        return f"step {shown} / warmup {schedule.warmup_steps} · {lr}", False
     if schedule.kind == "constant":
         return f"constant schedule · {lr}", False
     past = bool(schedule.past_end(step))
-    return f"step {step} / {schedule.total_steps} of the {schedule.kind} schedule · {lr}", past
+    return f"step {shown} / {schedule.total_steps} of the {schedule.kind} schedule · {lr}", past
 
 
 ORANGE = "#b45309"
@@ -137,9 +139,9 @@ class ScheduleNote:
             self._warned = None
         elif self._warned != (schedule, rates):
             said = (
-                f"⚠ step {step} is {schedule.past_end(step)} ({rates_at(schedule, step, rates)}). To keep decaying, "
-                "raise total steps in the optimizer form."
-            )
+                f"⚠ step {step + 1} is {schedule.past_end(step)} ({rates_at(schedule, step, rates)}). To keep "
+                "decaying, raise total steps in the optimizer form."
+            )  # numbered as ``position`` numbers it
             self.warnings[:] = [said]
             self.warning.value = f"<span style='color:{ORANGE}'>{html.escape(said)}</span>"
             self.warning.layout.display = None

@@ -59,7 +59,9 @@ class BuilderForm:
         self.total = CountBox(value=total_steps, description="total steps", style=WIDE, layout=field())
         self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=field())
         self.preview = W.HTML()
-        self.json = W.Accordion(children=[self.preview], titles=("request body (JSON)",), selected_index=None)
+        # the body at the base rate, which no step of a warmup or decay sends: said, not read as the wire's
+        body = "request body (JSON) at the base rate: the schedule scales its learning_rate"
+        self.json = W.Accordion(children=[self.preview], titles=(body,), selected_index=None)
         self.json_opener, json_row = opener(self.json, "code", "show or hide the request body (JSON)")
         self.message = W.HTML()
         self.message.add_class("rlnb-message")

@@ -6,14 +6,20 @@ keyboard's focus on the button that started the run), then the status line sayin
 from __future__ import annotations
 
 import contextlib
+import html
 import threading
 import time
 from typing import Any
 
+from rlnb.params import SUBMIT_AGAIN
 from rlnb.session.step_turn import WAIT_SLICE, told
 from rlnb.widgets import focus_back, turns
-from rlnb.widgets.status_line import FINDING
+from rlnb.widgets.status_line import FINDING, RED
 from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
+
+NEXT_STEP = ": your next Step applies them together with its own batch's"
+"""What a run stopped by a refused optim-step (a server's: the panel checked what it could) says in the session's
+``SUBMIT_AGAIN`` stead: the panel has no bare optim-step to submit, and each Step samples a new batch."""
 
 
 def start(panel: Any, n: Any) -> bool:
@@ -107,7 +113,7 @@ def run(panel: Any, n: int) -> None:
     except BaseException as exc:  # noqa: BLE001
         panel.error, error = exc, True
         seen = _step_after(panel, seen)  # a step_fn that raised past its optim-step: the lines at the session's step
-        said = f"step {seen} · stopped: {failure_text(exc)}"
+        said = f"step {seen} · stopped: {failure_text(exc).replace(SUBMIT_AGAIN, NEXT_STEP)}"
     finally:
         try:
             _end(panel, said, error)
@@ -199,7 +205,11 @@ def _end(panel: Any, said: str, error: bool) -> None:
             if failed is not None:
                 panel.error = panel.error if error else failed
                 said, error = f"{said} · then its buttons failed: {failure_text(failed)}", True
-            panel.line.show(said + panel.line.n_said(), error=error)  # Run off after it: why (the N field)
+            # Run off after it: why (the N field); Step and Run off for good (the builder closed, or given to a panel
+            # on another session): why, which ``_sync_buttons`` said just before this line replaced it
+            shut = turns.form_closed(panel) or turns.elsewhere(panel)
+            why = f" · <span style='color:{RED}'>{html.escape(shut, quote=False)}</span>" if shut else ""
+            panel.line.show(said + panel.line.n_said() + why, error=error)
 
 
 def buttons_back(panel: Any) -> Exception | None:

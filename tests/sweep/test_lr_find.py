@@ -751,6 +751,15 @@ def test_a_range_of_many_decades_is_spaced_without_overflow(tmp_path):
     assert found.lrs == [1e-300, pytest.approx(1e-150, rel=1e-9), pytest.approx(1.0), pytest.approx(1e150), 1e300]
 
 
+def test_a_range_ends_at_the_rate_the_sessions_weights_cannot_take(tmp_path):
+    """The engine's limits are asked before a step is sent (``Session.check_params``): a rate whose step passes the
+    weights' float32 ends the range there, as the decay rule does, with the steps measured (it raised a ValueError
+    from rl_step once the session asked them; before that, its batch was sampled and trained, then refused)."""
+    found = lr_find(rlnb.AdamParams(weight_decay=0.0), start_lr=1e-3, end_lr=1e300, steps=5, runs_dir=tmp_path)
+    assert found.lrs == [1e-3]
+    assert "stopped at lr 5.62e+72: adam_params.learning_rate is too large" in found.reason, found.reason
+
+
 def test_a_range_ends_at_the_rate_whose_decay_would_erase_the_weights(tmp_path):
     """Params whose learning_rate * weight_decay >= 1 are refused (the decay erased the weights, or flipped them):
     the range test stops at the first such rate with the steps measured, and refuses a range that starts there

@@ -74,8 +74,8 @@ def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
     assert panel.join(60) and adam_session.step == 5 and len(panel.warnings) == 1
     assert "(total steps 3)" in panel.warning.value and panel.warning.layout.display is None
     builder.total.value = 4  # still past the end: said anew, with the new end
-    assert "step 5 / 4 of the linear schedule" in panel.schedule_line.value
-    assert "step 5 is past the end of the linear schedule (total steps 4)" in panel.warning.value
+    assert "step 6 / 4 of the linear schedule" in panel.schedule_line.value
+    assert "step 6 is past the end of the linear schedule (total steps 4)" in panel.warning.value
     assert panel.warning.layout.display is None and panel.warnings[-1] in panel.warning.value
     builder.min_ratio.value = 0.5
     assert "0.5× the base rate (lr 0.001)" in panel.warning.value
@@ -94,7 +94,7 @@ def test_the_warning_past_the_schedules_end_follows_every_change(adam_session):
     builder.adam["beta1"].value = 0.8  # neither the schedule nor the rate: nothing new to say
     assert len(panel.warnings) == n
     builder.total.value = 10
-    assert panel.warning.layout.display == "none" and "step 5 / 10" in panel.schedule_line.value
+    assert panel.warning.layout.display == "none" and "step 6 / 10" in panel.schedule_line.value
     assert panel.warnings == []
     panel.close()
 
@@ -183,7 +183,7 @@ def test_the_schedule_line_and_warning_show_the_rate_as_sent_as_the_summary_does
     sent = list(adam_session.history.steps.learning_rate)
     floor = scheduled_rate(sent[-1])  # as sent, or ≈ 4 figures where float arithmetic made it long
     assert float(sent[-1]) == lr * 0.1 and f"(lr {floor})" in panel.warning.value
-    assert f"step 2 / 1 of the linear schedule · lr {floor}<" in panel.schedule_line.value
+    assert f"step 3 / 1 of the linear schedule · lr {floor}<" in panel.schedule_line.value
     panel.close()
 
 
@@ -266,10 +266,10 @@ def test_a_muon_sessions_schedule_line_and_warning_name_both_rates_sent():
     builder.warmup.value = 0
     panel = RunPanel(session, builder, step_fn=ce_step, n_steps=2, every=0.05)
     assert "lr 0.05, AdamW 0.002 ·" in builder.summary
-    assert "step 0 / 1 of the linear schedule · lr 0.05, AdamW 0.002<" in panel.schedule_line.value
+    assert "step 1 / 1 of the linear schedule · lr 0.05, AdamW 0.002<" in panel.schedule_line.value
     assert panel.start(2) and panel.join(60) and panel.error is None
     floor = f"lr {scheduled_rate(0.05 * 0.1)}, AdamW {scheduled_rate(0.002 * 0.1)}"
-    assert f"step 2 / 1 of the linear schedule · {floor}<" in panel.schedule_line.value
+    assert f"step 3 / 1 of the linear schedule · {floor}<" in panel.schedule_line.value
     assert f"0.1× the base rate ({floor})" in panel.warnings[0]
     builder.muon_adam["learning_rate"].value = 0.004  # the AdamW rate alone: said anew
     assert f"AdamW {scheduled_rate(0.004 * 0.1)})" in panel.warnings[0] and len(panel.warnings) == 1

@@ -292,3 +292,24 @@ def test_a_panel_whose_builder_is_closed_says_so_its_step_and_run_off(fake):
     with pytest.raises(ValueError, match=r"builder is closed: pass a new OptimizerBuilder, or none"):
         RunPanel(fake, builder)
     panel.close()
+
+
+def test_a_run_whose_builder_is_closed_mid_run_ends_saying_why_its_buttons_are_off(fake):
+    """The builder closed during a run: the run's last line ("step 0 · 2 done") replaced the reason its Step and Run
+    are off for good, in normal colour, nothing on screen saying why."""
+    builder = OptimizerBuilder("adam")
+    sent: list = []
+
+    def step_fn(s, p):
+        sent.append(p)
+        if len(sent) == 1:
+            builder.close()  # from another cell, while the run goes
+
+    panel = RunPanel(fake, builder, step_fn=step_fn, n_steps=2, every=0.05)
+    panel.run_button.click()
+    assert panel.join(DEADLINE) and panel.error is None and len(sent) == 2
+    said = re.sub(r"<[^>]+>", "", panel.status.value)
+    why = "its OptimizerBuilder is closed: make a new RunPanel (with a new OptimizerBuilder) to train"
+    assert said.startswith("step 0 · 2 done") and said.endswith(why), said  # its own step_fn: no optim-step
+    assert panel.step_button.disabled and panel.run_button.disabled and panel.stop_button.disabled
+    panel.close()

@@ -74,19 +74,19 @@ def test_the_schedule_line_keeps_the_runs_schedule_while_an_edit_is_not_used(ada
     panel = RunPanel(adam_local, step_fn=gate, every=0.05)
     b = panel.builder
     b.sched_kind.value, b.total.value, b.adam["learning_rate"].value = "cosine", 30, 2e-3
-    assert text(panel.schedule_line) == "step 0 / 30 of the cosine schedule · lr 0.002"
+    assert text(panel.schedule_line) == "step 1 / 30 of the cosine schedule · lr 0.002"
     assert panel.start(3)
     gate.called(1)
     b.total.value = 0
     held = " · ⚠ the run's schedule: your edit is not used until the form is valid"
-    assert not b.valid and text(panel.schedule_line) == "step 0 / 30 of the cosine schedule · lr 0.002" + held
+    assert not b.valid and text(panel.schedule_line) == "step 1 / 30 of the cosine schedule · lr 0.002" + held
     gate.release()
     gate.called(2)  # step 1 ran with the run's schedule; the line shows where step 2 is on it
-    assert text(panel.schedule_line).startswith("step 1 / 30 of the cosine schedule · lr ")
+    assert text(panel.schedule_line).startswith("step 2 / 30 of the cosine schedule · lr ")
     assert text(panel.schedule_line).endswith(held)
     b.total.value = 20  # valid again: taken from the next step, the line its
     line = text(panel.schedule_line)
-    assert line.startswith("step 1 / 20 of the cosine schedule · lr ") and "⚠" not in line
+    assert line.startswith("step 2 / 20 of the cosine schedule · lr ") and "⚠" not in line
     b.total.value = 0
     gate.release()
     gate.called(3)
@@ -94,7 +94,7 @@ def test_the_schedule_line_keeps_the_runs_schedule_while_an_edit_is_not_used(ada
     assert panel.join(DEADLINE) and panel.error is None and adam_local.step == 3
     assert text(panel.schedule_line) == ""  # no run: the form's schedule, none while it is invalid
     b.total.value = 20
-    assert text(panel.schedule_line).startswith("step 3 / 20 of the cosine schedule · lr ")
+    assert text(panel.schedule_line).startswith("step 4 / 20 of the cosine schedule · lr ")
     panel.close()
 
 

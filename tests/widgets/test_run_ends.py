@@ -485,6 +485,6 @@ def test_after_a_step_fn_raises_past_its_optim_step_the_lines_say_the_sessions_s
     p.run_button.click()
     assert p.join(DEADLINE) and s.step == 2
     assert text(p.status.value).startswith("step 2 · stopped: RuntimeError")
-    assert text(p.schedule_line.value).startswith("step 2 / 4 of the linear schedule")
+    assert text(p.schedule_line.value).startswith("step 3 / 4 of the linear schedule")
     p.close()
     s.close()

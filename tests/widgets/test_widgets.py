@@ -46,6 +46,17 @@ def test_every_adam_control_reaches_the_params_and_the_preview():
 
 
 @pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
+def test_the_request_body_preview_says_it_is_at_the_base_rate_a_schedule_scales():
+    """Titled "request body (JSON)", the preview showed lr 0.002 under a warmup whose first step sends 0.0005: no step
+    sends that body. Its title says which rate it holds."""
+    b = OptimizerBuilder("adam")
+    b.sched_kind.value, b.warmup.value, b.total.value = "linear", 4, 20
+    assert preview_json(b) == b.params.request_body() and preview_json(b)["adam_params"]["learning_rate"] == 0.002
+    assert b.params_at(0).learning_rate == 0.0005  # what the first step sends
+    assert b.json.get_title(0) == "request body (JSON) at the base rate: the schedule scales its learning_rate"
+
+
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_every_muon_control_and_its_adam_sub_params():
     b = OptimizerBuilder("muon")
     b.muon["learning_rate"].text.value = 0.03
@@ -260,6 +271,34 @@ def test_the_opener_beside_the_summary_opens_and_folds_the_form_and_follows_it()
     assert b.json_opener.value is False
 
 
+def test_the_schedule_line_numbers_the_next_step_as_the_steps_table_will(panel_session):
+    """The line and its warning counted from 0 ("step 5 / 5 of the cosine schedule · lr 0.005", "step 5 is past the
+    end"), the steps table and ``history.steps`` from 1: at one moment the panel showed two rates for "step 5"."""
+
+    def ce_step(session, params):
+        session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
+        session.optim_step(params).result()
+
+    builder = OptimizerBuilder("adam", total_steps=4)
+    builder.sched_kind.value, builder.warmup.value = "cosine", 2
+    panel = RunPanel(panel_session, builder, step_fn=ce_step, every=0.05)
+    said = []
+    for _ in range(6):
+        line = re.sub("<[^>]+>", "", panel.schedule_line.value)
+        number, lr = re.match(r"step (\d+) / (?:warmup )?\d+ .*· lr ≈?([\d.e-]+)$", line).groups()
+        said.append((int(number), float(lr), list(panel.warnings)))
+        panel.step_button.click()
+        assert panel.join(60) and panel.error is None
+    table = panel_session.history.steps
+    assert [n for n, _, _ in said] == list(table.step) == [1, 2, 3, 4, 5, 6]
+    assert [lr for _, lr, _ in said] == pytest.approx(list(table.learning_rate), rel=1e-3)  # the step named's rate
+    first_past = next(n for n, _, warned in said if warned)
+    assert first_past == 5 and said[4][2][0].startswith("⚠ step 5 is past the end of the cosine schedule")
+    assert table.learning_rate[table.step == 5].item() == pytest.approx(2e-4)  # the floor: the first step past
+    assert table.learning_rate[table.step == 4].item() > 2e-4
+    panel.close()
+
+
 def test_the_panel_shows_the_schedule_and_warns_once_past_its_end(panel_session):
     def ce_step(session, params):
         session.forward_backward([rlnb.samples.cross_entropy(list(b"a step"))])
@@ -269,19 +308,19 @@ def test_the_panel_shows_the_schedule_and_warns_once_past_its_end(panel_session)
     panel = RunPanel(panel_session, builder, step_fn=ce_step, every=0.05)
     assert "constant schedule · lr 0.002" in panel.schedule_line.value and panel.warnings == []
     builder.sched_kind.value = "linear"
-    assert "step 0 / 3 of the linear schedule · lr 0.002" in panel.schedule_line.value
+    assert "step 1 / 3 of the linear schedule · lr 0.002" in panel.schedule_line.value
     panel.n.value = 5
     panel.run_button.click()
     assert panel.join(60) and panel_session.step == 5
-    assert "step 5 / 3 of the linear schedule · lr 0.0002" in panel.schedule_line.value
+    assert "step 6 / 3 of the linear schedule · lr 0.0002" in panel.schedule_line.value
     assert "#b45309" in panel.schedule_line.value  # orange past the end
     assert len(panel.warnings) == 1 and panel.warning.layout.display is None  # once, though 2 steps went past
-    assert "step 3 is past the end of the linear schedule (total steps 3)" in panel.warnings[0]
+    assert "step 4 is past the end of the linear schedule (total steps 3)" in panel.warnings[0]  # the floor from 4
     assert "0.1× the base rate (lr 0.0002)" in panel.warnings[0] and panel.warnings[0] in panel.warning.value
     sent = panel_session.history.steps.learning_rate
     assert list(sent) == pytest.approx([2e-3, 1.4e-3, 8e-4, 2e-4, 2e-4])  # the last two at the floor
     builder.total.value = 6  # raised: not past the end any more
-    assert panel.warning.layout.display == "none" and "step 5 / 6" in panel.schedule_line.value
+    assert panel.warning.layout.display == "none" and "step 6 / 6" in panel.schedule_line.value
     panel.step_button.click()
     assert panel.join(60) and len(panel.warnings) == 1  # passed the new end: said once more, the current one only
     assert "(total steps 6)" in panel.warnings[0] and panel.warning.layout.display is None
@@ -1071,14 +1110,21 @@ def test_a_closed_session_is_refused_at_start():
 
 def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session):
     """lr 1e308 (valid for the API): drawing its schedule raised from the field's observer, before the summary,
-    Find LR and the panel's buttons were updated, so the summary still named the rate before."""
-    panel = RunPanel(panel_session, every=0.05)
-    b = panel.builder
+    Find LR and the panel's buttons were updated, so the summary still named the rate before. A builder on its own
+    takes it (no weights to refuse it); a panel's on a local session refuses it, naming the field, its weights' float32
+    too small for the step (tests/widgets/test_engine_refusals.py)."""
+    b = OptimizerBuilder("adam")
     b.adam["learning_rate"].value = -1.0
-    assert panel.run_button.disabled
+    assert not b.valid
     b.adam["learning_rate"].value = 1e308
-    assert b.valid and "lr 1e+308" in b.summary and not panel.run_button.disabled
+    assert b.valid and "lr 1e+308" in b.summary
     assert b.schedule_plot.layout.display == "none"  # no plot rather than a wrong one
     b.adam["learning_rate"].value = 1e-3
     assert b.schedule_plot.layout.display is None and "lr 0.001" in b.summary
+    b.close()
+    panel = RunPanel(panel_session, every=0.05)
+    panel.builder.adam["learning_rate"].value = 1e308
+    assert "adam_params.learning_rate is too large" in panel.builder.message.value and panel.run_button.disabled
+    panel.builder.adam["learning_rate"].value = 1e-3
+    assert "lr 0.001" in panel.builder.summary and not panel.run_button.disabled
     panel.close()

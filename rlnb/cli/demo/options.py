@@ -152,7 +152,7 @@ def as_option(exc: ValueError) -> ValueError:
 def check_loaded(backend: Any, options: DemoOptions, params: Any) -> None:
     """A ``ValueError`` naming the option where ``options`` do not fit the model ``backend`` loaded, before training:
     ``--dtype auto`` that loaded a float16 checkpoint as float16 (the engine's refusal asks for an AdamW eps, which the
-    demo has no option for); ``params`` the engine's own check of each optim-step refuses (``TrainerOptimizer.check``:
+    demo has no option for); ``params`` the engine's own check of each optim-step refuses (``check_optim_step``:
     ``--lr 1e308`` sampled and failed all its steps INVALID_INPUT)."""
     if options.dtype == "auto" and backend.config()["dtype"] == "float16":
         raise ValueError(
@@ -160,7 +160,7 @@ def check_loaded(backend: Any, options: DemoOptions, params: Any) -> None:
             f"{DEMO_PARAMS['adam']['eps']:g} is 0, so every step would be refused)"
         )
     try:
-        backend.optim.check(params.resolved())
+        backend.check_optim_step(params.resolved())  # as Session.check_params asks it
     except ValueError as exc:
         given = f" (--lr {options.lr:g})" if options.lr is not None else ""
         raise ValueError(f"the optimizer's params do not fit this model{given}: {exc}") from None

@@ -108,7 +108,7 @@ def lr_find(
     run = step_fn or _rl_step(the_task, objective, seed)
     logged = LOGGED[objective] if step_fn is not None or objective != "reward" else None  # rl_step logs the reward
     lrs = spaced(start_lr, end_lr, steps)
-    measured = measure(trial, run, base, lrs, objective, logged, stop, progress, wait_deadline(trial))
+    measured = measure(trial, run, base, lrs, objective, logged, stop, progress, wait_deadline(trial), step_fn is None)
     found = _judged(base, lrs, measured, objective, kind, scaling, ratio, trial.history.path)
     if measured.failure is not None:  # the error names the run folder: the steps measured are not lost with it
         where = f"in the run folder {found.run_path}" if found.run_path else "(no run folder: record=False)"

@@ -52,10 +52,12 @@ def measure(
     stop: threading.Event | None,
     progress: Callable[[int, int], None] | None,
     wait: float,
+    checked: bool = False,
 ) -> Measured:
     """``run(trial, base at lrs[i], i)`` for each rate, its value logged as ``logged`` (None: the step logs it), with
     ``progress(done, len(lrs))`` after each; then the trial's operations waited for (``wait`` seconds at most) and the
-    trial closed, whatever ended the steps."""
+    trial closed, whatever ended the steps. ``checked``: each rate is first checked against the session's weights'
+    limits (``check_params``, as ``rl_step`` does), so the range ends at the first one refused, nothing sent."""
     got, hung, diverging = Measured(), False, Diverging(objective)
     try:
         for i, lr in enumerate(lrs):
@@ -64,8 +66,15 @@ def measure(
                 break
             try:
                 at_lr = with_lr(base, lr)
+                if checked:  # rl_step's check first: the session's weights' limits (a step past float32)
+                    trial.check_params(at_lr)
             except InvalidParams as exc:  # past it, base's decay would erase the weights: the range ends here
                 if i == 0 or not any(DECAY_RULE in rule for *_, rule in exc.errors):
+                    raise
+                got.ended = f"stopped at lr {lr:.3g}: {exc}"
+                break
+            except ValueError as exc:  # as the decay's: the range ends at the first rate refused, nothing sent
+                if i == 0:
                     raise
                 got.ended = f"stopped at lr {lr:.3g}: {exc}"
                 break
