@@ -1,7 +1,7 @@
 """``URL=$(rlnb serve | head -1)``: the server stops when the reader of its output leaves while it serves.
 
-After its two start lines the server writes nothing to stdout, so no write ever raised ``BrokenPipeError`` and the
-pipeline never ended. A pipe's write end whose last reader closed reports ``POLLERR`` (``POLLHUP`` for some kinds):
+After its two start lines the server writes nothing to stdout, so no write raises ``BrokenPipeError`` and the
+pipeline would never end. A pipe's write end whose last reader closed reports ``POLLERR`` (``POLLHUP`` for some kinds):
 a thread blocked in ``poll`` on it, which costs nothing while the reader stays, raises SIGTERM then, and the server
 stops on its main thread as ``kill`` would stop it (its operations finished or abandoned, its temporary checkpoints
 removed), exiting 141 as the stop at a write does.

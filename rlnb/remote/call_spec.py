@@ -47,7 +47,8 @@ def check_settings(
 ) -> Settings:
     """The settings ``ClientOptions`` checks when it is built and ``APIClient`` when it is made, each a
     ``ValueError`` naming its field, with one message for one field wherever it is given: ``server_extensions="no"``
-    is truthy (the extensions stayed on), and a group built with ``deadline=0`` was refused only at each connect."""
+    is truthy (the extensions would stay on), and a group kept for reuse would carry a bad ``deadline`` to each
+    connect."""
     return Settings(
         deadline=check_seconds("deadline", deadline, positive=True),
         timeout=check_timeout(timeout),
