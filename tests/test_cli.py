@@ -359,7 +359,7 @@ def test_serve_on_an_ipv6_host_writes_its_urls_with_brackets(monkeypatch, capsys
     import socket
 
     served = []
-    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock, **_: served.append(app) or sock.close())
     with socket.socket(socket.AF_INET6) as probe:
         try:
             probe.bind(("::1", 0))
@@ -381,7 +381,7 @@ def test_serve_announces_the_address_a_client_takes(monkeypatch, capsys):
 
     from rlnb.remote.call_spec import API_PREFIX
 
-    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: sock.close())
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock, **_: sock.close())
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -407,7 +407,7 @@ def test_serve_says_when_its_checkpoints_folder_cannot_be_removed_at_the_stop(tm
             raise PermissionError(13, "Permission denied", os.fspath(path))
         return unlink(path, *args, **kwargs)
 
-    def run(app, sock):  # the server "ran": it wrote two checkpoints, one of which cannot be removed
+    def run(app, sock, **_):  # the server "ran": it wrote two checkpoints, one of which cannot be removed
         sock.close()
         (scratch,) = tmp_path.glob(f"{held.SCRATCH_PREFIX}*")
         (scratch / "ckpt.pt").write_bytes(b"w")

@@ -55,6 +55,21 @@ def test_serve_whose_output_is_closed_stops_with_one_line_and_exit_141(tmp_path)
     assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
 
 
+def test_serve_whose_reader_leaves_after_the_announcement_stops_with_one_line_and_exit_141(tmp_path):
+    """``URL=$(rlnb serve | head -1)``: ``head`` reads the address and exits, and the server, which writes nothing
+    more to its output, served on for ever: the script never went on (review41i F2)."""
+    server = _serve(tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _announced(server)
+    assert list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
+    server.stdout.close()  # the reader is gone: nothing is written to find the pipe closed
+    try:
+        _, err = server.communicate(timeout=EXIT_DEADLINE)
+    finally:
+        server.kill()  # a server still serving at the deadline: not left running after the test
+    assert (server.returncode, err) == (141, "rlnb serve: stopped, its output was closed\n")
+    assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
+
+
 def test_serve_stopped_by_ctrl_c_with_its_errors_closed_exits_130(tmp_path):
     """``rlnb serve 2>&1 | ...`` whose reader is gone: the line saying it stopped raised ``BrokenPipeError`` into
     the closed pipe, a traceback no one saw, exit status 1 (and, with an operation abandoned, the process waited

@@ -26,7 +26,7 @@ def test_serve_on_every_interface_without_a_token_warns_and_announces_an_address
     """``--host 0.0.0.0`` announced ``http://0.0.0.0:P``, not an address to connect to everywhere (the presigned URLs
     already took 127.0.0.1), and said nothing of serving every machine that reaches it without a token."""
     served = []
-    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock, **_: served.append(app) or sock.close())
     port = free_port()
     assert main(["serve", "--device", "cpu", "--port", str(port), *options]) == 0
     captured = capsys.readouterr()
@@ -54,7 +54,7 @@ def test_serve_on_every_interface_without_a_public_url_warns_that_its_links_name
     (refused, or to whatever listens there)."""
     if options[1] == "::" and not socket.has_ipv6:
         pytest.skip("no IPv6 here")
-    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: sock.close())
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock, **_: sock.close())
     port = free_port()
     assert main(["serve", "--device", "cpu", "--port", str(port), *options]) == 0
     err = capsys.readouterr().err
@@ -85,7 +85,7 @@ def test_serve_takes_its_token_from_the_environment_and_never_says_it(monkeypatc
     from rlnb.cli.serve import TOKEN_ENV
 
     served = []
-    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: served.append(app) or sock.close())
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock, **_: served.append(app) or sock.close())
     monkeypatch.setenv(TOKEN_ENV, "a-token-from-the-env")
     assert main(["serve", "--device", "cpu", "--port", str(free_port()), "--host", "0.0.0.0"]) == 0
     assert served[0].state.registry.settings.token == "a-token-from-the-env"
@@ -109,7 +109,7 @@ def test_serve_on_port_0_listens_on_a_free_port_and_announces_it(monkeypatch, ca
     then bound after they were made); it is bound first now, so the port it got is said."""
     served = []
 
-    def listen(app, sock):
+    def listen(app, sock, **_):
         served.append((app, sock.getsockname()[1]))
         sock.close()
 
@@ -131,7 +131,7 @@ def test_serve_names_what_its_stop_abandoned_and_how_each_ends(monkeypatch, caps
         Abandoned("forward-backward operation op-2 of session sess-3", wire.OperationStatus.FAILED),
     ]
 
-    def listen(app, sock):
+    def listen(app, sock, **_):
         sock.close()
         app.state.registry.abandoned = gone  # as a stop that gave up on them leaves it
 

@@ -19,6 +19,7 @@ from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, exit_with_stdin_argument, integer, number
 from rlnb.cli.output import quiet, say
 from rlnb.cli.parent import exit_with_stdin
+from rlnb.cli.reader_gone import ReaderWatch
 from rlnb.cli.serve_checks import TOKEN_ENV, as_option, checked
 
 
@@ -217,14 +218,20 @@ def _serve_app(
         sock.close()
         app.state.registry.close(0)
         raise
-    code = 0
+    code, reader = 0, ReaderWatch()  # `rlnb serve | head -1`: its reader leaves once it has the address
     try:
-        listen(app, sock)
+        listen(app, sock, watch=reader.start)  # started where a SIGTERM it raises at once waits for uvicorn's handler
     except KeyboardInterrupt:  # Ctrl-C: uvicorn shuts down, then re-raises it (a traceback through asyncio's runner)
         say("rlnb serve: stopped (Ctrl-C)")
         code = 130
     except SystemExit as exc:  # SIGTERM, re-raised by uvicorn once it has shut down: the handler above
         code = exc.code if isinstance(exc.code, int) else 0
+    finally:
+        reader.close()
+    if reader.gone.is_set() and code == 0:  # its SIGTERM, not a Ctrl-C's: as the stop at a write says it
+        quiet(sys.stdout)
+        say("rlnb serve: stopped, its output was closed")
+        code = 141
     abandoned = app.state.registry.abandoned or []
     for gone in abandoned:  # an operation ends FAILED; a model's build, its session ERROR
         say(

@@ -63,6 +63,8 @@ class ModelOptions:
         tokenizer_spec(self.tokenizer)  # a TypeError naming tokenizer; a path is loaded with the model
         eos_ids(self.eos_token_id)  # the vocabulary's end is checked once the model is loaded
         wire.lora_config(self.lora)  # a ValueError naming lora
+        trust = check_bool("trust_remote_code", self.trust_remote_code)  # "no" is truthy: it would run a folder's code
+        object.__setattr__(self, "trust_remote_code", trust)
 
 
 SEED_RANGE = (-(2**63), 2**63 - 1)

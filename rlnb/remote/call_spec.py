@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import httpx
 
-from rlnb._checks import check_seconds
+from rlnb._checks import check_bool, check_int, check_seconds
 from rlnb.wire.paths import API_PREFIX
 
 DEFAULT_BASE_URL = "https://api.together.ai"
@@ -30,6 +30,32 @@ UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.Uns
 HOPELESS = (httpx.LocalProtocolError, httpx.UnsupportedProtocol)
 """Failures that the same request meets every time (it cannot be built; a scheme the transport cannot send): never
 retried (an ``UnsupportedProtocol`` retried would take 6 tries over 14 s, and count as a create that may have acted)."""
+
+
+class Settings(NamedTuple):
+    """A client's settings as checked: plain floats, ints and a bool (numpy's become Python's)."""
+
+    deadline: float
+    timeout: float | httpx.Timeout
+    max_retries: int | None
+    server_extensions: bool
+    max_response_bytes: int | None
+
+
+def check_settings(
+    deadline: object, timeout: object, max_retries: object, server_extensions: object, max_response_bytes: object
+) -> Settings:
+    """The settings ``ClientOptions`` checks when it is built and ``APIClient`` when it is made, each a
+    ``ValueError`` naming its field, with one message for one field wherever it is given: ``server_extensions="no"``
+    is truthy (the extensions would stay on), and a group kept for reuse would carry a bad ``deadline`` to each
+    connect."""
+    return Settings(
+        deadline=check_seconds("deadline", deadline, positive=True),
+        timeout=check_timeout(timeout),
+        max_retries=check_int("max_retries", max_retries, 0, optional=True),
+        server_extensions=check_bool("server_extensions", server_extensions),
+        max_response_bytes=check_int("max_response_bytes", max_response_bytes, 1, optional=True),  # 2.5 too
+    )
 
 
 def check_timeout(timeout: object) -> float | httpx.Timeout:

@@ -29,7 +29,6 @@ import httpx
 from pydantic import BaseModel, SecretStr
 
 from rlnb import _secrets
-from rlnb._checks import check_int, check_seconds
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
 from rlnb.remote import bodies, cookies, masking, redirects, sent
 from rlnb.remote.call_spec import (
@@ -43,7 +42,7 @@ from rlnb.remote.call_spec import (
     UNSENT,
     USER_AGENT,
     Call,
-    check_timeout,
+    check_settings,
     doubled_prefix,
 )
 from rlnb.remote.features import ServerFeatures as ServerFeatures  # importable from here too, for callers that do
@@ -76,8 +75,8 @@ class Caller:
         max_response_bytes: int | None = None,
     ):
         api_key = _secrets.hide(api_key)  # first: no traceback's locals show it from here on
-        deadline, timeout = check_seconds("deadline", deadline, positive=True), check_timeout(timeout)
-        max_retries = check_int("max_retries", max_retries, 0, optional=True)
+        checked = check_settings(deadline, timeout, max_retries, server_extensions, max_response_bytes)  # as the group
+        deadline, timeout, max_retries, server_extensions, most = checked
         if http_client is not None and transport is not None:
             raise ValueError("pass http_client or transport, not both")
         if retry is not None and max_retries is not None:
@@ -94,7 +93,6 @@ class Caller:
         if self._api_key is not None or given:
             warn_cleartext(self.base_url)  # once per client, at its making: each call would repeat it
         self._bodies = bodies.Scrubber(self._api_key)
-        most = check_int("max_response_bytes", max_response_bytes, 1, optional=True)  # 2.5 and np.int64 too
         self.max_response_bytes = bodies.MAX_RESPONSE_BYTES if most is None else most
         self.deadline = deadline
         self._owns_http = http_client is None

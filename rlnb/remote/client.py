@@ -22,11 +22,10 @@ from typing import Any
 import httpx
 
 from rlnb import wire
-from rlnb._checks import set_int
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
-from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call
+from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call, check_settings
 from rlnb.remote.checkpoints import CheckpointCalls
 from rlnb.remote.endpoints import at, json_body, list_params, status_filter
 from rlnb.remote.resources import ResourceCalls
@@ -51,9 +50,11 @@ class ClientOptions:
     max_response_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        """Integers checked when the group is built, kept as plain ints (``np.int64(2)`` becomes ``2``)."""
-        set_int(self, "max_retries", 0, optional=True)
-        set_int(self, "max_response_bytes", 1, optional=True)
+        """Checked when the group is built, as ``APIClient`` checks them, kept as plain numbers and a bool
+        (``np.int64(2)`` becomes ``2``)."""
+        given = (self.deadline, self.timeout, self.max_retries, self.server_extensions, self.max_response_bytes)
+        for name, value in check_settings(*given)._asdict().items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)

@@ -210,16 +210,19 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(app: FastAPI, sock: socket.socket) -> None:
+def run(app: FastAPI, sock: socket.socket, *, watch: Callable[[], object] | None = None) -> None:
     """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted. A stop answers the long-polls it
     holds at once (their status as it is), and a request body still arriving with a 503 (``ServerStop``), before uvicorn
     waits for the requests in flight. A second signal while it
     stops abandons the running operations at once (``app.state.hurry``); a stop that skipped the app's shutdown
     (uvicorn does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too. A SIGINT
     ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler would honour it.
-    A stop before uvicorn's handlers are in (its import, its event loop's start) waits for them (``stopping.noted``)."""
+    A stop before uvicorn's handlers are in (its import, its event loop's start) waits for them (``stopping.noted``);
+    ``watch`` is called there, so that a stop it makes at once (``rlnb serve``'s reader gone) waits for them too."""
     ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     with stopping.noted(ignored) as early:
+        if watch is not None:
+            watch()
         _run_uvicorn(app, sock, ignored, early)
 
 

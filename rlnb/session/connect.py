@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import _secrets, wire
+from rlnb._checks import check_bool
 from rlnb.history import History
 from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import LOCAL
@@ -67,7 +68,7 @@ def connect(
         from rlnb.remote.backend import RemoteBackend
 
         tokenizer = options.pop("tokenizer", None)
-        trust_remote_code = bool(options.pop("trust_remote_code", False))
+        trust_remote_code = check_bool("trust_remote_code", options.pop("trust_remote_code", False))
         text_codec = TokenizerCodec(_tokenizer(tokenizer, trust_remote_code)) if tokenizer is not None else None
         backend = RemoteBackend.connect(target, optimizer=kind, **options)
         if text_codec is not None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from rlnb import _exit
-from rlnb._checks import check_seconds
+from rlnb._checks import check_bool, check_seconds
 from rlnb.errors import RlnbError, user_stacklevel
 from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER
@@ -160,7 +160,7 @@ class Sink(ABC):
 
     def __init__(self, *, interval: float = FLUSH_INTERVAL, process: bool = False) -> None:
         self.interval = check_seconds(f"{type(self).__name__}.interval", interval, 60)
-        self.process = bool(process)
+        self.process = check_bool(f"{type(self).__name__}.process", process)  # "no" is truthy: a child process
         self.error: BaseException | None = None
         """The error that dropped this sink, or None while it works."""
         self.dropped_in = ""  # the run it was writing then

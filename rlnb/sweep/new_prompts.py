@@ -10,6 +10,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
+from rlnb._checks import check_bool
 from rlnb.history.runconfig import LOCAL
 from rlnb.tasks.task import Task, task_prompt_ids
 from rlnb.text.codec import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec
@@ -30,7 +31,7 @@ def check_new_session_prompts(task: Task, target: str, options: Mapping[str, Any
     from rlnb.engine.models import hf
     from rlnb.engine.models.tiny import SIZES
 
-    trust = bool(given(options, "trust_remote_code", False))
+    trust = check_bool("trust_remote_code", given(options, "trust_remote_code", False))  # as connect checks it
     tokenizer = tokenizer_spec(given(options, "tokenizer", None))
     if target == LOCAL:
         model = given(options, "model", "tiny")

@@ -502,6 +502,14 @@ def test_a_folder_with_its_own_code_is_refused_unless_trusted_on_purpose(tmp_pat
     fake = FakeAPI()
     with pytest.raises(ModelLoadError, match=refusal):  # before a remote session is started
         rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), tokenizer=str(folder))
+    no = r"trust_remote_code must be True or False, got 'no'"  # "no" is truthy: it ran the folder's code
+    with pytest.raises(ValueError, match=no):
+        local(str(folder), trust_remote_code="no")
+    with pytest.raises(ValueError, match=no):
+        local("tiny", tokenizer=str(folder), trust_remote_code="no")
+    with pytest.raises(ValueError, match=no):
+        rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(fake), tokenizer=str(folder),
+                     trust_remote_code="no")  # fmt: skip
     assert not fake.calls() and not marker.exists()
 
     script = "import sys, rlnb\n" \

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 import rlnb
@@ -75,6 +76,44 @@ def test_a_poll_wait_past_a_day_is_refused_naming_its_field(field, seconds):
     ``OverflowError``), and 10**5000 raised int's own "Exceeds the limit (4300 digits)", naming no field."""
     with pytest.raises(ValueError, match=rf"^{field} must be a finite number of seconds in \(0, 86400\], got "):
         PollOptions(**{field: seconds})
+
+
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        *[
+            ("deadline", v, r"^deadline must be a finite number of seconds in \(0, 86400\], got ")
+            for v in (0, -1, math.nan, "30", True, math.inf)
+        ],
+        *[
+            ("timeout", v, r"^timeout must be a finite number of seconds in \(0, 86400\], got ")
+            for v in (0, -1, math.nan, "30", True)
+        ],
+        ("timeout", httpx.Timeout(5, read=-1), r"^timeout\.read must be a finite number of seconds"),
+        ("server_extensions", "no", r"^server_extensions must be True or False, got 'no'"),  # truthy: left on
+        ("server_extensions", None, r"^server_extensions must be True or False, got None"),
+    ],
+)
+def test_a_client_group_checks_its_seconds_and_flag_when_it_is_built(field, value, match):
+    """The docs' "each group checks its fields when it is built": ``ClientOptions(deadline=0)`` was built, and a
+    group kept for reuse carried it to each connect; ``server_extensions="no"`` was taken as yes everywhere. The same
+    message from the group, ``APIClient`` and ``connect``, before anything is sent."""
+    from rlnb.remote.client import APIClient
+
+    with pytest.raises(ValueError, match=match):
+        ClientOptions(**{field: value})
+    _, sent, transport = recording()
+    with pytest.raises(ValueError, match=match):
+        APIClient(BASE, KEY, transport=transport, **{field: value})
+    with pytest.raises(ValueError, match=match):
+        rlnb.connect(BASE, api_key=KEY, transport=transport, record=False, **{field: value})
+    assert sent == []
+
+
+def test_a_client_group_keeps_what_it_checked_as_plain_values():
+    options = ClientOptions(deadline=np.float64(30), timeout=np.int64(5), server_extensions=np.False_)
+    assert (options.deadline, options.timeout, options.server_extensions) == (30.0, 5.0, False)
+    assert type(options.deadline) is float and type(options.timeout) is float and options.server_extensions is False
 
 
 @pytest.mark.parametrize("deadline", ["x" * 100_000, 10**5000, 1e10], ids=["long_str", "10**5000", "1e10"])

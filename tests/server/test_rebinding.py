@@ -13,7 +13,7 @@ from rlnb.testing import free_port
 def served(monkeypatch, *options: str):
     """The app ``rlnb serve`` would serve with these options (not listening)."""
     apps = []
-    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock: apps.append(app) or sock.close())
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock, **_: apps.append(app) or sock.close())
     assert main(["serve", "--device", "cpu", "--port", str(free_port()), *options]) == 0
     return apps[0]
 

@@ -146,6 +146,13 @@ def test_sink_arguments_the_library_would_refuse_at_the_first_point_are_refused_
     assert sinks.WandB("p", entity="team", process=True).entity == "team"
 
 
+@pytest.mark.parametrize("make", [sinks.TensorBoard, sinks.MLflow, sinks.Trackio, lambda **kw: sinks.WandB("p", **kw)])
+def test_a_process_that_is_not_a_bool_is_refused_when_the_sink_is_made(make):
+    """``process="no"`` is truthy: the library ran in a child process, as if asked."""
+    with pytest.raises(ValueError, match=r"^(TensorBoard|MLflow|Trackio|WandB)\.process must be True or False, got"):
+        make(process="no")
+
+
 @pytest.mark.slow  # imports Trackio
 def test_an_option_trackio_init_does_not_take_is_refused_when_the_sink_is_made():
     """``Trackio("p", sapce_id=...)``: ``trackio.init`` raised ``TypeError`` at the run's first point, dropping the
