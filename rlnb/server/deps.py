@@ -181,6 +181,8 @@ class JsonRoute(APIRoute):
                 else:
                     parsed, errors = read(body, bool(media))
             except json.JSONDecodeError as exc:
+                if not media:  # a strict FastAPI's error says why: no Content-Type was sent
+                    return await handle(request)
                 raise _not_json(exc) from None
             except (ValueError, RecursionError):  # not text, or nested too deep: FastAPI decodes it again, says why
                 return await handle(request)

@@ -107,6 +107,10 @@ def test_errors_are_fastapis_whatever_the_bodys_size(tmp_path, size):
         assert cut.status_code == 400 and cut.json()["error"]["message"] == (
             "the body is not valid JSON (Expecting ',' delimiter)"
         ), cut.text
+        bare = c.post(OPS.format(sid=sid), content="x" + text, headers={"Idempotency-Key": str(uuid.uuid4())})
+        assert bare.status_code == 400 and bare.json()["error"]["message"] == (  # not JSON, no Content-Type: says so
+            "the body must be JSON sent with Content-Type: application/json (none was sent)"
+        ), bare.text
         twice = c.post(OPS.format(sid=sid), content='{"loss": {}, ' + text[1:], headers=headers)
         assert twice.json()["error"]["message"] == "loss is given 2 times in one object: give it once"
         assert post(c, sid, body, key=str(uuid.uuid4())).status_code == 200
