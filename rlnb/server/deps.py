@@ -36,10 +36,13 @@ def current_user(
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
     """The caller's id; 401 without the right token when the server has one (compared in constant time). Two
-    ``Authorization`` headers are a 400 naming it: the first was compared, so a valid key then a wrong one passed."""
-    given = len(request.headers.getlist("authorization"))
-    if given > 1:
-        raise ServerError(400, f"Authorization is given {given} times: give one API key", param="Authorization")
+    ``Authorization`` headers that differ are a 400 naming it: the first was compared, so a valid key then a wrong one
+    passed. One key given twice is that key: the together SDK sends its own ``Authorization`` and a
+    ``default_headers={"authorization": ...}`` both (its merge is case-sensitive)."""
+    given = request.headers.getlist("authorization")
+    if len(set(given)) > 1:
+        said = f"Authorization is given {len(given)} times, with different values: give one API key"
+        raise ServerError(400, said, param="Authorization")
     token = registry.settings.token
     if token is None:
         return "local-user"
