@@ -125,7 +125,7 @@ class OperationsMixin(RegistryCore):
     def _check_pending(self, s: SessionRecord, size: int, payload_id: str | None) -> None:
         """429 once ``s`` has ``max_pending_operations`` queued or running, or their bodies and this one's ``size``
         would pass ``max_pending_bytes``: each holds its parsed body until it ran. A body over that alone is a 400."""
-        most = self.settings.max_pending_bytes
+        most = self.settings.pending_bytes()
         if size > most:  # first: it would never fit, a 429 would be retried in vain
             upload = f" (with payload {payload_id})" if payload_id else ""
             raise ServerError(

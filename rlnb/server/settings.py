@@ -129,12 +129,11 @@ class ServerSettings:
     parsed body in memory until it ran (60 queued forward-backwards of 0.93 MB held 400 MB). rlnb's ``rl_step`` (and
     the sweeps and lessons made of it) keeps three in flight; its client retries the 429, so a loop that submits faster
     than the session runs waits instead."""
-    max_pending_bytes: int = 288 << 20
+    max_pending_bytes: int | None = None
     """Bytes of the request bodies (an upload's too) one session's queued or running operations came from (429 with
     ``Retry-After`` past it; a body larger than it alone is a 400): ``max_pending_operations`` counts them, and each
     body is held parsed, ~10x its JSON, until it ran (four queued 30 MB forward-backwards took the server from 0.4 to
-    1.4 GB). The default takes the largest upload and inline body together (``max_payload_bytes`` +
-    ``max_body_bytes``)."""
+    1.4 GB). None: the largest upload and inline body together, whatever those limits are (``pending_bytes``)."""
     max_kept_operations: int = 10_000
     """Finished operations each session keeps, the newest (a GET of an older one is a 404 saying so, a retry of its
     Idempotency-Key a 409): a session that kept every operation's record would keep ~40,000 for an RL run of 10,000
@@ -152,9 +151,16 @@ class ServerSettings:
         """What a session keeps of its finished operations: ``max_kept_operations``, ``max_kept_result_bytes``."""
         return self.max_kept_operations, self.max_kept_result_bytes
 
+    def pending_bytes(self) -> int:
+        """``max_pending_bytes``, its default worked out: ``max_body_bytes`` + ``max_payload_bytes``, the most one
+        request may send (a fixed default refused bodies a raised ``max_body_bytes`` let in)."""
+        if self.max_pending_bytes is not None:
+            return self.max_pending_bytes
+        return self.max_body_bytes + self.max_payload_bytes
+
     def __post_init__(self) -> None:
         for name, high in LIMITS.items():
-            set_int(self, name, 1, high)
+            set_int(self, name, 1, high, optional=name == "max_pending_bytes")  # None: ``pending_bytes``
         if not self.public_url.startswith(("http://", "https://")):
             raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
         check_public_host(self.public_url)

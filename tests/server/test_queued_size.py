@@ -7,6 +7,7 @@ import json
 import uuid
 
 from rlnb import samples, wire
+from rlnb.server.settings import ServerSettings
 from tests.support.server import app_client, held, new_session, wait
 
 OPS = "/training-sessions/{sid}/operations/{kind}"
@@ -141,3 +142,21 @@ def test_a_body_larger_than_max_pending_bytes_is_a_400_and_an_upload_counts_its_
         said = refused(r, "payload_id")  # the upload's bytes count
         assert said.startswith(f"this body (with payload {u.payload_id}) is ") and said.endswith("split it")
         assert pending(c, sid) == 1
+
+
+def test_max_pending_bytes_defaults_to_the_largest_body_a_request_may_send(tmp_path, monkeypatch):
+    """Unset, it is ``max_body_bytes`` + ``max_payload_bytes`` (an upload with the body naming it), whatever those are:
+    a fixed 288 MiB made a raised ``max_body_bytes=512MiB`` refuse every body past 288 MiB (review41j L2)."""
+    assert ServerSettings(device="cpu", max_body_bytes=512 << 20).pending_bytes() == 768 << 20
+    assert ServerSettings(device="cpu", max_payload_bytes=1 << 30).pending_bytes() == (1 << 30) + (32 << 20)
+    assert ServerSettings(device="cpu", max_body_bytes=512 << 20, max_pending_bytes=5).pending_bytes() == 5
+    body = fb(*[samples.cross_entropy([7] * 100)] * 2)
+    size = len(json.dumps(body, separators=(",", ":")))
+    limits = {"max_body_bytes": 2 * size, "max_payload_bytes": size // 2}  # so queued bodies may hold 2.5 x size
+    with app_client(tmp_path, **limits) as c, held(monkeypatch, FB) as gate:
+        _, sid = new_session(c)
+        assert [post(c, sid, "forward-backward", body).status_code for _ in range(2)] == [200, 200]
+        r = post(c, sid, "forward-backward", body)
+        assert r.status_code == 429, r.text
+        assert f"passes the limit of {2 * size + size // 2:,} (max_pending_bytes)" in r.json()["error"]["message"]
+        gate.set()

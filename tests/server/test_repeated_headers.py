@@ -31,14 +31,36 @@ def test_two_hosts_are_a_400_naming_host(tmp_path, host_names):
 
 
 @pytest.mark.parametrize("token", [TOKEN, None])
-def test_two_authorizations_are_a_400_naming_it_and_no_key_is_echoed(tmp_path, token):
+def test_two_differing_authorizations_are_a_400_naming_it_and_no_key_is_echoed(tmp_path, token):
     app = create_app(device="cpu", checkpoint_dir=tmp_path, token=token)
     with TestClient(app, base_url="http://127.0.0.1") as c:
         right, wrong = ("Authorization", f"Bearer {TOKEN}"), ("Authorization", "Bearer wrong-key")
         assert get(c, [right]).status_code == 200
-        for pair in ([right, wrong], [wrong, right], [right, right]):
+        for pair in (
+            [right, wrong],
+            [wrong, right],
+            [right, right, wrong],
+            [right, ("authorization", "Bearer wrong-key")],
+        ):
             r = get(c, pair)
             assert r.status_code == 400, r.text
             assert r.json()["error"]["param"] == "Authorization"
-            assert r.json()["error"]["message"] == "Authorization is given 2 times: give one API key"
+            assert r.json()["error"]["message"] == (
+                f"Authorization is given {len(pair)} times, with different values: give one API key"
+            )
             assert TOKEN not in r.text and "wrong-key" not in r.text
+
+
+@pytest.mark.parametrize("token", [TOKEN, None])
+def test_one_key_given_twice_passes_as_the_together_sdk_sends_it(tmp_path, token):
+    """``Together(api_key=k, default_headers={"authorization": f"Bearer {k}"})`` (or ``extra_headers``) sends the
+    SDK's ``Authorization`` and the user's ``authorization``: its merge is case-sensitive (review41j L3). One key given
+    twice is that key; a wrong one twice is still a 401."""
+    app = create_app(device="cpu", checkpoint_dir=tmp_path, token=token)
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        right = f"Bearer {TOKEN}"
+        assert get(c, [("Authorization", right), ("authorization", right)]).status_code == 200
+        assert get(c, [("Authorization", right)] * 3).status_code == 200
+        r = get(c, [("Authorization", "Bearer wrong-key")] * 2)
+        assert r.status_code == (401 if token else 200), r.text
+        assert "wrong-key" not in r.text

@@ -406,6 +406,19 @@ def test_bearer_token_is_checked(auth_server: str):
     good.close()
 
 
+def test_the_key_in_default_headers_too_is_one_key(auth_server: str):
+    """The SDK's header merge is case-sensitive: ``default_headers={"authorization": ...}`` is sent besides its own
+    ``Authorization``. One key twice is that key (every call was a 400); two keys that differ are a 400 naming it."""
+    given = {"authorization": "Bearer secret-token"}
+    with Together(api_key="secret-token", base_url=auth_server, max_retries=0, default_headers=given) as c:
+        assert isinstance(c.post_training.model_resources.list().data, list)
+    with Together(api_key="other-token", base_url=auth_server, max_retries=0, default_headers=given) as c:
+        with pytest.raises(BadRequestError) as exc:
+            c.post_training.model_resources.list()
+        assert exc.value.body["error"]["param"] == "Authorization"
+        assert "secret-token" not in str(exc.value.body) and "other-token" not in str(exc.value.body)
+
+
 def test_resume_with_a_mismatched_lora_config_is_a_400(client: Together):
     """A resume that does not fit the session is the client's error: a 500 would make the SDK retry with
     backoff, hanging ``create_session``."""
