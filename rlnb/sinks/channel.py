@@ -105,8 +105,8 @@ class Channel:
                         self.marked.write(self._unstored[-1][1])
                     return
         except BaseException as exc:  # noqa: BLE001 - any error drops the sink, never the run
+            self.sink.fail(exc, self.run_name)  # a no-op where another run's failure dropped it first
             self._dropped_elsewhere()
-            self.sink.fail(exc, self.run_name)
             _quietly_close(writer)
         finally:
             if lease is not None:
@@ -116,7 +116,8 @@ class Channel:
 
     def _dropped_elsewhere(self) -> None:
         """This run left out of a sink another run's failure dropped meanwhile (a sweep's trials at once): said as a
-        later run given the dropped sink is (``left_out``): the sink's own warning names the other run only."""
+        later run given the dropped sink is (``left_out``): the sink's own warning names the other run only. Asked
+        after this run's own ``fail``, which sets who dropped it once: two runs failing at once are each said."""
         if self.sink.error is not None and self.sink.dropped_in != self.run_name:
             left_out(self._history, self.sink, self._unnamed)
 

@@ -121,3 +121,21 @@ def test_a_run_its_sink_holds_whole_is_said_so_not_written_in_part_with_none_mis
     logged(runs, "a", Kept(name, interval=0), range(6, 7))  # continued with a working sink
     rewards = Counter(p.step for points, _ in WRITTEN[name][before:] for p in points if "reward" in p.values)
     assert rewards == {5: 1, 6: 1}, rewards  # the rest of run a, none of the steps it held again
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+def test_a_run_whose_write_failed_as_another_runs_dropped_the_sink_is_said_left_out(tmp_path):
+    """Two trials' writes failing at once: the other run's failure drops the sink between this run's write and its
+    own ``fail`` (a no-op then). This run was said nowhere: not the sink's warning (it names the other run), not
+    ``left_out`` (asked before ``fail``, when the sink was not dropped yet)."""
+    sink = Kept("dropped-at-once", fail_at=1, interval=0)
+    own_fail = sink.fail
+
+    def other_run_first(exc: BaseException, run_name: str, text: str = "") -> None:
+        own_fail(OSError("disk gone"), "other")  # the other trial's failure, landed first
+        own_fail(exc, run_name, text)
+
+    sink.fail = other_run_first  # type: ignore[method-assign]
+    dropped, left = run(tmp_path / "runs", "a", sink, 1, 2)
+    assert "dropped while writing run other: OSError: disk gone" in dropped, dropped
+    assert "dropped while writing run other (OSError: disk gone): run a is not written there" in left, left
