@@ -66,10 +66,12 @@ def test_a_config_with_a_diverged_seed_is_never_starred():
     assert star(trials) == ([[1e-3, 0.5]], "best mean learning_rate 0.001 (2 seeds)")
 
 
-def test_a_config_with_a_failed_seed_is_never_starred_for_its_survivors_mean():
+@pytest.mark.parametrize("lost", ["FAILED", "PRUNED"])
+def test_a_config_with_a_failed_or_pruned_seed_is_never_starred_for_its_survivors_mean(lost):
     """review41f's star1: at 0.01 seed 0 FAILED (its reward raised) and seed 1 reached 0.292; 0.03 reached 0.222 and
-    0.306. The star went to ``best mean learning_rate 0.01 (1 seed)``: one lucky survivor, as a diverged seed's was."""
-    trials = table({1e-2: [float("nan"), 0.292], 3e-2: [0.222, 0.306]}, {1e-2: ["FAILED", "COMPLETED"]})
+    0.306. The star went to ``best mean learning_rate 0.01 (1 seed)``: one lucky survivor, as a diverged seed's was,
+    and still so where that seed was PRUNED (review41k L1: an Optuna grid with seeds=2 and a pruner)."""
+    trials = table({1e-2: [float("nan"), 0.292], 3e-2: [0.222, 0.306]}, {1e-2: [lost, "COMPLETED"]})
     assert star(trials) == ([[3e-2, pytest.approx(0.264)]], "best mean learning_rate 0.03 (2 seeds)")
 
 
