@@ -95,10 +95,11 @@ def test_the_fastest_trial_is_starred_for_wall_s():
     assert star(timed(), "wall_s") == ([[1e-3, 3.0]], "best trial learning_rate 0.001")
 
 
-@pytest.mark.parametrize("y", ["steps_done", "seed", "trial", "beta1"])
+@pytest.mark.parametrize("y", ["steps_done", "seed", "trial", "beta1", "accuracy"])
 def test_a_y_with_no_better_end_draws_no_star(y):
-    """More steps done, a higher seed or beta1 is no better trial: each was starred at its highest as if a reward."""
-    ax = search_plot(timed(beta1=[0.8, 0.9]), y=y)
+    """More steps done, a higher seed or beta1 is no better trial: each was starred at its highest as if a reward. A
+    column of your own named as neither a reward nor a loss (``accuracy``) has no end rlnb knows better: no star."""
+    ax = search_plot(timed(beta1=[0.8, 0.9], accuracy=[0.3, 0.9]), y=y)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["completed (2)"]
     assert not [c for c in ax.collections if c.get_label().startswith("best")]
 
