@@ -128,9 +128,9 @@ def _window(trials: pd.DataFrame, y: str) -> str:
 def _best(trials: pd.DataFrame, done: pd.DataFrame, x: str, y: str, maximise: bool) -> tuple[Any, float, str]:
     """Where the star goes and its legend. ``done`` holds the COMPLETED trials with a ``y``, none diverged. Where a
     config has several of them, one lucky seed is no best config (the winner's curse): the star is the config whose
-    mean of ``y`` over them (``summarize``'s) is best, at that mean, among the configs none of whose trials diverged
-    or FAILED (one seed left after another failed is as lucky as one alone); else the best trial. A tie says how many
-    tie, and goes to the first in the table."""
+    mean of ``y`` over them (``summarize``'s) is best, at that mean, among the configs none of whose trials diverged,
+    FAILED or were PRUNED (one seed left after another failed is as lucky as one alone); else the best trial. A tie
+    says how many tie, and goes to the first in the table."""
     table = trials.reset_index(drop=True)  # two sweeps' tables concatenated repeat their index labels
     keys = config_keys(table)
     config = keyed(table, keys).groupby(keys, dropna=False, sort=False).ngroup()  # one number per config
@@ -138,7 +138,7 @@ def _best(trials: pd.DataFrame, done: pd.DataFrame, x: str, y: str, maximise: bo
     counts = config[ok].value_counts()
     if len(counts) and counts.max() > 1:
         diverged = table["diverged_at"].notna() if "diverged_at" in table else pd.Series(False, index=table.index)
-        lost = diverged | (table.status == TrialStatus.FAILED)  # its survivors' mean is of the lucky seeds
+        lost = diverged | table.status.isin([TrialStatus.FAILED, TrialStatus.PRUNED])  # survivors: the lucky seeds
         means = table[y][ok].groupby(config[ok], sort=False).mean()  # summarize's mean, configs in table order
         means = means[~means.index.isin(set(config[lost]))]
         if len(means):  # else every config with a value lost a trial: the best trial outside the diverged

@@ -12,19 +12,11 @@ from rlnb.engine.models.adapter import BuiltinAdapter
 from rlnb.engine.oom import ModelOutOfMemory, out_of_memory, weights_of
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from tests.support import hf_models
-
-ALLOCATOR = (
-    "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
-    "allocate 33554432 bytes. Error code 12 (Cannot allocate memory)"
-)
+from tests.support.no_room import ALLOCATOR, no_room
 
 
 def weight_bytes(module):
     return sum(p.numel() * p.element_size() for p in module.parameters())
-
-
-def no_room(*args, **kwargs):
-    raise RuntimeError(ALLOCATOR)
 
 
 def test_the_samplers_copy_that_does_not_fit_names_the_weights_the_copies_and_the_advice(monkeypatch):

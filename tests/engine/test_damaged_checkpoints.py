@@ -15,6 +15,7 @@ import torch
 import rlnb
 from rlnb import samples
 from rlnb.engine.checkpoint_checks import file_digests
+from tests.support.no_room import no_room
 
 pytestmark = pytest.mark.slow  # six sessions built, five of them refused
 
@@ -62,10 +63,6 @@ def test_a_damaged_file_whose_load_runs_out_of_memory_is_still_damaged(saved, tm
     """A changed byte in a tensor's size makes ``torch.load`` ask for more memory than there is: out of memory (no
     fault of the file, review41h M1) is said only of a file whose records are as ``torch.save`` wrote them."""
     damaged = _flipped(saved, tmp_path)
-
-    def no_room(*args, **kwargs):
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
-
     monkeypatch.setattr(torch, "load", no_room)
     with pytest.raises(ValueError, match=r"flipped\.pt.*CRC-32") as caught:
         local_session(resume_from=damaged)

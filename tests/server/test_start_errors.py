@@ -7,7 +7,10 @@ import pytest
 import torch
 
 from rlnb import wire
+from rlnb.engine import model_setup
+from rlnb.engine.models.adapter import BuiltinAdapter
 from rlnb.server import sessions as sessions_module
+from tests.support.no_room import ALLOCATOR, NO_MEMORY, no_memory, no_room
 from tests.support.server import app_client, running, submit, wait
 
 
@@ -54,43 +57,28 @@ def test_a_checkpoint_too_big_to_read_is_out_of_memory_not_a_damaged_checkpoint(
     """Through the real build (review41h M1): the checkpoint's reader caught the ``MemoryError`` as its file's fault,
     SESSION_FAILED "... is not a usable rlnb checkpoint: it is a torch file, damaged or cut short (torch.load:
     MemoryError) ...", or "its merged weights ... cannot be loaded"."""
-    from rlnb.engine.models.adapter import BuiltinAdapter
-
-    def no_room(*args, **kwargs):
-        raise MemoryError("Unable to allocate 20.0 GiB")
-
     with app_client(tmp_path) as c:
         sid = _started(c)["id"]
         ckpt = wait(c, sid, kind, submit(c, sid, kind)["id"])["output"]["checkpoint"]
         if kind == "training-checkpoint":
-            monkeypatch.setattr(torch, "load", no_room)
+            monkeypatch.setattr(torch, "load", no_memory)
         else:
-            monkeypatch.setattr(BuiltinAdapter, "load_merged", no_room)
+            monkeypatch.setattr(BuiltinAdapter, "load_merged", no_memory)
         s = _started(c, resume_from_checkpoint_id=ckpt["id"])
         assert s["status"] == wire.SessionStatus.ERROR
         assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
-        assert s["error"]["message"] == (
-            "out of memory building the session's model (MemoryError): Unable to allocate 20.0 GiB"
-        )
+        assert s["error"]["message"] == f"out of memory building the session's model (MemoryError): {NO_MEMORY}"
 
 
 def test_the_cpu_allocators_error_in_the_real_build_is_out_of_memory_said_once(tmp_path, monkeypatch):
     """Through the engine's own build (the sampler's copy): torch's CPU allocator raises a plain ``RuntimeError``,
     which ended SESSION_FAILED "building the session's model failed (RuntimeError): ...". The engine's words, with
     their ``connect`` keywords, are no client's: the server says it once, with torch's words."""
-    from rlnb.engine import model_setup
-
-    def no_room(*args, **kwargs):
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
-
     with app_client(tmp_path) as c:
         monkeypatch.setattr(model_setup, "sampler_copy", no_room)
         s = _started(c)
         assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
-        assert s["error"]["message"] == (
-            "out of memory building the session's model (RuntimeError): [enforce fail at alloc_cpu.cpp:127] "
-            "DefaultCPUAllocator: can't allocate memory"
-        )
+        assert s["error"]["message"] == f"out of memory building the session's model (RuntimeError): {ALLOCATOR}"
 
 
 def test_any_other_failed_build_stays_session_failed(tmp_path, monkeypatch):

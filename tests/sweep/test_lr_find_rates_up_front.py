@@ -117,3 +117,40 @@ def test_the_find_lr_button_shows_the_refusal_and_leaves_no_run_folder(tmp_path)
     )
     assert list(tmp_path.iterdir()) == []
     b.close()
+
+
+@pytest.mark.slow  # the app, in process
+def test_a_remote_muon_sessions_given_start_lr_is_refused_before_anything_is_sent_whatever_its_scaling(tmp_path):
+    """No ``muon_scaling`` named: the default range is the service's, but a given start_lr is known; it was checked
+    only once the session had been copied and a new one opened, leaving a run folder."""
+    with app_client(tmp_path / "ckpt") as c:
+        counter = Counter(c)
+        remote = rlnb.connect("http://testserver", optimizer="muon", base_model="rlnb/tiny", record=False,
+                              transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+        opened = len(counter.sent)
+        with pytest.raises(ValueError, match=r"start_lr=0\.5 is refused at MuonParams\.weight_decay = 10"):
+            lr_find(rlnb.MuonParams(learning_rate=0.01, weight_decay=10.0), remote, start_lr=0.5, steps=5,
+                    runs_dir=tmp_path / "runs", transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+        assert counter.sent[opened:] == []
+        assert not (tmp_path / "runs").exists()
+        remote.close()
+
+
+@pytest.mark.slow  # the app, in process
+def test_a_default_start_lr_known_once_the_session_opens_is_refused_and_leaves_no_run_folder(tmp_path):
+    """The default start_lr is the service's scaling's (match_adam: 1e-5), refused at weight_decay 1e5 once the new
+    session is open: it is closed again and its run folder, with no step in it, removed."""
+    with app_client(tmp_path / "ckpt") as c:
+        counter = Counter(c)
+        remote = rlnb.connect("http://testserver", optimizer="muon", base_model="rlnb/tiny", record=False,
+                              transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+        opened = len(counter.sent)
+        runs = tmp_path / "runs"
+        with pytest.raises(ValueError, match=r"start_lr=1e-05 is refused at MuonParams\.weight_decay = 100000"):
+            lr_find(rlnb.MuonParams(learning_rate=1e-6, weight_decay=1e5), remote, steps=5, runs_dir=runs,
+                    transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+        made = [path for method, path in counter.sent[opened:] if method == "POST"]
+        assert "/v1/rl/training-sessions" in made  # the deferred case: opened to learn its scaling
+        assert made[-1].endswith("/stop")  # and closed again
+        assert list(runs.iterdir()) == []
+        remote.close()

@@ -66,10 +66,12 @@ def test_a_config_with_a_diverged_seed_is_never_starred():
     assert star(trials) == ([[1e-3, 0.5]], "best mean learning_rate 0.001 (2 seeds)")
 
 
-def test_a_config_with_a_failed_seed_is_never_starred_for_its_survivors_mean():
+@pytest.mark.parametrize("lost", ["FAILED", "PRUNED"])
+def test_a_config_with_a_failed_or_pruned_seed_is_never_starred_for_its_survivors_mean(lost):
     """review41f's star1: at 0.01 seed 0 FAILED (its reward raised) and seed 1 reached 0.292; 0.03 reached 0.222 and
-    0.306. The star went to ``best mean learning_rate 0.01 (1 seed)``: one lucky survivor, as a diverged seed's was."""
-    trials = table({1e-2: [float("nan"), 0.292], 3e-2: [0.222, 0.306]}, {1e-2: ["FAILED", "COMPLETED"]})
+    0.306. The star went to ``best mean learning_rate 0.01 (1 seed)``: one lucky survivor, as a diverged seed's was,
+    and still so where that seed was PRUNED (review41k L1: an Optuna grid with seeds=2 and a pruner)."""
+    trials = table({1e-2: [float("nan"), 0.292], 3e-2: [0.222, 0.306]}, {1e-2: [lost, "COMPLETED"]})
     assert star(trials) == ([[3e-2, pytest.approx(0.264)]], "best mean learning_rate 0.03 (2 seeds)")
 
 
@@ -93,10 +95,11 @@ def test_the_fastest_trial_is_starred_for_wall_s():
     assert star(timed(), "wall_s") == ([[1e-3, 3.0]], "best trial learning_rate 0.001")
 
 
-@pytest.mark.parametrize("y", ["steps_done", "seed", "trial", "beta1"])
+@pytest.mark.parametrize("y", ["steps_done", "seed", "trial", "beta1", "accuracy"])
 def test_a_y_with_no_better_end_draws_no_star(y):
-    """More steps done, a higher seed or beta1 is no better trial: each was starred at its highest as if a reward."""
-    ax = search_plot(timed(beta1=[0.8, 0.9]), y=y)
+    """More steps done, a higher seed or beta1 is no better trial: each was starred at its highest as if a reward. A
+    column of your own named as neither a reward nor a loss (``accuracy``) has no end rlnb knows better: no star."""
+    ax = search_plot(timed(beta1=[0.8, 0.9], accuracy=[0.3, 0.9]), y=y)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["completed (2)"]
     assert not [c for c in ax.collections if c.get_label().startswith("best")]
 

@@ -17,6 +17,7 @@ rate) are ``rates``'s, the steps ``measure``'s, the curve and its suggestion ``c
 from __future__ import annotations
 
 import math
+import shutil
 import threading
 import warnings
 from collections.abc import Callable
@@ -73,7 +74,7 @@ def lr_find(
 
     Every option is checked before anything is opened or sent: ``steps`` in ``RANGE_TEST_STEPS``,
     0 < start_lr < end_lr and ``base`` at start_lr within its rules (a default that depends on a new remote Muon
-    session's scaling: once that session is open).
+    session's scaling: once that session is open; refused, it is closed and its run folder removed).
     """
     check_base(base, session, stop, progress)
     _secrets.hide_option(options)  # first: no traceback's locals show the key
@@ -101,8 +102,9 @@ def lr_find(
     try:  # checked above, unless a default is a new remote Muon session's: its scaling is the service's choice
         start_lr, end_lr = lr_range(start_lr, end_lr, scaling or wire.ADAM)
         check_rates(base, start_lr, end_lr)
-    except ValueError:
+    except ValueError as refused:
         trial.close()
+        _remove_run(trial.history.path, refused)
         raise
     the_task = test.task or digits_task()
     run = step_fn or _rl_step(the_task, objective, seed)
@@ -151,6 +153,15 @@ def _judged(
                     where)  # fmt: skip
     result.adam_ratio, result.params, result.interrupted = ratio, params, measured.interrupted
     return result
+
+
+def _remove_run(path: Path | None, refused: ValueError) -> None:
+    """The run folder of a session opened only to learn its Muon scaling, no step in it; one left is named."""
+    try:
+        if path is not None:
+            shutil.rmtree(path)
+    except OSError as exc:
+        refused.add_note(f"lr_find: its run folder, with no step in it, was left at {path}: {exc}")
 
 
 def wait_deadline(session: Session) -> float:

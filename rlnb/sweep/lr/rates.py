@@ -43,16 +43,22 @@ def _fit(lr: float, measured: float, weight_decay: float) -> float:
 
 def check_lrs(base: OptimizerParams, start_lr: float | None, end_lr: float | None, key: str | None) -> None:
     """``ValueError`` unless start < end and ``check_rates`` holds, where the defaults are known (``key`` of
-    ``DEFAULT_RANGES``; None: known only once the session is open)."""
+    ``DEFAULT_RANGES``; None: known only once the session is open, so only the rates given are checked now: a
+    remote Muon session was copied and a new one opened before a given start_lr was refused)."""
     if key is not None or (start_lr is not None and end_lr is not None):
         check_rates(base, *lr_range(start_lr, end_lr, key or wire.ADAM))
+    else:
+        check_rates(base, start_lr, end_lr)
 
 
-def check_rates(base: OptimizerParams, start_lr: float, end_lr: float) -> None:
-    """``ValueError`` naming ``start_lr`` (or ``end_lr``) where ``base`` at that rate is refused: found at step 0,
-    the session had been copied and a run folder made. The rates between lie within the two. An ``end_lr`` refused
-    by ``DECAY_RULE`` alone is taken: the range ends before the first rate the decay refuses."""
+def check_rates(base: OptimizerParams, start_lr: float | None, end_lr: float | None) -> None:
+    """``ValueError`` naming ``start_lr`` (or ``end_lr``) where ``base`` at that rate is refused (None: a default not
+    known yet, not checked): found at step 0, the session had been copied and a run folder made. The rates between
+    lie within the two. An ``end_lr`` refused by ``DECAY_RULE`` alone is taken: the range ends before the first rate
+    the decay refuses."""
     for name, lr in (("start_lr", start_lr), ("end_lr", end_lr)):
+        if lr is None:
+            continue
         try:
             with_lr(base, lr)
         except InvalidParams as exc:
