@@ -44,7 +44,11 @@ def raise_without_a_server() -> None:
 
 
 def raise_in_the_clients_constructor() -> None:
-    rlnb.connect(BASE, api_key=KEY, deadline=-1.0, record=False)
+    APIClient(BASE, api_key=KEY, deadline=-1.0)  # its repr is read while it is half built
+
+
+def raise_in_the_clients_options() -> None:
+    rlnb.connect(BASE, api_key=KEY, deadline=-1.0, record=False)  # ClientOptions checks it, as APIClient does
 
 
 def raise_in_the_backends_connect() -> None:
@@ -61,6 +65,7 @@ FAILURES: dict[str, tuple[Callable[[], None], type[BaseException], str]] = {
     "in the transport": (raise_in_transport, RuntimeError, "rlnb/remote/backend.py"),
     "no server": (raise_without_a_server, rlnb.APIConnectionError, "rlnb/remote/calls.py"),
     "APIClient()": (raise_in_the_clients_constructor, ValueError, "rlnb/remote/calls.py"),
+    "ClientOptions()": (raise_in_the_clients_options, ValueError, "rlnb/remote/call_spec.py"),
     "RemoteBackend.connect": (raise_in_the_backends_connect, RuntimeError, "rlnb/remote/backend.py"),
     "a key with a newline": (raise_in_the_keys_check, ValueError, "rlnb/_secrets.py"),
 }
