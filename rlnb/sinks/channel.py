@@ -38,6 +38,9 @@ class Channel:
         self._left_out = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = threading.Event()
+        self.settled = threading.Event()
+        """Set once this run is said left out of its dropped sink, or the writer ended: what a close waits for of a
+        dropped sink's writer (not the library's own close, which may hang once its server is gone)."""
         self.run_name = str(history.config.get("run_id", ""))
         file = marks.path(history.path, sink) if history.path is not None else None
         self.marked = marks.MarkFile(file) if file is not None else None  # how far it wrote the run
@@ -83,8 +86,8 @@ class Channel:
                     except queue.Empty:
                         break
                 if self.sink.error is not None:  # dropped while writing another run
-                    _quietly_close(writer)
                     self._dropped_elsewhere()
+                    _quietly_close(writer)
                     return
                 if writer is None:  # a snapshot of the config: annotate() may add a field meanwhile, on another thread
                     run = RunInfo.from_config(dict(self._history.config), self._history.path, self._unnamed)
@@ -109,6 +112,7 @@ class Channel:
             self._dropped_elsewhere()
             _quietly_close(writer)
         finally:
+            self.settled.set()
             if lease is not None:
                 lease.release()
             if self.marked is not None:
@@ -120,6 +124,7 @@ class Channel:
         after this run's own ``fail``, which sets who dropped it once: two runs failing at once are each said."""
         if self.sink.error is not None and self.sink.dropped_in != self.run_name:
             left_out(self._history, self.sink, self._unnamed)
+        self.settled.set()
 
     def _mark(self, writer: Writer | None, mark: Mark | None) -> None:
         """Record ``mark`` once the library's store holds what the writer gave it until then (``Writer.stored``): W&B

@@ -166,9 +166,11 @@ class Attachment:
         path = self._history.path  # record=False: no run store to point to, only the history in memory
         kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
+            if channel.sink.error is not None:  # dropped: what is waited for is only that a writer in flight when
+                channel.settled.wait(max(0.0, deadline - time.monotonic()))  # another run's failure dropped it says
+                continue  # this run left out (in a sweep, at its end, not at exit), not the library's own close
             if channel.sink.is_stalled():  # still busy with a run that missed an earlier close's deadline: never
-                continue  # waited for again. A dropped sink's is: one in flight when another run's failure dropped it
-                # says this run left out (``left_out``), in a sweep at its end, not at exit
+                continue  # waited for again
             if not channel.join(max(0.0, deadline - time.monotonic())):
                 said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
                         f"what it had not written yet may be missing there ({kept}); no close waits for it again "

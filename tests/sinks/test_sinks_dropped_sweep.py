@@ -4,6 +4,8 @@ warning per trial, queued on the trial threads and said only at interpreter exit
 
 from __future__ import annotations
 
+import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -11,8 +13,9 @@ import pytest
 
 import rlnb
 from rlnb import sinks
-from rlnb.sinks import base
+from rlnb.sinks import base, stream
 from rlnb.sweep import grid, sweep
+from rlnb.testing import FakeBackend
 from tests.support.kept_sink import WRITTEN, Kept
 
 
@@ -57,3 +60,45 @@ def test_a_sweep_ended_by_an_error_leaves_its_left_out_trials_for_the_next_sessi
     with pytest.warns(sinks.SinkWarning, match="2 other trials of the sweep are not written there"):
         base.say_all()
     assert all(Path(p).name in left for p in raised.value.trials.run_path[1:])  # type: ignore[attr-defined]
+
+
+class FailsThenHangs(sinks.Sink):
+    """A library whose write fails and whose close then hangs (its finish, on a server that is gone)."""
+
+    library, extra = "json", "none"
+    released = threading.Event()
+
+    def spec(self) -> tuple[str, str, dict[str, object]]:
+        return __name__, "FailsThenHangs", {"interval": self.interval}
+
+    def open(self, run: object) -> FailsThenHangs:
+        return self
+
+    def write(self, points: object, failures: object) -> None:
+        raise OSError("server gone")
+
+    def close(self) -> None:
+        self.released.wait(60)
+
+
+def test_a_close_does_not_wait_for_a_dropped_librarys_own_close(monkeypatch):
+    """A close waits for a dropped sink's writer only until it said its run left out: the library's own close, hung
+    once its server is gone, was waited for the whole CLOSE_TIMEOUT, then said "did not finish writing"."""
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 30.0)
+    sink = FailsThenHangs(interval=0)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            session = rlnb.Session(FakeBackend(), record=False, sinks=[sink])
+            session.history.log(0, reward=1.0)
+            deadline = time.monotonic() + 30
+            while sink.error is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            start = time.monotonic()
+            session.close()
+            took = time.monotonic() - start
+    finally:
+        FailsThenHangs.released.set()
+    said = [str(w.message) for w in caught if issubclass(w.category, sinks.SinkWarning)]
+    assert took < 15, took  # the hung close was waited for 30 s
+    assert len(said) == 1 and "dropped while writing run" in said[0], said
