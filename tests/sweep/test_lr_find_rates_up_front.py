@@ -154,3 +154,16 @@ def test_a_default_start_lr_known_once_the_session_opens_is_refused_and_leaves_n
         assert made[-1].endswith("/stop")  # and closed again
         assert list(runs.iterdir()) == []
         remote.close()
+
+
+@pytest.mark.parametrize("given", ["history", "run_id"])
+def test_a_run_of_the_users_is_refused_before_anything_is_opened(tmp_path, given):
+    """``history=`` made the range test record into the user's run, which a refused range then removed whole."""
+    with rlnb.connect("local", runs_dir=tmp_path, run_id="mine") as mine:
+        mine.history.log(0, reward=1.0)
+    kept = sorted(p.name for p in (tmp_path / "mine").iterdir())
+    value = mine.history if given == "history" else "mine"
+    with pytest.raises(TypeError, match=f"lr_find records its range test in a run of its own .*{given}"):
+        lr_find(rlnb.AdamParams(learning_rate=1e-6, weight_decay=1e5), runs_dir=tmp_path, **{given: value})
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == kept
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]

@@ -87,6 +87,10 @@ def lr_find(
         test.seed or 0,
         test.step_fn,
     )
+    own = sorted(set(options) & OWN_RUN)
+    if own:  # the test's steps would go to a run of the user's, which a refused range then removed
+        raise TypeError(f"lr_find records its range test in a run of its own (an lr-find run id): {', '.join(own)} "
+                        "cannot be given; runs_dir= says where")  # fmt: skip
     target, runs_dir = options.pop("target", LOCAL), options.pop("runs_dir", None)
     kind = kind_of(base)
     resolved = base.resolved()
@@ -155,10 +159,15 @@ def _judged(
     return result
 
 
+OWN_RUN = frozenset({"history", "run_id"})
+"""``connect`` keywords lr_find sets itself: its range test is a run of its own."""
+
+
 def _remove_run(path: Path | None, refused: ValueError) -> None:
-    """The run folder of a session opened only to learn its Muon scaling, no step in it; one left is named."""
+    """The run folder of a session opened only to learn its Muon scaling, no step in it (only one lr_find named:
+    never a user's); one left is named."""
     try:
-        if path is not None:
+        if path is not None and "-lr-find-" in path.name:
             shutil.rmtree(path)
     except OSError as exc:
         refused.add_note(f"lr_find: its run folder, with no step in it, was left at {path}: {exc}")
