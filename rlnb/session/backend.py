@@ -4,7 +4,7 @@
 A backend is anything with the small ``Backend`` protocol below. It takes a request body, returns
 at once, and reports every status change of the operation to the listener it was given. One that holds the weights
 here (the engine, ``FakeBackend``) also has ``check_optim_step(hp)``, which ``Session.check_params`` asks before
-anything is sent: a remote server's limits are its own, said at its POST.
+anything is sent: a remote server's limits are its own, said as the optim-step operation's INVALID_INPUT.
 """
 
 from __future__ import annotations

@@ -233,9 +233,9 @@ class Session:
     def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
         """``params`` as this session's optimizer kind takes them, a checked copy (None: the defaults; a dict is
         parsed), or ``TypeError`` for the other kind; a ``ValueError`` naming the field where a local engine's weights
-        would refuse them (an AdamW eps that is 0 in their float32: ``check_optim_step``; a remote server refuses at its
-        POST). Check before submitting anything: a refused optim-step must not leave a forward-backward's gradients
-        behind to inflate the next step."""
+        would refuse them (an AdamW eps that is 0 in their float32: ``check_optim_step``; a remote server refuses
+        them as the optim-step operation's INVALID_INPUT, the gradients kept). Check before submitting anything: a
+        refused optim-step must not leave a forward-backward's gradients behind to inflate the next step."""
         checked = params_for(self.optimizer, params)
         check = getattr(self.backend, "check_optim_step", None)  # the engine's and FakeBackend's
         if check is not None:

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from rlnb.server import create_app
 from rlnb.server.app import ROUTERS
+from rlnb.server.deps import get_registry
 from rlnb.server.openapi import truthful_schema
 
 
@@ -82,3 +83,16 @@ def test_an_apps_dependency_overrides_reach_the_shared_routes_and_no_other_app(t
         renamed = {"url": "/v1/rl/training-sessions/nope", "json": {"display_name": "x"}}
         assert a.patch(**renamed).status_code == 404  # a body read before the token is checked: the override too
         assert b.patch(**renamed).status_code == 401
+
+
+def test_an_override_of_the_registry_is_honoured_before_a_body_is_read_too(tmp_path):
+    """The early token check (before the body is read) asked the app's own registry even where the app overrides
+    ``get_registry``: the override's key got 200 on a GET and 401 on a POST with a body."""
+    one = create_app(device="cpu", checkpoint_dir=tmp_path / "1", token="token-one-0123456789")
+    two = create_app(device="cpu", checkpoint_dir=tmp_path / "2", token="token-two-0123456789")
+    one.dependency_overrides[get_registry] = lambda: two.state.registry
+    with TestClient(one, base_url="http://testserver/v1/rl") as client, TestClient(two):
+        key = {"Authorization": "Bearer token-two-0123456789"}
+        assert client.get("/model-resources", headers=key).status_code == 200
+        refused = client.post("/model-resources", headers=key, json={"base_model": "no-such"})
+        assert refused.status_code == 400 and "base_model" in refused.text, refused.text  # past the key: the body
