@@ -226,12 +226,11 @@ class Ensemble:
         norms = self.optim.norms()
         grad_norms, reasons = norms.total.tolist(), {}
         for k, m in enumerate(self.live):
-            refused, fb_error = params.refused.get(m), fb_errors.get(m)
+            fb_error = fb_errors.get(m)
             bad: list[str] = []
             if not math.isfinite(grad_norms[k]):  # all finite and clipped: the norm taken again wide (a session's)
                 bad, grad_norms[k] = self.optim.non_finite(k, norms, hps[m].grad_clip_norm)
-            reason = fail_optim_step(self.records[m], ops[m][1:], rollouts[m], hps[m], refused, fb_error,
-                                     grad_norms[k], bad)  # fmt: skip
+            reason = fail_optim_step(self.records[m], ops[m][1:], rollouts[m], hps[m], fb_error, grad_norms[k], bad)
             if reason is not None:
                 reasons[m] = reason
         kept = [k for k, m in enumerate(self.live) if m not in reasons]

@@ -2,11 +2,9 @@
 
 A member fails at a step, and leaves the ensemble before the update (so the failed step changes nothing of it):
 
-* its step's params cannot be made (its params function raised, or returned the other optimizer's): FAILED
-  before sampling (``step_params``);
-* params the engine refuses (eps 0 in the weights' dtype, a step size past it): the step samples and trains,
-  its optim-step fails INVALID_INPUT (nothing changed), weights-sync fails unrun with it; where the step's
-  forward-backward failed, that failure instead (below: the optim-step never runs to check them);
+* its step's params cannot be made (its params function raised, or returned the other optimizer's), or the
+  weights refuse them (eps 0 in their dtype, a step size past it): FAILED before sampling (``step_params``), with
+  nothing of that step recorded, as ``rl_step`` refuses them alone (``Session.check_params``: ``ValueError``);
 * sampled log-probs not finite: the sample FAILED NON_FINITE_LOSS, as the sample handler fails it;
 * the reward raised, or the advantages are not finite (``rlnb.tasks.score`` refuses them): the sample is
   recorded COMPLETED, then FAILED with nothing more (these two: ``rlnb.batched.sampler``);
@@ -16,7 +14,7 @@ A member fails at a step, and leaves the ensemble before the update (so the fail
 * a non-finite gradient norm: optim-step FAILED NON_FINITE_LOSS (nothing changed), weights-sync fails unrun with
   it; the trial is FAILED with that error.
 
-The second and the last two are ``fail_optim_step``.
+The last two are ``fail_optim_step``.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from rlnb.batched.members import Member, params_at
 from rlnb.batched.reasons import failure_reason
 from rlnb.batched.recorder import Op, Recorder
 from rlnb.engine.optim.failures import NonFiniteGradient
-from rlnb.errors import GRADIENTS_KEPT, SUBMIT_AGAIN, describe
+from rlnb.errors import describe
 from rlnb.params import Hyperparams, OptimizerParams
 from rlnb.tasks.rollouts import Rollout, completion_rows
 from rlnb.wire import OperationErrorCode as Code
@@ -75,19 +73,19 @@ def deferred_interrupt() -> Iterator[None]:
 
 @dataclass
 class StepParams:
-    """The members' params at a step: ``sent`` (what each optim-step sends), ``refused`` (why the engine refuses
-    some of those) and ``failed`` (why the others have none: their trial's reason)."""
+    """The members' params at a step: ``sent`` (what each optim-step sends) and ``failed`` (why the others send
+    none: their trial's reason)."""
 
     sent: dict[int, OptimizerParams] = field(default_factory=dict)
-    refused: dict[int, str] = field(default_factory=dict)
     failed: dict[int, str] = field(default_factory=dict)
 
 
 def step_params(
     members: Mapping[int, Member], i: int, kind: OptimizerKind, refusal: Callable[[Hyperparams], str | None]
 ) -> StepParams:
-    """Each of ``members``' params at step ``i``, and ``refusal``'s answer to them (``StackedOptimizer.refusal``:
-    their optim-step fails as a session's); a member whose params raise (InvalidParams, a schedule's bug) fails."""
+    """Each of ``members``' params at step ``i``; a member whose params raise (InvalidParams, a schedule's bug) fails,
+    and so does one whose params ``refusal`` refuses (``StackedOptimizer.refusal``: the weights cannot take them),
+    before its step is sampled, as ``rl_step`` refuses them alone (``Session.check_params``: ``ValueError``)."""
     out = StepParams()
     for m, member in members.items():
         try:
@@ -96,9 +94,10 @@ def step_params(
         except own_errors() as exc:  # the member's own code: its trial fails, not the ensemble
             out.failed[m] = describe(exc)  # an exception whose str() raises is named by its type
             continue
-        out.sent[m] = value
         if (why := refusal(hp)) is not None:
-            out.refused[m] = why
+            out.failed[m] = describe(ValueError(why))
+            continue
+        out.sent[m] = value
     return out
 
 
@@ -107,12 +106,11 @@ def fail_optim_step(
     ops: tuple[Op, Op],
     groups: Sequence[Sequence[Rollout]],
     hp: Hyperparams,
-    refused: str | None,
     fb_error: tuple[Code, str] | None,
     grad_norm: float,
     non_finite: list[str],
 ) -> str | None:
-    """The member's trial's reason if it cannot train on this step (a ``fb_error``, ``refused`` params, a
+    """The member's trial's reason if it cannot train on this step (a ``fb_error``, a
     non-finite ``grad_norm``, the ``non_finite`` weights named as a session's step names them), with its optim-step
     and weights-sync (``ops``) and the step's completions (``groups``) recorded as a session records them; None
     (nothing recorded) if it can."""
@@ -121,9 +119,6 @@ def fail_optim_step(
     if fb_error is not None:  # no gradients: the step's optim-step is not run (nor are its params checked)
         (code, said), first = fb_error, wire.OperationKind.FORWARD_BACKWARD
         rec.fail(opt, code, rest_failed(first, said, sent=True))
-    elif refused is not None:  # as the engine's optim-step checks them first, whatever its gradients
-        code, said = Code.INVALID_INPUT, refused + GRADIENTS_KEPT + SUBMIT_AGAIN  # in the engine's words
-        rec.fail(opt, code, said)
     elif not math.isfinite(grad_norm):
         unclipped = not non_finite and not hp.grad_clip_norm > 0  # as a session's step says it
         code, said = Code.NON_FINITE_LOSS, NonFiniteGradient(grad_norm, non_finite, unclipped=unclipped).dropped()

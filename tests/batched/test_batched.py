@@ -351,10 +351,9 @@ def recorded(history: History) -> tuple[pd.DataFrame, pd.DataFrame, list[int]]:
 
 @pytest.mark.parametrize("failure", ["INVALID_INPUT", "NON_FINITE_LOSS"])
 def test_a_members_failed_optim_step_is_recorded_as_its_session_alone_records_it(failure, monkeypatch):
-    """Step 3's optim-step fails: params the weights cannot take (eps 0 in float32: a session's engine fails the
-    optim-step INVALID_INPUT, its gradients kept), or a NaN gradient (NON_FINITE_LOSS, dropped). The INVALID_INPUT
-    member left before sampling, its run without that step's sample, forward-backward, failed optim-step,
-    weights-sync and completions, its reason "ValueError: ..." not the session's code: solo and batched tables equal."""
+    """Step 3's params: ones the weights cannot take (eps 0 in float32: refused before the step is sampled, as
+    ``rl_step`` refuses them alone, ``ValueError``, nothing of that step recorded), or a NaN gradient (the optim-step
+    FAILED NON_FINITE_LOSS, the gradients dropped, the step's completions kept): solo and batched tables equal."""
     eps = 1e-50 if failure == "INVALID_INPUT" else 1e-8
     member = Member(lambda i: rlnb.AdamParams(learning_rate=3e-3, eps=eps if i == 2 else 1e-8), seed=1)
     if failure == "NON_FINITE_LOSS":  # the first weight's gradient turns NaN at step 3, in both paths
@@ -376,12 +375,14 @@ def test_a_members_failed_optim_step_is_recorded_as_its_session_alone_records_it
         monkeypatch.setattr(TrainerOptimizer, "step", poison_then_step)
     got = run_batched("tiny", "adam", [member], steps=5, device="cpu", **QUICK)[0]
     ref = alone("adam", member, steps=5, **QUICK)
-    assert (got.status, got.reason) == (ref.status, ref.reason) and ref.reason.startswith(f"{CODE}{failure}: ")
+    refused = failure == "INVALID_INPUT"
+    assert (got.status, got.reason) == (ref.status, ref.reason)
+    assert ref.reason.startswith("ValueError: adam_params.eps 1e-50" if refused else f"{CODE}{failure}: "), ref.reason
     records, steps, completions = recorded(got.history)
     want_records, want_steps, want_completions = recorded(ref.history)
     pd.testing.assert_frame_equal(records, want_records)
     pd.testing.assert_frame_equal(steps, want_steps, rtol=1e-4, atol=1e-6)
-    assert completions == want_completions and completions[-1] == 3  # the failed step's, as rl_step keeps them
+    assert completions == want_completions and completions[-1] == (2 if refused else 3)  # a failed step's: kept
     assert list(steps.step) == [1, 2]
 
 
@@ -437,9 +438,9 @@ def test_a_failing_forward_backward_is_recorded_as_a_session_records_it(kind, mo
         run_batched("tiny", "adam", members, steps=1, device="cpu", loss_params={"beta": 0.1})  # as rl_step
 
 
-def test_a_failing_forward_backward_under_params_the_weights_refuse_is_recorded_as_a_session_records_it(monkeypatch):
-    """Both at one step: the batched member failed on its params (INVALID_INPUT, "gradients kept") where its session
-    never runs that optim-step, the forward-backward before it having failed (``rlnb._one_step``)."""
+def test_params_the_weights_refuse_end_a_member_before_its_failing_forward_backward_as_alone(monkeypatch):
+    """Params the weights refuse and a forward-backward that would fail, at one step: both paths refuse the params
+    before the step is sampled (``Session.check_params``, ``step_params``), so the forward-backward never runs."""
     from rlnb.engine import losses
 
     def refuse(*args, **kwargs):
@@ -450,8 +451,9 @@ def test_a_failing_forward_backward_under_params_the_weights_refuse_is_recorded_
     got = run_batched("tiny", "adam", [member], steps=2, device="cpu", **QUICK)[0]
     ref = alone("adam", member, steps=2, **QUICK)
     assert (got.status, got.reason) == (ref.status, ref.reason)
-    assert ref.reason == f"{CODE}INVALID_INPUT: sample 0: refused by this test"
+    assert ref.reason.startswith("ValueError: adam_params.eps 1e-50 is 0 in float32"), ref.reason
     assert_same_records(got.history, ref.history)
+    assert got.history.df.empty and got.steps_done == 0
 
 
 def test_params_that_fail_at_a_step_end_that_member_only():

@@ -1,11 +1,14 @@
 """A Ctrl-C while an ensemble's step updates and records its members lands after the step, not inside it."""
 
+import math
 import signal
+from typing import Any
 
 import torch
 
 import rlnb
 from rlnb.batched import Member, recorder, run_batched
+from rlnb.batched.ensemble import Ensemble
 from rlnb.history import History
 from rlnb.tasks import Task
 
@@ -65,9 +68,16 @@ def test_a_ctrl_c_while_a_member_leaves_the_stack_stops_the_others_each_with_its
 
 
 def test_a_ctrl_c_in_the_step_a_member_fails_still_tells_on_done_of_every_member_once(monkeypatch):
-    """Member 1's params at step 2 (eps 1e-50: 0 in float32) are refused as its session's optim-step refuses them,
-    while a SIGINT arrives as member 0's step 2 is recorded: member 1 is FAILED, and ``on_done`` hears of it too."""
-    real, calls = recorder.completion_rows, []
+    """Member 1's gradient at step 2 is not finite (its optim-step fails NON_FINITE_LOSS in the step's update, as its
+    session's would), while a SIGINT arrives as member 0's step 2 is recorded: member 1 is FAILED, and ``on_done``
+    hears of it too."""
+    real, calls, fb = recorder.completion_rows, [], Ensemble._forward_backward
+
+    def poisoned(self: Ensemble, *args: Any) -> Any:
+        out = fb(self, *args)
+        if 1 in self.live and len(self.rewards[1]) == 1:  # step 2
+            self.model.grad[self.live.index(1), 0] = math.nan
+        return out
 
     def rows(rollouts: object) -> object:
         calls.append(1)
@@ -76,11 +86,12 @@ def test_a_ctrl_c_in_the_step_a_member_fails_still_tells_on_done_of_every_member
         return real(rollouts)
 
     monkeypatch.setattr(recorder, "completion_rows", rows)
+    monkeypatch.setattr(Ensemble, "_forward_backward", poisoned)
     members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
-    members[1] = Member(lambda i: rlnb.AdamParams(eps=1e-50 if i == 1 else 1e-8), seed=1)
     done: list[int] = []
     results = run_batched("tiny", "adam", members, steps=3, task=TASK, device="cpu",
                           on_done=lambda i, result: done.append(i))  # fmt: skip
     assert sorted(done) == [0, 1, 2]
     assert [r.status for r in results] == ["STOPPED", "FAILED", "STOPPED"]
-    assert results[1].reason is not None and results[1].reason.startswith("TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT")
+    reason = results[1].reason
+    assert reason is not None and reason.startswith("TRAINING_OPERATION_ERROR_CODE_NON_FINITE_LOSS"), reason
