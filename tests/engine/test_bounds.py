@@ -155,8 +155,8 @@ def test_a_batched_member_whose_step_its_weights_cannot_take_fails_alone_naming_
     members = [Member(p) for p in bad.values()] + [Member(rlnb.AdamParams(learning_rate=1e-3))]
     results = run_batched("tiny", "adam", members, steps=2, keep_weights=True, device="cpu", threads=1)
     for result, field in zip(results, bad, strict=False):
-        said = f"TRAINING_OPERATION_ERROR_CODE_INVALID_INPUT: adam_params.{field} "  # as a session's optim-step fails
-        assert result.status == "FAILED" and result.reason.startswith(said)
+        said = f"ValueError: adam_params.{field} "  # refused before its step is sampled, as rl_step refuses it alone
+        assert result.status == "FAILED" and result.reason.startswith(said), result.reason
         assert result.losses == [] and all(w.isfinite().all() for w in result.weights.values())
     assert results[-1].status == "COMPLETED" and len(results[-1].losses) == 2
 
