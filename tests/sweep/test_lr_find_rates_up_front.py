@@ -88,12 +88,17 @@ class Counter:
         return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
 
 
+def counted(counter: Counter, optimizer: str) -> rlnb.Session:
+    """A remote session on the app, every request it sends counted by ``counter``."""
+    return rlnb.connect("http://testserver", optimizer=optimizer, base_model="rlnb/tiny", record=False,
+                        transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+
+
 @pytest.mark.slow  # the app, in process
 def test_a_remote_session_saves_no_checkpoint_and_opens_no_session_before_the_refusal(tmp_path):
     with app_client(tmp_path / "ckpt") as c:
         counter = Counter(c)
-        remote = rlnb.connect("http://testserver", optimizer="adam", base_model="rlnb/tiny", record=False,
-                              transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+        remote = counted(counter, "adam")
         opened = len(counter.sent)
         with pytest.raises(ValueError, match=r"start_lr=1e-05 is refused at AdamParams\.weight_decay"):
             lr_find(rlnb.AdamParams(learning_rate=1e-6, weight_decay=1e5), remote, runs_dir=tmp_path / "runs")
@@ -125,8 +130,7 @@ def test_a_remote_muon_sessions_given_start_lr_is_refused_before_anything_is_sen
     only once the session had been copied and a new one opened, leaving a run folder."""
     with app_client(tmp_path / "ckpt") as c:
         counter = Counter(c)
-        remote = rlnb.connect("http://testserver", optimizer="muon", base_model="rlnb/tiny", record=False,
-                              transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+        remote = counted(counter, "muon")
         opened = len(counter.sent)
         with pytest.raises(ValueError, match=r"start_lr=0\.5 is refused at MuonParams\.weight_decay = 10"):
             lr_find(rlnb.MuonParams(learning_rate=0.01, weight_decay=10.0), remote, start_lr=0.5, steps=5,
@@ -142,8 +146,7 @@ def test_a_default_start_lr_known_once_the_session_opens_is_refused_and_leaves_n
     session is open: it is closed again and its run folder, with no step in it, removed."""
     with app_client(tmp_path / "ckpt") as c:
         counter = Counter(c)
-        remote = rlnb.connect("http://testserver", optimizer="muon", base_model="rlnb/tiny", record=False,
-                              transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+        remote = counted(counter, "muon")
         opened = len(counter.sent)
         runs = tmp_path / "runs"
         with pytest.raises(ValueError, match=r"start_lr=1e-05 is refused at MuonParams\.weight_decay = 100000"):
