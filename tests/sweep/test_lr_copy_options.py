@@ -127,8 +127,7 @@ def test_a_remote_sessions_copy_has_the_tokenizer_and_replicas_its_connect_was_g
     did not; its sampler copies went back to the default. The copy encodes as the session does."""
     import httpx
 
-    from tests.support.server import app_client
-    from tests.sweep.test_lr_find_rates_up_front import Counter
+    from tests.support.server import Counter, app_client
 
     tokenizer = Shifted()
     with app_client(tmp_path / "ckpt") as c:
