@@ -70,9 +70,10 @@ class Schedule:
         return self.min_lr_ratio + (1 - self.min_lr_ratio) * shape
 
     def past_end(self, step: int) -> str:
-        """What ``step`` gets past the end of a decaying schedule, in the words the run panel's warning and a sweep's
-        share (``step 30 is ``...): ``past the end of the cosine schedule (total steps 30): every step from here gets
-        its floor, 0.1× the base rate``; "" before the end, and on a constant schedule, which has none."""
+        """What optim-step ``step`` (from 0) gets past the end of a decaying schedule, in the words the run panel's
+        warning and a sweep's share after its number from 1 (``step 31 is ``...): ``past the end of the cosine
+        schedule (total steps 30): every step from here gets its floor, 0.1× the base rate``; "" before the end, and
+        on a constant schedule, which has none."""
         if self.kind == "constant" or step < self.total_steps:
             return ""
         return (f"past the end of the {self.kind} schedule (total steps {self.total_steps}): every step from here "
@@ -80,12 +81,13 @@ class Schedule:
 
     def misfit(self, steps: int) -> str:
         """Why a run of ``steps`` steps does not fit this decaying schedule, or "" when it ends at its end (or the
-        schedule is constant): its steps past the end get the floor (``past_end``), or it ends before the floor."""
+        schedule is constant): its steps past the end get the floor (``past_end``), or it ends before the floor.
+        Its steps are numbered from 1, as ``history.steps`` and the run panel number them (optim-step ``n - 1``)."""
         if self.kind == "constant" or steps == self.total_steps:
             return ""
         if steps > self.total_steps:
-            return f"step {self.total_steps} of {steps} is {self.past_end(self.total_steps)}"
-        return (f"step {steps - 1}, the last of {steps}, comes before the end of the {self.kind} schedule (total "
+            return f"step {self.total_steps + 1} of {steps} is {self.past_end(self.total_steps)}"
+        return (f"step {steps}, the last of {steps}, comes before the end of the {self.kind} schedule (total "
                 f"steps {self.total_steps}): it gets {self.multiplier(steps - 1):.2g}× the base rate, not the floor "
                 f"{rate(self.min_lr_ratio)}×")  # fmt: skip
 

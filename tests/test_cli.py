@@ -146,6 +146,16 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--token", "k"], "--token is 1 character(s) long: an API key has at least 8"),  # no client could send it
         (["--model", "rlnb/tiny=tiny"], "--model rlnb/tiny: the name is already served"),  # usage, "rlnb: error:"
         (
+            ["--limit", "max_pending_bytes=5"],  # a body max_body_bytes let in was a 400 at every send
+            "--limit max_pending_bytes must be an integer in [33554432, 9223372036854775807] (at least max_body_bytes,"
+            " 33554432), got 5",
+        ),
+        (
+            ["--limit", "max_pending_bytes=999", "--limit", "max_body_bytes=1000"],
+            "--limit max_pending_bytes must be an integer in [1000, 9223372036854775807] (at least max_body_bytes, "
+            "1000), got 999",
+        ),
+        (
             ["--limit", "body_timeout=60", "--limit", "body_timeout=9"],  # the last was taken without a word
             "--limit body_timeout is given twice ('body_timeout=60', then 'body_timeout=9'): give it once",
         ),

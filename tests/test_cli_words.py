@@ -132,3 +132,15 @@ def test_the_top_help_spells_the_command_as_its_usage_does(capsys):
     said = capsys.readouterr().out
     assert "usage: rlnb [-h] command ..." in said and "COMMAND" not in said
     assert "(their options: rlnb demo -h, rlnb serve -h)" in said
+
+
+@pytest.mark.parametrize("tail", [["-abcdefgh12"], []])
+def test_a_value_that_begins_with_a_dash_after_a_space_says_to_join_it_and_is_not_echoed(tail, capsys):
+    """``rlnb serve --token -abcdefgh12`` (a token that begins with '-') was "argument --token: expected one argument":
+    it said neither why nor how to pass it. It says to join it with '=', and never shows the token; an option given
+    no value at all says the same."""
+    assert exit_code(["serve", "--token", *tail]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("rlnb serve: error: argument --token: expected one argument (a value that begins with '-' "
+                        "is read as an option's name: give it joined, --token=VALUE)\n")  # fmt: skip
+    assert "abcdefgh12" not in err

@@ -61,3 +61,16 @@ def test_the_decay_spans_the_steps_after_the_warmup(kind, expected):
     schedule = Schedule(kind, warmup_steps=10, total_steps=20, min_lr_ratio=0.1)
     got = [schedule.multiplier(step) for step in (0, 4, 9, 10, 15, 19, 20)]
     assert got == pytest.approx(expected, abs=1e-8)
+
+
+@pytest.mark.parametrize("kind", ["linear", "cosine"])
+def test_the_step_a_misfit_names_is_the_history_row_it_is_about(kind):
+    """``misfit``'s words number steps from 1, as ``history.steps`` and the run panel do: the step it names past the
+    end is the first row at the floor (the multiplier of optim-step ``n - 1``), and the last step of a short run is
+    row ``steps``, with that row's rate."""
+    schedule = Schedule(kind, total_steps=3, min_lr_ratio=0.5)
+    assert schedule.misfit(5).startswith("step 4 of 5 is past the end")
+    assert schedule.multiplier(3 - 1) > 0.5 == schedule.multiplier(4 - 1)  # row 3 decays still, row 4 is the floor
+    long = Schedule(kind, total_steps=50)
+    assert long.misfit(5).startswith(f"step 5, the last of 5, comes before the end of the {kind} schedule")
+    assert f"it gets {long.multiplier(5 - 1):.2g}× the base rate" in long.misfit(5)

@@ -22,6 +22,7 @@ from torch import nn
 from rlnb.batched.reasons import failure_reason
 from rlnb.engine.memory import free_memory
 from rlnb.engine.models.tiny import TinyConfig
+from rlnb.engine.oom import out_of_memory
 from rlnb.errors import describe
 from rlnb.wire import OperationErrorCode as Code
 
@@ -100,7 +101,9 @@ def build_members(
             )
         try:
             built.append(build(i))
-        except (torch.OutOfMemoryError, MemoryError) as exc:
+        except Exception as exc:  # torch's CPU allocator raises a plain RuntimeError: ``out_of_memory`` reads it
+            if not out_of_memory(exc):
+                raise
             return (
                 built,
                 failure_reason(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rlnb._shown import shown
 from rlnb.engine.dtypes import WEIGHT_DTYPES
@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # rlnb.errors reads rlnb.wire (pydantic): not for ``--help``
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 _NEGATIVE = re.compile(r"-([0-9.]|inf|nan)", re.IGNORECASE)
+_EXPECTED = re.compile(r"argument (?:\S+/)*(--?[^\s/]+): expected one argument")
+"""argparse's words for an option given no value (``-n/--steps``: named by its last spelling)."""
 MAX_DIGITS = 40
 """The most digits an integer option takes: each option's range fits in 20. Past 4300 ``int`` refused the text, said
 as "not in ASCII digits"; below that each range's error echoed all of them, a line of thousands of characters."""
@@ -79,6 +81,15 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = _NEGATIVE
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's refusal; "expected one argument" also says how to give a value that begins with "-" (a token
+        ``-abc...`` after a space read as an option's name, naming neither), without showing the value."""
+        if (wanting := _EXPECTED.fullmatch(message)) is not None:
+            message += (
+                f" (a value that begins with '-' is read as an option's name: give it joined, {wanting[1]}=VALUE)"
+            )
+        super().error(message)
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:

@@ -68,10 +68,12 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
             refuse_dangling_link(option, Path(value))
     if args.state_dir is not None:  # a file or a named pipe there was "File exists" too
         refuse_not_folder("--state-dir", Path(args.state_dir), "the server's state goes")
-    from rlnb.server.settings import BYTES_MAX, parse_limits
+    from rlnb.server.settings import BYTES_MAX, ServerSettings, check_pending_bytes, parse_limits
 
     _given_once(args.limit)
     args.port, limits = _port(args.port), parse_limits(args.limit)
+    body = limits.get("max_body_bytes", ServerSettings.max_body_bytes)  # the default where not given
+    check_pending_bytes(body, limits.get("max_pending_bytes"), "--limit ")
     over = args.offload_results_over  # a size in bytes, as the byte limits, not 10**39
     if over is not None and not 0 <= over <= BYTES_MAX:
         raise ValueError(f"--offload-results-over must be 0 to 2**63 - 1 bytes (leave it out: never), got {over}")

@@ -46,11 +46,12 @@ from rlnb.wire import Listener, OptimizerKind
 
 
 def _ran_out(exc: Exception, model: str | nn.Module, trainer: nn.Module | None, lora: bool, mo: ModelOptions,
-             device: Any) -> oom.ModelOutOfMemory:  # fmt: skip
-    """The error of a build that ran out of memory (``exc``), with the copies of the weights the session keeps."""
+             device: Any, resuming: object) -> oom.ModelOutOfMemory:  # fmt: skip
+    """The error of a build that ran out of memory (``exc``), with the copies of the weights the session keeps and
+    the checkpoint it was resuming from (``resuming``, None: none)."""
     copies = 1 + bool(mo.num_generator_replicas and not lora)  # a LoRA sampler shares the base
     name = (f"rlnb/{model}" if model in SIZES else model) if isinstance(model, str) else type(model).__name__
-    return oom.build_refusal(exc, name, oom.weights_of(model, trainer), copies, mo, device)
+    return oom.build_refusal(exc, name, oom.weights_of(model, trainer), copies, mo, device, resuming)
 
 
 class LocalBackend:
@@ -97,7 +98,7 @@ class LocalBackend:
         except Exception as exc:
             if not oom.out_of_memory(exc):
                 raise
-            raise _ran_out(exc, model, None, checked is not False, mo, self.device) from exc
+            raise _ran_out(exc, model, None, checked is not False, mo, self.device, saved.resume_from) from exc
         self.lora = None if checked is False else LoraSettings.from_config(checkpoints.with_saved_lora(checked, resume))
         if resume is not None and resume["type"] != "training" and saved.load_optimizer:
             raise ValueError("load_optimizer applies only to training checkpoints; this is an inference checkpoint")
@@ -122,7 +123,7 @@ class LocalBackend:
         except Exception as exc:
             if not oom.out_of_memory(exc):
                 raise
-            raise _ran_out(exc, model, trainer, self.lora is not None, mo, self.device) from exc
+            raise _ran_out(exc, model, trainer, self.lora is not None, mo, self.device, saved.resume_from) from exc
         self._reopen = assembly.reopen_options(mo, muon, self.engine)
         self.engine.sample_rng.manual_seed(mo.seed if mo.sampling_seed is None else mo.sampling_seed)
         if continued is not None:

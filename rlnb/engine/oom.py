@@ -41,10 +41,10 @@ def out_of_memory(exc: BaseException) -> bool:
 
 
 def build_refusal(exc: BaseException, name: str, weights: tuple[int, str] | None, copies: int, options: Any,
-                  device: Any) -> ModelOutOfMemory:  # fmt: skip
+                  device: Any, resuming: object = None) -> ModelOutOfMemory:  # fmt: skip
     """The error for a build that ran out (``exc``): the weights' bytes (``weights``: bytes and where counted, None
     if unknown) × the ``copies`` the session keeps, and the advice it has not taken already (``options``: its
-    ``ModelOptions``)."""
+    ``ModelOptions``); ``resuming``: the checkpoint (``resume_from``) the build was reading, named."""
     said = " ".join(f"{type(exc).__name__}: {exc}".split()).removesuffix(":")[:300]
     size = ""
     if weights is not None:
@@ -60,7 +60,8 @@ def build_refusal(exc: BaseException, name: str, weights: tuple[int, str] | None
     if options.dtype in ("auto", "float32"):
         advice.append("dtype='bfloat16' (half the bytes of float32)")
     advice.append("a smaller model, or memory freed")
-    return ModelOutOfMemory(f"out of memory building the session's model {name} on {device}{size}. To fit: "
+    source = f" from the checkpoint {str(resuming)!r} (resume_from)" if resuming is not None else ""
+    return ModelOutOfMemory(f"out of memory building the session's model {name} on {device}{source}{size}. To fit: "
                             f"{', '.join(advice)}. ({said})")  # fmt: skip
 
 

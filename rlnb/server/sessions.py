@@ -45,7 +45,8 @@ def failed_start(exc: BaseException, resume: Path | None, cid: str | None, serve
         detail = detail.replace(f"resume with dtype={exc.dtype!r}", f"resume under rlnb serve --dtype {exc.dtype}")
     detail = " ".join(detail.split())[:300]
     if out_of_memory(exc):  # a RuntimeError from torch: no fault of a checkpoint it resumes
-        return f"out of memory building the session's model ({type(exc).__name__}): {detail}"
+        source = f" from checkpoint {cid}" if resume is not None else ""  # by the id the client sent
+        return f"out of memory building the session's model{source} ({type(exc).__name__}): {detail}"
     if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
         return f"resume_from_checkpoint_id: checkpoint {cid} does not fit this session: {detail}"
     if isinstance(exc, OptionRefused) and exc.field == "lora":  # the engine says "lora: ...", its keyword

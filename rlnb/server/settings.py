@@ -161,6 +161,7 @@ class ServerSettings:
     def __post_init__(self) -> None:
         for name, high in LIMITS.items():
             set_int(self, name, 1, high, optional=name == "max_pending_bytes")  # None: ``pending_bytes``
+        check_pending_bytes(self.max_body_bytes, self.max_pending_bytes)
         if not self.public_url.startswith(("http://", "https://")):
             raise ValueError(f"public_url must start with http:// or https://, got {self.public_url!r}")
         check_public_host(self.public_url)
@@ -206,6 +207,16 @@ LIMITS: dict[str, int] = (
     | dict.fromkeys(_SECONDS, SECONDS_MAX) | dict.fromkeys(_TTLS, TTL_MAX)
 )  # fmt: skip
 """The integer limits (``rlnb serve --limit NAME=VALUE``), each in [1, its upper bound]."""
+
+
+def check_pending_bytes(max_body_bytes: int, max_pending_bytes: int | None, said: str = "") -> None:
+    """A ``ValueError`` naming both fields and the range (``said``: what precedes the field's name, ``--limit `` on
+    the CLI) unless ``max_pending_bytes`` (None: its default, which is larger) queues one body ``max_body_bytes``
+    lets in: such a body was taken by its size, then a 400 at every send."""
+    if max_pending_bytes is not None and max_pending_bytes < max_body_bytes:
+        raise ValueError(f"{said}max_pending_bytes must be an integer in [{max_body_bytes}, {BYTES_MAX}] (at least "
+                         f"max_body_bytes, {max_body_bytes}), got {max_pending_bytes}: a body max_body_bytes lets in "
+                         "could never be queued (a 400 at every send); raise it, or lower max_body_bytes")  # fmt: skip
 
 
 def parse_limits(items: list[str]) -> dict[str, int]:

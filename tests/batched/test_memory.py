@@ -2,6 +2,7 @@
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -224,7 +225,7 @@ def test_a_member_whose_model_runs_out_of_memory_as_it_is_built_fails_with_those
     monkeypatch.setattr(memory, "free_memory", lambda device: None)
     real, built = ensemble.build_adapter, []
 
-    def build(*args: object, **kwargs: object) -> object:
+    def build(*args: Any, **kwargs: Any) -> object:
         built.append(1)
         if len(built) == 2:
             raise MemoryError("out of memory")
@@ -258,3 +259,49 @@ def test_the_executor_s_capacity_is_a_cap_and_its_trials_past_what_fits_wait_the
     assert sorted((r["trial"], r["status"]) for r in rows) == [(0, "COMPLETED"), (1, "COMPLETED"), (2, "COMPLETED")]
     sizes = [rlnb.History.load(tmp_path / f"t{i}").config["batched"]["members"] for i in range(3)]
     assert sizes == [2, 2, 1]
+
+
+def test_a_member_whose_build_meets_torch_s_cpu_allocator_error_fails_with_those_after_it(monkeypatch):
+    """Torch's CPU allocator has no error type of its own: it raises a plain ``RuntimeError`` ("DefaultCPUAllocator:
+    can't allocate memory"), which the build's handler (``MemoryError``, CUDA's ``OutOfMemoryError``) let through,
+    failing every member, the built ones too. Read by ``rlnb.engine.oom.out_of_memory`` as the rest of the engine
+    does: members 1 and 2 end FAILED RESOURCE_EXHAUSTED naming it, member 0 trains."""
+    from rlnb.batched import ensemble
+    from tests.support.no_room import ALLOCATOR, no_room
+
+    monkeypatch.setattr(memory, "free_memory", lambda device: None)
+    real, built = ensemble.build_adapter, []
+
+    def build(*args: Any, **kwargs: Any) -> object:
+        built.append(1)
+        return no_room() if len(built) == 2 else real(*args, **kwargs)
+
+    monkeypatch.setattr(ensemble, "build_adapter", build)
+    members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
+    results = run_batched("tiny", "adam", members, steps=1, task=TASK, device="cpu")
+    assert [(r.status, r.built) for r in results] == [("COMPLETED", True), ("FAILED", False), ("FAILED", False)]
+    said = (
+        f"TRAINING_OPERATION_ERROR_CODE_RESOURCE_EXHAUSTED: member 1's model could not be built (RuntimeError: "
+        f"{ALLOCATOR}); members 1 to 2 did not train: run them again, or fewer at once"
+    )
+    assert results[1].reason == results[2].reason == said
+    assert len(built) == 2  # member 2 was not tried after member 1 ran out
+
+
+def test_a_member_whose_build_fails_otherwise_is_not_read_as_out_of_memory(monkeypatch):
+    """Only running out of memory fails the members alone: another error in a member's build (a bug) is raised."""
+    from rlnb.batched import ensemble
+
+    monkeypatch.setattr(memory, "free_memory", lambda device: None)
+    real, built = ensemble.build_adapter, []
+
+    def build(*args: Any, **kwargs: Any) -> object:
+        built.append(1)
+        if len(built) == 2:
+            raise RuntimeError("my build bug")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ensemble, "build_adapter", build)
+    with pytest.raises(RuntimeError, match="my build bug"):
+        run_batched("tiny", "adam", [Member(rlnb.AdamParams(), seed=s) for s in range(3)], steps=1, task=TASK,
+                    device="cpu")  # fmt: skip

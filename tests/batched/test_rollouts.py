@@ -105,12 +105,9 @@ def test_an_ensemble_out_of_memory_fails_every_member_saying_to_run_fewer(monkey
     from rlnb.batched import Member, run_batched
     from rlnb.batched.stacked import StackedModel
     from rlnb.tasks import Task
+    from tests.support.no_room import no_room
 
-    def no_memory(*args: object, **kwargs: object) -> None:
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried "
-                           "to allocate 98304000 bytes. Error code 12 (Cannot allocate memory)")  # fmt: skip
-
-    monkeypatch.setattr(StackedModel, "logprobs", no_memory)
+    monkeypatch.setattr(StackedModel, "logprobs", no_room)
     members = [Member(rlnb.AdamParams(), seed=s) for s in range(3)]
     results = run_batched("tiny", "adam", members, steps=1, task=Task("t", ["n="], lambda p, c: 0.0, group_size=2))
     for r in results:

@@ -147,13 +147,15 @@ RESUME_READERS = [("training", "torch.load"), ("inference", "merged weights"), (
 def test_a_resume_that_runs_out_of_memory_is_out_of_memory_not_a_damaged_checkpoint(tmp_path, monkeypatch, kind,
                                                                                      reader):  # fmt: skip
     """review41h M1: each reader caught the allocator's error as the checkpoint's fault ("damaged or cut short",
-    "cannot be loaded", "does not fit"), so ``rlnb serve`` ended the session SESSION_FAILED."""
+    "cannot be loaded", "does not fit"), so ``rlnb serve`` ended the session SESSION_FAILED. The error names the
+    checkpoint being read (it said only "building the session's model")."""
     path = _saved(tmp_path, kind)
     _no_room_in(monkeypatch, reader)
     with pytest.raises(ModelOutOfMemory) as caught:
         rlnb.connect("local", device="cpu", record=False, resume_from=path)
     words = str(caught.value)
-    assert words.startswith("out of memory building the session's model rlnb/tiny on cpu")
+    assert words.startswith(f"out of memory building the session's model rlnb/tiny on cpu from the checkpoint "
+                            f"{path!r} (resume_from). To fit: ")  # fmt: skip
     assert words.endswith(f"(RuntimeError: {ALLOCATOR})")
     for blame in ("damaged", "cannot be loaded", "does not fit", "not a usable"):
         assert blame not in words

@@ -6,6 +6,8 @@ sample of 2.2 M tokens held ~300 MB until then); and the bytes of the bodies a s
 import json
 import uuid
 
+import pytest
+
 from rlnb import samples, wire
 from rlnb.server.settings import ServerSettings
 from tests.support.server import app_client, held, new_session, wait
@@ -104,7 +106,7 @@ def test_the_bytes_of_queued_bodies_are_bounded_per_session(tmp_path, monkeypatc
     body = fb(*[samples.cross_entropy([7] * 20)] * 2)
     size = len(json.dumps(body, separators=(",", ":")))  # as httpx sends it
     limit = 2 * size + size // 2
-    with app_client(tmp_path, max_pending_bytes=limit) as c, held(monkeypatch, FB) as gate:
+    with app_client(tmp_path, max_pending_bytes=limit, max_body_bytes=limit) as c, held(monkeypatch, FB) as gate:
         _, sid = new_session(c)
         sent = [post(c, sid, "forward-backward", body) for _ in range(2)]  # the first runs, held; the second waits
         assert [r.status_code for r in sent] == [200, 200]
@@ -127,15 +129,14 @@ def test_the_bytes_of_queued_bodies_are_bounded_per_session(tmp_path, monkeypatc
 
 
 def test_a_body_larger_than_max_pending_bytes_is_a_400_and_an_upload_counts_its_bytes(tmp_path, monkeypatch):
-    with app_client(tmp_path, max_pending_bytes=3_000, max_pending_operations=1) as c, held(monkeypatch, FB):
+    """An inline body past ``max_pending_bytes`` is past ``max_body_bytes`` too (the settings refuse a smaller
+    ``max_pending_bytes``): a 413 as it arrives. One whose upload takes it past is a 400, not the full queue's 429."""
+    limits = {"max_pending_bytes": 3_000, "max_body_bytes": 3_000, "max_pending_operations": 1}
+    with app_client(tmp_path, **limits) as c, held(monkeypatch, FB):
         _, sid = new_session(c)
         assert post(c, sid, "forward-backward", fb(samples.cross_entropy([1, 2]))).status_code == 200  # held
         big = fb(*[samples.cross_entropy([7] * 20)] * 10)  # ~3.4 kB
-        r = post(c, sid, "forward-backward", big)  # a 400, not the full queue's 429: it would never fit
-        said = refused(r, None)
-        assert said.startswith("this body is ") and said.endswith(
-            "bytes; a session queues at most 3,000 bytes of operation bodies (max_pending_bytes): split it"
-        )
+        assert post(c, sid, "forward-backward", big).status_code == 413
         u = upload_url(c, sid)
         assert c.put(u.upload_url, json={"samples": big["samples"]}).status_code == 200
         r = post(c, sid, "forward-backward", {**STAND_IN, "payload_id": u.payload_id})
@@ -149,7 +150,7 @@ def test_max_pending_bytes_defaults_to_the_largest_body_a_request_may_send(tmp_p
     a fixed 288 MiB made a raised ``max_body_bytes=512MiB`` refuse every body past 288 MiB (review41j L2)."""
     assert ServerSettings(device="cpu", max_body_bytes=512 << 20).pending_bytes() == 768 << 20
     assert ServerSettings(device="cpu", max_payload_bytes=1 << 30).pending_bytes() == (1 << 30) + (32 << 20)
-    assert ServerSettings(device="cpu", max_body_bytes=512 << 20, max_pending_bytes=5).pending_bytes() == 5
+    assert ServerSettings(device="cpu", max_body_bytes=5, max_pending_bytes=5).pending_bytes() == 5
     body = fb(*[samples.cross_entropy([7] * 100)] * 2)
     size = len(json.dumps(body, separators=(",", ":")))
     limits = {"max_body_bytes": 2 * size, "max_payload_bytes": size // 2}  # so queued bodies may hold 2.5 x size
@@ -160,3 +161,19 @@ def test_max_pending_bytes_defaults_to_the_largest_body_a_request_may_send(tmp_p
         assert r.status_code == 429, r.text
         assert f"passes the limit of {2 * size + size // 2:,} (max_pending_bytes)" in r.json()["error"]["message"]
         gate.set()
+
+
+@pytest.mark.parametrize("body", [None, 1_000])
+def test_a_max_pending_bytes_below_max_body_bytes_is_refused_when_the_settings_are_made(body):
+    """A body ``max_body_bytes`` took by size that ``max_pending_bytes`` could never queue was a 400 at every send:
+    such settings are refused, naming both fields and the range, before a server runs."""
+    most = 32 << 20 if body is None else body
+    given = {} if body is None else {"max_body_bytes": body}
+    with pytest.raises(ValueError) as caught:
+        ServerSettings(device="cpu", max_pending_bytes=most - 1, **given)
+    assert str(caught.value) == (
+        f"max_pending_bytes must be an integer in [{most}, {2**63 - 1}] (at least max_body_bytes, {most}), got "
+        f"{most - 1}: a body max_body_bytes lets in could never be queued (a 400 at every send); raise it, or lower "
+        "max_body_bytes"
+    )
+    assert ServerSettings(device="cpu", max_pending_bytes=most, **given).pending_bytes() == most

@@ -56,7 +56,8 @@ def test_out_of_memory_while_resuming_is_not_blamed_on_the_checkpoint(tmp_path, 
 def test_a_checkpoint_too_big_to_read_is_out_of_memory_not_a_damaged_checkpoint(tmp_path, monkeypatch, kind):
     """Through the real build (review41h M1): the checkpoint's reader caught the ``MemoryError`` as its file's fault,
     SESSION_FAILED "... is not a usable rlnb checkpoint: it is a torch file, damaged or cut short (torch.load:
-    MemoryError) ...", or "its merged weights ... cannot be loaded"."""
+    MemoryError) ...", or "its merged weights ... cannot be loaded". It names the checkpoint it was reading, by the
+    id the client sent."""
     with app_client(tmp_path) as c:
         sid = _started(c)["id"]
         ckpt = wait(c, sid, kind, submit(c, sid, kind)["id"])["output"]["checkpoint"]
@@ -67,7 +68,8 @@ def test_a_checkpoint_too_big_to_read_is_out_of_memory_not_a_damaged_checkpoint(
         s = _started(c, resume_from_checkpoint_id=ckpt["id"])
         assert s["status"] == wire.SessionStatus.ERROR
         assert s["error"]["code"] == wire.SessionErrorCode.RESOURCE_AT_CAPACITY
-        assert s["error"]["message"] == f"out of memory building the session's model (MemoryError): {NO_MEMORY}"
+        assert s["error"]["message"] == (f"out of memory building the session's model from checkpoint {ckpt['id']} "
+                                         f"(MemoryError): {NO_MEMORY}")  # fmt: skip
 
 
 def test_the_cpu_allocators_error_in_the_real_build_is_out_of_memory_said_once(tmp_path, monkeypatch):

@@ -122,3 +122,16 @@ def sample_body() -> dict:
 def get_operation(c: httpx.Client, sid: str, kind: str, op_id: str) -> httpx.Response:
     """The operation's envelope, as the SDK polls it."""
     return c.get(f"/training-sessions/{sid}/operations/{kind}/{op_id}")
+
+
+class Counter:
+    """An ``httpx.MockTransport`` handler passing each request to the app behind ``c``, recording (method, path)."""
+
+    def __init__(self, c: TestClient) -> None:
+        self.c = c
+        self.sent: list[tuple[str, str]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        answer = self.c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
+        self.sent.append((request.method, request.url.path))
+        return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)

@@ -105,3 +105,44 @@ def test_a_tokenizer_given_sessions_copy_has_that_tokenizer_and_the_panels_butto
     with rlnb.connect("local", model=folder, tokenizer=loaded, device="cpu", record=False) as given:
         assert given.history.config["tokenizer"] == tokenizer  # its name_or_path: the folder it came from
         json.dumps(given.history.config)  # printable: the object is not in it
+
+
+class Shifted:
+    """A tokenizer of its own for the byte-level ``rlnb/tiny`` (each letter one id below its byte), told apart from
+    the byte codec a remote ``rlnb/...`` session takes when given none."""
+
+    eos_token_id = None
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [b - 1 for b in text.encode()]
+
+    def decode(self, tokens: list[int], skip_special_tokens: bool = False) -> str:
+        return bytes(t + 1 for t in tokens).decode()
+
+
+@pytest.mark.slow  # the app, in process
+def test_a_remote_sessions_copy_has_the_tokenizer_and_replicas_its_connect_was_given(tmp_path):
+    """The remote branch opened its copy with base_model, muon_scaling and lora only: a ``tokenizer=`` given to the
+    remote connect was dropped, and the copy of an ``rlnb/tiny`` session encoded text as bytes where the session
+    did not; its sampler copies went back to the default. The copy encodes as the session does."""
+    import httpx
+
+    from tests.support.server import Counter, app_client
+
+    tokenizer = Shifted()
+    with app_client(tmp_path / "ckpt") as c:
+        counter = Counter(c)
+        remote = rlnb.connect("http://testserver", base_model="rlnb/tiny", tokenizer=tokenizer, record=False,
+                              num_generator_replicas=2, transport=httpx.MockTransport(counter),
+                              max_retries=0)  # fmt: skip
+        seen: list[tuple[object, list[int], object]] = []
+
+        def step(copy: rlnb.Session, params: object, i: int) -> float:
+            seen.append((copy.tokenizer, copy.encode("ab"), copy.history.config["num_generator_replicas"]))
+            return 1.0
+
+        lr_find(rlnb.AdamParams(), remote, steps=5, step_fn=step, runs_dir=tmp_path / "runs",
+                transport=httpx.MockTransport(counter), max_retries=0)  # fmt: skip
+        remote.close()
+    assert remote.encode("ab") == [96, 97]
+    assert seen == [(tokenizer, [96, 97], 2)] * 5

@@ -13,7 +13,7 @@ import pytest
 import rlnb
 from rlnb.sweep import lr_find
 from rlnb.widgets import OptimizerBuilder
-from tests.support.server import app_client
+from tests.support.server import Counter, app_client
 
 STEADY: dict[str, Any] = {"steps": 5, "step_fn": lambda s, p, i: 1.0}
 
@@ -74,18 +74,6 @@ def test_an_end_lr_whose_muon_adamw_part_overflows_is_refused_naming_end_lr(tmp_
     ):
         lr_find(base, start_lr=1e-12, end_lr=1e300, runs_dir=tmp_path, **STEADY)
     assert list(tmp_path.iterdir()) == []
-
-
-class Counter:
-    """An ``httpx.MockTransport`` handler passing each request to the app behind ``c``, recording (method, path)."""
-
-    def __init__(self, c):
-        self.c, self.sent = c, []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        answer = self.c.request(request.method, str(request.url), content=request.read(), headers=request.headers)
-        self.sent.append((request.method, request.url.path))
-        return httpx.Response(answer.status_code, headers=answer.headers.multi_items(), content=answer.content)
 
 
 def counted(counter: Counter, optimizer: str) -> rlnb.Session:

@@ -1160,15 +1160,17 @@ def test_an_enormous_grid_or_random_search_is_refused_before_it_is_built():
 @pytest.mark.parametrize(
     ("schedule", "said"),
     [
-        (Schedule("linear", total_steps=3, min_lr_ratio=0.5), "sweep: in each trial, step 3 of 5 is past the end of "
+        (Schedule("linear", total_steps=3, min_lr_ratio=0.5), "sweep: in each trial, step 4 of 5 is past the end of "
          "the linear schedule (total steps 3): every step from here gets its floor, 0.5× the base rate"),
-        (Schedule("cosine", total_steps=50), "sweep: in each trial, step 4, the last of 5, comes before the end of the "
+        (Schedule("cosine", total_steps=50), "sweep: in each trial, step 5, the last of 5, comes before the end of the "
          "cosine schedule (total steps 50): it gets 0.99× the base rate, not the floor 0.1×"),
     ],
 )  # fmt: skip
 def test_a_schedule_of_another_length_than_steps_is_warned_about_as_the_run_panel_does(tmp_path, schedule, said):
     """A schedule of 3 steps in a sweep of 5 gave the last 2 steps the floor, one of 50 decayed 4% by the end: no
-    word of either (a RunPanel says the first, in these words). Said before the sweep folder is made."""
+    word of either (a RunPanel says the first, in these words). Said before the sweep folder is made, its steps
+    numbered from 1 as the trial's ``history.steps`` and the run panel number them (it said "step 3 of 5" for the
+    fourth step, the first at the floor)."""
     stop = threading.Event()
     stop.set()  # every trial STOPPED before it starts: the warning is what is read
     with pytest.warns(UserWarning) as caught:

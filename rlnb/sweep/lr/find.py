@@ -228,14 +228,7 @@ def _open(
                                f"within {wait:g} s, the longest an operation may take: is a step hung? Nothing was "
                                "opened") from None  # fmt: skip
     if session.is_remote:
-        fresh = {
-            "base_model": config.get("model"),
-            "muon_scaling": config.get("muon_scaling"),
-            "lora": config.get("lora"),
-            "resume_from_checkpoint_id": ckpt.id,
-            "load_optimizer": False,
-            **options,
-        }
+        fresh = {**_remote_copy(session), "resume_from_checkpoint_id": ckpt.id, "load_optimizer": False, **options}
         return connect(str(config["base_url"]), optimizer=kind, **record, **fresh)
     copy = {  # its dtype, tokenizer, LoRA, ...: the copy of a bfloat16 session trained in float32
         "model": model if model in SIZES else config.get("model"),
@@ -256,3 +249,17 @@ def _open(
             session.backend.discard_checkpoint(ckpt.id)  # type: ignore[attr-defined]
         except OSError as exc:  # the test goes on (or its own error is raised); the copy left behind is named
             warnings.warn(f"Find LR: {exc.strerror}", RuntimeWarning, stacklevel=3)
+
+
+def _remote_copy(session: Session) -> dict[str, Any]:
+    """What the remote ``connect`` of ``session`` took that shapes its model and session, as ``connect`` takes it
+    (the local branch's ``reopen_options``): its model, Muon scaling, LoRA and sampler copies, and its tokenizer
+    (an object: not loaded again), without which the copy of an ``rlnb/...`` session encoded text as bytes and
+    another model's took token ids only."""
+    config = session.history.config
+    shaped = {"base_model": config.get("model"), "muon_scaling": config.get("muon_scaling"), "lora": config.get("lora")}
+    if config.get("num_generator_replicas") is not None:
+        shaped["num_generator_replicas"] = config["num_generator_replicas"]
+    if session.tokenizer is not None:
+        shaped["tokenizer"] = session.tokenizer
+    return shaped
