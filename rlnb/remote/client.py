@@ -69,6 +69,8 @@ class PreparedOperation:
     upload: bytes | None = None
     """What goes through the payload side channel first (a large body), or None."""
     inline: dict[str, Any] | None = None
+    accumulates: bool = False
+    """Whether the server, running it, accumulates gradients for the next optim-step (``wire.ACCUMULATING``)."""
 
 
 def _operations_path(session_id: str, kind: wire.OperationKind, operation_id: str | None = None) -> str:
@@ -178,10 +180,11 @@ class APIClient(ResourceCalls, CheckpointCalls):
         data = body.to_json_dict() if body is not None else {}
         content = payloads.compact(data)
         key = idempotency_key or str(uuid.uuid4())
+        accumulates = kind in wire.ACCUMULATING and not data.get("forward_only")
         if kind in wire.OFFLOADED_KINDS and len(content) > wire.LARGE_PAYLOAD_BYTES:
             upload, inline = payloads.split(kind, data)
-            return PreparedOperation(kind, payloads.compact(inline), key, payloads.compact(upload), inline)
-        return PreparedOperation(kind, content, key)
+            return PreparedOperation(kind, payloads.compact(inline), key, payloads.compact(upload), inline, accumulates)
+        return PreparedOperation(kind, content, key, accumulates=accumulates)
 
     def send_operation(self, session_id: str, op: PreparedOperation) -> wire.Operation[Any]:
         """Send a prepared operation (its upload first, if any); its envelope. A 2xx whose envelope cannot be read (a
