@@ -166,7 +166,7 @@ class Sender:
 
     def _send(self, item: Queued) -> None:
         try:
-            env = self.client.send_operation(self.session_id, item.op)
+            env = self.client.send_operation(self.session_id, item.op, self._ids)
         except APIError as exc:
             self._refused(item, exc)
         except BaseException as exc:  # noqa: BLE001 - e.g. the client was closed under a POST close() gave up on, a
@@ -188,8 +188,9 @@ class Sender:
     def _sent(self, item: Queued, env: wire.Operation[Any]) -> None:
         if env.id in self._ids:  # polled, it would get the earlier one's status and result as its own
             why = (
-                f"the server answered this {item.op.kind} with the id of an earlier operation, {env.id}: it may not "
-                "have run it (a body-keyed cache or deduplication), and that operation's result is not this one's"
+                f"the server answered this {item.op.kind} with the id of an earlier operation, {env.id}, also when "
+                f"asked again under its Idempotency-Key ({self.client.max_retries} times): it may not have run it (a "
+                "body-keyed cache or deduplication), and that operation's result is not this one's"
             )
             tell(item, wire.Operation.failed("", None, why))
             self._break(item, None, why, sent=True)  # an optim-step behind it would step on gradients not its own

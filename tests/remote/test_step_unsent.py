@@ -88,7 +88,7 @@ def test_a_forward_backward_answered_with_an_earlier_id_fails_the_rest_of_its_st
 
     ops, posted, step = one_remote_step(handler_for)
     assert [op.status for op in ops] == [FAILED] * 3 and step == 0
-    assert posted == ["forward-backward"] * 3
+    assert posted == ["forward-backward"] * (3 + 5)  # asked again 5 times (max_retries), under its key; no optim-step
     with pytest.raises(rlnb.OperationFailed, match="with the id of an earlier operation"):
         ops[0].result(0)
     for op in ops[1:]:
