@@ -241,7 +241,7 @@ class Caller:
         """
         method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
-        shut = False  # no connection was made, and the call's reconnect window has passed
+        reconnect_until = None  # no connection was made: its retries end then
         if response is not None:
             retry = self.retry.should_retry(response) and (call.idempotent or response.status_code in REFUSED)
             what = f"{response.status_code} {response.reason_phrase}"
@@ -253,11 +253,13 @@ class Caller:
                 what += f" (the URL's scheme is {request.url.scheme!r}: the transport cannot send it; nothing was sent)"
             what += self._proxies.said(request.url)
             if unsent and call.reconnect_until is not None:
-                delay = min(delay, self.retry.reconnect_max_delay)
-                shut = time.monotonic() + delay >= call.reconnect_until
-        late = not shut and time.monotonic() + delay >= end
+                delay, reconnect_until = min(delay, self.retry.reconnect_max_delay), call.reconnect_until
+        now, more = time.monotonic(), retry and attempt < self.retry.max_retries
+        # a wait that would pass the end passes it only when it is to be waited (retries spent: none is)
+        shut = more and reconnect_until is not None and now + delay >= reconnect_until
+        late = not shut and (now >= end or (more and now + delay >= end))
         off = ""  # why a retry the policy allowed was called off
-        if retry and attempt < self.retry.max_retries and not late and not shut:
+        if more and not late and not shut:
             log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries,
                      delay)  # fmt: skip
             if self.retry.pause is None or call.reconnect_until is not None:  # the stops that clean up always sleep
@@ -270,7 +272,7 @@ class Caller:
             request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
         if response is not None:
             note = self.retry.unheeded(response.headers) + off
-            if retry and late and attempt < self.retry.max_retries:  # else it fails at once, saying only "429 ..."
+            if late and more:  # else it fails at once, saying only "429 ..."
                 note += f"; not retried: the wait before a retry ({delay:.3g} s) would pass {limit}"
             if response.status_code == 404 and call.auth:  # a call of the API (not a presigned URL's)
                 note += doubled_prefix(self.base_url)

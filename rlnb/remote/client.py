@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +69,8 @@ class PreparedOperation:
     upload: bytes | None = None
     """What goes through the payload side channel first (a large body), or None."""
     inline: dict[str, Any] | None = None
+    accumulates: bool = False
+    """Whether the server, running it, accumulates gradients for the next optim-step (``wire.ACCUMULATING``)."""
 
 
 def _operations_path(session_id: str, kind: wire.OperationKind, operation_id: str | None = None) -> str:
@@ -178,16 +180,20 @@ class APIClient(ResourceCalls, CheckpointCalls):
         data = body.to_json_dict() if body is not None else {}
         content = payloads.compact(data)
         key = idempotency_key or str(uuid.uuid4())
+        accumulates = kind in wire.ACCUMULATING and not data.get("forward_only")
         if kind in wire.OFFLOADED_KINDS and len(content) > wire.LARGE_PAYLOAD_BYTES:
             upload, inline = payloads.split(kind, data)
-            return PreparedOperation(kind, payloads.compact(inline), key, payloads.compact(upload), inline)
-        return PreparedOperation(kind, content, key)
+            return PreparedOperation(kind, payloads.compact(inline), key, payloads.compact(upload), inline, accumulates)
+        return PreparedOperation(kind, content, key, accumulates=accumulates)
 
-    def send_operation(self, session_id: str, op: PreparedOperation) -> wire.Operation[Any]:
+    def send_operation(
+        self, session_id: str, op: PreparedOperation, earlier: Container[str] = ()
+    ) -> wire.Operation[Any]:
         """Send a prepared operation (its upload first, if any); its envelope. A 2xx whose envelope cannot be read (a
-        proxy's truncated or garbled answer, one without an id) is asked again with the same ``Idempotency-Key``, which
-        the API answers with the operation it took, up to ``max_retries`` times: failed at once, the operation would
-        run on the server while its record says FAILED (an optim-step applied and never recorded)."""
+        proxy's truncated or garbled answer, one without an id), or names one of the ``earlier`` operations (a stale
+        answer a proxy sent twice), is asked again with the same ``Idempotency-Key``, which the API answers with the
+        operation it took, up to ``max_retries`` times: failed at once, the operation would run on the server while its
+        record says FAILED (an optim-step applied and never recorded). Still an earlier one's, it is returned."""
         content = op.content
         if op.upload is not None and op.inline is not None:
             content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
@@ -195,12 +201,17 @@ class APIClient(ResourceCalls, CheckpointCalls):
         for again in range(self.max_retries + 1):
             response = self._send(call)
             try:
-                return self._operation(session_id, op.kind, response, None)
+                env = self._operation(session_id, op.kind, response, None)
             except (APIConnectionError, APIStatusError):
                 raise  # a payload's download that failed: no word on the envelope
             except APIError as exc:
                 unread = exc
                 log.info("%s; asking again with its Idempotency-Key (%d of %d)", exc, again + 1, self.max_retries)
+                continue
+            if env.id not in earlier or again == self.max_retries:
+                return env
+            log.info("%s %s: the answer names an earlier operation, %s; asking again with its Idempotency-Key (%d of "
+                     "%d)", call.method, call.url, env.id, again + 1, self.max_retries)  # fmt: skip
         said = str(unread).removeprefix(f"{unread.method} {unread.url}: ")
         tries = (
             f"also when asked {self.max_retries} more times" if self.max_retries else "and max_retries=0 asks no more"

@@ -251,6 +251,9 @@ class Poller:
         operation in flight fails now, not one poll (one deadline) apart."""
         assert self._failing_since is not None
         failing = time.monotonic() - self._failing_since
+        # The window is spent: a later operation's polls get one of their own (kept, its start was past, and every
+        # later poll's retries ended before they began, failing each operation at once with this error).
+        self._failing_since, self._last_failure = None, None
         with self._cond:
             ops, self._inflight = self._inflight, []
         for op in ops:

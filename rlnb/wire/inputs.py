@@ -12,9 +12,9 @@ from itertools import chain
 from operator import attrgetter
 from typing import Annotated, Any, Literal, TypeAlias, get_args
 
-from pydantic import ValidatorFunctionWrapHandler, WrapValidator, field_serializer, model_validator
+from pydantic import ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator, field_serializer, model_validator
 
-from rlnb.wire.base import StrictFloat, StrictInt, _finite_list, _Model, shown
+from rlnb.wire.base import Newer, StrictFloat, StrictInt, _finite_list, _from_server, _Model, shown
 from rlnb.wire.lists import Int64List, only
 
 __all__ = [
@@ -93,7 +93,8 @@ class TensorData(_Model):
     """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
 
     data: Annotated[list[StrictFloat], WrapValidator(_plain_floats)]
-    dtype: TensorDType
+    dtype: Annotated[TensorDType, Newer]
+    """A server's answer may name a newer one (``bfloat16`` logprobs): kept as it came, its data read as numbers."""
     shape: list[StrictInt] | None = None
     sparse_crow_indices: list[int] | None = None
     sparse_col_indices: list[int] | None = None
@@ -117,7 +118,7 @@ class TensorData(_Model):
         return [int(v) if isinstance(v, float) and v.is_integer() else v for v in data]
 
     @model_validator(mode="after")
-    def _check(self) -> TensorData:
+    def _check(self, info: ValidationInfo) -> TensorData:
         if not math.isfinite(sum(self.data)):  # one NaN or inf makes the sum one (so may big finite values): search
             _finite_list(self.data)
         if self.dtype == "int64":  # 2.5 would pass here, then fail the operation naming no value; inline: a call less
@@ -127,18 +128,19 @@ class TensorData(_Model):
                 ids = None
             if ids != self.data or (ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX)):
                 raise ValueError(not_int64(self.data))
-        problem = self.layout_problem()
+        problem = self.layout_problem(newer_dtype=_from_server(info))
         if problem is not None:
             raise ValueError(problem)
         return self
 
-    def layout_problem(self) -> str | None:
+    def layout_problem(self, newer_dtype: bool = False) -> str | None:
         """The rule this tensor's layout breaks (``data`` a list, ``dtype``, ``shape``, the sparse fields), None when
         none: the validator's rules, which the engine applies again to a tensor that skipped them (``model_construct``,
-        a field set after it was built). Its elements are the reader's to check, each as it converts them."""
+        a field set after it was built). Its elements are the reader's to check, each as it converts them.
+        ``newer_dtype``: a dtype newer than rlnb's list breaks none (a server's answer)."""
         if not isinstance(self.data, list):
             return f"data must be a list of numbers, got {type(self.data).__name__}"
-        if self.dtype not in _DTYPES:
+        if self.dtype not in _DTYPES and not newer_dtype:
             return f"dtype {self.dtype!r} is not one of {', '.join(_DTYPES)}"
         if self.shape is not None and self.shape != [len(self.data)]:
             return f"shape {self.shape} must be 1-D and equal to the data length {len(self.data)}"

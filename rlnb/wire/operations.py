@@ -26,6 +26,7 @@ from rlnb.wire.sampling import SampleBody, SampleOutput
 from rlnb.wire.status import OperationErrorCode, OperationStatus, _CodedError
 
 __all__ = [
+    "ACCUMULATING",
     "CHANGES_SESSION",
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
@@ -278,6 +279,9 @@ CHANGES_SESSION: Final = frozenset(
 )
 """The kinds whose completion changes the session's own fields (``step``, ``policy_state``, its checkpoint lists):
 its ``updated_at`` moves then."""
+ACCUMULATING: Final = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.CUSTOM_FORWARD_BACKWARD})
+"""The kinds whose gradients stay accumulated on the server until the next optim-step applies them with its own (a
+``forward_only`` forward-backward's: none)."""
 OUTPUT_OPTIONAL: Final = frozenset({OperationKind.OPTIM_STEP, OperationKind.CUSTOM_FORWARD_BACKWARD})
 """The kinds that may be COMPLETED without ``output``: an optim-step legitimately may (the SDK says so),
 a custom-forward-backward's result has no fields. Every other kind's output carries the result."""

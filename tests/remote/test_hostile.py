@@ -76,6 +76,39 @@ def test_every_poll_a_502_fails_the_operation_after_the_failure_window():
         session.close()
 
 
+def test_after_a_poll_outage_ends_the_session_polls_again_and_its_operations_complete():
+    """One failure window fails what was in flight; it does not fail every later operation at once, unpolled
+    (review42a H1: the window's start was kept, so each later poll's retries ended before they began)."""
+    fake = FakeAPI()
+    route, polls = fake.route, []
+
+    def counted(r: httpx.Request) -> httpx.Response:
+        polls.extend([r] if r.method == "GET" and "/operations/" in r.url.path else [])
+        return route(r)
+
+    def outage(r: httpx.Request) -> httpx.Response:
+        return httpx.Response(502, text="Bad Gateway") if r.method == "GET" else counted(r)
+
+    with serve_fake(fake) as server:
+        session = connect(server.url, poll_failure_window=1.0, record=False)
+        try:
+            fake.route = outage  # type: ignore[method-assign]
+            with pytest.raises(rlnb.OperationFailed, match="every poll failed"):
+                session.forward_backward(BATCH).result(timeout=30)
+            fake.route = counted  # type: ignore[method-assign]
+            for _ in range(3):
+                assert session.forward_backward(BATCH).result(timeout=30).loss > 0
+            assert polls  # polled, not failed with the outage's error
+            fake.route = outage  # type: ignore[method-assign]
+            start = time.monotonic()
+            with pytest.raises(rlnb.OperationFailed, match="every poll failed"):
+                session.forward_backward(BATCH).result(timeout=30)
+            assert time.monotonic() - start >= 1.0  # a second outage is given a whole window of its own
+        finally:
+            fake.route = route  # type: ignore[method-assign]
+            session.close()
+
+
 def test_a_polls_retries_end_with_the_failure_window():
     """A slow backoff (~13 s of retries in one poll) does not carry the failure past a 1 s window."""
     fake = FakeAPI()

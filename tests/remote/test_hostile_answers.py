@@ -357,6 +357,32 @@ def test_a_submission_answered_with_an_earlier_operations_id_fails_not_takes_its
     s.close()
 
 
+def test_a_stale_answer_naming_an_earlier_operation_is_asked_again_under_the_same_key():
+    """A proxy that sent an answer twice shifted the keep-alive stream: the next optim-step's POST read the earlier
+    one's envelope and was recorded FAILED "may not have run", though the server took it (review42a L4; a user who
+    submitted it again stepped twice). Asked again under its Idempotency-Key, the server replays the true one."""
+    keys: list[str] = []
+    last: list[httpx.Response] = []
+
+    def wrap(fake: Handler) -> Handler:
+        def handler(request: httpx.Request) -> httpx.Response:
+            response = fake(request)
+            if request.method == "POST" and request.url.path.endswith("/optim-step"):
+                keys.append(request.headers["Idempotency-Key"])
+                if len(keys) == 2 and last:  # the second optim-step's first try reads the first one's answer again
+                    return last[0]
+                last.append(response)
+            return response
+
+        return handler
+
+    s = session_on(FakeAPI(ready_after=1), wrap)
+    steps = [s.optim_step(rlnb.AdamParams()).result(timeout=10).step for _ in range(2)]
+    assert steps == [1, 2] and s.step == 2
+    assert len(keys) == 3 and keys[1] == keys[2]  # asked again, under the same key
+    s.close()
+
+
 @pytest.mark.parametrize(
     ("results", "sequences"), [(1, 2), (2, 1), (3, 2)], ids=["a-prompt-short", "a-sample-short", "extra"]
 )

@@ -3,14 +3,16 @@ kept as the server sends them, as the official SDK keeps them, not a refusal of 
 
 import enum
 import inspect
+import json
 import types
 import typing
 
 import httpx
+import pytest
 from pydantic import BaseModel
 
 import rlnb
-from rlnb import wire
+from rlnb import samples, wire
 from rlnb.remote.client import APIClient
 from rlnb.wire.base import _Newer, _Request
 from tests.support.fake_api import BASE, FAST_POLL, KEY, NOW, FakeAPI, quick
@@ -23,8 +25,9 @@ ANSWERS = [
     and issubclass(hint, BaseModel)
 ] + list(wire.operations.ENVELOPES.values())  # fmt: skip
 """What a client reads from a server, nested models included."""
-STRICT = {("TensorData", "dtype"): "an answer's tensors are int64 or float32 in R-new; a newer dtype is read as data"}
-"""Enum fields of answers that hold to rlnb's list, and why."""
+STRICT: dict[tuple[str, str], str] = {}
+"""Enum fields of answers that hold to rlnb's list, and why (``TensorData.dtype`` was one, "read as data": a bfloat16
+tensor made the whole forward-backward unreadable, review42a)."""
 
 
 def flat(annotation: object, marks: tuple = ()) -> typing.Iterator[tuple[object, tuple]]:
@@ -100,3 +103,27 @@ def test_a_checkpoint_of_a_newer_type_does_not_hide_the_others():
             "CHECKPOINT_TYPE_TRAINING",
             "CHECKPOINT_TYPE_MERGED",
         ]
+
+
+def test_a_forward_backward_whose_outputs_carry_a_newer_dtype_is_read_and_a_request_still_refuses_it():
+    """A ``bfloat16`` tensor in ``loss_fn_outputs`` refused the whole envelope: polled again as unreadable, then a
+    forward-backward the server had COMPLETED (its gradients accumulated) was recorded FAILED."""
+    fake = FakeAPI(ready_after=1)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        response = fake(request)
+        data = json.loads(response.content)
+        if "/operations/forward-backward" in request.url.path and data.get("output"):
+            tensors = {"logprobs": {"data": [-0.5, -1.25], "dtype": "bfloat16", "shape": [2]}}
+            data["output"]["loss_fn_outputs"] = [{"tensors": tensors}]
+        return httpx.Response(response.status_code, json=data)
+
+    rid = fake.add_resource({"adam": {}})
+    with rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid,
+                      ready_timeout=5, record=False, **FAST_POLL, **quick({})) as s:  # fmt: skip
+        out = s.forward_backward([samples.cross_entropy([1, 2, 3])], return_loss_fn_outputs=True).result(10)
+    assert out.loss == 2.5 and out.loss_fn_outputs is not None
+    tensor = out.loss_fn_outputs[0].tensors["logprobs"]
+    assert (tensor.data, tensor.dtype) == ([-0.5, -1.25], "bfloat16")
+    with pytest.raises(ValueError, match="dtype"):
+        wire.TensorData(data=[-0.5], dtype="bfloat16")  # type: ignore[arg-type]  # what a client sends holds to the list

@@ -143,3 +143,30 @@ def test_the_sender_says_a_refused_steps_words_without_loading_params():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.strip() == "False", done.stderr
     assert (params.GRADIENTS_KEPT, params.SUBMIT_AGAIN) == (rlnb.errors.GRADIENTS_KEPT, rlnb.errors.SUBMIT_AGAIN)
+
+
+@pytest.mark.parametrize(
+    ("answer", "taken"), [(_lost, True), (lambda r: error(500, "oops"), True), (_unsent, False)],
+    ids=["no-answer", "500", "never-sent"],
+)  # fmt: skip
+def test_an_optim_step_whose_every_try_may_have_been_taken_says_check_the_step(answer, taken):
+    """Every try of the optim-step reaches the server, which takes the first (its Idempotency-Key replays it after), and
+    gets no answer or a 5xx: it read as a bare transport error, and one submitted again stepped twice."""
+    fake = FakeAPI(ready_after=1)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith("/optim-step"):
+            if taken:
+                fake(request)
+            return answer(request)
+        return fake(request)
+
+    with _session(fake, handler, retries=2) as s:
+        s.forward_backward(BATCH).result(20)
+        with pytest.raises(rlnb.OperationFailed) as info:
+            s.optim_step(PARAMS).result(20)
+        step = s.step
+    assert step == int(taken)
+    assert ("may have been taken" in info.value.message) is taken, info.value.message
+    assert ("check session.step" in info.value.message) is taken, info.value.message
+    assert KEPT not in info.value.message

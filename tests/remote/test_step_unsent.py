@@ -3,6 +3,7 @@ whose POST is answered with an earlier operation's id (it may never have run), f
 of its step unsent (``rlnb._one_step``): sent, the optim-step counted a step on gradients that were not this
 batch's. An operation outside the step is sent as ever."""
 
+import time
 from collections.abc import Callable
 
 import httpx
@@ -17,10 +18,13 @@ BATCH = [samples.cross_entropy([1, 2, 3])]
 FAILED = wire.OperationStatus.FAILED
 
 
-def one_remote_step(handler_for: Callable[[FakeAPI], Handler]) -> tuple[list[rlnb.Operation], list[str], int]:
+def one_remote_step(
+    handler_for: Callable[[FakeAPI], Handler], answered: bool = True
+) -> tuple[list[rlnb.Operation], list[str], int]:
     """A session on a fake API whose every request goes through ``handler_for(fake)``: a forward-backward, then one
-    step (forward-backward, optim-step, weights-sync) in ``one_step``, then a forward-backward outside it. The step's
-    three operations, the paths POSTed, and the session's step."""
+    step (forward-backward, optim-step, weights-sync) in ``one_step``, then a forward-backward outside it, sent unless
+    a POST before it got no answer (not ``answered``). The step's three operations, the paths POSTed, and the
+    session's step."""
     fake, posted = FakeAPI(ready_after=1), []
     handler = handler_for(fake)
 
@@ -39,7 +43,7 @@ def one_remote_step(handler_for: Callable[[FakeAPI], Handler]) -> tuple[list[rln
             ops = [s.forward_backward(BATCH), s.optim_step(rlnb.AdamParams()), s.weights_sync()]
         after = s.forward_backward([samples.cross_entropy([4, 5])])
         s.wait(20)
-        assert after.status == wire.OperationStatus.COMPLETED  # the step's end broke nothing after it
+        assert (after.status == wire.OperationStatus.COMPLETED) is answered  # the step's end broke nothing after it
         return ops, posted, s.step
 
 
@@ -84,9 +88,99 @@ def test_a_forward_backward_answered_with_an_earlier_id_fails_the_rest_of_its_st
 
     ops, posted, step = one_remote_step(handler_for)
     assert [op.status for op in ops] == [FAILED] * 3 and step == 0
-    assert posted == ["forward-backward"] * 3
+    assert posted == ["forward-backward"] * (3 + 5)  # asked again 5 times (max_retries), under its key; no optim-step
     with pytest.raises(rlnb.OperationFailed, match="with the id of an earlier operation"):
         ops[0].result(0)
     for op in ops[1:]:
         with pytest.raises(rlnb.OperationFailed, match="not run: this step's forward-backward before it failed, nor"):
             op.result(0)
+
+
+MAYBE = "the server may have run it: its gradients would then be accumulated there"
+
+
+def _answer_lost(request: httpx.Request) -> httpx.Response:
+    raise httpx.ReadError("connection reset by peer", request=request)
+
+
+def _never_sent(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+@pytest.mark.parametrize(
+    ("answer", "runs"),
+    [(_answer_lost, True), (lambda r: httpx.Response(502, text="Bad Gateway"), True), (_never_sent, False)],
+    ids=["reset-after-run", "502-after-run", "refused"],
+)  # fmt: skip
+def test_a_forward_backward_whose_answer_is_lost_after_the_server_ran_it_says_its_gradients_may_stay(
+    answer, runs, request
+):
+    """Every try of the step's forward-backward reaches the server, which runs it (once, by its Idempotency-Key), and
+    loses its answer: its gradients are accumulated there and the next optim-step applies them with its own (review42a
+    M2: it read as a bare transport error and its step as "not sent"). One never sent says neither."""
+
+    def handler_for(fake: FakeAPI) -> Handler:
+        keys: list[str] = []
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and request.url.path.endswith("/forward-backward"):
+                key = request.headers["Idempotency-Key"]
+                keys.extend([key] if key not in keys else [])
+                if keys.index(key) == 1:  # the step's
+                    if runs:
+                        fake(request)
+                    return answer(request)
+            return fake(request)
+
+        return handler
+
+    ops, posted, step = one_remote_step(handler_for, answered=answer is not _answer_lost and runs)
+    assert [op.status for op in ops] == [FAILED] * 3 and step == 0
+    assert posted.count("optim-step") == 0
+    with pytest.raises(rlnb.OperationFailed) as info:
+        ops[0].result(0)
+    assert (MAYBE in info.value.message) is runs, info.value.message
+    assert ("next optim-step would apply them with its own" in info.value.message) is runs
+    # a POST with no answer fails what is queued behind it unsent; a 5xx, the rest of its step alone
+    unanswered = "not sent: the POST of an earlier operation got no answer"
+    rest = {"reset-after-run": unanswered, "502-after-run": "not run: this step's forward-backward before it failed"}
+    for op in ops[1:]:
+        with pytest.raises(rlnb.OperationFailed, match=rest.get(request.node.callspec.id, unanswered)) as info:
+            op.result(0)
+        assert (MAYBE in info.value.message) is runs, info.value.message
+
+
+@pytest.mark.parametrize(
+    ("kind", "accumulates"),
+    [(wire.OperationKind.CUSTOM_FORWARD_BACKWARD, True), (wire.OperationKind.FORWARD_BACKWARD, False)],
+    ids=["custom-forward-backward", "forward-only"],
+)  # fmt: skip
+def test_a_custom_forward_backward_whose_answer_is_lost_says_so_and_a_forward_only_one_does_not(kind, accumulates):
+    fake = FakeAPI(ready_after=1)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path.endswith(f"/{kind}"):
+            fake(request)
+            return _answer_lost(request)
+        return fake(request)
+
+    rid = fake.add_resource({"adam": {}})
+    with rlnb.connect(
+        BASE, api_key=KEY, transport=httpx.MockTransport(handler), model_resources_id=rid, ready_timeout=5,
+        operation_timeout=20, record=False, **FAST_POLL, **quick({}),
+    ) as s:  # fmt: skip
+        if kind == wire.OperationKind.CUSTOM_FORWARD_BACKWARD:
+            body = wire.CustomForwardBackwardBody(samples=BATCH, gradients=[wire.GradientTensor(data=[0.1] * 3)])
+            got: list[wire.Operation] = []
+            s.backend.submit(kind, body, got.append)
+            deadline = time.monotonic() + 20
+            while not got or got[-1].status != FAILED:
+                assert time.monotonic() < deadline, got
+                time.sleep(0.01)
+            message = got[-1].error.message if got[-1].error else ""
+        else:
+            with pytest.raises(rlnb.OperationFailed) as info:
+                s.forward_backward(BATCH, forward_only=True).result(20)
+            message = info.value.message
+    assert "ReadError" in message
+    assert (MAYBE in message) is accumulates, message
