@@ -188,8 +188,12 @@ def pytest_runtest_call_closes_what_it_left_open(item: pytest.Item):
     to start keeps its own), and each garbage collection pass over what they hold (histories, plots, models) cost
     every later test in the process."""
     sessions_before, widgets_before, workers_before = _open_now()
+    failed = False
     try:
         return (yield)
+    except BaseException:
+        failed = True
+        raise
     finally:
         sessions, widgets, workers = _open_now()
         instances = sys.modules["ipywidgets.widgets.widget"]._instances if widgets else {}
@@ -198,7 +202,11 @@ def pytest_runtest_call_closes_what_it_left_open(item: pytest.Item):
                 widget.close()
         for session in sessions - sessions_before:
             if not session.closed:
-                session.close()
+                try:
+                    session.close()
+                except Exception:
+                    if not failed:  # a close failing after the test's own failure (its server gone) must not hide it
+                        raise
         for worker in workers - workers_before:
             if not worker.closed and not worker.close(60):
                 pytest.fail("an engine worker this test left open was still running 60 s after its close", False)
