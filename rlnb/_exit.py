@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
+from rlnb import _threads
+
 Phase = Literal["panels", "sessions", "workers", "sinks"]
 PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks")
 
@@ -59,7 +61,7 @@ def wait(done: Callable[[float], bool], timeout: float) -> bool:
             return False
 
 
-def join(thread: threading.Thread, timeout: float) -> bool:
+def join(thread: _threads.Thread, timeout: float) -> bool:
     """Join ``thread`` for at most ``timeout`` seconds, less once a SIGTERM hurried the exit; whether it ended."""
 
     def ended(seconds: float) -> bool:

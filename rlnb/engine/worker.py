@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from rlnb import _exit, wire
+from rlnb import _exit, _threads, wire
 from rlnb._one_step import STEP, rest_failed
 from rlnb.errors import NOT_RUN, Cancelled, OperationError
 from rlnb.wire import Listener
@@ -100,7 +100,7 @@ class Worker:
         self.closed = False
         self._broken: tuple[object, Code, str] | None = None  # a step whose operation FAILED: the rest fail unrun
         self._running: tuple[wire.OperationKind, str, Listener] | None = None  # None too once ``_abandon`` told it
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread = _threads.Thread(target=self._loop, name=name)
         self._thread.start()
         self._ident = self._thread.ident  # ``runs_here``: ``current_thread()`` and ``Thread.ident`` are Python calls
         _LIVE.add(self)

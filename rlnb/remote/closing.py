@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from rlnb import _exit, wire
+from rlnb import _exit, _threads, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient
 from rlnb.remote.poller import report
@@ -54,8 +54,7 @@ def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -
         futures = [pool.submit(last, [i]) for i in range(len(inflight))]
         _exit.wait(lambda seconds: not wait(futures, seconds).not_done, math.inf)  # each poll ends by ``end``
     except RuntimeError:  # the interpreter's exit: no future can be scheduled, so one after another on one thread
-        polls = threading.Thread(target=last, args=(range(len(inflight)),), name=f"rlnb-settle-{session_id}")
-        polls.daemon = True
+        polls = _threads.Thread(target=last, args=(range(len(inflight)),), name=f"rlnb-settle-{session_id}")
         polls.start()
         _exit.join(polls, math.inf)
     finally:  # a Ctrl-C: close() returns now; the polls end by their deadline
