@@ -8,7 +8,9 @@ workers stop, then sinks flush everything, those last records included.
 
 A SIGTERM while these steps run hurries them (``hurried``): a Jupyter kernel's Shut Down sends one 2.5 s after its
 request and SIGKILL at 5 s, and by default SIGTERM killed the process mid-wait, its operations left PENDING for good
-and a remote session running. The waits then end at once and what is in flight is recorded FAILED.
+and a remote session running. The waits then end at once and what is in flight is recorded FAILED. A Ctrl-C in a step
+(a script that seems to hang at its end) hurries the steps left the same way, and ends the sinks' flush it lands in:
+escaping, it skipped every later step (records PENDING, sinks unflushed, often SIGABRT under a torch op).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import atexit
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -45,7 +48,7 @@ def exiting() -> bool:
 
 
 def hurried() -> bool:
-    """Whether a SIGTERM came while the exit's steps ran: wait for no step or operation any more."""
+    """Whether a SIGTERM or a Ctrl-C came while the exit's steps ran: wait for no step or operation any more."""
     return _HURRY.is_set()
 
 
@@ -61,14 +64,29 @@ def wait(done: Callable[[float], bool], timeout: float) -> bool:
             return False
 
 
-def join(thread: _threads.Thread, timeout: float) -> bool:
-    """Join ``thread`` for at most ``timeout`` seconds, less once a SIGTERM hurried the exit; whether it ended."""
+def join(thread: _threads.Thread, timeout: float, what: str = "") -> bool:
+    """Join ``thread`` for at most ``timeout`` seconds, less once a SIGTERM hurried the exit; whether it ended.
+    ``what`` (the exit's waits): said on stderr if it has not ended at the first look, else a silent wait of up to a
+    minute read as a hang."""
+    if what:
+        thread.join(CHUNK)
+    if what and thread.is_alive() and not _HURRY.is_set():
+        print(f"rlnb: {what} before exit, up to {timeout:.0f} s; Ctrl-C to abandon it", file=sys.stderr, flush=True)
 
     def ended(seconds: float) -> bool:
         thread.join(seconds)
         return not thread.is_alive()
 
     return wait(ended, timeout)
+
+
+def interrupted() -> None:
+    """A Ctrl-C in an exit step: the steps left run hurried (their waits end, what runs is recorded FAILED); said
+    once."""
+    if not _HURRY.is_set():
+        print("rlnb: interrupted: exiting without waiting; what still runs is recorded FAILED", file=sys.stderr,
+              flush=True)  # fmt: skip
+    _HURRY.set()
 
 
 def _run() -> None:
@@ -79,6 +97,8 @@ def _run() -> None:
             for step in _STEPS[phase]:
                 try:
                     step()
+                except KeyboardInterrupt:  # a Ctrl-C in a step: the others still run, hurried
+                    interrupted()
                 except Exception:  # noqa: BLE001 - exit goes on: one step's failure must not skip the others
                     log.exception("rlnb: an exit step (%s) failed", phase)
     finally:

@@ -4,6 +4,7 @@ waiting, what is in flight recorded FAILED, nothing left PENDING."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -96,3 +97,60 @@ def test_the_exit_handles_sigterm_only_while_it_runs_and_keeps_a_handler_of_the_
     finally:
         signal.signal(signal.SIGTERM, previous)
         _exit._EXITING.clear()
+
+
+CTRL_C_IN_EXIT = """
+import os, signal, sys, threading, time
+import rlnb
+from rlnb import _exit, samples
+from rlnb.sinks.base import Sink
+from rlnb.testing import FakeBackend
+class Lines(Sink):
+    library, extra = "json", "none"
+    def open(self, run):
+        class Writer:
+            def write(self, points, failures):
+                with open(sys.argv[2], "a") as f:
+                    f.writelines(f"{p.step}\\n" for p in points)
+            def close(self):
+                with open(sys.argv[2], "a") as f:
+                    f.write("CLOSED\\n")
+        return Writer()
+    def spec(self):
+        return ("__main__", "Lines", {})
+s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r", sinks=[Lines(interval=30)])
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+s.optim_step().result(30)
+run, worker = s.backend._worker._run_op, s.backend._worker
+worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to the stop (torch mid-kernel)
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+s.optim_step()
+def ctrl_c():
+    while not _exit.exiting():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    print("SIGINT", flush=True)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=ctrl_c, daemon=True).start()
+time.sleep(0.3)
+"""
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_during_the_exit_hurries_the_rest_of_it_and_records_what_ran(tmp_path):
+    """It escaped the exit's step (a script that seemed to hang at its end, Ctrl-C'd): every later step was skipped,
+    the operations left PENDING for good, the sinks never flushed, and often SIGABRT under a torch op."""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_IN_EXIT, str(tmp_path), str(tmp_path / "sink.txt")],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    took = time.monotonic() - started
+    assert proc.returncode == 0 and "SIGINT" in proc.stdout, proc.stderr[-2000:]
+    assert took < 20, took  # the 30 s step not waited for (EXIT_DEADLINE would be 60 s)
+    said = [re.sub(r"rlnb-fake-[-0-9a-f]+", "rlnb-fake-ID", line) for line in proc.stderr.splitlines()]
+    assert said == [
+        "rlnb: finishing the running forward-backward (rlnb-fake-ID) before exit, up to 60 s; Ctrl-C to abandon it",
+        "rlnb: interrupted: exiting without waiting; what still runs is recorded FAILED",
+    ], proc.stderr[-2000:]
+    df = rlnb.History.load(tmp_path / "r").df
+    assert list(df.status) == ["TRAINING_OPERATION_STATUS_COMPLETED"] * 2 + ["TRAINING_OPERATION_STATUS_FAILED"] * 2
+    assert (tmp_path / "sink.txt").read_text().split() == ["1", "CLOSED"]

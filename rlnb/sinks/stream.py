@@ -231,7 +231,11 @@ def _close_all() -> None:
     sent as failures), flush every attachment still open within one deadline."""
     deadline = time.monotonic() + EXIT_TIMEOUT
     for attachment in list(_ATTACHED):
-        attachment.close(timeout=max(0.0, deadline - time.monotonic()))
+        try:
+            attachment.close(timeout=max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:  # a Ctrl-C here abandons the flush: what is left waits no more
+            _exit.interrupted()
+            deadline = time.monotonic()
     stop_all(timeout=max(0.0, deadline - time.monotonic()))
     say_all()  # at the latest: a failure no log, close or read has said since (a writer that failed after its close)
 
