@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from typing import Any
 
 import rlnb
 from rlnb import _threads, samples
@@ -42,11 +43,16 @@ def test_a_ctrl_c_in_join_leaves_the_thread_alive_and_the_next_join_waits():
 
 
 def test_a_ctrl_c_in_a_close_then_a_second_close_settles_every_operation(tmp_path):
-    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
-    worker = s.backend._worker
-    run = worker._run_op
-    worker._run_op = lambda *job: (time.sleep(1.5), run(*job))[1]  # a step deaf to the stop (torch mid-kernel)
-    ops = [s.forward_backward(BATCH), s.optim_step()]
+    backend = FakeBackend()
+    s = rlnb.Session(backend, runs_dir=tmp_path, run_id="r")
+    worker, run = backend._worker, backend._worker._run_op
+
+    def deaf(*job: Any) -> Any:  # a step deaf to the stop (torch mid-kernel)
+        time.sleep(1.5)
+        return run(*job)
+
+    worker._run_op = deaf
+    ops: list[rlnb.Operation[Any]] = [s.forward_backward(BATCH), s.optim_step()]
     time.sleep(0.2)
     _ctrl_c_in(0.3)
     try:
@@ -70,20 +76,20 @@ class _SlowSink(Sink):
         super().__init__(interval=0.05)
         self.written: list[object] = []
 
-    def open(self, run):  # noqa: ANN001, ANN201 - Sink's signature
+    def open(self, run):
         sink = self
 
         class Writer:
-            def write(self, points, failures):  # noqa: ANN001, ANN201
+            def write(self, points, failures):
                 time.sleep(1.5)
                 sink.written.extend(points)
 
-            def close(self):  # noqa: ANN201
+            def close(self):
                 sink.written.append("CLOSED")
 
         return Writer()
 
-    def spec(self):  # noqa: ANN201
+    def spec(self):
         return (__name__, "_SlowSink", {})
 
 
