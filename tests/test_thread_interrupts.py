@@ -46,9 +46,10 @@ def test_a_ctrl_c_in_a_close_then_a_second_close_settles_every_operation(tmp_pat
     backend = FakeBackend()
     s = rlnb.Session(backend, runs_dir=tmp_path, run_id="r")
     worker, run = backend._worker, backend._worker._run_op
+    release = threading.Event()
 
-    def deaf(*job: Any) -> Any:  # a step deaf to the stop (torch mid-kernel)
-        time.sleep(1.5)
+    def deaf(*job: Any) -> Any:  # a step deaf to the stop (torch mid-kernel), until released
+        release.wait(30)
         return run(*job)
 
     worker._run_op = deaf
@@ -60,6 +61,7 @@ def test_a_ctrl_c_in_a_close_then_a_second_close_settles_every_operation(tmp_pat
         raise AssertionError("no KeyboardInterrupt")
     except KeyboardInterrupt:
         pass
+    threading.Timer(0.5, release.set).start()
     s.close()
     assert [op.status for op in ops] == ["TRAINING_OPERATION_STATUS_COMPLETED", "TRAINING_OPERATION_STATUS_FAILED"]
     assert not worker._thread.is_alive()
@@ -68,20 +70,21 @@ def test_a_ctrl_c_in_a_close_then_a_second_close_settles_every_operation(tmp_pat
 
 
 class _SlowSink(Sink):
-    """A sink whose every write takes 1.5 s, into a list."""
+    """A sink writing into a list, each write once ``release`` is set."""
 
     library, extra = "json", "none"
 
     def __init__(self) -> None:
         super().__init__(interval=0.05)
         self.written: list[object] = []
+        self.release = threading.Event()
 
     def open(self, run):
         sink = self
 
         class Writer:
             def write(self, points, failures):
-                time.sleep(1.5)
+                sink.release.wait(30)
                 sink.written.extend(points)
 
             def close(self):
@@ -105,5 +108,6 @@ def test_a_ctrl_c_in_a_sinks_flush_then_a_second_close_writes_everything(tmp_pat
         raise AssertionError("no KeyboardInterrupt")
     except KeyboardInterrupt:
         pass
+    threading.Timer(0.5, sink.release.set).start()
     s.close()
     assert sink.written and sink.written[-1] == "CLOSED", sink.written
