@@ -10,7 +10,9 @@ A SIGTERM while these steps run hurries them (``hurried``): a Jupyter kernel's S
 request and SIGKILL at 5 s, and by default SIGTERM killed the process mid-wait, its operations left PENDING for good
 and a remote session running. The waits then end at once and what is in flight is recorded FAILED. A Ctrl-C in a step
 (a script that seems to hang at its end) hurries the steps left the same way, and ends the sinks' flush it lands in:
-escaping, it skipped every later step (records PENDING, sinks unflushed, often SIGABRT under a torch op).
+escaping, it skipped every later step (records PENDING, sinks unflushed, often SIGABRT under a torch op). And once a
+session opens, a SIGTERM or SIGHUP that would kill the process at once (nothing recorded) exits through these steps,
+hurried, with status 143 or 129 (``end_on_termination``).
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ def interrupted() -> None:
 
 def _run() -> None:
     _EXITING.set()
-    previous = _hurry_at_sigterm()
+    if _TERMINATED.is_set():  # the exit a SIGTERM or SIGHUP began (``end_on_termination``) is a hurried one
+        _HURRY.set()
+    previous = _hurry_at_termination()
     try:
         for phase in PHASES:
             for step in _STEPS[phase]:
@@ -102,22 +106,51 @@ def _run() -> None:
                 except Exception:  # noqa: BLE001 - exit goes on: one step's failure must not skip the others
                     log.exception("rlnb: an exit step (%s) failed", phase)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _hurry_at_sigterm() -> signal.Handlers | None:
-    """Make a SIGTERM set ``hurried`` while the steps run, where it would kill the process (its default handler, on
-    the main thread): a handler of the user's stays. The handler it replaced, to put back; None if it replaced none."""
+_TERMINATED = threading.Event()
+_ENDING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals that end the process by default (SIGHUP: the terminal closed; none on Windows)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """A SIGTERM or SIGHUP: the ordered exit, hurried, with the shell's status for it (143, 129)."""
+    _TERMINATED.set()
+    raise SystemExit(128 + signum)
+
+
+def end_on_termination() -> None:
+    """Make a SIGTERM or SIGHUP end the process through the exit's steps (hurried: what runs is recorded FAILED), not
+    kill it with nothing recorded (its operations PENDING for good): on the main thread (a session opened there),
+    where the handler is the default; a handler of the user's or a framework's (uvicorn's, a kernel's) stays."""
     if threading.current_thread() is not threading.main_thread():
-        return None
+        return
     try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return None
-        signal.signal(signal.SIGTERM, lambda *_: _HURRY.set())
+        for signum in _ENDING:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                signal.signal(signum, _terminate)
+    except (ValueError, OSError):  # no signals here (an embedded interpreter)
+        return
+
+
+def _hurry_at_termination() -> dict[int, signal.Handlers]:
+    """Make a SIGTERM or SIGHUP set ``hurried`` while the steps run, where it would kill the process or raise (its
+    default handler, or ``end_on_termination``'s, on the main thread): a handler of the user's stays. The handlers it
+    replaced, to put back."""
+    replaced: dict[int, signal.Handlers] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return replaced
+    try:
+        for signum in _ENDING:
+            handler = signal.getsignal(signum)
+            if handler is signal.SIG_DFL or handler is _terminate:
+                signal.signal(signum, lambda *_: _HURRY.set())
+                replaced[signum] = handler  # type: ignore[assignment]
     except (ValueError, OSError):  # no signals here (an embedded interpreter): exit as before
-        return None
-    return signal.SIG_DFL
+        pass
+    return replaced
 
 
 def run_first() -> None:

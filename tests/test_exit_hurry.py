@@ -154,3 +154,60 @@ def test_a_ctrl_c_during_the_exit_hurries_the_rest_of_it_and_records_what_ran(tm
     df = rlnb.History.load(tmp_path / "r").df
     assert list(df.status) == ["TRAINING_OPERATION_STATUS_COMPLETED"] * 2 + ["TRAINING_OPERATION_STATUS_FAILED"] * 2
     assert (tmp_path / "sink.txt").read_text().split() == ["1", "CLOSED"]
+
+
+TERMINATED_MID_RUN = """
+import sys, time
+import rlnb
+from rlnb import samples
+from rlnb.testing import FakeBackend
+s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
+run, worker = s.backend._worker._run_op, s.backend._worker
+worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to the stop (torch mid-kernel)
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+op = s.optim_step()
+print("MARK", flush=True)
+op.result(60)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_sigterm_before_the_exit_ends_the_process_through_it(tmp_path, name):
+    """Mid-run (the script in ``result()``), SIGTERM or SIGHUP killed the process at once: every operation PENDING for
+    good, the running one too, and nothing said it was stopped."""
+    proc = subprocess.Popen([sys.executable, "-c", TERMINATED_MID_RUN, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "MARK\n"
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(getattr(signal, name))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + getattr(signal, name), err[-2000:]
+    assert time.monotonic() - started < 20  # the 30 s step not waited for
+    df = rlnb.History.load(tmp_path / "r").df
+    assert list(df.status) == ["TRAINING_OPERATION_STATUS_FAILED"] * 2, err[-2000:]
+    assert list(df.error_message) == [
+        "the session was stopped while this operation ran",
+        "the session was stopped before this ran",
+    ]
+
+
+def test_a_session_keeps_a_sigterm_handler_of_the_users_and_ends_on_the_default_one(tmp_path):
+    from rlnb.testing import FakeBackend
+
+    mine = lambda *_: None  # noqa: E731
+    previous = {signum: signal.signal(signum, mine) for signum in _exit._ENDING}
+    try:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="a").close()
+        assert all(signal.getsignal(signum) is mine for signum in _exit._ENDING)
+        for signum in _exit._ENDING:
+            signal.signal(signum, signal.SIG_DFL)
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="b").close()
+        assert all(signal.getsignal(signum) is _exit._terminate for signum in _exit._ENDING)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
