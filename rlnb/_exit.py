@@ -72,14 +72,20 @@ def join(thread: _threads.Thread, timeout: float, what: str = "") -> bool:
     minute read as a hang."""
     if what:
         thread.join(CHUNK)
-    if what and thread.is_alive() and not _HURRY.is_set():
-        print(f"rlnb: {what} before exit, up to {timeout:.0f} s; Ctrl-C to abandon it", file=sys.stderr, flush=True)
+    if what and thread.is_alive():
+        say_waiting(what, timeout)
 
     def ended(seconds: float) -> bool:
         thread.join(seconds)
         return not thread.is_alive()
 
     return wait(ended, timeout)
+
+
+def say_waiting(what: str, timeout: float) -> None:
+    """One stderr line as an exit's wait begins (unless hurried): a silent wait of up to a minute reads as a hang."""
+    if not _HURRY.is_set():
+        print(f"rlnb: {what} before exit, up to {timeout:.0f} s; Ctrl-C to abandon it", file=sys.stderr, flush=True)
 
 
 def interrupted() -> None:

@@ -211,3 +211,41 @@ def test_a_session_keeps_a_sigterm_handler_of_the_users_and_ends_on_the_default_
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+CTRL_C_UNDER_A_PANEL = """
+import os, signal, sys, threading, time
+import rlnb
+from rlnb import _exit, samples
+from rlnb.testing import FakeBackend
+from rlnb.widgets import RunPanel
+s = rlnb.Session(FakeBackend(delay=30.0), runs_dir=sys.argv[1], run_id="k")
+def step(session, params):
+    session.forward_backward([samples.cross_entropy([1, 2, 3])])
+    session.optim_step(params).result(timeout=60)
+p = RunPanel(s, step_fn=step)
+p.start(100)
+def ctrl_c():
+    while not _exit.exiting():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=ctrl_c, daemon=True).start()
+time.sleep(0.5)
+"""
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_while_the_exit_waits_for_a_panels_step_says_so_and_records_it(tmp_path):
+    """The exit waits up to 30 s for a RunPanel's step, in silence; a Ctrl-C there escaped it (a traceback, SIGABRT
+    under a torch op) with the step's operations PENDING for good."""
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_UNDER_A_PANEL, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "rlnb: finishing the step in progress of 1 RunPanel(s) or Find LR before exit, up to 30 s; "
+        "Ctrl-C to abandon it",
+        "rlnb: interrupted: exiting without waiting; what still runs is recorded FAILED",
+    ], proc.stderr[-2000:]
+    df = rlnb.History.load(tmp_path / "k").df
+    assert len(df) == 2 and "TRAINING_OPERATION_STATUS_PENDING" not in set(df.status), df[["kind", "status"]]

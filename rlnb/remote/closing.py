@@ -65,7 +65,7 @@ def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -
         if env.status not in wire.TERMINAL_STATUSES:
             reason = "the session was closed before this finished"
             if not reached:
-                why = "the process was told to end (SIGTERM) first" if hurried else "the server could not be reached"
+                why = "the exit was hurried (SIGTERM, Ctrl-C)" if hurried else "the server could not be reached"
                 reason += f" ({why}, so its outcome is unknown)"
             env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
         report(op, env)
