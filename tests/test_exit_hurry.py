@@ -249,3 +249,37 @@ def test_a_ctrl_c_while_the_exit_waits_for_a_panels_step_says_so_and_records_it(
     ], proc.stderr[-2000:]
     df = rlnb.History.load(tmp_path / "k").df
     assert len(df) == 2 and "TRAINING_OPERATION_STATUS_PENDING" not in set(df.status), df[["kind", "status"]]
+
+
+SLOW_SINK_AT_EXIT = """
+import sys, time
+import rlnb
+from rlnb import samples
+from rlnb.sinks.base import Sink
+from rlnb.testing import FakeBackend
+class Slow(Sink):
+    library, extra = "json", "none"
+    def open(self, run):
+        class Writer:
+            def write(self, points, failures):
+                time.sleep(1.5)
+            def close(self):
+                print("CLOSED", flush=True)
+        return Writer()
+    def spec(self):
+        return ("__main__", "Slow", {})
+s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r", sinks=[Slow(interval=30)])
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+s.optim_step().result(30)
+"""
+
+
+@pytest.mark.slow
+def test_the_exits_wait_for_a_sinks_flush_is_said(tmp_path):
+    """Up to 30 s with nothing printed, read as a hang (and Ctrl-C'd)."""
+    proc = subprocess.run([sys.executable, "-c", SLOW_SINK_AT_EXIT, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout == "CLOSED\n", proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "rlnb: flushing rlnb.sinks Slow of run r before exit, up to 30 s; Ctrl-C to abandon it"
+    ], proc.stderr[-2000:]

@@ -165,6 +165,11 @@ class Attachment:
                 for channel in self._channels:
                     channel.close()
         deadline = time.monotonic() + timeout
+        if _exit.exiting():  # a flush that does not end at once is said: a silent 30 s reads as a hang
+            busy = [c for c in self._channels if c.sink.error is None and not c.sink.is_stalled()]
+            if not all(channel.join(_exit.CHUNK) for channel in busy):
+                names = ", ".join(type(channel.sink).__name__ for channel in busy)
+                _exit.say_waiting(f"flushing rlnb.sinks {names} of run {busy[0].run_name}", timeout)
         path = self._history.path  # record=False: no run store to point to, only the history in memory
         kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
