@@ -436,3 +436,35 @@ def test_a_graph_torch_fails_to_compile_runs_eager_with_a_warning(monkeypatch, t
     assert sorted(c["what"] for c in failed) == ["decode step", "token choice"]
     assert all("list indices must be integers" in c["error"] for c in failed)
     assert json.loads((tmp_path / "compiled" / "config.json").read_text())["compiles"] == failed
+
+
+SLIDING = dict(use_sliding_window=True, sliding_window=8, max_window_layers=0, layer_types=["sliding_attention"] * 2)
+"""A Qwen3 whose two layers attend over the last 8 tokens only, as Mistral's and Gemma's sliding layers do."""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # one decode-step compile: minutes on a loaded 2-core machine
+def test_a_compiled_sliding_window_model_decodes_every_token_with_one_graph(transformers, tmp_path):
+    """transformers' ``StaticSlidingWindowLayer`` reads a Python int that grows by one a token: a compiled step of a
+    sliding-window model compiled again at every token, past torch's limit, unrecorded. Its sliding layers now hold
+    every slot, as the full-attention ones, and the mask slides: one graph for a 16-token sample whose 30-slot prompt
+    and tokens run well past the 8-token window, one recorded compile, the eager tokens and log-probs to 1e-5."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    from rlnb.engine.models.decoders import hf_step
+    from tests.support.hf_models import save
+
+    folder = str(save("qwen3", tmp_path / "sliding", **SLIDING))
+    prompts = [list(range(3, 23)), [5, 6], list(range(40, 70))]
+    kw = {"model": folder, "seed": 0, "device": "cpu", "record": False}
+    with rlnb.connect("local", **kw) as eager:
+        want = eager.sample(prompts, num_samples=2, max_tokens=16, seed=3).result()
+    with rlnb.connect("local", compile=True, **kw) as s:
+        before = len(_debug_get_cache_entry_list(hf_step.__code__))
+        got = s.sample(prompts, num_samples=2, max_tokens=16, seed=3).result(1400)  # a shape no other test makes
+        graphs = len(_debug_get_cache_entry_list(hf_step.__code__)) - before
+        steps = [c for c in s.backend.engine.compiler.compiles if c["what"] == "decode step"]
+    assert max(len(q.tokens) for r in want.results for q in r.sequences) == 16  # no early stop
+    assert graphs == 1
+    assert [(c["batch"], c["length"], c["window"]) for c in steps] == [(6, 64, 64)]
+    assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
