@@ -376,6 +376,30 @@ def test_more_shapes_than_torchs_default_limit_all_compile():
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
+def test_a_step_that_compiles_again_for_one_shape_keeps_the_limit_and_is_recorded_and_said():
+    """A step whose graph reads a Python int that changes between calls (transformers' sliding-window cache did)
+    compiles again for the same shape at every call: past torch's default of 8 it ran eager, the recompiles neither
+    timed nor recorded. Each call keeps ``RECOMPILE_LIMIT``, and each recompile is kept in ``compiles``, said once."""
+    from torch._dynamo.utils import counters
+
+    def step(x: torch.Tensor, scale: int) -> torch.Tensor:
+        return (x * scale).softmax(-1)
+
+    compiler, x = Compiler(CPU), torch.randn(2, 8)
+    call = compiler.wrap(step, "test step", "arch", batch=2)
+    before = counters["stats"]["unique_graphs"]
+    with pytest.warns(RuntimeWarning, match=r"the test step for \{'batch': 2\} compiled again") as said:
+        for scale in range(1, 11):
+            torch.testing.assert_close(call(x, scale), step(x, scale))
+        call(x, 3)  # a graph it has: nothing compiles
+    assert counters["stats"]["unique_graphs"] - before == 10
+    assert len(said) == 1
+    assert [c.get("again", False) for c in compiler.compiles] == [False] + [True] * 9
+    assert all(c["what"] == "test step" and c["batch"] == 2 and c["seconds"] >= 0 for c in compiler.compiles)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("kind", ["builtin", "hf lora"])
 def test_a_compiled_session_samples_the_synced_weights_as_an_eager_one(kind, request):
     """Train, weights-sync, sample again: the compiled graphs read the new weights (full weights: re-packed;
