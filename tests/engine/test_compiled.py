@@ -130,8 +130,8 @@ def test_compile_must_be_a_bool(bad):
 @pytest.mark.timeout(1200)  # a compile takes minutes on a loaded 2-core machine
 def test_compiled_sampling_gives_the_eager_tokens_and_records_its_compiles(tmp_path):
     """Same model, same seed: the same tokens, log-probs to 1e-5; the compile is timed once per shape."""
-    prompts = ["n=", "the loss goes down", "a"]
-    kw = {"model": "tiny", "seed": 2, "device": "cpu", "runs_dir": tmp_path}
+    prompts = ["n=", "the loss goes down", "a"]  # one thread count: a graph is per count (the policy's may change)
+    kw = {"model": "tiny", "seed": 2, "device": "cpu", "runs_dir": tmp_path, "threads": 1}
     with rlnb.connect("local", run_id="eager", **kw) as eager:
         want = eager.sample(prompts, num_samples=4, max_tokens=24, seed=7, top_k=50).result()
     with rlnb.connect("local", compile=True, run_id="compiled", **kw) as s:
@@ -388,7 +388,7 @@ def test_a_step_that_compiles_again_for_one_shape_keeps_the_limit_and_is_recorde
     compiler, x = Compiler(CPU), torch.randn(2, 8)
     call = compiler.wrap(step, "test step", "arch", batch=2)
     before = counters["stats"]["unique_graphs"]
-    with pytest.warns(RuntimeWarning, match=r"the test step for \{'batch': 2\} compiled again") as said:
+    with pytest.warns(RuntimeWarning, match=r"the test step for \{'batch': 2, 'threads': \d+\} compiled again") as said:
         for scale in range(1, 11):
             torch.testing.assert_close(call(x, scale), step(x, scale))
         call(x, 3)  # a graph it has: nothing compiles
@@ -396,6 +396,30 @@ def test_a_step_that_compiles_again_for_one_shape_keeps_the_limit_and_is_recorde
     assert len(said) == 1
     assert [c.get("again", False) for c in compiler.compiles] == [False] + [True] * 9
     assert all(c["what"] == "test step" and c["batch"] == 2 and c["seconds"] >= 0 for c in compiler.compiles)
+    assert all(c["threads"] == torch.get_num_threads() for c in compiler.compiles)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_new_thread_count_compiles_as_a_new_shape_does_recorded_not_warned(request):
+    """torch's graphs are per thread count (a guard on it), which the thread policy may change between operations:
+    the decode step compiled again, unrecorded. A count's first call is a first compile, kept with its ``threads``;
+    a count seen before runs the graph it has."""
+    from torch._dynamo.utils import counters
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return (x * 3).softmax(-1)
+
+    previous = torch.get_num_threads()
+    request.addfinalizer(lambda: torch.set_num_threads(previous))
+    compiler, x = Compiler(CPU), torch.randn(3, 8)
+    call = compiler.wrap(step, "test step", "arch", batch=3)
+    before = counters["stats"]["unique_graphs"]
+    for threads in (1, 2, 1, 2):
+        torch.set_num_threads(threads)
+        torch.testing.assert_close(call(x), step(x))  # no warning: the suite's filter makes one an error
+    assert counters["stats"]["unique_graphs"] - before == 2
+    assert [(c["batch"], c["threads"], c.get("again")) for c in compiler.compiles] == [(3, 1, None), (3, 2, None)]
 
 
 @pytest.mark.slow
@@ -410,7 +434,8 @@ def test_a_compiled_session_samples_the_synced_weights_as_an_eager_one(kind, req
         kw = {"model": request.getfixturevalue("hf_dirs")["llama"], "seed": 4, "lora": {"rank": 4}}
     runs = {}
     for compile_ in (False, True):
-        with rlnb.connect("local", device="cpu", record=False, compile=compile_, **kw) as s:
+        # one thread count: a graph is per count, and the policy's may change after the training steps
+        with rlnb.connect("local", device="cpu", record=False, compile=compile_, threads=1, **kw) as s:
             prompts = ["n=", "the loss"]
             before = s.sample(prompts, num_samples=2, max_tokens=12, seed=3).result()
             for _ in range(3):

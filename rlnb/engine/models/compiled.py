@@ -12,7 +12,8 @@ top-k / top-p, the log-prob) compiles as well, except a sampling one on a CPU (`
 Compiling costs seconds to minutes, paid once per process and shape: torch caches each compiled graph per
 function and input shapes (and inductor its kernels on disk, so a later process pays less). Cache lengths
 are rounded up to a multiple of ``BUCKET`` slots (``bucket``), so that samples of nearby lengths share one
-graph; a new batch size or length bucket compiles again (up to ``RECOMPILE_LIMIT`` graphs per function). The
+graph; a new batch size, length bucket or thread count (``rlnb.engine.threads``: torch's graphs are per count)
+compiles again (up to ``RECOMPILE_LIMIT`` graphs per function). The
 step attends over a window of the cache, not all of it (``window``; transformers' ``StaticCache`` through
 ``hf_window.WindowedCache``): one graph per window a sample reaches, at most ``WINDOWS`` per batch size and length. The
 sampling settings a token choice reads as numbers (temperature, top_p) are tensors, so new values do not compile
@@ -60,7 +61,8 @@ every call of a compiled step, not only a shape's first (``_limited``)."""
 _LOCK = threading.Lock()
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
 _SEEN: set[tuple[Any, ...]] = set()
-"""Shapes compiled in this process (a second session of the same model does not compile again)."""
+"""Shapes compiled in this process, with torch's thread count (a second session of the same model does not compile
+again)."""
 _EAGER: set[tuple[Any, ...]] = set()
 """Shapes whose compile failed in this process: they run eager (``Compiler.wrap``)."""
 _AGAIN: set[tuple[Any, ...]] = set()
@@ -137,8 +139,9 @@ class Compiler:
 
     def wrap(self, fn: Callable[..., Any], what: str, arch: Any, **shape: Any) -> Callable[..., Any]:
         """``fn`` compiled; the first call for a new ``arch`` (the model's architecture and dtype: anything
-        hashable that tells graphs apart) and ``shape`` (sizes, sampling settings: recorded) in this process is
-        timed, logged and kept in ``compiles``, and so is a later call that compiled again (``_again``)."""
+        hashable that tells graphs apart), ``shape`` (sizes, sampling settings: recorded) and torch's thread count
+        (its graphs are per count, and the thread policy may change it) in this process is timed, logged and kept in
+        ``compiles``, and so is a later call that compiled again (``_again``)."""
         compiled = _compiled(fn, self.device)
         key = (fn, self.device.type, arch, tuple(sorted(shape.items())))
 
@@ -151,15 +154,17 @@ class Compiler:
                     out = compiled(*args)
             except torch._dynamo.exc.BackendCompilerFailed as exc:  # inductor's too; raised before the graph ran
                 return self._eager(fn, key, what, shape, exc, time.perf_counter() - start)(*args)
-            if key in _SEEN:
+            threads = torch.get_num_threads()  # torch's graphs are per count (a guard): the thread policy's may change
+            if (key, threads) in _SEEN:
                 if _compiles_here() != count:
-                    self._again(key, what, shape, time.perf_counter() - start)
+                    self._again(key, what, {**shape, "threads": threads}, time.perf_counter() - start)
                 return out
             seconds = time.perf_counter() - start
             with _LOCK:
-                _SEEN.add(key)
-            self.compiles.append({"what": what, **shape, "seconds": round(seconds, 2)})
-            log.info("rlnb: compiled the %s for %s in %.1f s (once per process)", what, shape, seconds)
+                _SEEN.add((key, threads))
+            shape_threads = {**shape, "threads": threads}
+            self.compiles.append({"what": what, **shape_threads, "seconds": round(seconds, 2)})
+            log.info("rlnb: compiled the %s for %s in %.1f s (once per process)", what, shape_threads, seconds)
             return out
 
         return call
