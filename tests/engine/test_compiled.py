@@ -424,6 +424,29 @@ def test_a_new_thread_count_compiles_as_a_new_shape_does_recorded_not_warned(req
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
+def test_after_torch_dynamo_reset_a_shape_compiles_as_a_new_one_not_again(request):
+    """``torch._dynamo.reset()`` (a user's, a test's) drops every graph and dynamo's callbacks: a shape compiled before
+    compiles as a new one, recorded without a warning, and a recompile after it is still told."""
+    from torch._dynamo.utils import counters
+
+    def step(x: torch.Tensor, scale: int) -> torch.Tensor:
+        return (x * scale).log_softmax(-1)
+
+    request.addfinalizer(torch._dynamo.reset)  # this test's frames go with it
+    compiler, x = Compiler(CPU), torch.randn(5, 8)
+    call = compiler.wrap(step, "test step", "arch", batch=5)
+    call(x, 2)
+    torch._dynamo.reset()
+    before = counters["stats"]["unique_graphs"]
+    torch.testing.assert_close(call(x, 2), step(x, 2))  # no warning: the suite's filter makes one an error
+    with pytest.warns(RuntimeWarning, match="compiled again"):
+        call(x, 3)
+    assert counters["stats"]["unique_graphs"] - before == 2
+    assert [c.get("again", False) for c in compiler.compiles] == [False, False, True]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("kind", ["builtin", "hf lora"])
 def test_a_compiled_session_samples_the_synced_weights_as_an_eager_one(kind, request):
     """Train, weights-sync, sample again: the compiled graphs read the new weights (full weights: re-packed;

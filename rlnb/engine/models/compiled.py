@@ -77,10 +77,18 @@ def _count(args: Any) -> None:
     """dynamo's compile-start callback: one more compile on this thread. dynamo calls it for the first of compiles
     under way at once in the process, so a compile that starts while another thread's runs goes uncounted."""
     if args.callback_trigger.name == "DYNAMO":
-        _THREAD.compiles = _compiles_here() + 1
+        _THREAD.compiles = getattr(_THREAD, "compiles", 0) + 1
 
 
 def _compiles_here() -> int:
+    """Compiles begun on this thread so far, ``_count`` registered first. ``torch._dynamo.reset()`` drops it with
+    every compiled graph: the shapes compiled so far are then new again (``_SEEN``), not compiled again."""
+    handler = torch._dynamo.callback_handler
+    if _count not in handler.start_callbacks:
+        with _LOCK:
+            if _count not in handler.start_callbacks:
+                handler.register_start_callback(_count)
+                _SEEN.clear()
     return getattr(_THREAD, "compiles", 0)
 
 
@@ -113,8 +121,6 @@ def _compiled(fn: Callable[..., Any], device: torch.device) -> Callable[..., Any
     key = (fn, device.type)
     limit: dict[str, Any] = {"recompile_limit": RECOMPILE_LIMIT} if _LIMIT_ARG else {}
     with _LOCK:
-        if not _COMPILED:
-            torch._dynamo.callback_handler.register_start_callback(_count)
         if key not in _COMPILED:
             _COMPILED[key] = torch.compile(fn, dynamic=False, **limit)  # no CUDA graphs: see the module's docstring
         return _COMPILED[key]
