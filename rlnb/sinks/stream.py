@@ -139,7 +139,7 @@ class Attachment:
 
     def _broken(self, exc: Exception) -> None:
         for channel in self._channels:
-            channel.sink.fail(exc, channel.run_name)
+            channel.fail(exc)
 
     def _send(self, items: list[Item | Mark]) -> None:
         for channel in self._channels:
@@ -166,19 +166,20 @@ class Attachment:
         path = self._history.path  # record=False: no run store to point to, only the history in memory
         kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
-            if channel.sink.error is not None:  # dropped: what is waited for is only that a writer in flight when
-                channel.settled.wait(max(0.0, deadline - time.monotonic()))  # another run's failure dropped it says
-                continue  # this run left out (in a sweep, at its end, not at exit), not the library's own close
-            if channel.sink.is_stalled():  # still busy with a run that missed an earlier close's deadline: never
-                continue  # waited for again
-            if not channel.join(max(0.0, deadline - time.monotonic())):
-                said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
-                        f"what it had not written yet may be missing there ({kept}); no close waits for it again "
-                        "while it is still writing")  # fmt: skip
-                channel.sink.stall(channel.thread, said)
+            if channel.sink.error is None and channel.sink.is_stalled():  # still busy with a run that missed an
+                continue  # earlier close's deadline: never waited for again
+            # settled: the run written, or said left out of its dropped sink (a writer in flight when another run's
+            # failure dropped it says so: in a sweep, at its end, not at exit); never the library's own close after
+            # a failure, in close()'s own batch too, which may hang once its server is gone
+            if channel.settled.wait(max(0.0, deadline - time.monotonic())) or channel.sink.error is not None:
+                continue
+            said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
+                    f"what it had not written yet may be missing there ({kept}); no close waits for it again "
+                    "while it is still writing")  # fmt: skip
+            channel.sink.stall(channel.thread, said)
         _ATTACHED.discard(self)
-        if not any(channel.thread.is_alive() for channel in self._channels):
-            self._unread()  # every writer ended: nothing left to say at a read (a history reused by many sessions)
+        if all(channel.settled.is_set() for channel in self._channels):
+            self._unread()  # every run written or said: nothing left to say at a read (a history reused by many)
         self._say()
 
 
