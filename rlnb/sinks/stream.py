@@ -173,7 +173,7 @@ class Attachment:
             # a failure, in close()'s own batch too, which may hang once its server is gone
             if channel.settled.wait(max(0.0, deadline - time.monotonic())) or channel.sink.error is not None:
                 continue
-            said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
+            said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {round(timeout, 1):g} s; "
                     f"what it had not written yet may be missing there ({kept}); no close waits for it again "
                     "while it is still writing")  # fmt: skip
             channel.sink.stall(channel.thread, said)

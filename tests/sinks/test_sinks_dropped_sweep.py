@@ -138,3 +138,20 @@ def test_a_close_does_not_wait_for_a_writer_hung_in_a_sink_dropped_for_its_backl
     said = [str(w.message) for w in caught if issubclass(w.category, sinks.SinkWarning)]
     assert took < 15, took
     assert len(said) == 1 and "points behind the run" in said[0], said
+
+
+def test_the_deadline_a_close_gave_up_at_is_said_rounded(monkeypatch):
+    """At exit, a close is given what is left of ``EXIT_TIMEOUT`` (2.99999... s): said as it was, "within 2.99999 s"
+    (review42e F5)."""
+    monkeypatch.setattr(HangsInWrite, "released", threading.Event())
+    sink = HangsInWrite(interval=0)
+    session = rlnb.Session(FakeBackend(), record=False, sinks=[sink])
+    session.history.log(0, reward=1.0)
+    attachment = stream._LATEST[session.history]()
+    assert attachment is not None
+    try:
+        with pytest.warns(sinks.SinkWarning, match=r"did not finish writing within 0\.1 s;"):
+            attachment.close(timeout=0.1 - 1e-7)
+    finally:
+        HangsInWrite.released.set()
+    session.close()
