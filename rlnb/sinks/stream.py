@@ -44,7 +44,9 @@ class Attachment:
 
     def __init__(self, history: History, sinks: Sequence[Sink]):
         self._history = history
-        self._steps = Steps(session_starts(dict(history.config)))  # its earlier sessions' steps, as History.steps
+        starts = session_starts(dict(history.config))
+        self._steps = Steps(starts)  # its earlier sessions' steps, as History.steps
+        self._session = len(starts)  # this session's number: its logged rows' (``points.merge``)
         self._lock = threading.Lock()
         self._closed = False
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
@@ -99,7 +101,7 @@ class Attachment:
             with self._lock:
                 if not self._closed:
                     self._logged += 1
-                    self._send([logged(row, time.time()), self._steps.mark(self._logged)])
+                    self._send([logged(row, time.time(), self._session), self._steps.mark(self._logged)])
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
         self._say()  # at the user's log call
