@@ -61,9 +61,11 @@ class Channel:
 
     def fail(self, exc: BaseException) -> None:
         """Drop the sink for this run's failure outside its thread (a hook's error, a backlog): said by the sink's
-        warning, so settled; the writer, perhaps hung in the library, stops at its next batch."""
+        warning, so settled; the writer, perhaps hung in the library, stops at its next batch. A sink another run's
+        failure dropped first stays unsettled: its writer says this run left out."""
         self.sink.fail(exc, self.run_name)
-        self.settled.set()
+        if self.sink.dropped_in == self.run_name:
+            self.settled.set()
 
     def close(self) -> None:
         self._queue.put(_CLOSE)
