@@ -22,7 +22,7 @@ from rlnb._files import fsync, refuse_link, write_new
 from rlnb.history.jsontext import config_text, line, numbers, spelled
 from rlnb.history.record import TIMES
 from rlnb.history.runconfig import session_starts
-from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, METRICS_FILE, OPS_FILE, holds_run
+from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, METRICS_FILE, OPS_FILE, RUN_FILES, holds_run
 
 DICT_COLUMNS = ("metrics", "params")
 SESSION = "session"
@@ -46,9 +46,7 @@ def save_run(
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"history.save: {folder} is a file, not a folder (nothing was written)")
     refuse_dangling_link("history.save: path", folder, after=" (nothing was written)")  # mkdir said "File exists"
-    # config.json too: a Hugging Face model folder has one (it would be overwritten); a link counts, dangling or not
-    # (a write through it lands wherever it points)
-    taken = [n for n in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE) if _taken(folder / n)]
+    taken = run_files(folder)
     if taken:
         raise FileExistsError(
             f"{folder} holds {', '.join(taken)} already (a run, or a model's config): save to a new folder "
@@ -103,6 +101,13 @@ def _remove(files: list[Path], made: list[Path]) -> None:
             return
 
 
+def run_files(folder: Path) -> list[str]:
+    """The run folder's files (``store.RUN_FILES``) that ``folder`` holds, which neither ``save`` nor an export
+    (``write_whole``) may write over: the run would be lost. ``config.json`` alone counts too: a Hugging Face model
+    folder has one. A link counts, dangling or not (a write through it lands wherever it points)."""
+    return [n for n in RUN_FILES if _taken(folder / n)]
+
+
 def _taken(file: Path) -> bool:
     """Whether something is at ``file``: a file, a folder, or a link (even one to nothing)."""
     return file.exists() or file.is_symlink()
@@ -143,6 +148,7 @@ def write_whole(path: Any, render: Callable[[Any], object]) -> None:
     """Write a whole file at ``path`` by ``render`` (``to_csv`` of a buffer): rendered in memory, written under a new
     name beside it and synced (``write_new``), then renamed over it. Written in place, a full disk left a truncated
     file where the last good export was, which pandas read as fewer rows without a word; now that file stays. A
+    file of a run folder's (``run_files``: ``ops.jsonl`` beside a run) is refused, as ``save`` refuses the folder. A
     file-like ``path`` (a buffer pandas takes) or a URL (``s3://``, which pandas opens by fsspec) is written as pandas
     writes it, and so is a named pipe or a device (nothing there to keep); a symbolic link is written through, to its
     target, as pandas did."""
@@ -155,6 +161,11 @@ def write_whole(path: Any, render: Callable[[Any], object]) -> None:
         return
     if not file.parent.is_dir():  # else write_new's error would name the .saving file
         raise FileNotFoundError(f"cannot write {file}: its folder {file.parent} does not exist")
+    if file.name in RUN_FILES and (taken := run_files(file.parent)):  # the path mistyped: the run would be lost
+        raise FileExistsError(
+            f"{file} is one of the files of {file.parent}, which holds {', '.join(taken)} (a run, or a model's "
+            "config): write the table to a file of another name (nothing was written)"
+        )
     buffer = io.BytesIO()
     render(buffer)
     new = file.with_name(file.name + SAVING)

@@ -38,43 +38,77 @@ def latest_records(file: Path) -> list[Record]:
     """``read_ops(file)``'s records, parsing only the lines that give them: each ``seq``'s last line (its seq read from
     its ``PREFIX``), or the one before it where the last does not parse with that seq and a kind (a torn last line).
     Anything else — a line of another shape (a hand edit, an older rlnb's), an operation neither of whose last two
-    lines gives it — reads the whole file through ``read_ops``. Lines are kept as text alone (no object the garbage
-    collector scans)."""
-    last: dict[int, str] = {}
-    before: dict[int, str] = {}
-    count: dict[int, int] = {}
-    at: dict[int, int] = {}  # each seq's last line number, for the warning
+    lines gives it, a file that changed between the two reads — reads the whole file through ``read_ops``. The first
+    read keeps each seq's line numbers alone, the second the text of a line before a seq's last only until that last
+    one: keeping the two lines' text of every seq, the listing held the whole file as text (more than a load
+    needs)."""
+    last: dict[int, int] = {}  # seq -> its last line's number
+    before: dict[int, int] = {}  # seq -> the number of the line before that one
+    more: set[int] = set()  # the seqs of more than two lines
     for n, line in numbered_lines(file):  # as read_jsonl reads them
-        end = line.find(",", len(PREFIX)) if line.startswith(PREFIX) else -1
-        digits = line[len(PREFIX) : end] if end > 0 else ""
-        if digits.isascii() and digits.isdigit() and len(digits) <= SEQ_DIGITS and int(digits) < MAX_SEQ:
-            seq = int(digits)
+        seq = _seq(line)
+        if seq is not None:
+            if seq in before:
+                more.add(seq)
             if seq in last:
                 before[seq] = last[seq]
-            last[seq], at[seq], count[seq] = line, n, count.get(seq, 0) + 1
+            last[seq] = n
         elif line.strip():
             return read_ops(file)
-    records: list[Record] = []
-    bad: list[str] = []
-    corrupt: list[int] = []
-    for seq in sorted(last):
-        tried = (last[seq], before[seq]) if seq in before else (last[seq],)
-        for i, line in enumerate(tried):
-            try:
-                row = loads(line)
-            except ValueError:
-                if i == 0:
-                    corrupt.append(at[seq])
-                continue
-            if row.get("seq") != seq or type(row["seq"]) is not int:  # a key given twice: the last one counts
+    held: dict[int, str] = {}  # seq -> the text of its line before the last, until the last is read
+    found: dict[int, Record | None] = {}  # seq -> its record (None: neither line gives it)
+    said: dict[int, list[str]] = {}  # seq -> what ``from_row`` said of it
+    torn: list[int] = []  # the seqs whose last line is corrupt
+    for n, line in numbered_lines(file):
+        seq = _seq(line)
+        if seq is None and line.strip():
+            return read_ops(file)
+        if seq is None or seq not in last:  # a blank line, or one appended since the first read
+            continue
+        if before.get(seq) == n:
+            held[seq] = line
+        elif last[seq] == n:
+            tried = (line, held.pop(seq)) if seq in held else (line,)
+            got = _parse(seq, tried)
+            if got is None or (got[0] is None and seq in more):  # an earlier line may give it
                 return read_ops(file)
-            rec = from_row(row, bad)
-            if rec is not None:
-                records.append(rec)
-                break
-        else:  # none of the lines tried gives the operation: an earlier one may
-            if count[seq] > len(tried):
-                return read_ops(file)
-    warn_bad(file, bad)
-    warn_corrupt(file, corrupt, stacklevel=5)
+            found[seq] = got[0]
+            if got[1]:
+                said[seq] = got[1]
+            if got[2]:
+                torn.append(seq)
+    if len(found) < len(last):  # the file changed between the two reads
+        return read_ops(file)
+    records = [rec for _, rec in sorted(found.items()) if rec is not None]
+    warn_bad(file, [text for _, texts in sorted(said.items()) for text in texts])
+    warn_corrupt(file, [last[seq] for seq in sorted(torn)], stacklevel=5)
     return records
+
+
+def _seq(line: str) -> int | None:
+    """The seq a line of ``ops.jsonl`` begins with (``PREFIX``), or None."""
+    end = line.find(",", len(PREFIX)) if line.startswith(PREFIX) else -1
+    digits = line[len(PREFIX) : end] if end > 0 else ""
+    if digits.isascii() and digits.isdigit() and len(digits) <= SEQ_DIGITS and int(digits) < MAX_SEQ:
+        return int(digits)
+    return None
+
+
+def _parse(seq: int, tried: tuple[str, ...]) -> tuple[Record | None, list[str], bool] | None:
+    """The record of ``seq`` from the first of its lines ``tried`` (its last, then the one before) that gives it, what
+    ``from_row`` said of it, and whether its last line is corrupt (torn); None where a line holds another seq (a key
+    given twice: the last one counts), which a whole read must sort out."""
+    bad: list[str] = []
+    torn = False
+    for i, line in enumerate(tried):
+        try:
+            row = loads(line)
+        except ValueError:
+            torn = torn or i == 0
+            continue
+        if row.get("seq") != seq or type(row["seq"]) is not int:
+            return None
+        rec = from_row(row, bad)
+        if rec is not None:
+            return rec, bad, torn
+    return None, bad, torn

@@ -33,6 +33,9 @@ CONFIG_TMP = CONFIG_FILE + ".tmp"
 WRITTEN = (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_TMP, LOCK_FILE)
 """The files a session writes into (``config.json`` itself is replaced by a rename, never written through): none may
 be a symbolic link, whose target would be written."""
+RUN_FILES = (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_TMP, LOCK_FILE)
+"""Every file rlnb writes in a run folder, the one list of them: ``save`` refuses a folder holding one, an export
+(``to_csv``) a file of their names beside one, the demo replaces a ``run/`` that holds nothing else."""
 
 
 def holds_run(folder: Path, unreadable: bool) -> bool:

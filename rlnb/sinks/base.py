@@ -54,6 +54,10 @@ class Point:
     values: dict[str, float]
     time: float
     """POSIX seconds: when the optim-step finished, or when ``log`` was called."""
+    session: int | None = None
+    """Which session of the run made it (0 for the first): a run continued from step 0 has each step number once per
+    session. None for a ``history.log`` row read back (a run folder keeps no session of one): ``points.merge`` puts it
+    on each session's point of its step, as ``History.steps`` shows it."""
 
 
 @dataclass(slots=True)

@@ -39,8 +39,9 @@ class Channel:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._closing = threading.Event()
         self.settled = threading.Event()
-        """Set once this run is said left out of its dropped sink, or the writer ended: what a close waits for of a
-        dropped sink's writer (not the library's own close, which may hang once its server is gone)."""
+        """Set once the writer ended, or this run is said left out of its dropped sink (its own failure, or another
+        run's): what a close waits for, never the library's own close after a failure, which may hang once its server
+        is gone, nor a write hung when the run fell too far behind it (``put``)."""
         self.run_name = str(history.config.get("run_id", ""))
         file = marks.path(history.path, sink) if history.path is not None else None
         self.marked = marks.MarkFile(file) if file is not None else None  # how far it wrote the run
@@ -54,17 +55,21 @@ class Channel:
         if self.sink.error is not None or self._left_out:
             return
         if self._queue.qsize() >= backlog:
-            self.sink.fail(RuntimeError(f"fell {MAX_BACKLOG} points behind the run"), self.run_name)
+            self.fail(RuntimeError(f"fell {MAX_BACKLOG} points behind the run"))
             return
         self._queue.put(items)
+
+    def fail(self, exc: BaseException) -> None:
+        """Drop the sink for this run's failure outside its thread (a hook's error, a backlog): said by the sink's
+        warning, so settled; the writer, perhaps hung in the library, stops at its next batch. A sink another run's
+        failure dropped first stays unsettled: its writer says this run left out."""
+        self.sink.fail(exc, self.run_name)
+        if self.sink.dropped_in == self.run_name:
+            self.settled.set()
 
     def close(self) -> None:
         self._queue.put(_CLOSE)
         self._closing.set()
-
-    def join(self, timeout: float) -> bool:
-        self.thread.join(timeout)
-        return not self.thread.is_alive()
 
     def _run(self) -> None:
         lease: Lease | None = None
@@ -112,11 +117,13 @@ class Channel:
             self._dropped_elsewhere()
             _quietly_close(writer)
         finally:
-            self.settled.set()
-            if lease is not None:
-                lease.release()
-            if self.marked is not None:
-                self.marked.close()
+            try:
+                if lease is not None:
+                    lease.release()
+                if self.marked is not None:
+                    self.marked.close()
+            finally:  # last: a close that returned left the sink's place free for the next session
+                self.settled.set()
 
     def _dropped_elsewhere(self) -> None:
         """This run left out of a sink another run's failure dropped meanwhile (a sweep's trials at once): said as a

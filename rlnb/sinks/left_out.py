@@ -10,9 +10,9 @@ import threading
 from rlnb.history import History
 from rlnb.history.runconfig import session_starts
 from rlnb.sinks import marks
-from rlnb.sinks.base import Point, RunInfo, Sink
+from rlnb.sinks.base import RunInfo, Sink
 from rlnb.sinks.marks import Mark
-from rlnb.sinks.points import unsent
+from rlnb.sinks.points import merge, unsent
 from rlnb.sinks.scrubbing import scrub
 
 LISTED = 20
@@ -56,8 +56,8 @@ def _part(history: History, mark: Mark | None) -> tuple[int, int] | None:
     if mark is None or mark == NOTHING:
         return None
     starts, records, rows = session_starts(dict(history.config)), history.records, history.logged.to_dict("records")
-    steps = {i.step for i in unsent(records, starts, rows, NOTHING) if isinstance(i, Point)}
-    missed = {i.step for i in unsent(records, starts, rows, mark) if isinstance(i, Point)}
+    steps = {(p.session, p.step) for p in merge(unsent(records, starts, rows, NOTHING))[0]}  # each session's: a
+    missed = {(p.session, p.step) for p in merge(unsent(records, starts, rows, mark))[0]}  # run continued from 0
     return (len(missed), len(steps)) if steps - missed else None
 
 

@@ -39,6 +39,7 @@ class Steps:
         """``sessions``: where later sessions continued the run (``runconfig.session_starts`` of its config): each
         one's first operation starts a step, as in ``History.steps``."""
         self._starts = list(sessions)
+        self._session = 0  # of the records given their items: the starts passed
         self._running: set[int] = set()
         self._ready: list[tuple[int, Record]] = []  # a heap by seq
         self._loss = math.nan  # of the training forward-backwards since the last optim-step (a failed one too)
@@ -116,6 +117,7 @@ class Steps:
     def _emit(self, rec: Record) -> list[Item]:
         while self._starts and self._starts[0].begins(rec):  # a session that continued the run
             self._starts.pop(0)
+            self._session += 1
             self._times, self._loss = [], math.nan
         self._times.append(op_times(rec.kind, rec.submitted_at, rec.started_at, rec.finished_at))
         if rec.kind not in TRAINING:
@@ -134,7 +136,8 @@ class Steps:
             return []
         values = {"loss": loss, **{f: getattr(rec, f) for f in STEP_FIELDS}}
         values["step_time_s"], values["queue_s"] = step_times(times)
-        return [Point(rec.step, {k: float(v) for k, v in values.items() if not math.isnan(v)}, rec.finished_at)]
+        figures = {k: float(v) for k, v in values.items() if not math.isnan(v)}
+        return [Point(rec.step, figures, rec.finished_at, self._session)]
 
 
 def failure(rec: Record) -> Failure:
@@ -144,31 +147,57 @@ def failure(rec: Record) -> Failure:
     return Failure(rec.seq, rec.step or 0, kind, op_id, code, message, rec.finished_at)
 
 
-def logged(row: dict[str, Any], at: float) -> Point:
-    """A ``history.log`` row as a point (NaN left out, as ``History.steps`` keeps the last number). A figure named like
-    a steps column (``loss``, in a run written before ``log`` refused it) is ``"loss (logged)"``, as ``History.steps``
-    shows it: merged into its step's point, it replaced the step's own loss there."""
+def logged(row: dict[str, Any], at: float, session: int | None = None) -> Point:
+    """A ``history.log`` row as a point (NaN left out, as ``History.steps`` keeps the last number) of ``session`` (the
+    one logging it; None: read back). A figure named like a steps column (``loss``, in a run written before ``log``
+    refused it) is ``"loss (logged)"``, as ``History.steps`` shows it: merged into its step's point, it replaced the
+    step's own loss there."""
     values = {
         SHADOWED.format(k) if k in STEP_COLUMNS else k: float(v)
         for k, v in row.items()
         if k != "step" and not math.isnan(float(v))
     }
-    return Point(int(row["step"]), values, at)
+    return Point(int(row["step"]), values, at, session)
 
 
 def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
-    """One point per step (later figures win), sorted by step; failures in order."""
-    steps: dict[int, Point] = {}
+    """One point per step of each session (later figures win), by session then step; failures in order. By step alone,
+    a run continued from step 0 lost its earlier sessions' points (``rlnb.export``, a resend spanning sessions). A
+    point of no session (a logged row read back) joins each session's point of its step, as ``History.steps`` shows
+    it; where none has that step, it is one of its own, in the first session whose steps reach it (else the last)."""
+    points: dict[tuple[int, int], Point] = {}
+    loose: dict[int, Point] = {}
     failures: list[Failure] = []
     for item in items:
         if isinstance(item, Failure):
             failures.append(item)
-        elif item.step in steps:
-            steps[item.step].values.update(item.values)
-            steps[item.step].time = max(steps[item.step].time, item.time)
+        elif item.session is None:
+            _into(loose, item.step, item)
         else:
-            steps[item.step] = Point(item.step, dict(item.values), item.time)
-    return [steps[s] for s in sorted(steps)], failures
+            _into(points, (item.session, item.step), item)
+    if loose:
+        at_step: dict[int, list[Point]] = {}
+        reach: dict[int, int] = {}  # session -> its last step
+        for (session, step), point in points.items():
+            at_step.setdefault(step, []).append(point)
+            reach[session] = max(reach.get(session, step), step)
+        for step, row in loose.items():
+            for point in at_step.get(step, []):
+                point.values.update(row.values)
+                point.time = max(point.time, row.time)
+            if step not in at_step:
+                session = min((s for s, last in reach.items() if last >= step), default=max(reach, default=0))
+                points[session, step] = Point(step, row.values, row.time, session)
+    return [points[key] for key in sorted(points)], failures
+
+
+def _into(points: dict[Any, Point], key: Any, item: Point) -> None:
+    """``item``'s figures into ``points[key]`` (a copy made at its first)."""
+    if key in points:
+        points[key].values.update(item.values)
+        points[key].time = max(points[key].time, item.time)
+    else:
+        points[key] = Point(item.step, dict(item.values), item.time, item.session)
 
 
 def unsent(records: list[Record], starts: list[SessionStart], rows: list[dict[str, Any]], sent: Mark) -> list[Item]:

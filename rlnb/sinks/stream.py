@@ -44,7 +44,9 @@ class Attachment:
 
     def __init__(self, history: History, sinks: Sequence[Sink]):
         self._history = history
-        self._steps = Steps(session_starts(dict(history.config)))  # its earlier sessions' steps, as History.steps
+        starts = session_starts(dict(history.config))
+        self._steps = Steps(starts)  # its earlier sessions' steps, as History.steps
+        self._session = len(starts)  # this session's number: its logged rows' (``points.merge``)
         self._lock = threading.Lock()
         self._closed = False
         self._waited = False  # the close's wait ended (not cut short by a Ctrl-C)
@@ -100,7 +102,7 @@ class Attachment:
             with self._lock:
                 if not self._closed:
                     self._logged += 1
-                    self._send([logged(row, time.time()), self._steps.mark(self._logged)])
+                    self._send([logged(row, time.time(), self._session), self._steps.mark(self._logged)])
         except Exception as exc:  # noqa: BLE001 - nor into history.log
             self._broken(exc)
         self._say()  # at the user's log call
@@ -140,7 +142,7 @@ class Attachment:
 
     def _broken(self, exc: Exception) -> None:
         for channel in self._channels:
-            channel.sink.fail(exc, channel.run_name)
+            channel.fail(exc)
 
     def _send(self, items: list[Item | Mark]) -> None:
         for channel in self._channels:
@@ -167,26 +169,27 @@ class Attachment:
         deadline = time.monotonic() + timeout
         if _exit.exiting():  # a flush that does not end at once is said: a silent 30 s reads as a hang
             busy = [c for c in self._channels if c.sink.error is None and not c.sink.is_stalled()]
-            if not all(channel.join(_exit.CHUNK) for channel in busy):
+            if not all(channel.settled.wait(_exit.CHUNK) for channel in busy):
                 names = ", ".join(type(channel.sink).__name__ for channel in busy)
                 _exit.say_waiting(f"flushing rlnb.sinks {names} of run {busy[0].run_name}", timeout)
         path = self._history.path  # record=False: no run store to point to, only the history in memory
         kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
-            if channel.sink.error is not None:  # dropped: what is waited for is only that a writer in flight when
-                channel.settled.wait(max(0.0, deadline - time.monotonic()))  # another run's failure dropped it says
-                continue  # this run left out (in a sweep, at its end, not at exit), not the library's own close
-            if channel.sink.is_stalled():  # still busy with a run that missed an earlier close's deadline: never
-                continue  # waited for again
-            if not channel.join(max(0.0, deadline - time.monotonic())):
-                said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {timeout:g} s; "
-                        f"what it had not written yet may be missing there ({kept}); no close waits for it again "
-                        "while it is still writing")  # fmt: skip
-                channel.sink.stall(channel.thread, said)
+            if channel.sink.error is None and channel.sink.is_stalled():  # still busy with a run that missed an
+                continue  # earlier close's deadline: never waited for again
+            # settled: the run written, or said left out of its dropped sink (a writer in flight when another run's
+            # failure dropped it says so: in a sweep, at its end, not at exit); never the library's own close after
+            # a failure, in close()'s own batch too, which may hang once its server is gone
+            if channel.settled.wait(max(0.0, deadline - time.monotonic())) or channel.sink.error is not None:
+                continue
+            said = (f"rlnb.sinks.{type(channel.sink).__name__} did not finish writing within {round(timeout, 1):g} s; "
+                    f"what it had not written yet may be missing there ({kept}); no close waits for it again "
+                    "while it is still writing")  # fmt: skip
+            channel.sink.stall(channel.thread, said)
         self._waited = True
         _ATTACHED.discard(self)
-        if not any(channel.thread.is_alive() for channel in self._channels):
-            self._unread()  # every writer ended: nothing left to say at a read (a history reused by many sessions)
+        if all(channel.settled.is_set() for channel in self._channels):
+            self._unread()  # every run written or said: nothing left to say at a read (a history reused by many)
         self._say()
 
 

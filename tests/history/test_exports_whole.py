@@ -5,6 +5,7 @@ import contextlib
 import errno
 import io
 import os
+import re
 import sys
 
 import pandas as pd
@@ -137,3 +138,32 @@ def test_an_export_goes_through_a_link_into_a_pipe_and_names_a_missing_folder(tm
         reader.join(timeout=30)
         assert read and read[0].startswith(b"seq,kind") and pipe.exists() and not pipe.is_file()
     session.close()
+
+
+@pytest.mark.parametrize("name", ["ops.jsonl", "metrics.jsonl", "config.json", "run.lock", "completions.jsonl"])
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_an_export_over_a_run_folders_own_file_is_refused_and_the_run_loads_whole(tmp_path, name, fmt):
+    """``to_csv(history.path / "ops.jsonl")`` (a path mistyped) replaced the run's own file with the table: the run
+    reloaded with 0 steps and three corrupt-file warnings. ``save`` refused such a folder; the export now refuses
+    its files by the same rule, through a link too, before anything is written."""
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    session = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    steps(session, 3)
+    session.history.log(1, r=1.0)
+    session.close()
+    run = session.history.path
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    history = rlnb.History.load(run)
+    write = getattr(history, f"to_{fmt}")
+    refused = rf"{re.escape(str(run / name))} is one of the files of {re.escape(str(run))}, .*nothing was written"
+    with pytest.raises(FileExistsError, match=refused):
+        write(run / name)
+    (tmp_path / "latest").symlink_to(run / name)
+    with pytest.raises(FileExistsError, match=re.escape(f"{run / name} is one of the files")):
+        write(tmp_path / "latest")
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    again = rlnb.History.load(run)
+    assert (len(again.steps), len(again.logged)) == (3, 1)
+    write(run / f"ops.{fmt}")  # a table of its own beside the run's files is written as before
+    assert len((pd.read_csv if fmt == "csv" else pd.read_parquet)(run / f"ops.{fmt}")) == len(history.df) == 6

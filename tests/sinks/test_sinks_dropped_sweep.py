@@ -13,7 +13,7 @@ import pytest
 
 import rlnb
 from rlnb import sinks
-from rlnb.sinks import base, stream
+from rlnb.sinks import base, channel, stream
 from rlnb.sweep import grid, sweep
 from rlnb.testing import FakeBackend
 from tests.support.kept_sink import WRITTEN, Kept
@@ -81,19 +81,23 @@ class FailsThenHangs(sinks.Sink):
         self.released.wait(60)
 
 
-def test_a_close_does_not_wait_for_a_dropped_librarys_own_close(monkeypatch):
+@pytest.mark.parametrize("interval", [0, 60])  # 60: nothing written before close(), whose own batch fails
+def test_a_close_does_not_wait_for_a_dropped_librarys_own_close(monkeypatch, interval):
     """A close waits for a dropped sink's writer only until it said its run left out: the library's own close, hung
-    once its server is gone, was waited for the whole CLOSE_TIMEOUT, then said "did not finish writing"."""
+    once its server is gone, was waited for the whole CLOSE_TIMEOUT, then said "did not finish writing". So it was
+    still where the write that failed was close()'s own batch (review42e F1): the drop was checked once, before."""
     monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 30.0)
-    sink = FailsThenHangs(interval=0)
+    monkeypatch.setattr(FailsThenHangs, "released", threading.Event())
+    sink = FailsThenHangs(interval=interval)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             session = rlnb.Session(FakeBackend(), record=False, sinks=[sink])
             session.history.log(0, reward=1.0)
             deadline = time.monotonic() + 30
-            while sink.error is None and time.monotonic() < deadline:
+            while not interval and sink.error is None and time.monotonic() < deadline:
                 time.sleep(0.01)
+            assert (sink.error is None) == bool(interval)
             start = time.monotonic()
             session.close()
             took = time.monotonic() - start
@@ -102,3 +106,52 @@ def test_a_close_does_not_wait_for_a_dropped_librarys_own_close(monkeypatch):
     said = [str(w.message) for w in caught if issubclass(w.category, sinks.SinkWarning)]
     assert took < 15, took  # the hung close was waited for 30 s
     assert len(said) == 1 and "dropped while writing run" in said[0], said
+
+
+class HangsInWrite(FailsThenHangs):
+    """A library whose write hangs (a server that stopped answering): the run falls behind it."""
+
+    def write(self, points: object, failures: object) -> None:
+        self.released.wait(60)
+
+
+def test_a_close_does_not_wait_for_a_writer_hung_in_a_sink_dropped_for_its_backlog(monkeypatch):
+    """A sink dropped because the run fell ``MAX_BACKLOG`` points behind its hung writer (said at once, by ``put``):
+    close() waited the whole CLOSE_TIMEOUT for that writer, which only the hung thread could end (review42e)."""
+    monkeypatch.setattr(stream, "CLOSE_TIMEOUT", 30.0)
+    monkeypatch.setattr(channel.Channel.put, "__defaults__", (5,))  # MAX_BACKLOG, small
+    monkeypatch.setattr(HangsInWrite, "released", threading.Event())
+    sink = HangsInWrite(interval=0)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            session = rlnb.Session(FakeBackend(), record=False, sinks=[sink])
+            for k in range(20):
+                session.history.log(k, reward=1.0)
+                time.sleep(0.01)
+            assert sink.error is not None
+            start = time.monotonic()
+            session.close()
+            took = time.monotonic() - start
+    finally:
+        HangsInWrite.released.set()
+    said = [str(w.message) for w in caught if issubclass(w.category, sinks.SinkWarning)]
+    assert took < 15, took
+    assert len(said) == 1 and "points behind the run" in said[0], said
+
+
+def test_the_deadline_a_close_gave_up_at_is_said_rounded(monkeypatch):
+    """At exit, a close is given what is left of ``EXIT_TIMEOUT`` (2.99999... s): said as it was, "within 2.99999 s"
+    (review42e F5)."""
+    monkeypatch.setattr(HangsInWrite, "released", threading.Event())
+    sink = HangsInWrite(interval=0)
+    session = rlnb.Session(FakeBackend(), record=False, sinks=[sink])
+    session.history.log(0, reward=1.0)
+    attachment = stream._LATEST[session.history]()
+    assert attachment is not None
+    try:
+        with pytest.warns(sinks.SinkWarning, match=r"did not finish writing within 0\.1 s;"):
+            attachment.close(timeout=0.1 - 1e-7)
+    finally:
+        HangsInWrite.released.set()
+    session.close()

@@ -21,10 +21,7 @@ from rlnb._checks import not_folder, refuse_dangling_link
 from rlnb._files import release, write_new
 from rlnb.cli.demo.aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
 from rlnb.errors import RunLocked
-from rlnb.history.store import COMPLETIONS_FILE, CONFIG_FILE, LOCK_FILE, METRICS_FILE, OPS_FILE, lock_run
-
-RUN_FILES = {OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_FILE + ".tmp", LOCK_FILE}
-"""Every file rlnb writes in a run folder: the demo replaces a ``run/`` that holds nothing else."""
+from rlnb.history.store import LOCK_FILE, OPS_FILE, RUN_FILES, lock_run
 
 OUTPUTS = ("history.csv", "rewards.csv", "demo.png")
 """The files the demo writes in ``--out`` beside its run folder ``run/``."""
@@ -42,7 +39,7 @@ def _earlier_run(run: Path) -> bool:
     if run.is_symlink() or not run.is_dir():
         raise ValueError(refuse)
     names = {p.name for p in run.iterdir()}
-    if names and (OPS_FILE not in names or not names <= RUN_FILES):
+    if names and (OPS_FILE not in names or not names.issubset(RUN_FILES)):
         raise ValueError(refuse)
     return bool(names)
 
@@ -186,7 +183,7 @@ def restore_earlier_output(out: Path, aside: Path | None) -> bool:
         return False
     run = out / "run"
     try:
-        if run.is_dir() and not run.is_symlink() and {p.name for p in run.iterdir()} <= RUN_FILES:
+        if run.is_dir() and not run.is_symlink() and {p.name for p in run.iterdir()}.issubset(RUN_FILES):
             shutil.rmtree(run)  # the new session's, empty
         _put_back(out, aside)
     except OSError:
