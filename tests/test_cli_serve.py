@@ -162,6 +162,7 @@ REFUSED = {
     "--state-dir": ("{file}", "--state-dir '{file}' is a file: the server's state goes into a folder"),
     "--public-url": ("ftp://x", "--public-url must start with http:// or https://, got 'ftp://x'"),
     "--limit": ("x=1", "--limit 'x=1': the limits are"),
+    "--threads": ("0", "--threads must be an integer in [1, 1024]"),
 }
 """A value each ``rlnb serve`` option refuses, and what the refusal says: its option first."""
 
