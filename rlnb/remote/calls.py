@@ -98,7 +98,7 @@ class Caller:
         self._owns_http = http_client is None
         self._proxies = Proxies(http_client is None and transport is None)  # as httpx takes them for its own transport
         if http_client is None:
-            transport = self._proxies.route(transport or DeadlineTransport())
+            transport = self._proxies.route(transport or DeadlineTransport(), self.base_url)
             http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
         for credential in sent.credentials(sent.proxied(http_client)):  # a proxy's, which no hook sees: masked too
