@@ -276,6 +276,7 @@ class Caller:
                 note += f"; not retried: the wait before a retry ({delay:.3g} s) would pass {limit}"
             if response.status_code == 404 and call.auth:  # a call of the API (not a presigned URL's)
                 note += doubled_prefix(self.base_url)
+            note += self._proxies.answered(request.url, response.status_code)  # a 407 is a proxy's, never the API's
             refused = self._bodies.status_error(request, response, self.base_url, note)
             refused.earlier_may_have_acted = acted
             raise refused

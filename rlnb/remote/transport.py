@@ -190,6 +190,20 @@ class Proxies:
         scheme = self.proxy_for(url)
         return "" if scheme is None else f" (through the proxy {shown(self._urls[scheme])} that the environment names)"
 
+    def answered(self, url: httpx.URL, status: int) -> str:
+        """Words for an error status of a request to ``url`` that went through a proxy, or "": a 407 is the proxy's
+        own, and a 502, 503 or 504 often is (read as the API's, it sent the user after the wrong server)."""
+        scheme = self.proxy_for(url)
+        if scheme is None:
+            return ""
+        proxy = f"the proxy {shown(self._urls[scheme])} that the environment names"
+        if status == 407:
+            return (f" ({proxy} answered this, not the API: it wants credentials (or refused those in its URL), given "
+                    "as http://user:password@host:port)")  # fmt: skip
+        if status in (502, 503, 504):
+            return f" (through {proxy}: a {status} may be the proxy's own answer, not the API's)"
+        return self.said(url)
+
 
 class Route(httpx.BaseTransport):
     """Sends each request through the proxy ``choose`` names for its URL (a scheme: its transport made by ``build``
