@@ -8,7 +8,11 @@ workers stop, then sinks flush everything, those last records included.
 
 A SIGTERM while these steps run hurries them (``hurried``): a Jupyter kernel's Shut Down sends one 2.5 s after its
 request and SIGKILL at 5 s, and by default SIGTERM killed the process mid-wait, its operations left PENDING for good
-and a remote session running. The waits then end at once and what is in flight is recorded FAILED.
+and a remote session running. The waits then end at once and what is in flight is recorded FAILED. A Ctrl-C in a step
+(a script that seems to hang at its end) hurries the steps left the same way, and ends the sinks' flush it lands in:
+escaping, it skipped every later step (records PENDING, sinks unflushed, often SIGABRT under a torch op). And once a
+session opens, a SIGTERM or SIGHUP that would kill the process at once (nothing recorded) exits through these steps,
+hurried, with status 143 or 129 (``end_on_termination``).
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ from __future__ import annotations
 import atexit
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Literal
+
+from rlnb import _threads
 
 Phase = Literal["panels", "sessions", "workers", "sinks"]
 PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks")
@@ -43,7 +50,7 @@ def exiting() -> bool:
 
 
 def hurried() -> bool:
-    """Whether a SIGTERM came while the exit's steps ran: wait for no step or operation any more."""
+    """Whether a SIGTERM or a Ctrl-C came while the exit's steps ran: wait for no step or operation any more."""
     return _HURRY.is_set()
 
 
@@ -59,8 +66,14 @@ def wait(done: Callable[[float], bool], timeout: float) -> bool:
             return False
 
 
-def join(thread: threading.Thread, timeout: float) -> bool:
-    """Join ``thread`` for at most ``timeout`` seconds, less once a SIGTERM hurried the exit; whether it ended."""
+def join(thread: _threads.Thread, timeout: float, what: str = "") -> bool:
+    """Join ``thread`` for at most ``timeout`` seconds, less once a SIGTERM hurried the exit; whether it ended.
+    ``what`` (the exit's waits): said on stderr if it has not ended at the first look, else a silent wait of up to a
+    minute read as a hang."""
+    if what:
+        thread.join(CHUNK)
+    if what and thread.is_alive():
+        say_waiting(what, timeout)
 
     def ended(seconds: float) -> bool:
         thread.join(seconds)
@@ -69,33 +82,81 @@ def join(thread: threading.Thread, timeout: float) -> bool:
     return wait(ended, timeout)
 
 
+def say_waiting(what: str, timeout: float) -> None:
+    """One stderr line as an exit's wait begins (unless hurried): a silent wait of up to a minute reads as a hang."""
+    if not _HURRY.is_set():
+        print(f"rlnb: {what} before exit, up to {timeout:.0f} s; Ctrl-C to abandon it", file=sys.stderr, flush=True)
+
+
+def interrupted() -> None:
+    """A Ctrl-C in an exit step: the steps left run hurried (their waits end, what runs is recorded FAILED); said
+    once."""
+    if not _HURRY.is_set():
+        print("rlnb: interrupted: exiting without waiting; what still runs is recorded FAILED", file=sys.stderr,
+              flush=True)  # fmt: skip
+    _HURRY.set()
+
+
 def _run() -> None:
     _EXITING.set()
-    previous = _hurry_at_sigterm()
+    if _TERMINATED.is_set():  # the exit a SIGTERM or SIGHUP began (``end_on_termination``) is a hurried one
+        _HURRY.set()
+    previous = _hurry_at_termination()
     try:
         for phase in PHASES:
             for step in _STEPS[phase]:
                 try:
                     step()
+                except KeyboardInterrupt:  # a Ctrl-C in a step: the others still run, hurried
+                    interrupted()
                 except Exception:  # noqa: BLE001 - exit goes on: one step's failure must not skip the others
                     log.exception("rlnb: an exit step (%s) failed", phase)
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _hurry_at_sigterm() -> signal.Handlers | None:
-    """Make a SIGTERM set ``hurried`` while the steps run, where it would kill the process (its default handler, on
-    the main thread): a handler of the user's stays. The handler it replaced, to put back; None if it replaced none."""
+_TERMINATED = threading.Event()
+_ENDING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+"""The signals that end the process by default (SIGHUP: the terminal closed; none on Windows)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """A SIGTERM or SIGHUP: the ordered exit, hurried, with the shell's status for it (143, 129)."""
+    _TERMINATED.set()
+    raise SystemExit(128 + signum)
+
+
+def end_on_termination() -> None:
+    """Make a SIGTERM or SIGHUP end the process through the exit's steps (hurried: what runs is recorded FAILED), not
+    kill it with nothing recorded (its operations PENDING for good): on the main thread (a session opened there),
+    where the handler is the default; a handler of the user's or a framework's (uvicorn's, a kernel's) stays."""
     if threading.current_thread() is not threading.main_thread():
-        return None
+        return
     try:
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-            return None
-        signal.signal(signal.SIGTERM, lambda *_: _HURRY.set())
+        for signum in _ENDING:
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                signal.signal(signum, _terminate)
+    except (ValueError, OSError):  # no signals here (an embedded interpreter)
+        return
+
+
+def _hurry_at_termination() -> dict[int, signal.Handlers]:
+    """Make a SIGTERM or SIGHUP set ``hurried`` while the steps run, where it would kill the process or raise (its
+    default handler, or ``end_on_termination``'s, on the main thread): a handler of the user's stays. The handlers it
+    replaced, to put back."""
+    replaced: dict[int, signal.Handlers] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return replaced
+    try:
+        for signum in _ENDING:
+            handler = signal.getsignal(signum)
+            if handler is signal.SIG_DFL or handler is _terminate:
+                signal.signal(signum, lambda *_: _HURRY.set())
+                replaced[signum] = handler  # type: ignore[assignment]
     except (ValueError, OSError):  # no signals here (an embedded interpreter): exit as before
-        return None
-    return signal.SIG_DFL
+        pass
+    return replaced
 
 
 def run_first() -> None:

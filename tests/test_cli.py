@@ -140,6 +140,8 @@ PORT = "--port must be an integer in 0-65535 (0: any free port), got"
         (["--state-dir", "s\0x"], "--state-dir holds a NUL character, which no path can"),  # "embedded null byte"
         (["--device", "tpu"], "--device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got 'tpu'"),  # listened, then 400s
         (["--token="], "--token is empty (an unset variable?)"),  # listened, then 401 to every key
+        (["--threads", "0"], "--threads must be an integer in [1, 1024] (leave it out: the engine's thread policy"),
+        (["--threads", "1025"], "decides), got 1025"),  # as rlnb demo's and rlnb.connect(threads=N)'s
         (["--state-dir="], "--state-dir is empty (an unset variable?)"),  # registry and signing.key in the cwd
         (["--checkpoint-dir="], "--checkpoint-dir is empty (an unset variable?)"),  # ignored: a temporary folder
         (["--token", "secret\n"], "--token holds whitespace at position 6"),
@@ -398,6 +400,23 @@ def test_serve_announces_the_address_a_client_takes(monkeypatch, capsys):
     assert main(["serve", "--device", "cpu", "--port", str(port)]) == 0
     announced = capsys.readouterr().out.splitlines()[0].split()[2]
     assert announced == f"http://127.0.0.1:{port}" and not announced.endswith(API_PREFIX)
+
+
+def test_serve_threads_are_each_sessions_thread_count_and_said(monkeypatch, capsys):
+    """review42d: ``rlnb serve`` had no thread count, so a seeded remote run could not repeat an in-process one bit
+    for bit (the policy's count follows the load). ``--threads N`` is the settings' ``threads`` (each session's
+    engine's count, ``tests/server/test_served_settings.py``), said where it announces its models."""
+    import socket
+
+    served = []
+    monkeypatch.setattr("rlnb.server.app.run", lambda app, sock, **_: served.append(app) or sock.close())
+    for given, said in ((["--threads", "2"], "threads per session on the CPU: 2"), ([], "auto (the policy may")):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        assert main(["serve", "--device", "cpu", "--port", str(port), *given]) == 0
+        assert said in capsys.readouterr().out.splitlines()[1]
+    assert [app.state.registry.settings.threads for app in served] == [2, None]
 
 
 def test_serve_says_when_its_checkpoints_folder_cannot_be_removed_at_the_stop(tmp_path, monkeypatch, capsys):

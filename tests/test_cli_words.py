@@ -100,7 +100,7 @@ def numeric_options(command):
 def test_every_numeric_option_is_found():
     """The test below reads the options off the parsers: an option that lost its ``type`` would drop out of it."""
     assert numeric_options(demo) == ["--steps", "--seed", "--lr", "--lora", "--threads"]
-    assert numeric_options(serve) == ["--op-delay", "--fail-rate", "--offload-results-over", "--port"]
+    assert numeric_options(serve) == ["--op-delay", "--fail-rate", "--threads", "--offload-results-over", "--port"]
 
 
 @pytest.mark.parametrize("value", ["-1e-400", "-1e-3", "-1e3", "-inf", "-nan", "-1x"])

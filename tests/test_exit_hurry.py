@@ -4,6 +4,7 @@ waiting, what is in flight recorded FAILED, nothing left PENDING."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -96,3 +97,189 @@ def test_the_exit_handles_sigterm_only_while_it_runs_and_keeps_a_handler_of_the_
     finally:
         signal.signal(signal.SIGTERM, previous)
         _exit._EXITING.clear()
+
+
+CTRL_C_IN_EXIT = """
+import os, signal, sys, threading, time
+import rlnb
+from rlnb import _exit, samples
+from rlnb.sinks.base import Sink
+from rlnb.testing import FakeBackend
+class Lines(Sink):
+    library, extra = "json", "none"
+    def open(self, run):
+        class Writer:
+            def write(self, points, failures):
+                with open(sys.argv[2], "a") as f:
+                    f.writelines(f"{p.step}\\n" for p in points)
+            def close(self):
+                with open(sys.argv[2], "a") as f:
+                    f.write("CLOSED\\n")
+        return Writer()
+    def spec(self):
+        return ("__main__", "Lines", {})
+s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r", sinks=[Lines(interval=30)])
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+s.optim_step().result(30)
+run, worker = s.backend._worker._run_op, s.backend._worker
+worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to the stop (torch mid-kernel)
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+s.optim_step()
+def ctrl_c():
+    while not _exit.exiting():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    print("SIGINT", flush=True)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=ctrl_c, daemon=True).start()
+time.sleep(0.3)
+"""
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_during_the_exit_hurries_the_rest_of_it_and_records_what_ran(tmp_path):
+    """It escaped the exit's step (a script that seemed to hang at its end, Ctrl-C'd): every later step was skipped,
+    the operations left PENDING for good, the sinks never flushed, and often SIGABRT under a torch op."""
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_IN_EXIT, str(tmp_path), str(tmp_path / "sink.txt")],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    took = time.monotonic() - started
+    assert proc.returncode == 0 and "SIGINT" in proc.stdout, proc.stderr[-2000:]
+    assert took < 20, took  # the 30 s step not waited for (EXIT_DEADLINE would be 60 s)
+    said = [re.sub(r"rlnb-fake-[-0-9a-f]+", "rlnb-fake-ID", line) for line in proc.stderr.splitlines()]
+    assert said == [
+        "rlnb: finishing the running forward-backward (rlnb-fake-ID) before exit, up to 60 s; Ctrl-C to abandon it",
+        "rlnb: interrupted: exiting without waiting; what still runs is recorded FAILED",
+    ], proc.stderr[-2000:]
+    df = rlnb.History.load(tmp_path / "r").df
+    assert list(df.status) == ["TRAINING_OPERATION_STATUS_COMPLETED"] * 2 + ["TRAINING_OPERATION_STATUS_FAILED"] * 2
+    assert (tmp_path / "sink.txt").read_text().split() == ["1", "CLOSED"]
+
+
+TERMINATED_MID_RUN = """
+import sys, time
+import rlnb
+from rlnb import samples
+from rlnb.testing import FakeBackend
+s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
+run, worker = s.backend._worker._run_op, s.backend._worker
+worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to the stop (torch mid-kernel)
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+op = s.optim_step()
+print("MARK", flush=True)
+op.result(60)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_sigterm_before_the_exit_ends_the_process_through_it(tmp_path, name):
+    """Mid-run (the script in ``result()``), SIGTERM or SIGHUP killed the process at once: every operation PENDING for
+    good, the running one too, and nothing said it was stopped."""
+    proc = subprocess.Popen([sys.executable, "-c", TERMINATED_MID_RUN, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "MARK\n"
+        time.sleep(0.5)
+        started = time.monotonic()
+        proc.send_signal(getattr(signal, name))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + getattr(signal, name), err[-2000:]
+    assert time.monotonic() - started < 20  # the 30 s step not waited for
+    df = rlnb.History.load(tmp_path / "r").df
+    assert list(df.status) == ["TRAINING_OPERATION_STATUS_FAILED"] * 2, err[-2000:]
+    assert list(df.error_message) == [
+        "the session was stopped while this operation ran",
+        "the session was stopped before this ran",
+    ]
+
+
+def test_a_session_keeps_a_sigterm_handler_of_the_users_and_ends_on_the_default_one(tmp_path):
+    from rlnb.testing import FakeBackend
+
+    mine = lambda *_: None  # noqa: E731
+    previous = {signum: signal.signal(signum, mine) for signum in _exit._ENDING}
+    try:
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="a").close()
+        assert all(signal.getsignal(signum) is mine for signum in _exit._ENDING)
+        for signum in _exit._ENDING:
+            signal.signal(signum, signal.SIG_DFL)
+        rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="b").close()
+        assert all(signal.getsignal(signum) is _exit._terminate for signum in _exit._ENDING)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+CTRL_C_UNDER_A_PANEL = """
+import os, signal, sys, threading, time
+import rlnb
+from rlnb import _exit, samples
+from rlnb.testing import FakeBackend
+from rlnb.widgets import RunPanel
+s = rlnb.Session(FakeBackend(delay=30.0), runs_dir=sys.argv[1], run_id="k")
+def step(session, params):
+    session.forward_backward([samples.cross_entropy([1, 2, 3])])
+    session.optim_step(params).result(timeout=60)
+p = RunPanel(s, step_fn=step)
+p.start(100)
+def ctrl_c():
+    while not _exit.exiting():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=ctrl_c, daemon=True).start()
+time.sleep(0.5)
+"""
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_while_the_exit_waits_for_a_panels_step_says_so_and_records_it(tmp_path):
+    """The exit waits up to 30 s for a RunPanel's step, in silence; a Ctrl-C there escaped it (a traceback, SIGABRT
+    under a torch op) with the step's operations PENDING for good."""
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_UNDER_A_PANEL, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "rlnb: finishing the step in progress of 1 RunPanel(s) or Find LR before exit, up to 30 s; "
+        "Ctrl-C to abandon it",
+        "rlnb: interrupted: exiting without waiting; what still runs is recorded FAILED",
+    ], proc.stderr[-2000:]
+    df = rlnb.History.load(tmp_path / "k").df
+    assert len(df) == 2 and "TRAINING_OPERATION_STATUS_PENDING" not in set(df.status), df[["kind", "status"]]
+
+
+SLOW_SINK_AT_EXIT = """
+import sys, time
+import rlnb
+from rlnb import samples
+from rlnb.sinks.base import Sink
+from rlnb.testing import FakeBackend
+class Slow(Sink):
+    library, extra = "json", "none"
+    def open(self, run):
+        class Writer:
+            def write(self, points, failures):
+                time.sleep(1.5)
+            def close(self):
+                print("CLOSED", flush=True)
+        return Writer()
+    def spec(self):
+        return ("__main__", "Slow", {})
+s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r", sinks=[Slow(interval=30)])
+s.forward_backward([samples.cross_entropy([1, 2, 3])])
+s.optim_step().result(30)
+"""
+
+
+@pytest.mark.slow
+def test_the_exits_wait_for_a_sinks_flush_is_said(tmp_path):
+    """Up to 30 s with nothing printed, read as a hang (and Ctrl-C'd)."""
+    proc = subprocess.run([sys.executable, "-c", SLOW_SINK_AT_EXIT, str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout == "CLOSED\n", proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == [
+        "rlnb: flushing rlnb.sinks Slow of run r before exit, up to 30 s; Ctrl-C to abandon it"
+    ], proc.stderr[-2000:]

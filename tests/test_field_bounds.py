@@ -62,6 +62,8 @@ def test_a_bad_sampling_field_is_one_line_before_anything_is_sent_local_or_remot
     with rlnb.connect("local", device="cpu", record=False) as local, remote(fake) as far:
         for s in (local, far):
             for kwargs, said in SAMPLING:
+                if s is local and "num_samples" in kwargs:  # the session's range, within the wire's (review42d L1)
+                    said = "num_samples must be in [1, 256] on this in-process session, got 0"
                 refused(said, s.sample, [[1, 2]], **kwargs)
             assert len(s.history) == 0
     assert not fake.calls("POST", "operations")  # nothing reached the API

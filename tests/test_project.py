@@ -118,7 +118,7 @@ def test_environment_yml_mirrors_the_pip_install():
 
 
 LAYERS = [
-    ["_shown", "_scalars", "_masks"],
+    ["_shown", "_scalars", "_masks", "_threads"],
     ["wire"],
     ["errors", "_secrets", "_exit", "_checks", "_options", "_extras", "_hosts", "_one_step"],
     ["text", "_files"],

@@ -1,5 +1,5 @@
-"""The options both subcommands take (``--device``, ``--dtype``), and the reading of an integer option, written once
-so they read and check alike."""
+"""The options both subcommands take (``--device``, ``--dtype``, ``--threads``), and the reading of an integer
+option, written once so they read and check alike."""
 
 from __future__ import annotations
 
@@ -90,6 +90,31 @@ class Parser(argparse.ArgumentParser):
                 f" (a value that begins with '-' is read as an option's name: give it joined, {wanting[1]}=VALUE)"
             )
         super().error(message)
+
+
+def threads_argument(p: argparse.ArgumentParser, why: str) -> None:
+    """``--threads N`` (``rlnb demo``, ``rlnb serve``), ``why``: what a fixed count is for, said in its help."""
+    p.add_argument(
+        "--threads",
+        type=integer,
+        default=None,
+        metavar="N",
+        help=f"torch's intra-op threads on the CPU, 1-1024, as rlnb.connect(threads=N): {why} (default: the engine's "
+        "thread policy picks them from the machine's load)",
+    )
+
+
+def checked_threads(threads: object) -> int | None:
+    """``--threads``' value as ``check_threads`` takes it, or a ``ValueError`` naming the option and its range."""
+    from rlnb.engine.threads import MAX_THREADS, check_threads  # torch: not for ``--help``
+
+    try:
+        return check_threads(threads)
+    except ValueError:
+        raise ValueError(
+            f"--threads must be an integer in [1, {MAX_THREADS}] (leave it out: the engine's thread policy decides), "
+            f"got {threads!r}"
+        ) from None
 
 
 def device_argument(p: argparse.ArgumentParser) -> None:

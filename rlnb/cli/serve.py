@@ -16,7 +16,14 @@ import sys
 from typing import Any
 
 from rlnb.cli.interrupts import ignored
-from rlnb.cli.options import device_argument, dtype_argument, exit_with_stdin_argument, integer, number
+from rlnb.cli.options import (
+    device_argument,
+    dtype_argument,
+    exit_with_stdin_argument,
+    integer,
+    number,
+    threads_argument,
+)
 from rlnb.cli.output import quiet, say
 from rlnb.cli.parent import exit_with_stdin
 from rlnb.cli.reader_gone import ReaderWatch
@@ -56,6 +63,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="serve a Hugging Face model (folder or cached hub id) as base_model NAME; repeatable",
     )
     dtype_argument(p)
+    threads_argument(p, "each session's, so that a seeded remote run repeats bit for bit")
     p.add_argument(
         "--offload-results-over",
         type=integer,
@@ -106,6 +114,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             signal.signal(hangup, before)
 
 
+def _threads(threads: int | None) -> str:
+    """What ``rlnb serve`` says of ``--threads``: a seeded remote run repeats bit for bit at a fixed count only."""
+    return (
+        "auto (the policy may change them with the load: --threads N fixes them)" if threads is None else f"{threads}"
+    )
+
+
 def _as_sigterm(*_: object) -> None:
     """SIGHUP's handler: the stop SIGTERM makes, by whichever handler SIGTERM has now (uvicorn's while it listens:
     requests in flight are finished, operations stopped or abandoned)."""
@@ -121,7 +136,8 @@ def _run(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         print(f"rlnb serve: {exc}", file=sys.stderr)
         return 2
-    extra = {"state_dir": args.state_dir, **({"public_url": args.public_url} if args.public_url else {})}
+    extra = {"state_dir": args.state_dir, "threads": args.threads}
+    extra |= {"public_url": args.public_url} if args.public_url else {}
     scratch, lock = None, None  # no --checkpoint-dir or --state-dir: checkpoints live as long as the server
     if args.checkpoint_dir is None and args.state_dir is None:  # a killed server's are removed by the next one
         scratch_path, lock = scratch_folder()
@@ -213,7 +229,8 @@ def _serve_app(
         sock.listen()
         print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
               "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
-        print(f"rlnb serve: models {', '.join(models)}", flush=True)
+        print(f"rlnb serve: models {', '.join(models)}; threads per session on the CPU: {_threads(args.threads)}",
+              flush=True)  # fmt: skip
     except BaseException:  # its output closed (`| head -1`), or a stop: the port and the state are let go
         sock.close()
         app.state.registry.close(0)

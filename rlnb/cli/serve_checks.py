@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from rlnb._checks import refuse_dangling_link, refuse_not_folder, user_path
 from rlnb._shown import shown
-from rlnb.cli.options import ascii_integer, refused_option
+from rlnb.cli.options import ascii_integer, checked_threads, refused_option
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"
 """The environment variable ``--token`` defaults to: a flag's value is in the process's command line, which every
@@ -74,6 +74,7 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     args.port, limits = _port(args.port), parse_limits(args.limit)
     body = limits.get("max_body_bytes", ServerSettings.max_body_bytes)  # the default where not given
     check_pending_bytes(body, limits.get("max_pending_bytes"), "--limit ")
+    args.threads = checked_threads(args.threads)
     over = args.offload_results_over  # a size in bytes, as the byte limits, not 10**39
     if over is not None and not 0 <= over <= BYTES_MAX:
         raise ValueError(f"--offload-results-over must be 0 to 2**63 - 1 bytes (leave it out: never), got {over}")

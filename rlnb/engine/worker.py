@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from rlnb import _exit, wire
+from rlnb import _exit, _threads, wire
 from rlnb._one_step import STEP, rest_failed
 from rlnb.errors import NOT_RUN, Cancelled, OperationError
 from rlnb.wire import Listener
@@ -100,7 +100,7 @@ class Worker:
         self.closed = False
         self._broken: tuple[object, Code, str] | None = None  # a step whose operation FAILED: the rest fail unrun
         self._running: tuple[wire.OperationKind, str, Listener] | None = None  # None too once ``_abandon`` told it
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread = _threads.Thread(target=self._loop, name=name)
         self._thread.start()
         self._ident = self._thread.ident  # ``runs_here``: ``current_thread()`` and ``Thread.ident`` are Python calls
         _LIVE.add(self)
@@ -150,7 +150,9 @@ class Worker:
         if threading.current_thread() is self._thread:  # closed from a listener on the worker itself
             return True
         if timeout is not None and _exit.exiting():  # a SIGTERM (a kernel's Shut Down) ends the wait, failing the rest
-            if not _exit.join(self._thread, timeout) and _exit.hurried():
+            running = self._running  # said if it does not end at once: a silent minute reads as a hang
+            what = f"finishing the running {running[0]} ({self._thread.name})" if running is not None else ""
+            if not _exit.join(self._thread, timeout, what) and _exit.hurried():
                 self._abandon()
             return not self._thread.is_alive()
         self._thread.join(timeout)
@@ -237,7 +239,7 @@ _LIVE: weakref.WeakSet[Worker] = weakref.WeakSet()
 def _close_all() -> None:
     """Interpreter exit: close every live worker (see the module docstring)."""
     for worker in list(_LIVE):
-        if not worker.close(EXIT_DEADLINE):
+        if not worker.close(EXIT_DEADLINE) and not _exit.hurried():  # hurried: it is recorded FAILED, and said so
             log.warning("rlnb: an operation was still running %.0f s after exit began", EXIT_DEADLINE)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from rlnb import _exit, wire
+from rlnb import _exit, _threads, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient
 from rlnb.remote.poller import report
@@ -54,8 +54,7 @@ def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -
         futures = [pool.submit(last, [i]) for i in range(len(inflight))]
         _exit.wait(lambda seconds: not wait(futures, seconds).not_done, math.inf)  # each poll ends by ``end``
     except RuntimeError:  # the interpreter's exit: no future can be scheduled, so one after another on one thread
-        polls = threading.Thread(target=last, args=(range(len(inflight)),), name=f"rlnb-settle-{session_id}")
-        polls.daemon = True
+        polls = _threads.Thread(target=last, args=(range(len(inflight)),), name=f"rlnb-settle-{session_id}")
         polls.start()
         _exit.join(polls, math.inf)
     finally:  # a Ctrl-C: close() returns now; the polls end by their deadline
@@ -66,7 +65,7 @@ def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -
         if env.status not in wire.TERMINAL_STATUSES:
             reason = "the session was closed before this finished"
             if not reached:
-                why = "the process was told to end (SIGTERM) first" if hurried else "the server could not be reached"
+                why = "the exit was hurried (SIGTERM, Ctrl-C)" if hurried else "the server could not be reached"
                 reason += f" ({why}, so its outcome is unknown)"
             env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, reason)
         report(op, env)

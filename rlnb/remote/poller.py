@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb import _exit, wire
+from rlnb import _exit, _threads, wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.remote.client import APIClient
 from rlnb.remote.waiting import LONG_POLL_WAIT, PollOptions, poll_interval
@@ -74,7 +74,7 @@ class Poller:
         self._stopping = False
         self._said: set[str] = set()  # the statuses newer than rlnb's list warned of (``_newer``)
         self._head_only = False  # polling the oldest operation alone, long-polled (set and read by the poll thread)
-        self._thread = threading.Thread(target=self._loop, name=f"rlnb-poll-{session_id}", daemon=True)
+        self._thread = _threads.Thread(target=self._loop, name=f"rlnb-poll-{session_id}")
         self._thread.start()
 
     def runs_here(self) -> bool:

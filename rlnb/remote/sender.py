@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb import _exit, _one_step, wire
+from rlnb import _exit, _one_step, _threads, wire
 from rlnb.errors import (
     GRADIENTS_KEPT,
     SUBMIT_AGAIN,
@@ -102,7 +102,7 @@ class Sender:
         """The last step one of whose operations was not sent, and why: the rest of it fails unsent."""
         self._cond = threading.Condition()
         self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name=f"rlnb-send-{session_id}", daemon=True)
+        self._thread = _threads.Thread(target=self._loop, name=f"rlnb-send-{session_id}")
         self._thread.start()
 
     def runs_here(self) -> bool:

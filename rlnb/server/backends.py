@@ -74,6 +74,7 @@ def make_backend(
         op_delay=settings.op_delay,
         lora=adapters,
         dtype=settings.dtype,
+        threads=settings.threads,
     )
     # the server checked its own stop limits (a 400 past them): its engine takes what it took
     backend.engine.max_stop_strings, backend.engine.max_stop_chars = settings.max_stop_strings, settings.max_stop_chars

@@ -45,6 +45,10 @@ class ServerSettings:
     models: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_MODELS))
     dtype: str = "auto"
     """Weights' dtype of the served models, one of ``WEIGHT_DTYPES`` ("auto": the checkpoint's own)."""
+    threads: int | None = None
+    """torch's intra-op threads of each session's operations on the CPU, as ``rlnb.connect(..., threads=N)``
+    (``rlnb serve --threads N``): a seeded remote run repeats bit for bit at a fixed count only (the sums of a
+    forward and a backward split with the threads). None: the engine's thread policy, which follows the load."""
     fail_rate: float = 0.0
     """Fraction of ``/v1`` answers replaced by a 503 *after* the server acted (fault injection)."""
     fail_seed: int = 0
@@ -182,8 +186,10 @@ class ServerSettings:
             refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made
         from rlnb.engine.options import checkpoint_folder
+        from rlnb.engine.threads import check_threads
         from rlnb.server.owner import refuse_foreign_state_dir
 
+        object.__setattr__(self, "threads", check_threads(self.threads))
         resolve_device(self.device)  # a device that is not there stops the server before it listens
         check_served(self.models)  # nor does a model no loader finds (every session of it failed, supported-models 500)
         if self.checkpoint_dir is not None:  # nor does a folder that cannot hold checkpoints

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb._checks import check_int
+from rlnb._checks import check_int, is_integer
 from rlnb._scalars import scalar
 from rlnb.params import AdamParams, OptimizerParams, params_for, params_state
 from rlnb.session.backend import Backend
@@ -228,7 +228,7 @@ def sample_body(
     default = getattr(backend, "default_max_tokens", wire.DEFAULT_MAX_TOKENS)  # a remote one's: its server's
     check_room(tokens, params.max_tokens, getattr(backend, "context_length", None), default)
     most: int | None = getattr(backend, "max_num_samples", None)  # the in-process engine's
-    if most is not None and num_samples is not None and num_samples > most:  # else FAILED once sent
+    if most is not None and is_integer(num_samples) and not 1 <= num_samples <= most:  # else FAILED once sent
         raise ValueError(f"num_samples must be in [1, {most}] on this in-process session, got {num_samples}")
     return wire.validated(wire.SampleBody, wire.given(
         model_inputs=[wire.ModelInput.from_tokens(t) for t in tokens],

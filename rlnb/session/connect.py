@@ -15,6 +15,7 @@ from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import LOCAL
 from rlnb.remote.urls import check_base_url
 from rlnb.session.backend import Backend
+from rlnb.session.engine_import import local_backend
 from rlnb.session.open_sessions import refuse_shared_history
 from rlnb.session.session import Session
 from rlnb.sinks.base import Sink
@@ -61,9 +62,7 @@ def connect(
     refuse_shared_history(history)
     recording: dict[str, Any] = {"runs_dir": runs_dir, "run_id": run_id, "record": record, "sinks": validate(sinks)}
     if target == LOCAL:
-        from rlnb.engine.backend import LocalBackend
-
-        backend: Backend = LocalBackend(kind or wire.ADAM, **options)
+        backend: Backend = local_backend()(kind or wire.ADAM, **options)
     else:
         from rlnb.remote.backend import RemoteBackend
 
@@ -99,10 +98,9 @@ def keywords(target: str) -> frozenset[str]:
     option groups. A caller that passes options on to many sessions (``sweep``) refuses a misspelt one once,
     up front, instead of in every session."""
     if target == LOCAL:
-        from rlnb.engine.backend import LocalBackend
         from rlnb.engine.options import CheckpointOptions, ComputeOptions, ModelOptions, MuonOptions
 
-        backend: Callable[..., Any] = LocalBackend.__init__
+        backend: Callable[..., Any] = local_backend().__init__
         groups: tuple[type, ...] = (ModelOptions, MuonOptions, CheckpointOptions, ComputeOptions)
         popped: tuple[str, ...] = ()
     else:

@@ -37,6 +37,8 @@ def _close_open_sessions() -> None:
     for session in list(OPEN):
         try:
             session._close(flush_sinks=False)
+        except KeyboardInterrupt:  # the others still close (their files, their records), hurried
+            _exit.interrupted()
         except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
             continue
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlnb import wire
+from rlnb import _exit, wire
 from rlnb.errors import SessionClosed
 from rlnb.history import History
 from rlnb.history.record import FORWARD_ONLY
@@ -99,6 +99,7 @@ class Session:
                 history.close()
             raise
         OPEN.add(self)
+        _exit.end_on_termination()  # a SIGTERM from now on closes it, its records kept
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"

@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from rlnb import _exit
+from rlnb import _exit, _threads
 from rlnb.history import History
 from rlnb.sinks import claims, marks
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
@@ -45,7 +45,7 @@ class Channel:
         file = marks.path(history.path, sink) if history.path is not None else None
         self.marked = marks.MarkFile(file) if file is not None else None  # how far it wrote the run
         self._unstored: deque[tuple[int, Mark]] = deque()  # marks of rows the library has not stored yet
-        self.thread = threading.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}", daemon=True)
+        self.thread = _threads.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}")
         self.thread.start()
 
     def put(self, items: list[Item | Mark], backlog: float = MAX_BACKLOG) -> None:

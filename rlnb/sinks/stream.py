@@ -47,6 +47,7 @@ class Attachment:
         self._steps = Steps(session_starts(dict(history.config)))  # its earlier sessions' steps, as History.steps
         self._lock = threading.Lock()
         self._closed = False
+        self._waited = False  # the close's wait ended (not cut short by a Ctrl-C)
         self._unheard: list[str] = []  # the sinks that finished their runs at close(), told of later figures
         for sink in sinks:
             if sink.error is not None:
@@ -151,18 +152,24 @@ class Attachment:
         it never blocks exit)."""
         timeout = CLOSE_TIMEOUT if timeout is None else timeout
         with self._lock:
-            if self._closed:
+            if self._waited:
                 return
-            self._closed = True
-            for unsubscribe in self._unsubscribe:
-                unsubscribe()
-            self._send([*self._steps.drain(), self._steps.mark(self._logged)])
-            self._unheard = [type(c.sink).__name__ for c in self._channels if c.sink.error is None]
-            if self._unheard:
-                self._unsubscribe = [self._history.on_log(self._logged_after_close)]
-        for channel in self._channels:
-            channel.close()
+            if not self._closed:  # a close whose wait a Ctrl-C ended: the next close (or the exit's) waits again
+                self._closed = True
+                for unsubscribe in self._unsubscribe:
+                    unsubscribe()
+                self._send([*self._steps.drain(), self._steps.mark(self._logged)])
+                self._unheard = [type(c.sink).__name__ for c in self._channels if c.sink.error is None]
+                if self._unheard:
+                    self._unsubscribe = [self._history.on_log(self._logged_after_close)]
+                for channel in self._channels:
+                    channel.close()
         deadline = time.monotonic() + timeout
+        if _exit.exiting():  # a flush that does not end at once is said: a silent 30 s reads as a hang
+            busy = [c for c in self._channels if c.sink.error is None and not c.sink.is_stalled()]
+            if not all(channel.join(_exit.CHUNK) for channel in busy):
+                names = ", ".join(type(channel.sink).__name__ for channel in busy)
+                _exit.say_waiting(f"flushing rlnb.sinks {names} of run {busy[0].run_name}", timeout)
         path = self._history.path  # record=False: no run store to point to, only the history in memory
         kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
@@ -176,6 +183,7 @@ class Attachment:
                         f"what it had not written yet may be missing there ({kept}); no close waits for it again "
                         "while it is still writing")  # fmt: skip
                 channel.sink.stall(channel.thread, said)
+        self._waited = True
         _ATTACHED.discard(self)
         if not any(channel.thread.is_alive() for channel in self._channels):
             self._unread()  # every writer ended: nothing left to say at a read (a history reused by many sessions)
@@ -228,7 +236,11 @@ def _close_all() -> None:
     sent as failures), flush every attachment still open within one deadline."""
     deadline = time.monotonic() + EXIT_TIMEOUT
     for attachment in list(_ATTACHED):
-        attachment.close(timeout=max(0.0, deadline - time.monotonic()))
+        try:
+            attachment.close(timeout=max(0.0, deadline - time.monotonic()))
+        except KeyboardInterrupt:  # a Ctrl-C here abandons the flush: what is left waits no more
+            _exit.interrupted()
+            deadline = time.monotonic()
     stop_all(timeout=max(0.0, deadline - time.monotonic()))
     say_all()  # at the latest: a failure no log, close or read has said since (a writer that failed after its close)
 

@@ -10,6 +10,7 @@ instead of in an ensemble.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -17,12 +18,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlnb import _threads
 from rlnb.errors import describe
 from rlnb.history.runconfig import LOCAL
 from rlnb.wire import TrialStatus
 
 from .trial import TrialSpec, base_row, run_trial
 
+log = logging.getLogger("rlnb")
 Reporter = Callable[[TrialSpec, int, float], "str | None"]
 """``reporter(spec, step, value)``: the search's verdict on a trial's progress (a prune reason or None)."""
 ABANDONED = (
@@ -30,6 +33,8 @@ ABANDONED = (
     "run folder, and what it returns is not recorded)"
 )
 """The reason of a trial on this process's threads that a second interrupt stopped waiting for."""
+CLOSE_DEADLINE = 120.0
+"""Seconds a sweep's end waits for its trials' threads (each closing its session) before it leaves them running."""
 
 
 class Executor(Protocol):
@@ -106,7 +111,7 @@ class ThreadExecutor:
         self._max = max(1, max_concurrent)
         self._runs_dir, self._stop, self._reporter = runs_dir, stop, reporter
         self._futures: dict[Future[dict[str, Any]], TrialSpec] = {}
-        self._threads: list[threading.Thread] = []
+        self._threads: list[_threads.Thread] = []
         self._abandoned = False
 
     def capacity(self) -> int:
@@ -126,7 +131,7 @@ class ThreadExecutor:
                 except BaseException as exc:  # noqa: BLE001 - run_trial makes every failure a row; a bug still is one
                     fut.set_result(base_row(spec, TrialStatus.FAILED, f"the trial's thread: {describe(exc)}"))
 
-        thread = threading.Thread(target=run, name=f"rlnb-sweep-{spec.trial}", daemon=True)
+        thread = _threads.Thread(target=run, name=f"rlnb-sweep-{spec.trial}")
         self._futures[fut] = spec
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
@@ -164,8 +169,14 @@ class ThreadExecutor:
         for fut in self._futures:
             fut.cancel()
         if not self._abandoned:
-            for thread in self._threads:
-                thread.join()
+            left_running(_threads.join_all(self._threads, CLOSE_DEADLINE))
+
+
+def left_running(threads: list[_threads.Thread]) -> None:
+    """Say the threads a sweep's end stopped waiting for (``CLOSE_DEADLINE``): a step stuck in user code."""
+    if threads:
+        names = ", ".join(thread.name for thread in threads)
+        log.warning("rlnb: sweep: %s still running %.0f s after the sweep ended; left running", names, CLOSE_DEADLINE)
 
 
 def route(spec: TrialSpec, wanted: str) -> tuple[str, str | None]:

@@ -220,6 +220,9 @@ def _stop_running_panels() -> None:
     for finder in finders:
         finder.stop()
     end = time.monotonic() + EXIT_DEADLINE
+    busy = [p for p in list(_OPEN.values()) if not p.join(_exit.CHUNK)] + [f for f in finders if not f.join(0.0)]
+    if busy:  # said: the wait may take as long as a step, with nothing printed
+        _exit.say_waiting(f"finishing the step in progress of {len(busy)} RunPanel(s) or Find LR", EXIT_DEADLINE)
     for panel in list(_OPEN.values()):  # a SIGTERM (a kernel's Shut Down) ends these waits: ``_exit.hurried``
         _exit.wait(panel.join, max(0.0, end - time.monotonic()))
     for finder in finders:

@@ -130,8 +130,8 @@ def test_compile_must_be_a_bool(bad):
 @pytest.mark.timeout(1200)  # a compile takes minutes on a loaded 2-core machine
 def test_compiled_sampling_gives_the_eager_tokens_and_records_its_compiles(tmp_path):
     """Same model, same seed: the same tokens, log-probs to 1e-5; the compile is timed once per shape."""
-    prompts = ["n=", "the loss goes down", "a"]
-    kw = {"model": "tiny", "seed": 2, "device": "cpu", "runs_dir": tmp_path}
+    prompts = ["n=", "the loss goes down", "a"]  # one thread count: a graph is per count (the policy's may change)
+    kw = {"model": "tiny", "seed": 2, "device": "cpu", "runs_dir": tmp_path, "threads": 1}
     with rlnb.connect("local", run_id="eager", **kw) as eager:
         want = eager.sample(prompts, num_samples=4, max_tokens=24, seed=7, top_k=50).result()
     with rlnb.connect("local", compile=True, run_id="compiled", **kw) as s:
@@ -376,6 +376,77 @@ def test_more_shapes_than_torchs_default_limit_all_compile():
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
+def test_a_step_that_compiles_again_for_one_shape_keeps_the_limit_and_is_recorded_and_said():
+    """A step whose graph reads a Python int that changes between calls (transformers' sliding-window cache did)
+    compiles again for the same shape at every call: past torch's default of 8 it ran eager, the recompiles neither
+    timed nor recorded. Each call keeps ``RECOMPILE_LIMIT``, and each recompile is kept in ``compiles``, said once."""
+    from torch._dynamo.utils import counters
+
+    def step(x: torch.Tensor, scale: int) -> torch.Tensor:
+        return (x * scale).softmax(-1)
+
+    compiler, x = Compiler(CPU), torch.randn(2, 8)
+    call = compiler.wrap(step, "test step", "arch", batch=2)
+    before = counters["stats"]["unique_graphs"]
+    with pytest.warns(RuntimeWarning, match=r"the test step for \{'batch': 2, 'threads': \d+\} compiled again") as said:
+        for scale in range(1, 11):
+            torch.testing.assert_close(call(x, scale), step(x, scale))
+        call(x, 3)  # a graph it has: nothing compiles
+    assert counters["stats"]["unique_graphs"] - before == 10
+    assert len(said) == 1
+    assert [c.get("again", False) for c in compiler.compiles] == [False] + [True] * 9
+    assert all(c["what"] == "test step" and c["batch"] == 2 and c["seconds"] >= 0 for c in compiler.compiles)
+    assert all(c["threads"] == torch.get_num_threads() for c in compiler.compiles)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_a_new_thread_count_compiles_as_a_new_shape_does_recorded_not_warned(request):
+    """torch's graphs are per thread count (a guard on it), which the thread policy may change between operations:
+    the decode step compiled again, unrecorded. A count's first call is a first compile, kept with its ``threads``;
+    a count seen before runs the graph it has."""
+    from torch._dynamo.utils import counters
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return (x * 3).softmax(-1)
+
+    previous = torch.get_num_threads()
+    request.addfinalizer(lambda: torch.set_num_threads(previous))
+    compiler, x = Compiler(CPU), torch.randn(3, 8)
+    call = compiler.wrap(step, "test step", "arch", batch=3)
+    before = counters["stats"]["unique_graphs"]
+    for threads in (1, 2, 1, 2):
+        torch.set_num_threads(threads)
+        torch.testing.assert_close(call(x), step(x))  # no warning: the suite's filter makes one an error
+    assert counters["stats"]["unique_graphs"] - before == 2
+    assert [(c["batch"], c["threads"], c.get("again")) for c in compiler.compiles] == [(3, 1, None), (3, 2, None)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_after_torch_dynamo_reset_a_shape_compiles_as_a_new_one_not_again(request):
+    """``torch._dynamo.reset()`` (a user's, a test's) drops every graph and dynamo's callbacks: a shape compiled before
+    compiles as a new one, recorded without a warning, and a recompile after it is still told."""
+    from torch._dynamo.utils import counters
+
+    def step(x: torch.Tensor, scale: int) -> torch.Tensor:
+        return (x * scale).log_softmax(-1)
+
+    request.addfinalizer(torch._dynamo.reset)  # this test's frames go with it
+    compiler, x = Compiler(CPU), torch.randn(5, 8)
+    call = compiler.wrap(step, "test step", "arch", batch=5)
+    call(x, 2)
+    torch._dynamo.reset()
+    before = counters["stats"]["unique_graphs"]
+    torch.testing.assert_close(call(x, 2), step(x, 2))  # no warning: the suite's filter makes one an error
+    with pytest.warns(RuntimeWarning, match="compiled again"):
+        call(x, 3)
+    assert counters["stats"]["unique_graphs"] - before == 2
+    assert [c.get("again", False) for c in compiler.compiles] == [False, False, True]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("kind", ["builtin", "hf lora"])
 def test_a_compiled_session_samples_the_synced_weights_as_an_eager_one(kind, request):
     """Train, weights-sync, sample again: the compiled graphs read the new weights (full weights: re-packed;
@@ -386,7 +457,8 @@ def test_a_compiled_session_samples_the_synced_weights_as_an_eager_one(kind, req
         kw = {"model": request.getfixturevalue("hf_dirs")["llama"], "seed": 4, "lora": {"rank": 4}}
     runs = {}
     for compile_ in (False, True):
-        with rlnb.connect("local", device="cpu", record=False, compile=compile_, **kw) as s:
+        # one thread count: a graph is per count, and the policy's may change after the training steps
+        with rlnb.connect("local", device="cpu", record=False, compile=compile_, threads=1, **kw) as s:
             prompts = ["n=", "the loss"]
             before = s.sample(prompts, num_samples=2, max_tokens=12, seed=3).result()
             for _ in range(3):
@@ -436,3 +508,35 @@ def test_a_graph_torch_fails_to_compile_runs_eager_with_a_warning(monkeypatch, t
     assert sorted(c["what"] for c in failed) == ["decode step", "token choice"]
     assert all("list indices must be integers" in c["error"] for c in failed)
     assert json.loads((tmp_path / "compiled" / "config.json").read_text())["compiles"] == failed
+
+
+SLIDING = dict(use_sliding_window=True, sliding_window=8, max_window_layers=0, layer_types=["sliding_attention"] * 2)
+"""A Qwen3 whose two layers attend over the last 8 tokens only, as Mistral's and Gemma's sliding layers do."""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # one decode-step compile: minutes on a loaded 2-core machine
+def test_a_compiled_sliding_window_model_decodes_every_token_with_one_graph(transformers, tmp_path):
+    """transformers' ``StaticSlidingWindowLayer`` reads a Python int that grows by one a token: a compiled step of a
+    sliding-window model compiled again at every token, past torch's limit, unrecorded. Its sliding layers now hold
+    every slot, as the full-attention ones, and the mask slides: one graph for a 16-token sample whose 30-slot prompt
+    and tokens run well past the 8-token window, one recorded compile, the eager tokens and log-probs to 1e-5."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    from rlnb.engine.models.decoders import hf_step
+    from tests.support.hf_models import save
+
+    folder = str(save("qwen3", tmp_path / "sliding", **SLIDING))
+    prompts = [list(range(3, 23)), [5, 6], list(range(40, 70))]
+    kw = {"model": folder, "seed": 0, "device": "cpu", "record": False}
+    with rlnb.connect("local", **kw) as eager:
+        want = eager.sample(prompts, num_samples=2, max_tokens=16, seed=3).result()
+    with rlnb.connect("local", compile=True, **kw) as s:
+        before = len(_debug_get_cache_entry_list(hf_step.__code__))
+        got = s.sample(prompts, num_samples=2, max_tokens=16, seed=3).result(1400)  # a shape no other test makes
+        graphs = len(_debug_get_cache_entry_list(hf_step.__code__)) - before
+        steps = [c for c in s.backend.engine.compiler.compiles if c["what"] == "decode step"]
+    assert max(len(q.tokens) for r in want.results for q in r.sequences) == 16  # no early stop
+    assert graphs == 1
+    assert [(c["batch"], c["length"], c["window"]) for c in steps] == [(6, 64, 64)]
+    assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])

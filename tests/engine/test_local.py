@@ -740,8 +740,11 @@ def test_user_module_with_batched_input_and_tiny_transformer_config():
 
 def test_sample_limits_fail_invalid_input_not_internal_error():
     with local_session(model="tiny") as s:
-        with pytest.raises(ValueError, match=r"num_samples must be in \[1, 256\] on this in-process session"):
-            s.sample([[1, 2]], num_samples=10_000)  # refused before it is sent (adv5a: it was sent, then FAILED)
+        for n in (10_000, 257, 0, -3):  # one range both ways (review42d: 0 got the wire's 1..2147483647)
+            with pytest.raises(
+                ValueError, match=rf"num_samples must be in \[1, 256\] on this in-process session, got {n}$"
+            ):
+                s.sample([[1, 2]], num_samples=n)  # refused before it is sent (adv5a: it was sent, then FAILED)
         assert len(s.history) == 0
         body = wire.SampleBody(model_inputs=[wire.ModelInput.from_tokens([1, 2])], num_samples=10_000)
         with pytest.raises(

@@ -90,5 +90,5 @@ def test_a_hurried_exit_stops_waiting_for_a_remote_closes_last_polls(tmp_path, m
             assert time.monotonic() < end, "the server's session never stopped"
             time.sleep(0.05)
     assert took < 2.0, took
-    with pytest.raises(rlnb.OperationFailed, match=r"closed before this finished \(the process was told to end"):
+    with pytest.raises(rlnb.OperationFailed, match=r"closed before this finished \(the exit was hurried \(SIGTERM"):
         step.result(5)

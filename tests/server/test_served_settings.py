@@ -6,7 +6,7 @@ import pytest
 from rlnb.engine.models.hf import ModelLoadError
 from rlnb.server import models as models_module
 from rlnb.server.settings import ServerSettings
-from tests.support.server import app_client
+from tests.support.server import app_client, new_session
 
 
 def test_a_dtype_no_model_loads_in_is_refused_naming_dtype_and_the_choices():
@@ -37,3 +37,24 @@ def test_a_model_that_went_missing_after_the_start_leaves_the_others_listed(tmp_
     assert listed.status_code == 200, listed.text
     assert [m["base_model"] for m in listed.json()["data"]] == ["rlnb/tiny"]
     assert "rlnb/small" in caplog.text and "its folder is gone" in caplog.text
+
+
+@pytest.mark.parametrize("bad", [0, 1025, True, 2.0, "2"])
+def test_a_thread_count_out_of_range_is_refused_naming_threads_and_its_range(bad):
+    with pytest.raises(ValueError, match=r"^threads must be None \(the engine's thread policy decides\) or an integer "
+                       rf">= 1 and <= 1024, got {bad!r}$"):  # fmt: skip
+        ServerSettings(device="cpu", threads=bad)
+
+
+@pytest.mark.slow  # builds a session's model
+def test_each_sessions_engine_runs_the_servers_thread_count(tmp_path):
+    """review42d: ``rlnb serve`` had no thread count, so a remote run's log-probs drifted from an in-process one's
+    after training (6.1e-4 after two steps) with nothing to fix it. ``threads=N`` (``--threads N``) is each session's
+    engine's fixed count, as ``rlnb.connect(..., threads=N)``'s, and its config says so, as a local session's."""
+    for threads, policy in ((1, "fixed"), (None, "auto")):
+        with app_client(tmp_path, threads=threads) as c:
+            _, sid = new_session(c)
+            config = c.app.state.registry.sessions[sid].backend.config()
+        assert config["thread_policy"] == policy
+        if threads is not None:
+            assert config["threads"] == threads

@@ -19,7 +19,7 @@ from typing import Any
 from rlnb.cli.demo.options import DEMO_DTYPES, DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option, check_loaded
 from rlnb.cli.demo.stops import RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
-from rlnb.cli.options import device_argument, dtype_argument, integer, number
+from rlnb.cli.options import device_argument, dtype_argument, integer, number, threads_argument
 from rlnb.cli.output import quiet, say
 
 
@@ -229,14 +229,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "(default: %(default)s: all weights)",
     )
     dtype_argument(p, DEMO_DTYPES, "; float16 is for rlnb serve: the demo's AdamW eps is 0 in float16")
-    p.add_argument(
-        "--threads",
-        type=integer,
-        default=None,
-        metavar="N",
-        help="torch's intra-op threads on the CPU, 1-1024, as rlnb.connect(threads=N): a seeded run repeats bit for "
-        "bit only at a fixed count (default: the engine's thread policy picks them from the machine's load)",
-    )
+    threads_argument(p, "a seeded run repeats bit for bit only at a fixed count")
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from rlnb._checks import is_integer, user_path
 from rlnb._shown import shown
-from rlnb.cli.options import refused_option
+from rlnb.cli.options import checked_threads, refused_option
 from rlnb.engine.dtypes import WEIGHT_DTYPES
 
 if TYPE_CHECKING:
@@ -100,7 +100,6 @@ class DemoOptions:
 
     def _check_numbers(self) -> None:
         from rlnb.engine.options import check_device
-        from rlnb.engine.threads import MAX_THREADS, check_threads
         from rlnb.tasks import check_steps, seed_range
 
         # past 2**63, seed_range turned over: "--seed must be in [-9e12, -9e13]"
@@ -122,13 +121,7 @@ class DemoOptions:
             raise ValueError(f"--seed must be in [{lowest}, {highest}] for {self.steps} steps, got {self.seed!r}")
         self._keep("seed", int(self.seed))
         check_device(self.device, "--device")  # "meta" trained a session whose every operation failed, then a traceback
-        try:
-            self._keep("threads", check_threads(self.threads))
-        except ValueError:
-            raise ValueError(
-                f"--threads must be an integer in [1, {MAX_THREADS}] (leave it out: the engine's thread policy "
-                f"decides), got {self.threads!r}"
-            ) from None
+        self._keep("threads", checked_threads(self.threads))
 
     def _keep(self, name: str, value: object) -> None:
         """Set a checked field on the frozen options, as the plain Python value it was checked as."""

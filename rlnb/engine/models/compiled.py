@@ -12,13 +12,15 @@ top-k / top-p, the log-prob) compiles as well, except a sampling one on a CPU (`
 Compiling costs seconds to minutes, paid once per process and shape: torch caches each compiled graph per
 function and input shapes (and inductor its kernels on disk, so a later process pays less). Cache lengths
 are rounded up to a multiple of ``BUCKET`` slots (``bucket``), so that samples of nearby lengths share one
-graph; a new batch size or length bucket compiles again (up to ``RECOMPILE_LIMIT`` graphs per function). The
+graph; a new batch size, length bucket or thread count (``rlnb.engine.threads``: torch's graphs are per count)
+compiles again (up to ``RECOMPILE_LIMIT`` graphs per function). The
 step attends over a window of the cache, not all of it (``window``; transformers' ``StaticCache`` through
 ``hf_window.WindowedCache``): one graph per window a sample reaches, at most ``WINDOWS`` per batch size and length. The
 sampling settings a token choice reads as numbers (temperature, top_p) are tensors, so new values do not compile
-again (``choice.compiled_pick``). Every compile's time is measured, logged and kept
-in ``Compiler.compiles`` (the run's config.json records them). The compiled step gives the same tokens as
-the eager one at a fixed seed and log-probs within ~1e-6 (the kernels sum in another order).
+again (``choice.compiled_pick``). Every compile's time is measured, logged and kept in ``Compiler.compiles`` (the
+run's config.json records them); a shape that compiles again (its graph read a value that changed between calls, as
+transformers' sliding-window cache's token count did) is kept there too, and said. The compiled step gives the same
+tokens as the eager one at a fixed seed and log-probs within ~1e-6 (the kernels sum in another order).
 
 A graph that torch fails to compile (torch 2.11's inductor could not generate the CUDA scan of a 151,936-token
 vocabulary's token choice, for one) runs eager from then on, in that process, with a ``RuntimeWarning`` and the
@@ -27,6 +29,8 @@ error in ``compiles``: the sample goes on, with the same tokens, and only that g
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
 import threading
 import time
@@ -51,14 +55,47 @@ RECOMPILE_LIMIT = 256
 """Graphs torch may keep per compiled function in a process, where its default is 8: each batch size, length
 bucket and attention window of a decode step is one graph (64 batch-and-length shapes of ``WINDOWS`` windows), and
 so is each kind of token choice. 256 is also torch's own cap on a function's graphs
-(``accumulated_recompile_limit``). Past the limit torch logs a warning and runs the new shape eager."""
+(``accumulated_recompile_limit``). Past the limit torch logs a warning and runs the new shape eager. It holds for
+every call of a compiled step, not only a shape's first (``_limited``)."""
 
 _LOCK = threading.Lock()
 _COMPILED: dict[tuple[Any, ...], Callable[..., Any]] = {}
 _SEEN: set[tuple[Any, ...]] = set()
-"""Shapes compiled in this process (a second session of the same model does not compile again)."""
+"""Shapes compiled in this process, with torch's thread count (a second session of the same model does not compile
+again)."""
 _EAGER: set[tuple[Any, ...]] = set()
 """Shapes whose compile failed in this process: they run eager (``Compiler.wrap``)."""
+_AGAIN: set[tuple[Any, ...]] = set()
+"""Shapes that compiled again in this process, said once each (``Compiler._again``)."""
+_THREAD = threading.local()
+"""``compiles``: graphs dynamo began to compile on this thread (``_count``): a call that compiled is told by it."""
+_LIMIT_ARG = "recompile_limit" in inspect.signature(torch.compile).parameters
+"""torch.compile takes the limit for the function it compiles (torch 2.13); before, dynamo's config has it."""
+
+
+def _count(args: Any) -> None:
+    """dynamo's compile-start callback: one more compile on this thread. dynamo calls it for the first of compiles
+    under way at once in the process, so a compile that starts while another thread's runs goes uncounted."""
+    if args.callback_trigger.name == "DYNAMO":
+        _THREAD.compiles = getattr(_THREAD, "compiles", 0) + 1
+
+
+def _compiles_here() -> int:
+    """Compiles begun on this thread so far, ``_count`` registered first. ``torch._dynamo.reset()`` drops it with
+    every compiled graph: the shapes compiled so far are then new again (``_SEEN``), not compiled again."""
+    handler = torch._dynamo.callback_handler
+    if _count not in handler.start_callbacks:
+        with _LOCK:
+            if _count not in handler.start_callbacks:
+                handler.register_start_callback(_count)
+                _SEEN.clear()
+    return getattr(_THREAD, "compiles", 0)
+
+
+def _limited() -> contextlib.AbstractContextManager[Any]:
+    """``RECOMPILE_LIMIT`` for a call of a compiled step: given to ``torch.compile`` where it takes it, else
+    dynamo's config patched around the call (~70 us)."""
+    return contextlib.nullcontext() if _LIMIT_ARG else torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT)
 
 
 def check_compile(compile: object) -> bool:
@@ -82,9 +119,10 @@ def window(filled: int, length: int) -> int:
 def _compiled(fn: Callable[..., Any], device: torch.device) -> Callable[..., Any]:
     """One compiled wrapper per function and device kind, for the whole process."""
     key = (fn, device.type)
+    limit: dict[str, Any] = {"recompile_limit": RECOMPILE_LIMIT} if _LIMIT_ARG else {}
     with _LOCK:
         if key not in _COMPILED:
-            _COMPILED[key] = torch.compile(fn, dynamic=False)  # no CUDA graphs: see the module's docstring
+            _COMPILED[key] = torch.compile(fn, dynamic=False, **limit)  # no CUDA graphs: see the module's docstring
         return _COMPILED[key]
 
 
@@ -107,30 +145,53 @@ class Compiler:
 
     def wrap(self, fn: Callable[..., Any], what: str, arch: Any, **shape: Any) -> Callable[..., Any]:
         """``fn`` compiled; the first call for a new ``arch`` (the model's architecture and dtype: anything
-        hashable that tells graphs apart) and ``shape`` (sizes, sampling settings: recorded) in this process is
-        timed, logged and kept in ``compiles``."""
+        hashable that tells graphs apart), ``shape`` (sizes, sampling settings: recorded) and torch's thread count
+        (its graphs are per count, and the thread policy may change it) in this process is timed, logged and kept in
+        ``compiles``, and so is a later call that compiled again (``_again``)."""
         compiled = _compiled(fn, self.device)
         key = (fn, self.device.type, arch, tuple(sorted(shape.items())))
 
         def call(*args: Any) -> Any:
             if key in _EAGER:
                 return fn(*args)
-            if key in _SEEN:
-                return compiled(*args)
-            start = time.perf_counter()
+            count, start = _compiles_here(), time.perf_counter()
             try:
-                with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT):  # only a new shape may compile
+                with _limited():
                     out = compiled(*args)
             except torch._dynamo.exc.BackendCompilerFailed as exc:  # inductor's too; raised before the graph ran
                 return self._eager(fn, key, what, shape, exc, time.perf_counter() - start)(*args)
+            threads = torch.get_num_threads()  # torch's graphs are per count (a guard): the thread policy's may change
+            if (key, threads) in _SEEN:
+                if _compiles_here() != count:
+                    self._again(key, what, {**shape, "threads": threads}, time.perf_counter() - start)
+                return out
             seconds = time.perf_counter() - start
             with _LOCK:
-                _SEEN.add(key)
-            self.compiles.append({"what": what, **shape, "seconds": round(seconds, 2)})
-            log.info("rlnb: compiled the %s for %s in %.1f s (once per process)", what, shape, seconds)
+                _SEEN.add((key, threads))
+            shape_threads = {**shape, "threads": threads}
+            self.compiles.append({"what": what, **shape_threads, "seconds": round(seconds, 2)})
+            log.info("rlnb: compiled the %s for %s in %.1f s (once per process)", what, shape_threads, seconds)
             return out
 
         return call
+
+    def _again(self, key: tuple[Any, ...], what: str, shape: dict[str, Any], seconds: float) -> None:
+        """A shape compiled before compiled again: its graph read a value (a Python number) that changed since.
+        Kept in ``compiles`` (``again``) and logged each time, said once per shape: every such compile costs its
+        seconds, and past ``RECOMPILE_LIMIT`` graphs torch runs the step eager."""
+        self.compiles.append({"what": what, **shape, "seconds": round(seconds, 2), "again": True})
+        log.info("rlnb: compiled the %s for %s again in %.1f s", what, shape, seconds)
+        with _LOCK:
+            first = key not in _AGAIN
+            _AGAIN.add(key)
+        if first:
+            warnings.warn(
+                f"rlnb: the {what} for {shape} compiled again ({seconds:.1f} s): its graph depends on a value that "
+                f"changed since its first call, so it may compile at each call (each kept in compiles; past "
+                f"{RECOMPILE_LIMIT} graphs torch runs it eager)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def _eager(
         self,

@@ -1,6 +1,12 @@
 """transformers' ``StaticCache`` attending over a window of its slots (``compiled.window``), as the built-in model's
 compiled step does: a ``StaticCache`` step attends over every slot, 2.5x the filled ones on average over a sample
-that fills its cache. Imported when a compiled Hugging Face sample starts (it imports transformers)."""
+that fills its cache. Imported when a compiled Hugging Face sample starts (it imports transformers).
+
+A sliding-window layer (Mistral's, Gemma's, Qwen3's ``use_sliding_window``) is such a layer too: it holds every slot,
+and the model's sliding-window mask hides the keys older than its window. transformers' ``StaticSlidingWindowLayer``
+keeps only the window's slots, but its mask sizes read a Python int that grows by one a token, which a compiled step
+specialised on: it compiled again at every token (up to torch's limit, then ran eager). A full layer costs the slots
+past the window, as many as a full-attention layer's, which rlnb's memory estimate already counts."""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from typing import Any
 
 from torch import Tensor
 from transformers import StaticCache
-from transformers.cache_utils import StaticLayer
+from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
 
 
 class WindowLayer(StaticLayer):
@@ -30,11 +36,12 @@ class WindowLayer(StaticLayer):
 
 class WindowedCache(StaticCache):
     """A ``StaticCache`` of ``max_cache_len`` slots whose full-attention layers attend over a window of them
-    (``attend``). Sliding-window layers keep their own static length (at most their window)."""
+    (``attend``), sliding-window layers too (the mask slides: see the module's docstring)."""
 
     def __init__(self, config: Any, max_cache_len: int) -> None:
         super().__init__(config=config, max_cache_len=max_cache_len)
-        self.layers = [WindowLayer(max_cache_len) if type(x) is StaticLayer else x for x in self.layers]
+        kinds = (StaticLayer, StaticSlidingWindowLayer)
+        self.layers = [WindowLayer(max_cache_len) if type(x) in kinds else x for x in self.layers]
 
     def attend(self, end: int) -> None:
         """Attend over the first ``end`` slots from the next call on (the slots written so far must be among them)."""
