@@ -39,7 +39,16 @@ def kwargs(group: DataclassInstance) -> dict[str, Any]:
     return {f.name: getattr(group, f.name) for f in dataclasses.fields(group)}
 
 
-def refuse_unknown(options: dict[str, Any], where: str) -> None:
-    """``TypeError`` naming the keywords no group took, as Python names an unexpected keyword."""
+OTHER_SPELLINGS = {
+    "resume_from": "a remote session resumes a training checkpoint with resume_from_checkpoint_id=",
+    "resume_from_checkpoint_id": "a local session resumes from a checkpoint folder with resume_from=",
+}
+"""One backend's keywords given to the other by mistake (the first a user tries), and what to give instead."""
+
+
+def refuse_unknown(options: dict[str, Any], where: str, backend: bool = False) -> None:
+    """``TypeError`` naming the keywords no group took, as Python names an unexpected keyword; for a ``backend``, each
+    that is the other backend's spelling of an idea (``OTHER_SPELLINGS``) with the option to give instead."""
     if options:
-        raise TypeError(f"{where} got unexpected keyword argument(s): {', '.join(sorted(options))}")
+        hints = [f" ({OTHER_SPELLINGS[name]})" for name in sorted(options) if backend and name in OTHER_SPELLINGS]
+        raise TypeError(f"{where} got unexpected keyword argument(s): {', '.join(sorted(options))}{''.join(hints)}")

@@ -2,6 +2,7 @@
 models. Helpers that tests import live in tests/support/."""
 
 import itertools
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,6 +53,15 @@ def _runs_in_tmp(request, monkeypatch, _runs_root):
     asks = "tmp_path" in request.fixturenames
     runs = request.getfixturevalue("tmp_path") / "rlnb-runs" if asks else next(_runs_root)
     monkeypatch.setenv("RLNB_RUNS_DIR", str(runs))
+
+
+@pytest.fixture(autouse=True)
+def _no_claims(monkeypatch):
+    """Each test's lost creates see none of the ids earlier tests' creates got (``rlnb.remote.claims``, kept per
+    process): fakes number their objects alike (mr-1, sess-2), and one claimed by an earlier test was not a match."""
+    claims = sys.modules.get("rlnb.remote.claims")  # not imported here: a test of what ``import rlnb`` loads
+    if claims is not None:
+        monkeypatch.setattr(claims.CLAIMS, "_ids", set())
 
 
 @pytest.fixture(scope="session")

@@ -87,7 +87,7 @@ class LocalBackend:
         muon = take(MuonOptions, options, muon_options)
         saved = take(CheckpointOptions, options, checkpoint_options)
         compute = take(ComputeOptions, options, compute_options)
-        refuse_unknown(options, "LocalBackend()")
+        refuse_unknown(options, "LocalBackend()", backend=True)
         refuse_muon_only(self.optimizer, muon)  # taken in silence; refused, as over the API (wire.optimizer_config)
         self.device = model_setup.resolve_device(mo.device)
         self.seed = mo.seed

@@ -127,7 +127,7 @@ class RemoteBackend:
         new = take(SessionOptions, options, session)
         http = take(ClientOptions, options, client)
         waits = take(PollOptions, options, poll)
-        refuse_unknown(options, "RemoteBackend.connect()")
+        refuse_unknown(options, "RemoteBackend.connect()", backend=True)
         if session_id is not None and new.new_only():
             given = ", ".join(new.new_only())
             raise ValueError(f"{given} describe a new session; they cannot be used with session_id")

@@ -98,7 +98,7 @@ class Caller:
         self._owns_http = http_client is None
         self._proxies = Proxies(http_client is None and transport is None)  # as httpx takes them for its own transport
         if http_client is None:
-            transport = self._proxies.route(transport or DeadlineTransport())
+            transport = self._proxies.route(transport or DeadlineTransport(), self.base_url)
             http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
         for credential in sent.credentials(sent.proxied(http_client)):  # a proxy's, which no hook sees: masked too
@@ -276,6 +276,7 @@ class Caller:
                 note += f"; not retried: the wait before a retry ({delay:.3g} s) would pass {limit}"
             if response.status_code == 404 and call.auth:  # a call of the API (not a presigned URL's)
                 note += doubled_prefix(self.base_url)
+            note += self._proxies.answered(request.url, response.status_code)  # a 407 is a proxy's, never the API's
             refused = self._bodies.status_error(request, response, self.base_url, note)
             refused.earlier_may_have_acted = acted
             raise refused

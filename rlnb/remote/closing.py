@@ -82,7 +82,10 @@ def gone(exc: APIError, what: str) -> bool:
 
 def warn_running(client: APIClient, exc: APIError, what: str, how: str) -> None:
     """Say what may still run (and cost) remotely when its stop failed, and how to stop it later (``how``: the
-    ``APIClient`` call)."""
+    ``APIClient`` call): in a warning, and in a note on ``exc``, so that whoever keeps the error (a sweep's row,
+    lr_find's result) keeps what is left running with it."""
     log.warning("rlnb: could not stop %s at %s (%s): it may still be running remotely; stop it once the server "
                 "answers, e.g. rlnb.remote.client.APIClient(%r).%s", what, client.base_url, exc,
                 client.base_url, how)  # fmt: skip
+    exc.add_note(f"{what} may still be running remotely: stop it once the server answers, e.g. "
+                 f"rlnb.remote.client.APIClient({client.base_url!r}).{how}")  # fmt: skip

@@ -92,8 +92,9 @@ def check_folder(folder: object) -> Path:
 
 
 def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) -> list[Path]:
-    """The place of each file in ``folder`` (made, with the sub-folders the names need), all checked before anything
-    is fetched: a bad name, a name twice, a negative size, no file at all, or more bytes than the disk has free."""
+    """The place of each file in ``folder`` (made; ``partials`` makes the sub-folders the names need), all checked
+    before anything is fetched: a bad name, a name twice, a negative size, no file at all, or more bytes than the disk
+    has free."""
     if not files:
         raise APIError(f"checkpoint {checkpoint_id}'s download lists no files: nothing to download")
     rels = [relative_path(checkpoint_id, f.filename) for f in files]
@@ -133,28 +134,35 @@ def targets(checkpoint_id: str, files: list[wire.CheckpointFile], folder: Path) 
             f"checkpoint {checkpoint_id}'s files take {need} bytes, and {str(folder)!r} has {free} free: nothing was "
             "written"
         )
-    for place in out:
-        place.parent.mkdir(parents=True, exist_ok=True)
     return out
 
 
 @contextlib.contextmanager
 def partials(places: list[Path]) -> Iterator[list[Path]]:
     """A hidden, empty partial file beside each place (opened one at a time by the caller: a list of 10,000 files
-    must not hold 10,000 descriptors); renamed into its place when the block ends well, removed whatever happens
-    otherwise (an error, Ctrl-C)."""
+    must not hold 10,000 descriptors), in the sub-folders its name needs; renamed into its place when the block ends
+    well, removed whatever happens otherwise (an error, Ctrl-C), with the sub-folders made for them that are left
+    empty (a failed download left ``sub/deep`` behind)."""
     made: list[Path] = []
+    folders: list[Path] = []  # made here, each before those inside it
+    done = False
     try:
         for place in places:
+            folders += reversed([p for p in (place.parent, *place.parent.parents) if not p.exists()])
+            place.parent.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(dir=place.parent, prefix=f".{place.name}.", suffix=".partial")
             os.close(fd)
             made.append(Path(name))
         yield made
         for partial, place in zip(made, places, strict=True):
             os.replace(partial, place)
+        done = True
     finally:
         for partial in made:
             partial.unlink(missing_ok=True)
+        for folder in reversed(folders) if not done else ():
+            with contextlib.suppress(OSError):  # one a file was renamed into (a rename failed later) stays
+                folder.rmdir()
 
 
 def copy(response: httpx.Response, out: IO[bytes], checkpoint_id: str, item: wire.CheckpointFile, end: float) -> None:

@@ -6,8 +6,9 @@ creates a second object: an orphaned resource that holds reserved GPUs until its
 a 429 because the first session already took the resource's one session slot. So a create is sent once
 as soon as it may have reached the server (``Call.idempotent``: retried only when no connection was made,
 or on 408 / 409 / 429, which refuse it), and when its answer is lost rlnb lists the active objects this
-user created since it was sent, on the server's clock, and adopts the one that matches the request. Two
-matches (another create of the same thing in the same seconds) cannot be told apart: the error names both.
+user created since it was sent, on the server's clock, and adopts the one that matches the request; those
+this process's other creates got (a sweep's concurrent trials: ``claims``) are not candidates. Two matches
+(another create of the same thing in the same seconds, elsewhere) cannot be told apart: the error names both.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 from rlnb import wire
 from rlnb._shown import printable
 from rlnb.errors import APIConnectionError, APIError, APIStatusError, RlnbError
+from rlnb.remote.claims import CLAIMS
 from rlnb.remote.client import APIClient
 
 log = logging.getLogger("rlnb")
@@ -57,7 +59,10 @@ def create_once(
     clean-up stops it): the server may have acted already, and what it made would run on, named nowhere."""
     sent = time.time()
     try:
-        return create()
+        with CLAIMS.sending():
+            made = create()
+            CLAIMS.claim(made.id)
+            return made
     except APIError as exc:
         if not may_have_acted(exc):
             raise
@@ -66,19 +71,22 @@ def create_once(
         _interrupted(find, client.server_time(sent) - SLACK, exc, client, (what, lister), adopt)
         raise
     said = printable(lost)  # what a server sends (its message, ids) is said with its control characters escaped
-    found = _listed(find, client.server_time(sent) - SLACK, f"the answer to creating {what} was lost ({said}), and "
-                    "listing failed too")  # fmt: skip
+    listed = _listed(find, client.server_time(sent) - SLACK, f"the answer to creating {what} was lost ({said}), and "
+                     "listing failed too")  # fmt: skip
+    found, others = CLAIMS.split(listed, time.monotonic() + client.deadline)  # a sweep's other trials' are not its
     if len(found) == 1:
         log.warning("the answer to creating %s was lost (%s); found it by listing: %s", what, said, _ids(found))
+        CLAIMS.claim(found[0].id)
         return found[0]
     if found:
         raise RlnbError(
             f"the answer to creating {what} was lost ({said}), and {len(found)} matching ones were created since "
-            f"it was sent: {_ids(found)}. rlnb cannot tell which is its own: stop those you do not use"
+            f"it was sent: {_ids(found)}{_theirs(others)}. rlnb cannot tell which is its own: stop those you do not "
+            "use"
         ) from lost
     if lost.answer_id is not None:  # the answer came, unreadable: its id names what was made
-        made = printable(lost.answer_id)
-        lost.add_note(f"(the server created {what} {made}, in an answer rlnb could not read, and rlnb stopped "
+        named = printable(lost.answer_id)
+        lost.add_note(f"(the server created {what} {named}, in an answer rlnb could not read, and rlnb stopped "
                       f"nothing: stop it yourself; {_look_for(client, lister)})")  # fmt: skip
         raise lost
     lost.add_note(
@@ -101,9 +109,10 @@ def _interrupted(
     the search."""
     what, lister = names
     log.warning("interrupted while creating %s: looking for it, to stop it (Ctrl-C again to leave it)", what)
-    found = _listed(find, since, "could not list what was created")
+    found, _ = CLAIMS.split(_listed(find, since, "could not list what was created"), time.monotonic())
     if len(found) == 1:
         log.warning("the server made %s all the same (%s): it is stopped with the rest", what, _ids(found))
+        CLAIMS.claim(found[0].id)
         adopt(found[0])
         return
     made = f"made {_ids(found)}" if found else f"may have created {what} all the same"
@@ -123,6 +132,15 @@ def _listed(find: Callable[[float], list[T]], since: float, failed: str) -> list
 def _ids(found: list[T]) -> str:
     """The ids a server listed, as rlnb says them: its control characters escaped (``printable``)."""
     return ", ".join(printable(obj.id) for obj in found)
+
+
+def _theirs(others: list[T]) -> str:
+    """The matching ones this process's other creates got, said as not the lost create's."""
+    if not others:
+        return ""
+    if len(others) == 1:
+        return f" ({_ids(others)}, which another create of this process got (a sweep's other trial), is not one)"
+    return f" ({_ids(others)}, which other creates of this process got (a sweep's other trials), are not among them)"
 
 
 def _look_for(client: APIClient, lister: str) -> str:

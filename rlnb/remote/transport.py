@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import ipaddress
 import ssl
+import threading
 import time
 import typing
 import urllib.request
@@ -144,22 +145,36 @@ class Proxies:
         for url in self._urls.values():
             _register_user_info(url)
 
-    def route(self, direct: httpx.BaseTransport) -> httpx.BaseTransport:
+    def route(self, direct: httpx.BaseTransport, base_url: str | None = None) -> httpx.BaseTransport:
         """``direct`` for every request when the environment names no proxy; else a ``Route`` that sends a request
-        through its proxy (a ``DeadlineTransport``: the same deadlines) or, as ``proxy_for`` says, by ``direct``."""
+        through its proxy (a ``DeadlineTransport``: the same deadlines) or, as ``proxy_for`` says, by ``direct``. A
+        proxy's transport is built when a request first needs it: ``ALL_PROXY=socks5://...`` without socksio broke even
+        a loopback ``rlnb serve``. The one ``base_url`` needs is built now: its error comes before anything is sent."""
         if not self._urls:
             return direct
-        proxied: dict[str, httpx.BaseTransport] = {}
-        for scheme, url in self._urls.items():
-            try:
-                proxied[scheme] = DeadlineTransport(proxy=url)
-            except (ValueError, httpx.InvalidURL) as exc:  # an ftp:// one, or no URL: httpx says neither where from
-                raise ValueError(
-                    f"the proxy the environment names for {scheme}:// (HTTP_PROXY, HTTPS_PROXY or ALL_PROXY), "
-                    f"{shown(url)}, cannot be used: {_secrets.redact(str(exc))}; use an http(s):// or socks5:// "
-                    "proxy URL, or list the API's host in NO_PROXY"
-                ) from None
-        return Route(direct, proxied, self.proxy_for)
+        route = Route(direct, self._transport, self.proxy_for)
+        if base_url is not None:
+            route.transport_for(httpx.URL(base_url))
+        return route
+
+    def _transport(self, scheme: str) -> httpx.BaseTransport:
+        """The transport through ``scheme``'s proxy; a ``ValueError`` (a URL httpx cannot use) or an ``ImportError``
+        (socks5:// without socksio) that names the variable it came from and the fix."""
+        url, variable = self._urls[scheme], f"{scheme.upper()}_PROXY"
+        try:
+            return DeadlineTransport(proxy=url)
+        except (ValueError, httpx.InvalidURL) as exc:  # an ftp:// one, or no URL: httpx says neither where from
+            raise ValueError(
+                f"the proxy the environment names for {scheme}:// ({variable} or {variable.lower()}), {shown(url)}, "
+                f"cannot be used: {_secrets.redact(str(exc))}; use an http(s):// or socks5:// proxy URL, or list the "
+                "API's host in NO_PROXY"
+            ) from None
+        except ImportError:  # httpx's words name neither the variable nor which host needed it
+            raise ImportError(
+                f"the proxy the environment names for {scheme}:// ({variable} or {variable.lower()}), {shown(url)}, "
+                "is a SOCKS proxy, and httpx needs the socksio package for one: pip install 'httpx[socks]', or list "
+                "the API's host in NO_PROXY"
+            ) from None
 
     def proxy_for(self, url: httpx.URL) -> str | None:
         """The scheme whose proxy a request to ``url`` goes through; None: straight there. A proxy's own loopback is
@@ -175,25 +190,49 @@ class Proxies:
         scheme = self.proxy_for(url)
         return "" if scheme is None else f" (through the proxy {shown(self._urls[scheme])} that the environment names)"
 
+    def answered(self, url: httpx.URL, status: int) -> str:
+        """Words for an error status of a request to ``url`` that went through a proxy, or "": a 407 is the proxy's
+        own, and a 502, 503 or 504 often is (read as the API's, it sent the user after the wrong server)."""
+        scheme = self.proxy_for(url)
+        if scheme is None:
+            return ""
+        proxy = f"the proxy {shown(self._urls[scheme])} that the environment names"
+        if status == 407:
+            return (f" ({proxy} answered this, not the API: it wants credentials (or refused those in its URL), given "
+                    "as http://user:password@host:port)")  # fmt: skip
+        if status in (502, 503, 504):
+            return f" (through {proxy}: a {status} may be the proxy's own answer, not the API's)"
+        return self.said(url)
+
 
 class Route(httpx.BaseTransport):
-    """Sends each request through the proxy ``choose`` names for its URL (a scheme of ``proxied``), else ``direct``."""
+    """Sends each request through the proxy ``choose`` names for its URL (a scheme: its transport made by ``build``
+    when a request first needs it, then kept), else ``direct``."""
 
     def __init__(
-        self, direct: httpx.BaseTransport, proxied: dict[str, httpx.BaseTransport],
+        self, direct: httpx.BaseTransport, build: Callable[[str], httpx.BaseTransport],
         choose: Callable[[httpx.URL], str | None],
     ) -> None:  # fmt: skip
-        self._direct, self._proxied, self._choose = direct, proxied, choose
+        self._direct, self._build, self._choose = direct, build, choose
+        self._proxied: dict[str, httpx.BaseTransport] = {}
+        self._lock = threading.Lock()
 
     def transport_for(self, url: httpx.URL) -> httpx.BaseTransport:
         scheme = self._choose(url)
-        return self._direct if scheme is None else self._proxied[scheme]
+        if scheme is None:
+            return self._direct
+        with self._lock:  # the poll and send threads: one transport (one pool) per proxy
+            if scheme not in self._proxied:
+                self._proxied[scheme] = self._build(scheme)
+            return self._proxied[scheme]
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         return self.transport_for(request.url).handle_request(request)
 
     def close(self) -> None:
-        for transport in (self._direct, *self._proxied.values()):
+        with self._lock:
+            proxied = list(self._proxied.values())
+        for transport in (self._direct, *proxied):
             transport.close()
 
 

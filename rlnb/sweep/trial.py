@@ -156,11 +156,22 @@ def run_trial(spec: TrialSpec, runs_dir: Path, control: Control) -> dict[str, An
     finally:
         if session is not None:
             session.wait()
-            session.close()
+            _close(session, row)
     history = session.history if session is not None else None
     row.update(summary(history, rewards, losses, spec.objective, row["reason"]))
     row["wall_s"] = time.perf_counter() - start
     return row
+
+
+def _close(session: Session, row: dict[str, Any]) -> None:
+    """Close the trial's session; a close that fails (the server gone: its stop unanswered) is said in the row's
+    reason, with what may still run remotely, and the row is kept: raised, it replaced the row (steps_done 0, no
+    run_path, the trial's own failure lost)."""
+    try:
+        session.close()
+    except Exception as exc:  # noqa: BLE001 - the trial's row stands; the close's error goes with it
+        said = f"its session's close failed: {describe(exc)}"
+        row["reason"] = f"{row['reason']}; {said}" if row["reason"] else said
 
 
 def summary(

@@ -20,6 +20,7 @@ from rlnb.text.codec import ByteCodec
         ({"muon_scaling": "spectral"}, ValueError, "muon_scaling must be None, 'original' or 'match_adam'"),
         ({"lora": "yes"}, ValueError, "lora"),
         ({"seeed": 1}, TypeError, "unexpected keyword argument.*seeed"),
+        ({"resume_from_checkpoint_id": "c"}, TypeError, r"checkpoint_id \(a local session resumes .*resume_from=\)$"),
         ({"threads": 0}, ValueError, "threads must be None .* or an integer >= 1 and <= 1024, got 0"),
         ({"threads": 10**6}, ValueError, "threads must be None .* <= 1024, got 1000000"),
         ({"threads": 2**63}, ValueError, "threads must be None .* <= 1024, got 9223372036854775808"),

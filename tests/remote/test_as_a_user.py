@@ -73,12 +73,11 @@ def test_base_urls_as_users_write_them_reach_the_api_with_the_key(url, sent_to):
 
 
 @contextlib.contextmanager
-def fake_proxy() -> Iterator[tuple[str, list[bytes]]]:
-    """An HTTP proxy on loopback that answers every request itself with an empty supported-models list, and keeps
-    each request line."""
+def fake_proxy(status: bytes = b"200 OK", body: bytes = b'{"data": []}') -> Iterator[tuple[str, list[bytes]]]:
+    """An HTTP proxy on loopback that answers every request itself (``status``, ``body``: an empty supported-models
+    list), and keeps each request line."""
     lines: list[bytes] = []
-    body = b'{"data": []}'
-    answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+    answer = b"HTTP/1.1 %s\r\ncontent-length: %d\r\n\r\n%s" % (status, len(body), body)
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve() -> None:
@@ -140,6 +139,27 @@ def test_a_proxy_that_takes_no_connection_is_named_in_the_error_without_its_pass
     said = str(info.value)
     assert f"through the proxy http://***@127.0.0.1:{port} that the environment names" in said
     assert "proxy-password-1" not in said and KEY not in said
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [(b"407 Proxy Authentication Required", r"407 .*\(the proxy http://\*\*\*@127\.0\.0\.1:\d+ that the environment "
+      r"names answered this, not the API: it wants credentials \(or refused those in its URL\)"),
+     (b"502 Bad Gateway", r"502 .*\(through the proxy http://\*\*\*@127\.0\.0\.1:\d+ that the environment names: a 502 "
+      r"may be the proxy's own answer, not the API's\)"),
+     (b"400 Bad Request", r"400 .*\(through the proxy http://\*\*\*@127\.0\.0\.1:\d+ that the environment names\)$")],
+    ids=["407", "502", "400"],
+)  # fmt: skip
+def test_an_error_status_through_a_proxy_names_it_and_a_407_is_the_proxys_own(monkeypatch, status, said):
+    """A proxy's own 407 or 502 read as the API's answer ("407 <html>Proxy Authentication Required</html>"): only an
+    error with no response named the proxy."""
+    with fake_proxy(status, b"<html>no</html>") as (proxy, lines):
+        monkeypatch.setenv("HTTP_PROXY", proxy.replace("http://", "http://proxyuser:proxy-password-2@"))
+        with pytest.warns(rlnb.CleartextKeyWarning):
+            client = APIClient("http://rl.test:8000", api_key=KEY, max_retries=0)
+        with client, pytest.raises(rlnb.APIStatusError, match=said) as info:
+            client.supported_models()
+    assert lines and "proxy-password-2" not in str(info.value)
 
 
 def test_a_proxy_url_httpx_cannot_use_is_a_value_error_naming_where_it_comes_from(monkeypatch):

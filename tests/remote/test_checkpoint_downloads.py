@@ -135,6 +135,17 @@ def test_a_file_that_keeps_failing_leaves_no_file_of_the_checkpoint(tmp_path):
     assert [r.url.path for r in storage.file_gets()].count(storage.file_gets()[-1].url.path) == 1  # a 404: no retry
 
 
+def test_a_failed_download_leaves_none_of_the_sub_folders_it_made(tmp_path):
+    """``sub/deep`` stayed behind, empty, after a failed download; a folder that was there stays, with its files."""
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "mine.txt").write_bytes(b"mine")
+    storage = Storage({"a.bin": b"aaaa", "sub/deep/x.bin": b"xxxx", "kept/y.bin": b"yyyy", "kept/new/z.bin": b"zz"})
+    storage.answers["sub/deep/x.bin"] = httpx.Response(403, json={"error": {"message": "expired", "type": "denied"}})
+    with client(storage, max_retries=0) as c, pytest.raises(rlnb.APIStatusError, match="expired"):
+        c.download_checkpoint(CID, tmp_path)
+    assert everything(tmp_path) == ["kept", "kept/mine.txt"]
+
+
 def test_a_file_get_is_retried_from_its_first_byte(tmp_path):
     storage = Storage({"a.bin": b"abcdef"})
     answers = [httpx.Response(503), None]

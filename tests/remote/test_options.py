@@ -44,6 +44,8 @@ def recording() -> tuple[FakeAPI, list[httpx.Request], httpx.MockTransport]:
         ({"lora": "yes"}, ValueError, "lora"),
         ({"muon_scaling": "original"}, ValueError, "muon_scaling applies to optimizer='muon' only"),
         ({"poll_maxx": 1.0}, TypeError, "unexpected keyword argument.*poll_maxx"),
+        # the local spelling of a resume: a TypeError that named no remote option
+        ({"resume_from": "ckpt-1"}, TypeError, r": resume_from \(.* checkpoint with resume_from_checkpoint_id=\)$"),
         ({"max_response_bytes": 0}, ValueError, "max_response_bytes must be None or an integer >= 1"),
         # each of these reached the server (after a resource was created), or raised Python's own TypeError
         ({"display_name": 5}, ValueError, "display_name must be None or a non-empty str, got 5"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlnb import wire
-from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError
+from rlnb.errors import InvalidParams, OperationFailed, OperationTimeout, RlnbError, describe
 from rlnb.params import DECAY_RULE, OptimizerParams
 from rlnb.session import Session
 
@@ -113,8 +113,8 @@ def measure(
 
 
 def _close(trial: Session, got: Measured, wait: float, hung: bool) -> None:
-    """Wait for the trial's last operations (not where one hung: the close stops it), then close it, each Ctrl-C or
-    timeout said in ``got.late``: the result is kept."""
+    """Wait for the trial's last operations (not where one hung: the close stops it), then close it, each Ctrl-C,
+    timeout or failed close (the server gone) said in ``got.late``: the result is kept."""
     try:
         if not hung:
             trial.wait(wait)
@@ -127,6 +127,8 @@ def _close(trial: Session, got: Measured, wait: float, hung: bool) -> None:
             trial.close()
         except KeyboardInterrupt:  # as it stands after a Ctrl-C that propagated, but the result is kept
             got.late, got.interrupted = f"{got.late}; interrupted while the copy closed: it may still be open", True
+        except Exception as exc:  # noqa: BLE001 - the server gone: its notes name what may still run; the steps stand
+            got.late = f"{got.late}; the copy's close failed: {describe(exc)}"
 
 
 def _number(raw: Any, i: int, lr: float) -> float:
