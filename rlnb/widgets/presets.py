@@ -106,6 +106,16 @@ def _measured_as(task: Any) -> tuple[Any, ...]:
     return (*(getattr(task, f, None) for f in fields), getattr(getattr(task, "reward", None), "__code__", None))
 
 
+def measured_task(task: Any) -> bool:
+    """Whether ``task`` is the first-letter task every lesson was measured on (``first_letter_task()`` as built)."""
+    return _measured_as(task) == _MEASURED_AS
+
+
+def measured_model(model: Any) -> bool:
+    """Whether ``model`` (a name, ``rlnb/`` prefixed or not, or a spec) is ``MEASURED_MODEL``."""
+    return (model.removeprefix("rlnb/") if isinstance(model, str) else model) == MEASURED_MODEL
+
+
 def elsewhere(panel: Any, model: Any) -> list[str]:
     """What the builder's run has that its lesson was not measured on (the first-letter task on ``MEASURED_MODEL``):
     ``"your step_fn"`` or ``"this task"``, and ``"this model"``. Read from the RunPanel holding the builder (its step,
@@ -115,9 +125,9 @@ def elsewhere(panel: Any, model: Any) -> list[str]:
         model = panel.session.history.config.get("model")
         if panel.own_step_fn is not None:
             what.append("your step_fn")
-        elif _measured_as(panel.task) != _MEASURED_AS:
+        elif not measured_task(panel.task):
             what.append("this task")
-    if (model.removeprefix("rlnb/") if isinstance(model, str) else model) != MEASURED_MODEL:
+    if not measured_model(model):
         what.append("this model")
     return what
 
