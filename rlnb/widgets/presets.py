@@ -19,6 +19,7 @@ from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule, rate
 from rlnb.tasks import first_letter_task
 from rlnb.tasks.lesson import LessonRun
+from rlnb.tasks.verified import CHANCE_MARGIN
 from rlnb.wire import optimizer_kind
 
 LESSON_STEPS = 40
@@ -27,8 +28,9 @@ REWARD_BARELY = 0.05
 """A training reward below this has barely moved (a random policy scores ~1/256 on first_letter)."""
 LEARNS_ACCURACY, LEARNS_REWARD = 0.8, 0.4
 """Held-out accuracy and training reward at or above which a run has learned."""
-COLLAPSED_DISTINCT, CHANCE_MARGIN = 1.5, 0.1
-"""A collapsed run: at most this many distinct completions per group, and held-out accuracy at most chance + this."""
+COLLAPSED_DISTINCT = 1.5
+"""A collapsed run: at most this many distinct completions per group, and held-out accuracy at most chance +
+``CHANCE_MARGIN``."""
 
 
 AUX: Final = "muon.adam"

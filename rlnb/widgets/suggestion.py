@@ -71,7 +71,8 @@ class Suggestion(MuonUnits):
             rates += f" (AdamW {result.params.adam.learning_rate:g})"
         rates += f" on {probe}" if probe else ""
         why, *more = result.reason.split("; ")
-        ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
+        kept = ("ended early", "the smoothed reward rose only")  # stopped, failed; a rise to a constant answer's
+        ended = "".join(f" ({part})" for part in more if part.startswith(kept))
         if unlike is not None and not unlike:
             did = f"held constant for 40 steps, {EDGE_LEARNS[result.optimizer]}"
         else:  # the probe names another task or a step_fn: said once
