@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
@@ -94,7 +95,7 @@ def one_seed(budget: int, seed: int, tmp: str) -> dict[str, tuple[pd.DataFrame, 
         done = trials[trials.status == "COMPLETED"]
         best = done.loc[done.value.idxmax()]
         fresh = check(float(best.learning_rate), tmp)
-        row = {"trials": len(trials), "pruned": int((trials.status == "PRUNED").sum()),
+        row: dict[str, Any] = {"trials": len(trials), "pruned": int((trials.status == "PRUNED").sum()),
                "steps": int(trials.steps_done.sum()), "best_lr": float(best.learning_rate), "best": float(best.value),
                "fresh": fresh, "decades": decade_steps(trials), "to_good": steps_to_good(trials)}  # fmt: skip
         out[name] = (trials, row)
