@@ -29,15 +29,18 @@ Adam does not train; the status line says so where it offers Apply."""
 EDGE_STEP = {"adam": 0, "muon": 6}
 """The session's step each optimizer's range test was measured at: Adam's fresh (bench_lessons' ``reconcile``),
 Muon's after notebook 05's Step and Run 5 (``bench_find_lr.py --notebook05``)."""
-EDGE_RANGE = {"steps": 30, "start_lr": None, "end_lr": None, "objective": "reward"}
-"""The range test measured: the widget's 30 steps over ``lr_find``'s default range, of the reward."""
+EDGE_STEPS = {"adam": 30, "muon": 40}
+"""The range test's steps measured: Adam's the widget's 30 (``reconcile``), Muon's ``lr_find``'s default 40
+(``--notebook05`` set the finder's options whole, without the widget's ``steps``)."""
+EDGE_RANGE = {"start_lr": None, "end_lr": None, "objective": "reward"}
+"""The rest of the range test measured: ``lr_find``'s default range, of the reward."""
 
 
 def unlike_edge(optimizer: str, options: Mapping[str, Any], session: Any, model: Any) -> list[str]:
     """What a range test has that ``EDGE_LEARNS`` was not measured with, in the status line's words (``[]``: the
-    setup measured: ``first_letter_task()`` on ``tiny``, ``EDGE_RANGE`` and a session at ``EDGE_STEP``). ``options``
-    as ``lr_find`` gets them; ``session`` the one it copies (None: a fresh one of ``options``' model, else ``model``).
-    """
+    setup measured: ``first_letter_task()`` on ``tiny``, ``EDGE_STEPS``, ``EDGE_RANGE``, a session at ``EDGE_STEP``).
+    ``options`` as ``lr_find`` gets them; ``session`` the one it copies (None: a fresh one of ``options``' model, else
+    ``model``)."""
     what = []
     if options.get("step_fn") is not None:
         what.append("your step_fn")
@@ -46,7 +49,8 @@ def unlike_edge(optimizer: str, options: Mapping[str, Any], session: Any, model:
     if not measured_model(session.history.config.get("model") if session is not None else options.get("model", model)):
         what.append("this model")
     group = options.get("range_test") or RangeTestOptions()  # a name wins over the group given whole, as in lr_find
-    if any(options.get(name, getattr(group, name)) != v for name, v in EDGE_RANGE.items()):
+    measured = {**EDGE_RANGE, "steps": EDGE_STEPS.get(optimizer)}
+    if any(options.get(name, getattr(group, name)) != v for name, v in measured.items()):
         what.append("this range or number of steps")
     step = session.step if session is not None else 0
     if step != EDGE_STEP.get(optimizer):

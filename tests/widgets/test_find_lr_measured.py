@@ -98,8 +98,9 @@ def test_describe_without_the_setup_says_not_measured():
 @pytest.mark.usefixtures("undrawn_live_view")  # reads no picture of the live view
 @pytest.mark.parametrize(("kind", "steps", "measured"), [("adam", 1, False), ("muon", 6, True), ("muon", 1, False)])
 def test_a_panels_session_at_the_step_measured(seen, kind, steps, measured):
-    """A RunPanel's test copies its session: Adam's figure is of a fresh one, Muon's of notebook 05's after 6 steps;
-    a session at another step is not measured."""
+    """A RunPanel's test copies its session: Adam's figure is of a fresh one, Muon's of notebook 05's after 6 steps
+    (and a 40-step test: bench_find_lr's ``--notebook05`` set the finder's options whole, so ``lr_find``'s default 40);
+    a session at another step is not measured, nor Muon's at the widget's own 30 steps."""
     with rlnb.connect("local", model="tiny", optimizer=kind, seed=0, device="cpu", record=False, threads=1) as session:
         panel = RunPanel(session, OptimizerBuilder(kind, total_steps=40), n_steps=40)
         panel.n.value = steps
@@ -107,10 +108,15 @@ def test_a_panels_session_at_the_step_measured(seen, kind, steps, measured):
         assert panel.join(600) and panel.error is None, panel.error
         assert session.step == steps
         finder = panel.builder.lr_finder
+        finder.options = {"steps": 40 if kind == "muon" else 30}
         finder.run()
+        words = said(finder)
+        if measured:
+            finder.options = {"steps": 30}  # the widget's default: Muon's figure is of 40-step tests
+            finder.run()
+            assert said(finder).endswith(f"{NOT}this range or number of steps. Sweep below it"), said(finder)
         panel.close()
     assert seen[-1]["task"].name == "first_letter"
-    words = said(finder)
     if measured:
         assert words.endswith(f"which Apply sets: {MEASURED}{EDGE_LEARNS[kind]}. Sweep below it"), words
     else:
