@@ -1,6 +1,7 @@
 """The figures the docs quote that bench_lessons.py did not make, on seeds 0-9 (review39a F4).
 
-    python bench/bench_lessons_more.py [--seeds 0-9] [--only partial,ce-rates,digits-rates,edge] [--json runs.jsonl]
+    python bench/bench_lessons_more.py [--seeds 0-9] [--only partial,ce-rates,digits-rates,edge,step0,default]
+        [--json runs.jsonl]
 
 * partial: docs/tasks.md and ``first_letter_task``'s docstring: with 0.1 for any letter (partial credit) against
   exact match, ``first_letter``, Adam 2e-3 (weight decay 0), 40 steps, the held-out accuracy every 5 steps: at
@@ -14,6 +15,10 @@
   first-letter task, then 40 steps held constant at it and at a tenth of it, judged by the default preset's lesson
   (what Find LR's status line quotes, ``rlnb.widgets.suggestion.EDGE_LEARNS``). The same functions and record keys as
   bench_lessons.py, so its ``--only reconcile --resume`` on the same ``--json`` reuses every run.
+* step0: docs/tasks.md and ``digits_task``'s docstring: what a step sees at the start, step 0 of first_letter (its
+  rewarded samples) and of digits (its mean reward), sampled as ``lesson.train`` samples its first step.
+* default: the default preset's lesson for Adam (bench_lessons.py's ``presets`` part, its runs and record keys) on
+  ``--seeds``: the README and docs/tasks.md quote its hit rate past seeds 0-9 (run it with ``--seeds 10-19``).
 
 One torch thread per session (``bench_lessons.THREADS``). Times are CPU seconds.
 """
@@ -35,6 +40,8 @@ from bench_lessons import (  # the same runs, the same records
     ce_run,
     constant_run,
     lrfind_run,
+    preset_params,
+    preset_run,
     seeds_arg,
     span,
 )
@@ -42,6 +49,7 @@ from bench_lessons import (  # the same runs, the same records
 import rlnb
 from rlnb.tasks import digits_task, first_letter_task
 from rlnb.tasks.lesson import train
+from rlnb.tasks.rl import SEED_STRIDE, rl_step
 from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS
 
 PARTIAL: dict[str, Any] = {"lr": 2e-3, "steps": 40, "every": 5, "credit": 0.1, "learned": 0.8}
@@ -115,6 +123,34 @@ def edge(runs: Runs, seeds: list[int]) -> None:
         )
 
 
+def step0_run(name: str, seed: int) -> dict[str, Any]:
+    """Step 0 of the task ``name`` on a fresh session of ``seed``, sampled as ``lesson.train``'s first step (the
+    default preset's Adam; the update comes after the samples): its mean reward and how many samples it scored."""
+    task = first_letter_task() if name == "first_letter" else digits_task()
+    with rlnb.connect("local", optimizer="adam", seed=seed, device="cpu", record=False, threads=THREADS) as s:
+        report = rl_step(s, task, preset_params(DEFAULT_PRESET, "adam"), seed=seed * SEED_STRIDE)
+    return {"reward": report.reward, "samples": len(task.prompts) * task.group_size}
+
+
+def step0(runs: Runs, seeds: list[int]) -> None:
+    for name in ("first_letter", "digits"):
+        rs = [runs.get(f"step0/{name}/{sd}", functools.partial(step0_run, name, sd)) for sd in seeds]
+        rewarded = [round(r["reward"] * r["samples"], 6) for r in rs]
+        said = f"rewarded samples of {rs[0]['samples']} {span(rewarded)}: {rewarded}" if name == "first_letter" else ""
+        print(f"info   [step0] {name}: reward at step 0 {span([r['reward'] for r in rs])}; {said}", flush=True)
+
+
+def default_preset(runs: Runs, seeds: list[int]) -> None:
+    lesson, chance = LESSONS[DEFAULT_PRESET], first_letter_task().chance
+    run = functools.partial(preset_run, DEFAULT_PRESET, "adam")
+    rs = [as_run(runs.get(f"preset/{DEFAULT_PRESET}/adam/{sd}", functools.partial(run, sd))) for sd in seeds]
+    misses = [f"seed {sd}: accuracy {r.accuracy}, reward {r.final_reward:.3g}"
+              for sd, r in zip(seeds, rs, strict=True) if not lesson.holds(r, chance)]  # fmt: skip
+    print(f"info   [default] {DEFAULT_PRESET} / adam on seeds {seeds}: holds on {len(rs) - len(misses)}/{len(rs)}; "
+          f"accuracy@40 {span([r.final_accuracy for r in rs])}; reward (last 5) {span([r.final_reward for r in rs])}"
+          f"; misses: {misses or 'none'}", flush=True)  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", default="0-9", type=seeds_arg, help="e.g. 0-9 or 0,3,5-7")
@@ -164,6 +200,10 @@ def main() -> None:
 
     if "edge" in only:
         edge(runs, seeds)
+    if "step0" in only:
+        step0(runs, seeds)
+    if "default" in only:
+        default_preset(runs, seeds)
 
 
 if __name__ == "__main__":

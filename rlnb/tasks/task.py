@@ -202,7 +202,8 @@ def digits_task() -> Task:
     """Answer in digits: the reward is the fraction of the decoded completion's characters that are digits.
 
     A fresh byte-level model emits a digit about 4% of the time (10 of 256 bytes): the reward starts near 0.05
-    (0.047, 0.035-0.079, at step 0 of seeds 0-9) and a working RL loop drives it towards 1 (0.80 after 40 steps).
+    (0.047, 0.035-0.079, at step 0 of seeds 0-9, ``bench_lessons_more.py --only step0``) and a working RL loop drives
+    it towards 1 (0.80 after 40 steps).
     ``"88888888"`` scores 1.0: nothing is checked, the task shows only that the loop moves the policy.
     """
     prompts: list[Prompt] = ["n=", "x: ", "id ", "pin:", "code ", "num="]

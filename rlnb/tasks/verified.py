@@ -26,6 +26,9 @@ from rlnb._checks import check_int
 from rlnb.session import Prompt, Session
 from rlnb.tasks.task import Task, completion_text
 
+CHANCE_MARGIN = 0.1
+"""How far above ``VerifiedTask.chance`` a score still counts as a constant answer's (a collapsed lesson run's
+held-out accuracy, a range test's reward)."""
 EVAL_EVERY = 10
 """Steps between two evaluations in the panel and in ``rlnb.tasks.lesson.train``."""
 

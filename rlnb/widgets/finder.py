@@ -30,7 +30,7 @@ from rlnb.widgets.find_prompts import check_task_prompts
 from rlnb.widgets.focus_back import FocusBack, to_stopper
 from rlnb.widgets.muon_units import RED, Form
 from rlnb.widgets.own_probe import GUESSED
-from rlnb.widgets.suggestion import Suggestion
+from rlnb.widgets.suggestion import Suggestion, unlike_edge
 
 __all__ = ["RED", "Form", "LRFinderControls"]
 
@@ -171,7 +171,8 @@ class LRFinderControls(Suggestion):
         self.plot.value = png(result.figure())
         self.plot.layout.display = None
         self.result = result
-        self._said = html.escape(self.describe(result, probe))
+        unlike = unlike_edge(kind, options, self.session, self.model)
+        self._said = html.escape(self.describe(result, probe, unlike))
         self.apply_button.disabled = result.params is None
         if threading.current_thread() is not self._thread:  # the button's test says it once its buttons are back
             self._say(self._said)

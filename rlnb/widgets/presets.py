@@ -19,6 +19,7 @@ from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
 from rlnb.schedule import Schedule, rate
 from rlnb.tasks import first_letter_task
 from rlnb.tasks.lesson import LessonRun
+from rlnb.tasks.verified import CHANCE_MARGIN
 from rlnb.wire import optimizer_kind
 
 LESSON_STEPS = 40
@@ -27,8 +28,9 @@ REWARD_BARELY = 0.05
 """A training reward below this has barely moved (a random policy scores ~1/256 on first_letter)."""
 LEARNS_ACCURACY, LEARNS_REWARD = 0.8, 0.4
 """Held-out accuracy and training reward at or above which a run has learned."""
-COLLAPSED_DISTINCT, CHANCE_MARGIN = 1.5, 0.1
-"""A collapsed run: at most this many distinct completions per group, and held-out accuracy at most chance + this."""
+COLLAPSED_DISTINCT = 1.5
+"""A collapsed run: at most this many distinct completions per group, and held-out accuracy at most chance +
+``CHANCE_MARGIN``."""
 
 
 AUX: Final = "muon.adam"
@@ -106,6 +108,16 @@ def _measured_as(task: Any) -> tuple[Any, ...]:
     return (*(getattr(task, f, None) for f in fields), getattr(getattr(task, "reward", None), "__code__", None))
 
 
+def measured_task(task: Any) -> bool:
+    """Whether ``task`` is the first-letter task every lesson was measured on (``first_letter_task()`` as built)."""
+    return _measured_as(task) == _MEASURED_AS
+
+
+def measured_model(model: Any) -> bool:
+    """Whether ``model`` (a name, ``rlnb/`` prefixed or not, or a spec) is ``MEASURED_MODEL``."""
+    return (model.removeprefix("rlnb/") if isinstance(model, str) else model) == MEASURED_MODEL
+
+
 def elsewhere(panel: Any, model: Any) -> list[str]:
     """What the builder's run has that its lesson was not measured on (the first-letter task on ``MEASURED_MODEL``):
     ``"your step_fn"`` or ``"this task"``, and ``"this model"``. Read from the RunPanel holding the builder (its step,
@@ -115,9 +127,9 @@ def elsewhere(panel: Any, model: Any) -> list[str]:
         model = panel.session.history.config.get("model")
         if panel.own_step_fn is not None:
             what.append("your step_fn")
-        elif _measured_as(panel.task) != _MEASURED_AS:
+        elif not measured_task(panel.task):
             what.append("this task")
-    if (model.removeprefix("rlnb/") if isinstance(model, str) else model) != MEASURED_MODEL:
+    if not measured_model(model):
         what.append("this model")
     return what
 

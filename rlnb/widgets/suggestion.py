@@ -5,14 +5,17 @@ suggestion in the form (``rlnb.widgets.finder.LRFinderControls`` is the range te
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ipywidgets as W
 
 from rlnb.sweep import convert_muon_lr
 from rlnb.sweep.lr.curve import significant
+from rlnb.sweep.options import RangeTestOptions
 from rlnb.widgets.find_probe import task_probe
 from rlnb.widgets.muon_units import RED, MuonUnits
+from rlnb.widgets.presets import measured_model, measured_task
 
 EDGE_TASK = "first_letter"
 """The task the edge's 40-step figures are of (``EDGE_LEARNS``): a range test of another says none."""
@@ -23,6 +26,36 @@ EDGE_LEARNS = {
 """What the suggestion itself did, held constant for 40 steps from a fresh session, by optimizer, and the machine
 (bench/README.md, docs/tasks.md; an Intel Xeon's kernels gave Adam's tenth 7 of 10): Apply sets the edge, which for
 Adam does not train; the status line says so where it offers Apply."""
+EDGE_STEP = {"adam": 0, "muon": 6}
+"""The session's step each optimizer's range test was measured at: Adam's fresh (bench_lessons' ``reconcile``),
+Muon's after notebook 05's Step and Run 5 (``bench_find_lr.py --notebook05``)."""
+EDGE_STEPS = {"adam": 30, "muon": 40}
+"""The range test's steps measured: Adam's the widget's 30 (``reconcile``), Muon's ``lr_find``'s default 40
+(``--notebook05`` set the finder's options whole, without the widget's ``steps``)."""
+EDGE_RANGE = {"start_lr": None, "end_lr": None, "objective": "reward"}
+"""The rest of the range test measured: ``lr_find``'s default range, of the reward."""
+
+
+def unlike_edge(optimizer: str, options: Mapping[str, Any], session: Any, model: Any) -> list[str]:
+    """What a range test has that ``EDGE_LEARNS`` was not measured with, in the status line's words (``[]``: the
+    setup measured: ``first_letter_task()`` on ``tiny``, ``EDGE_STEPS``, ``EDGE_RANGE``, a session at ``EDGE_STEP``).
+    ``options`` as ``lr_find`` gets them; ``session`` the one it copies (None: a fresh one of ``options``' model, else
+    ``model``)."""
+    what = []
+    if options.get("step_fn") is not None:
+        what.append("your step_fn")
+    elif not measured_task(options.get("task")):
+        what.append("this task")
+    if not measured_model(session.history.config.get("model") if session is not None else options.get("model", model)):
+        what.append("this model")
+    group = options.get("range_test") or RangeTestOptions()  # a name wins over the group given whole, as in lr_find
+    measured = {**EDGE_RANGE, "steps": EDGE_STEPS.get(optimizer)}
+    if any(options.get(name, getattr(group, name)) != v for name, v in measured.items()):
+        what.append("this range or number of steps")
+    step = session.step if session is not None else 0
+    if step != EDGE_STEP.get(optimizer):
+        what.append(f"a session at step {step}")
+    return what
 
 
 class Suggestion(MuonUnits):
@@ -32,8 +65,9 @@ class Suggestion(MuonUnits):
     apply_button: W.Button
 
     @staticmethod
-    def describe(result: Any, probe: str = "") -> str:
-        """What the status line says about a range test (of ``probe``, named when given)."""
+    def describe(result: Any, probe: str = "", unlike: Sequence[str] | None = None) -> str:
+        """What the status line says about a range test (of ``probe``, named when given): what its suggestion did held
+        40 steps only where ``unlike`` (``unlike_edge``) is empty, the setup measured; None: not known, so not."""
         if result.suggestion is None:
             return result.reason + (f" ({probe})" if probe else "")
         rates = f"lr {result.suggestion:g}"
@@ -41,12 +75,16 @@ class Suggestion(MuonUnits):
             rates += f" (AdamW {result.params.adam.learning_rate:g})"
         rates += f" on {probe}" if probe else ""
         why, *more = result.reason.split("; ")
-        ended = "".join(f" ({part})" for part in more if part.startswith("ended early"))  # stopped, failed
-        did = (
-            f"held constant for 40 steps, {EDGE_LEARNS[result.optimizer]}"
-            if probe == task_probe(EDGE_TASK)
-            else f"what it does held constant for 40 steps on {probe or 'this probe'} is not measured"
-        )
+        kept = ("ended early", "the smoothed reward rose only")  # stopped, failed; a rise to a constant answer's
+        ended = "".join(f" ({part})" for part in more if part.startswith(kept))
+        if unlike is not None and not unlike:
+            did = f"held constant for 40 steps, {EDGE_LEARNS[result.optimizer]}"
+        else:  # the probe names another task or a step_fn: said once
+            named = probe == task_probe(EDGE_TASK)
+            past = [w for w in unlike or () if named or w not in ("this task", "your step_fn")]
+            past = ["this first_letter task (not first_letter_task()'s)" if w == "this task" else w for w in past]
+            did = f"what it does held constant for 40 steps on {probe or 'this probe'} is not measured"
+            did += f" for {' or '.join(past)}" if past else ""
         edge = "the upper edge of the useful range, which Apply sets"
         return f"suggested {rates} — {why}{ended}; {edge}: {did}. Sweep below it"
 

@@ -57,7 +57,7 @@ def test_find_lr_says_that_apply_sets_the_edge_and_what_the_edge_did(kind, learn
     params = MuonParams(learning_rate=0.37, adam=adam) if muon else adam
     why, units, ratio = "steepest ascent of the smoothed reward", "original" if muon else None, 0.04 if muon else None
     found = LRFind([0.01], [0.0], [0.0], params.learning_rate, "reward", kind, units, why, None, ratio, params)
-    said = Suggestion.describe(found, "the first_letter task")
+    said = Suggestion.describe(found, "the first_letter task", [])  # the setup measured (test_find_lr_measured)
     assert said.endswith(
         f"the upper edge of the useful range, which Apply sets: held constant for 40 steps, {kind.capitalize()}'s "
         f"learned first_letter on {learned} of seeds 0-9 (a tenth of it on {tenth}), on {MACHINE[kind]}. Sweep below it"

@@ -12,6 +12,8 @@ from decimal import ROUND_FLOOR, Decimal
 import numpy as np
 import pandas as pd
 
+from rlnb.tasks.verified import CHANCE_MARGIN
+
 from ..trial import Objective
 
 SMOOTHING = 0.6
@@ -191,6 +193,18 @@ def suggest(
             f"end of the range (lr {lrs[best]:.3g}): try a larger end_lr or more steps"
         )
     return lrs[i], f"steepest {'ascent' if sign > 0 else 'descent'} of the smoothed {objective}"
+
+
+def at_chance(smoothed: Sequence[float], chance: float | None) -> str:
+    """Why a reward that rose is no sign of learning, or ``""``: its best is within ``CHANCE_MARGIN`` of ``chance``
+    (a ``VerifiedTask``'s: the best constant answer's score), which a policy that gives one answer for every prompt
+    earns. A range test diverging onto one letter of first_letter read "improved" and drew a bare plateau. No "; " in
+    the words: a reason's parts are split there."""
+    finite = [v for v in smoothed if math.isfinite(v)]
+    if not chance or not finite or max(finite) > chance + CHANCE_MARGIN or rise(finite, "reward") < FLAT:
+        return ""
+    return (f"the smoothed reward rose only to a constant answer's score ({max(finite):.2g}, chance {chance:.2g}): "
+            "one answer for every prompt earns that — no sign of learning")  # fmt: skip
 
 
 def why_none(reason: str) -> str:

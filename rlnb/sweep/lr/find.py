@@ -32,14 +32,14 @@ from rlnb.history import new_run_id
 from rlnb.history.runconfig import LOCAL
 from rlnb.params import MuonHyperparams, MuonParams, OptimizerParams, kind_of
 from rlnb.session import Session, connect
-from rlnb.tasks import SEED_STRIDE, Task, digits_task, rl_step
+from rlnb.tasks import SEED_STRIDE, Task, VerifiedTask, digits_task, rl_step
 from rlnb.tasks.task import session_prompt_ids
 from rlnb.wire import OPERATION_TIMEOUT
 
 from ..new_prompts import check_new_session_prompts
 from ..options import RangeTestOptions, StepFn, check_base, check_range_test, given
 from ..trial import Objective
-from .curve import DIVERGE, FLAT, SMOOTHING, diverged_from, significant, smooth, spaced, suggest
+from .curve import DIVERGE, FLAT, SMOOTHING, at_chance, diverged_from, significant, smooth, spaced, suggest
 from .measure import LOGGED, Measured, measure
 from .rates import DEFAULT_RANGES, SCALING_NAMES, check_lrs, check_rates, lr_range, range_key, with_lr
 from .result import LRFind
@@ -115,7 +115,8 @@ def lr_find(
     logged = LOGGED[objective] if step_fn is not None or objective != "reward" else None  # rl_step logs the reward
     lrs = spaced(start_lr, end_lr, steps)
     measured = measure(trial, run, base, lrs, objective, logged, stop, progress, wait_deadline(trial), step_fn is None)
-    found = _judged(base, lrs, measured, objective, kind, scaling, ratio, trial.history.path)
+    chance = the_task.chance if isinstance(the_task, VerifiedTask) and step_fn is None else None
+    found = _judged(base, lrs, measured, objective, kind, scaling, ratio, trial.history.path, chance)
     if measured.failure is not None:  # the error names the run folder: the steps measured are not lost with it
         where = f"in the run folder {found.run_path}" if found.run_path else "(no run folder: record=False)"
         measured.failure.add_note(f"lr_find: the {len(measured.values)} steps measured before this error are kept "
@@ -134,9 +135,11 @@ def _judged(
     scaling: wire.MuonScaling | None,
     ratio: float | None,
     path: Path | None,
+    chance: float | None = None,
 ) -> LRFind:
     """The result of the steps ``measured`` at ``lrs``: the curve smoothed without lag, judged up to where a loss
-    diverged, the suggestion (``base`` at the suggested rate, rounded) and why, and why the test ended early."""
+    diverged, the suggestion (``base`` at the suggested rate, rounded) and why, whether the reward rose only to
+    ``chance`` (a ``VerifiedTask``'s), and why the test ended early."""
     values = measured.values
     # A non-finite last value (only the last: it ends the run) stays in ``values`` but not in the curve: one
     # NaN or inf in the EMA would make every smoothed point NaN (or inf), read as "flat" with no suggestion.
@@ -147,6 +150,8 @@ def _judged(
     if n < len(curve):
         why += (f"; judged up to lr {lrs[n - 1]:.3g}: at lr {lrs[n]:.3g} the {objective} was over {DIVERGE:g}× its "
                 "lowest (diverging)")  # fmt: skip
+    constant = at_chance(smoothed[:n], chance) if objective == "reward" else ""
+    why += f"; {constant}" if constant else ""
     params = with_lr(base, found, rounded=True) if found is not None else None
     suggestion = params.learning_rate if params is not None else None
     reason = why + (f"; ended early: {measured.ended}" if measured.ended else "")
@@ -156,6 +161,7 @@ def _judged(
     result = LRFind(lrs[: len(values)], values, smoothed, suggestion, objective, kind, scaling, reason + measured.late,
                     where)  # fmt: skip
     result.adam_ratio, result.params, result.interrupted = ratio, params, measured.interrupted
+    result.chance = chance if objective == "reward" else None
     return result
 
 

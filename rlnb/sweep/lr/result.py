@@ -49,6 +49,8 @@ class LRFind:
     measured are the result, as with ``stop``. A script calling ``lr_find`` in a loop stops on it (the Ctrl-C
     went no further): ``if found.interrupted: raise KeyboardInterrupt``."""
     extra: dict[str, Any] = field(default_factory=dict)
+    chance: float | None = None
+    """The reward of the best constant answer (a ``VerifiedTask``'s ``chance``, drawn as a line); None: not known."""
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -71,6 +73,8 @@ class LRFind:
             return self.figure().axes[0]
         ax.plot(self.lrs, self.values, ".", color="0.6", label=f"{self.objective} per step")
         ax.plot(self.lrs, self.smoothed, color="C0", label="smoothed")
+        if self.chance is not None and self.objective == "reward":  # a rise to it is one answer for every prompt
+            ax.axhline(self.chance, color="0.4", ls=":", label=f"a constant answer (chance {self.chance:.2g})")
         if self.suggestion is not None:
             ax.axvline(self.suggestion, color="C3", ls="--", label=f"suggested {self.suggestion:.2g}")
         unit = f" ({self.muon_scaling} scaling)" if self.muon_scaling else ""
