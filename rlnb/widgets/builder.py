@@ -20,7 +20,7 @@ from rlnb.errors import InvalidParams, describe
 from rlnb.params import AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import MAX_STEPS, Schedule
 from rlnb.widgets.controls import LearningRate, close_tree, values
-from rlnb.widgets.describe import check_rates, schedule_png, summary
+from rlnb.widgets.describe import ORANGE, check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
 from rlnb.widgets.form import LR_RANGES, BuilderForm
 from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, elsewhere, unconverted, unmeasured
@@ -229,13 +229,17 @@ class OptimizerBuilder(BuilderForm):
         self._tell()
 
     def _tell(self) -> None:
-        """Call the ``on_change`` callbacks."""
+        """Call the ``on_change`` callbacks. One that raises is also said in the message line (until the next redraw):
+        after an edit in the browser, the warning reached only JupyterLab's log console, under a "✓ valid" form."""
         for cb in list(self._callbacks):
             try:
                 cb(self)
             except Exception as exc:  # noqa: BLE001 - said, and the other callbacks (a panel's) still follow
                 warnings.warn(f"OptimizerBuilder.on_change: the callback {cb!r} raised {describe(exc)}"[:500],
                               RuntimeWarning, stacklevel=2)  # fmt: skip
+                name = getattr(cb, "__name__", None) or repr(cb)
+                said = html.escape(f"the on_change callback {name} raised {describe(exc)}"[:500], quote=False)
+                self.message.value += f"<div style='color:{ORANGE}'>⚠ {said}</div>"
 
 
 def check_builder(builder: object) -> None:
