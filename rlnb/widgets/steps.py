@@ -97,8 +97,8 @@ def taken_mid_run(panel: Any, builder: OptimizerBuilder) -> str:
     or ''."""
     locked, kind = builder.locked, builder.kind
     if locked is not None and kind != locked:
-        why = (f"the {kind.capitalize()} tab is locked: this session's optimizer is {locked}, and the run goes on "
-               f"with the {locked.capitalize()} config")  # fmt: skip
+        why = (f"put back to {locked.capitalize()}: the {kind.capitalize()} tab is locked (this session's optimizer "
+               f"is {locked}); the run goes on with its config")  # fmt: skip
         builder.selection.notice = why
         builder.kind = locked  # a redraw of the builder: this is called again, the form valid
         return why
