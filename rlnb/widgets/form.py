@@ -22,6 +22,7 @@ from rlnb.widgets.controls import (
     TEXT,
     WIDE,
     CountBox,
+    NumberBox,
     controls,
     field,
     grid,
@@ -59,7 +60,7 @@ class BuilderForm:
         )
         self.warmup = CountBox(value=0, description="warmup steps", style=WIDE, layout=field())
         self.total = CountBox(value=total_steps, description="total steps", style=WIDE, layout=field())
-        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=field())
+        self.min_ratio = NumberBox(value=0.1, description="min lr ratio", style=WIDE, layout=field())
         self.preview = W.HTML()
         # the body at the base rate, which no step of a warmup or decay sends: said, not read as the wire's
         body = "request body (JSON) at the base rate: the schedule scales its learning_rate"
