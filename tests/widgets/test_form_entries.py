@@ -62,7 +62,10 @@ def test_n_made_invalid_mid_run_is_said_after_the_runs_line_and_after_its_end():
         panel.n.value = 0
         n_said = "N must be an integer in [1, 1000003]"
         said = text(panel.status)
-        assert said.startswith("running: 0/3 done … · " + n_said) and said.endswith("got 0"), said
+        assert said == f"running: 0/3 done … · {n_said}, got 0", said  # no reason: it explains the top bound
+        panel.n.value = 10**9
+        assert text(panel.status) == f"running: 0/3 done … · {n_said}, got 1000000000"  # not repeated after the run's
+        panel.n.value = 0
         for k in (2, 3):
             gate.release()
             gate.called(k)
