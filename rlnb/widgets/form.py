@@ -112,7 +112,7 @@ class BuilderForm:
         self.notice = f"<div style='color:{ORANGE}'>⚠ {html.escape(notice, quote=False)}</div>" if notice else ""
         said = self.notice
         if errors:
-            said += "".join(f"<div style='color:{RED}'>✗ {e}</div>" for e in errors)
+            said += "".join(f"<div style='color:{RED}'>✗ {html.escape(e, quote=False)}</div>" for e in errors)
         else:
             said += f"<span style='color:{GREEN}'>✓ valid</span>"
         self.message.value = said

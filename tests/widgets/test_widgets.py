@@ -1127,7 +1127,7 @@ def test_a_rate_near_the_largest_float_leaves_the_form_up_to_date(panel_session)
     b.close()
     panel = RunPanel(panel_session, every=0.05)
     panel.builder.adam["learning_rate"].value = 1e308
-    assert "adam_params.learning_rate is too large" in panel.builder.message.value and panel.run_button.disabled
+    assert "AdamParams.learning_rate is too large" in panel.builder.message.value and panel.run_button.disabled
     panel.builder.adam["learning_rate"].value = 1e-3
     assert "lr 0.001" in panel.builder.summary and not panel.run_button.disabled
     panel.close()
