@@ -10,6 +10,8 @@ from typing import Any
 import ipywidgets as W
 import traitlets
 
+from rlnb._checks import ascii_number
+
 WIDE = {"description_width": "110px"}
 IN_ROW = "calc(100% - 4px)"
 """The widest a control may be: its row less its margins (``--jp-widgets-margin``), which ran past the row."""
@@ -51,8 +53,6 @@ def _read(text: str, box: W.Widget) -> float:
 
 
 def _number(text: str) -> float:
-    from rlnb.cli.options import ascii_number
-
     try:
         return ascii_number(text.strip())
     except ValueError:
