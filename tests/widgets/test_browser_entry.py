@@ -114,3 +114,22 @@ def test_a_number_typed_that_a_float_box_cannot_hold_is_refused_naming_the_field
         expect(message).to_have_text("✓ valid", timeout=30_000)
         assert rate.input_value() == "1e-3"  # as typed, not rewritten
         page.close()
+
+
+def test_an_on_change_callback_that_raises_after_an_edit_in_the_page_is_said_on_the_form(browser):
+    """After an edit made in the page, a callback's warning reached only JupyterLab's log console, under a form that
+    said "✓ valid" (review42c M1): its message line names the callback and its error."""
+    from playwright.sync_api import expect
+
+    with voila(HERE / "voila" / "builder_callback.ipynb") as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        page.goto(url, timeout=120_000)
+        form = page.locator(".rlnb-builder")
+        message = form.locator(".rlnb-message")
+        expect(message).to_contain_text("✓ valid", timeout=120_000)
+        beta1 = form.get_by_label("beta1").first
+        beta1.fill("0.8")
+        beta1.press("Enter")
+        said = "⚠ the on_change callback follow raised ZeroDivisionError: my callback broke"
+        expect(message).to_contain_text(said, timeout=30_000)
+        page.close()
