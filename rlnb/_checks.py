@@ -9,6 +9,7 @@ import inspect
 import math
 import numbers
 import os
+import re
 import stat
 import threading
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any, Literal, overload
 
 from rlnb._scalars import scalar
 from rlnb._shown import shown
+
+_NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 
 
 def is_integer(value: Any) -> bool:
@@ -183,3 +186,12 @@ def check_timeout(name: str, value: Any) -> float | None:
     if math.isnan(seconds) or seconds < 0:
         raise ValueError(f"{name} must be None (no limit) or a number of seconds >= 0, got {shown(value)}")
     return None if seconds >= threading.TIMEOUT_MAX else seconds
+
+
+def ascii_number(text: str) -> float:
+    """``text`` as a float, in ASCII digits, a point, an exponent and a sign only (``ValueError`` otherwise):
+    ``float`` reads other scripts' digits too ('１.５' was 1.5), and "_" between digits and spaces around, as ``int``
+    does (``--lr 1_0e-3`` trained at 0.01). ``inf`` and ``nan`` are taken: each option's range check refuses them."""
+    if not _NUMBER.fullmatch(text):
+        raise ValueError(f"not a number in ASCII digits 0-9: {shown(text)}")
+    return float(text)

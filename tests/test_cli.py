@@ -60,7 +60,7 @@ STEPS = (
 @pytest.mark.parametrize(
     "options, words",
     [  # each was argparse's usage and "rlnb: error: ...", where the others were one line "rlnb demo: ..."
-        (["--steps", "0"], f"{STEPS} 0"),
+        (["--steps", "0"], "--steps must be an integer in [1, 1000003], got 0"),  # the reason is the top bound's
         (["--steps", "1000004"], f"{STEPS} 1000004"),  # past it, a seed's step seeds run into the next seed's
         (["--steps", str(10**20)], f"{STEPS} {10**20}"),  # blamed --seed: "must be in [-9223344366821, -9077635...]"
         (["--lora", "-3"], "--lora must be >= 0 (0 = train all weights), got -3"),

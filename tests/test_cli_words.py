@@ -34,9 +34,11 @@ def test_the_demo_offers_no_dtype_it_refuses(capsys):
 
 
 def test_a_steps_refusal_says_the_number_not_the_constants_name(capsys):
-    assert main(["demo", "--steps", "-5"]) == 2
+    assert main(["demo", "--steps", "1000004"]) == 2  # the reason is said past the top bound, which it explains
     err = capsys.readouterr().err
     assert "step i of seed s samples with seed s * 1000003 + i" in err and "SEED_STRIDE" not in err
+    assert main(["demo", "--steps", "-5"]) == 2
+    assert "--steps must be an integer in [1, 1000003], got -5" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("typed", ["1e-400", "-1e-999", "0.0000e-5000001"])

@@ -7,6 +7,7 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from rlnb._checks import ascii_number
 from rlnb._shown import shown
 from rlnb.engine.dtypes import WEIGHT_DTYPES
 
@@ -14,7 +15,6 @@ if TYPE_CHECKING:  # rlnb.errors reads rlnb.wire (pydantic): not for ``--help``
     from rlnb.errors import OptionRefused
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 _NEGATIVE = re.compile(r"-([0-9.]|inf|nan)", re.IGNORECASE)
 _EXPECTED = re.compile(r"argument (?:\S+/)*(--?[^\s/]+): expected one argument")
 """argparse's words for an option given no value (``-n/--steps``: named by its last spelling)."""
@@ -37,15 +37,6 @@ def ascii_integer(text: str) -> int:
         raise TooLong(f"must be an integer of at most {MAX_DIGITS} digits (each option's range fits in 20), got one of "
                       f"{len(text.lstrip('+-'))} digits: {shown(text)}")  # fmt: skip
     return int(text)
-
-
-def ascii_number(text: str) -> float:
-    """``text`` as a float, in ASCII digits, a point, an exponent and a sign only (``ValueError`` otherwise):
-    ``float`` reads other scripts' digits too ('１.５' was 1.5), and "_" between digits and spaces around, as ``int``
-    does (``--lr 1_0e-3`` trained at 0.01). ``inf`` and ``nan`` are taken: each option's range check refuses them."""
-    if not _NUMBER.fullmatch(text):
-        raise ValueError(f"not a number in ASCII digits 0-9: {shown(text)}")
-    return float(text)
 
 
 def integer(text: str) -> int:

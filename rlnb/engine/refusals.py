@@ -9,6 +9,7 @@ these)."""
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -276,12 +277,22 @@ def check_step(
             )
     # what the update multiplies by, (field, value, the largest the weights hold); the decay's 1 - lr * wd is checked
     # first, and kept in (0, 1] (rlnb.params.check_decay)
-    factors = [(f"{prefix}learning_rate", adam.learning_rate / (1 - adam.beta1), adam_max)]  # lr / (1 - beta1^t)
+    # and the largest rate allowed: the factor is rate / per
+    factors = [(f"{prefix}learning_rate", adam.learning_rate, 1 - adam.beta1, adam_max)]  # lr / (1 - beta1^t)
     if isinstance(hp, MuonHyperparams):
-        factors.append(("muon_params.learning_rate", hp.learning_rate * scale, muon_max))
-    for field, value, largest in factors:
-        if value > largest:
+        factors.append(("muon_params.learning_rate", hp.learning_rate, 1 / scale, muon_max))
+    for field, rate, per, largest in factors:
+        if rate / per > largest:
             raise ValueError(
-                f"{field} is too large: the update would multiply by {value:.3g}, past the {largest:.3g} the weights' "
-                "dtype holds; give a smaller one"
+                f"{field} is too large: the update would multiply by {rate / per:.3g}, past the {largest:.3g} the "
+                f"weights' dtype holds; give one <= {_at_most(largest * per):.3g}"
             )
+
+
+def _at_most(bound: float) -> float:
+    """``bound`` to 3 significant digits, rounded down: the rate said is one that is taken."""
+    said = float(f"{bound:.3g}")
+    if said <= bound:
+        return said
+    exponent = math.floor(math.log10(bound)) - 2  # the bound's: rounded up, 9.996 reads 10.0
+    return float(f"{round(said / 10**exponent) - 1}e{exponent}")

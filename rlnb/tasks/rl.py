@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from rlnb import _one_step, wire
-from rlnb._checks import check_int, check_timeout
+from rlnb._checks import check_int, check_timeout, is_integer
 from rlnb.errors import OperationFailed
 from rlnb.history.figures import RLMetric
 from rlnb.params import OptimizerParams
@@ -40,13 +40,18 @@ MAX_STEPS = SEED_STRIDE
 2**63 steps ``seed_range`` would turn over, a refusal that blames the seed)."""
 
 
-def check_steps(steps: Any, low: int = 1, name: str = "steps") -> int:
-    """``steps`` as a plain int, or a ``ValueError`` naming ``name`` and [``low``, ``MAX_STEPS``]: the one check of
-    every entry that runs RL steps, made before anything runs."""
-    why = (
-        f"step i of seed s samples with seed s * {SEED_STRIDE} + i: more steps would sample with the next seed's seeds"
-    )
-    return check_int(name, steps, low, MAX_STEPS, why=why)
+STEPS_WHY = (
+    f"step i of seed s samples with seed s * {SEED_STRIDE} + i: more steps would sample with the next seed's seeds"
+)
+"""Why ``MAX_STEPS`` bounds a run: said only past it (it explained nothing of N = 0)."""
+
+
+def check_steps(steps: Any, low: int = 1, name: str = "steps", *, why: bool = True) -> int:
+    """``steps`` as a plain int, or a ``ValueError`` naming ``name`` and [``low``, ``MAX_STEPS``], the reason for the
+    top bound (``STEPS_WHY``) said past it, if ``why``: the one check of every entry that runs RL steps, made before
+    anything runs."""
+    above = why and (is_integer(steps) or isinstance(steps, float)) and steps > MAX_STEPS
+    return check_int(name, steps, low, MAX_STEPS, why=STEPS_WHY if above else "")
 
 
 def seed_range(steps: int) -> tuple[int, int]:

@@ -84,7 +84,9 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
     if rl:
         _reward(axes.pop(0), logged, ema, own)
         for title, lines, band in panels:
-            _lines(axes.pop(0), (logged, own), title, lines, band, ema)
+            ax = _lines(axes.pop(0), (logged, own), title, lines, band, ema)
+            if lines[0][0] == R.DISTINCT:
+                _counts(ax, numbers(logged, R.DISTINCT).to_numpy(dtype=float))
     else:
         loss_panel(axes.pop(0), steps, ema)
         grad_norm_panel(axes.pop(0), steps, reason, ema)
@@ -102,6 +104,14 @@ def overview(history: History | pd.DataFrame, metrics: Sequence[str] = (), ema: 
             said = ax.annotate(LOSS_NOTE, (0.5, 0), (0, -2), ax.xaxis.label, "offset points", ha="center", va="top")
             said.set(fontsize="x-small", color="0.35")
     return fig
+
+
+def _counts(ax: Axes, values: np.ndarray) -> None:
+    """The distinct completions per group from 1 (collapsed) to the largest whole count seen (the group size, which
+    is not logged, while its completions differ): autoscaled, 8 -> 7.83 filled the panel as a cliff."""
+    seen = values[np.isfinite(values)]
+    if seen.size:
+        ax.set_ylim(0.5, max(math.ceil(seen.max()), 1) + 0.5)
 
 
 def _reward(ax: Axes, frame: pd.DataFrame, ema: float | None, own: History | None) -> Axes:

@@ -17,10 +17,10 @@ from typing import Any
 from rlnb import wire
 from rlnb._checks import check_int
 from rlnb.errors import InvalidParams, describe
-from rlnb.params import AdamParams, MuonParams, OptimizerParams
+from rlnb.params import PARAMS, AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import MAX_STEPS, Schedule
 from rlnb.widgets.controls import LearningRate, close_tree, values
-from rlnb.widgets.describe import check_rates, schedule_png, summary
+from rlnb.widgets.describe import ORANGE, check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
 from rlnb.widgets.form import LR_RANGES, BuilderForm
 from rlnb.widgets.presets import DEFAULT_PRESET, LESSONS, PRESETS, elsewhere, unconverted, unmeasured
@@ -177,7 +177,13 @@ class OptimizerBuilder(BuilderForm):
         refuses (``Session.check_params``: a local engine's limits, an eps that is 0 in its float32): said "✓ valid",
         a click sampled, the optim-step alone was refused, and its kept gradients went into the next Step."""
         if self.panel is not None:
-            self.panel.session.check_params(params)
+            try:
+                self.panel.session.check_params(params)
+            except ValueError as exc:  # the engine speaks the wire's names; the form, the params' (review42c L6)
+                said = str(exc)
+                for kind, field in wire.OPTIMIZER_PARAMS_FIELD.items():
+                    said = said.replace(f"{field}.", f"{PARAMS[kind].__name__}.")
+                raise ValueError(said) from exc
         return params
 
     def _changed(self, change: Any = None) -> None:
@@ -194,7 +200,7 @@ class OptimizerBuilder(BuilderForm):
             body = None
         except ValueError as exc:  # the tab a locked builder does not allow, or what its session refuses
             self.errors.append(str(exc))
-            bad |= set(re.findall(r"^(?:adam|muon)_params\.([\w.]+)", str(exc)))  # the session's words name it so
+            bad |= set(re.findall(r"^(?:Adam|Muon)Params\.([\w.]+)", str(exc)))  # the session's words name it so
             body = None
         try:
             schedule = self.judged = self.get_schedule()
@@ -229,13 +235,17 @@ class OptimizerBuilder(BuilderForm):
         self._tell()
 
     def _tell(self) -> None:
-        """Call the ``on_change`` callbacks."""
+        """Call the ``on_change`` callbacks. One that raises is also said in the message line (until the next redraw):
+        after an edit in the browser, the warning reached only JupyterLab's log console, under a "✓ valid" form."""
         for cb in list(self._callbacks):
             try:
                 cb(self)
             except Exception as exc:  # noqa: BLE001 - said, and the other callbacks (a panel's) still follow
                 warnings.warn(f"OptimizerBuilder.on_change: the callback {cb!r} raised {describe(exc)}"[:500],
                               RuntimeWarning, stacklevel=2)  # fmt: skip
+                name = getattr(cb, "__name__", None) or repr(cb)
+                said = html.escape(f"the on_change callback {name} raised {describe(exc)}"[:500], quote=False)
+                self.message.value += f"<div style='color:{ORANGE}'>⚠ {said}</div>"
 
 
 def check_builder(builder: object) -> None:

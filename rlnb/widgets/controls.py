@@ -10,6 +10,8 @@ from typing import Any
 import ipywidgets as W
 import traitlets
 
+from rlnb._checks import ascii_number
+
 WIDE = {"description_width": "110px"}
 IN_ROW = "calc(100% - 4px)"
 """The widest a control may be: its row less its margins (``--jp-widgets-margin``), which ran past the row."""
@@ -43,6 +45,45 @@ def significant(value: float, digits: int = 3) -> float:
     return float(f"{value:.{digits}g}")
 
 
+def _read(text: str, box: W.Widget) -> float:
+    """What the browser sent ``box``, as the kernel reads it (``ascii_number``): "1e400" is inf and an empty or
+    unreadable box NaN, each refused by the check naming the field and its range; what was typed stays in the box."""
+    box.typed = text
+    return _number(text)
+
+
+def _number(text: str) -> float:
+    try:
+        return ascii_number(text.strip())
+    except ValueError:
+        return math.nan
+
+
+def _shown(value: float, box: W.Widget) -> str:
+    """``value`` for the box: as typed if that reads as it (1e-3 not rewritten 0.001; 1e400 kept), else as Python
+    writes it."""
+    typed = getattr(box, "typed", None)
+    if typed is not None:
+        read = _number(typed)
+        if read == value or (math.isnan(read) and math.isnan(value)):
+            return typed
+        box.typed = None
+    return str(value)
+
+
+class NumberBox(W.Text):
+    """A number field that the kernel reads from the text typed: a ``FloatText`` put back, without a word, what the
+    browser's ``parseFloat`` cannot hold (1e400, an empty box), and the form said "✓ valid" for a value nobody typed.
+    Sent on Enter or leaving the box, as ``FloatText``'s."""
+
+    value = traitlets.Float(0.0).tag(sync=True, to_json=_shown, from_json=_read)
+
+    def __init__(self, **kwargs: Any):
+        self.typed: str | None = None
+        """The text last typed in the browser: the box keeps showing it while the value is the one it reads as."""
+        super().__init__(continuous_update=False, **kwargs)
+
+
 class LearningRate:
     """A log-scale slider for dragging and a text box for exact entry, kept in step. Values set by
     the slider are rounded to 3 significant digits; a value typed beyond its range puts it at that end."""
@@ -59,7 +100,7 @@ class LearningRate:
             style=WIDE,
             layout=W.Layout(flex="1 1 240px", max_width="480px"),
         )
-        self.text = W.FloatText(layout=W.Layout(width="110px"))
+        self.text = NumberBox(layout=W.Layout(width="110px"))
         # the box under the slider in a column too narrow for both (else the slider's label is cut)
         self.box = W.HBox([self.slider, self.text], layout=W.Layout(flex_flow="row wrap"))
         self._busy = False
@@ -140,7 +181,7 @@ def controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, An
             out[name] = LearningRate(*lr_range, description="learning rate")
         else:  # FloatText for NS steps too: "2.5" must reach the check as 2.5, not as 25
             label = "NS steps" if name == "newton_schulz_steps" else name.replace("_", " ")
-            out[name] = W.FloatText(description=label, style=WIDE, layout=field())
+            out[name] = NumberBox(description=label, style=WIDE, layout=field())
     return out
 
 
@@ -179,12 +220,14 @@ def mark(control: Any, invalid: bool) -> None:
         control.remove_class(INVALID)
 
 
-class CountBox(W.FloatText):
+class CountBox(NumberBox):
     """A box for a count of steps, read through ``whole``: the browser reads an ``IntText`` with ``parseInt``, which
-    took "1e5" as 1 and "2.5" as 2 while the box still showed what was typed. It sends a float; an int set in code
-    stays that int (10**400 is refused by the check naming the field, not by the box)."""
+    took "1e5" as 1 and "2.5" as 2 while the box still showed what was typed. It sends the text typed, read as a
+    float; an int set in code stays that int (10**400 is refused by the check naming the field, not by the box)."""
 
-    value = traitlets.Union([traitlets.Int(), traitlets.Float()], default_value=0).tag(sync=True)
+    value = traitlets.Union([traitlets.Int(), traitlets.Float()], default_value=0).tag(
+        sync=True, to_json=_shown, from_json=_read
+    )
 
 
 def whole(value: Any) -> Any:

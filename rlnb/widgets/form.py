@@ -7,6 +7,7 @@ preset — so that a schedule set in another cell is never a surprise, and the f
 
 from __future__ import annotations
 
+import html
 import json
 from typing import Any
 
@@ -21,6 +22,7 @@ from rlnb.widgets.controls import (
     TEXT,
     WIDE,
     CountBox,
+    NumberBox,
     controls,
     field,
     grid,
@@ -29,6 +31,7 @@ from rlnb.widgets.controls import (
     pairs,
     whole,
 )
+from rlnb.widgets.describe import ORANGE
 from rlnb.widgets.presets import AUX, PRESETS
 
 LR_RANGES = {wire.ADAM: (-6, 2), wire.MUON: (-4, 2), AUX: (-6, 2)}
@@ -57,13 +60,15 @@ class BuilderForm:
         )
         self.warmup = CountBox(value=0, description="warmup steps", style=WIDE, layout=field())
         self.total = CountBox(value=total_steps, description="total steps", style=WIDE, layout=field())
-        self.min_ratio = W.FloatText(value=0.1, description="min lr ratio", style=WIDE, layout=field())
+        self.min_ratio = NumberBox(value=0.1, description="min lr ratio", style=WIDE, layout=field())
         self.preview = W.HTML()
         # the body at the base rate, which no step of a warmup or decay sends: said, not read as the wire's
         body = "request body (JSON) at the base rate: the schedule scales its learning_rate"
         self.json = W.Accordion(children=[self.preview], titles=(body,), selected_index=None)
         self.json_opener, json_row = opener(self.json, "code", "show or hide the request body (JSON)")
         self.message = W.HTML()
+        self.notice = ""
+        """The notice on the message line now, as shown (``show``)."""
         self.message.add_class("rlnb-message")
         self.message.add_class(TEXT)
         self.schedule_plot = W.Image(format="png", layout=W.Layout(width="300px", max_width=IN_ROW))
@@ -102,10 +107,12 @@ class BuilderForm:
         )
 
     def show(self, errors: list[str], body: dict[str, Any] | None, notice: str = "") -> None:
-        """The message line (``notice``: a control set in code and put back, and why) and the JSON preview."""
-        said = f"<div style='color:{RED}'>✗ {notice}</div>" if notice else ""
+        """The message line (``notice``: a control put back, and why; a note, not an error of the form) and the JSON
+        preview."""
+        self.notice = f"<div style='color:{ORANGE}'>⚠ {html.escape(notice, quote=False)}</div>" if notice else ""
+        said = self.notice
         if errors:
-            said += "".join(f"<div style='color:{RED}'>✗ {e}</div>" for e in errors)
+            said += "".join(f"<div style='color:{RED}'>✗ {html.escape(e, quote=False)}</div>" for e in errors)
         else:
             said += f"<span style='color:{GREEN}'>✓ valid</span>"
         self.message.value = said
@@ -113,6 +120,12 @@ class BuilderForm:
             self.preview.value = "<i>not sendable until the fields above are fixed</i>"
         else:
             self.preview.value = f"<pre style='margin:0'>{json.dumps(body, indent=2)}</pre>"
+
+    def clear_notice(self) -> None:
+        """Take the notice off the message line (a run's end: "the run goes on" was left after it had ended)."""
+        if self.notice:
+            self.message.value = self.message.value.replace(self.notice, "", 1)
+            self.notice = ""
 
     def mark_refused(self, kind: str, bad: set[str]) -> None:
         """Turn the refused fields (of the ``kind`` tab, and the schedule's) red, and only those."""

@@ -240,7 +240,7 @@ class RunPanel:
         problem = n_problem(whole(self.n.value))
         (self.n.remove_class if problem is None else self.n.add_class)(INVALID)
         self._sync_buttons()  # before the line: else it would say "ready" while Run is still disabled
-        self.line.n_problem = "" if problem is None else str(problem)
+        self.line.n_problem = "" if problem is None else str(n_problem(whole(self.n.value), why=False))
         if problem is not None and not self.running:
             self.line.show(html.escape(str(problem), quote=False), error=True)
         else:  # during a run, after the run's line, which it replaced

@@ -196,6 +196,7 @@ def _end(panel: Any, said: str, error: bool) -> None:
         with panel._ending:
             panel._busy.clear()
             panel.line.held = ""
+            panel.builder.clear_notice()  # a click on the locked tab mid-run: "the run goes on" is over
             failed = buttons_back(panel)  # its buttons, and those of another panel that waited for this run
             try:
                 panel._sync_schedule()  # the form's schedule again (an invalid form's: none), not the run's

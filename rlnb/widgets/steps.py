@@ -41,11 +41,12 @@ def check_given(session: object, task: object, step_fn: object) -> None:
                          "pass one")  # fmt: skip
 
 
-def n_problem(n: object) -> ValueError | None:
+def n_problem(n: object, why: bool = True) -> ValueError | None:
     """Why ``n`` cannot be the number of steps of a run (the N field, ``start(n)``), or None: ``check_steps``'s
-    range, [1, ``MAX_STEPS``], the one bound of every entry that runs steps (N too: 10**12 is refused)."""
+    range, [1, ``MAX_STEPS``], the one bound of every entry that runs steps (N too: 10**12 is refused); the reason for
+    the bound if ``why`` (not after a run's line, where it buried the run's progress)."""
     try:
-        check_steps(n, name="N")
+        check_steps(n, name="N", why=why)
     except ValueError as exc:
         return exc
     return None
@@ -97,8 +98,8 @@ def taken_mid_run(panel: Any, builder: OptimizerBuilder) -> str:
     or ''."""
     locked, kind = builder.locked, builder.kind
     if locked is not None and kind != locked:
-        why = (f"the {kind.capitalize()} tab is locked: this session's optimizer is {locked}, and the run goes on "
-               f"with the {locked.capitalize()} config")  # fmt: skip
+        why = (f"put back to {locked.capitalize()}: the {kind.capitalize()} tab is locked (this session's optimizer "
+               f"is {locked}); the run goes on with its config")  # fmt: skip
         builder.selection.notice = why
         builder.kind = locked  # a redraw of the builder: this is called again, the form valid
         return why

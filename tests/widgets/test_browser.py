@@ -235,7 +235,7 @@ def test_voila_a_person_steps_runs_and_stops_a_session(browser, voila_url):
     unfold(panel)
 
     # Set the learning rate in the exact-entry box beside the slider; the JSON body is one click away.
-    lr_box = panel.locator(".widget-hbox:has(> .widget-hslider)").first.locator("input[type=number]")  # Adam's
+    lr_box = panel.locator(".widget-hbox:has(> .widget-hslider)").first.locator("input")  # Adam's
     lr_box.fill("0.003")
     lr_box.press("Enter")
     panel.get_by_text("request body (JSON)").click()

@@ -81,3 +81,55 @@ def test_a_keyboard_alone_stops_find_lr_on_a_builder_alone(browser):
         expect(stop).to_be_hidden()
         expect(find).to_be_focused(timeout=30_000)
         page.close()
+
+
+def test_a_number_typed_that_a_float_box_cannot_hold_is_refused_naming_the_field_not_put_back_unsaid(browser):
+    """The boxes were ``FloatText``: the browser put back the old value, without a word, for "1e400" (past a float)
+    or an empty box, and the form said "✓ valid" for a rate nobody had typed (review42c L2). What is typed is kept and
+    read by the kernel: the message names the field and what it must be."""
+    from playwright.sync_api import expect
+
+    with voila(HERE / "voila" / "builder_alone.ipynb") as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        page.goto(url, timeout=120_000)
+        form = page.locator(".rlnb-builder")
+        message = form.locator(".rlnb-message")
+        expect(message).to_contain_text("✓ valid", timeout=120_000)
+        rate = next(box for box in form.locator("input:visible").all() if box.input_value() == "0.002")
+        for typed, said in (("1e400", "AdamParams.learning_rate = inf is invalid"), ("", "learning_rate = nan is")):
+            rate.fill(typed)
+            rate.press("Enter")
+            expect(message).to_contain_text(said, timeout=30_000)
+            expect(message).to_contain_text("must be a finite number, > 0")
+            assert rate.input_value() == typed  # what was typed stays in the box, marked red
+            expect(form.locator(".rlnb-invalid input:visible")).to_have_count(1)
+        total = form.get_by_label("total steps")
+        total.fill("1e400")
+        total.press("Tab")
+        expect(message).to_contain_text("Schedule.total_steps = inf is invalid", timeout=30_000)
+        rate.fill("1e-3")
+        rate.press("Enter")
+        total.fill("100")
+        total.press("Tab")
+        expect(message).to_have_text("✓ valid", timeout=30_000)
+        assert rate.input_value() == "1e-3"  # as typed, not rewritten
+        page.close()
+
+
+def test_an_on_change_callback_that_raises_after_an_edit_in_the_page_is_said_on_the_form(browser):
+    """After an edit made in the page, a callback's warning reached only JupyterLab's log console, under a form that
+    said "✓ valid" (review42c M1): its message line names the callback and its error."""
+    from playwright.sync_api import expect
+
+    with voila(HERE / "voila" / "builder_callback.ipynb") as url:
+        page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        page.goto(url, timeout=120_000)
+        form = page.locator(".rlnb-builder")
+        message = form.locator(".rlnb-message")
+        expect(message).to_contain_text("✓ valid", timeout=120_000)
+        beta1 = form.get_by_label("beta1").first
+        beta1.fill("0.8")
+        beta1.press("Enter")
+        said = "⚠ the on_change callback follow raised ZeroDivisionError: my callback broke"
+        expect(message).to_contain_text(said, timeout=30_000)
+        page.close()

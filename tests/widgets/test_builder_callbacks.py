@@ -1,5 +1,8 @@
 """``OptimizerBuilder.on_change`` given what is no function, or a function of the person's that raises."""
 
+import html
+import re
+
 import pytest
 
 import rlnb
@@ -45,4 +48,27 @@ def test_a_raising_callback_leaves_the_panels_following_the_form(fake):
     assert not b.valid and panel.run_button.disabled and panel.step_button.disabled
     forget()
     panel.close()
+    b.close()
+
+
+def test_a_raising_callback_is_said_in_the_forms_message_line_until_a_call_goes_through():
+    """An edit made in the browser runs the callbacks in the widget's comm handler, whose warning reaches only
+    JupyterLab's log console: the form said "✓ valid" and nothing else. The message line names the callback and its
+    error, until the next call of the callbacks that none raises."""
+    b = OptimizerBuilder("adam", expanded=True)
+    broken = [True]
+
+    def follow(builder):
+        if broken[0]:
+            raise ZeroDivisionError("my callback broke")
+
+    b.on_change(follow)
+    with pytest.warns(RuntimeWarning, match="my callback broke"):
+        b.adam["beta1"].value = 0.8
+    said = html.unescape(re.sub(r"<[^>]+>", " ", b.message.value))
+    assert "✓ valid" in said and b.valid
+    assert "⚠ the on_change callback follow raised ZeroDivisionError: my callback broke" in said
+    broken[0] = False
+    b.adam["beta1"].value = 0.85
+    assert "⚠" not in b.message.value and "my callback broke" not in b.message.value
     b.close()

@@ -35,9 +35,10 @@ def optim_bodies(backend: FakeBackend) -> list:
 @pytest.mark.parametrize(
     ("optimizer", "group", "field", "value", "named"),
     [
-        ("adam", "adam", "eps", 1e-50, "adam_params.eps 1e-50 is 0 in float32"),
-        ("muon", "muon_adam", "eps", 1e-50, "muon_params.adam.eps 1e-50 is 0 in float32"),
-        ("muon", "muon_adam", "learning_rate", 1e308, "muon_params.adam.learning_rate is too large"),
+        ("adam", "adam", "eps", 1e-50, "AdamParams.eps 1e-50 is 0 in float32"),
+        ("muon", "muon_adam", "eps", 1e-50, "MuonParams.adam.eps 1e-50 is 0 in float32"),
+        ("muon", "muon_adam", "learning_rate", 1e308, "MuonParams.adam.learning_rate is too large"),
+        ("muon", "muon", "learning_rate", 1e300, "MuonParams.learning_rate is too large"),  # review42c L6
     ],
 )
 def test_the_form_refuses_what_the_engine_would_and_nothing_is_sent(optimizer, group, field, value, named):
@@ -49,6 +50,9 @@ def test_the_form_refuses_what_the_engine_would_and_nothing_is_sent(optimizer, g
         b.muon_adam["weight_decay"].value = 0.0  # else lr * wd >= 1, the params' own refusal
     getattr(b, group)[field].value = value
     assert not b.valid and named in text(b.message), text(b.message)
+    assert "_params." not in text(b.message)  # the form's naming, as every other of its messages (not the wire's)
+    if field == "learning_rate":  # the largest rate allowed, in the form's naming (review42c L6: no bound was said)
+        assert re.search(r"give one <= \d", text(b.message)), text(b.message)
     assert "✓ valid" not in text(b.message)
     assert panel.step_button.disabled and panel.run_button.disabled
     control = getattr(b, group)[field]
@@ -83,7 +87,7 @@ def test_an_edit_the_engine_would_refuse_mid_run_is_held_and_the_run_goes_on():
     assert panel.join(DEADLINE) and len(sent) == 3
     assert [p.eps for p in sent] == [1e-8, 1e-8, 1e-8], sent  # the last valid config, every step
     assert panel.error is None and "3 done" in text(panel.status), text(panel.status)
-    assert "your edit is not used" in held[1] and "adam_params.eps 1e-50 is 0 in float32" in held[1], held
+    assert "your edit is not used" in held[1] and "AdamParams.eps 1e-50 is 0 in float32" in held[1], held
     panel.close()
     session.close()
 
@@ -95,7 +99,7 @@ def test_a_local_engine_session_refuses_before_sampling():
         panel = RunPanel(session, n_steps=1, every=0.05)
         panel.builder.adam["eps"].value = 1e-50
         assert not panel.builder.valid and panel.step_button.disabled
-        assert "adam_params.eps 1e-50 is 0 in float32" in text(panel.builder.message)
+        assert "AdamParams.eps 1e-50 is 0 in float32" in text(panel.builder.message)
         assert panel.start(1) is False
         assert session.history.df.empty  # nothing sampled, nothing accumulated
         panel.close()

@@ -62,7 +62,10 @@ def test_n_made_invalid_mid_run_is_said_after_the_runs_line_and_after_its_end():
         panel.n.value = 0
         n_said = "N must be an integer in [1, 1000003]"
         said = text(panel.status)
-        assert said.startswith("running: 0/3 done … · " + n_said) and said.endswith("got 0"), said
+        assert said == f"running: 0/3 done … · {n_said}, got 0", said  # no reason: it explains the top bound
+        panel.n.value = 10**9
+        assert text(panel.status) == f"running: 0/3 done … · {n_said}, got 1000000000"  # not repeated after the run's
+        panel.n.value = 0
         for k in (2, 3):
             gate.release()
             gate.called(k)
@@ -77,3 +80,23 @@ def test_n_made_invalid_mid_run_is_said_after_the_runs_line_and_after_its_end():
             gate.release()
         panel.close()
         session.close()
+
+
+@pytest.mark.parametrize(("typed", "read"), [("1e400", "inf"), ("", "nan"), ("fast", "nan")])
+def test_a_number_the_browser_sends_that_a_float_cannot_hold_is_refused_naming_the_field_as_typed(typed, read):
+    """The text a browser sends (``set_state``, as the widget's comm does): FloatText's front end put back the old
+    value for 1e400 or an empty box, without a word. The box keeps what was typed, the field is refused by name."""
+    b = OptimizerBuilder()
+    box = b.adam["learning_rate"].text
+    box.set_state({"value": typed})
+    assert box.get_state()["value"] == typed  # not put back to 0.002
+    assert b.errors == [
+        f"AdamParams.learning_rate = {read} is invalid: must be a finite number, > 0; or unset for the default"
+    ]
+    b.total.set_state({"value": "1e5"})  # a count typed as a number: 100000, the box as typed
+    box.set_state({"value": " 1e-3 "})
+    assert b.valid and b.params.learning_rate == 0.001 and b.get_schedule().total_steps == 100000
+    assert box.get_state()["value"] == " 1e-3 " and b.total.get_state()["value"] == "1e5"
+    b.adam["learning_rate"].value = 0.002  # set from code: the box shows it
+    assert box.get_state()["value"] == "0.002"
+    b.close()

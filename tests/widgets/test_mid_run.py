@@ -107,12 +107,14 @@ def test_a_click_on_the_locked_tab_mid_run_is_put_back_and_the_run_goes_on(muon_
     gate.called(1)
     b.tabs.selected_index = 0  # a person clicks "Adam (locked)"
     assert b.kind == "muon" and b.tabs.selected_index == 1 and b.valid
-    why = "the Adam tab is locked: this session's optimizer is muon, and the run goes on with the Muon config"
-    assert why in text(panel.status) and why in text(b.message) and panel.running
+    why = "put back to Muon: the Adam tab is locked (this session's optimizer is muon); the run goes on with its config"
+    assert why in text(panel.status) and f"⚠ {why}" in text(b.message) and panel.running
+    assert "✗" not in text(b.message)  # a note, not an error of the form (review42c L1: red above "✓ valid")
     gate.release()
     gate.called(2)
     gate.release()
     assert panel.join(DEADLINE) and panel.error is None and text(panel.status) == "step 2 · 2 done"
+    assert text(b.message) == "✓ valid"  # "the run goes on" was left after the run had ended
     assert muon_local.step == 2 and all(isinstance(p, rlnb.MuonParams) for p in gate.sent)
     b.tabs.selected_index = 0  # no run: the tab is shown, the builder invalid, saying why (as before)
     assert b.kind == "adam" and not b.valid and panel.step_button.disabled
