@@ -50,7 +50,8 @@ def exiting() -> bool:
 
 
 def hurried() -> bool:
-    """Whether a SIGTERM or a Ctrl-C came while the exit's steps ran: wait for no step or operation any more."""
+    """Whether a SIGTERM or a Ctrl-C came while the exit's steps ran, or a SIGTERM or SIGHUP ended the process before
+    (``end_on_termination``: a ``with session:`` block's close runs first): wait for no step or operation any more."""
     return _HURRY.is_set()
 
 
@@ -122,8 +123,10 @@ _ENDING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasat
 
 
 def _terminate(signum: int, frame: object) -> None:
-    """A SIGTERM or SIGHUP: the ordered exit, hurried, with the shell's status for it (143, 129)."""
+    """A SIGTERM or SIGHUP: the ordered exit, hurried, with the shell's status for it (143, 129); hurried from here,
+    since a ``with session:`` or ``try/finally`` closes before the exit's steps and waited out the running step."""
     _TERMINATED.set()
+    _HURRY.set()
     raise SystemExit(128 + signum)
 
 

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -156,27 +157,38 @@ def test_a_ctrl_c_during_the_exit_hurries_the_rest_of_it_and_records_what_ran(tm
     assert (tmp_path / "sink.txt").read_text().split() == ["1", "CLOSED"]
 
 
-TERMINATED_MID_RUN = """
+_OPEN = """
 import sys, time
 import rlnb
 from rlnb import samples
 from rlnb.testing import FakeBackend
-s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
-run, worker = s.backend._worker._run_op, s.backend._worker
+"""
+_MID_RUN = """run, worker = s.backend._worker._run_op, s.backend._worker
 worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to the stop (torch mid-kernel)
 s.forward_backward([samples.cross_entropy([1, 2, 3])])
 op = s.optim_step()
 print("MARK", flush=True)
 op.result(60)
 """
+TERMINATED_MID_RUN = _OPEN + 's = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")\n' + _MID_RUN
+TERMINATED_IN_WITH = (
+    _OPEN
+    + 'with rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r") as s:\n'
+    + textwrap.indent(_MID_RUN, "    ")
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
-def test_a_sigterm_before_the_exit_ends_the_process_through_it(tmp_path, name):
+@pytest.mark.parametrize(
+    ("name", "script"),
+    [("SIGTERM", TERMINATED_MID_RUN), ("SIGHUP", TERMINATED_MID_RUN), ("SIGTERM", TERMINATED_IN_WITH)],
+    ids=["SIGTERM", "SIGHUP", "SIGTERM-in-with"],
+)
+def test_a_sigterm_before_the_exit_ends_the_process_through_it(tmp_path, name, script):
     """Mid-run (the script in ``result()``), SIGTERM or SIGHUP killed the process at once: every operation PENDING for
-    good, the running one too, and nothing said it was stopped."""
-    proc = subprocess.Popen([sys.executable, "-c", TERMINATED_MID_RUN, str(tmp_path)], stdout=subprocess.PIPE,
+    good, the running one too, and nothing said it was stopped. Inside ``with session:`` (its close runs before the
+    exit's steps) the close waited out the whole running step."""
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "MARK\n"
