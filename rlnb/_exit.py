@@ -133,8 +133,10 @@ def _terminate(signum: int, frame: object) -> None:
 def end_on_termination() -> None:
     """Make a SIGTERM or SIGHUP end the process through the exit's steps (hurried: what runs is recorded FAILED), not
     kill it with nothing recorded (its operations PENDING for good): on the main thread (a session opened there),
-    where the handler is the default; a handler of the user's or a framework's (uvicorn's, a kernel's) stays."""
-    if threading.current_thread() is not threading.main_thread():
+    where the handler is the default; a handler of the user's or a framework's (uvicorn's, a kernel's) stays. Not under
+    IPython (a Jupyter kernel): it catches the SystemExit a cell raises, so the kernel lived on, told to end, and its
+    later exit was hurried; its default ends it at once (its Shut Down's SIGTERM still hurries the exit's steps)."""
+    if threading.current_thread() is not threading.main_thread() or _in_ipython():
         return
     try:
         for signum in _ENDING:
@@ -142,6 +144,13 @@ def end_on_termination() -> None:
                 signal.signal(signum, _terminate)
     except (ValueError, OSError):  # no signals here (an embedded interpreter)
         return
+
+
+def _in_ipython() -> bool:
+    """Whether IPython runs this process (a Jupyter kernel, the ``ipython`` shell); never imports it."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    return get_ipython is not None and get_ipython() is not None
 
 
 def _hurry_at_termination() -> dict[int, signal.Handlers]:
