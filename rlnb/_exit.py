@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import signal
 import sys
 import threading
@@ -124,7 +125,12 @@ _ENDING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasat
 
 def _terminate(signum: int, frame: object) -> None:
     """A SIGTERM or SIGHUP: the ordered exit, hurried, with the shell's status for it (143, 129); hurried from here,
-    since a ``with session:`` or ``try/finally`` closes before the exit's steps and waited out the running step."""
+    since a ``with session:`` or ``try/finally`` closes before the exit's steps and waited out the running step.
+    IPython started since (``IPython.embed()``) would catch the SystemExit: the default ends it instead."""
+    if _in_ipython():
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     _TERMINATED.set()
     _HURRY.set()
     raise SystemExit(128 + signum)

@@ -226,22 +226,27 @@ def test_a_session_keeps_a_sigterm_handler_of_the_users_and_ends_on_the_default_
 
 
 SIGTERM_IN_A_CELL = """
-import sys
+import os, signal, sys, time
+import rlnb
 from IPython.core.interactiveshell import InteractiveShell
+from rlnb.testing import FakeBackend
+if sys.argv[2] == "before":  # a session opened, then IPython started (``IPython.embed()``)
+    s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
 shell = InteractiveShell.instance()  # ipykernel runs cells on this path (run_cell), on the main thread
 shell.run_cell("import os, signal, sys, time, rlnb; from rlnb.testing import FakeBackend")
-shell.run_cell("s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id='r')")
+shell.run_cell("s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id='k')")
 shell.run_cell("os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)")
 print("the kernel went on", flush=True)
 """
 
 
 @pytest.mark.slow
-def test_a_sigterm_in_a_cell_still_ends_the_kernel(tmp_path):
+@pytest.mark.parametrize("opened", ["in-a-cell", "before"])
+def test_a_sigterm_in_a_cell_still_ends_the_kernel(tmp_path, opened):
     """Under IPython a session's SIGTERM handler raised SystemExit in the cell, which IPython catches: the kernel lived
     on, told to end (a scheduler's, docker's stop), and its later ordinary exit was hurried for good."""
-    proc = subprocess.run([sys.executable, "-c", SIGTERM_IN_A_CELL, str(tmp_path)], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_IN_A_CELL, str(tmp_path), opened], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
     assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stdout, proc.stderr[-2000:])
     assert "went on" not in proc.stdout
 
