@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import signal
 import sys
 import threading
@@ -50,7 +51,8 @@ def exiting() -> bool:
 
 
 def hurried() -> bool:
-    """Whether a SIGTERM or a Ctrl-C came while the exit's steps ran: wait for no step or operation any more."""
+    """Whether a SIGTERM or a Ctrl-C came while the exit's steps ran, or a SIGTERM or SIGHUP ended the process before
+    (``end_on_termination``: a ``with session:`` block's close runs first): wait for no step or operation any more."""
     return _HURRY.is_set()
 
 
@@ -122,16 +124,25 @@ _ENDING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasat
 
 
 def _terminate(signum: int, frame: object) -> None:
-    """A SIGTERM or SIGHUP: the ordered exit, hurried, with the shell's status for it (143, 129)."""
+    """A SIGTERM or SIGHUP: the ordered exit, hurried, with the shell's status for it (143, 129); hurried from here,
+    since a ``with session:`` or ``try/finally`` closes before the exit's steps and waited out the running step.
+    IPython started since (``IPython.embed()``) would catch the SystemExit: the default ends it instead."""
+    if _in_ipython():
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     _TERMINATED.set()
+    _HURRY.set()
     raise SystemExit(128 + signum)
 
 
 def end_on_termination() -> None:
     """Make a SIGTERM or SIGHUP end the process through the exit's steps (hurried: what runs is recorded FAILED), not
     kill it with nothing recorded (its operations PENDING for good): on the main thread (a session opened there),
-    where the handler is the default; a handler of the user's or a framework's (uvicorn's, a kernel's) stays."""
-    if threading.current_thread() is not threading.main_thread():
+    where the handler is the default; a handler of the user's or a framework's (uvicorn's, a kernel's) stays. Not under
+    IPython (a Jupyter kernel): it catches the SystemExit a cell raises, so the kernel lived on, told to end, and its
+    later exit was hurried; its default ends it at once (its Shut Down's SIGTERM still hurries the exit's steps)."""
+    if threading.current_thread() is not threading.main_thread() or _in_ipython():
         return
     try:
         for signum in _ENDING:
@@ -139,6 +150,13 @@ def end_on_termination() -> None:
                 signal.signal(signum, _terminate)
     except (ValueError, OSError):  # no signals here (an embedded interpreter)
         return
+
+
+def _in_ipython() -> bool:
+    """Whether IPython runs this process (a Jupyter kernel, the ``ipython`` shell); never imports it."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    return get_ipython is not None and get_ipython() is not None
 
 
 def _hurry_at_termination() -> dict[int, signal.Handlers]:

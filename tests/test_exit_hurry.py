@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -156,27 +157,38 @@ def test_a_ctrl_c_during_the_exit_hurries_the_rest_of_it_and_records_what_ran(tm
     assert (tmp_path / "sink.txt").read_text().split() == ["1", "CLOSED"]
 
 
-TERMINATED_MID_RUN = """
+_OPEN = """
 import sys, time
 import rlnb
 from rlnb import samples
 from rlnb.testing import FakeBackend
-s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
-run, worker = s.backend._worker._run_op, s.backend._worker
+"""
+_MID_RUN = """run, worker = s.backend._worker._run_op, s.backend._worker
 worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to the stop (torch mid-kernel)
 s.forward_backward([samples.cross_entropy([1, 2, 3])])
 op = s.optim_step()
 print("MARK", flush=True)
 op.result(60)
 """
+TERMINATED_MID_RUN = _OPEN + 's = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")\n' + _MID_RUN
+TERMINATED_IN_WITH = (
+    _OPEN
+    + 'with rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r") as s:\n'
+    + textwrap.indent(_MID_RUN, "    ")
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
-def test_a_sigterm_before_the_exit_ends_the_process_through_it(tmp_path, name):
+@pytest.mark.parametrize(
+    ("name", "script"),
+    [("SIGTERM", TERMINATED_MID_RUN), ("SIGHUP", TERMINATED_MID_RUN), ("SIGTERM", TERMINATED_IN_WITH)],
+    ids=["SIGTERM", "SIGHUP", "SIGTERM-in-with"],
+)
+def test_a_sigterm_before_the_exit_ends_the_process_through_it(tmp_path, name, script):
     """Mid-run (the script in ``result()``), SIGTERM or SIGHUP killed the process at once: every operation PENDING for
-    good, the running one too, and nothing said it was stopped."""
-    proc = subprocess.Popen([sys.executable, "-c", TERMINATED_MID_RUN, str(tmp_path)], stdout=subprocess.PIPE,
+    good, the running one too, and nothing said it was stopped. Inside ``with session:`` (its close runs before the
+    exit's steps) the close waited out the whole running step."""
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "MARK\n"
@@ -211,6 +223,32 @@ def test_a_session_keeps_a_sigterm_handler_of_the_users_and_ends_on_the_default_
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+SIGTERM_IN_A_CELL = """
+import os, signal, sys, time
+import rlnb
+from IPython.core.interactiveshell import InteractiveShell
+from rlnb.testing import FakeBackend
+if sys.argv[2] == "before":  # a session opened, then IPython started (``IPython.embed()``)
+    s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
+shell = InteractiveShell.instance()  # ipykernel runs cells on this path (run_cell), on the main thread
+shell.run_cell("import os, signal, sys, time, rlnb; from rlnb.testing import FakeBackend")
+shell.run_cell("s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id='k')")
+shell.run_cell("os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)")
+print("the kernel went on", flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opened", ["in-a-cell", "before"])
+def test_a_sigterm_in_a_cell_still_ends_the_kernel(tmp_path, opened):
+    """Under IPython a session's SIGTERM handler raised SystemExit in the cell, which IPython catches: the kernel lived
+    on, told to end (a scheduler's, docker's stop), and its later ordinary exit was hurried for good."""
+    proc = subprocess.run([sys.executable, "-c", SIGTERM_IN_A_CELL, str(tmp_path), opened], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    assert "went on" not in proc.stdout
 
 
 CTRL_C_UNDER_A_PANEL = """

@@ -140,7 +140,8 @@ class Worker:
         """Stop: refuse new work, interrupt a running sample, fail the queue. False if the running
         operation was still going after ``timeout``. At interpreter exit (a session's close among the exit's
         steps) no limit is ``EXIT_DEADLINE``: an operation, or a listener, that never returns would hang the exit."""
-        if timeout is None and _exit.exiting():
+        ending = _exit.exiting() or _exit.hurried()  # hurried: a SIGTERM, the close of a ``with`` block it ended
+        if timeout is None and ending:
             timeout = EXIT_DEADLINE
         with self._lock:
             if not self.closed:
@@ -149,7 +150,7 @@ class Worker:
                 self._queue.put(None)
         if threading.current_thread() is self._thread:  # closed from a listener on the worker itself
             return True
-        if timeout is not None and _exit.exiting():  # a SIGTERM (a kernel's Shut Down) ends the wait, failing the rest
+        if timeout is not None and ending:  # a SIGTERM (a kernel's Shut Down) ends the wait, failing the rest
             running = self._running  # said if it does not end at once: a silent minute reads as a hang
             what = f"finishing the running {running[0]} ({self._thread.name})" if running is not None else ""
             if not _exit.join(self._thread, timeout, what) and _exit.hurried():

@@ -68,8 +68,10 @@ class Channel:
             self.settled.set()
 
     def close(self) -> None:
-        self._queue.put(_CLOSE)
-        self._closing.set()
+        """Tell the writer to finish the run, once: a close a Ctrl-C cut short tells again those it had not told."""
+        if not self._closing.is_set():
+            self._queue.put(_CLOSE)
+            self._closing.set()
 
     def _run(self) -> None:
         lease: Lease | None = None

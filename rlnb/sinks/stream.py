@@ -164,8 +164,8 @@ class Attachment:
                 self._unheard = [type(c.sink).__name__ for c in self._channels if c.sink.error is None]
                 if self._unheard:
                     self._unsubscribe = [self._history.on_log(self._logged_after_close)]
-                for channel in self._channels:
-                    channel.close()
+            for channel in self._channels:  # each close: those a Ctrl-C above kept from being told are told now
+                channel.close()
         deadline = time.monotonic() + timeout
         if _exit.exiting():  # a flush that does not end at once is said: a silent 30 s reads as a hang
             busy = [c for c in self._channels if c.sink.error is None and not c.sink.is_stalled()]
