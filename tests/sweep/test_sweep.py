@@ -833,7 +833,7 @@ def test_option_groups_are_the_flat_keywords(tmp_path):
     assert list(trials.seed) == [3] and list(trials.steps_done) == [2] and list(trials.executor) == ["threads"]
     assert list(trials.final_reward) == [0.5]
     assert History.load(trials.run_path.iloc[0]).config["device"] == "cpu"
-    with pytest.raises(ValueError, match=r"steps must be an integer in \[1, 1000003\] .*, got 0"):
+    with pytest.raises(ValueError, match=r"steps must be an integer in \[1, 1000003\], got 0"):
         TrialOptions(steps=0)
 
 
@@ -900,9 +900,9 @@ def test_a_member_whose_row_cannot_be_made_is_still_a_row(tmp_path, monkeypatch)
 @pytest.mark.parametrize(
     ("kwargs", "words"),
     [
-        ({"steps": 2.5}, r"steps must be an integer in \[1, 1000003\] .*, got 2\.5"),
-        ({"steps": "3"}, r"steps must be an integer in \[1, 1000003\] .*, got '3'"),
-        ({"steps": True}, r"steps must be an integer in \[1, 1000003\] .*, got True"),
+        ({"steps": 2.5}, r"steps must be an integer in \[1, 1000003\], got 2\.5"),
+        ({"steps": "3"}, r"steps must be an integer in \[1, 1000003\], got '3'"),
+        ({"steps": True}, r"steps must be an integer in \[1, 1000003\], got True"),
         ({"seeds": 5}, "seeds must be a non-empty sequence of integers.*got 5"),
         ({"seeds": "ab"}, "seeds must be a non-empty sequence of integers.*got 'ab'"),
         ({"seeds": [1.5]}, r"seeds must be a non-empty sequence of integers.*got \[1.5\]"),
