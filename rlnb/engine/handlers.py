@@ -129,7 +129,7 @@ def forward_backward(engine: Engine, body: wire.ForwardBackwardBody, cancelled: 
         outputs = [
             wire.LossFnOutput(
                 tensors={
-                    "logprobs": wire.TensorData(
+                    "logprobs": wire.OutputTensor(
                         data=torch.where(m != 0, lp.detach(), 0.0).tolist(),  # +0.0 where not counted
                         dtype="float32",
                     )

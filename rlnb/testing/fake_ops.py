@@ -52,7 +52,7 @@ def forward_backward(fake: FakeBackend, body: wire.ForwardBackwardBody) -> wire.
     if body.return_loss_fn_outputs:
         outputs = [
             wire.LossFnOutput(
-                tensors={"logprobs": wire.TensorData(data=[FAKE_LOGPROB if c else 0.0 for c in m], dtype="float32")}
+                tensors={"logprobs": wire.OutputTensor(data=[FAKE_LOGPROB if c else 0.0 for c in m], dtype="float32")}
             )
             for m in counted
         ]

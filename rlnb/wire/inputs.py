@@ -24,6 +24,7 @@ __all__ = [
     "Sample",
     "TensorDType",
     "TensorData",
+    "OutputTensor",
     "int64_problem",
     "not_int64",
     "outside_vocab",
@@ -93,8 +94,7 @@ class TensorData(_Model):
     """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
 
     data: Annotated[list[StrictFloat], WrapValidator(_plain_floats)]
-    dtype: Annotated[TensorDType, Newer]
-    """A server's answer may name a newer one (``bfloat16`` logprobs): kept as it came, its data read as numbers."""
+    dtype: TensorDType
     shape: list[StrictInt] | None = None
     sparse_crow_indices: list[int] | None = None
     sparse_col_indices: list[int] | None = None
@@ -128,7 +128,7 @@ class TensorData(_Model):
                 ids = None
             if ids != self.data or (ids and (min(ids) < INT64_MIN or max(ids) > INT64_MAX)):
                 raise ValueError(not_int64(self.data))
-        problem = self.layout_problem(newer_dtype=_from_server(info))
+        problem = self.layout_problem(newer_dtype=self.dtype not in _DTYPES and _from_server(info))  # a call less
         if problem is not None:
             raise ValueError(problem)
         return self
@@ -147,6 +147,14 @@ class TensorData(_Model):
         if self.sparse_crow_indices is not None or self.sparse_col_indices is not None:
             return "sparse tensors are reserved and rejected: sparse_crow_indices and sparse_col_indices must be null"
         return None
+
+
+class OutputTensor(TensorData):
+    """A loss's output tensor as a server's answer holds it (``LossFnOutput.tensors``): its dtype may be newer than
+    rlnb's list (``bfloat16`` logprobs), kept as it came and its data read as numbers. A request's ``TensorData``
+    holds to the list with no Python step per tensor: a local step validates its inputs on every call."""
+
+    dtype: Annotated[TensorDType, Newer]
 
 
 class EncodedText(_Model):

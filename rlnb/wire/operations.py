@@ -19,7 +19,7 @@ from pydantic import model_validator
 
 from rlnb.wire.base import Int64, Newer, StrictBool, StrictFloat, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
-from rlnb.wire.inputs import Sample, TensorData, int64_problem
+from rlnb.wire.inputs import OutputTensor, Sample, int64_problem
 from rlnb.wire.losses import LossConfig
 from rlnb.wire.optim import OptimStepBody, OptimStepResult
 from rlnb.wire.sampling import SampleBody, SampleOutput
@@ -160,7 +160,7 @@ class ForwardBackwardBody(_Request):
 class LossFnOutput(_Model):
     """Per-sample output tensors of a loss (e.g. ``logprobs``), when asked for."""
 
-    tensors: dict[str, TensorData]
+    tensors: dict[str, OutputTensor]
 
 
 class ForwardBackwardResult(_Model):
