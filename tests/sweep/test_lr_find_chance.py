@@ -55,3 +55,22 @@ def test_find_lrs_status_line_keeps_the_words_beside_a_suggestion():
     why = f"steepest ascent of the smoothed reward; {at_chance([0.0, 0.2, 0.25], 0.25)}"
     found = LRFind([1e-3, 1e-2], [0.0, 0.25], [0.0, 0.25], 0.01, "reward", "adam", None, why)
     assert f"steepest ascent of the smoothed reward ({CONSTANT} (0.25, chance 0.25)" in Suggestion.describe(found)
+
+
+def test_a_range_test_stopped_before_its_first_rate_draws_without_the_chance_line():
+    """Stopped before any rate was measured (Stop on the panel's Find LR at once), the chance line alone left the log x
+    axis nothing to scale: drawing failed "Data cannot be log-scaled" and the panel showed that instead of "ended
+    early" (ci127, tests/widgets/test_browser_narrow.py). With a rate, the line is drawn."""
+    import io
+
+    def drawn(lrs: list[float]) -> list[str]:
+        values = [0.1] * len(lrs)
+        found = LRFind(lrs=lrs, values=values, smoothed=values, suggestion=None, objective="reward", optimizer="adam",
+                       muon_scaling=None, reason="ended early", run_path=None, adam_ratio=None, params=None,
+                       interrupted=True, extra={}, chance=0.25)  # fmt: skip
+        fig = found.figure()
+        fig.savefig(io.BytesIO(), format="png")
+        return [str(line.get_label()) for line in fig.axes[0].lines]
+
+    assert not any("constant answer" in label for label in drawn([]))
+    assert any("constant answer" in label for label in drawn([1e-5]))

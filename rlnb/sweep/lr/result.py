@@ -73,7 +73,8 @@ class LRFind:
             return self.figure().axes[0]
         ax.plot(self.lrs, self.values, ".", color="0.6", label=f"{self.objective} per step")
         ax.plot(self.lrs, self.smoothed, color="C0", label="smoothed")
-        if self.chance is not None and self.objective == "reward":  # a rise to it is one answer for every prompt
+        if self.chance is not None and self.objective == "reward" and self.lrs:  # one answer for every prompt scores it
+            # (no rate yet, the line alone left the log x axis at its linear default: "cannot be log-scaled")
             ax.axhline(self.chance, color="0.4", ls=":", label=f"a constant answer (chance {self.chance:.2g})")
         if self.suggestion is not None:
             ax.axvline(self.suggestion, color="C3", ls="--", label=f"suggested {self.suggestion:.2g}")
