@@ -40,7 +40,9 @@ def test_the_gpu_check_runs_on_cpu(tmp_path):
         "generate (static cache + compile)",
     }
     assert all(v > 0 for v in decode["tokens_per_s"].values()) and 0 < decode["bandwidth"]["fraction"] < 1
-    assert sorted(c["what"] for c in decode["compiled"]["compiles"]) == ["decode step"]  # CPU: choice.compiles
+    compiles = decode["compiled"]["compiles"]  # CPU: choice.compiles; one a thread count (a loaded machine's policy
+    assert {c["what"] for c in compiles} == {"decode step"}  # may change it mid-run: torch's graphs are per count)
+    assert len({c["threads"] for c in compiles}) == len(compiles)
     assert decode["eager"]["thread_policy"] == decode["compiled"]["thread_policy"] == "auto"  # CPU: the policy
     assert decode["threads_unchanged"]  # the sessions set their own threads, not the caller's
 
