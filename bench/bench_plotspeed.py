@@ -27,7 +27,7 @@ from matplotlib.text import Text
 
 from rlnb import wire
 from rlnb.history import History
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.viz.draw import png
 from rlnb.viz.live import LiveView
 from rlnb.widgets import describe

@@ -10,7 +10,7 @@ import pytest
 import rlnb
 from rlnb._checks import check_int, is_integer
 from rlnb.engine.threads import check_threads
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.sweep import TrialOptions, grid, sweep
 from rlnb.tasks import Task
 from rlnb.testing import FakeBackend

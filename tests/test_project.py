@@ -122,7 +122,7 @@ LAYERS = [
     ["wire"],
     ["errors", "_secrets", "_exit", "_checks", "_options", "_extras", "_hosts", "_one_step"],
     ["text", "_files"],
-    ["params", "schedule", "samples", "history"],
+    ["params", "samples", "history"],
     ["sinks"],
     ["engine", "remote"],
     ["session"],

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import rlnb.tasks
-from rlnb.schedule import MAX_STEPS, Schedule
+from rlnb.params.schedule import MAX_STEPS, Schedule
 from rlnb.widgets import OptimizerBuilder
 
 RANGE = r"must be an integer >= {} and <= 1000003 \(the most steps a run takes\)"

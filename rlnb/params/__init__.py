@@ -1,7 +1,8 @@
 """Optimizer configs for ``optim-step``: ``AdamParams`` and ``MuonParams``.
 
 Modules: ``classes`` (the params classes a notebook builds), ``fields`` (a field's rule in words, the numbers taken),
-``hyperparams`` (what an optimizer steps with: the defaults filled in, ``resolve``, ``check_hyperparams``).
+``hyperparams`` (what an optimizer steps with: the defaults filled in, ``resolve``, ``check_hyperparams``),
+``schedule`` (a learning rate over steps: ``Schedule`` turns a base rate into the rate for step ``n``).
 
 They reuse the field definitions (and bounds) of ``rlnb.wire`` and add what a notebook needs:
 unknown fields rejected, a ``ValueError`` that names the field, the value and the allowed range,

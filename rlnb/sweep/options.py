@@ -19,7 +19,7 @@ from typing import Any
 from rlnb._checks import check_event, check_int, check_seconds, is_integer, set_int, takes
 from rlnb.history.runconfig import LOCAL, REMOTE
 from rlnb.params import OptimizerParams
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.session import Session
 from rlnb.session.connect import check_target
 from rlnb.tasks import Task, check_steps, digits_task, seed_range

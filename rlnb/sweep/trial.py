@@ -24,7 +24,7 @@ from rlnb.errors import OperationFailed, RateLimitError, describe
 from rlnb.history import History
 from rlnb.history.runconfig import LOCAL
 from rlnb.params import OptimizerParams, kind_of
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, rl_step
 from rlnb.tasks.exact import finite_mean

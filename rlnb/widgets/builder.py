@@ -18,7 +18,7 @@ from rlnb import wire
 from rlnb._checks import check_int
 from rlnb.errors import InvalidParams, describe
 from rlnb.params import PARAMS, AdamParams, MuonParams, OptimizerParams
-from rlnb.schedule import MAX_STEPS, Schedule
+from rlnb.params.schedule import MAX_STEPS, Schedule
 from rlnb.widgets.controls import LearningRate, close_tree, values
 from rlnb.widgets.describe import ORANGE, check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls

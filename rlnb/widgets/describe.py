@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 
 from rlnb.errors import InvalidParams
 from rlnb.params import MuonHyperparams, OptimizerParams
-from rlnb.schedule import Schedule, rate
+from rlnb.params.schedule import Schedule, rate
 from rlnb.viz.draw import png
 from rlnb.widgets.controls import TEXT
 

@@ -15,7 +15,7 @@ import ipywidgets as W
 
 from rlnb import wire
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.widgets.controls import (
     IN_ROW,
     STYLE,

@@ -12,7 +12,7 @@ import ipywidgets as W
 
 from rlnb._checks import check_seconds, check_timeout
 from rlnb.params import OptimizerParams
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.session import Session
 from rlnb.session.step_turn import STEP_WAIT
 from rlnb.tasks import Task, check_steps, first_letter_task

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from rlnb import wire
 from rlnb.params import ADAM_FIELDS, MUON_ADAM_FIELDS, MUON_FIELDS
-from rlnb.schedule import Schedule, rate
+from rlnb.params.schedule import Schedule, rate
 from rlnb.tasks import first_letter_task
 from rlnb.tasks.lesson import LessonRun
 from rlnb.tasks.verified import CHANCE_MARGIN

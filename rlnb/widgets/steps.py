@@ -14,7 +14,7 @@ from rlnb import wire
 from rlnb._checks import takes
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.session import Session
 from rlnb.tasks import EVAL_ACCURACY, EVAL_EVERY, Task, VerifiedTask, check_steps, rl_step
 from rlnb.viz.draw import short

@@ -34,7 +34,7 @@ from rlnb.engine.sampling import DIVERGED, Drawn, Settings, draw, generate, unif
 from rlnb.errors import describe
 from rlnb.history import History
 from rlnb.history.store import lock_run
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.tasks import RL_METRICS, Task, digits_task, rl_step
 from rlnb.viz import plots
 from tests.support.tasks import UnprintableError

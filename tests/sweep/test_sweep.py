@@ -20,7 +20,7 @@ import torch
 import rlnb
 from rlnb.engine.models.tiny import TinyConfig, TinyTransformer
 from rlnb.history import History
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.sweep import TrialOptions, ablate, apply, grid, histories, random_search, summarize, sweep
 from rlnb.sweep.trial import summary
 from rlnb.tasks import Task

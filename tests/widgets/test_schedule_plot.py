@@ -7,7 +7,7 @@ from unittest import mock
 import pytest
 from matplotlib.text import Text
 
-from rlnb.schedule import MAX_STEPS, Schedule
+from rlnb.params.schedule import MAX_STEPS, Schedule
 from rlnb.widgets import describe
 
 CASES = [

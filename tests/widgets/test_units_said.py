@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import rlnb
-from rlnb.schedule import rate
+from rlnb.params.schedule import rate
 from rlnb.sweep import convert_muon_lr
 from rlnb.sweep.lr.muon import muon_lr_factor
 from rlnb.widgets import OptimizerBuilder, RunPanel

@@ -15,7 +15,7 @@ import pytest
 
 import rlnb
 from rlnb import wire
-from rlnb.schedule import Schedule
+from rlnb.params.schedule import Schedule
 from rlnb.tasks import EVAL_ACCURACY, MAX_STEPS, digits_task, first_letter_task, rl_step
 from rlnb.tasks.lesson import LessonRun
 from rlnb.testing import FakeBackend
