@@ -54,7 +54,7 @@ del TYPE_CHECKING  # not a name of rlnb's
 __version__ = "0.1.0"
 
 _SUBMODULES = frozenset(
-    {"batched", "cli", "engine", "errors", "history", "params", "remote", "samples", "server", "session",
+    {"batched", "cli", "engine", "errors", "history", "lifecycle", "params", "remote", "samples", "server", "session",
      "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
 )  # fmt: skip
 """Reached as attributes after a bare ``import rlnb`` (``rlnb.viz.plots.overview``, ``rlnb.errors.OperationFailed``),

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import rlnb
-from rlnb import _exit
+from rlnb.lifecycle import shutdown
 
 SLOW_PANEL = """
 import rlnb
@@ -47,7 +47,8 @@ def test_a_kernel_shut_down_during_a_long_step_leaves_no_operation_pending(tmp_p
 SIGTERM_IN_EXIT = """
 import os, signal, sys, threading, time
 import rlnb
-from rlnb import _exit, samples
+from rlnb import samples
+from rlnb.lifecycle import shutdown
 from rlnb.testing import FakeBackend
 s = rlnb.Session(FakeBackend(), runs_dir=sys.argv[1], run_id="r")
 run, worker = s.backend._worker._run_op, s.backend._worker
@@ -55,7 +56,7 @@ worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to t
 s.forward_backward([samples.cross_entropy([1, 2, 3])])
 s.optim_step()
 def term():
-    while not _exit.exiting():
+    while not shutdown.exiting():
         time.sleep(0.05)
     time.sleep(0.5)
     print("SIGTERM", flush=True)
@@ -83,27 +84,28 @@ def test_a_sigterm_during_the_exit_stops_its_waits_and_records_what_ran(tmp_path
 
 def test_the_exit_handles_sigterm_only_while_it_runs_and_keeps_a_handler_of_the_users(monkeypatch):
     seen = []
-    monkeypatch.setattr(_exit, "_STEPS", {phase: [] for phase in _exit.PHASES})
-    monkeypatch.setattr(_exit, "_HURRY", type(_exit._HURRY)())
-    _exit.on_exit("panels", lambda: seen.append(signal.getsignal(signal.SIGTERM)))
+    monkeypatch.setattr(shutdown, "_STEPS", {phase: [] for phase in shutdown.PHASES})
+    monkeypatch.setattr(shutdown, "_HURRY", type(shutdown._HURRY)())
+    shutdown.on_exit("panels", lambda: seen.append(signal.getsignal(signal.SIGTERM)))
     previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        _exit._run()
+        shutdown._run()
         assert seen[0] is not signal.SIG_DFL and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
         mine = lambda *_: None  # noqa: E731
         signal.signal(signal.SIGTERM, mine)
-        _exit._run()
+        shutdown._run()
         assert seen[1] is mine and signal.getsignal(signal.SIGTERM) is mine
-        assert not _exit.hurried()
+        assert not shutdown.hurried()
     finally:
         signal.signal(signal.SIGTERM, previous)
-        _exit._EXITING.clear()
+        shutdown._EXITING.clear()
 
 
 CTRL_C_IN_EXIT = """
 import os, signal, sys, threading, time
 import rlnb
-from rlnb import _exit, samples
+from rlnb import samples
+from rlnb.lifecycle import shutdown
 from rlnb.sinks.base import Sink
 from rlnb.testing import FakeBackend
 class Lines(Sink):
@@ -127,7 +129,7 @@ worker._run_op = lambda *job: (time.sleep(30), run(*job))[1]  # a step deaf to t
 s.forward_backward([samples.cross_entropy([1, 2, 3])])
 s.optim_step()
 def ctrl_c():
-    while not _exit.exiting():
+    while not shutdown.exiting():
         time.sleep(0.05)
     time.sleep(0.5)
     print("SIGINT", flush=True)
@@ -212,14 +214,14 @@ def test_a_session_keeps_a_sigterm_handler_of_the_users_and_ends_on_the_default_
     from rlnb.testing import FakeBackend
 
     mine = lambda *_: None  # noqa: E731
-    previous = {signum: signal.signal(signum, mine) for signum in _exit._ENDING}
+    previous = {signum: signal.signal(signum, mine) for signum in shutdown._ENDING}
     try:
         rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="a").close()
-        assert all(signal.getsignal(signum) is mine for signum in _exit._ENDING)
-        for signum in _exit._ENDING:
+        assert all(signal.getsignal(signum) is mine for signum in shutdown._ENDING)
+        for signum in shutdown._ENDING:
             signal.signal(signum, signal.SIG_DFL)
         rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="b").close()
-        assert all(signal.getsignal(signum) is _exit._terminate for signum in _exit._ENDING)
+        assert all(signal.getsignal(signum) is shutdown._terminate for signum in shutdown._ENDING)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -254,7 +256,8 @@ def test_a_sigterm_in_a_cell_still_ends_the_kernel(tmp_path, opened):
 CTRL_C_UNDER_A_PANEL = """
 import os, signal, sys, threading, time
 import rlnb
-from rlnb import _exit, samples
+from rlnb import samples
+from rlnb.lifecycle import shutdown
 from rlnb.testing import FakeBackend
 from rlnb.widgets import RunPanel
 s = rlnb.Session(FakeBackend(delay=30.0), runs_dir=sys.argv[1], run_id="k")
@@ -264,7 +267,7 @@ def step(session, params):
 p = RunPanel(s, step_fn=step)
 p.start(100)
 def ctrl_c():
-    while not _exit.exiting():
+    while not shutdown.exiting():
         time.sleep(0.05)
     time.sleep(0.5)
     os.kill(os.getpid(), signal.SIGINT)

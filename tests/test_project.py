@@ -118,9 +118,9 @@ def test_environment_yml_mirrors_the_pip_install():
 
 
 LAYERS = [
-    ["_shown", "_scalars", "_masks", "_threads"],
+    ["_shown", "_scalars", "_masks", "lifecycle"],
     ["wire"],
-    ["errors", "_secrets", "_exit", "_checks", "_options", "_extras", "_hosts", "_one_step"],
+    ["errors", "_secrets", "_checks", "_options", "_extras", "_hosts", "_one_step"],
     ["text", "_files"],
     ["params", "samples", "history"],
     ["sinks"],

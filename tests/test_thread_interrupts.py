@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 import rlnb
-from rlnb import _threads, samples
+from rlnb import samples
+from rlnb.lifecycle import threads
 from rlnb.sinks.base import Sink
 from rlnb.testing import FakeBackend
 
@@ -27,7 +28,7 @@ def _ctrl_c_in(seconds: float) -> threading.Timer:
 
 def test_a_ctrl_c_in_join_leaves_the_thread_alive_and_the_next_join_waits():
     release = threading.Event()
-    thread = _threads.Thread(target=release.wait, name="rlnb-test", args=(30,))
+    thread = threads.Thread(target=release.wait, name="rlnb-test", args=(30,))
     thread.start()
     _ctrl_c_in(0.2)
     try:

@@ -32,9 +32,10 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from rlnb import _exit, _threads, wire
+from rlnb import wire
 from rlnb._one_step import STEP, rest_failed
 from rlnb.errors import NOT_RUN, Cancelled, OperationError
+from rlnb.lifecycle import shutdown, threads
 from rlnb.wire import Listener
 from rlnb.wire import OperationErrorCode as Code
 from rlnb.wire import OperationStatus as Status
@@ -100,7 +101,7 @@ class Worker:
         self.closed = False
         self._broken: tuple[object, Code, str] | None = None  # a step whose operation FAILED: the rest fail unrun
         self._running: tuple[wire.OperationKind, str, Listener] | None = None  # None too once ``_abandon`` told it
-        self._thread = _threads.Thread(target=self._loop, name=name)
+        self._thread = threads.Thread(target=self._loop, name=name)
         self._thread.start()
         self._ident = self._thread.ident  # ``runs_here``: ``current_thread()`` and ``Thread.ident`` are Python calls
         _LIVE.add(self)
@@ -140,7 +141,7 @@ class Worker:
         """Stop: refuse new work, interrupt a running sample, fail the queue. False if the running
         operation was still going after ``timeout``. At interpreter exit (a session's close among the exit's
         steps) no limit is ``EXIT_DEADLINE``: an operation, or a listener, that never returns would hang the exit."""
-        ending = _exit.exiting() or _exit.hurried()  # hurried: a SIGTERM, the close of a ``with`` block it ended
+        ending = shutdown.exiting() or shutdown.hurried()  # hurried: a SIGTERM, the close of a ``with`` block it ended
         if timeout is None and ending:
             timeout = EXIT_DEADLINE
         with self._lock:
@@ -153,7 +154,7 @@ class Worker:
         if timeout is not None and ending:  # a SIGTERM (a kernel's Shut Down) ends the wait, failing the rest
             running = self._running  # said if it does not end at once: a silent minute reads as a hang
             what = f"finishing the running {running[0]} ({self._thread.name})" if running is not None else ""
-            if not _exit.join(self._thread, timeout, what) and _exit.hurried():
+            if not shutdown.join(self._thread, timeout, what) and shutdown.hurried():
                 self._abandon()
             return not self._thread.is_alive()
         self._thread.join(timeout)
@@ -240,8 +241,8 @@ _LIVE: weakref.WeakSet[Worker] = weakref.WeakSet()
 def _close_all() -> None:
     """Interpreter exit: close every live worker (see the module docstring)."""
     for worker in list(_LIVE):
-        if not worker.close(EXIT_DEADLINE) and not _exit.hurried():  # hurried: it is recorded FAILED, and said so
+        if not worker.close(EXIT_DEADLINE) and not shutdown.hurried():  # hurried: it is recorded FAILED, and said so
             log.warning("rlnb: an operation was still running %.0f s after exit began", EXIT_DEADLINE)
 
 
-_exit.on_exit("workers", _close_all)
+shutdown.on_exit("workers", _close_all)

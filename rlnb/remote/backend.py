@@ -196,7 +196,7 @@ class RemoteBackend:
         to the stop), when what is in flight is settled without asking it or waiting for its POST. A stop that
         cannot connect is tried again for ``STOP_RECONNECT`` seconds only. The first API error is raised at the
         end, after a warning naming what may still run remotely when the stop failed. A SIGTERM during the interpreter's
-        exit (a kernel's Shut Down: SIGKILL 2.5 s later) ends the waits after the stop (``_exit.hurried``).
+        exit (a kernel's Shut Down: SIGKILL 2.5 s later) ends the waits after the stop (``shutdown.hurried``).
 
         Called from a listener on this backend's own poll or send thread (a history callback), it closes on a
         thread of its own and returns: inline it would join the thread it runs on (``cannot join current thread``,

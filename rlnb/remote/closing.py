@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
-from rlnb import _exit, _threads, wire
+from rlnb import wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
+from rlnb.lifecycle import shutdown, threads
 from rlnb.remote.client import APIClient
 from rlnb.remote.poller import report
 
@@ -29,7 +30,7 @@ def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -
     call's ``deadline`` (a server answering each 503 with a ``Retry-After`` held close() one per operation), and go
     ``SETTLE_POLLS`` at a time: one after another, 30 operations on a server answering in 1 s held close() 31 s
     (at the interpreter's exit, where no future can be scheduled, they still go one after another). A SIGTERM during
-    the exit (``_exit.hurried``) ends the wait: what is unanswered then ends FAILED, its outcome unknown. Reported in
+    the exit (``shutdown.hurried``) ends the wait: what is unanswered then ends FAILED, its outcome unknown. Reported in
     submission order."""
     end, unreachable = time.monotonic() + client.deadline, threading.Event()
     found: list[tuple[wire.Operation[Any], bool] | None] = [None] * len(inflight)
@@ -38,7 +39,7 @@ def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -
         """Their last envelopes, and whether the server was reached for each."""
         for i in indices:
             op = inflight[i]
-            if not ask or unreachable.is_set() or _exit.hurried():
+            if not ask or unreachable.is_set() or shutdown.hurried():
                 found[i] = op.env, False
                 continue
             try:
@@ -52,14 +53,14 @@ def settle(client: APIClient, session_id: str, inflight: list[Any], ask: bool) -
     pool = ThreadPoolExecutor(SETTLE_POLLS, thread_name_prefix=f"rlnb-settle-{session_id}")
     try:  # a SIGTERM at exit (a kernel's Shut Down: SIGKILL 2.5 s later) stops the wait: the rest is unknown
         futures = [pool.submit(last, [i]) for i in range(len(inflight))]
-        _exit.wait(lambda seconds: not wait(futures, seconds).not_done, math.inf)  # each poll ends by ``end``
+        shutdown.wait(lambda seconds: not wait(futures, seconds).not_done, math.inf)  # each poll ends by ``end``
     except RuntimeError:  # the interpreter's exit: no future can be scheduled, so one after another on one thread
-        polls = _threads.Thread(target=last, args=(range(len(inflight)),), name=f"rlnb-settle-{session_id}")
+        polls = threads.Thread(target=last, args=(range(len(inflight)),), name=f"rlnb-settle-{session_id}")
         polls.start()
-        _exit.join(polls, math.inf)
+        shutdown.join(polls, math.inf)
     finally:  # a Ctrl-C: close() returns now; the polls end by their deadline
         pool.shutdown(wait=False, cancel_futures=True)
-    hurried = _exit.hurried()
+    hurried = shutdown.hurried()
     envs = [(op.env, False) if got is None else got for op, got in zip(inflight, found, strict=True)]
     for op, (env, reached) in zip(inflight, envs, strict=True):
         if env.status not in wire.TERMINAL_STATUSES:

@@ -33,8 +33,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb import _exit, _threads, wire
+from rlnb import wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
+from rlnb.lifecycle import shutdown, threads
 from rlnb.remote.client import APIClient
 from rlnb.remote.waiting import LONG_POLL_WAIT, PollOptions, poll_interval
 from rlnb.wire import Listener
@@ -74,7 +75,7 @@ class Poller:
         self._stopping = False
         self._said: set[str] = set()  # the statuses newer than rlnb's list warned of (``_newer``)
         self._head_only = False  # polling the oldest operation alone, long-polled (set and read by the poll thread)
-        self._thread = _threads.Thread(target=self._loop, name=f"rlnb-poll-{session_id}")
+        self._thread = threads.Thread(target=self._loop, name=f"rlnb-poll-{session_id}")
         self._thread.start()
 
     def runs_here(self) -> bool:
@@ -105,7 +106,7 @@ class Poller:
             self._stopping = True
             self._cond.notify_all()
         if wait:  # the poll in flight ends by its call's deadline
-            _exit.join(self._thread, math.inf)
+            shutdown.join(self._thread, math.inf)
         with self._cond:
             left, self._inflight = self._inflight, []
             for op in left:

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb import _exit, _one_step, _threads, wire
+from rlnb import _one_step, wire
 from rlnb.errors import (
     GRADIENTS_KEPT,
     SUBMIT_AGAIN,
@@ -37,6 +37,7 @@ from rlnb.errors import (
     APITimeoutError,
     user_stacklevel,
 )
+from rlnb.lifecycle import shutdown, threads
 from rlnb.remote.client import APIClient, PreparedOperation
 from rlnb.remote.poller import Poller
 from rlnb.wire import Listener
@@ -102,7 +103,7 @@ class Sender:
         """The last step one of whose operations was not sent, and why: the rest of it fails unsent."""
         self._cond = threading.Condition()
         self._stopping = False
-        self._thread = _threads.Thread(target=self._loop, name=f"rlnb-send-{session_id}")
+        self._thread = threads.Thread(target=self._loop, name=f"rlnb-send-{session_id}")
         self._thread.start()
 
     def runs_here(self) -> bool:
@@ -143,7 +144,7 @@ class Sender:
     def join(self, timeout: float) -> Queued | None:
         """Wait up to ``timeout`` seconds for the POST in flight, less once a SIGTERM hurried the exit; the operation
         still being sent, or None."""
-        _exit.join(self._thread, timeout)
+        shutdown.join(self._thread, timeout)
         with self._cond:
             return self._current
 

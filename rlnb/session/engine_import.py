@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from rlnb.session import ctrl_c
+from rlnb.lifecycle import ctrl_c
 
 if TYPE_CHECKING:
     from rlnb.engine.backend import LocalBackend

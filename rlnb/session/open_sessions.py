@@ -1,5 +1,5 @@
 """The sessions not yet closed, so that a script may exit mid-run and keep every record: the interpreter's
-exit closes each of them (``rlnb._exit``'s sessions phase)."""
+exit closes each of them (``rlnb.lifecycle.shutdown``'s sessions phase)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rlnb import _exit
+from rlnb.lifecycle import shutdown
 
 if TYPE_CHECKING:
     from rlnb.session.session import Session
@@ -38,7 +38,7 @@ def _close_open_sessions() -> None:
         try:
             session._close(flush_sinks=False)
         except KeyboardInterrupt:  # the others still close (their files, their records), hurried
-            _exit.interrupted()
+            shutdown.interrupted()
         except Exception:  # noqa: BLE001, S110 - exit goes on: one session's failure must not hide the others
             continue
 
@@ -57,4 +57,4 @@ def close_keeping(close: Callable[[], None], raised: BaseException | None) -> No
         raised.add_note(f"(closing the session then failed too: {said})")
 
 
-_exit.on_exit("sessions", _close_open_sessions)
+shutdown.on_exit("sessions", _close_open_sessions)

@@ -16,13 +16,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlnb import _exit, wire
+from rlnb import wire
 from rlnb.errors import SessionClosed
 from rlnb.history import History
 from rlnb.history.record import FORWARD_ONLY
 from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import REMOTE
 from rlnb.history.runs import warn_continued, warn_in_memory
+from rlnb.lifecycle import shutdown
 from rlnb.params import OptimizerParams, params_for
 from rlnb.session.backend import Backend
 from rlnb.session.bodies import (
@@ -99,7 +100,7 @@ class Session:
                 history.close()
             raise
         OPEN.add(self)
-        _exit.end_on_termination()  # a SIGTERM from now on closes it, its records kept
+        shutdown.end_on_termination()  # a SIGTERM from now on closes it, its records kept
 
     def __repr__(self) -> str:
         return f"<rlnb.Session {self.id} optimizer={self.optimizer} step={self.step}>"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 from rlnb._checks import check_timeout
 from rlnb.errors import SessionBusy
-from rlnb.session import ctrl_c
+from rlnb.lifecycle import ctrl_c
 
 STEP_WAIT = 600.0
 """Seconds a step waits for another thread's step on the same session before ``SessionBusy``: a step of a large

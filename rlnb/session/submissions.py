@@ -16,7 +16,7 @@ from rlnb import wire
 from rlnb._checks import check_timeout
 from rlnb.errors import OperationFailed, OperationTimeout
 from rlnb.history import History
-from rlnb.session import ctrl_c
+from rlnb.lifecycle import ctrl_c
 from rlnb.session.backend import Backend
 from rlnb.session.operation import Operation
 from rlnb.wire import OperationKind as Kind

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from rlnb import _exit
 from rlnb._checks import check_bool, check_seconds
 from rlnb.errors import RlnbError, user_stacklevel
 from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER
+from rlnb.lifecycle import shutdown
 from rlnb.sinks.scrubbing import scrub, scrubbed
 from rlnb.sinks.watched import check_folder
 from rlnb.text.prompts import escaped
@@ -274,7 +274,7 @@ class Sink(ABC):
             try:
                 warnings.warn(text, SinkWarning, stacklevel=level)
             except SinkWarning:  # ``python -W error``: the warning is raised; what follows it is said later
-                if not _exit.exiting():
+                if not shutdown.exiting():
                     with self._lock:
                         self._unsaid[:0] = unsaid[i + 1 :]
                         if self._unsaid:

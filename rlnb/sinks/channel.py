@@ -11,8 +11,8 @@ import threading
 from collections import deque
 from typing import Any
 
-from rlnb import _exit, _threads
 from rlnb.history import History
+from rlnb.lifecycle import shutdown, threads
 from rlnb.sinks import claims, marks
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
 from rlnb.sinks.left_out import left_out
@@ -46,7 +46,7 @@ class Channel:
         file = marks.path(history.path, sink) if history.path is not None else None
         self.marked = marks.MarkFile(file) if file is not None else None  # how far it wrote the run
         self._unstored: deque[tuple[int, Mark]] = deque()  # marks of rows the library has not stored yet
-        self.thread = _threads.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}")
+        self.thread = threads.Thread(target=self._run, name=f"rlnb-sink-{type(sink).__name__}")
         self.thread.start()
 
     def put(self, items: list[Item | Mark], backlog: float = MAX_BACKLOG) -> None:
@@ -103,7 +103,7 @@ class Channel:
                     if self._held(lease, run):
                         return
                     writer = lease.open(run)
-                    _exit.run_first()
+                    shutdown.run_first()
                 items = [i for group in batch if group is not _CLOSE for i in group]
                 points, failures = merge(i for i in items if isinstance(i, Point | Failure))
                 if points or failures:

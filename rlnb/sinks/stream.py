@@ -20,9 +20,9 @@ import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rlnb import _exit
 from rlnb.history import History, Record, new_run_id
 from rlnb.history.runconfig import session_starts
+from rlnb.lifecycle import shutdown
 from rlnb.sinks import marks
 from rlnb.sinks.base import Sink, SinkWarning, say_all
 from rlnb.sinks.channel import Channel
@@ -167,11 +167,11 @@ class Attachment:
             for channel in self._channels:  # each close: those a Ctrl-C above kept from being told are told now
                 channel.close()
         deadline = time.monotonic() + timeout
-        if _exit.exiting():  # a flush that does not end at once is said: a silent 30 s reads as a hang
+        if shutdown.exiting():  # a flush that does not end at once is said: a silent 30 s reads as a hang
             busy = [c for c in self._channels if c.sink.error is None and not c.sink.is_stalled()]
-            if not all(channel.settled.wait(_exit.CHUNK) for channel in busy):
+            if not all(channel.settled.wait(shutdown.CHUNK) for channel in busy):
                 names = ", ".join(type(channel.sink).__name__ for channel in busy)
-                _exit.say_waiting(f"flushing rlnb.sinks {names} of run {busy[0].run_name}", timeout)
+                shutdown.say_waiting(f"flushing rlnb.sinks {names} of run {busy[0].run_name}", timeout)
         path = self._history.path  # record=False: no run store to point to, only the history in memory
         kept = f"its run folder {path} has everything" if path else "session.history has everything, in memory only"
         for channel in self._channels:
@@ -235,17 +235,17 @@ _UNNAMED: weakref.WeakKeyDictionary[History, str] = weakref.WeakKeyDictionary()
 
 
 def _close_all() -> None:
-    """At exit, after the sessions have closed (``rlnb._exit``: what was in flight is recorded FAILED and
+    """At exit, after the sessions have closed (``rlnb.lifecycle.shutdown``: what was in flight is recorded FAILED and
     sent as failures), flush every attachment still open within one deadline."""
     deadline = time.monotonic() + EXIT_TIMEOUT
     for attachment in list(_ATTACHED):
         try:
             attachment.close(timeout=max(0.0, deadline - time.monotonic()))
         except KeyboardInterrupt:  # a Ctrl-C here abandons the flush: what is left waits no more
-            _exit.interrupted()
+            shutdown.interrupted()
             deadline = time.monotonic()
     stop_all(timeout=max(0.0, deadline - time.monotonic()))
     say_all()  # at the latest: a failure no log, close or read has said since (a writer that failed after its close)
 
 
-_exit.on_exit("sinks", _close_all)
+shutdown.on_exit("sinks", _close_all)

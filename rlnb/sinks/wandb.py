@@ -19,8 +19,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from rlnb import _exit
 from rlnb._checks import user_path
+from rlnb.lifecycle import shutdown
 from rlnb.sinks import wandb_file
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkError
 from rlnb.sinks.watched import Watched, lost_from
@@ -142,7 +142,7 @@ class WandB(Sink):
         # after, so it runs first. Done only once init returned, an interpreter exiting mid-init would tear the
         # service down under the sink's last points, dropping the sink ("ConnectionResetError: Connection lost").
         wandb.setup()
-        _exit.run_first()
+        shutdown.run_first()
         if self.dir is not None:
             self.dir.mkdir(parents=True, exist_ok=True)
         settings = self._settings or wandb.Settings(console="off", x_disable_stats=True, silent=True)

@@ -18,11 +18,11 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from rlnb import _threads
 from rlnb.batched import Member, MemberResult, run_batched
 from rlnb.batched.memory import EnsembleTooLarge
 from rlnb.batched.run import most_members
 from rlnb.errors import describe
+from rlnb.lifecycle import threads
 from rlnb.tasks import StepReport
 from rlnb.wire import TrialStatus
 
@@ -44,7 +44,7 @@ class BatchedExecutor:
         self._waiting: list[TrialSpec] = []
         self._rows: queue.Queue[dict[str, Any]] = queue.Queue()
         self._pending: dict[int, TrialSpec] = {}  # submitted and not yet returned as a row, by trial
-        self._thread: _threads.Thread | None = None
+        self._thread: threads.Thread | None = None
         self._abandoned = False
         self._deferred: dict[
             int, list[str]
@@ -70,7 +70,7 @@ class BatchedExecutor:
     def poll(self, timeout: float) -> list[dict[str, Any]]:
         if self._waiting and (self._thread is None or not self._thread.is_alive()):
             specs, self._waiting = self._waiting, []
-            self._thread = _threads.Thread(target=self._run, args=(specs,), name="rlnb-sweep-batched")
+            self._thread = threads.Thread(target=self._run, args=(specs,), name="rlnb-sweep-batched")
             self._thread.start()
         rows: list[dict[str, Any]] = []
         try:
@@ -104,7 +104,7 @@ class BatchedExecutor:
 
     def close(self) -> None:
         if self._thread is not None and not self._abandoned:
-            left_running(_threads.join_all([self._thread], CLOSE_DEADLINE))
+            left_running(threads.join_all([self._thread], CLOSE_DEADLINE))
 
     # -- the background thread ---------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlnb.session.ctrl_c import held
+from rlnb.lifecycle.ctrl_c import held
 from rlnb.wire import TrialStatus
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor

@@ -18,9 +18,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlnb import _threads
 from rlnb.errors import describe
 from rlnb.history.runconfig import LOCAL
+from rlnb.lifecycle.threads import Thread, join_all
 from rlnb.wire import TrialStatus
 
 from .trial import TrialSpec, base_row, run_trial
@@ -111,7 +111,7 @@ class ThreadExecutor:
         self._max = max(1, max_concurrent)
         self._runs_dir, self._stop, self._reporter = runs_dir, stop, reporter
         self._futures: dict[Future[dict[str, Any]], TrialSpec] = {}
-        self._threads: list[_threads.Thread] = []
+        self._threads: list[Thread] = []
         self._abandoned = False
 
     def capacity(self) -> int:
@@ -131,7 +131,7 @@ class ThreadExecutor:
                 except BaseException as exc:  # noqa: BLE001 - run_trial makes every failure a row; a bug still is one
                     fut.set_result(base_row(spec, TrialStatus.FAILED, f"the trial's thread: {describe(exc)}"))
 
-        thread = _threads.Thread(target=run, name=f"rlnb-sweep-{spec.trial}")
+        thread = Thread(target=run, name=f"rlnb-sweep-{spec.trial}")
         self._futures[fut] = spec
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
@@ -169,10 +169,10 @@ class ThreadExecutor:
         for fut in self._futures:
             fut.cancel()
         if not self._abandoned:
-            left_running(_threads.join_all(self._threads, CLOSE_DEADLINE))
+            left_running(join_all(self._threads, CLOSE_DEADLINE))
 
 
-def left_running(threads: list[_threads.Thread]) -> None:
+def left_running(threads: list[Thread]) -> None:
     """Say the threads a sweep's end stopped waiting for (``CLOSE_DEADLINE``): a step stuck in user code."""
     if threads:
         names = ", ".join(thread.name for thread in threads)

@@ -14,8 +14,9 @@ from rlnb import _one_step, wire
 from rlnb._checks import check_int, check_timeout, is_integer
 from rlnb.errors import OperationFailed
 from rlnb.history.figures import RLMetric
+from rlnb.lifecycle import ctrl_c
 from rlnb.params import OptimizerParams
-from rlnb.session import Operation, Session, ctrl_c
+from rlnb.session import Operation, Session
 from rlnb.session.step_turn import STEP_WAIT
 from rlnb.tasks import pieces
 from rlnb.tasks.rollouts import (

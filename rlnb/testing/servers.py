@@ -11,7 +11,7 @@ import time
 import weakref
 from typing import IO, Any
 
-from rlnb import _exit
+from rlnb.lifecycle import shutdown
 
 
 def free_port() -> int:
@@ -128,4 +128,4 @@ def _stop_at_exit() -> None:
             _end(*held[2])
 
 
-_exit.on_exit("workers", _stop_at_exit)
+shutdown.on_exit("workers", _stop_at_exit)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import weakref
 from typing import Protocol
 
-from rlnb import _exit
 from rlnb.history import History
+from rlnb.lifecycle import shutdown
 from rlnb.viz.cells import cell_run, execute_run, same_cell_before
 from rlnb.viz.outputs import Outputs
 
@@ -39,7 +39,7 @@ def _close_open_views() -> None:
         view.close()
 
 
-_exit.on_exit("panels", _close_open_views)
+shutdown.on_exit("panels", _close_open_views)
 
 
 def opened(view: View) -> None:

@@ -12,8 +12,9 @@ import time
 import weakref
 from typing import Any, Protocol, TypeVar
 
-from rlnb import _exit, wire
+from rlnb import wire
 from rlnb.errors import SessionClosed
+from rlnb.lifecycle import shutdown
 from rlnb.tasks.task import session_prompt_ids
 from rlnb.widgets.finder import MADE
 from rlnb.widgets.muon_units import session_units
@@ -220,13 +221,13 @@ def _stop_running_panels() -> None:
     for finder in finders:
         finder.stop()
     end = time.monotonic() + EXIT_DEADLINE
-    busy = [p for p in list(_OPEN.values()) if not p.join(_exit.CHUNK)] + [f for f in finders if not f.join(0.0)]
+    busy = [p for p in list(_OPEN.values()) if not p.join(shutdown.CHUNK)] + [f for f in finders if not f.join(0.0)]
     if busy:  # said: the wait may take as long as a step, with nothing printed
-        _exit.say_waiting(f"finishing the step in progress of {len(busy)} RunPanel(s) or Find LR", EXIT_DEADLINE)
-    for panel in list(_OPEN.values()):  # a SIGTERM (a kernel's Shut Down) ends these waits: ``_exit.hurried``
-        _exit.wait(panel.join, max(0.0, end - time.monotonic()))
+        shutdown.say_waiting(f"finishing the step in progress of {len(busy)} RunPanel(s) or Find LR", EXIT_DEADLINE)
+    for panel in list(_OPEN.values()):  # a SIGTERM (a kernel's Shut Down) ends these waits: ``shutdown.hurried``
+        shutdown.wait(panel.join, max(0.0, end - time.monotonic()))
     for finder in finders:
-        _exit.wait(finder.join, max(0.0, end - time.monotonic()))
+        shutdown.wait(finder.join, max(0.0, end - time.monotonic()))
 
 
-_exit.on_exit("panels", _stop_running_panels)
+shutdown.on_exit("panels", _stop_running_panels)

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 import rlnb
-from rlnb import _exit, samples, wire
+from rlnb import samples, wire
+from rlnb.lifecycle import shutdown
 from tests.support.server import app_client, held, running_server
 
 SLOW_SERVER_EXIT = """
@@ -23,7 +24,8 @@ marks = {}
 atexit.register(lambda: print(f"EXIT {time.monotonic() - marks['exit']:.2f}", flush=True))  # runs after rlnb's hook
 import httpx
 import rlnb
-from rlnb import _exit, samples
+from rlnb import samples
+from rlnb.lifecycle import shutdown
 slow = threading.Event()
 def answers_slowly(response):  # the server takes 20 s more to answer about an operation (its stop: at once)
     if slow.is_set() and "/operations" in response.request.url.path:
@@ -37,7 +39,7 @@ slow.set()
 s.optim_step()  # its POST is in flight at exit
 time.sleep(0.3)
 def term():
-    while not _exit.exiting():
+    while not shutdown.exiting():
         time.sleep(0.01)
     marks["exit"] = time.monotonic()
     time.sleep(0.5)
@@ -66,7 +68,7 @@ def test_a_sigterm_during_the_exit_cuts_a_remote_sessions_close_short_and_leaves
 
 def test_a_hurried_exit_stops_waiting_for_a_remote_closes_last_polls(tmp_path, monkeypatch):
     hurry, answered = threading.Event(), threading.Event()
-    monkeypatch.setattr(_exit, "_HURRY", hurry)  # set below as the exit's SIGTERM handler would
+    monkeypatch.setattr(shutdown, "_HURRY", hurry)  # set below as the exit's SIGTERM handler would
 
     def answers_slowly(response):  # the server takes 20 s to answer close()'s last polls
         if threading.current_thread().name.startswith("rlnb-settle-"):

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from rlnb import _threads
+from rlnb.lifecycle import threads
 
 Phase = Literal["panels", "sessions", "workers", "sinks"]
 PHASES: tuple[Phase, ...] = ("panels", "sessions", "workers", "sinks")
@@ -68,7 +68,7 @@ def wait(done: Callable[[float], bool], timeout: float) -> bool:
             return False
 
 
-def join(thread: _threads.Thread, timeout: float, what: str = "") -> bool:
+def join(thread: threads.Thread, timeout: float, what: str = "") -> bool:
     """Join ``thread`` for at most ``timeout`` seconds, less once a SIGTERM hurried the exit; whether it ended.
     ``what`` (the exit's waits): said on stderr if it has not ended at the first look, else a silent wait of up to a
     minute read as a hang."""
