@@ -18,7 +18,6 @@ from importlib import import_module as _import_module
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # for the type checker and the API reference: at run time each name is imported on first use
     from rlnb import samples, sinks, wire
-    from rlnb._secrets import RedactingFilter, configure_logging
     from rlnb.errors import (
         APIConnectionError,
         APIError,
@@ -45,6 +44,7 @@ if TYPE_CHECKING:  # for the type checker and the API reference: at run time eac
     from rlnb.history import History, Record
     from rlnb.history.catalog import compare, runs
     from rlnb.params import AdamParams, MuonParams
+    from rlnb.secrets.redaction import RedactingFilter, configure_logging
     from rlnb.session import Session
     from rlnb.session.connect import connect
     from rlnb.session.operation import Operation
@@ -54,8 +54,8 @@ del TYPE_CHECKING  # not a name of rlnb's
 __version__ = "0.1.0"
 
 _SUBMODULES = frozenset(
-    {"batched", "cli", "engine", "errors", "history", "lifecycle", "params", "remote", "samples", "server", "session",
-     "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
+    {"batched", "cli", "engine", "errors", "history", "lifecycle", "params", "remote", "samples", "secrets", "server",
+     "session", "sinks", "sweep", "tasks", "testing", "text", "viz", "widgets", "wire"}
 )  # fmt: skip
 """Reached as attributes after a bare ``import rlnb`` (``rlnb.viz.plots.overview``, ``rlnb.errors.OperationFailed``),
 imported on first use: some pull in torch, matplotlib, ipywidgets, transformers or FastAPI."""
@@ -101,7 +101,7 @@ __all__ = [
 """A literal list: the type checker and the API reference (griffe) read it without running this module."""
 
 _MODULES = {
-    **dict.fromkeys(["RedactingFilter", "configure_logging"], "rlnb._secrets"),
+    **dict.fromkeys(["RedactingFilter", "configure_logging"], "rlnb.secrets.redaction"),
     **dict.fromkeys(["History", "Record"], "rlnb.history"),
     **dict.fromkeys(["compare", "runs"], "rlnb.history.catalog"),
     **dict.fromkeys(["AdamParams", "MuonParams"], "rlnb.params"),

@@ -118,9 +118,9 @@ def test_environment_yml_mirrors_the_pip_install():
 
 
 LAYERS = [
-    ["_shown", "_scalars", "_masks", "lifecycle"],
+    ["_shown", "_scalars", "lifecycle", "secrets"],
     ["wire"],
-    ["errors", "_secrets", "_checks", "_options", "_extras", "_hosts", "_one_step"],
+    ["errors", "_checks", "_options", "_extras", "_hosts", "_one_step"],
     ["text", "_files"],
     ["params", "samples", "history"],
     ["sinks"],

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from rlnb import _one_step, _secrets, wire
+from rlnb import _one_step, wire
 from rlnb._checks import check_bool
 from rlnb._options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
@@ -28,6 +28,7 @@ from rlnb.remote.poller import Poller
 from rlnb.remote.sender import Sender, tell
 from rlnb.remote.start import STOP_RECONNECT, ModelLimits, SessionOptions, Start, stop_quietly
 from rlnb.remote.waiting import PollOptions
+from rlnb.secrets import redaction
 from rlnb.wire import Listener, OptimizerKind
 
 log = logging.getLogger("rlnb")
@@ -122,7 +123,7 @@ class RemoteBackend:
         operation fails ``TIMEOUT`` after ``operation_timeout`` seconds, or once the server has answered
         no poll for ``poll_failure_window`` seconds, and at once when the server no longer knows it (404).
         """
-        api_key = _secrets.hide(api_key)  # first: no traceback's locals show it (``rlnb._secrets``)
+        api_key = redaction.hide(api_key)  # first: no traceback's locals show it (``rlnb.secrets.redaction``)
         keep_resource = check_bool("keep_resource", keep_resource)  # "no" is truthy: a paid resource would run on
         new = take(SessionOptions, options, session)
         http = take(ClientOptions, options, client)
@@ -273,7 +274,7 @@ def stop_model_resources(base_url: str, model_resources_id: str, options: dict[s
     session on it."""
     options = dict(options)
     http = take(ClientOptions, options, options.get("client"))
-    client = APIClient(base_url, _secrets.hide(options.get("api_key")), **kwargs(http))
+    client = APIClient(base_url, redaction.hide(options.get("api_key")), **kwargs(http))
     try:
         stop_quietly(client, None, model_resources_id)
     finally:

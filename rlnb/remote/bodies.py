@@ -20,11 +20,12 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from rlnb import _secrets, wire
+from rlnb import wire
 from rlnb._shown import printable
 from rlnb.errors import APIError, APIStatusError, status_error_class
 from rlnb.remote import masking, redirects
 from rlnb.remote.masking import chain, forget_locals, reachable
+from rlnb.secrets import redaction
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -122,14 +123,14 @@ MAX_ID = 200
 
 
 class Scrubber:
-    """Masks the client's own key (whatever its length) and every key ``rlnb._secrets`` knows."""
+    """Masks the client's own key (whatever its length) and every key ``rlnb.secrets.redaction`` knows."""
 
     def __init__(self, own_key: SecretStr | None):
         self._own = own_key
         self._own_key = own_key.get_secret_value() if own_key else None  # one masker for every string (matcher)
 
     def _keys(self) -> list[str]:
-        keys = _secrets.known()
+        keys = redaction.known()
         if self._own and self._own.get_secret_value() not in keys:
             keys.append(self._own.get_secret_value())
         return sorted(keys, key=len, reverse=True)
@@ -149,7 +150,7 @@ class Scrubber:
         return masking.mask(error, self._keys())
 
     def redact(self, text: str) -> str:
-        return _secrets.redact(text, self._own_key)
+        return redaction.redact(text, self._own_key)
 
     def scrub(self, data: Any) -> Any:
         """Decoded JSON with every string (keys of objects too) redacted."""
@@ -163,7 +164,7 @@ class Scrubber:
 
     def _clean(self, text: str) -> bool:
         """Whether no decoded string of this JSON text can hold a key (no escapes, no key as written)."""
-        return "\\" not in text and not _secrets.matcher(self._own_key).search(text)
+        return "\\" not in text and not redaction.matcher(self._own_key).search(text)
 
     def decode(self, response: httpx.Response, what: str) -> Any:
         """The body as JSON, every string scrubbed; ``APIError`` (no raw text chained) if it is not JSON."""
@@ -286,6 +287,6 @@ def invalid(response: httpx.Response, what: str, detail: str) -> APIError:
     except (ValueError, RecursionError):
         return error
     said = answer.get("id") if isinstance(answer, dict) else None
-    if isinstance(said, str) and said.strip() and len(said) <= MAX_ID and _secrets.redact(said) == said:
+    if isinstance(said, str) and said.strip() and len(said) <= MAX_ID and redaction.redact(said) == said:
         error.answer_id = said  # an id that quotes a key is no id: not kept
     return error

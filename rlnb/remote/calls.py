@@ -9,7 +9,7 @@ response headers) and its clock are learned from its answers (``features``). No 
 Every call ends by ``deadline`` seconds, all attempts and backoff included: each socket operation is bounded by the
 time left (``transport.DeadlineTransport``), so a server that drips its answer cannot hold a call for ever.
 
-The API key lives in a ``SecretStr`` from where rlnb first receives it (``_secrets.hide``: no traceback's locals
+The API key lives in a ``SecretStr`` from where rlnb first receives it (``redaction.hide``: no traceback's locals
 show it), unwrapped only into the ``Authorization`` header: it is in no repr, log line or exception message (the
 header of a request inside an exception rlnb raises reads ``Bearer ***``), and every body a server sends back,
 successful or not, is read under a size cap and scrubbed of it after JSON decoding (``bodies``).
@@ -28,7 +28,6 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel, SecretStr
 
-from rlnb import _secrets
 from rlnb.errors import APIConnectionError, APIError, APITimeoutError
 from rlnb.remote import bodies, cookies, masking, redirects, sent
 from rlnb.remote.call_spec import (
@@ -50,6 +49,7 @@ from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
 from rlnb.remote.urls import check_base_url, warn_cleartext
+from rlnb.secrets import redaction
 from rlnb.wire.paths import API_PREFIX
 
 log = logging.getLogger("rlnb")
@@ -74,7 +74,7 @@ class Caller:
         server_extensions: bool = True,
         max_response_bytes: int | None = None,
     ):
-        api_key = _secrets.hide(api_key)  # first: no traceback's locals show it from here on
+        api_key = redaction.hide(api_key)  # first: no traceback's locals show it from here on
         checked = check_settings(deadline, timeout, max_retries, server_extensions, max_response_bytes)  # as the group
         deadline, timeout, max_retries, server_extensions, most = checked
         if http_client is not None and transport is not None:
@@ -86,10 +86,10 @@ class Caller:
         self.base_url = check_base_url(url, "base_url" if base_url else ENV_BASE_URL).rstrip("/")
         own = httpx.URL(self.base_url)
         self._origin = (own.scheme, own.host, own.port)
-        self._api_key = _secrets.take_key(api_key, ENV_API_KEY)
+        self._api_key = redaction.take_key(api_key, ENV_API_KEY)
         given = sent.credentials(sent.configured(http_client, self.base_url)) if http_client is not None else []
         for credential in given:  # the user's own, sent as rlnb's key is: masked as it is
-            _secrets.register(credential)
+            redaction.register(credential)
         if self._api_key is not None or given:
             warn_cleartext(self.base_url)  # once per client, at its making: each call would repeat it
         self._bodies = bodies.Scrubber(self._api_key)
@@ -102,7 +102,7 @@ class Caller:
             http_client = httpx.Client(transport=transport, timeout=timeout)
         self._http = http_client
         for credential in sent.credentials(sent.proxied(http_client)):  # a proxy's, which no hook sees: masked too
-            _secrets.register(credential)
+            redaction.register(credential)
         self._server = ServerInfo(self._origin, server_extensions)
         self.features = self._server.features
 
@@ -269,7 +269,7 @@ class Caller:
                 return
             off = f"; the retry after attempt {attempt + 1} was called off (RetryPolicy.pause)"
         if "Authorization" in request.headers:  # the cause of what we raise keeps this request
-            request.headers["Authorization"] = f"Bearer {_secrets.MASK}"
+            request.headers["Authorization"] = f"Bearer {redaction.MASK}"
         if response is not None:
             note = self.retry.unheeded(response.headers) + off
             if late and more:  # else it fails at once, saying only "429 ..."

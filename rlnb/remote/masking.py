@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from pydantic import SecretStr
 
-from rlnb import _secrets
+from rlnb.secrets import redaction
 
 REACH_LIMIT = 10_000
 """The most objects ``reachable`` visits from an error: past them, the error counts as one that holds a key."""
@@ -77,16 +77,16 @@ def mask(error: BaseException, keys: list[str]) -> bool:
                 each.args = tuple(_masked(arg, keys) for arg in each.args)
             for name in ("strerror", "filename", "filename2"):  # OSError's text is made of these, not of its args
                 if isinstance(text := getattr(each, name, None), str):
-                    setattr(each, name, _secrets.redact_keys(text, keys))
+                    setattr(each, name, redaction.redact_keys(text, keys))
             if isinstance(notes := getattr(each, "__notes__", None), list):
-                each.__notes__ = [_secrets.redact_keys(str(note), keys) for note in notes]
+                each.__notes__ = [redaction.redact_keys(str(note), keys) for note in notes]
         except (AttributeError, TypeError):
             continue
     held = [each.headers for each in _objects(error) if isinstance(each, httpx.Request | httpx.Response)]
     for headers in held:  # exc.request's, .response's: sent already (a live client's own defaults are left as they are)
-        for name in {name for name, value in headers.multi_items() if _secrets.holds(value, keys)}:
-            headers[name] = _secrets.redact_keys(", ".join(headers.get_list(name)), keys)
-    shown = any(_secrets.holds(said(each) + said(each, repr), keys) for each in every)  # a group's repr: its members
+        for name in {name for name, value in headers.multi_items() if redaction.holds(value, keys)}:
+            headers[name] = redaction.redact_keys(", ".join(headers.get_list(name)), keys)
+    shown = any(redaction.holds(said(each) + said(each, repr), keys) for each in every)  # a group's repr: its members
     return not shown and not reachable(error, keys)
 
 
@@ -99,7 +99,7 @@ def reachable(error: BaseException | None, keys: list[str]) -> bool:
             return True
         if isinstance(each, bytes | bytearray):
             each = bytes(each).decode("latin-1")  # a header's raw value
-        if isinstance(each, str) and _secrets.holds(each, keys):
+        if isinstance(each, str) and redaction.holds(each, keys):
             return True
     return False
 
@@ -147,9 +147,9 @@ def _parts(each: object) -> list[object]:
 def _masked(arg: Any, keys: list[str]) -> Any:
     """An exception's argument, as it is unless its text quotes a key: then that text, masked."""
     if isinstance(arg, str):
-        return _secrets.redact_keys(arg, keys)
+        return redaction.redact_keys(arg, keys)
     try:
         text = repr(arg)
     except Exception:  # noqa: BLE001 - an argument whose repr raises is printed by nobody
         return arg
-    return _secrets.redact_keys(str(arg), keys) if _secrets.holds(text, keys) else arg
+    return redaction.redact_keys(str(arg), keys) if redaction.holds(text, keys) else arg

@@ -8,7 +8,7 @@ which httpx calls with each request as it goes to the transport (after each roun
 ``see_answer`` among its response hooks, called before an answer's body is read (its ``Set-Cookie``; a hook of the
 user's after rlnb's may have added to the request). They read rlnb's requests to the API only (``MARK``; a presigned
 URL's query is its signature, and a storage host gets no credential) and remember what they find
-(``_secrets.remember``). httpcore logs an answer's headers (DEBUG) before any hook sees them: ``HeaderLogFilter``
+(``redaction.remember``). httpcore logs an answer's headers (DEBUG) before any hook sees them: ``HeaderLogFilter``
 masks the credentials (a ``Set-Cookie``) among the headers an HTTP logger's record lists. What an ``http_client``
 adds as configured (``configured``) and what its proxies add past every hook (``proxied``) are read when rlnb's
 client is made.
@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from rlnb import _secrets
+from rlnb.secrets import redaction
 
 MARK = "rlnb_built_headers"
 """The request extension ``Caller._build`` sets on a request to the API: the names of the headers it was built with.
@@ -62,7 +62,7 @@ PROOFS = frozenset({"response", "signature", "credential"})
 CREDENTIAL_LENGTH = 16
 """The shortest value of a cookie whose name says nothing of a credential that is taken for one (a session cookie is
 longer; ``consent=accepted`` or ``theme=training`` would mask a word in every message). A value named as a credential
-is one from ``_secrets.MIN_LENGTH`` characters, as rlnb's own key."""
+is one from ``redaction.MIN_LENGTH`` characters, as rlnb's own key."""
 
 
 def says_credential(name: str) -> bool:
@@ -94,13 +94,13 @@ def credentials(headers: Iterable[tuple[str, str]], added: frozenset[str] = froz
         if name.lower() in ("cookie", "set-cookie"):
             found += cookie_values(value.split(";") if name.lower() == "cookie" else value.split(";")[:1])
         elif says_credential(name) or name.lower() in added:
-            found += [v for v in _parts(value) if len(v) >= _secrets.MIN_LENGTH]
+            found += [v for v in _parts(value) if len(v) >= redaction.MIN_LENGTH]
     return list(dict.fromkeys(found))
 
 
 def cookie_values(pairs: Iterable[str]) -> list[str]:
     """The values of cookies (``name=value`` pairs) that are credentials: one whose name says so or names a session
-    (``sessionid``, ``JSESSIONID``, ``connect.sid``) from ``_secrets.MIN_LENGTH`` characters, any from
+    (``sessionid``, ``JSESSIONID``, ``connect.sid``) from ``redaction.MIN_LENGTH`` characters, any from
     ``CREDENTIAL_LENGTH``."""
     found = []
     for pair in pairs:
@@ -108,7 +108,7 @@ def cookie_values(pairs: Iterable[str]) -> list[str]:
         value = value.strip().strip('"')
         words = _words(name)
         named = says_credential(name) or any("sess" in word or word == "sid" for word in words)
-        if len(value) >= (_secrets.MIN_LENGTH if named else CREDENTIAL_LENGTH):
+        if len(value) >= (redaction.MIN_LENGTH if named else CREDENTIAL_LENGTH):
             found.append(value)
     return found
 
@@ -159,9 +159,9 @@ def _authed(request: Any) -> frozenset[str]:
 def _remember(request: Any) -> None:
     """Remember the credentials of ``request``: its headers (``credentials``, ``_authed``) and its query."""
     found = credentials(request.headers.multi_items(), _authed(request))
-    found += [v for k, v in request.url.params.multi_items() if says_credential(k) and len(v) >= _secrets.MIN_LENGTH]
+    found += [v for k, v in request.url.params.multi_items() if says_credential(k) and len(v) >= redaction.MIN_LENGTH]
     for value in found:
-        _secrets.remember(value)
+        redaction.remember(value)
 
 
 def see_answer(response: Any) -> None:
@@ -174,7 +174,7 @@ def see_answer(response: Any) -> None:
     request.extensions[HOOKED] = frozenset(request.headers.keys()) - built - request.extensions.get(AUTHED, set())
     _remember(request)
     for value in credentials(("set-cookie", line) for line in response.headers.get_list("set-cookie")):
-        _secrets.remember(value)
+        redaction.remember(value)
 
 
 def install(http: Any) -> None:
@@ -247,10 +247,10 @@ class HeaderLogFilter(logging.Filter):
             return True
         found = credentials(_listed(message)) if "(b" in message else []
         if found:
-            record.msg, record.args = _secrets.redact_keys(message, found), None
+            record.msg, record.args = redaction.redact_keys(message, found), None
         return True
 
 
 _FILTER = HeaderLogFilter()
-for _name in _secrets.HTTP_LOGGERS:
+for _name in redaction.HTTP_LOGGERS:
     logging.getLogger(_name).addFilter(_FILTER)

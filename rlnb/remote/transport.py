@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 import httpcore
 import httpx
 
-from rlnb import _secrets
 from rlnb._hosts import loopback
+from rlnb.secrets import redaction
 
 _DEADLINE: contextvars.ContextVar[tuple[float | None, float | None]] = contextvars.ContextVar(
     "rlnb_request_deadline", default=(None, None)
@@ -166,7 +166,7 @@ class Proxies:
         except (ValueError, httpx.InvalidURL) as exc:  # an ftp:// one, or no URL: httpx says neither where from
             raise ValueError(
                 f"the proxy the environment names for {scheme}:// ({variable} or {variable.lower()}), {shown(url)}, "
-                f"cannot be used: {_secrets.redact(str(exc))}; use an http(s):// or socks5:// proxy URL, or list the "
+                f"cannot be used: {redaction.redact(str(exc))}; use an http(s):// or socks5:// proxy URL, or list the "
                 "API's host in NO_PROXY"
             ) from None
         except ImportError:  # httpx's words name neither the variable nor which host needed it
@@ -242,8 +242,8 @@ def _register_user_info(url: str) -> None:
     with contextlib.suppress(httpx.InvalidURL):  # an unusable URL: ``route`` says so, naming the variable
         parts = httpx.URL(url)
         if parts.password:
-            _secrets.register(parts.password)
-            _secrets.register(base64.b64encode(f"{parts.username}:{parts.password}".encode()).decode())
+            redaction.register(parts.password)
+            redaction.register(base64.b64encode(f"{parts.username}:{parts.password}".encode()).decode())
 
 
 def _networks(entries: list[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
@@ -269,4 +269,4 @@ def _within(host: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Netw
 def shown(url: str) -> str:
     """A proxy URL as a message may show it: no user or password (a proxy's own credentials)."""
     parts = urlsplit(url)
-    return parts._replace(netloc=f"{_secrets.MASK}@{parts.netloc.rpartition('@')[2]}").geturl() if "@" in url else url
+    return parts._replace(netloc=f"{redaction.MASK}@{parts.netloc.rpartition('@')[2]}").geturl() if "@" in url else url

@@ -9,13 +9,13 @@ from __future__ import annotations
 import warnings
 from urllib.parse import urlsplit
 
-from rlnb import _secrets
 from rlnb._hosts import stays_here
 from rlnb.errors import CleartextKeyWarning, user_stacklevel
+from rlnb.secrets import redaction
 
 
 def check_base_url(url: str, name: str) -> str:
-    """``url`` as a base URL: no credentials (``_secrets.check_url``); no query or fragment, which the API's paths
+    """``url`` as a base URL: no credentials (``redaction.check_url``); no query or fragment, which the API's paths
     would be appended to (``https://host/?api_key=sk-...`` would send every call to ``/`` with the key in its query,
     and fail "404" naming neither); no whitespace or unprintable character (``" http://host"`` would go to a relative
     URL, ``"http://host\\n"`` raise httpx's ``InvalidURL`` naming no field); a port in range and brackets that close;
@@ -34,7 +34,7 @@ def check_base_url(url: str, name: str) -> str:
         parts.port  # noqa: B018 - raises ValueError for a port past 65535 or not a number
     except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535": named, not bare
         raise ValueError(f"{name} is no URL ({exc}): use an http(s)://host[:port] URL") from None
-    _secrets.check_url(url, name)
+    redaction.check_url(url, name)
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         shown = parts._replace(query="", fragment="").geturl()
         raise ValueError(

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rlnb import _secrets, wire
+from rlnb import wire
 from rlnb._checks import check_seconds, refuse_dangling_link, set_int
 from rlnb._shown import shown
 from rlnb.engine.dtypes import check_weight_dtype
+from rlnb.secrets import redaction
 from rlnb.server.models import check_served
 
 MAX_LIST_LIMIT = wire.LIST_LIMIT_MAX
@@ -181,7 +182,7 @@ class ServerSettings:
         if self.token is not None:  # "--token $TOKEN" with TOKEN unset: every request would get a 401
             if self.token == "":
                 raise ValueError("token is empty (an unset variable?): give one, or leave --token out to turn auth off")
-            _secrets.check_key(self.token, "token")
+            redaction.check_key(self.token, "token")
         if self.state_dir is not None:  # a link to nothing was "cannot keep the server's state in L: File exists"
             refuse_dangling_link("state_dir", Path(self.state_dir))
         from rlnb.engine.model_setup import resolve_device  # torch: imported only when settings are made

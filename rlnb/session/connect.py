@@ -8,12 +8,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rlnb import _secrets, wire
+from rlnb import wire
 from rlnb._checks import check_bool
 from rlnb.history import History
 from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import LOCAL
 from rlnb.remote.urls import check_base_url
+from rlnb.secrets import redaction
 from rlnb.session.backend import Backend
 from rlnb.session.engine_import import local_backend
 from rlnb.session.open_sessions import refuse_shared_history
@@ -55,7 +56,7 @@ def connect(
     A Hugging Face folder (``model=`` or ``tokenizer=``) that ships its own Python code (``auto_map``) is
     refused unless ``trust_remote_code=True`` is passed: only for a folder you trust, as that runs its code.
     """
-    _secrets.hide_option(options)  # first: no traceback's locals show the key
+    redaction.hide_option(options)  # first: no traceback's locals show the key
     check_target(target)
     kind = wire.optimizer_kind(optimizer) if optimizer is not None else None
     check_recording(history, runs_dir, run_id, record)  # before a model is loaded or a remote session started

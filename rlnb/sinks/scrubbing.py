@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from rlnb._secrets import redact
+from rlnb.secrets.redaction import redact
 
 _PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^/\s:]*:)[^\s/]*@")
 """A URL's password: up to the authority's last ``@``, as Python's ``urlsplit`` reads it (and the libraries send it): a
@@ -18,7 +18,7 @@ _QUERY_SECRET = re.compile(r"([?&;][\w.-]*(?:token|key|secret|password|passwd|pw
 
 def scrub(text: str) -> str:
     """``text`` without secrets: a URL's password (``http://bob:***@host``: MLflow's errors quote its tracking URI
-    whole), a URL query's token (``?write_token=***``), and every key rlnb knows (``rlnb._secrets``)."""
+    whole), a URL query's token (``?write_token=***``), and every key rlnb knows (``rlnb.secrets.redaction``)."""
     return redact(_QUERY_SECRET.sub(r"\1***", _PASSWORD.sub(r"\1***@", text)))
 
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb import _secrets
 from rlnb._checks import check_bool, check_event, takes, user_path
 from rlnb._options import take
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.errors import user_stacklevel
 from rlnb.history import default_runs_dir
 from rlnb.params import OptimizerParams, kind_of
+from rlnb.secrets import redaction
 from rlnb.sinks.left_out import gathered
 from rlnb.wire import ADAM, MUON, TrialStatus
 
@@ -96,7 +96,7 @@ def sweep(
     ``trials.attrs["interrupted"]`` (a script sweeping in a loop stops on it, as on ``lr_find``'s ``interrupted``:
     ``if trials.attrs["interrupted"]: raise KeyboardInterrupt``).
     """
-    _secrets.hide_option(options)  # first: no traceback's locals show the key
+    redaction.hide_option(options)  # first: no traceback's locals show the key
     check_params(base)
     trial = take(TrialOptions, options, trial_options)
     misfit = trial.schedule.misfit(trial.steps) if trial.schedule is not None else ""

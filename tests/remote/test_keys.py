@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 import rlnb
-from rlnb import _secrets
 from rlnb.remote.client import APIClient
+from rlnb.secrets import redaction
 from rlnb.sweep import sweep
 from tests.support.fake_api import BASE, KEY, quick
 from tests.support.hostile import everything_in
@@ -75,7 +75,7 @@ def test_a_key_too_short_to_be_one_is_refused_at_connect_without_quoting_it(key,
     monkeypatch.setenv("TOGETHER_API_KEY", key)
     with pytest.raises(ValueError, match=r"^TOGETHER_API_KEY is \d character\(s\) long"):
         APIClient(BASE, transport=transport)
-    assert key not in _secrets.known()
+    assert key not in redaction.known()
     client = APIClient(BASE, api_key=key + "x" * (8 - len(key)), transport=transport)
     client.close()
 
@@ -107,9 +107,9 @@ def test_a_request_that_cannot_be_built_is_not_retried_and_its_cause_quoting_the
 
 def test_redact_masks_a_registered_keys_repr_forms():
     key = "sk-rlnb-repr-form-\u00e9x"
-    _secrets.register(key)
+    redaction.register(key)
     text = f"{key!r} {key.encode()!r} {ascii(key)}"
-    assert _secrets.redact(text) == "'***' b'***' '***'"
+    assert redaction.redact(text) == "'***' b'***' '***'"
 
 
 CREDENTIALED = {

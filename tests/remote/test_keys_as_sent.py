@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 import rlnb
-from rlnb import _secrets
 from rlnb.remote.client import APIClient
+from rlnb.secrets import redaction
 from tests.support.fake_api import BASE
 from tests.support.hostile import Loopback, write_response
 
@@ -148,18 +148,18 @@ def test_credentials_seen_on_requests_are_kept_to_the_latest_few_hundred():
     """A load balancer's cookie changes with every answer (``AWSALB``): each value was a credential kept for the life
     of the process, and every text redacted against all of them. The latest ``SEEN_LIMIT`` are kept; a key given to
     rlnb is kept for ever."""
-    rounds = iter(range(_secrets.SEEN_LIMIT + 20))
+    rounds = iter(range(redaction.SEEN_LIMIT + 20))
 
     def rotate(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"data": []}, headers={"Set-Cookie": f"AWSALB=lb-{next(rounds):06d}-012345"})
 
     http = httpx.Client(transport=httpx.MockTransport(rotate))
     with http, APIClient(BASE, http_client=http, max_retries=0) as api:
-        for _ in range(_secrets.SEEN_LIMIT + 20):
+        for _ in range(redaction.SEEN_LIMIT + 20):
             api.supported_models()
-    known = _secrets.known()
-    assert f"lb-{_secrets.SEEN_LIMIT + 19:06d}-012345" in known and "lb-000000-012345" not in known
-    assert sum(key.startswith("lb-") for key in known) <= _secrets.SEEN_LIMIT
+    known = redaction.known()
+    assert f"lb-{redaction.SEEN_LIMIT + 19:06d}-012345" in known and "lb-000000-012345" not in known
+    assert sum(key.startswith("lb-") for key in known) <= redaction.SEEN_LIMIT
 
 
 def test_a_basic_auth_password_quoted_decoded_is_masked():
@@ -226,4 +226,4 @@ def test_the_idempotency_key_rlnb_writes_is_no_credential():
     http = httpx.Client(transport=httpx.MockTransport(echo))
     with http, APIClient(BASE, http_client=http, max_retries=0) as api, pytest.raises(rlnb.BadRequestError) as info:
         api.submit_operation("s1", rlnb.wire.OperationKind.WEIGHTS_SYNC, None, idempotency_key=idempotency)
-    assert f"'idempotency-key': '{idempotency}'" in str(info.value) and idempotency not in _secrets.known()
+    assert f"'idempotency-key': '{idempotency}'" in str(info.value) and idempotency not in redaction.known()

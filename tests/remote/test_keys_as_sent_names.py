@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 import rlnb
-from rlnb import _secrets
 from rlnb.remote import sent
 from rlnb.remote.client import APIClient
+from rlnb.secrets import redaction
 from tests.support.fake_api import BASE, KEY, FakeAPI
 
 
@@ -35,7 +35,7 @@ def test_a_request_id_a_hook_adds_is_no_credential():
     with http, APIClient(BASE, http_client=http, max_retries=0) as api, pytest.raises(rlnb.APIError) as info:
         api.get_session("s1")
     assert f"quote request {ids[0]} to support" in str(info.value), str(info.value)
-    assert not set(ids) & set(_secrets.known())
+    assert not set(ids) & set(redaction.known())
 
 
 def test_a_routing_tag_a_hook_adds_leaves_the_apis_data_as_it_is():
@@ -95,7 +95,7 @@ def test_the_date_and_digest_an_auth_flow_writes_are_no_credentials_its_signatur
     said = str(info.value)
     assert "Signature expired: ***" not in said and "signature ***, token ***" in said, said
     empty = hashlib.sha256(b"").hexdigest()
-    assert _secrets.redact(empty) == empty
+    assert redaction.redact(empty) == empty
 
 
 def test_masking_goes_on_after_the_user_replaces_the_http_clients_event_hooks():

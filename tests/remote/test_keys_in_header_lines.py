@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from rlnb import _secrets
 from rlnb.remote import sent  # noqa: F401 - its filter sits on the HTTP loggers
+from rlnb.secrets import redaction
 
 
 def test_a_listed_set_cookie_with_a_quote_in_it_is_masked(caplog):
@@ -31,7 +31,7 @@ def test_a_malformed_log_call_on_an_http_logger_goes_to_handle_error_not_to_the_
     handler = logging.StreamHandler()
     logger.addHandler(handler)
     key = "sk-malformed-call-0123456789"
-    _secrets.register(key)
+    redaction.register(key)
     try:
         logger.warning("%d items of %s", "x", key)  # raised TypeError into this line
         logger.warning("%d items", "x")

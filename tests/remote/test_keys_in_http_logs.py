@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 import rlnb
-from rlnb import _secrets
 from rlnb.remote.client import APIClient
+from rlnb.secrets import redaction
 from tests.support.fake_api import KEY
 from tests.support.hostile import Loopback, write_response
 
@@ -44,10 +44,10 @@ def test_httpcore_debug_records_on_the_root_logger_never_show_the_key(caplog):
 
 FRESH_IMPORT = """
 import logging
-from rlnb import _secrets
-for name in _secrets.HTTP_LOGGERS:
+from rlnb.secrets import redaction
+for name in redaction.HTTP_LOGGERS:
     logger = logging.getLogger(name)
-    assert any(isinstance(f, _secrets.RedactingFilter) for f in logger.filters), name
+    assert any(isinstance(f, redaction.RedactingFilter) for f in logger.filters), name
     assert (logger.level, logger.handlers, logger.propagate) == (logging.NOTSET, [], True), name
 """
 
@@ -68,7 +68,7 @@ def test_a_text_without_a_registered_key_is_logged_as_it_is(caplog):
 def test_the_http2_loggers_mask_the_key_in_what_they_log(caplog, name):
     """hpack's DEBUG log lists every header it encodes, the Authorization header included (``http2=True``), and its
     records went out as written: h2 and hpack are not installed here, so each is logged to by its logger's name."""
-    _secrets.register(KEY)
+    redaction.register(KEY)
     caplog.set_level(logging.DEBUG, logger=name)
     logging.getLogger(name).debug("Encoding %s", [("authorization", f"Bearer {KEY}")])
     assert caplog.records[-1].getMessage() == "Encoding [('authorization', 'Bearer ***')]"

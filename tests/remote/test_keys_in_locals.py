@@ -67,7 +67,7 @@ FAILURES: dict[str, tuple[Callable[[], None], type[BaseException], str]] = {
     "APIClient()": (raise_in_the_clients_constructor, ValueError, "rlnb/remote/calls.py"),
     "ClientOptions()": (raise_in_the_clients_options, ValueError, "rlnb/remote/call_spec.py"),
     "RemoteBackend.connect": (raise_in_the_backends_connect, RuntimeError, "rlnb/remote/backend.py"),
-    "a key with a newline": (raise_in_the_keys_check, ValueError, "rlnb/_secrets.py"),
+    "a key with a newline": (raise_in_the_keys_check, ValueError, "rlnb/secrets/redaction.py"),
 }
 
 

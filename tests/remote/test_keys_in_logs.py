@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 import rlnb
-from rlnb import _secrets
+from rlnb.secrets import redaction
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI
 
 FAKE = FakeAPI()
@@ -40,7 +40,7 @@ def fail_holding(key: str) -> None:
 
 
 def test_a_key_in_a_frames_locals_is_not_rendered_by_a_rich_handler(rich_root):
-    _secrets.register(KEY)
+    redaction.register(KEY)
     try:
         fail_holding(KEY)
     except RuntimeError:
@@ -51,7 +51,7 @@ def test_a_key_in_a_frames_locals_is_not_rendered_by_a_rich_handler(rich_root):
 
 
 def test_a_traceback_without_a_key_is_left_to_the_handler_to_render(rich_root):
-    _secrets.register(KEY)
+    redaction.register(KEY)
     try:
         fail_holding("not-the-key-at-all")
     except RuntimeError:
@@ -92,9 +92,9 @@ def fail_with_an_unprintable_local(key: str) -> None:
 def test_a_local_whose_repr_raises_neither_breaks_the_log_nor_hides_the_key(caplog):
     """The filter rendered every frame's locals with ``capture_locals=True``: one whose ``repr`` raises made
     ``log.exception`` raise out of the handler that meant to log and keep going."""
-    _secrets.register(KEY)
+    redaction.register(KEY)
     logger = logging.getLogger("rlnb.test_unprintable")
-    logger.addFilter(_secrets.RedactingFilter())
+    logger.addFilter(redaction.RedactingFilter())
     try:
         try:
             fail_with_an_unprintable_local(KEY)

@@ -6,24 +6,24 @@ import json
 
 import httpx
 
-from rlnb import _masks, _secrets
 from rlnb.remote import bodies
+from rlnb.secrets import masks, redaction
 from tests.support.fake_api import BASE
 
 
 def test_decoding_a_body_reads_each_keys_forms_once_not_once_per_string(monkeypatch):
-    for i in range(_secrets.SEEN_LIMIT):
-        _secrets.remember(f"lb{i:04d}-0123456789abcdef0123")
+    for i in range(redaction.SEEN_LIMIT):
+        redaction.remember(f"lb{i:04d}-0123456789abcdef0123")
     calls = []
-    real = _masks.forms
-    monkeypatch.setattr(_masks, "forms", lambda key: calls.append(key) or real(key))
+    real = masks.forms
+    monkeypatch.setattr(masks, "forms", lambda key: calls.append(key) or real(key))
     records = [{"id": f"sess-{i}", "name": f"run\n{i} lb0007-0123456789abcdef0123"} for i in range(500)]
     answer = httpx.Response(200, content=json.dumps({"data": records}).encode(), request=httpx.Request("GET", BASE))
     data = bodies.Scrubber(None).decode(answer, "sessions")
     assert data["data"][499] == {"id": "sess-499", "name": "run\n499 ***"}
-    assert len(calls) <= len(_secrets.known()) + 1, len(calls)  # one build of the pattern, not one per string
+    assert len(calls) <= len(redaction.known()) + 1, len(calls)  # one build of the pattern, not one per string
     calls.clear()
     bodies.Scrubber(None).decode(answer, "sessions")
     assert not calls  # the store did not change: the same pattern
-    _secrets.remember("a-new-cookie-0123456789")
-    assert _secrets.redact("set a-new-cookie-0123456789") == "set ***"  # a change is seen at once
+    redaction.remember("a-new-cookie-0123456789")
+    assert redaction.redact("set a-new-cookie-0123456789") == "set ***"  # a change is seen at once

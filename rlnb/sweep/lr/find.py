@@ -24,13 +24,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rlnb import _secrets, wire
+from rlnb import wire
 from rlnb._options import take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import OperationTimeout
 from rlnb.history import new_run_id
 from rlnb.history.runconfig import LOCAL
 from rlnb.params import MuonHyperparams, MuonParams, OptimizerParams, kind_of
+from rlnb.secrets import redaction
 from rlnb.session import Session, connect
 from rlnb.tasks import SEED_STRIDE, Task, VerifiedTask, digits_task, rl_step
 from rlnb.tasks.task import session_prompt_ids
@@ -77,7 +78,7 @@ def lr_find(
     session's scaling: once that session is open; refused, it is closed and its run folder removed).
     """
     check_base(base, session, stop, progress)
-    _secrets.hide_option(options)  # first: no traceback's locals show the key
+    redaction.hide_option(options)  # first: no traceback's locals show the key
     test = take(RangeTestOptions, options, range_test)
     start_lr, end_lr, steps, objective, seed, step_fn = (
         test.start_lr,

@@ -2,7 +2,7 @@
 
 Checked against each form of each key in turn, with 257 keys (the credentials kept of a load balancer's rotating
 cookie) every string of a decoded body would cost 257 times the work of one key. A ``Masker`` scans a text once,
-whatever the number of keys; ``rlnb._secrets.matcher`` keeps one per change of the keys it knows.
+whatever the number of keys; ``rlnb.secrets.redaction.matcher`` keeps one per change of the keys it knows.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def forms(key: str) -> tuple[str, ...]:
 class Masker:
     """Masks every form of some keys in a text: those of ``keys`` in one pass of one compiled pattern, those of
     ``few`` (keys added since it was compiled: compiling costs milliseconds, and a load balancer's cookie changes
-    with each answer) one by one. ``uses`` counts the texts it read (``rlnb._secrets.matcher`` compiles all once
+    with each answer) one by one. ``uses`` counts the texts it read (``redaction.matcher`` compiles all once
     enough texts paid for the few)."""
 
     def __init__(self, keys: Iterable[str]):

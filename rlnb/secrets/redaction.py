@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 
-from rlnb import _masks
-from rlnb._masks import MASK
+from rlnb.secrets import masks
+from rlnb.secrets.masks import MASK
 
 MIN_LENGTH = 8
 """Shorter strings are not treated as secrets (masking "a" everywhere would garble every message): ``check_key``
@@ -160,10 +160,10 @@ FEW = 32
 """How many keys added since a ``Masker``'s pattern was compiled it checks one by one before it is compiled again
 (or before ``FEW_USES`` texts were read: a store that stopped changing)."""
 FEW_USES = 2000
-_matchers: dict[str | None, tuple[int, _masks.Masker]] = {}
+_matchers: dict[str | None, tuple[int, masks.Masker]] = {}
 
 
-def matcher(extra: str | None = None) -> _masks.Masker:
+def matcher(extra: str | None = None) -> masks.Masker:
     """A ``Masker`` of every key known (and ``extra``, a client's own), made again only when they change
     (``_generation``), from the last one (``Masker.adding``)."""
     generation, masker = _matchers.get(extra, (-1, None))
@@ -171,7 +171,7 @@ def matcher(extra: str | None = None) -> _masks.Masker:
     if masker is None or stale or generation != _generation[0]:
         with _lock:
             generation, keys = _generation[0], frozenset([*_keys, *_seen, *([extra] if extra else [])])
-        masker = _masks.Masker(keys) if masker is None or stale else masker.adding(keys, FEW)
+        masker = masks.Masker(keys) if masker is None or stale else masker.adding(keys, FEW)
         if len(_matchers) > 16:  # one per client's own key: bounded
             _matchers.clear()
         _matchers[extra] = generation, masker
@@ -185,12 +185,12 @@ def redact(text: str, extra: str | None = None) -> str:
 
 def holds(text: str, keys: list[str]) -> bool:
     """Whether ``text`` holds one of ``keys`` in one of its ``forms``."""
-    return _masks.of(tuple(keys)).search(text)
+    return masks.of(tuple(keys)).search(text)
 
 
 def redact_keys(text: str, keys: list[str]) -> str:
     """``text`` with each of ``keys``, in each of its ``forms``, replaced by ``***``."""
-    return _masks.of(tuple(keys)).sub(text)
+    return masks.of(tuple(keys)).sub(text)
 
 
 class RedactingFilter(logging.Filter):
@@ -225,14 +225,14 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def _masked_args(args: Any, masker: _masks.Masker) -> Any:
+def _masked_args(args: Any, masker: masks.Masker) -> Any:
     """A record's ``args`` that cannot be formatted, each masked as its ``repr`` (``handleError`` prints them)."""
     if isinstance(args, tuple):
         return tuple(masker.sub(repr(arg)) for arg in args)
     return masker.sub(repr(args)) if args else args
 
 
-def _in_locals(error: BaseException | None, masker: _masks.Masker) -> bool:
+def _in_locals(error: BaseException | None, masker: masks.Masker) -> bool:
     """Whether a local of a frame ``error`` (or an error of its chain) passed through holds a key (``masker``; its
     traceback's text is the record's ``exc_text``). Each local's ``repr`` is taken on its own: ``capture_locals=True``
     let one that raises escape the filter, so the ``log.exception`` of a handler that keeps going raised instead of
