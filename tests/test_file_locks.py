@@ -9,7 +9,7 @@ import pytest
 
 from rlnb import _files
 from rlnb.engine import held
-from rlnb.sinks import claims
+from rlnb.sinks import leases
 
 fcntl = pytest.importorskip("fcntl", reason="flock is POSIX")
 
@@ -45,7 +45,7 @@ def test_every_lock_tells_a_held_lock_from_a_file_system_without_locks_by_one_ru
     path.touch()
     fd = os.open(path, os.O_RDWR)
     monkeypatch.setattr(fcntl, "flock", flock)
-    monkeypatch.setattr(claims.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(leases.tempfile, "gettempdir", lambda: str(tmp_path))
     try:
         if taken is None:
             with pytest.raises(OSError, match=os.strerror(error)):
@@ -53,6 +53,6 @@ def test_every_lock_tells_a_held_lock_from_a_file_system_without_locks_by_one_ru
         else:
             assert _files.take(fd) is taken
         assert held._take(fd) is taken  # a partial checkpoint's, a server's scratch folder's
-        assert claims._hold(("place", "run")) is taken  # a sink's run claim
+        assert leases._hold(("place", "run")) is taken  # a sink's run claim
     finally:
         os.close(fd)

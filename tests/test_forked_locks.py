@@ -14,7 +14,7 @@ from rlnb.cli.demo import files as demo_files
 from rlnb.engine import held
 from rlnb.history.store import RunStore, lock_run
 from rlnb.server.state import Journal
-from rlnb.sinks import claims
+from rlnb.sinks import leases
 from rlnb.sweep import folder as sweep_folder
 
 pytestmark = pytest.mark.slow  # each forks a process
@@ -85,15 +85,15 @@ def test_a_sinks_run_claim_is_not_kept_by_a_child_forked_while_the_run_was_writt
     """A sink's claim on its (place, run name) pair is an ``flock`` across processes: closed without unlocking, a
     child forked while the run was written kept it, and the next run of that name was refused as "being written
     there now by another session"."""
-    monkeypatch.setattr(claims.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(leases.tempfile, "gettempdir", lambda: str(tmp_path))
     with contextlib.ExitStack() as children:
-        claim = claims.take("place", "run")
+        claim = leases.take("place", "run")
         assert claim is not None and claim.fd is not None
         children.enter_context(forked_child())
-        claims.drop(claim)
-        again = claims.take("place", "run")
+        leases.drop(claim)
+        again = leases.take("place", "run")
         assert again is not None
-        claims.drop(again)
+        leases.drop(again)
 
 
 @pytest.mark.parametrize("folder", [False, True], ids=["training", "inference"])

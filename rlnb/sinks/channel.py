@@ -13,7 +13,7 @@ from typing import Any
 
 from rlnb.history import History
 from rlnb.lifecycle import shutdown, threads
-from rlnb.sinks import claims, marks
+from rlnb.sinks import leases, marks
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
 from rlnb.sinks.left_out import left_out
 from rlnb.sinks.marks import Mark
@@ -163,14 +163,14 @@ class Channel:
         instead of being mixed into that one (a TensorBoard folder showing both runs' steps as one). An earlier
         session of this very run still writing there (its close gave up on a slow library) leaves this session out,
         and its mark stays: a later session continuing the run sends the sink what this one recorded."""
-        where = None if lease.claim(run) else claims.HELD
+        where = None if lease.claim(run) else leases.HELD
         where = where or (lease.holds(run) if self._fresh else None)
         if where is None:
             return False
         self._left_out = True
         kept = self._history.path or "session.history, in memory"
         name = f"rlnb.sinks.{type(self.sink).__name__}"
-        if where is claims.HELD and (me := claims.owner(run)) and claims.holder(place(self.sink) or "", run.name) == me:
+        if where is leases.HELD and (me := leases.owner(run)) and leases.holder(place(self.sink) or "", run.name) == me:
             self.sink.note(f"{name} left this session of run {run.name} out: the run is still being written there by "
                            "an earlier session of this run (its close gave up waiting); written there too, the two "
                            f"sessions' steps would be mixed. {kept} has everything, and a later session continuing "

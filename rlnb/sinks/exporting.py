@@ -12,7 +12,7 @@ from typing import Any
 
 from rlnb.history import History
 from rlnb.history.runconfig import is_time
-from rlnb.sinks import claims, marks, stream
+from rlnb.sinks import leases, marks, stream
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, SinkError, scrubbed
 from rlnb.sinks.points import replay
 from rlnb.sinks.process import Lease
@@ -80,7 +80,7 @@ def _export(sink: Sink, info: RunInfo, points: list[Point], failures: list[Failu
         try:
             lease.ready()
             heard.put(f"looking for run {info.name} there")
-            where = None if lease.claim(info) else claims.HELD
+            where = None if lease.claim(info) else leases.HELD
             where = where or lease.holds(info)
             if where is not None:
                 heard.put(SinkError(f"{sink!r} holds run {info.name} already, {where}; nothing was written (exporting "

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from rlnb.sinks import claims
+from rlnb.sinks import leases
 from rlnb.sinks.base import Failure, Point, RunInfo, Sink, Writer
 
 _HEADER = struct.Struct("<I")
@@ -156,7 +156,7 @@ class Lease:
         """Take the hold (starting the sink's child process if it has none); ``ready()`` then does the set-up."""
         self.sink = sink
         self._child: Child | None = None
-        self._claim: claims.Claim | None = None
+        self._claim: leases.Claim | None = None
         if not sink.process:
             return
         with _children_lock:  # one child per sink, started for its first run, stopped after its last
@@ -182,18 +182,18 @@ class Lease:
         return self.sink.holds(run) if self._child is None else self._child.call("holds", run)
 
     def claim(self, run: RunInfo) -> bool:
-        """Take ``run``'s name at the sink's place until ``release`` (``rlnb.sinks.claims``); False if another run
+        """Take ``run``'s name at the sink's place until ``release`` (``rlnb.sinks.leases``); False if another run
         of that name is being written there now, by this process or another on this machine."""
         where = place(self.sink)
         if where is None:
             return True
-        self._claim = claims.take(where, run.name, claims.owner(run))
+        self._claim = leases.take(where, run.name, leases.owner(run))
         return self._claim is not None
 
     def _unclaim(self) -> None:
         claim, self._claim = self._claim, None
         if claim is not None:
-            claims.drop(claim)
+            leases.drop(claim)
 
     def release(self) -> None:
         self._unclaim()

@@ -1,4 +1,4 @@
-"""The folder of a sink's run claims (``rlnb.sinks.claims``) is in the shared temporary folder: another user of the
+"""The folder of a sink's run claims (``rlnb.sinks.leases``) is in the shared temporary folder: another user of the
 machine can make it first. One that is not the user's own private folder is not used."""
 
 import fcntl
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from rlnb.sinks import claims
+from rlnb.sinks import leases
 from rlnb.sinks.base import SinkWarning
 
 WHERE, NAME = "TensorBoard(logdir='/home/alice/tb')", "run"
@@ -15,7 +15,7 @@ WHERE, NAME = "TensorBoard(logdir='/home/alice/tb')", "run"
 
 @pytest.fixture
 def tmp(monkeypatch, tmp_path):
-    monkeypatch.setattr(claims.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(leases.tempfile, "gettempdir", lambda: str(tmp_path))
     return tmp_path
 
 
@@ -33,7 +33,7 @@ def test_a_claims_folder_someone_else_can_write_never_keeps_a_run_from_its_sink(
     held the lock file of a run's name: every run of that name was left out of its sink ("being written there now
     by another session"), the points lost there. The fallback (runs told apart within this process only) is said
     once, not silently."""
-    folder = claims.folder()
+    folder = leases.folder()
     if how == "world-writable":
         folder.mkdir()
         folder.chmod(0o777)
@@ -43,14 +43,14 @@ def test_a_claims_folder_someone_else_can_write_never_keeps_a_run_from_its_sink(
         theirs.mkdir()
         folder.symlink_to(theirs)
     fd = _planted(theirs)
-    monkeypatch.setattr(claims, "_warned", False)
+    monkeypatch.setattr(leases, "_warned", False)
     try:
         with pytest.warns(SinkWarning, match=r"rlnb-sink-claims-.* is not a private folder of this user's"):
-            claim = claims.take(WHERE, NAME)
+            claim = leases.take(WHERE, NAME)
         assert claim is not None  # the run is written to its sink
         try:
-            assert claims.take(WHERE, NAME) is None  # a second run of that name in this process is still refused
+            assert leases.take(WHERE, NAME) is None  # a second run of that name in this process is still refused
         finally:
-            claims.drop(claim)
+            leases.drop(claim)
     finally:
         os.close(fd)

@@ -419,7 +419,7 @@ def test_a_run_of_one_name_being_written_by_another_process_of_this_machine_is_l
     The claim is now also an ``flock`` in the temporary folder, which the kernel releases when the holder ends."""
     import tempfile
 
-    from rlnb.sinks import claims
+    from rlnb.sinks import leases
     from rlnb.testing import FakeBackend
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
@@ -455,9 +455,9 @@ def test_a_run_of_one_name_being_written_by_another_process_of_this_machine_is_l
         child.wait(LOADED_MACHINE_TIMEOUT)
         child.stdout.close()
     where = process.place(sinks.TensorBoard(tmp_path / "tb", interval=0))
-    claim = claims.take(where, "r")  # the holder ended: the kernel released its lock
+    claim = leases.take(where, "r")  # the holder ended: the kernel released its lock
     assert claim is not None
-    claims.drop(claim)
+    leases.drop(claim)
 
 
 def test_a_sink_attached_mid_step_gets_that_steps_whole_loss(tmp_path):

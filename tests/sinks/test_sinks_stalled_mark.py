@@ -19,7 +19,7 @@ import pytest
 
 import rlnb
 from rlnb import samples, sinks
-from rlnb.sinks import claims, stream
+from rlnb.sinks import leases, stream
 from rlnb.sinks.base import Failure, Point
 from rlnb.testing import FakeBackend
 from tests.support.kept_sink import WRITTEN, Kept, written
@@ -78,16 +78,16 @@ def test_a_session_continuing_a_run_its_stalled_writer_still_writes_keeps_the_ma
 def test_a_claim_says_which_run_holds_it_in_another_process_too(tmp_path):
     where, root = f"Kept(name={str(tmp_path)!r})", str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": root, "TMPDIR": tempfile.gettempdir()}  # the lock files' folder: this one's
-    code = (f"import sys; from rlnb.sinks import claims; assert claims.take({where!r}, 'r', 'f\\0t'); "
+    code = (f"import sys; from rlnb.sinks import leases; assert leases.take({where!r}, 'r', 'f\\0t'); "
             "print('held', flush=True); sys.stdin.read()")  # fmt: skip
     holding = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                text=True)  # fmt: skip
     try:
         assert holding.stdout is not None and holding.stdout.readline() == "held\n"
-        assert claims.take(where, "r", "f\0t") is None  # the same run's earlier writer still holds it
-        assert claims.holder(where, "r") == "f\0t"
+        assert leases.take(where, "r", "f\0t") is None  # the same run's earlier writer still holds it
+        assert leases.holder(where, "r") == "f\0t"
     finally:
         holding.communicate(timeout=30)
-    claim = claims.take(where, "r", "g\0u")  # released with its process
-    assert claim is not None and claims.holder(where, "r") == "g\0u"
-    claims.drop(claim)
+    claim = leases.take(where, "r", "g\0u")  # released with its process
+    assert claim is not None and leases.holder(where, "r") == "g\0u"
+    leases.drop(claim)

@@ -12,7 +12,7 @@ import pytest
 
 import rlnb
 from rlnb import sinks
-from rlnb.sinks import claims, process, stream
+from rlnb.sinks import leases, process, stream
 from rlnb.sinks import mlflow as mlflow_sink
 from rlnb.sinks import wandb as wandb_sink
 from rlnb.sinks.base import Point, RunInfo
@@ -53,9 +53,9 @@ def test_mlflows_default_store_and_its_path_are_one_store(tmp_path, monkeypatch,
         up_and_down = sinks.MLflow(tmp_path / "link" / "sub" / ".." / "mlflow.db")
         rlnb.Session(FakeBackend(), record=False, sinks=[other, up_and_down])
     assert not (tmp_path / "mlflow.db").exists()  # refused before anything started
-    claim = claims.take(process.place(sinks.MLflow(process=True)) or "", "r")  # as Lease.claim: one run of a name
-    assert claim is not None and claims.take(process.place(other) or "", "r") is None  # at a store, however spelled
-    claims.drop(claim)
+    claim = leases.take(process.place(sinks.MLflow(process=True)) or "", "r")  # as Lease.claim: one run of a name
+    assert claim is not None and leases.take(process.place(other) or "", "r") is None  # at a store, however spelled
+    leases.drop(claim)
 
 
 def test_file_stores_and_the_environments_default_are_one_store_by_any_spelling(tmp_path, monkeypatch):
