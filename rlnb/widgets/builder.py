@@ -16,7 +16,8 @@ from typing import Any
 
 from rlnb import wire
 from rlnb._checks import check_int
-from rlnb.errors import InvalidParams, describe
+from rlnb._shown import shown
+from rlnb.errors import SHOWN_VALUE, InvalidParams, describe
 from rlnb.params import PARAMS, AdamParams, MuonParams, OptimizerParams
 from rlnb.schedule import MAX_STEPS, Schedule
 from rlnb.widgets.controls import LearningRate, close_tree, typed, values
@@ -249,9 +250,10 @@ class OptimizerBuilder(BuilderForm):
 
 
 def as_typed(control: Any, value: Any) -> Any:
-    """``value`` as typed in ``control`` (a box, or a rate's), for a refusal to quote; else ``value``."""
+    """``value`` as typed in ``control`` (a box, or a rate's), for a refusal to quote, where the refusal would write
+    it otherwise (``inf`` for "1e400"); else ``value`` ("2.5" is said 2.5, as typed)."""
     text = typed(control.text if isinstance(control, LearningRate) else control)
-    return value if text is None else text
+    return value if text is None or text == shown(value, SHOWN_VALUE) else text
 
 
 def check_builder(builder: object) -> None:

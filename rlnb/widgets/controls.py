@@ -83,10 +83,11 @@ def typed(box: Any, value: Any = None) -> str | None:
 
 
 def quote_typed(message: str, owner: str, boxes: dict[str, Any]) -> str:
-    """``message`` (``Owner.field = value is invalid: ...``) with the value as typed in the field's box, quoted."""
+    """``message`` (``Owner.field = value is invalid: ...``) with the value as typed in the field's box, quoted, where
+    it says another (``inf`` for "1e400"; "2.5" is said 2.5, as typed)."""
     match = re.match(rf"{owner}\.(\w+) = (.*?) is invalid", message)
     text = typed(boxes.get(match.group(1))) if match else None
-    if match is None or text is None:
+    if match is None or text is None or text == match.group(2):
         return message
     return f"{message[: match.start(2)]}{shown(text, SHOWN_VALUE)}{message[match.end(2) :]}"
 

@@ -86,13 +86,14 @@ def test_n_made_invalid_mid_run_is_said_after_the_runs_line_and_after_its_end():
 def test_a_number_the_browser_sends_that_a_float_cannot_hold_is_refused_naming_the_field_as_typed(typed):
     """The text a browser sends (``set_state``, as the widget's comm does): FloatText's front end put back the old
     value for 1e400 or an empty box, without a word. The box keeps what was typed, the field is refused by name,
-    quoting what was typed (it said ``= inf`` for "1e400", a number nobody typed)."""
+    quoting what was typed where it would say another value (``= inf`` for "1e400", a number nobody typed)."""
+    said = "nan" if typed == "nan" else repr(typed)  # "nan" is said as typed: no quotes needed
     b = OptimizerBuilder()
     box = b.adam["learning_rate"].text
     box.set_state({"value": typed})
     assert box.get_state()["value"] == typed  # not put back to 0.002
     assert b.errors == [
-        f"AdamParams.learning_rate = {typed!r} is invalid: must be a finite number, > 0; or unset for the default"
+        f"AdamParams.learning_rate = {said} is invalid: must be a finite number, > 0; or unset for the default"
     ]
     b.total.set_state({"value": "1e5"})  # a count typed as a number: 100000, the box as typed
     box.set_state({"value": " 1e-3 "})
@@ -125,4 +126,6 @@ def test_a_refusal_quotes_the_text_typed_escaped_in_the_forms_lines(kind):
     assert "Schedule.total_steps = 1000000000000" in b.errors[-1]
     b.total.set_state({"value": "100"})
     assert b.errors[-1].startswith("Schedule.min_lr_ratio = '2e0' is invalid: must be a number in (0, 1]")
+    b.min_ratio.set_state({"value": "3.0"})  # said as typed without quotes: the value reads as it is written
+    assert b.errors[-1].startswith("Schedule.min_lr_ratio = 3.0 is invalid")
     b.close()
