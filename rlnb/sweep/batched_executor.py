@@ -26,7 +26,7 @@ from rlnb.lifecycle import threads
 from rlnb.tasks import StepReport
 from rlnb.wire import TrialStatus
 
-from .executors import ABANDONED, CLOSE_DEADLINE, left_running
+from .executors import ABANDONED, join_trials
 from .trial import TrialSpec, base_row, objective_value, run_annotations, step_params, summary
 
 MAX_MEMBERS = 32
@@ -104,7 +104,7 @@ class BatchedExecutor:
 
     def close(self) -> None:
         if self._thread is not None and not self._abandoned:
-            left_running(threads.join_all([self._thread], CLOSE_DEADLINE))
+            join_trials([self._thread])
 
     # -- the background thread ---------------------------------------------------------------------
 

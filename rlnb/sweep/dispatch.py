@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rlnb.lifecycle import shutdown
 from rlnb.lifecycle.ctrl_c import held
 from rlnb.wire import TrialStatus
 
 from .batched_executor import MAX_MEMBERS, BatchedExecutor
-from .executors import ABANDONED, Executor, RunStop, ThreadExecutor, route
+from .executors import ABANDONED, RAY_CANCELLED, Executor, RunStop, ThreadExecutor, route
 from .options import ExecutorOptions, SearchOptions
 from .rows import append_row
 from .trial import TrialSpec, base_row, identity
@@ -31,6 +32,9 @@ STOP_WAIT_S = 60.0
 in its step — a reward that never returns — before it stops waiting, as a second Ctrl-C does: a Stop button has no
 second press, and such a sweep waited for ever. Ray force-cancels its own trials (``ray_executor.STOP_GRACE``)."""
 GAVE_UP = ABANDONED.replace("by a second interrupt", f"{STOP_WAIT_S:g} s after the stop")
+ENDING = ("by a second interrupt", "as the process was told to end (a SIGTERM, or a Ctrl-C in its exit)")
+HURRIED = ABANDONED.replace(*ENDING)
+"""A trial's reason when the exit is hurried (``shutdown.hurried``): a kernel's Shut Down kills it 5 s after asking."""
 
 
 class Plan:
@@ -72,7 +76,11 @@ def start(
     progress: Progress | bool,
 ) -> Run:
     """The run of one sweep with its executors (the thread pool is made when a trial first needs it), stopped by an
-    Event of its own (``RunStop``) that reads the caller's ``stop``."""
+    Event of its own (``RunStop``) that reads the caller's ``stop``. A SIGTERM or SIGHUP from now on ends the process
+    through the exit's steps (``shutdown.end_on_termination``), each trial's row recorded: the trials open their
+    sessions on threads, where a session cannot take the signal, and the signal killed the process with their rows
+    unwritten."""
+    shutdown.end_on_termination()
     own = RunStop(stop)
     executors: dict[str, Executor] = {}
     if where.executor == "ray":
@@ -171,7 +179,10 @@ class Run:
                 if self.stop.is_set() and not stopped:
                     stopped, since = True, time.monotonic()
                     self.record(self.stop_all)
-                if stopped and time.monotonic() - since > STOP_WAIT_S:
+                if shutdown.hurried() and not stopped:  # the process is ending: no trial waited for, none started
+                    self.stop.set()
+                    continue
+                if stopped and (shutdown.hurried() or time.monotonic() - since > STOP_WAIT_S):
                     self.record(self.give_up)
                 if not stopped:
                     exhausted = self.fill(exhausted)
@@ -218,26 +229,30 @@ class Run:
         return sum(ex.running() for ex in self.executors.values())
 
     def give_up(self) -> Groups:
-        """``STOP_WAIT_S`` after a stop: each trial on this process's threads still in its step is a STOPPED row
-        (``GAVE_UP``), as a second Ctrl-C makes it; a trial that already ended keeps its own row."""
+        """``STOP_WAIT_S`` after a stop, or at once when the exit is hurried: each trial on this process's threads
+        still in its step is a STOPPED row (``GAVE_UP``, ``HURRIED``), as a second Ctrl-C makes it (hurried, Ray's too:
+        force-cancelled); a trial that already ended keeps its own row."""
+        hurried = shutdown.hurried()
+        said = {ABANDONED: HURRIED if hurried else GAVE_UP, RAY_CANCELLED: RAY_CANCELLED.replace(*ENDING)}
         return [
-            ([{**r, "reason": GAVE_UP} if r.get("reason") == ABANDONED else r for r in ex.kill()], ex.name)
-            for ex in [ex for ex in self.executors.values() if ex.name != "ray" and ex.running()]
+            ([{**r, "reason": said[r["reason"]]} if r.get("reason") in said else r for r in ex.kill()], ex.name)
+            for ex in [ex for ex in self.executors.values() if (hurried or ex.name != "ray") and ex.running()]
         ]
 
     def drain(self) -> None:
         """After an error: stop, and store what comes back (running trials end at their next step). An
-        interrupt stops waiting, as a second one does in ``drive``: a trial stuck in its step held the error,
-        and the kernel, for ever. Each take and its storing hold a Ctrl-C, as in ``record``."""
+        interrupt stops waiting, as a second one does in ``drive``, and so does a hurried exit (a SIGTERM): a trial
+        stuck in its step held the error, and the kernel, for ever. Each take and its storing hold a Ctrl-C, as in
+        ``record``."""
         self.stop.set()
         since = time.monotonic()
         try:
             self.keep(self.stop_all)
             while self.running():
+                if shutdown.hurried() or time.monotonic() - since > STOP_WAIT_S:
+                    self.keep(self.give_up)
                 for ex in [ex for ex in self.executors.values() if ex.running()]:
                     self.keep(_poll(ex, POLL_S))
-                if time.monotonic() - since > STOP_WAIT_S:
-                    self.keep(self.give_up)
         except KeyboardInterrupt:
             self.keep(lambda: self.stop_all(kill=True))
 

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 
 from rlnb.errors import describe
 from rlnb.history.runconfig import LOCAL
-from rlnb.lifecycle.threads import Thread, join_all
+from rlnb.lifecycle import shutdown
+from rlnb.lifecycle.threads import Thread
 from rlnb.wire import TrialStatus
 
 from .trial import TrialSpec, base_row, run_trial
@@ -33,6 +34,8 @@ ABANDONED = (
     "run folder, and what it returns is not recorded)"
 )
 """The reason of a trial on this process's threads that a second interrupt stopped waiting for."""
+RAY_CANCELLED = "cancelled by a second interrupt"
+"""A Ray trial's reason when a second interrupt force-cancels it (``RayExecutor.kill``)."""
 CLOSE_DEADLINE = 120.0
 """Seconds a sweep's end waits for its trials' threads (each closing its session) before it leaves them running."""
 
@@ -169,14 +172,21 @@ class ThreadExecutor:
         for fut in self._futures:
             fut.cancel()
         if not self._abandoned:
-            left_running(join_all(self._threads, CLOSE_DEADLINE))
+            join_trials(self._threads)
 
 
-def left_running(threads: list[Thread]) -> None:
-    """Say the threads a sweep's end stopped waiting for (``CLOSE_DEADLINE``): a step stuck in user code."""
-    if threads:
-        names = ", ".join(thread.name for thread in threads)
-        log.warning("rlnb: sweep: %s still running %.0f s after the sweep ended; left running", names, CLOSE_DEADLINE)
+def join_trials(threads: list[Thread]) -> None:
+    """Wait up to ``CLOSE_DEADLINE`` for a sweep's trial threads (each closing its session), no longer once the exit
+    is hurried (a SIGTERM: a kernel's Shut Down kills the process 5 s after asking), and say those left running: a
+    step stuck in user code."""
+    end = time.monotonic() + CLOSE_DEADLINE
+    for thread in threads:
+        shutdown.join(thread, max(0.0, end - time.monotonic()))
+    left = [thread for thread in threads if thread.is_alive()]
+    if left:
+        names = ", ".join(thread.name for thread in left)
+        when = "as the process ends" if shutdown.hurried() else f"{CLOSE_DEADLINE:.0f} s after the sweep ended"
+        log.warning("rlnb: sweep: %s still running %s; left running", names, when)
 
 
 def route(spec: TrialSpec, wanted: str) -> tuple[str, str | None]:

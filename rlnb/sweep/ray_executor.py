@@ -25,7 +25,7 @@ from rlnb.errors import describe
 from rlnb.wire import TrialStatus
 
 from . import mailbox
-from .executors import Reporter
+from .executors import RAY_CANCELLED, Reporter
 from .ray_checks import check_reachable, check_resources, import_ray, warn_unused_address
 from .ray_task import MAILBOX_TIMEOUT, ray_trial
 from .trial import TrialSpec, base_row
@@ -235,7 +235,7 @@ class RayExecutor:
 
     def kill(self) -> list[dict[str, Any]]:
         """A second interrupt: cancel every task now (their histories stay on the workers)."""
-        return self._cancel(force=True, reason="cancelled by a second interrupt")
+        return self._cancel(force=True, reason=RAY_CANCELLED)
 
     def close(self) -> None:
         self._office.close.remote(self._key)  # tasks still running see "stopping" and end

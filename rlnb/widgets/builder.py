@@ -16,10 +16,11 @@ from typing import Any
 
 from rlnb import wire
 from rlnb._checks import check_int
-from rlnb.errors import InvalidParams, describe
+from rlnb._shown import shown
+from rlnb.errors import SHOWN_VALUE, InvalidParams, describe
 from rlnb.params import PARAMS, AdamParams, MuonParams, OptimizerParams
 from rlnb.params.schedule import MAX_STEPS, Schedule
-from rlnb.widgets.controls import LearningRate, close_tree, values
+from rlnb.widgets.controls import LearningRate, close_tree, typed, values
 from rlnb.widgets.describe import ORANGE, check_rates, schedule_png, summary
 from rlnb.widgets.finder import LRFinderControls
 from rlnb.widgets.form import LR_RANGES, BuilderForm
@@ -157,19 +158,19 @@ class OptimizerBuilder(BuilderForm):
                 f"this session's optimizer is {self.locked}: {self.kind.capitalize()} params cannot be sent "
                 f"(the optimizer is fixed when the session is created); pick the {self.locked.capitalize()} tab"
             )
+        parts = [("", AdamParams, self.adam)] if self.kind == wire.ADAM else [
+            ("", MuonParams, self.muon), ("adam.", AdamParams, self.muon_adam)]  # fmt: skip
+        errors = []  # check both parts, so that every bad field is named (and marked) at once
+        for prefix, made, group in parts:
+            try:
+                made(**values(group))
+            except InvalidParams as exc:  # a value as typed ('1e400'), not as read (inf, a number nobody typed)
+                errors += [(prefix + field, as_typed(group.get(field), value), allowed)
+                           for field, value, allowed in exc.errors]  # fmt: skip
+        if errors:
+            raise InvalidParams(parts[0][1].__name__, errors)
         if self.kind == wire.ADAM:
             return self._fits(AdamParams(**values(self.adam)))
-        errors = []  # check both parts, so that every bad field is named (and marked) at once
-        for prefix, check in (
-            ("", lambda: MuonParams(**values(self.muon))),
-            ("adam.", lambda: AdamParams(**values(self.muon_adam))),
-        ):
-            try:
-                check()
-            except InvalidParams as exc:
-                errors += [(prefix + field, value, allowed) for field, value, allowed in exc.errors]
-        if errors:
-            raise InvalidParams("MuonParams", errors)
         return self._fits(MuonParams(**values(self.muon), adam=AdamParams(**values(self.muon_adam))))
 
     def _fits(self, params: OptimizerParams) -> OptimizerParams:
@@ -246,6 +247,13 @@ class OptimizerBuilder(BuilderForm):
                 name = getattr(cb, "__name__", None) or repr(cb)
                 said = html.escape(f"the on_change callback {name} raised {describe(exc)}"[:500], quote=False)
                 self.message.value += f"<div style='color:{ORANGE}'>⚠ {said}</div>"
+
+
+def as_typed(control: Any, value: Any) -> Any:
+    """``value`` as typed in ``control`` (a box, or a rate's), for a refusal to quote, where the refusal would write
+    it otherwise (``inf`` for "1e400"); else ``value`` ("2.5" is said 2.5, as typed)."""
+    text = typed(control.text if isinstance(control, LearningRate) else control)
+    return value if text is None or text == shown(value, SHOWN_VALUE) else text
 
 
 def check_builder(builder: object) -> None:

@@ -4,6 +4,7 @@ row, and a red mark on a refused field (a CSS class, styled by ``STYLE``)."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,8 @@ import ipywidgets as W
 import traitlets
 
 from rlnb._checks import ascii_number
+from rlnb._shown import shown
+from rlnb.errors import SHOWN_VALUE
 
 WIDE = {"description_width": "110px"}
 IN_ROW = "calc(100% - 4px)"
@@ -62,13 +65,31 @@ def _number(text: str) -> float:
 def _shown(value: float, box: W.Widget) -> str:
     """``value`` for the box: as typed if that reads as it (1e-3 not rewritten 0.001; 1e400 kept), else as Python
     writes it."""
-    typed = getattr(box, "typed", None)
-    if typed is not None:
-        read = _number(typed)
-        if read == value or (math.isnan(read) and math.isnan(value)):
-            return typed
-        box.typed = None
+    text = typed(box, value)
+    if text is not None:
+        return text
+    box.typed = None
     return str(value)
+
+
+def typed(box: Any, value: Any = None) -> str | None:
+    """The text typed in ``box`` while its value (``value``, else ``box.value``) is what that text reads as, else
+    None: a refusal quotes it (``'1e400'``), where the value read (``inf``) is a number nobody typed."""
+    text = getattr(box, "typed", None)
+    if text is None:
+        return None
+    read, value = _number(text), box.value if value is None else value
+    return text if read == value or (read != read and value != value) else None  # NaN: unequal to itself
+
+
+def quote_typed(message: str, owner: str, boxes: dict[str, Any]) -> str:
+    """``message`` (``Owner.field = value is invalid: ...``) with the value as typed in the field's box, quoted, where
+    it says another (``inf`` for "1e400"; "2.5" is said 2.5, as typed)."""
+    match = re.match(rf"{owner}\.(\w+) = (.*?) is invalid", message)
+    text = typed(boxes.get(match.group(1))) if match else None
+    if match is None or text is None or text == match.group(2):
+        return message
+    return f"{message[: match.start(2)]}{shown(text, SHOWN_VALUE)}{message[match.end(2) :]}"
 
 
 class NumberBox(W.Text):

@@ -31,15 +31,17 @@ def base_rates(params: OptimizerParams) -> tuple[float, ...]:
 
 
 def schedule_text(schedule: Schedule) -> str:
-    """``cosine to 0.1× at step 30, warmup 3`` / ``constant``."""
+    """``cosine to 0.1× after step 30, warmup 3`` / ``constant``. Steps numbered from 1, as the run panel and
+    ``history.steps`` number them: step 30 (optim-step 29) still decays, and the floor is every step's from step 31
+    (``Schedule.past_end``), so a 30-step run ends at the schedule's end (``Schedule.misfit``)."""
     warmup = f", warmup {schedule.warmup_steps}" if schedule.warmup_steps else ""
     if schedule.kind == "constant":
         return f"constant{warmup}"
-    return f"{schedule.kind} to {rate(schedule.min_lr_ratio)}× at step {schedule.total_steps}{warmup}"
+    return f"{schedule.kind} to {rate(schedule.min_lr_ratio)}× after step {schedule.total_steps}{warmup}"
 
 
 def summary(kind: str, params: OptimizerParams | None, schedule: Schedule | None, preset: str, errors: int) -> str:
-    """The builder folded: ``muon · lr 0.05, AdamW 0.002 · cosine to 0.1× at step 30 · preset Learns in 40
+    """The builder folded: ``muon · lr 0.05, AdamW 0.002 · cosine to 0.1× after step 30 · preset Learns in 40
     steps (modified)``; with ``✗ N problems`` first while it is invalid."""
     parts = [f"✗ {errors} problem{'s' if errors != 1 else ''} — open to fix"] if errors else []
     parts.append(kind)

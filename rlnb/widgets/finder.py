@@ -171,7 +171,7 @@ class LRFinderControls(Suggestion):
         self.plot.value = png(result.figure())
         self.plot.layout.display = None
         self.result = result
-        unlike = unlike_edge(kind, options, self.session, self.model)
+        unlike = unlike_edge(kind, options, self.session, self.model, self.builder.params)
         self._said = html.escape(self.describe(result, probe, unlike))
         self.apply_button.disabled = result.params is None
         if threading.current_thread() is not self._thread:  # the button's test says it once its buttons are back

@@ -29,6 +29,7 @@ from rlnb.widgets.controls import (
     mark,
     opener,
     pairs,
+    quote_typed,
     whole,
 )
 from rlnb.widgets.describe import ORANGE
@@ -102,9 +103,13 @@ class BuilderForm:
 
     def get_schedule(self) -> Schedule:
         """The learning-rate schedule the form describes (kind, warmup, total steps, minimum ratio)."""
-        return Schedule(
-            self.sched_kind.value, whole(self.warmup.value), whole(self.total.value), float(self.min_ratio.value)
-        )
+        try:
+            return Schedule(
+                self.sched_kind.value, whole(self.warmup.value), whole(self.total.value), float(self.min_ratio.value)
+            )
+        except ValueError as exc:  # a value as typed ('1e400'), not as read (inf, a number nobody typed)
+            boxes = {"warmup_steps": self.warmup, "total_steps": self.total, "min_lr_ratio": self.min_ratio}
+            raise ValueError(quote_typed(str(exc), "Schedule", boxes)) from None
 
     def show(self, errors: list[str], body: dict[str, Any] | None, notice: str = "") -> None:
         """The message line (``notice``: a control put back, and why; a note, not an error of the form) and the JSON

@@ -5,6 +5,7 @@ suggestion in the form (``rlnb.widgets.finder.LRFinderControls`` is the range te
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,13 +35,20 @@ EDGE_STEPS = {"adam": 30, "muon": 40}
 (``--notebook05`` set the finder's options whole, without the widget's ``steps``)."""
 EDGE_RANGE = {"start_lr": None, "end_lr": None, "objective": "reward"}
 """The rest of the range test measured: ``lr_find``'s default range, of the reward."""
+EDGE_WEIGHT_DECAY = 0.0
+"""Adam's weight decay measured (bench_lessons' ``lrfind_run``: ``AdamParams(weight_decay=0.0)``)."""
+EDGE_ADAM_RATIO = 0.04
+"""Muon's AdamW rate over its own, measured: the default preset's 2e-3 beside 0.05 (``--notebook05``'s builder)."""
+EDGE_SEEDS = range(10)
+"""The sessions' seeds measured, 0-9. Adam's range test is of a fresh session of its own seed (``lrfind_run``);
+Muon's copied a session of that seed with ``lr_find``'s default seed, 0 (``--notebook05`` set none)."""
 
 
-def unlike_edge(optimizer: str, options: Mapping[str, Any], session: Any, model: Any) -> list[str]:
+def unlike_edge(optimizer: str, options: Mapping[str, Any], session: Any, model: Any, params: Any) -> list[str]:
     """What a range test has that ``EDGE_LEARNS`` was not measured with, in the status line's words (``[]``: the
-    setup measured: ``first_letter_task()`` on ``tiny``, ``EDGE_STEPS``, ``EDGE_RANGE``, a session at ``EDGE_STEP``).
-    ``options`` as ``lr_find`` gets them; ``session`` the one it copies (None: a fresh one of ``options``' model, else
-    ``model``)."""
+    setup measured: ``first_letter_task()`` on ``tiny``, ``EDGE_STEPS``, ``EDGE_RANGE``, a session at ``EDGE_STEP``,
+    ``EDGE_WEIGHT_DECAY`` or ``EDGE_ADAM_RATIO``, ``EDGE_SEEDS``). ``options`` as ``lr_find`` gets them; ``session``
+    the one it copies (None: a fresh one of ``options``' model, else ``model``); ``params`` the config tested."""
     what = []
     if options.get("step_fn") is not None:
         what.append("your step_fn")
@@ -55,7 +63,30 @@ def unlike_edge(optimizer: str, options: Mapping[str, Any], session: Any, model:
     step = session.step if session is not None else 0
     if step != EDGE_STEP.get(optimizer):
         what.append(f"a session at step {step}")
-    return what
+    return what + unlike_config(optimizer, params) + unlike_seed(optimizer, options.get("seed", group.seed), session)
+
+
+def unlike_config(optimizer: str, params: Any) -> list[str]:
+    """Adam's weight decay, or Muon's AdamW rate over its own, where it is not the one measured."""
+    resolved = params.resolved()
+    if optimizer == "adam" and resolved.weight_decay != EDGE_WEIGHT_DECAY:
+        return [f"weight decay {resolved.weight_decay:g}"]
+    if optimizer == "muon":
+        ratio = resolved.adam.learning_rate / resolved.learning_rate
+        if not math.isclose(ratio, EDGE_ADAM_RATIO, rel_tol=1e-9):
+            return [f"AdamW at {ratio:.2g}× Muon's rate"]
+    return []
+
+
+def unlike_seed(optimizer: str, seed: int | None, session: Any) -> list[str]:
+    """The range test's seed (None: 0), or its session's, where it is not one measured (``EDGE_SEEDS``)."""
+    seed = seed or 0
+    if session is None:  # a fresh session of the test's own seed, as Adam's were
+        return [] if seed in EDGE_SEEDS else [f"seed {seed}"]
+    own = session.history.config.get("seed")
+    if own not in EDGE_SEEDS:
+        return [f"a session of seed {own}"]
+    return [] if seed == (own if optimizer == "adam" else 0) else [f"seed {seed}"]
 
 
 class Suggestion(MuonUnits):

@@ -54,7 +54,7 @@ def check_laptop_run(page, panel, shot_name):
 
     status = panel.locator(".rlnb-status")
     expect(status).to_contain_text("step 0 · ready", timeout=120_000)
-    expect(panel.locator(".rlnb-builder")).to_contain_text("muon · lr 0.05, AdamW 0.002 · cosine to 0.1× at step 30")
+    expect(panel.locator(".rlnb-builder")).to_contain_text("muon · lr 0.05, AdamW 0.002 · cosine to 0.1× after step 30")
     expect(panel.locator(".rlnb-schedule")).to_contain_text("step 1 / warmup 3")
     height, window = panel.bounding_box()["height"], "{width}x{height}".format(**page.viewport_size)
     print(f"{shot_name}: the panel is {height:.0f} px tall in a {window} window with its form folded")

@@ -35,7 +35,7 @@ def test_a_count_typed_as_1e5_or_2_5_is_that_count_or_refused_never_cut_to_its_l
         total = form.get_by_label("total steps")
         total.fill("1e5")
         total.press("Tab")
-        expect(form).to_contain_text("linear to 0.1× at step 100000", timeout=30_000)
+        expect(form).to_contain_text("linear to 0.1× after step 100000", timeout=30_000)
         warmup = form.get_by_label("warmup steps")
         warmup.fill("2.5")
         warmup.press("Tab")
@@ -96,7 +96,7 @@ def test_a_number_typed_that_a_float_box_cannot_hold_is_refused_naming_the_field
         message = form.locator(".rlnb-message")
         expect(message).to_contain_text("✓ valid", timeout=120_000)
         rate = next(box for box in form.locator("input:visible").all() if box.input_value() == "0.002")
-        for typed, said in (("1e400", "AdamParams.learning_rate = inf is invalid"), ("", "learning_rate = nan is")):
+        for typed, said in (("1e400", "AdamParams.learning_rate = '1e400' is invalid"), ("", "learning_rate = '' is")):
             rate.fill(typed)
             rate.press("Enter")
             expect(message).to_contain_text(said, timeout=30_000)
@@ -106,7 +106,7 @@ def test_a_number_typed_that_a_float_box_cannot_hold_is_refused_naming_the_field
         total = form.get_by_label("total steps")
         total.fill("1e400")
         total.press("Tab")
-        expect(message).to_contain_text("Schedule.total_steps = inf is invalid", timeout=30_000)
+        expect(message).to_contain_text("Schedule.total_steps = '1e400' is invalid", timeout=30_000)
         rate.fill("1e-3")
         rate.press("Enter")
         total.fill("100")

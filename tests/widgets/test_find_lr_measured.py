@@ -67,6 +67,54 @@ def test_another_task_model_range_or_steps_is_not_measured(seen, options, model,
     assert "seeds 0-9" not in said(finder) and said(finder).endswith(f"{NOT}{unlike}. Sweep below it"), said(finder)
 
 
+@pytest.mark.parametrize(
+    ("kind", "edit", "options", "unlike"),
+    [
+        ("adam", {"weight_decay": 0.1}, {}, "weight decay 0.1"),
+        ("adam", {}, {"seed": 9}, None),  # seeds 0-9 measured, each a fresh session of its own seed
+        ("adam", {}, {"seed": 10}, "seed 10"),
+        ("adam", {}, {"range_test": sweep.RangeTestOptions(steps=30, seed=12)}, "seed 12"),
+        ("adam", {"weight_decay": 0.01}, {"seed": 42}, "weight decay 0.01 or seed 42"),
+        ("muon", {"adam.learning_rate": 0.01}, {}, "a session at step 0 or AdamW at 0.2× Muon's rate"),
+        ("muon", {}, {}, "a session at step 0"),
+    ],
+)  # fmt: skip
+def test_another_weight_decay_adamw_ratio_or_seed_is_not_measured(seen, kind, edit, options, unlike):
+    """The words quoted the figure for any weight decay (Adam's measured 0), any AdamW rate beside Muon's (0.04×
+    measured) and any seed (0-9 measured): each is said, through the form's own fields."""
+    b = OptimizerBuilder(kind)
+    for field, value in edit.items():
+        group, _, name = field.rpartition(".")
+        (b.muon_adam if group else b.adam if kind == "adam" else b.muon)[name].value = value
+    finder = b.lr_finder
+    finder.options = {"steps": 30 if kind == "adam" else 40, "task": first_letter_task(), **options}
+    if "range_test" in options:
+        del finder.options["steps"]
+    finder.run()
+    if unlike is None:
+        assert said(finder).endswith(f"which Apply sets: {MEASURED}{EDGE_LEARNS[kind]}. Sweep below it"), said(finder)
+    else:
+        assert said(finder).endswith(f"{NOT}{unlike}. Sweep below it"), said(finder)
+
+
+@pytest.mark.slow  # a real tiny session
+@pytest.mark.parametrize(("seed", "options", "unlike"), [(3, {"seed": 3}, None), (3, {}, "seed 0"),
+                                                         (11, {"seed": 11}, "a session of seed 11")])  # fmt: skip
+def test_a_copied_adam_sessions_seed_is_the_range_tests_as_measured(seen, seed, options, unlike):
+    """Adam's figures are of fresh sessions whose range test had the session's own seed: a session at step 0 copied
+    with another range-test seed, or a session of a seed not measured, is not that setup."""
+    with rlnb.connect("local", model="tiny", optimizer="adam", seed=seed, device="cpu", record=False) as session:
+        panel = RunPanel(session, OptimizerBuilder("adam"))
+        finder = panel.builder.lr_finder
+        finder.options = {"steps": 30, "task": first_letter_task(), **options}
+        finder.run()
+        panel.close()
+    if unlike is None:
+        assert said(finder).endswith(f"which Apply sets: {MEASURED}{EDGE_LEARNS['adam']}. Sweep below it"), said(finder)
+    else:
+        assert said(finder).endswith(f"{NOT}{unlike}. Sweep below it"), said(finder)
+
+
 def test_lr_finds_own_default_steps_are_not_the_widgets(seen):
     """``lr_find`` alone runs 40 steps: options set whole without ``steps`` are not the 30 measured."""
     finder = OptimizerBuilder("adam").lr_finder

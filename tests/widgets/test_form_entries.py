@@ -82,16 +82,18 @@ def test_n_made_invalid_mid_run_is_said_after_the_runs_line_and_after_its_end():
         session.close()
 
 
-@pytest.mark.parametrize(("typed", "read"), [("1e400", "inf"), ("", "nan"), ("fast", "nan")])
-def test_a_number_the_browser_sends_that_a_float_cannot_hold_is_refused_naming_the_field_as_typed(typed, read):
+@pytest.mark.parametrize("typed", ["1e400", "", "fast", "nan"])
+def test_a_number_the_browser_sends_that_a_float_cannot_hold_is_refused_naming_the_field_as_typed(typed):
     """The text a browser sends (``set_state``, as the widget's comm does): FloatText's front end put back the old
-    value for 1e400 or an empty box, without a word. The box keeps what was typed, the field is refused by name."""
+    value for 1e400 or an empty box, without a word. The box keeps what was typed, the field is refused by name,
+    quoting what was typed where it would say another value (``= inf`` for "1e400", a number nobody typed)."""
+    said = "nan" if typed == "nan" else repr(typed)  # "nan" is said as typed: no quotes needed
     b = OptimizerBuilder()
     box = b.adam["learning_rate"].text
     box.set_state({"value": typed})
     assert box.get_state()["value"] == typed  # not put back to 0.002
     assert b.errors == [
-        f"AdamParams.learning_rate = {read} is invalid: must be a finite number, > 0; or unset for the default"
+        f"AdamParams.learning_rate = {said} is invalid: must be a finite number, > 0; or unset for the default"
     ]
     b.total.set_state({"value": "1e5"})  # a count typed as a number: 100000, the box as typed
     box.set_state({"value": " 1e-3 "})
@@ -99,4 +101,31 @@ def test_a_number_the_browser_sends_that_a_float_cannot_hold_is_refused_naming_t
     assert box.get_state()["value"] == " 1e-3 " and b.total.get_state()["value"] == "1e5"
     b.adam["learning_rate"].value = 0.002  # set from code: the box shows it
     assert box.get_state()["value"] == "0.002"
+    b.close()
+
+
+@pytest.mark.parametrize("kind", ["adam", "muon"])
+def test_a_refusal_quotes_the_text_typed_escaped_in_the_forms_lines(kind):
+    """ "1e400" in total steps and "<b>nan" in a rate (Muon's AdamW part too): the form said ``= inf`` / ``= nan``, a
+    value nobody typed. It quotes the text, escaped in the form's HTML lines; a value set from code is said as set."""
+    b = OptimizerBuilder(kind)
+    rates = [b.adam["learning_rate"].text] if kind == "adam" else [b.muon["learning_rate"].text,
+                                                                  b.muon_adam["learning_rate"].text]  # fmt: skip
+    for box in rates:
+        box.set_state({"value": "<b>nan"})
+    b.total.set_state({"value": "1e400"})
+    b.min_ratio.set_state({"value": "2e0"})  # read 2.0: the schedule's first refusal is the total's
+    owner = "AdamParams" if kind == "adam" else "MuonParams"
+    fields = ["learning_rate"] if kind == "adam" else ["learning_rate", "adam.learning_rate"]
+    rate_lines = [f"{owner}.{f} = '<b>nan' is invalid: must be a finite number, > 0" for f in fields]
+    assert [e.partition("; or unset")[0] for e in b.errors[:-1]] == rate_lines
+    assert b.errors[-1].startswith("Schedule.total_steps = '1e400' is invalid: must be an integer >= 1")
+    assert f"{owner}.learning_rate = '&lt;b&gt;nan' is invalid" in b.message.value
+    assert "<b>nan" not in b.message.value and "= '1e400' is invalid" in b.message.value
+    b.total.value = 10**400  # set from code: said as set, not as the text typed before
+    assert "Schedule.total_steps = 1000000000000" in b.errors[-1]
+    b.total.set_state({"value": "100"})
+    assert b.errors[-1].startswith("Schedule.min_lr_ratio = '2e0' is invalid: must be a number in (0, 1]")
+    b.min_ratio.set_state({"value": "3.0"})  # said as typed without quotes: the value reads as it is written
+    assert b.errors[-1].startswith("Schedule.min_lr_ratio = 3.0 is invalid")
     b.close()

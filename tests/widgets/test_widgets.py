@@ -229,6 +229,25 @@ def test_a_schedule_takes_a_numpy_floor():
 
 
 @pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
+@pytest.mark.parametrize(("kind", "warmup", "total"), [("cosine", 3, 30), ("linear", 0, 5), ("cosine", 0, 1),
+                                                       ("linear", 3, 3)])  # fmt: skip
+def test_the_step_the_summary_names_is_the_last_that_decays_numbered_as_the_panel_numbers_steps(kind, warmup, total):
+    """The summary said "cosine to 0.1× at step 30", steps numbered from 1 as the panel and ``history.steps`` number
+    them, while step 30 (optim-step 29) got 0.1025× and the floor came at step 31. The step it names is read here:
+    it is the last step that decays, and every step after it gets the floor (``Schedule.misfit``: a run of that many
+    steps ends at the schedule's end)."""
+    b = OptimizerBuilder("adam", total_steps=total)
+    b.sched_kind.value, b.warmup.value = kind, warmup
+    named = int(re.search(r"to 0\.1× after step (\d+)", b.summary).group(1))
+    lr = b.params.learning_rate
+    assert b.schedule(named - 1) > 0.1 * lr  # the named step, optim-step named - 1: not yet the floor
+    assert b.schedule(named) == b.schedule(named + 5) == 0.1 * lr  # the next one, and every one after: the floor
+    assert b.get_schedule().misfit(named) == "" and b.get_schedule().past_end(named - 1) == ""
+    assert b.get_schedule().misfit(named + 1).startswith(f"step {named + 1} of {named + 1} is past the end")
+    b.close()
+
+
+@pytest.mark.usefixtures("unplotted_schedule")  # reads no schedule plot
 def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     b = OptimizerBuilder("muon", total_steps=30)
     assert b.fold.selected_index is None  # folded by default: the summary is its title
@@ -236,10 +255,8 @@ def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     # a schedule set in another cell (as notebook 05 does) shows on the line, not only inside the fold
     b.sched_kind.value, b.warmup.value = "cosine", 3
     unmeasured = " — lesson not measured for this schedule"  # measured at a constant rate (review39a F1)
-    assert (
-        b.summary
-        == f"muon · lr 0.05, AdamW 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps{unmeasured}"
-    )
+    cosine = "cosine to 0.1× after step 30, warmup 3"
+    assert b.summary == f"muon · lr 0.05, AdamW 0.002 · {cosine} · preset Learns in 40 steps{unmeasured}"
     b.muon["learning_rate"].value = 0.02
     assert "lr 0.02, AdamW 0.002" in b.summary and b.summary.endswith(
         f"preset Learns in 40 steps (modified){unmeasured}"
@@ -247,7 +264,7 @@ def test_the_builder_folds_to_one_line_that_says_what_will_be_sent():
     b.muon["momentum"].value = 1.5
     assert b.summary.startswith("✗ 1 problem — open to fix · muon · ") and "lr " not in b.summary
     b.kind = "adam"  # the Muon tab's edits are not sent: the Adam config sent is the preset's
-    assert b.summary == f"adam · lr 0.002 · cosine to 0.1× at step 30, warmup 3 · preset Learns in 40 steps{unmeasured}"
+    assert b.summary == f"adam · lr 0.002 · {cosine} · preset Learns in 40 steps{unmeasured}"
     assert OptimizerBuilder("adam", expanded=True).fold.selected_index == 0
 
 
@@ -997,7 +1014,7 @@ def test_the_schedule_plot_of_a_billion_steps_is_drawn_from_a_few_hundred(monkey
     b.total.value = 10**6
     assert 0 < len(calls) <= describe.PLOT_STEPS + 2 and {0, 3, 10**6, 1_100_000} <= set(calls)
     b.total.value = MAX_STEPS  # the longest a schedule may be (a run's most steps)
-    assert b.valid and b.schedule_plot.value[:8] == b"\x89PNG\r\n\x1a\n" and f"at step {MAX_STEPS}" in b.summary
+    assert b.valid and b.schedule_plot.value[:8] == b"\x89PNG\r\n\x1a\n" and f"after step {MAX_STEPS}" in b.summary
 
 
 def test_the_schedule_plot_of_the_largest_total_steps_plots_no_negative_step(monkeypatch):
