@@ -196,7 +196,11 @@ class APIClient(ResourceCalls, CheckpointCalls):
         record says FAILED (an optim-step applied and never recorded). Still an earlier one's, it is returned."""
         content = op.content
         if op.upload is not None and op.inline is not None:
-            content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
+            try:
+                content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
+            except APIError as exc:  # its POST follows the upload: the server has not seen the operation
+                exc.sent = False
+                raise
         call = Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
         for again in range(self.max_retries + 1):
             response = self._send(call)
