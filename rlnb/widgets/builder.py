@@ -41,7 +41,7 @@ class OptimizerBuilder(BuilderForm):
 
     def __init__(
         self,
-        optimizer: str = "adam",
+        optimizer: str = wire.ADAM,
         preset: str = DEFAULT_PRESET,
         total_steps: int = 100,
         model: Any = "tiny",
