@@ -159,23 +159,22 @@ class RunLocked(RlnbError):
 
 class APIError(RlnbError):
     """A remote API call failed. ``method`` and ``url`` say which; ``answer_id``, the ``id`` of an answer that came but
-    could not be read (a create's: what the server made, which the caller cannot stop unless it is named)."""
+    could not be read (a create's: what the server made, which the caller cannot stop unless it is named). ``sent``:
+    False when the request surely did not reach the server (no connection made, a closed client, an operation whose
+    payload's upload failed before its POST)."""
 
     answer_id: str | None = None
 
-    def __init__(self, message: str, *, method: str = "", url: str = ""):
+    def __init__(self, message: str, *, method: str = "", url: str = "", sent: bool = True):
         self.method = method
         self.url = url
+        self.sent = sent
         super().__init__(f"{method} {url}: {message}" if method else message)
 
 
 class APIConnectionError(APIError):
-    """No response: the connection was refused, reset or could not be made. ``sent``: False when no connection was
-    made (refused, a connect timeout), so the request surely did not reach the server."""
-
-    def __init__(self, message: str, *, method: str = "", url: str = "", sent: bool = True):
-        self.sent = sent
-        super().__init__(message, method=method, url=url)
+    """No response: the connection was refused, reset or could not be made (``sent``: False for refused, or a connect
+    timeout)."""
 
 
 class APITimeoutError(APIConnectionError):
@@ -245,6 +244,17 @@ _STATUS_ERRORS: dict[int, type[APIStatusError]] = {
     422: UnprocessableEntityError,
     429: RateLimitError,
 }
+
+
+def may_have_acted(error: APIError) -> bool:
+    """Whether the server may have acted on a POST that failed with ``error``: it was sent and got no answer, a 5xx,
+    an answer rlnb could not read (a 2xx: the server took it), or a try before the final answer did. A status that
+    refuses it (4xx), or a request that never reached the server, took nothing."""
+    if not error.sent:
+        return False
+    if isinstance(error, APIStatusError):
+        return error.status_code >= 500 or error.earlier_may_have_acted
+    return True
 
 
 def status_error_class(status_code: int) -> type[APIStatusError]:

@@ -6,6 +6,7 @@ import pytest
 
 from rlnb.cli import main
 from rlnb.cli.demo.files import _set_aside_run
+from rlnb.cli.options import threads_said
 from rlnb.history.store import RunStore
 
 
@@ -417,6 +418,18 @@ def test_serve_threads_are_each_sessions_thread_count_and_said(monkeypatch, caps
         assert main(["serve", "--device", "cpu", "--port", str(port), *given]) == 0
         assert said in capsys.readouterr().out.splitlines()[1]
     assert [app.state.registry.settings.threads for app in served] == [2, None]
+
+
+def test_serve_and_demo_say_the_thread_policys_count_in_the_same_words():
+    """A seeded run repeats bit for bit at a fixed count only: both commands say so alike, ``rlnb serve`` before any
+    session started (no count yet), ``rlnb demo`` with the count its run's config.json records."""
+    from rlnb.cli.demo.command import _threads
+
+    said = "the policy may change it with the load; --threads N fixes it"
+    assert _threads({"thread_policy": "auto", "threads": 3}) == f"3 (auto: {said})"
+    assert _threads({"thread_policy": "fixed", "threads": 2}) == "2"
+    assert _threads({"thread_policy": None, "threads": None}) == "n/a (on the GPU)"
+    assert threads_said(None) == f"auto ({said})" and threads_said(4, 4) == "4"
 
 
 def test_serve_says_when_its_checkpoints_folder_cannot_be_removed_at_the_stop(tmp_path, monkeypatch, capsys):

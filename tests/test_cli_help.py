@@ -68,12 +68,16 @@ def test_both_subcommands_take_the_engines_weight_dtypes():
 
 def test_the_demos_choices_are_the_catalogues_they_copy():
     """``--task`` and ``--optimizer`` are written out for ``--help``'s speed (no tasks, no pydantic): each is the
-    catalogue it copies, in its order, and every optimizer kind has a demo preset."""
+    catalogue it copies, in its order, and every optimizer kind has a demo preset. Their defaults, spelt again for
+    the same reason, are ``DemoOptions``' and among the choices (argparse does not check a default)."""
     from rlnb import wire
-    from rlnb.cli.demo.options import DEMO_PARAMS
+    from rlnb.cli.demo.options import DEMO_PARAMS, DemoOptions
     from rlnb.tasks import TASKS
 
     parser = argparse.ArgumentParser()
     demo.arguments(parser)
     choices = {a.dest: tuple(a.choices or ()) for a in parser._actions}
     assert choices["task"] == tuple(TASKS) and choices["optimizer"] == tuple(DEMO_PARAMS) == wire.OPTIMIZERS
+    defaults = {a.dest: a.default for a in parser._actions}
+    assert defaults["optimizer"] == DemoOptions().optimizer == wire.ADAM
+    assert defaults["task"] == DemoOptions().task in TASKS

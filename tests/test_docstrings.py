@@ -12,14 +12,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 HISTORY = re.compile(
-    r"\b(?:round|session|issue) \d+\b(?![.,]\d)"
+    r"\b(?:round|session|issue) \d+\b(?![.,]\d)|\b(?:review|mend)\d+[a-z]\b"
     r"|(?<!\bis )(?<!\bare )(?<!\bbe )(?<!\bbeen )(?<!\bwas )(?<!\bwere )\bused to\b"
     r"|\bpreviously\b|\bformerly\b|\bwas once\b|\bit said\b|\(it was\b|; it was\b"
     r"|(?:\(|[;:] )(?:it|they) (?:went|kept|failed|raised|ran|took|hung|crashed|showed|broke|said|gave|got|wrote|stayed"
     r"|lost|grew)\b",
     re.I,
 )
-"""A narrow pattern of narration: a session, round or issue number ("issue 20", not "a session 1.4x faster"),
+"""A narrow pattern of narration: a session, round or issue number ("issue 20", not "a session 1.4x faster"), a
+review's or mend's tag ("(review42a M2)", "mend40b": docs/reliability.md's rows hold that story),
 "used to" but for "is/are/was/were/be/been used to" (purpose), "previously", "formerly", "was once", "it said",
 "(it was ...", "; it was ..." and a clause opened by "(", ";" or ":" whose subject "it" or "they" did something in
 the past (": it kept showing ..."). It misses narration in other words ("the wait went on to the timeout"), and a
@@ -47,6 +48,7 @@ def _texts(path: Path) -> list[tuple[int, str]]:
 
 CUE = re.compile(
     r"used to|previously|formerly|was once|it said|\(it |\(they |[;:] (?:it|they) |(?:round|session|issue) \d"
+    r"|(?:review|mend)\d"
 )
 """Where a match of ``HISTORY`` can start, in lower case: a pattern of plain words is 5-10x faster to search than
 ``HISTORY``, whose word boundaries and lookbehinds are tried at every character (1.5 s for the package)."""
@@ -81,6 +83,8 @@ def test_the_docstrings_and_comments_of_rlnb_say_what_the_code_does_not_what_it_
         '# before the line: it said "ready" while Run was still disabled',
         "as in transformers; it was refused as a value not given",
         "Each mixin previously repeated the ones it called",
+        "the engine speaks the wire's names; the form, the params' (review42c L6)",
+        "varied up to 1.3x from run to run; mend40b)",
     ],
 )
 def test_the_pattern_finds_narration(text):

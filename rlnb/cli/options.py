@@ -108,6 +108,16 @@ def checked_threads(threads: object) -> int | None:
         ) from None
 
 
+def threads_said(fixed: int | None, started: int | None = None) -> str:
+    """What a command says of its thread count: ``--threads``' ``fixed`` one, else the policy's (``started``: the count
+    it started with, where known), which may change with the load: a seeded run repeats bit for bit at a fixed count
+    only."""
+    if fixed is not None:
+        return str(fixed)
+    auto = "the policy may change it with the load; --threads N fixes it"
+    return f"auto ({auto})" if started is None else f"{started} (auto: {auto})"
+
+
 def device_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:N (default: %(default)s)"

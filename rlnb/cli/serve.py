@@ -23,6 +23,7 @@ from rlnb.cli.options import (
     integer,
     number,
     threads_argument,
+    threads_said,
 )
 from rlnb.cli.output import quiet, say
 from rlnb.cli.parent import exit_with_stdin
@@ -112,13 +113,6 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         signal.signal(signal.SIGTERM, previous)
         if hangup is not None:
             signal.signal(hangup, before)
-
-
-def _threads(threads: int | None) -> str:
-    """What ``rlnb serve`` says of ``--threads``: a seeded remote run repeats bit for bit at a fixed count only."""
-    return (
-        "auto (the policy may change them with the load: --threads N fixes them)" if threads is None else f"{threads}"
-    )
 
 
 def _as_sigterm(*_: object) -> None:
@@ -229,7 +223,7 @@ def _serve_app(
         sock.listen()
         print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
               "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
-        print(f"rlnb serve: models {', '.join(models)}; threads per session on the CPU: {_threads(args.threads)}",
+        print(f"rlnb serve: models {', '.join(models)}; threads per session on the CPU: {threads_said(args.threads)}",
               flush=True)  # fmt: skip
     except BaseException:  # its output closed (`| head -1`), or a stop: the port and the state are let go
         sock.close()

@@ -224,7 +224,7 @@ def _prefill(engine: Engine, prompts: list[list[int]], n: int, longest: int) -> 
     """The prefill's share of a sample's memory (``sampling.check_cache``): each prompt once, its longest's tokens.
     A mask is built for prompts of different lengths (one length: plain causal attention), and by a compiled
     sample of one row a prompt, prefilled straight into its static cache: over the slots its first step attends
-    to (``compiled.window``), though the rest of the cache is empty (measured: mend40b)."""
+    to (``compiled.window``), though the rest of the cache is empty (measured)."""
     tokens = max(len(p) for p in prompts)
     static = engine.compiler is not None and n == 1
     keys = window(tokens, longest) if static else tokens

@@ -275,9 +275,8 @@ def check_step(
                 f"{prefix}eps {adam.eps:g} is {what} in {dtype}, the dtype of the weights AdamW updates: an eps of 0 "
                 f"there turns every weight whose gradient is 0 into 0/0 = NaN; give {prefix}eps >= {least:g}{hint}"
             )
-    # what the update multiplies by, (field, value, the largest the weights hold); the decay's 1 - lr * wd is checked
-    # first, and kept in (0, 1] (rlnb.params.check_decay)
-    # and the largest rate allowed: the factor is rate / per
+    # (field, rate, per, largest): the update multiplies by rate / per, which must not pass the largest the weights'
+    # dtype holds; the decay's 1 - lr * wd is checked first, and kept in (0, 1] (rlnb.params.check_decay)
     factors = [(f"{prefix}learning_rate", adam.learning_rate, 1 - adam.beta1, adam_max)]  # lr / (1 - beta1^t)
     if isinstance(hp, MuonHyperparams):
         factors.append(("muon_params.learning_rate", hp.learning_rate, 1 / scale, muon_max))

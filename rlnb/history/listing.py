@@ -40,8 +40,7 @@ def latest_records(file: Path) -> list[Record]:
     Anything else — a line of another shape (a hand edit, an older rlnb's), an operation neither of whose last two
     lines gives it, a file that changed between the two reads — reads the whole file through ``read_ops``. The first
     read keeps each seq's line numbers alone, the second the text of a line before a seq's last only until that last
-    one: keeping the two lines' text of every seq, the listing held the whole file as text (more than a load
-    needs)."""
+    one: the two lines' text of every seq would hold the whole file as text (more than a load needs)."""
     last: dict[int, int] = {}  # seq -> its last line's number
     before: dict[int, int] = {}  # seq -> the number of the line before that one
     more: set[int] = set()  # the seqs of more than two lines

@@ -20,10 +20,6 @@ from typing import Any, TypeGuard
 
 from rlnb import wire
 
-FORWARD_ONLY = "forward_only"
-"""The ``params`` key that marks a forward-backward run ``forward_only``: an evaluation, whose loss is no part of
-its step's training loss."""
-
 NA_NO_GRAD_NORM = "the API's optim-step output carries only `step` (no gradient norm or learning rate)"
 """The ``na_reason`` of a remote optim-step: its grad norm is NaN because the API does not report one, never 0."""
 
@@ -61,7 +57,8 @@ class Record:
     """optim-step: the learning rate used (Muon: the matrix learning rate)."""
     params: dict[str, Any] = field(default_factory=dict)
     """optim-step: the optimizer params object as sent (``params.request_body()`` inner dict); forward-backward:
-    ``{FORWARD_ONLY: True}`` for an evaluation (``forward_only``), else empty."""
+    ``{wire.FORWARD_ONLY: True}`` for an evaluation, whose loss is no part of its step's training loss, else
+    empty."""
     weights_version: int | None = None
     """weights-sync: version published; sample: policy version that generated the tokens."""
     na_reason: str | None = None
@@ -74,7 +71,7 @@ class Record:
     def step_loss(self) -> float:
         """What this operation adds to its step's loss: a completed training forward-backward's loss; NaN for an
         evaluation (``forward_only``) or any other operation."""
-        if self.kind != wire.OperationKind.FORWARD_BACKWARD or self.params.get(FORWARD_ONLY):
+        if self.kind != wire.OperationKind.FORWARD_BACKWARD or not wire.accumulates(self.kind, self.params):
             return math.nan
         return self.loss
 

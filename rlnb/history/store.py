@@ -31,9 +31,9 @@ OPS_FILE, METRICS_FILE, CONFIG_FILE, LOCK_FILE = "ops.jsonl", "metrics.jsonl", "
 COMPLETIONS_FILE = "completions.jsonl"
 CONFIG_TMP = CONFIG_FILE + ".tmp"
 WRITTEN = (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_TMP, LOCK_FILE)
-"""The files a session writes into (``config.json`` itself is replaced by a rename, never written through): none may
-be a symbolic link, whose target would be written."""
-RUN_FILES = (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, CONFIG_FILE, CONFIG_TMP, LOCK_FILE)
+"""The files a session writes into: none may be a symbolic link, whose target would be written. ``config.json`` is
+not one: it is replaced by a rename of ``CONFIG_TMP``, never written through."""
+RUN_FILES = (*WRITTEN, CONFIG_FILE)
 """Every file rlnb writes in a run folder, the one list of them: ``save`` refuses a folder holding one, an export
 (``to_csv``) a file of their names beside one, the demo replaces a ``run/`` that holds nothing else."""
 

@@ -120,7 +120,7 @@ class Caller:
         trusted = self._trusted(call, request.url)
         if self._http.is_closed:  # closed by its owner: httpx's RuntimeError escaped close(), which left all running
             url = self.redact(str(request.url.copy_with(query=None)))
-            raise APIError("the http_client given to rlnb was closed", method=request.method, url=url)
+            raise APIError("the http_client given to rlnb was closed", method=request.method, url=url, sent=False)
         end = time.monotonic() + self.deadline + call.wait
         limit = f"the call's deadline ({self.deadline:g} s)"
         if call.until is not None and call.until < end:

@@ -70,7 +70,7 @@ class PreparedOperation:
     """What goes through the payload side channel first (a large body), or None."""
     inline: dict[str, Any] | None = None
     accumulates: bool = False
-    """Whether the server, running it, accumulates gradients for the next optim-step (``wire.ACCUMULATING``)."""
+    """Whether the server, running it, accumulates gradients for the next optim-step (``wire.accumulates``)."""
 
 
 def _operations_path(session_id: str, kind: wire.OperationKind, operation_id: str | None = None) -> str:
@@ -180,7 +180,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
         data = body.to_json_dict() if body is not None else {}
         content = payloads.compact(data)
         key = idempotency_key or str(uuid.uuid4())
-        accumulates = kind in wire.ACCUMULATING and not data.get("forward_only")
+        accumulates = wire.accumulates(kind, data)
         if kind in wire.OFFLOADED_KINDS and len(content) > wire.LARGE_PAYLOAD_BYTES:
             upload, inline = payloads.split(kind, data)
             return PreparedOperation(kind, payloads.compact(inline), key, payloads.compact(upload), inline, accumulates)
@@ -196,7 +196,11 @@ class APIClient(ResourceCalls, CheckpointCalls):
         record says FAILED (an optim-step applied and never recorded). Still an earlier one's, it is returned."""
         content = op.content
         if op.upload is not None and op.inline is not None:
-            content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
+            try:
+                content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
+            except APIError as exc:  # its POST follows the upload: the server has not seen the operation
+                exc.sent = False
+                raise
         call = Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
         for again in range(self.max_retries + 1):
             response = self._send(call)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from rlnb import wire
 from rlnb._shown import printable
-from rlnb.errors import APIConnectionError, APIError, APIStatusError, RlnbError
+from rlnb.errors import APIError, RlnbError, may_have_acted
 from rlnb.remote.claims import CLAIMS
 from rlnb.remote.client import APIClient
 
@@ -32,15 +32,6 @@ SLACK = 2.0
 """Seconds before the create's send that still count as "since": the server's ``Date`` has whole seconds."""
 MAX_PAGES = 10
 """Pages of 100 listed at most when looking for a lost create (active objects of one user)."""
-
-
-def may_have_acted(error: APIError) -> bool:
-    """Whether a create that failed with ``error`` may have created its object anyway: no answer, a 5xx
-    (a proxy's 502 or a 503 after the server acted) or an unreadable 200 — not a status that refuses it, nor a
-    connection never made (refused: a wrong port, a server not started), which sent nothing."""
-    if isinstance(error, APIConnectionError) and not error.sent:
-        return False
-    return not (isinstance(error, APIStatusError) and error.status_code < 500)
 
 
 def create_once(

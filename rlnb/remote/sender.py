@@ -7,11 +7,11 @@ in that order — reports each envelope and gives it to the ``Poller``. A POST t
 with the API error's code and message (scrubbed of keys); one that got no answer at all also fails the operations queued
 behind it, unsent: the server cannot be reached, and each would wait a whole deadline in turn. An optim-step refused
 with a 4xx says that the gradients accumulated for it stay for the next one (``GRADIENTS_KEPT``, the engine's words),
-unless an earlier try of its POST, retried, may have been taken (``MAYBE_TAKEN``), as may one with no answer, or a 5xx
-(``MAYBE_RAN``); a forward-backward whose POST may have run says that its gradients may wait for the next one
-(``MAYBE_ACCUMULATED``). One refused, or not sent, of a step submitted whole (``rlnb._one_step``) fails the rest of that
-step unsent, with its code, as does one answered with an earlier operation's id: the optim-step behind such a
-forward-backward would count a step that applied none of its gradients.
+unless an earlier try of its POST, retried, may have been taken (``MAYBE_TAKEN``), as may one with no answer, a 5xx
+or an unreadable 2xx (``MAYBE_RAN``, ``errors.may_have_acted``); a forward-backward whose POST may have run says that
+its gradients may wait for the next one (``MAYBE_ACCUMULATED``). One refused, or not sent, of a step submitted whole
+(``rlnb._one_step``) fails the rest of that step unsent, with its code, as does one answered with an earlier
+operation's id: the optim-step behind such a forward-backward would count a step that applied none of its gradients.
 
 Nothing bounds the queue (a submission returns at once, whatever the server does), so a loop that submits faster than
 the server takes its POSTs holds every encoded body until it is sent: past ``QUEUE_WARN_BYTES`` queued, a session warns
@@ -35,6 +35,7 @@ from rlnb.errors import (
     APIError,
     APIStatusError,
     APITimeoutError,
+    may_have_acted,
     user_stacklevel,
 )
 from rlnb.lifecycle import shutdown, threads
@@ -205,7 +206,7 @@ class Sender:
 
     def _refused(self, item: Queued, exc: APIError) -> None:
         message = self.client.redact(str(exc))
-        ran = _may_have_acted(exc)
+        ran = may_have_acted(exc)
         if item.op.kind == wire.OperationKind.OPTIM_STEP:
             message += _after_refusal(exc)
         elif ran and item.op.accumulates:  # its gradients would stay for the next optim-step
@@ -227,36 +228,28 @@ MAYBE_TAKEN = (
 """The end of an optim-step's message refused after such a retry: a step taken twice applies other gradients."""
 
 MAYBE_RAN = (
-    "; a try of its POST was sent and got no answer, or a 5xx: this step may have been taken (its gradients applied): "
-    "check session.step before you submit an optim-step again"
+    "; a try of its POST was sent and got no answer, a 5xx or an answer rlnb could not read: this step may have been "
+    "taken (its gradients applied): check session.step before you submit an optim-step again"
 )
 """The end of an optim-step's message whose last try may have been taken: submitted again, it stepped twice."""
 
 MAYBE_ACCUMULATED = (
-    "; a try of its POST was sent and got no answer, or a 5xx, so the server may have run it: its gradients would "
-    "then be accumulated there, and the next optim-step would apply them with its own (this batch sent again would "
-    "count twice; the API has no call that drops them)"
+    "; a try of its POST was sent and got no answer, a 5xx or an answer rlnb could not read, so the server may have "
+    "run it: its gradients would then be accumulated there, and the next optim-step would apply them with its own "
+    "(this batch sent again would count twice; the API has no call that drops them)"
 )
-"""The end of a forward-backward's message (``wire.ACCUMULATING``) whose POST may have been run: else the next step
-applied its gradients doubled, or with another batch's, without a word (review42a M2)."""
+"""The end of a forward-backward's message (``wire.ACCUMULATING``) whose POST may have been run: the next optim-step
+applies its gradients with its own, and a user who sends the batch again counts it twice, unless told."""
 
 
 def _after_refusal(exc: APIError) -> str:
     """What an optim-step refused with ``exc`` says of its step: that nothing changed and its gradients wait on the
     server (the forward-backwards before it were taken), or that it, or an earlier try, may have taken it."""
     if not _took_nothing(exc):
-        return MAYBE_RAN if _may_have_acted(exc) else ""
+        return MAYBE_RAN if may_have_acted(exc) else ""
     if isinstance(exc, APIStatusError) and exc.earlier_may_have_acted:
         return MAYBE_TAKEN
     return GRADIENTS_KEPT + SUBMIT_AGAIN
-
-
-def _may_have_acted(exc: APIError) -> bool:
-    """Whether the server may have run a POST that failed with ``exc``: it was sent and got no answer, a 5xx, or a try
-    before the final answer did."""
-    if isinstance(exc, APIConnectionError):
-        return exc.sent
-    return isinstance(exc, APIStatusError) and (exc.status_code >= 500 or exc.earlier_may_have_acted)
 
 
 def _took_nothing(exc: APIError) -> bool:

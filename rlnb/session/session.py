@@ -19,7 +19,6 @@ from typing import Any
 from rlnb import wire
 from rlnb.errors import SessionClosed
 from rlnb.history import History
-from rlnb.history.record import FORWARD_ONLY
 from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import REMOTE
 from rlnb.history.runs import warn_continued, warn_in_memory
@@ -225,12 +224,12 @@ class Session:
             self.backend, samples, loss, loss_params,
             forward_only=forward_only, return_loss_fn_outputs=return_loss_fn_outputs,
         )  # fmt: skip
-        return self._submit(Kind.FORWARD_BACKWARD, body, {FORWARD_ONLY: True} if forward_only else None)
+        return self._submit(Kind.FORWARD_BACKWARD, body, {wire.FORWARD_ONLY: True} if forward_only else None)
 
     def _forward_backward_built(self, body: wire.ForwardBackwardBody) -> Operation[wire.ForwardBackwardResult]:
         """``forward_backward`` of a body ``forward_backward_body`` built and checked for this session: a split RL
         step (``rlnb.tasks.pieces``) checks every piece before it sends any, and sends each as it was built."""
-        return self._submit(Kind.FORWARD_BACKWARD, body, {FORWARD_ONLY: True} if body.forward_only else None)
+        return self._submit(Kind.FORWARD_BACKWARD, body, {wire.FORWARD_ONLY: True} if body.forward_only else None)
 
     def check_params(self, params: OptimizerParams | dict[str, Any] | None = None) -> OptimizerParams:
         """``params`` as this session's optimizer kind takes them, a checked copy (None: the defaults; a dict is

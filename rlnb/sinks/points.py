@@ -161,10 +161,11 @@ def logged(row: dict[str, Any], at: float, session: int | None = None) -> Point:
 
 
 def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
-    """One point per step of each session (later figures win), by session then step; failures in order. By step alone,
-    a run continued from step 0 lost its earlier sessions' points (``rlnb.export``, a resend spanning sessions). A
-    point of no session (a logged row read back) joins each session's point of its step, as ``History.steps`` shows
-    it; where none has that step, it is one of its own, in the first session whose steps reach it (else the last)."""
+    """One point per step of each session (later figures win), by session then step; failures in order. Keyed by step
+    alone, a run continued from step 0 would lose its earlier sessions' points (``rlnb.export``, a resend spanning
+    sessions). A point of no session (a logged row read back) joins each session's point of its step, as
+    ``History.steps`` shows it; where none has that step, it is one of its own, in the first session whose steps reach
+    it (else the last)."""
     points: dict[tuple[int, int], Point] = {}
     loose: dict[int, Point] = {}
     failures: list[Failure] = []

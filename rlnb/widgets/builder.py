@@ -42,7 +42,7 @@ class OptimizerBuilder(BuilderForm):
 
     def __init__(
         self,
-        optimizer: str = "adam",
+        optimizer: str = wire.ADAM,
         preset: str = DEFAULT_PRESET,
         total_steps: int = 100,
         model: Any = "tiny",
@@ -180,7 +180,7 @@ class OptimizerBuilder(BuilderForm):
         if self.panel is not None:
             try:
                 self.panel.session.check_params(params)
-            except ValueError as exc:  # the engine speaks the wire's names; the form, the params' (review42c L6)
+            except ValueError as exc:  # the engine speaks the wire's names; the form, the params'
                 said = str(exc)
                 for kind, field in wire.OPTIMIZER_PARAMS_FIELD.items():
                     said = said.replace(f"{field}.", f"{PARAMS[kind].__name__}.")

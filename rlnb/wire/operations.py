@@ -11,7 +11,7 @@ and the checkpoints have modules of their own. The tables here pair every kind w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
@@ -28,6 +28,7 @@ from rlnb.wire.status import OperationErrorCode, OperationStatus, _CodedError
 __all__ = [
     "ACCUMULATING",
     "CHANGES_SESSION",
+    "FORWARD_ONLY",
     "LARGE_PAYLOAD_BYTES",
     "OFFLOADED_KINDS",
     "OFFLOADED_RESULT_MEMBERS",
@@ -54,6 +55,7 @@ __all__ = [
     "WeightSyncType",
     "WeightsSyncBody",
     "WeightsSyncResult",
+    "accumulates",
 ]
 
 
@@ -280,11 +282,18 @@ CHANGES_SESSION: Final = frozenset(
 """The kinds whose completion changes the session's own fields (``step``, ``policy_state``, its checkpoint lists):
 its ``updated_at`` moves then."""
 ACCUMULATING: Final = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.CUSTOM_FORWARD_BACKWARD})
-"""The kinds whose gradients stay accumulated on the server until the next optim-step applies them with its own (a
-``forward_only`` forward-backward's: none)."""
+"""The kinds whose gradients stay accumulated on the server until the next optim-step applies them with its own."""
+FORWARD_ONLY: Final = "forward_only"
+"""``ForwardBackwardBody``'s field that runs it without gradients (an evaluation), kept in its record's ``params``."""
 OUTPUT_OPTIONAL: Final = frozenset({OperationKind.OPTIM_STEP, OperationKind.CUSTOM_FORWARD_BACKWARD})
 """The kinds that may be COMPLETED without ``output``: an optim-step legitimately may (the SDK says so),
 a custom-forward-backward's result has no fields. Every other kind's output carries the result."""
+
+
+def accumulates(kind: str, body: Mapping[str, Any]) -> bool:
+    """Whether an operation of ``kind`` with ``body`` (its request's fields, or its record's ``params``) leaves
+    gradients for the next optim-step: one of ``ACCUMULATING``, but a ``forward_only`` forward-backward."""
+    return kind in ACCUMULATING and not body.get(FORWARD_ONLY)
 
 
 def _typed_envelopes() -> dict[OperationKind, type[Operation[Any]]]:

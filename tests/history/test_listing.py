@@ -16,7 +16,7 @@ import rlnb
 from rlnb import wire
 from rlnb.history import History, RunContinuedWarning, listing, reading, runs
 from rlnb.history.loaded import _field, from_row
-from rlnb.history.record import COLUMNS, FORWARD_ONLY, MAX_SEQ, Record
+from rlnb.history.record import COLUMNS, MAX_SEQ, Record
 
 COMPLETED, FAILED = wire.OperationStatus.COMPLETED, wire.OperationStatus.FAILED
 RUNNING = wire.OperationStatus.RUNNING
@@ -28,7 +28,7 @@ def steps(h: History, first: int, n: int, fail_at: int | None = None) -> None:
     for i in range(first, first + n):
         at = 1_700_000_000.0 + i
         ops = (
-            ("forward-backward", {FORWARD_ONLY: True}, wire.ForwardBackwardResult(loss=9.0)),
+            ("forward-backward", {wire.FORWARD_ONLY: True}, wire.ForwardBackwardResult(loss=9.0)),
             ("forward-backward", None, wire.ForwardBackwardResult(loss=1.0 / (i + 1))),
             ("optim-step", {"learning_rate": 1e-3}, wire.OptimStepResult(step=i + 1, metrics={"grad_norm": 0.5})),
         )

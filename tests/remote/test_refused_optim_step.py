@@ -146,12 +146,15 @@ def test_the_sender_says_a_refused_steps_words_without_loading_params():
 
 
 @pytest.mark.parametrize(
-    ("answer", "taken"), [(_lost, True), (lambda r: error(500, "oops"), True), (_unsent, False)],
-    ids=["no-answer", "500", "never-sent"],
+    ("answer", "taken"),
+    [(_lost, True), (lambda r: error(500, "oops"), True), (lambda r: httpx.Response(200, text='{"id": "op-'), True),
+     (_unsent, False)],
+    ids=["no-answer", "500", "unreadable-2xx", "never-sent"],
 )  # fmt: skip
 def test_an_optim_step_whose_every_try_may_have_been_taken_says_check_the_step(answer, taken):
     """Every try of the optim-step reaches the server, which takes the first (its Idempotency-Key replays it after), and
-    gets no answer or a 5xx: it read as a bare transport error, and one submitted again stepped twice."""
+    gets no answer, a 5xx or a 2xx cut short: the step may have been taken, and one submitted again steps twice, so
+    the failure says to check the session's step."""
     fake = FakeAPI(ready_after=1)
 
     def handler(request: httpx.Request) -> httpx.Response:

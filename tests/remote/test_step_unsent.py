@@ -107,17 +107,23 @@ def _never_sent(request: httpx.Request) -> httpx.Response:
     raise httpx.ConnectError("connection refused", request=request)
 
 
+def _unreadable(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, text='{"id": "op-')  # a proxy cut the envelope short
+
+
 @pytest.mark.parametrize(
     ("answer", "runs"),
-    [(_answer_lost, True), (lambda r: httpx.Response(502, text="Bad Gateway"), True), (_never_sent, False)],
-    ids=["reset-after-run", "502-after-run", "refused"],
+    [(_answer_lost, True), (lambda r: httpx.Response(502, text="Bad Gateway"), True), (_unreadable, True),
+     (_never_sent, False)],
+    ids=["reset-after-run", "502-after-run", "unreadable-2xx", "refused"],
 )  # fmt: skip
 def test_a_forward_backward_whose_answer_is_lost_after_the_server_ran_it_says_its_gradients_may_stay(
     answer, runs, request
 ):
     """Every try of the step's forward-backward reaches the server, which runs it (once, by its Idempotency-Key), and
-    loses its answer: its gradients are accumulated there and the next optim-step applies them with its own (review42a
-    M2: it read as a bare transport error and its step as "not sent"). One never sent says neither."""
+    loses its answer (no answer, a 502, a 2xx that cannot be read): its gradients are accumulated there and the next
+    optim-step applies them with its own, so its error says so and the rest of its step says it failed, not that it
+    was never sent. One never sent says neither."""
 
     def handler_for(fake: FakeAPI) -> Handler:
         keys: list[str] = []
@@ -143,7 +149,8 @@ def test_a_forward_backward_whose_answer_is_lost_after_the_server_ran_it_says_it
     assert ("next optim-step would apply them with its own" in info.value.message) is runs
     # a POST with no answer fails what is queued behind it unsent; a 5xx, the rest of its step alone
     unanswered = "not sent: the POST of an earlier operation got no answer"
-    rest = {"reset-after-run": unanswered, "502-after-run": "not run: this step's forward-backward before it failed"}
+    failed = "not run: this step's forward-backward before it failed"
+    rest = {"reset-after-run": unanswered, "502-after-run": failed, "unreadable-2xx": failed}
     for op in ops[1:]:
         with pytest.raises(rlnb.OperationFailed, match=rest.get(request.node.callspec.id, unanswered)) as info:
             op.result(0)
@@ -184,3 +191,30 @@ def test_a_custom_forward_backward_whose_answer_is_lost_says_so_and_a_forward_on
             message = info.value.message
     assert "ReadError" in message
     assert (MAYBE in message) is accumulates, message
+
+
+def test_a_forward_backward_whose_upload_fails_says_nothing_of_gradients_and_its_step_is_not_sent(monkeypatch):
+    """A body over the side channel's threshold is uploaded before its POST: an upload answered with a 502 means the
+    server never saw the forward-backward, so no gradients of it wait there, and the rest of its step was not sent."""
+    monkeypatch.setattr(wire, "LARGE_PAYLOAD_BYTES", 0)  # every forward-backward goes through the side channel
+
+    def handler_for(fake: FakeAPI) -> Handler:
+        uploaded: set[bytes] = set()
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "PUT" and request.content in uploaded:  # the step's batch is the first one's again
+                return httpx.Response(502, text="Bad Gateway")
+            uploaded.add(request.content if request.method == "PUT" else b"")
+            return fake(request)
+
+        return handler
+
+    ops, posted, step = one_remote_step(handler_for)
+    assert [op.status for op in ops] == [FAILED] * 3 and step == 0
+    assert posted == ["forward-backward"] * 2  # the one before the step and the one after it; the step's never
+    with pytest.raises(rlnb.OperationFailed, match="502") as info:
+        ops[0].result(0)
+    assert MAYBE not in info.value.message
+    for op in ops[1:]:
+        with pytest.raises(rlnb.OperationFailed, match="not sent: this step's forward-backward before it was not sent"):
+            op.result(0)

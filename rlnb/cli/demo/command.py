@@ -19,7 +19,7 @@ from typing import Any
 from rlnb.cli.demo.options import DEMO_DTYPES, DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option, check_loaded
 from rlnb.cli.demo.stops import RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
-from rlnb.cli.options import device_argument, dtype_argument, integer, number, threads_argument
+from rlnb.cli.options import device_argument, dtype_argument, integer, number, threads_argument, threads_said
 from rlnb.cli.output import quiet, say
 
 
@@ -173,13 +173,11 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
 
 
 def _threads(config: dict[str, Any]) -> str:
-    """The intra-op thread count the run's operations started with, as its ``config.json`` records it: a fixed
-    ``--threads`` repeats a seeded run bit for bit; the policy's count may change with the machine's load."""
-    if config.get("thread_policy") == "fixed":
-        return str(config["threads"])
-    if config.get("thread_policy") == "auto":
-        return f"{config['threads']} (auto: the policy may change it with the load; --threads N fixes it)"
-    return "n/a (on the GPU)"
+    """The intra-op thread count the run's operations started with, as its ``config.json`` records it."""
+    policy = config.get("thread_policy")
+    if policy not in ("fixed", "auto"):
+        return "n/a (on the GPU)"
+    return threads_said(config["threads"] if policy == "fixed" else None, config["threads"])
 
 
 def arguments(p: argparse.ArgumentParser) -> None:

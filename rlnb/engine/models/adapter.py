@@ -257,7 +257,7 @@ HEAP_SLACK = 12
 allocator keeps a layer's freed tensors in pieces the next layer's do not fit. Peak RSS grew 4-10.5 hidden widths
 a token past the live bytes on the tests' llama and on a Qwen3-0.6B-wide model, 6-16 on the tests' GPT-2, and
 ``tiny`` and ``small`` 8-10 past what they counted before (``mallinfo2`` after every op; one sample's growth
-varied up to 1.3x from run to run; mend40b)."""
+varied up to 1.3x from run to run)."""
 
 
 def activation_bytes(hidden: int, mlp: int, keys: int, module: nn.Module) -> int:
@@ -266,7 +266,7 @@ def activation_bytes(hidden: int, mlp: int, keys: int, module: nn.Module) -> int
     attention mask over ``keys`` slots, boolean and as SDPA's float: 5.1 KB on ``tiny`` at 200 tokens, 9.2 KB on
     ``small``, where a prefill's peak RSS grew 3.5-4.6 and 7.9-9.4 KB a token (``bench/bench_prefill.py``); their
     KV caches are 1 and 4 KB; and ``HEAP_SLACK`` hidden widths more: a fresh process's prefill grew 6.3 and 14
-    KB a token there (mend40b). (A Hugging Face model's: ``hf_adapter.prefill_activations``.)"""
+    KB a token there. (A Hugging Face model's: ``hf_adapter.prefill_activations``.)"""
     return (8 * hidden + mlp + HEAP_SLACK * hidden) * model_dtype(module).itemsize + 5 * keys
 
 

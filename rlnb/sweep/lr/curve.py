@@ -95,10 +95,10 @@ def diverged_from(values: Sequence[float], objective: Objective) -> int:
     before it, that lowest > 0 and below the first (the loss fell before it rose: one rising from the start is judged
     whole, "only gets worse"), the stop rule's threshold on the values themselves; all of them for a reward. The curve
     is judged up to there, as fastai's and pytorch-lr-finder's are (they stop at a divergence threshold and judge the
-    curve without its last steps): the zero-lag smoothing carried a blow-up back over the fall before it, and a loss
-    that fell 38% then blew up 37× was called flat (review38c M1). A rise the loss comes back from, below that lowest
-    (one noisy batch), is no divergence: the stop rule, on the smoothed values, ran past it, and the better rates after
-    it were measured (review38d F1)."""
+    curve without its last steps): judged whole, the zero-lag smoothing carries a blow-up back over the fall before it,
+    and a loss that falls 38% and then blows up 37× reads as flat. A rise the loss comes back from, below that lowest
+    (one noisy batch), is no divergence: the stop rule, on the smoothed values, runs past it, and the better rates
+    after it are measured."""
     later = list(itertools.accumulate(reversed(values), min))[::-1]  # later[i]: the lowest from i on
     low = math.inf
     for i, value in enumerate(values):
@@ -144,7 +144,7 @@ def suggest(
             f"no clear suggestion: the smoothed {objective} only gets worse after its best point, at the start of "
             f"the range (lr {lrs[best]:.3g}): try a smaller start_lr"
         )
-    if improved < FLAT and stopped:  # "nothing here learns faster" judged rates it never reached (review38c L9)
+    if improved < FLAT and stopped:  # "nothing here learns faster" would judge rates it never reached
         return None, (
             f"no clear suggestion: the smoothed {objective} is flat up to lr {lrs[-1]:.3g}, where the test was stopped "
             f"(it improves {improved:.1%} of its size before its best point; below {FLAT:.0%} counts as flat): the "
