@@ -145,3 +145,50 @@ def test_a_resumed_bfloat16_run_equals_the_unbroken_one(tmp_path, kind):
     with _session(resume_from=older, **kw) as s:
         weights = dict(s.backend.trainer.named_parameters())
         assert all(torch.equal(m, weights[n].float()) for n, m in s.backend.optim.masters.synced().items())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_half_tiny_tracks_its_float32_run(dtype):
+    """``tiny`` in half precision and in float32 from the same (half-precision) weights, 5 AdamW steps at lr 1e-4: the
+    half weights are the float32 run's rounded, within one ulp, but where the half forward's gradients differ enough to
+    turn an Adam step (98%; stepped in their own dtype, 78% of bfloat16's weights and 21% of float16's were)."""
+    half, full = _session(dtype=dtype), _session()
+    with half, full, torch.no_grad():
+        for p, q in zip(half.backend.trainer.parameters(), full.backend.trainer.parameters(), strict=True):
+            q.copy_(p.float())
+        for s in (half, full):
+            _train(s, 5, rlnb.AdamParams(learning_rate=1e-4))
+        within = total = 0
+        for p, q in zip(half.backend.trainer.parameters(), full.backend.trainer.parameters(), strict=True):
+            rounded = q.to(p.dtype)
+            ulp = (torch.nextafter(rounded, torch.full_like(rounded, torch.inf)).float() - rounded.float()).abs()
+            within += int(((p.float() - rounded.float()).abs() <= ulp).sum())
+            total += p.numel()
+        assert within > 0.98 * total, (within, total)
+
+
+def test_a_half_weight_written_between_steps_is_its_masters_new_value():
+    """A weight written from outside the step (a notebook's edit, a resume's copy) is taken as its master at the next
+    step, not overwritten by the master it no longer rounds from; one rewritten with its own value keeps its master."""
+    model = nn.Linear(4, 4).to(torch.bfloat16)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    opt = TrainerOptimizer(model, "adam")
+    hp = AdamParams(learning_rate=1e-3, weight_decay=0.0).resolved()
+
+    def step():
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)  # Adam moves nothing on a zero gradient
+        opt.step(hp)
+
+    step()
+    opt.masters.of["weight"].add_(1e-4)  # below bfloat16's half spacing at 1 (2^-8): the weight is the master rounded
+    with torch.no_grad():
+        model.weight.copy_(model.weight.clone())
+    kept = opt.masters.of["weight"].clone()
+    step()
+    assert torch.equal(opt.masters.of["weight"], kept)
+    with torch.no_grad():
+        model.weight.fill_(0.5)
+    step()
+    assert torch.equal(opt.masters.of["weight"], torch.full((4, 4), 0.5)) and (model.weight == 0.5).all()
