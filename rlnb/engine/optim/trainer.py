@@ -279,8 +279,8 @@ class TrainerOptimizer:
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         """Restore from ``state_dict()`` of an optimizer of the same kind on the same architecture.
 
-        Tensors are copied, so the source optimizer and this one never share state. A state without masters (a
-        checkpoint of another dtype's run, or an older one) leaves them to be taken from the weights (``Masters.load``).
+        Tensors are copied, so the source optimizer and this one never share state. A state without masters (an older
+        checkpoint's) leaves them to be taken from the weights (``Masters.load``).
         """
         if sd.get("kind") != self.kind:
             raise ValueError(f"state is for a {sd.get('kind')!r} optimizer, this one is {self.kind!r}")
