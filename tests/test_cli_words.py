@@ -24,7 +24,7 @@ def choices(command, option):
 
 
 def test_the_demo_offers_no_dtype_it_refuses(capsys):
-    """``rlnb demo --help`` listed float16, which the demo refuses at every start (its AdamW eps is 0 in float16)."""
+    """``rlnb demo --help`` listed float16, which the demo refuses at every start (its backward is not loss-scaled)."""
     offered, said = choices(demo, "--dtype")
     assert offered == ("auto", "float32", "bfloat16") and "float16 is for rlnb serve" in said
     assert "float16" in choices(serve, "--dtype")[0]

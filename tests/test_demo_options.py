@@ -15,7 +15,7 @@ from rlnb.cli.demo.options import DemoOptions
         ("task", "reverse", "--task must be one of first_letter, addition, digits, got 'reverse'"),
         ("optimizer", "sgd", "--optimizer must be one of adam, muon, got 'sgd'"),
         ("dtype", "float64", "--dtype must be one of auto, float32, bfloat16, float16, got 'float64'"),
-        ("dtype", "float16", "--dtype float16: the demo's AdamW eps (1e-08) is 0 in float16"),  # every step failed
+        ("dtype", "float16", "--dtype float16: float16's backward is not loss-scaled"),
         ("out", " ", "--out is empty (an unset variable?): give a folder"),
         ("force", "yes", "--force must be True or False, got 'yes'"),
         ("steps", 0, "--steps must be an integer in [1, 1000003]"),

@@ -57,8 +57,9 @@ def build_refusal(exc: BaseException, name: str, weights: tuple[int, str] | None
         advice.append("lora=True (one copy of the base weights; small adapters train)")
     if options.num_generator_replicas:
         advice.append("num_generator_replicas=0 (no sampler copy: a session that only trains)")
-    if options.dtype in ("auto", "float32"):
-        advice.append("dtype='bfloat16' (half the bytes of float32)")
+    if options.dtype in ("auto", "float32"):  # full-weight: the optimizer's float32 masters come with the build
+        full = ", with lora=True: full-weight training keeps a float32 master of each weight it trains"
+        advice.append(f"dtype='bfloat16' (half the bytes of float32{'' if options.lora else full})")
     advice.append("a smaller model, or memory freed")
     source = f" from the checkpoint {str(resuming)!r} (resume_from)" if resuming is not None else ""
     return ModelOutOfMemory(f"out of memory building the session's model {name} on {device}{source}{size}. To fit: "

@@ -257,23 +257,23 @@ def check_stop(stop: Sequence[str], most: int, chars: int) -> None:
 def check_step(
     hp: Hyperparams, dtypes: Sequence[tuple[str, float]], adam_max: float, muon_max: float, scale: float
 ) -> None:
-    """A ``ValueError`` naming the field when ``hp`` would corrupt or half-step the weights: ``dtypes`` holds the AdamW
-    group's dtypes (torch's names less ``torch.``) each with its least positive number, ``adam_max`` and ``muon_max``
-    the largest number each group's weights hold, ``scale`` Muon's largest shape scale. An AdamW ``eps`` that is 0 in
-    the weights' dtype (1e-50 in float32; the default 1e-8 in float16) turns every weight whose gradient is 0 (an
-    unused token's embedding row) into 0/0 = NaN; a step size past what the dtype holds (lr 1e39) fails torch's
-    conversion half-way through the step (AdamW's moments and step count moved)."""
+    """A ``ValueError`` naming the field when ``hp`` would corrupt or half-step the weights: ``dtypes`` holds the dtypes
+    the AdamW group is stepped in (torch's names less ``torch.``; a half-precision weight's float32 master's) each with
+    its least positive number, ``adam_max`` and ``muon_max`` the largest number each group's weights hold, ``scale``
+    Muon's largest shape scale. An AdamW ``eps`` that is 0 in that dtype (1e-50 in float32) turns every weight whose
+    gradient is 0 (an unused token's embedding row) into 0/0 = NaN; a step size past what the weights' dtype holds
+    fails torch's conversion half-way through the step (lr 1e39: AdamW's moments and step count moved), or, a float16
+    weight's master stepped in float32, makes the weight inf."""
     muon = isinstance(hp, MuonHyperparams)
     adam = hp.adam if isinstance(hp, MuonHyperparams) else hp
     prefix = "muon_params.adam." if muon else "adam_params."
     for dtype, tiny in dtypes:
         least = float(f"{tiny:.3g}")  # the bound checked is the one the error names (1e-45 passed ">= 1.4e-45")
         if adam.eps < least:
-            hint = " (or load the model with dtype='bfloat16' or 'float32')" if dtype == "float16" else ""
             what = "0" if adam.eps <= tiny / 2 else f"below {least:g}, the least positive number"
             raise ValueError(
                 f"{prefix}eps {adam.eps:g} is {what} in {dtype}, the dtype of the weights AdamW updates: an eps of 0 "
-                f"there turns every weight whose gradient is 0 into 0/0 = NaN; give {prefix}eps >= {least:g}{hint}"
+                f"there turns every weight whose gradient is 0 into 0/0 = NaN; give {prefix}eps >= {least:g}"
             )
     # (field, rate, per, largest): the update multiplies by rate / per, which must not pass the largest the weights'
     # dtype holds; the decay's 1 - lr * wd is checked first, and kept in (0, 1] (rlnb.params.check_decay)

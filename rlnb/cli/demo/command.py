@@ -226,7 +226,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="train a LoRA adapter of this rank, 0 or more, up to what the model's layers can use "
         "(default: %(default)s: all weights)",
     )
-    dtype_argument(p, DEMO_DTYPES, "; float16 is for rlnb serve: the demo's AdamW eps is 0 in float16")
+    dtype_argument(p, DEMO_DTYPES, "; float16 is for rlnb serve: its backward is not loss-scaled")
     threads_argument(p, "a seeded run repeats bit for bit only at a fixed count")
 
 

@@ -48,7 +48,8 @@ TASK_NAMES = ("first_letter", "addition", "digits")
 """``rlnb.tasks.TASKS``' names, written out: importing the tasks takes seconds that ``rlnb demo --help`` would wait
 (``tests/test_cli_help.py`` holds the two together)."""
 DEMO_DTYPES = tuple(d for d in WEIGHT_DTYPES if d != "float16")
-"""The weights' dtypes ``rlnb demo`` offers: in float16 its AdamW eps is 0 and the engine refuses every step."""
+"""The weights' dtypes ``rlnb demo`` offers: not float16, whose backward is not loss-scaled (its gradients below 3e-8
+are 0); bfloat16 is the half precision to train in (docs/models.md)."""
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,10 @@ class DemoOptions:
         _one_of("--task", self.task, tuple(TASKS))
         _one_of("--optimizer", self.optimizer, wire.OPTIMIZERS)
         _one_of("--dtype", self.dtype, WEIGHT_DTYPES)
-        if self.dtype == "float16":  # the engine takes it, but refuses every step of the presets' eps, a field not here
+        if self.dtype == "float16":  # the engine takes it: ``DEMO_DTYPES`` says why the demo does not
             raise ValueError(
-                f"--dtype float16: the demo's AdamW eps ({_ADAM['eps']:g}) is 0 in float16, so every step "
-                "would be refused; use --dtype bfloat16 (float16 is for rlnb serve, whose clients set eps)"
+                "--dtype float16: float16's backward is not loss-scaled (its gradients below 3e-8 are 0); use "
+                "--dtype bfloat16 (float16 is for rlnb serve)"
             )
         paths = (("--out", self.out, "a folder", "a folder's path"),
                  ("--model", self.model, "a folder or a model", "tiny, small, a folder or a hub id"))  # fmt: skip
@@ -144,13 +145,13 @@ def as_option(exc: ValueError) -> ValueError:
 
 def check_loaded(backend: Any, options: DemoOptions, params: Any) -> None:
     """A ``ValueError`` naming the option where ``options`` do not fit the model ``backend`` loaded, before training:
-    ``--dtype auto`` that loaded a float16 checkpoint as float16 (the engine's refusal asks for an AdamW eps, which the
-    demo has no option for); ``params`` the engine's own check of each optim-step refuses (``check_optim_step``:
+    ``--dtype auto`` that loaded a float16 checkpoint as float16 (``DEMO_DTYPES`` says why the demo does not train
+    in it); ``params`` the engine's own check of each optim-step refuses (``check_optim_step``:
     ``--lr 1e308`` sampled and failed all its steps INVALID_INPUT)."""
     if options.dtype == "auto" and backend.config()["dtype"] == "float16":
         raise ValueError(
-            "--dtype auto gave float16 (the checkpoint's); give --dtype bfloat16 (in float16 the demo's AdamW eps "
-            f"{DEMO_PARAMS['adam']['eps']:g} is 0, so every step would be refused)"
+            "--dtype auto gave float16 (the checkpoint's); give --dtype bfloat16 (float16's backward is not "
+            "loss-scaled: its gradients below 3e-8 are 0)"
         )
     try:
         backend.check_optim_step(params.resolved())  # as Session.check_params asks it

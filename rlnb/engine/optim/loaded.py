@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from rlnb.engine.optim.adamw import AdamW
 
 
-def check_adamw_state(adamw: AdamW, params: Sequence[tuple[str, nn.Parameter]]) -> None:
+def check_adamw_state(adamw: AdamW, params: Sequence[tuple[str, Tensor]]) -> None:
     """A ``ValueError`` naming the weight whose loaded AdamW state would fail or corrupt the next step: moments
     missing or of another shape (torch's step raised), not finite, a negative second moment (its square root is
     NaN), or a step count that is not a whole number >= 0 (a negative one makes the bias correction negative, its

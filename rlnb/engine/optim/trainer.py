@@ -25,13 +25,14 @@ from rlnb.engine.optim.adamw import AdamW
 from rlnb.engine.optim.failures import NonFiniteGradient, StepFailed
 from rlnb.engine.optim.limits import StepLimits
 from rlnb.engine.optim.loaded import check_adamw_state, check_finite
+from rlnb.engine.optim.masters import Masters
 from rlnb.engine.optim.muon import muon_update, ns_dtype_for, shape_scale
 from rlnb.engine.optim.norms import clip_coefficient, clips, scale_grads, total_norm, wide_norm
 from rlnb.engine.optim.split import ParamSplit, split_params
 from rlnb.params import ADAM_DEFAULTS, AdamHyperparams, Hyperparams, MuonHyperparams, check_hyperparams
 
 _MuonUpdates = tuple[
-    list[tuple[list[tuple[str, nn.Parameter]], list[Tensor], list[Tensor], float, Tensor]], dict[str, Tensor]
+    list[tuple[list[tuple[str, Tensor]], list[Tensor], list[Tensor], float, Tensor]], dict[str, Tensor]
 ]
 """``TrainerOptimizer._muon_updates``' result: per group its weights, their gradients and momentum buffers, its shape
 scale and its stacked update; the momentum buffers a first step makes."""
@@ -69,9 +70,11 @@ class TrainerOptimizer:
     5. AdamW (``torch.optim.AdamW``, foreach, bit for bit: ``rlnb.engine.optim.adamw``) with this step's lr, betas,
        eps and weight decay, on all parameters (adam kind) or on the AdamW group with ``hp.adam`` (muon kind).
     6. Muon kind: the held updates applied, in place.
+    7. A half-precision (bfloat16, float16) weight, which 4-6 stepped as its float32 master with float32 state
+       (``rlnb.engine.optim.masters``; its gradient read as float32 after 3), is set to the master rounded.
 
     An exception in 1-4 (out of memory) changes nothing (the caller drops the gradients, clipped in place);
-    one in 5-6 leaves the weights half-stepped: ``StepFailed`` says which (``rlnb.engine.optim.failures``).
+    one in 5-7 leaves the weights half-stepped: ``StepFailed`` says which (``rlnb.engine.optim.failures``).
 
     ``muon_scaling`` picks the shape scale s: "original" (KJ) or "match_adam" (Moonshot: gives Muon's
     update the RMS of an AdamW update, so AdamW's learning rate and weight decay carry over; the same
@@ -103,21 +106,26 @@ class TrainerOptimizer:
         self._named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # model order
         if not self._named:
             raise ValueError("the model has no trainable parameters")
-        adam_params = [p for _, p in self.split.adam]
+        self.masters = Masters(self._named)
+        """The float32 masters of half-precision weights, which the optimizer steps (``rlnb.engine.optim.masters``)."""
+        self._half = bool(self.masters.half)
+        self._adam_stepped = self.masters.stepped(self.split.adam)
+        self._stepped = dict(self.masters.stepped(self.split.muon) + self._adam_stepped)
+        adam_params = [p for _, p in self._adam_stepped]
         self._adamw = AdamW(adam_params, foreach=True) if adam_params else None  # torch's, its counts read at once
         self._told_no_adam = False  # the one warning that a Muon step's chosen ``adam`` moves nothing here
         # Muon matrices grouped by shape: each group is orthogonalised as one stacked batch. Measured on a
         # 2-core CPU, a Muon step is 22% faster than matrix by matrix for "tiny" and 3% at n_embd 256
         # (stacking costs copies; the batched matmuls win back more).
         # Keyed by the stored shape and the update's shape scale s, which reads the layer's (fan_out, fan_in).
-        self._muon_groups: dict[tuple[int, int, float], list[tuple[str, nn.Parameter]]] = {}
+        self._muon_groups: dict[tuple[int, int, float], list[tuple[str, Tensor]]] = {}
         for name, p in self.split.muon:
             scale = shape_scale(*self.split.fan_shape(name, p), muon_scaling)
-            self._muon_groups.setdefault((p.shape[0], p.shape[1], scale), []).append((name, p))
+            self._muon_groups.setdefault((p.shape[0], p.shape[1], scale), []).append((name, self._stepped[name]))
         self.momentum: dict[str, Tensor] = {}  # Muon's buffer B per matrix, by name; created at first use
         self.limits = StepLimits(
-            [p.dtype for p in adam_params], [p.dtype for _, p in self.split.muon],
-            max((scale for *_, scale in self._muon_groups), default=1.0),
+            [p.dtype for _, p in self.split.adam], [p.dtype for _, p in self.split.muon],
+            max((scale for *_, scale in self._muon_groups), default=1.0), [p.dtype for p in adam_params],
         )  # fmt: skip
         """What a step's hyperparameters must fit in these weights (``check``)."""
 
@@ -151,6 +159,8 @@ class TrainerOptimizer:
             clip_coef = 1.0 if coef is None else coef.item()
             if coef is not None and clip_coef != 1.0:  # a factor of 1 leaves every (finite) gradient as it is
                 scale_grads([p.grad for _, p in self._named if p.grad is not None], coef)
+            if self._half:  # float32 copies of the (clipped) gradients, for the masters' step
+                self.masters.take_grads()
             updates = None if muon is None else self._muon_updates(muon)
         except NonFiniteGradient:
             raise
@@ -168,6 +178,8 @@ class TrainerOptimizer:
                 self._adamw.step()
             if muon is not None and updates is not None:
                 self._muon_apply(updates, muon)
+            if self._half:
+                self.masters.copy_down()
         except Exception as exc:
             raise StepFailed(exc, half=True) from exc
         if muon is not None:
@@ -247,9 +259,11 @@ class TrainerOptimizer:
         """Drop all gradients (set to None, so the next backward allocates fresh ones)."""
         for _, p in self._named:
             p.grad = None
+        if self._half:
+            self.masters.drop_grads()
 
     def state_dict(self) -> dict[str, Any]:
-        """AdamW's state dict and Muon's momentum buffers by parameter name.
+        """AdamW's state dict, Muon's momentum buffers and the float32 masters (``Masters.synced``) by parameter name.
 
         Like ``torch.optim.Optimizer.state_dict`` the tensors are the live ones: clone or ``torch.save``
         to keep a snapshot.
@@ -259,12 +273,14 @@ class TrainerOptimizer:
             "adamw": self._adamw.state_dict() if self._adamw is not None else None,
             "momentum": dict(self.momentum),
             "muon_scaling": self.muon_scaling if self.kind == wire.MUON else None,
+            "masters": self.masters.synced() if self._half else None,
         }
 
     def load_state_dict(self, sd: Mapping[str, Any]) -> None:
         """Restore from ``state_dict()`` of an optimizer of the same kind on the same architecture.
 
-        Tensors are copied, so the source optimizer and this one never share state.
+        Tensors are copied, so the source optimizer and this one never share state. A state without masters (an older
+        checkpoint's) leaves them to be taken from the weights (``Masters.load``).
         """
         if sd.get("kind") != self.kind:
             raise ValueError(f"state is for a {sd.get('kind')!r} optimizer, this one is {self.kind!r}")
@@ -280,6 +296,7 @@ class TrainerOptimizer:
             if name not in matrices or buf.shape != matrices[name].shape:
                 raise ValueError(f"momentum buffer {name!r} {tuple(buf.shape)} matches no Muon matrix of this model")
             check_finite(f"momentum buffer {name!r}", buf)
+        self.masters.load(sd.get("masters"))
         if self._adamw is not None:
             own = [{k: v for k, v in g.items() if k != "params"} for g in self._adamw.param_groups]
             # deepcopy: torch.optim.Optimizer.load_state_dict keeps the given tensors when dtype and
@@ -287,5 +304,5 @@ class TrainerOptimizer:
             self._adamw.load_state_dict(copy.deepcopy(sd["adamw"]))
             for group, options in zip(self._adamw.param_groups, own, strict=True):
                 group.update(options)  # torch takes the state's options too: a saved maximize=True ascended the loss
-            check_adamw_state(self._adamw, self.split.adam)
-        self.momentum = {n: b.detach().to(matrices[n], copy=True) for n, b in sd["momentum"].items()}
+            check_adamw_state(self._adamw, self._adam_stepped)
+        self.momentum = {n: b.detach().to(self._stepped[n], copy=True) for n, b in sd["momentum"].items()}
