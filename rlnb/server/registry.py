@@ -54,6 +54,12 @@ NEVER_BUILT = (
     "checkpoints; start a new session"
 )
 """Why a session that was CREATING when the server stopped (or was killed) is now ERROR."""
+UNFINISHED = (
+    "rlnb serve restarted before this operation had finished (it was queued or running): it did not run to its end; "
+    "send it again, with a new Idempotency-Key, in a new session"
+)
+"""Why an operation journaled unfinished is FAILED after a restart. Only its first and its last status are journaled
+(a line per step's RUNNING would double the journal's writes), so the status it had at the stop is not known."""
 
 
 def restarted(status: wire.SessionStatus) -> str:
@@ -208,8 +214,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
             elif s.status == wire.SessionStatus.STOPPING:  # stopped before the server did: its model is gone now
                 self._end(s, wire.SessionStatus.STOPPED)
             for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
-                why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
-                op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
+                op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, UNFINISHED)
                 s.finish(op.env.id, *self.settings.kept())
             s.trim(*self.settings.kept())
         for rid in list(self.resources):  # STOPPING at the stop: its sessions have ended now

@@ -19,7 +19,8 @@ def served(monkeypatch, *options: str):
 
 
 @pytest.mark.parametrize(
-    "host", ["127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "127.0.0.1", "localhost.:8000", "localhost."]
+    "host",
+    ["127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "127.0.0.1", "localhost.:8000", "localhost."],
 )
 def test_a_loopback_server_without_a_token_answers_its_own_names(monkeypatch, host):
     with TestClient(served(monkeypatch), base_url=f"http://{host}") as c:
