@@ -171,12 +171,13 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
 
     # -- the journal -----------------------------------------------------------------------------
 
-    def _save(self, kind: str, data: Any) -> None:
-        """Journal one object's new state (under the lock, so lines keep the order of changes)."""
+    def _save(self, kind: str, data: Any, text: str | None = None) -> None:
+        """Journal one object's new state (under the lock, so lines keep the order of changes); ``text``: its line,
+        made already (``records.made_answer``)."""
         if self.journal is not None and self.journal.failed:  # the change is in memory: the mended journal has it
             self.mend_journal()
         elif self.journal is not None:
-            self.journal.append(kind, data.model_dump(mode="json") if isinstance(data, wire._Model) else data)
+            self.journal.append(kind, data.model_dump(mode="json") if isinstance(data, wire._Model) else data, text)
             if self.journal.too_long():  # what is in memory is the newest state: it replaces every line before
                 self.journal.rewrite(self._entries())
 
@@ -190,9 +191,9 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
             self._mend_at = self.clock() + JOURNAL_RETRY
             self.journal.rewrite(self._entries())
 
-    def _save_op(self, s: SessionRecord, op: OpRecord) -> None:
+    def _save_op(self, s: SessionRecord, op: OpRecord, text: str | None = None) -> None:
         if self.journal is not None:
-            self._save("op", s.op_line(op))
+            self._save("op", s.op_line(op), text)
 
     def _restore(self, saved: dict[str, list[dict[str, Any]]]) -> None:
         """Read the journal back: what was active when the server stopped has ended, with the reason."""
