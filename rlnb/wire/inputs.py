@@ -103,9 +103,9 @@ class TensorData(_Model):
 
     data: Annotated[list[StrictFloat], FailFast(), WrapValidator(_plain_floats)]  # the first bad item's error only
     dtype: TensorDType
-    shape: list[StrictInt] | None = Field(None, fail_fast=True)
-    sparse_crow_indices: list[int] | None = Field(None, fail_fast=True)
-    sparse_col_indices: list[int] | None = Field(None, fail_fast=True)
+    shape: list[StrictInt] | None = Field(default=None, fail_fast=True)
+    sparse_crow_indices: list[int] | None = Field(default=None, fail_fast=True)
+    sparse_col_indices: list[int] | None = Field(default=None, fail_fast=True)
 
     @field_serializer("data")
     def _int64_as_integers(self, data: list[float]) -> list[float | int]:

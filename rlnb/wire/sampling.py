@@ -68,7 +68,7 @@ class SamplingParams(_Model):
     top_p: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False), NUMBER_ONLY] | None = None
     top_k: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
     """-1 = off (the API's word); 0 is off too (as vLLM takes it), and so is a k at or past the vocabulary."""
-    stop: list[str] | None = Field(None, fail_fast=True)
+    stop: list[str] | None = Field(default=None, fail_fast=True)
     seed: Int64 | None = None
     """Same seed + same prompt at the same index of the request + same weights -> same tokens (rlnb's backends)."""
 
