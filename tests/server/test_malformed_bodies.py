@@ -4,14 +4,16 @@ seconds meanwhile. The counts are checked on the decoded JSON first, in a worker
 their first bad item; the payload side channel's bodies alike. A ``Content-Encoding`` the server cannot read is a 415
 naming it (RFC 9110 15.5.16), not a 400 "not UTF-8 text" (gzip) nor a body run as it came (``br``)."""
 
+import gzip
 import json
 import threading
 import tracemalloc
 
+import httpx
 import pytest
 
 from rlnb.server import deps
-from tests.support.server import CE, DEADLINE, app_client, new_session
+from tests.support.server import CE, DEADLINE, app_client, new_session, running_server
 
 OPS = "/training-sessions/{sid}/operations/{kind}"
 LOSS = {"type": "LOSS_TYPE_CROSS_ENTROPY"}
@@ -127,3 +129,20 @@ def test_a_content_coding_other_than_identity_is_a_415_naming_the_header(tmp_pat
         headers["content-encoding"] = "identity"
         r = c.post(OPS.format(sid=sid, kind="forward-backward"), content=json.dumps(CE), headers=headers)
         assert r.status_code == 200, r.text
+
+
+@pytest.mark.slow  # starts rlnb serve
+def test_over_the_wire_a_gzip_body_is_a_415_and_a_million_bad_samples_a_400_naming_them(tmp_path):
+    """As uvicorn hands them over: the gzip bytes are not inflated before the app, and 1,000,000 ``{}`` samples (the
+    review's 8 MB body) are refused by their count; the server then answers as before."""
+    with running_server(tmp_dir=str(tmp_path)) as url, httpx.Client(base_url=url + "/v1/rl", timeout=60) as c:
+        _, sid = new_session(c)
+        headers = {"Idempotency-Key": "gz", "content-type": "application/json", "content-encoding": "gzip"}
+        gz = c.post(OPS.format(sid=sid, kind="forward-backward"), content=gzip.compress(json.dumps(CE).encode()),
+                    headers=headers)  # fmt: skip
+        assert gz.status_code == 415 and gz.json()["error"]["param"] == "Content-Encoding", gz.text
+        r = post(c, sid, "forward-backward", fb(many("{}", 1_000_000)))
+        assert r.status_code == 400 and r.json()["error"]["param"] == "samples", r.text
+        assert "1000000 entries" in r.json()["error"]["message"]
+        assert httpx.get(url + "/health", timeout=60).status_code == 200
+        assert post(c, sid, "forward-backward", json.dumps(CE), key="fine").status_code == 200
