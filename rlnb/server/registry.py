@@ -55,7 +55,7 @@ NEVER_BUILT = (
 )
 """Why a session that was CREATING when the server stopped (or was killed) is now ERROR."""
 UNFINISHED = (
-    "rlnb serve restarted before this operation had finished (it was queued or running): it did not run to its end; "
+    "rlnb serve restarted before this operation had finished (queued or running): it did not run to its end; "
     "send it again, with a new Idempotency-Key, in a new session"
 )
 """Why an operation journaled unfinished is FAILED after a restart. Only its first and its last status are journaled
