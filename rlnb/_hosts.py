@@ -9,8 +9,9 @@ import socket
 
 def loopback(host: str) -> bool:
     """Whether ``host`` (an address or name, IPv6 bare or in brackets) is this machine's loopback (``localhost``,
-    ``127.0.0.0/8``, ``::1``): only this machine connects to it. A wildcard, or any other name, is not."""
-    if host.lower() == "localhost":
+    ``127.0.0.0/8``, ``::1``): only this machine connects to it. A wildcard, or any other name, is not. A name may end
+    in one dot, its fully-qualified form (``localhost.``, RFC 1034 3.1): the same name, which a resolver reads alike."""
+    if host.lower().removesuffix(".") == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]").split("%")[0]).is_loopback

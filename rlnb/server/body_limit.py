@@ -1,4 +1,5 @@
-"""How a request body is read: its size limit, its deadlines, and its end when the server stops (``BodyLimit``).
+"""How a request body is read: its size limit, its deadlines, its coding, and its end when the server stops
+(``BodyLimit``).
 
 A body past a limit gets the API's error body (413, 408), as does one still arriving when the server stops (503): the
 stop no longer waits for it until uvicorn cuts it (``SHUTDOWN_GRACE``), which answered a plain-text 500 and logged a
@@ -15,7 +16,8 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rlnb.server.errors import error_response
+from rlnb import wire
+from rlnb.server.errors import SHOWN, error_response
 from rlnb.server.settings import ServerSettings
 from rlnb.wire.paths import API_PREFIX
 
@@ -79,13 +81,24 @@ class ServerStop:
                 self._waiters.discard(waiter)
 
 
+def _coding(headers: Headers) -> str | None:
+    """The first content coding other than ``identity`` the request's ``Content-Encoding`` headers give, quoted as
+    sent (cut: it is echoed), else None."""
+    for given in headers.getlist("content-encoding"):
+        for coding in given.split(","):
+            if coding.strip() and coding.strip().lower() != "identity":
+                return wire.shown(coding.strip(), SHOWN)
+    return None
+
+
 class BodyLimit:
     """ASGI middleware: a body over the limit is refused with 413 and the error body — at once when its
     ``Content-Length`` says so, else as soon as the bytes read pass the limit. A body that stalls gets a
     408: no byte for ``body_idle_timeout`` seconds, or not all of it within ``body_timeout``; one still arriving when
-    the server stops (``stop``), a 503. Any answer sent before its request's body arrived in full says
-    ``Connection: close``, so that uvicorn closes the connection instead of waiting for the rest: a half-sent body
-    never holds memory or a connection."""
+    the server stops (``stop``), a 503. A ``Content-Encoding`` other than ``identity`` is a 415 naming it, before the
+    body is read: the server reads a body as sent, so a gzip one would be refused as no JSON and a plain one labelled
+    ``br`` run. Any answer sent before its request's body arrived in full says ``Connection: close``, so that uvicorn
+    closes the connection instead of waiting for the rest: a half-sent body never holds memory or a connection."""
 
     def __init__(self, app: ASGIApp, settings: ServerSettings, stop: ServerStop):
         self.app, self.settings, self.stop = app, settings, stop
@@ -99,6 +112,14 @@ class BodyLimit:
         else:
             limit, setting = self.settings.max_body_bytes, "max_body_bytes"
         headers = Headers(scope=scope)
+        coded = _coding(headers)
+        if coded is not None:
+            said = f"Content-Encoding {coded} is not taken: send the body as it is (identity), uncompressed"
+            response = error_response(415, said, "invalid_request_error", "Content-Encoding")
+            response.headers["accept-encoding"] = "identity"  # RFC 9110 15.5.16: the codings that are taken
+            response.headers["connection"] = "close"
+            await response(scope, receive, send)
+            return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             response = error_response(413, BodyTooLarge(limit, setting).detail, "invalid_request_error")

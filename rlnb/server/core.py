@@ -17,6 +17,7 @@ from rlnb import wire
 from rlnb.server.payloads import PayloadStore
 from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord
 from rlnb.server.settings import ServerSettings
+from rlnb.server.state import Journal
 
 
 class RegistryCore(ABC):
@@ -28,6 +29,7 @@ class RegistryCore(ABC):
     sessions: dict[str, SessionRecord]
     checkpoints: dict[str, CheckpointRecord]
     payloads: PayloadStore
+    journal: Journal | None
     _closers: set[threading.Thread]
 
     # -- defined by Registry (registry.py) ---------------------------------------------------------
@@ -36,10 +38,10 @@ class RegistryCore(ABC):
     def now(self) -> datetime: ...
 
     @abstractmethod
-    def _save(self, kind: str, data: Any) -> None: ...
+    def _save(self, kind: str, data: Any, text: str | None = None) -> None: ...
 
     @abstractmethod
-    def _save_op(self, s: SessionRecord, op: OpRecord) -> None: ...
+    def _save_op(self, s: SessionRecord, op: OpRecord, text: str | None = None) -> None: ...
 
     @abstractmethod
     def _end(

@@ -18,9 +18,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rlnb import wire
+from rlnb.server.counts import check_counts
 from rlnb.server.errors import ERROR_RESPONSES, SHOWN, ServerError, named
 from rlnb.server.json_body import read_json
 from rlnb.server.registry import Registry
+from rlnb.server.settings import ServerSettings
 
 _bearer = HTTPBearer(auto_error=False)
 
@@ -154,6 +156,7 @@ class JsonRoute(APIRoute):
         whole = len(self.dependant.body_params) == 1 and not self._embed_body_fields
         field = self.body_field if whole else None  # else FastAPI picks each field out of the body: left to it
         guarded = any(d.dependency is current_user for d in self.dependencies)
+        model = self.body_field.field_info.annotation
 
         async def check_caller(request: Request) -> None:
             """``current_user`` before the body is read: a wrong key's 401 costs no parse nor validation (a 29.7 MB
@@ -162,8 +165,9 @@ class JsonRoute(APIRoute):
             if guarded and not overrides.keys() & {current_user, get_registry, _bearer}:  # else as the dependency
                 current_user(request, get_registry(request), await _bearer(request))
 
-        def read(body: bytes, validate: bool) -> tuple[Any, list[Any]]:
+        def read(body: bytes, validate: bool, settings: ServerSettings) -> tuple[Any, list[Any]]:
             parsed = read_json(body)  # a key given twice: its ServerError, raised here
+            check_counts(settings, model, parsed)  # before any validation: its cost grows with the items
             if field is None or not validate:
                 return parsed, []
             value, errors = field.validate(parsed, {}, loc=("body",))
@@ -178,11 +182,12 @@ class JsonRoute(APIRoute):
             if not body:
                 return await handle(request)
             await check_caller(request)
+            settings = get_registry(request).settings
             try:  # validated only where FastAPI reads JSON: one without a Content-Type is bytes to a strict one
                 if len(body) > PARSED_ON_LOOP:
-                    parsed, errors = await anyio.to_thread.run_sync(read, body, bool(media))
+                    parsed, errors = await anyio.to_thread.run_sync(read, body, bool(media), settings)
                 else:
-                    parsed, errors = read(body, bool(media))
+                    parsed, errors = read(body, bool(media), settings)
             except json.JSONDecodeError as exc:
                 if not media:  # a strict FastAPI's error says why: no Content-Type was sent
                     return await handle(request)

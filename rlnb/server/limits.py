@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rlnb import wire
+from rlnb.server.counts import batch_limit
 from rlnb.server.errors import ServerError
 from rlnb.server.models import SAMPLING_DEFAULTS
 from rlnb.server.settings import ServerSettings
@@ -33,12 +34,7 @@ def check_batch(settings: ServerSettings, body: wire.ForwardBackwardBody | wire.
     if not body.samples:  # else accepted, and FAILED INVALID_INPUT once it ran
         raise ServerError(400, "samples is empty: a forward-backward needs at least one sample", param="samples")
     if len(body.samples) > settings.max_batch_size:
-        raise ServerError(
-            400,
-            f"samples has {len(body.samples)} entries; the limit is {settings.max_batch_size} per request "
-            "(max_batch_size in supported-models): split the batch",
-            param="samples",
-        )
+        raise batch_limit(settings, "samples", len(body.samples))
 
 
 def check_inputs(settings: ServerSettings, body: wire.ForwardBackwardBody | wire.CustomForwardBackwardBody) -> None:

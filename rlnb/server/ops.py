@@ -16,7 +16,7 @@ from rlnb import wire
 from rlnb.engine.checkpoint_files import UnsafeCheckpointFile, served_files
 from rlnb.server.core import RegistryCore
 from rlnb.server.errors import SHOWN, ServerError, not_found
-from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, page
+from rlnb.server.records import CheckpointRecord, OpRecord, SessionRecord, made_answer, page
 from rlnb.server.settings import ServerSettings
 
 log = logging.getLogger("rlnb")
@@ -161,7 +161,9 @@ class OperationsMixin(RegistryCore):
         fingerprint: str,
     ) -> None:
         """A status change from the session's worker: store it (journal the first and the last), wake
-        long-polls, register checkpoints."""
+        long-polls, register checkpoints. A last one's answer and journal line are made before the lock is taken."""
+        done = env.status in wire.TERMINAL_STATUSES
+        made = made_answer(s.id, kind, env, key, fingerprint, self.journal is not None) if done else (None, None)
         with self.lock:
             op = s.ops.get(env.id)
             if op is not None and op.abandoned:  # by a stop, which said its end
@@ -182,9 +184,9 @@ class OperationsMixin(RegistryCore):
             ):
                 self._record_checkpoint(s, env.output)
             if env.status in wire.TERMINAL_STATUSES and env.id not in s.finished:
-                s.finish(env.id, *self.settings.kept())  # its answer made: journaled as it is sent
+                s.finish(env.id, *self.settings.kept(), made[0])  # journaled as it is sent
             if new or env.status in wire.TERMINAL_STATUSES:
-                self._save_op(s, op)
+                self._save_op(s, op, made[1] if op.answer is made[0] else None)
         for loop, fut in waiters:
             loop.call_soon_threadsafe(_wake, fut)
 

@@ -54,6 +54,12 @@ NEVER_BUILT = (
     "checkpoints; start a new session"
 )
 """Why a session that was CREATING when the server stopped (or was killed) is now ERROR."""
+UNFINISHED = (
+    "rlnb serve restarted before this operation had finished (queued or running): it did not run to its end; "
+    "send it again, with a new Idempotency-Key, in a new session"
+)
+"""Why an operation journaled unfinished is FAILED after a restart. Only its first and its last status are journaled
+(a line per step's RUNNING would double the journal's writes), so the status it had at the stop is not known."""
 
 
 def restarted(status: wire.SessionStatus) -> str:
@@ -165,12 +171,13 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
 
     # -- the journal -----------------------------------------------------------------------------
 
-    def _save(self, kind: str, data: Any) -> None:
-        """Journal one object's new state (under the lock, so lines keep the order of changes)."""
+    def _save(self, kind: str, data: Any, text: str | None = None) -> None:
+        """Journal one object's new state (under the lock, so lines keep the order of changes); ``text``: its line,
+        made already (``records.made_answer``)."""
         if self.journal is not None and self.journal.failed:  # the change is in memory: the mended journal has it
             self.mend_journal()
         elif self.journal is not None:
-            self.journal.append(kind, data.model_dump(mode="json") if isinstance(data, wire._Model) else data)
+            self.journal.append(kind, data.model_dump(mode="json") if isinstance(data, wire._Model) else data, text)
             if self.journal.too_long():  # what is in memory is the newest state: it replaces every line before
                 self.journal.rewrite(self._entries())
 
@@ -184,9 +191,9 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
             self._mend_at = self.clock() + JOURNAL_RETRY
             self.journal.rewrite(self._entries())
 
-    def _save_op(self, s: SessionRecord, op: OpRecord) -> None:
+    def _save_op(self, s: SessionRecord, op: OpRecord, text: str | None = None) -> None:
         if self.journal is not None:
-            self._save("op", s.op_line(op))
+            self._save("op", s.op_line(op), text)
 
     def _restore(self, saved: dict[str, list[dict[str, Any]]]) -> None:
         """Read the journal back: what was active when the server stopped has ended, with the reason."""
@@ -208,8 +215,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
             elif s.status == wire.SessionStatus.STOPPING:  # stopped before the server did: its model is gone now
                 self._end(s, wire.SessionStatus.STOPPED)
             for op in [op for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]:
-                why = f"rlnb serve restarted while this operation was {op.env.status}; it did not finish"
-                op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, why)
+                op.env = wire.Operation.failed(op.env.id, wire.OperationErrorCode.SESSION_NOT_ACTIVE, UNFINISHED)
                 s.finish(op.env.id, *self.settings.kept())
             s.trim(*self.settings.kept())
         for rid in list(self.resources):  # STOPPING at the stop: its sessions have ended now

@@ -192,8 +192,9 @@ class Journal:
         """Whether the lines appended since the last rewrite call for another (``COMPACT_AFTER``)."""
         return self.appended > max(COMPACT_AFTER, self.compact_lines) and not self.failed
 
-    def append(self, kind: str, data: Any) -> None:
-        text = journal_line(kind, data)  # a NaN as "NaN": the wire's models read it back as the float
+    def append(self, kind: str, data: Any, text: str | None = None) -> None:
+        """``{kind: data}`` as a line at the journal's end; ``text``: that line, made already (``journal_line``)."""
+        text = journal_line(kind, data) if text is None else text  # a NaN as "NaN": the wire's models read it back
         with self._lock:
             if self._fh is None or self.failed:
                 return

@@ -12,7 +12,15 @@ from itertools import chain
 from operator import attrgetter
 from typing import Annotated, Any, Literal, TypeAlias, get_args
 
-from pydantic import ValidationInfo, ValidatorFunctionWrapHandler, WrapValidator, field_serializer, model_validator
+from pydantic import (
+    FailFast,
+    Field,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_serializer,
+    model_validator,
+)
 
 from rlnb.wire.base import Newer, StrictFloat, StrictInt, _finite_list, _from_server, _Model, shown
 from rlnb.wire.lists import Int64List, only
@@ -93,11 +101,11 @@ _DTYPES = get_args(TensorDType)  # read once: the engine asks of every tensor
 class TensorData(_Model):
     """A flat 1-D tensor. ``shape``, if given, must equal ``[len(data)]``; sparse fields are rejected."""
 
-    data: Annotated[list[StrictFloat], WrapValidator(_plain_floats)]
+    data: Annotated[list[StrictFloat], FailFast(), WrapValidator(_plain_floats)]  # the first bad item's error only
     dtype: TensorDType
-    shape: list[StrictInt] | None = None
-    sparse_crow_indices: list[int] | None = None
-    sparse_col_indices: list[int] | None = None
+    shape: list[StrictInt] | None = Field(default=None, fail_fast=True)
+    sparse_crow_indices: list[int] | None = Field(default=None, fail_fast=True)
+    sparse_col_indices: list[int] | None = Field(default=None, fail_fast=True)
 
     @field_serializer("data")
     def _int64_as_integers(self, data: list[float]) -> list[float | int]:
@@ -175,7 +183,7 @@ _CHUNK_TOKENS = attrgetter("encoded_text.tokens")
 class ModelInput(_Model):
     """A prompt or a training sequence as the API sends it: a list of token chunks."""
 
-    chunks: list[ModelInputChunk]
+    chunks: Annotated[list[ModelInputChunk], FailFast()]
 
     @classmethod
     def from_tokens(cls, tokens: list[int]) -> ModelInput:

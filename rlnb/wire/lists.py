@@ -11,6 +11,7 @@ from operator import is_
 from typing import Annotated, Any
 
 from pydantic import (
+    FailFast,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidatorFunctionWrapHandler,
@@ -66,6 +67,7 @@ def _ids_json(value: Any, handler: SerializerFunctionWrapHandler, info: Serializ
 
 Int64List = Annotated[
     list[Int64],
+    FailFast(),  # one error, not one per item: 2 M bad items built 2 M error dicts (GBs) for the first
     WrapValidator(_plain_ids),
     WrapSerializer(_ids_json, when_used="json"),
     WithJsonSchema({"type": "array", "items": _INT64_OUT}, mode="serialization"),

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Final, Generic, Literal, TypeAlias, TypeVar
 
-from pydantic import model_validator
+from pydantic import FailFast, model_validator
 
 from rlnb.wire.base import Int64, Newer, StrictBool, StrictFloat, _Model, _Request
 from rlnb.wire.checkpoints import InferenceCheckpointResult, TrainingCheckpointResult
@@ -149,7 +149,7 @@ Listener: TypeAlias = Callable[[Operation[Any]], None]
 class ForwardBackwardBody(_Request):
     """The forward-backward request: samples and the loss, with or without gradients."""
 
-    samples: list[Sample]
+    samples: Annotated[list[Sample], FailFast()]  # the first bad sample's error only, not one per sample
     loss: LossConfig
     forward_only: StrictBool | None = None
     """Compute loss and metrics without accumulating gradients (default false)."""
@@ -179,7 +179,7 @@ class ForwardBackwardResult(_Model):
 class GradientTensor(_Model):
     """d loss / d logprob for one sample's target tokens, in a custom forward-backward."""
 
-    data: list[StrictFloat]
+    data: Annotated[list[StrictFloat], FailFast()]
     dtype: DType | None = None
     """Optional, as in the API: the values are used as float32 whatever it says, but ``D_TYPE_INT64`` data must be
     integers (a fraction there says the dtype or the data is wrong)."""
@@ -194,8 +194,8 @@ class GradientTensor(_Model):
 class CustomForwardBackwardBody(_Request):
     """Backpropagate your own per-token gradients of the log-probs: the loss is computed client-side."""
 
-    samples: list[Sample]
-    gradients: list[GradientTensor]
+    samples: Annotated[list[Sample], FailFast()]
+    gradients: Annotated[list[GradientTensor], FailFast()]
     """One per sample: d loss / d logprob for each target token."""
     payload_id: str | None = None
     """The uploaded body (``samples`` and ``gradients``) replaces the inline stand-in."""

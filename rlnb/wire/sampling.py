@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Final, Literal, TypeAlias
 
-from pydantic import Field, Strict
+from pydantic import FailFast, Field, Strict
 
 from rlnb.wire.base import (
     INT32_MAX,
@@ -68,7 +68,7 @@ class SamplingParams(_Model):
     top_p: Annotated[float, Strict(), Field(gt=0, le=1, allow_inf_nan=False), NUMBER_ONLY] | None = None
     top_k: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
     """-1 = off (the API's word); 0 is off too (as vLLM takes it), and so is a k at or past the vocabulary."""
-    stop: list[str] | None = None
+    stop: list[str] | None = Field(default=None, fail_fast=True)
     seed: Int64 | None = None
     """Same seed + same prompt at the same index of the request + same weights -> same tokens (rlnb's backends)."""
 
@@ -76,7 +76,7 @@ class SamplingParams(_Model):
 class SampleBody(_Request):
     """The sample request: prompts, samples per prompt, sampling settings, prompt log-probs."""
 
-    model_inputs: list[ModelInput]
+    model_inputs: Annotated[list[ModelInput], FailFast()]  # the first bad prompt's error only
     num_samples: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
     sampling_params: SamplingParams | None = None
     prompt_logprobs: StrictBool | None = None

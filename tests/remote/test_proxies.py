@@ -60,7 +60,7 @@ def test_the_scheme_picks_the_proxy_and_all_proxy_takes_the_rest(environment):
     assert PROXY in both.said(httpx.URL("http://api.rl.test/v1"))
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "[::1]"])
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "localhost.", "[::1]"])
 def test_a_loopback_host_is_never_proxied(environment, host):
     environment.setenv("ALL_PROXY", PROXY)
     assert not through(Proxies(), f"http://{host}:8000/v1/rl")

@@ -18,7 +18,10 @@ def served(monkeypatch, *options: str):
     return apps[0]
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "127.0.0.1"])
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "127.0.0.1", "localhost.:8000", "localhost."],
+)
 def test_a_loopback_server_without_a_token_answers_its_own_names(monkeypatch, host):
     with TestClient(served(monkeypatch), base_url=f"http://{host}") as c:
         assert c.get("/v1/rl/training-sessions").status_code == 200
@@ -56,6 +59,10 @@ def test_a_token_a_public_url_or_another_host_lets_other_names_in(monkeypatch, o
         ("127.0.0.1", True),
         ("::1", True),
         ("localhost", True),
+        ("localhost.", True),  # the fully-qualified form of the same name
+        ("LocalHost.", True),
+        ("localhost..", False),
+        ("evil.localhost", False),
         ("0", False),
         ("0.0.0.0", False),
         ("10.1", False),

@@ -12,6 +12,7 @@ import pytest
 import rlnb
 from rlnb import samples, wire
 from rlnb.remote.client import RetryPolicy
+from rlnb.server.registry import UNFINISHED
 from rlnb.server.state import StateDirLocked
 from rlnb.testing import ServerProcess
 from tests.support.server import START_DEADLINE, app_client, new_session, running, submit, wait
@@ -93,6 +94,7 @@ def test_kill_9_then_restart_over_the_wire(tmp_path):
         assert view["status"] == ERROR and "restarted" in view["error"]["message"] and view["step"] == "1"
         env = httpx.get(f"{url2}/v1/rl/training-sessions/{sid}/operations/optim-step/{op_id}").json()
         assert env["error"]["code"] == "TRAINING_OPERATION_ERROR_CODE_SESSION_NOT_ACTIVE"
+        assert env["error"]["message"] == UNFINISHED  # queued or running at the kill (a 0.3 s step, 0.1 s in)
         with rlnb.connect(url2, model_resources_id=rid, resume_from_checkpoint_id=ckpt, record=False) as again:
             assert again.step == 1
             again.forward_backward([samples.cross_entropy(list(b"kill me"))])

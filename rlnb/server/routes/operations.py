@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from rlnb import wire
+from rlnb.server.counts import check_counts
 from rlnb.server.deps import AUTHENTICATED, BodyBytes, NoBody, RegistryDep
 from rlnb.server.errors import SHOWN, ServerError
 from rlnb.server.limits import check_context, check_known, check_operation, fingerprint
@@ -54,6 +55,7 @@ Seen = Annotated[
 def with_payload(registry: Registry, session_id: str, request_type: type[wire._Model], body: Any) -> Any:
     """The body to run: the inline one with the uploaded object's members over it (as the SDK merges)."""
     uploaded = registry.payloads.body(session_id, body.payload_id)
+    check_counts(registry.settings, request_type, uploaded, "payload.")  # before its validation, as an inline body
     merged = {**body.model_dump(mode="json", exclude_unset=True, by_alias=True), **uploaded}
     merged.pop("payload_id", None)
     try:
