@@ -127,7 +127,7 @@ class Suggestion(MuonUnits):
         if result.adam_ratio is not None:
             rates += f" (AdamW {result.params.adam.learning_rate:g})"
         rates += f" on {probe}" if probe else ""
-        notes = (result.at_chance, result.ended and f"ended early: {result.ended}")  # a rise to a constant answer's
+        notes = (result.at_chance, result.ended and f"ended early: {result.ended}")  # each said whole, in parentheses
         noted = "".join(f" ({note})" for note in notes if note)
         if not unlike:
             did = f"held constant for 40 steps, {EDGE[result.optimizer].learns}"
