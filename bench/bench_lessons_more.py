@@ -13,7 +13,7 @@
   10-step trials, the trial's final reward (mean of the last 5 steps) per rate; how many seeds reach 0.99, end at 0.
 * edge: bench_lessons.py's ``reconcile`` without its Optuna searches (~20 CPU-min): Find LR's suggestion on the
   first-letter task, then 40 steps held constant at it and at a tenth of it, judged by the default preset's lesson
-  (what Find LR's status line quotes, ``rlnb.widgets.suggestion.EDGE_LEARNS``). The same functions and record keys as
+  (what Find LR's status line quotes, ``rlnb.widgets.suggestion.EDGE``). The same functions and record keys as
   bench_lessons.py, so its ``--only reconcile --resume`` on the same ``--json`` reuses every run.
 * step0: docs/tasks.md and ``digits_task``'s docstring: what a step sees at the start, step 0 of first_letter (its
   rewarded samples) and of digits (its mean reward), sampled as ``lesson.train`` samples its first step.

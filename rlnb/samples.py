@@ -92,6 +92,17 @@ def _numbers(values: Any, name: str) -> list[float]:
                          "integer past any float") from None  # fmt: skip
 
 
+def gradient(values: Any, name: str = "gradient") -> wire.GradientTensor:
+    """One sample's gradient for ``Session.custom_forward_backward``: d loss / d log-prob of each of its tokens (one
+    value per token of its ``model_input``, as its ``target_tokens``), a list, array or tensor, or a
+    ``wire.GradientTensor`` (or its dict). A value no float32 holds (NaN, inf, past its range: the engine's
+    ``NON_FINITE_LOSS``, once sent) is refused naming ``name``."""
+    if isinstance(values, wire.GradientTensor | Mapping):
+        grad = wire.GradientTensor.model_validate(values)  # a copy below: the operation runs later
+        return wire.GradientTensor(data=_tensor(grad.data, "float32", name).data, dtype=grad.dtype)
+    return wire.GradientTensor(data=_tensor(_numbers(values, name), "float32", name).data)
+
+
 def cross_entropy(tokens: Sequence[int], weights: Sequence[float] | None = None) -> wire.Sample:
     """A supervised sample: predict every token of ``tokens`` from the ones before it.
 

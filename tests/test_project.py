@@ -334,6 +334,70 @@ def test_kinds_statuses_and_error_codes_are_named_from_wire_only(rlnb_nodes):
     assert not found, "kind / status / error-code strings outside rlnb/wire:\n" + "\n".join(found)
 
 
+KIND_STRINGS = frozenset({"adam", "muon"})
+"""``wire.ADAM`` and ``wire.MUON`` spelt out; ``_wire_strings`` leaves them out, as ``adam`` is also Muon's field."""
+
+
+def _spelt_kinds(nodes: tuple[ast.AST, ...]) -> list[ast.expr | ast.stmt]:
+    """The comparisons with an optimizer kind's string (``== "muon"``, ``in ("adam", ...)``) and the defaults of a
+    parameter or field named ``optimizer`` that spell one: a ``Compare`` or a default, not any constant. ``adam`` is
+    also Muon's field (``name == "adam"`` in params): a comparison with ``"adam"`` counts where the other side names an
+    ``optimizer`` or a ``kind``; one with ``"muon"``, which names no field, counts always."""
+
+    def spelt(node: ast.AST | None, kinds: frozenset[str] = KIND_STRINGS) -> bool:
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(spelt(e, kinds) for e in node.elts)
+        return isinstance(node, ast.Constant) and node.value in kinds
+
+    def compares_a_kind(node: ast.Compare) -> bool:
+        sides = [node.left, *node.comparators]
+        named = any(re.search(r"optimizer|kind", ast.unparse(side)) for side in sides if not spelt(side))
+        return any(spelt(side, KIND_STRINGS if named else frozenset({"muon"})) for side in sides)
+
+    found: list[ast.expr | ast.stmt] = []
+    for node in nodes:
+        if isinstance(node, ast.Compare) and compares_a_kind(node):
+            found.append(node)
+        elif isinstance(node, ast.arguments):
+            positional = [*node.posonlyargs, *node.args]
+            pairs = [*zip(positional[len(positional) - len(node.defaults) :], node.defaults, strict=True),
+                     *zip(node.kwonlyargs, node.kw_defaults, strict=True)]  # fmt: skip
+            found += [d for a, d in pairs if d is not None and a.arg == "optimizer" and spelt(d)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == "optimizer":
+            found += [node] if spelt(node.value) else []
+    return found
+
+
+def test_optimizer_kinds_are_compared_and_defaulted_from_wire_only(rlnb_nodes):
+    """``== wire.MUON``, never ``== "muon"``, and an ``optimizer`` defaulted to ``wire.ADAM``: one spelling, in
+    ``rlnb/wire``. ``rlnb/cli`` spells them on purpose (its ``--help`` imports no pydantic, which wire does; the CLI's
+    tests hold its defaults to wire's)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}"
+        for path, nodes in rlnb_nodes.items()
+        if path.relative_to(ROOT).parts[1] not in ("wire", "cli")
+        for node in _spelt_kinds(nodes)
+    ]
+    assert not found, "optimizer kinds spelt outside rlnb/wire (use wire.ADAM / wire.MUON):\n" + "\n".join(found)
+
+
+def test_the_optimizer_kind_check_sees_comparisons_and_defaults():
+    """The check above finds each shape it names, and not ``adam`` the field name."""
+    source = """
+if self.result.optimizer == "adam" or x in ("muon", "y"): pass
+def f(a, optimizer="adam", *, b=1): pass
+def g(*, optimizer="muon"): pass
+class C:
+    optimizer: str = "adam"
+if name == "adam" or "adam" != f: pass
+adam = params["adam"]
+def h(optimizer=wire.ADAM, other="adam"): pass
+if optimizer_kind(p) in {"adam"}: pass
+"""
+    hits = _spelt_kinds(tuple(ast.walk(ast.parse(source))))
+    assert sorted(n.lineno for n in hits) == [2, 2, 3, 4, 6, 10]
+
+
 def test_rl_metric_names_are_named_from_history_figures_only(rlnb_nodes):
     """The RL metrics ``rl_step`` logs, and the eval accuracy, are named by ``history.figures.RLMetric`` and
     ``EVAL_ACCURACY``: the step that logs them and the plots and tables that show them. ``"reward"`` is left out of the

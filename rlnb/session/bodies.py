@@ -15,6 +15,7 @@ from rlnb import wire
 from rlnb._checks import check_int, is_integer
 from rlnb._scalars import scalar
 from rlnb.params import AdamParams, OptimizerParams, params_for, params_state
+from rlnb.samples import gradient
 from rlnb.session.backend import Backend
 from rlnb.text.codec import Codec, NoTokenizerCodec
 from rlnb.text.prompts import check_ids, check_room, stop_list
@@ -32,9 +33,46 @@ def forward_backward_body(
     forward_only: bool,
     return_loss_fn_outputs: bool,
 ) -> wire.ForwardBackwardBody:
-    """``Session.forward_backward``'s body: at least one sample and at most a remote trainer's ``max_batch_size``,
-    none longer than the model's context (a remote one's trainer's ``max_seq_length``: its sampler's context may be
-    another)."""
+    """``Session.forward_backward``'s body: its samples checked (``batch_list``)."""
+    batch = batch_list(backend, samples)
+    # the model's validator, as ``model_validate`` calls it: the constructor's Python call spent on ``wire.given``
+    body: wire.ForwardBackwardBody = wire.ForwardBackwardBody.__pydantic_validator__.validate_python(wire.given(
+        samples=batch,
+        loss=wire.loss_config(loss, loss_params),
+        forward_only=forward_only or None,  # false is the default: absent
+        return_loss_fn_outputs=return_loss_fn_outputs or None,
+    ))  # fmt: skip
+    return body
+
+
+def custom_forward_backward_body(backend: Backend, samples: Any, gradients: Any) -> wire.CustomForwardBackwardBody:
+    """``Session.custom_forward_backward``'s body: its samples checked (``batch_list``), each with the
+    ``target_tokens`` its gradient is of, and one gradient per sample of one float32 value per token
+    (``samples.gradient``), each refused naming ``samples[i]`` or ``gradients[i]`` before anything is sent."""
+    batch = batch_list(backend, samples)
+    listed = gradients.tolist() if hasattr(gradients, "tolist") else gradients  # a 2-D array's rows
+    if isinstance(listed, str | bytes | Mapping | wire.GradientTensor) or not isinstance(listed, Sequence):
+        raise TypeError(f"gradients must be a list with one gradient per sample (a list of numbers each, or "
+                        f"rlnb.samples.gradient(...)), got {type(gradients).__name__}")  # fmt: skip
+    if len(listed) != len(batch):
+        raise ValueError(f"gradients has {len(listed)} entries for {len(batch)} samples: give one per sample")
+    grads = []
+    for i, (sample, values) in enumerate(zip(batch, listed, strict=True)):
+        if "target_tokens" not in sample.loss_fn_inputs:
+            raise ValueError(f"samples[{i}].loss_fn_inputs.target_tokens is required: the tokens whose log-probs "
+                             "the gradient is of")  # fmt: skip
+        grad = gradient(values, f"gradients[{i}]")
+        n = sum(map(len, map(_CHUNK_TOKENS, sample.model_input.chunks)))
+        if len(grad.data) != n:
+            raise ValueError(f"gradients[{i}] has {len(grad.data)} values for the {n} tokens of samples[{i}]")
+        grads.append(grad)
+    return wire.CustomForwardBackwardBody(samples=batch, gradients=grads)
+
+
+def batch_list(backend: Backend, samples: Any) -> list[wire.Sample]:
+    """A forward-backward's samples (``sample_list``): at least one and at most a remote trainer's
+    ``max_batch_size``, none longer than the model's context (a remote one's trainer's ``max_seq_length``: its
+    sampler's context may be another)."""
     batch = sample_list(samples)
     if not batch:  # else sent, and FAILED INVALID_INPUT once it ran
         raise ValueError("samples is empty: pass at least one (rlnb.samples.cross_entropy(...) or .policy(...))")
@@ -49,14 +87,7 @@ def forward_backward_body(
         n = sum(map(len, map(_CHUNK_TOKENS, s.model_input.chunks)))  # ``.tokens`` would join every chunk
         if context is not None and n > context:
             raise ValueError(f"samples[{i}] has {n} tokens, more than the model's context of {context}")
-    # the model's validator, as ``model_validate`` calls it: the constructor's Python call spent on ``wire.given``
-    body: wire.ForwardBackwardBody = wire.ForwardBackwardBody.__pydantic_validator__.validate_python(wire.given(
-        samples=batch,
-        loss=wire.loss_config(loss, loss_params),
-        forward_only=forward_only or None,  # false is the default: absent
-        return_loss_fn_outputs=return_loss_fn_outputs or None,
-    ))  # fmt: skip
-    return body
+    return batch
 
 
 def sample_list(samples: Any) -> list[wire.Sample]:

@@ -28,6 +28,7 @@ from rlnb.session.backend import Backend
 from rlnb.session.bodies import (
     SampleSettings,
     StepParams,
+    custom_forward_backward_body,
     forward_backward_body,
     sample_body,
     sample_mismatch,
@@ -225,6 +226,15 @@ class Session:
             forward_only=forward_only, return_loss_fn_outputs=return_loss_fn_outputs,
         )  # fmt: skip
         return self._submit(Kind.FORWARD_BACKWARD, body, {wire.FORWARD_ONLY: True} if forward_only else None)
+
+    def custom_forward_backward(self, samples: Sequence[wire.Sample | dict[str, Any]], gradients: Sequence[Any]
+                                ) -> Operation[wire.CustomForwardBackwardResult]:  # fmt: skip
+        """Backpropagate your own loss ℓ: ``gradients[i]`` is dℓ/d lp for each token of ``samples[i]`` (its
+        ``target_tokens``' log-probs; ``rlnb.samples.gradient``), times its weight (w·g; a mask keeps or drops it).
+        The gradients accumulate until the next optim-step, as ``forward_backward``'s; the result has no loss nor
+        metrics. Checked before anything is sent (``bodies.custom_forward_backward_body``)."""
+        body = custom_forward_backward_body(self.backend, samples, gradients)
+        return self._submit(Kind.CUSTOM_FORWARD_BACKWARD, body)
 
     def _forward_backward_built(self, body: wire.ForwardBackwardBody) -> Operation[wire.ForwardBackwardResult]:
         """``forward_backward`` of a body ``forward_backward_body`` built and checked for this session: a split RL

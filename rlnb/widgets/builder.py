@@ -80,7 +80,7 @@ class OptimizerBuilder(BuilderForm):
     # -- state -----------------------------------------------------------------------------------
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> wire.OptimizerKind:
         """The selected tab's optimizer kind, ``"adam"`` or ``"muon"`` (settable; ``ValueError`` naming ``kind``
         unless one of them: anything else selected the Muon tab)."""
         return self.selection.kind

@@ -9,6 +9,7 @@ a schedule that moves the rate, another task or another model (``unmeasured``, `
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -118,19 +119,29 @@ def measured_model(model: Any) -> bool:
     return (model.removeprefix("rlnb/") if isinstance(model, str) else model) == MEASURED_MODEL
 
 
+class Elsewhere(enum.StrEnum):
+    """What a run or range test has that the lessons and Find LR's edge were measured without, in the words the
+    builder and the status line say (``elsewhere``, ``suggestion.unlike_edge``; the status line words them by kind)."""
+
+    STEP_FN = "your step_fn"
+    TASK = "this task"
+    MODEL = "this model"
+
+
 def elsewhere(panel: Any, model: Any) -> list[str]:
     """What the builder's run has that its lesson was not measured on (the first-letter task on ``MEASURED_MODEL``):
-    ``"your step_fn"`` or ``"this task"``, and ``"this model"``. Read from the RunPanel holding the builder (its step,
-    task and session's model); a builder on its own by its ``model`` (no task: the lesson names the one it means)."""
-    what = []
+    ``Elsewhere.STEP_FN`` or ``Elsewhere.TASK``, and ``Elsewhere.MODEL``. Read from the RunPanel holding the builder
+    (its step, task and session's model); a builder on its own by its ``model`` (no task: the lesson names the one it
+    means)."""
+    what: list[str] = []
     if panel is not None:
         model = panel.session.history.config.get("model")
         if panel.own_step_fn is not None:
-            what.append("your step_fn")
+            what.append(Elsewhere.STEP_FN)
         elif not measured_task(panel.task):
-            what.append("this task")
+            what.append(Elsewhere.TASK)
     if not measured_model(model):
-        what.append("this model")
+        what.append(Elsewhere.MODEL)
     return what
 
 

@@ -34,7 +34,7 @@ class Selection:
         form.preset.observe(self._picked, names="value")
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> wire.OptimizerKind:
         """The selected tab's optimizer kind (no tab, set in code, is put back at once: ``_tab``)."""
         return wire.OPTIMIZERS[self.form.tabs.selected_index or 0]
 

@@ -7,32 +7,52 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as W
 
+from rlnb import wire
 from rlnb.sweep import convert_muon_lr
 from rlnb.sweep.lr.curve import significant
 from rlnb.sweep.options import RangeTestOptions
 from rlnb.widgets.find_probe import task_probe
 from rlnb.widgets.muon_units import RED, MuonUnits
-from rlnb.widgets.presets import measured_model, measured_task
+from rlnb.widgets.presets import Elsewhere, measured_model, measured_task
+from rlnb.wire import OptimizerKind
 
 EDGE_TASK = "first_letter"
-"""The task the edge's 40-step figures are of (``EDGE_LEARNS``): a range test of another says none."""
-EDGE_LEARNS = {
-    "adam": f"Adam's learned {EDGE_TASK} on none of seeds 0-9 (a tenth of it on 8), on an AMD EPYC",  # edge
-    "muon": f"Muon's learned {EDGE_TASK} on 7 of seeds 0-9 (a tenth of it on 7), on an AMD EPYC",  # find_lr --learns
+"""The task the edge's 40-step figures are of (``Edge.learns``): a range test of another says none."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One optimizer's range test as measured, and what its suggestion did held constant for 40 steps."""
+
+    learns: str
+    """What the suggestion itself did, held from a session at ``session_step``, and the machine (bench/README.md,
+    docs/tasks.md; an Intel Xeon's kernels gave Adam's tenth 7 of 10): Apply sets the edge, which for Adam does not
+    train; the status line says so where it offers Apply."""
+    session_step: int
+    """The session's step the range test was measured at."""
+    steps: int
+    """The range test's steps measured."""
+
+
+EDGE: dict[OptimizerKind, Edge] = {
+    wire.ADAM: Edge(  # a fresh session, the widget's 30 steps (bench_lessons' ``reconcile``; bench_lessons_more's edge)
+        learns=f"Adam's learned {EDGE_TASK} on none of seeds 0-9 (a tenth of it on 8), on an AMD EPYC",
+        session_step=0,
+        steps=30,
+    ),
+    wire.MUON: Edge(  # after notebook 05's Step and Run 5 (``bench_find_lr.py --notebook05``, ``--learns``); 40 steps,
+        # lr_find's default (``--notebook05`` set the finder's options whole, without the widget's ``steps``)
+        learns=f"Muon's learned {EDGE_TASK} on 7 of seeds 0-9 (a tenth of it on 7), on an AMD EPYC",
+        session_step=6,
+        steps=40,
+    ),
 }
-"""What the suggestion itself did, held constant for 40 steps from a fresh session, by optimizer, and the machine
-(bench/README.md, docs/tasks.md; an Intel Xeon's kernels gave Adam's tenth 7 of 10): Apply sets the edge, which for
-Adam does not train; the status line says so where it offers Apply."""
-EDGE_STEP = {"adam": 0, "muon": 6}
-"""The session's step each optimizer's range test was measured at: Adam's fresh (bench_lessons' ``reconcile``),
-Muon's after notebook 05's Step and Run 5 (``bench_find_lr.py --notebook05``)."""
-EDGE_STEPS = {"adam": 30, "muon": 40}
-"""The range test's steps measured: Adam's the widget's 30 (``reconcile``), Muon's ``lr_find``'s default 40
-(``--notebook05`` set the finder's options whole, without the widget's ``steps``)."""
+"""Each optimizer's edge as measured, by kind."""
 EDGE_RANGE = {"start_lr": None, "end_lr": None, "objective": "reward"}
 """The rest of the range test measured: ``lr_find``'s default range, of the reward."""
 EDGE_WEIGHT_DECAY = 0.0
@@ -44,41 +64,43 @@ EDGE_SEEDS = range(10)
 Muon's copied a session of that seed with ``lr_find``'s default seed, 0 (``--notebook05`` set none)."""
 
 
-def unlike_edge(optimizer: str, options: Mapping[str, Any], session: Any, model: Any, params: Any) -> list[str]:
-    """What a range test has that ``EDGE_LEARNS`` was not measured with, in the status line's words (``[]``: the
-    setup measured: ``first_letter_task()`` on ``tiny``, ``EDGE_STEPS``, ``EDGE_RANGE``, a session at ``EDGE_STEP``,
+def unlike_edge(
+    optimizer: OptimizerKind, options: Mapping[str, Any], session: Any, model: Any, params: Any
+) -> list[str]:
+    """What a range test has that ``EDGE`` was not measured with, in the status line's words (``[]``: the setup
+    measured: ``first_letter_task()`` on ``tiny``, ``Edge.steps``, ``EDGE_RANGE``, a session at ``Edge.session_step``,
     ``EDGE_WEIGHT_DECAY`` or ``EDGE_ADAM_RATIO``, ``EDGE_SEEDS``). ``options`` as ``lr_find`` gets them; ``session``
     the one it copies (None: a fresh one of ``options``' model, else ``model``); ``params`` the config tested."""
-    what = []
+    what: list[str] = []
     if options.get("step_fn") is not None:
-        what.append("your step_fn")
+        what.append(Elsewhere.STEP_FN)
     elif not measured_task(options.get("task")):
-        what.append("this task")
+        what.append(Elsewhere.TASK)
     if not measured_model(session.history.config.get("model") if session is not None else options.get("model", model)):
-        what.append("this model")
+        what.append(Elsewhere.MODEL)
     group = options.get("range_test") or RangeTestOptions()  # a name wins over the group given whole, as in lr_find
-    measured = {**EDGE_RANGE, "steps": EDGE_STEPS.get(optimizer)}
+    measured = {**EDGE_RANGE, "steps": EDGE[optimizer].steps}
     if any(options.get(name, getattr(group, name)) != v for name, v in measured.items()):
         what.append("this range or number of steps")
     step = session.step if session is not None else 0
-    if step != EDGE_STEP.get(optimizer):
+    if step != EDGE[optimizer].session_step:
         what.append(f"a session at step {step}")
     return what + unlike_config(optimizer, params) + unlike_seed(optimizer, options.get("seed", group.seed), session)
 
 
-def unlike_config(optimizer: str, params: Any) -> list[str]:
+def unlike_config(optimizer: OptimizerKind, params: Any) -> list[str]:
     """Adam's weight decay, or Muon's AdamW rate over its own, where it is not the one measured."""
     resolved = params.resolved()
-    if optimizer == "adam" and resolved.weight_decay != EDGE_WEIGHT_DECAY:
+    if optimizer == wire.ADAM and resolved.weight_decay != EDGE_WEIGHT_DECAY:
         return [f"weight decay {resolved.weight_decay:g}"]
-    if optimizer == "muon":
+    if optimizer == wire.MUON:
         ratio = resolved.adam.learning_rate / resolved.learning_rate
         if not math.isclose(ratio, EDGE_ADAM_RATIO, rel_tol=1e-9):
             return [f"AdamW at {ratio:.2g}× Muon's rate"]
     return []
 
 
-def unlike_seed(optimizer: str, seed: int | None, session: Any) -> list[str]:
+def unlike_seed(optimizer: OptimizerKind, seed: int | None, session: Any) -> list[str]:
     """The range test's seed (None: 0), or its session's, where it is not one measured (``EDGE_SEEDS``)."""
     seed = seed or 0
     if session is None:  # a fresh session of the test's own seed, as Adam's were
@@ -86,7 +108,7 @@ def unlike_seed(optimizer: str, seed: int | None, session: Any) -> list[str]:
     own = session.history.config.get("seed")
     if own not in EDGE_SEEDS:
         return [f"a session of seed {own}"]
-    return [] if seed == (own if optimizer == "adam" else 0) else [f"seed {seed}"]
+    return [] if seed == (own if optimizer == wire.ADAM else 0) else [f"seed {seed}"]
 
 
 class Suggestion(MuonUnits):
@@ -96,28 +118,27 @@ class Suggestion(MuonUnits):
     apply_button: W.Button
 
     @staticmethod
-    def describe(result: Any, probe: str = "", unlike: Sequence[str] | None = None) -> str:
+    def describe(result: Any, probe: str, unlike: Sequence[str]) -> str:
         """What the status line says about a range test (of ``probe``, named when given): what its suggestion did held
-        40 steps only where ``unlike`` (``unlike_edge``) is empty, the setup measured; None: not known, so not."""
+        40 steps only where ``unlike`` (``unlike_edge``) is empty, the setup measured."""
         if result.suggestion is None:
             return result.reason + (f" ({probe})" if probe else "")
         rates = f"lr {result.suggestion:g}"
         if result.adam_ratio is not None:
             rates += f" (AdamW {result.params.adam.learning_rate:g})"
         rates += f" on {probe}" if probe else ""
-        why, *more = result.reason.split("; ")
-        kept = ("ended early", "the smoothed reward rose only")  # stopped, failed; a rise to a constant answer's
-        ended = "".join(f" ({part})" for part in more if part.startswith(kept))
-        if unlike is not None and not unlike:
-            did = f"held constant for 40 steps, {EDGE_LEARNS[result.optimizer]}"
+        notes = (result.at_chance, result.ended and f"ended early: {result.ended}")  # each said whole, in parentheses
+        noted = "".join(f" ({note})" for note in notes if note)
+        if not unlike:
+            did = f"held constant for 40 steps, {EDGE[result.optimizer].learns}"
         else:  # the probe names another task or a step_fn: said once
             named = probe == task_probe(EDGE_TASK)
-            past = [w for w in unlike or () if named or w not in ("this task", "your step_fn")]
-            past = ["this first_letter task (not first_letter_task()'s)" if w == "this task" else w for w in past]
+            past = [w for w in unlike if named or w not in (Elsewhere.TASK, Elsewhere.STEP_FN)]
+            past = ["this first_letter task (not first_letter_task()'s)" if w == Elsewhere.TASK else w for w in past]
             did = f"what it does held constant for 40 steps on {probe or 'this probe'} is not measured"
             did += f" for {' or '.join(past)}" if past else ""
         edge = "the upper edge of the useful range, which Apply sets"
-        return f"suggested {rates} — {why}{ended}; {edge}: {did}. Sweep below it"
+        return f"suggested {rates} — {result.chosen}{noted}; {edge}: {did}. Sweep below it"
 
     def apply(self) -> None:
         """Put the last suggestion in the form (Muon: both rates). A Muon rate found in other units than the
@@ -128,14 +149,14 @@ class Suggestion(MuonUnits):
             return
         lr, found, units = params.learning_rate, self.result.muon_scaling, self.scaling.value
         said = ""
-        if self.result.optimizer == "muon" and found is not None and found != units:
+        if self.result.optimizer == wire.MUON and found is not None and found != units:
             if self.shapes is None:
                 self._say(f"<span style='color:{RED}'>✗ not applied: the suggestion is in {found} units and the "
                           f"form's are {units} — {html.escape(self.scaling.tooltip)}</span>")  # fmt: skip
                 return
             lr = significant(convert_muon_lr(lr, found, units, self.shapes)) if self.shapes else lr  # []: factor 1
             said = f" in {units} units (found as {params.learning_rate:g} in {found} units)"
-        if self.result.optimizer == "adam":
+        if self.result.optimizer == wire.ADAM:
             self.builder.adam["learning_rate"].value = lr
         else:
             self.builder.muon["learning_rate"].value = lr

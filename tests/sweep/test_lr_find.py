@@ -587,10 +587,13 @@ def test_a_find_lr_in_flight_is_ended_by_the_panels_stop_and_close():
 
 
 def test_a_suggestion_says_when_its_test_ended_early():
+    """From the result's fields, whatever else its reason says between them (where the loss diverged)."""
     found = LRFind([1e-3, 1e-2], [0.0, 1.0], [0.0, 1.0], 0.01, "reward", "adam", None,
-                   "steepest ascent of the smoothed reward; ended early: stopped after 2 steps")  # fmt: skip
-    said = LRFinderControls.describe(found)
-    assert said.startswith("suggested lr 0.01 — steepest ascent of the smoothed reward (ended early: stopped after 2")
+                   "steepest ascent of the smoothed reward; judged up to lr 0.01; ended early: stopped after 2 steps",
+                   chosen="steepest ascent of the smoothed reward", ended="stopped after 2 steps")  # fmt: skip
+    said = LRFinderControls.describe(found, "", [])
+    assert said.startswith("suggested lr 0.01 — steepest ascent of the smoothed reward (ended early: stopped after 2 "
+                           "steps); the upper edge")  # fmt: skip
 
 
 @pytest.mark.slow  # over half a second of deadlines or training: the fast tier stays under a minute

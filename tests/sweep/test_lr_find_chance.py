@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 import rlnb
 from rlnb.sweep import lr_find
 from rlnb.sweep.lr.curve import at_chance
-from rlnb.sweep.lr.find import LRFind
+from rlnb.sweep.lr.find import LRFind, _judged
+from rlnb.sweep.lr.measure import Measured
 from rlnb.tasks import first_letter_task
 from rlnb.widgets.suggestion import Suggestion
 
@@ -44,7 +45,7 @@ def test_a_collapse_onto_one_answer_is_not_read_as_learning(tmp_path):
     found = lr_find(rlnb.AdamParams(weight_decay=0.0), task=task, steps=10, seed=11, start_lr=10.0, end_lr=1000.0,
                     runs_dir=tmp_path, device="cpu", threads=1)  # fmt: skip
     assert max(found.values) <= task.chance + 0.1 and found.values[-1] == pytest.approx(task.chance, abs=0.05)
-    assert f"; {CONSTANT}" in found.reason and found.chance == task.chance
+    assert f"; {CONSTANT}" in found.reason and found.chance == task.chance and found.at_chance.startswith(CONSTANT)
     labels = [str(line.get_label()) for line in found.plot(Figure().add_subplot()).lines]
     assert any(label.startswith("a constant answer") for label in labels)
     digits = lr_find(rlnb.AdamParams(weight_decay=0.0), steps=5, runs_dir=tmp_path, device="cpu", threads=1)
@@ -52,9 +53,12 @@ def test_a_collapse_onto_one_answer_is_not_read_as_learning(tmp_path):
 
 
 def test_find_lrs_status_line_keeps_the_words_beside_a_suggestion():
-    why = f"steepest ascent of the smoothed reward; {at_chance([0.0, 0.2, 0.25], 0.25)}"
-    found = LRFind([1e-3, 1e-2], [0.0, 0.25], [0.0, 0.25], 0.01, "reward", "adam", None, why)
-    assert f"steepest ascent of the smoothed reward ({CONSTANT} (0.25, chance 0.25)" in Suggestion.describe(found)
+    note = at_chance([0.0, 0.2, 0.25], 0.25)
+    found = LRFind([1e-3, 1e-2], [0.0, 0.25], [0.0, 0.25], 0.01, "reward", "adam", None,
+                   f"steepest ascent of the smoothed reward; {note}", chosen="steepest ascent of the smoothed reward",
+                   at_chance=note)  # fmt: skip
+    said = Suggestion.describe(found, "", [])
+    assert f"steepest ascent of the smoothed reward ({CONSTANT} (0.25, chance 0.25)" in said
 
 
 def test_a_range_test_stopped_before_its_first_rate_draws_without_the_chance_line():
@@ -74,3 +78,20 @@ def test_a_range_test_stopped_before_its_first_rate_draws_without_the_chance_lin
 
     assert not any("constant answer" in label for label in drawn([]))
     assert any("constant answer" in label for label in drawn([1e-5]))
+
+
+def test_a_results_notes_are_fields_and_the_status_line_reads_them():
+    """The range test's findings reach the status line as ``LRFind``'s fields, not as parts of ``reason`` split on
+    "; ": a note that contains "; " (an error's words where the test ended) is said whole."""
+    lrs = list(np.logspace(-4, 0, 20))
+    values = [0.25 / (1 + math.exp(10 - i)) for i in range(20)]  # a rise onto the constant answer's 0.25
+    ended = "ValueError at lr 1: a; b"
+    found = _judged(rlnb.AdamParams(), lrs, Measured(values, ended=ended), "reward", "adam", None, None, None, 0.25)
+    assert found.suggestion is not None and found.chosen == "steepest ascent of the smoothed reward"
+    assert found.ended == ended and found.at_chance == at_chance(found.smoothed, 0.25) and found.at_chance
+    assert found.reason == f"{found.chosen}; {found.at_chance}; ended early: {ended}"  # the joined text for people
+    said = Suggestion.describe(found, "", [])
+    assert f"— {found.chosen} ({found.at_chance}) (ended early: {ended}); the upper edge" in said
+    whole = _judged(rlnb.AdamParams(), lrs, Measured(values), "reward", "adam", None, None, None, None)
+    assert whole.ended is None and whole.at_chance is None and whole.reason == whole.chosen
+    assert f"— {whole.chosen}; the upper edge" in Suggestion.describe(whole, "", [])

@@ -1,4 +1,4 @@
-"""Find LR quotes what its suggestion did held 40 steps (``EDGE_LEARNS``) only for the range test measured:
+"""Find LR quotes what its suggestion did held 40 steps (``EDGE``) only for the range test measured:
 ``first_letter_task()`` on ``tiny``, 30 steps over ``lr_find``'s default range, from a session at the step measured
 (Adam: fresh; Muon: notebook 05's 6 steps). It quoted it for any task named first_letter, any model, range or steps,
 and a trained session (review42b F2). Real widgets; ``lr_find`` stands in (the words are what is tested), except
@@ -14,7 +14,7 @@ from rlnb.params import AdamParams
 from rlnb.sweep.lr.find import LRFind
 from rlnb.tasks import first_letter_task
 from rlnb.widgets import OptimizerBuilder, RunPanel
-from rlnb.widgets.suggestion import EDGE_LEARNS, Suggestion
+from rlnb.widgets.suggestion import EDGE, Suggestion
 
 MEASURED = "held constant for 40 steps, "
 NOT = "what it does held constant for 40 steps on the first_letter task is not measured for "
@@ -44,7 +44,7 @@ def test_the_measured_setup_quotes_the_figure(seen):
     finder = OptimizerBuilder("adam").lr_finder  # alone: a fresh local session of tiny
     finder.options = {"steps": 30, "task": first_letter_task()}
     finder.run()
-    assert said(finder).endswith(f"which Apply sets: {MEASURED}{EDGE_LEARNS['adam']}. Sweep below it")
+    assert said(finder).endswith(f"which Apply sets: {MEASURED}{EDGE[wire.ADAM].learns}. Sweep below it")
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_another_weight_decay_adamw_ratio_or_seed_is_not_measured(seen, kind, ed
         del finder.options["steps"]
     finder.run()
     if unlike is None:
-        assert said(finder).endswith(f"which Apply sets: {MEASURED}{EDGE_LEARNS[kind]}. Sweep below it"), said(finder)
+        assert said(finder).endswith(f"which Apply sets: {MEASURED}{EDGE[kind].learns}. Sweep below it"), said(finder)
     else:
         assert said(finder).endswith(f"{NOT}{unlike}. Sweep below it"), said(finder)
 
@@ -110,7 +110,8 @@ def test_a_copied_adam_sessions_seed_is_the_range_tests_as_measured(seen, seed, 
         finder.run()
         panel.close()
     if unlike is None:
-        assert said(finder).endswith(f"which Apply sets: {MEASURED}{EDGE_LEARNS['adam']}. Sweep below it"), said(finder)
+        words = said(finder)
+        assert words.endswith(f"which Apply sets: {MEASURED}{EDGE[wire.ADAM].learns}. Sweep below it"), words
     else:
         assert said(finder).endswith(f"{NOT}{unlike}. Sweep below it"), said(finder)
 
@@ -132,14 +133,14 @@ def test_another_task_is_named_once(seen):
     assert said(finder).endswith("on the digits task is not measured for this range or number of steps. Sweep below it")
 
 
-def test_describe_without_the_setup_says_not_measured():
-    """A caller that does not say the setup (``unlike`` None) gets no figure, even beside the first_letter task."""
+def test_describe_gives_the_figure_only_for_the_setup_measured():
+    """``unlike`` (``unlike_edge``'s words, required) empty: the figure; anything in it: "not measured for" it."""
     adam = AdamParams(learning_rate=0.019)
     found = LRFind([0.01], [0.0], [0.0], 0.019, "reward", "adam", None, "steepest ascent", None, None, adam)
-    assert Suggestion.describe(found, "the first_letter task").endswith(
-        "on the first_letter task is not measured. Sweep below it"
+    assert Suggestion.describe(found, "the first_letter task", ["a session at step 3"]).endswith(
+        "on the first_letter task is not measured for a session at step 3. Sweep below it"
     )
-    assert Suggestion.describe(found, "the first_letter task", []).endswith(f"{EDGE_LEARNS['adam']}. Sweep below it")
+    assert Suggestion.describe(found, "the first_letter task", []).endswith(f"{EDGE[wire.ADAM].learns}. Sweep below it")
 
 
 @pytest.mark.slow  # real tiny sessions trained 1 and 6 steps (a few seconds)
@@ -166,6 +167,6 @@ def test_a_panels_session_at_the_step_measured(seen, kind, steps, measured):
         panel.close()
     assert seen[-1]["task"].name == "first_letter"
     if measured:
-        assert words.endswith(f"which Apply sets: {MEASURED}{EDGE_LEARNS[kind]}. Sweep below it"), words
+        assert words.endswith(f"which Apply sets: {MEASURED}{EDGE[kind].learns}. Sweep below it"), words
     else:
         assert words.endswith(f"{NOT}a session at step {steps}. Sweep below it"), words

@@ -10,7 +10,7 @@ import pytest
 from rlnb.params import AdamParams, MuonParams
 from rlnb.sweep.lr.find import LRFind
 from rlnb.widgets import LESSONS, OptimizerBuilder
-from rlnb.widgets.presets import DEFAULT_PRESET
+from rlnb.widgets.presets import DEFAULT_PRESET, Elsewhere
 from rlnb.widgets.suggestion import Suggestion
 
 SCHEDULE = "not measured for this schedule"
@@ -103,7 +103,7 @@ def test_find_lr_gives_the_first_letter_figure_only_beside_a_first_letter_probe(
     found = LRFind(
         [0.01], [0.0], [0.0], 0.019, "reward", "adam", None, "steepest ascent of the reward", None, None, adam
     )
-    said = Suggestion.describe(found, probe)
+    said = Suggestion.describe(found, probe, [Elsewhere.STEP_FN if "step_fn" in probe else Elsewhere.TASK])
     assert "first_letter" not in said and "seeds" not in said
     assert said.endswith(
         f"which Apply sets: what it does held constant for 40 steps on {probe} is not measured. Sweep below it"

@@ -198,8 +198,7 @@ def suggest(
 def at_chance(smoothed: Sequence[float], chance: float | None) -> str:
     """Why a reward that rose is no sign of learning, or ``""``: its best is within ``CHANCE_MARGIN`` of ``chance``
     (a ``VerifiedTask``'s: the best constant answer's score), which a policy that gives one answer for every prompt
-    earns. A range test diverging onto one letter of first_letter read "improved" and drew a bare plateau. No "; " in
-    the words: a reason's parts are split there."""
+    earns. A range test diverging onto one letter of first_letter read "improved" and drew a bare plateau."""
     finite = [v for v in smoothed if math.isfinite(v)]
     if not chance or not finite or max(finite) > chance + CHANCE_MARGIN or rise(finite, "reward") < FLAT:
         return ""

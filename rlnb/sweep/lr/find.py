@@ -147,7 +147,8 @@ def _judged(
     curve = values if not values or math.isfinite(values[-1]) else values[:-1]
     n = diverged_from(curve, objective)  # the curve judged: up to where a loss diverged
     smoothed = smooth(smooth(curve[:n])[::-1])[::-1] + [math.nan] * (len(values) - n)  # no lag
-    found, why = suggest(lrs[:n], smoothed[:n], objective, curve[:n], measured.cut_short and n == len(curve))
+    found, chosen = suggest(lrs[:n], smoothed[:n], objective, curve[:n], measured.cut_short and n == len(curve))
+    why = chosen
     if n < len(curve):
         why += (f"; judged up to lr {lrs[n - 1]:.3g}: at lr {lrs[n]:.3g} the {objective} was over {DIVERGE:g}× its "
                 "lowest (diverging)")  # fmt: skip
@@ -163,6 +164,7 @@ def _judged(
                     where)  # fmt: skip
     result.adam_ratio, result.params, result.interrupted = ratio, params, measured.interrupted
     result.chance = chance if objective == "reward" else None
+    result.chosen, result.ended, result.at_chance = chosen, measured.ended or None, constant or None
     return result
 
 

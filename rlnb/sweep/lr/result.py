@@ -38,7 +38,8 @@ class LRFind:
     muon_scaling: MuonScaling | None
     """The convention of every rate here, for Muon; None for Adam."""
     reason: str
-    """How the suggestion was chosen, or why there is none; and why the test ended early, if it did."""
+    """For people: how the suggestion was chosen, or why there is none, and every note after it (where a loss
+    diverged, ``at_chance``, ``ended``, the AdamW rate, a late wait's), joined by "; ". Code reads the fields."""
     run_path: str | None = None
     adam_ratio: float | None = None
     """Muon: the AdamW rate / the Muon rate, kept at every step (the AdamW rate at ``lrs[i]`` is
@@ -51,6 +52,16 @@ class LRFind:
     extra: dict[str, Any] = field(default_factory=dict)
     chance: float | None = None
     """The reward of the best constant answer (a ``VerifiedTask``'s ``chance``, drawn as a line); None: not known."""
+    chosen: str = ""
+    """How the suggestion was chosen, or why there is none (``suggest``'s words), without the notes ``reason`` adds;
+    "" where it was not given: ``reason`` whole (an ``LRFind`` made with a reason of one part)."""
+    ended: str | None = None
+    """Why the test ended before its last rate (``Measured.ended``), or None where every rate was measured."""
+    at_chance: str | None = None
+    """Why the reward's rise is no sign of learning (``curve.at_chance``), or None."""
+
+    def __post_init__(self) -> None:
+        self.chosen = self.chosen or self.reason
 
     @property
     def frame(self) -> pd.DataFrame:
