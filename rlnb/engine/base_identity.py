@@ -14,8 +14,10 @@ from typing import Any
 
 from torch import nn
 
-IGNORED = frozenset({"_name_or_path", "transformers_version", "dtype", "torch_dtype"})
-"""Config fields that say where or how a model was loaded, not what it computes (``dtype`` has its own checks)."""
+IGNORED = frozenset({"_name_or_path", "transformers_version", "dtype", "torch_dtype", "tie_word_embeddings"})
+"""Config fields not compared: where or how a model was loaded (``dtype`` has its own checks), and whether its head is
+tied, which a resume changes itself (``tied_head.untie_head``; a ``model=`` module keeps it) and the weights and the
+optimizer state say."""
 
 SHOWN = 4
 """Changed config fields a refusal shows with their values (it names the rest)."""
