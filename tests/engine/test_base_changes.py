@@ -113,7 +113,8 @@ def test_a_folder_holding_a_peft_adapter_is_refused_naming_it(tmp_path, with_mod
     shutil.copytree(folder if with_model else path / "adapter", mixed)
     for file in (path / "adapter").iterdir():
         shutil.copy(file, mixed / file.name)
-    said = rf"{mixed} holds a peft adapter \(adapter_config\.json\) {'beside a' if with_model else 'without a'} model"
+    beside = "beside a" if with_model else "without a"
+    said = rf"^model '{mixed}' holds a peft adapter \(adapter_config\.json\) {beside} model"
     for kw in ({}, {"lora": True}):
         with pytest.raises(ModelLoadError, match=said + r".*move adapter_config\.json and the adapter's weights out"):
             local(str(mixed), **kw)
