@@ -143,16 +143,16 @@ def refuse_not_model(path: Path, spec: str) -> None:
     if (path / "rlnb.json").is_file() and (path / "merged").is_dir():
         raise ModelLoadError(
             f"model {spec!r} is an rlnb inference checkpoint, not a model folder: give its merged weights, "
-            f"{str(path / 'merged')!r}, as the model, or give the checkpoint as resume_from= (with its base model as "
-            "model=) to go on training it"
+            f"{str(path / 'merged')!r}, as the model, or resume from the checkpoint (resume_from=, with its base "
+            "model as the model) to go on training it"
         )
     if (path / "adapter_config.json").is_file():
         beside = "beside a model's files" if (path / "config.json").is_file() else "without a model"
         where = "" if Path(spec).expanduser() == path else f" ({path})"  # a hub id's: its snapshot folder
         raise ModelLoadError(
             f"model {spec!r}{where} holds a peft adapter (adapter_config.json) {beside}; rlnb loads a folder whose "
-            "weights are the whole model. Give the folder of the base model the adapter was trained on (and the "
-            "training checkpoint as resume_from= to go on training it), or a folder of merged weights; if this "
+            "weights are the whole model. Give the folder of the base model the adapter was trained on (and resume "
+            "from its training checkpoint to go on training it), or a folder of merged weights; if this "
             "folder's model is the one to train, move adapter_config.json and the adapter's weights out of it"
         )
 
