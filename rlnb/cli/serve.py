@@ -64,6 +64,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="serve a Hugging Face model (folder or cached hub id) as base_model NAME; repeatable",
     )
     dtype_argument(p)
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="run the Python code a --model folder ships (auto_map in its config: a custom architecture); only for "
+        "folders you trust: it runs with the server's rights (default: such a folder is refused)",
+    )
     threads_argument(p, "each session's, so that a seeded remote run repeats bit for bit")
     p.add_argument(
         "--offload-results-over",
@@ -196,6 +202,7 @@ def _serve_app(
             result_offload_bytes=args.offload_results_over,
             models=models,
             dtype=args.dtype,
+            trust_remote_code=args.trust_remote_code,
             **extra,
             **limits,
         )

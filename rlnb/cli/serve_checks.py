@@ -78,7 +78,7 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
     over = args.offload_results_over  # a size in bytes, as the byte limits, not 10**39
     if over is not None and not 0 <= over <= BYTES_MAX:
         raise ValueError(f"--offload-results-over must be 0 to 2**63 - 1 bytes (leave it out: never), got {over}")
-    return limits, _served_models(args.model)
+    return limits, _served_models(args.model, args.trust_remote_code)
 
 
 def _port(text: str) -> int:
@@ -104,7 +104,7 @@ def _given_once(limits: list[str]) -> None:
         seen[name] = item
 
 
-def _served_models(options: list[str]) -> dict[str, str]:
+def _served_models(options: list[str], trust_remote_code: bool) -> dict[str, str]:
     """The built-in models and each ``--model NAME=PATH_OR_ID``; a model that cannot be found stops here."""
     from rlnb.server.models import check_served, parse_model_option
     from rlnb.server.settings import DEFAULT_MODELS
@@ -115,7 +115,7 @@ def _served_models(options: list[str]) -> dict[str, str]:
         if name in models:
             raise ValueError(f"--model {name}: the name is already served")  # was argparse's usage and "rlnb:"
         try:  # the settings' own check, here before the port is bound, said as the option typed
-            check_served({name: spec})
+            check_served({name: spec}, trust_remote_code)
         except (ImportError, ValueError) as exc:  # ImportError: its libraries are missing, the pip install named
             raise type(exc)(f"--model {name}: {str(exc).removeprefix(f'models[{name!r}]: ')}") from None
         models[name] = spec

@@ -70,6 +70,8 @@ def build_engine(
             "base_model_dir": checkpoints.model_dir(adapter),
             "base_fingerprint": adapter.fingerprint,
             "base_dtype": adapter.base_dtype,
+            "base_config": adapter.base_config,
+            "base_tokenizer": adapter.base_tokenizer,
             "seed": mo.seed if adapter.kind == "builtin" else None,  # builds the base a LoRA checkpoint adapts
             "lora": lora.as_dict() if lora else None,
             "ns_dtype": str(ns).removeprefix("torch."),

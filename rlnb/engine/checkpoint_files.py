@@ -21,7 +21,7 @@ from typing import BinaryIO, Literal, get_args
 from rlnb import _files
 from rlnb._files import fsync
 from rlnb.engine import held
-from rlnb.engine.leftovers import _HOST, remove_leftovers
+from rlnb.engine.leftovers import _HOST, remove_leftovers, remove_sibling_leftovers
 
 Variant = Literal["merged", "adapter"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
@@ -43,6 +43,11 @@ class FolderNotWritable(OSError):
     like a full disk, the environment's doing, not the request's nor a bug's."""
 
 
+OWN_PREFIX = "rlnb-checkpoints-"
+"""The name of the temporary folder a session makes for its checkpoints without a ``checkpoint_dir``, before
+``mkdtemp``'s random part."""
+
+
 class CheckpointStore:
     """Where a session's checkpoints go (default: a fresh temporary folder, made on first use). ``lora``: whether
     the session's inference checkpoints have an ``adapter/`` variant. Opening a folder, and each save, removes the
@@ -59,7 +64,8 @@ class CheckpointStore:
 
     def path_for(self, name: str) -> Path:
         if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="rlnb-checkpoints-"))
+            self._dir = Path(tempfile.mkdtemp(prefix=OWN_PREFIX))
+            remove_sibling_leftovers(self._dir, OWN_PREFIX)  # those of killed sessions' own folders, which none reopens
         if self._dir.exists() and not self._dir.is_dir():  # mkdir's FileExistsError would say it "exists"
             raise NotADirectoryError(errno.ENOTDIR, f"checkpoint_dir {str(self._dir)!r} is no longer a folder (a "
                                      "file was put in its place); nothing was saved")  # fmt: skip

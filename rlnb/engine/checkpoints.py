@@ -28,6 +28,7 @@ from typing import Any, BinaryIO
 import torch
 from torch import nn
 
+from rlnb.engine import base_identity
 from rlnb.engine import checkpoint_checks as checks
 from rlnb.engine.checkpoint_checks import check_digests, check_lora, check_records, check_tensors, file_digests
 from rlnb.engine.checkpoint_checks import damaged as _damaged
@@ -66,7 +67,7 @@ def save_inference(path: Path, adapter: ModelAdapter, trainer: nn.Module, step: 
     with writing(path) as target:
         adapter.save_merged(merged_state_dict(trainer), target / "merged")
         if meta.get("lora") is not None:
-            save_adapter(trainer, target / "adapter")
+            save_adapter(trainer, target / "adapter", adapter.shown_name)
         digests = file_digests(target / "merged")  # checked at resume: safetensors checks no checksum
         (target / "rlnb.json").write_text(
             json.dumps({"type": "inference", "step": step, **meta, "merged_sha256": digests}, indent=2, allow_nan=False)
@@ -146,6 +147,7 @@ def _inference_meta(path: Path) -> dict[str, Any]:
 _OPTIONAL: dict[str, type] = {
     "base_model_dir": str, "base_fingerprint": str, "base_dtype": str, "lora": dict, "ns_dtype": str, "seed": int,
     "grads": dict, "merged_sha256": dict,  # an inference checkpoint's: absent in an older rlnb's
+    "base_config": dict, "base_tokenizer": str,  # absent in an older rlnb's: its resume checks the weights alone
 }  # fmt: skip
 _INFERENCE: dict[str, type] = {"base_model": str, "step": int, **_OPTIONAL}
 _TRAINING: dict[str, type] = {**_INFERENCE, "weights": dict, "optimizer": dict}
@@ -186,6 +188,8 @@ def check_resume(state: dict[str, Any], adapter: ModelAdapter, lora: LoraSetting
         raise CheckpointMismatch(
             f"checkpoint is of model {saved or state['base_model']!r}, this session's model is {here or adapter.name!r}"
         )
+    if changed := base_identity.differences(state, adapter.base_config, adapter.base_tokenizer, here or adapter.name):
+        raise CheckpointMismatch(changed)
     if state["type"] == "inference" and lora is not None:
         raise CheckpointMismatch("a LoRA session resumes from a training checkpoint, not an inference checkpoint")
     if state["type"] != "inference" and (state.get("lora") is None) != (lora is None):

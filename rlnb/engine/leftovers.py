@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -48,6 +49,26 @@ def remove_leftovers(folder: Path) -> None:
         except OSError as exc:  # the save or session goes on; what stays is said
             warnings.warn(f"a partial checkpoint an ended process left could not be removed: {exc.filename or entry}: "
                           f"{exc.strerror or exc}", RuntimeWarning, stacklevel=2)  # fmt: skip
+
+
+def remove_sibling_leftovers(own: Path, prefix: str) -> None:
+    """Remove the dead processes' partials (``remove_leftovers``' rules) in the folders beside ``own`` whose names
+    start with ``prefix`` (the temporary folders, ``rlnb-checkpoints-*``, of sessions that used the default
+    ``checkpoint_dir``): no session reopens another's random folder, so a kernel killed mid-save left a checkpoint's
+    size there for good. Only this user's folders are looked in; saved checkpoints and the folders themselves stay (a
+    live session's empty one is still its own)."""
+    user = os.getuid() if hasattr(os, "getuid") else None
+    try:
+        siblings = [e for e in own.parent.iterdir() if e.name.startswith(prefix) and e.name != own.name]
+    except OSError:  # a temporary folder that cannot be listed: the session's own save goes on
+        return
+    for folder in siblings:
+        try:
+            st = folder.lstat()
+        except OSError:
+            continue
+        if stat.S_ISDIR(st.st_mode) and user in (None, st.st_uid):
+            remove_leftovers(folder)
 
 
 def _alive(pid: int) -> bool:

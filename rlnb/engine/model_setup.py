@@ -13,12 +13,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlnb.engine import checkpoints
+from rlnb.engine import base_identity, checkpoints
 from rlnb.engine.models import packed
 from rlnb.engine.models.adapter import ModelAdapter, model_dtype
 from rlnb.engine.models.factory import build_adapter
-from rlnb.engine.models.hf import ModelLoadError, tie_head, untie_head
+from rlnb.engine.models.hf import ModelLoadError
 from rlnb.engine.models.lora import LoraSettings, apply_lora, refuse_adapted, undo_lora
+from rlnb.engine.models.tied_head import tie_head, untie_head
 from rlnb.engine.optim.trainer import TrainerOptimizer
 from rlnb.engine.options import ModelOptions, check_device, eos_ids
 from rlnb.errors import OptionRefused
@@ -98,6 +99,8 @@ def build_model(
         raise ModelRefused("model", str(exc)).with_traceback(exc.__traceback__) from exc.__cause__
     eos_ids(options.eos_token_id, adapter.vocab_size)  # the vocabulary is known now: before the session starts
     adapter.fingerprint = fingerprint(adapter.module)  # of the base as loaded: before LoRA renames its layers
+    adapter.base_config = base_identity.config_fields(adapter.module)  # before a resume unties a head
+    adapter.base_tokenizer = base_identity.tokenizer_digest(adapter.codec)
     adapter.base_dtype = str(model_dtype(adapter.module)).removeprefix("torch.")
     if resume is not None:  # before LoRA adapts a model= module in place
         checkpoints.check_resume(resume, adapter, lora, options.seed)

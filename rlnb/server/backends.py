@@ -74,8 +74,10 @@ def make_backend(
         op_delay=settings.op_delay,
         lora=adapters,
         dtype=settings.dtype,
+        trust_remote_code=settings.trust_remote_code,
         threads=settings.threads,
     )
     # the server checked its own stop limits (a 400 past them): its engine takes what it took
     backend.engine.max_stop_strings, backend.engine.max_stop_chars = settings.max_stop_strings, settings.max_stop_chars
+    backend.engine.adapter.shown_name = resource.base_model  # an adapter download names no folder of the server's
     return backend

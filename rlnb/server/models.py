@@ -24,11 +24,12 @@ class ModelInfo:
     """Longest sequence (prompt + completion) the model takes."""
 
 
-def model_info(spec: Any) -> ModelInfo:
+def model_info(spec: Any, trust_remote_code: bool = False) -> ModelInfo:
     """What supported-models says about a model spec (the one place that reads a model's limits): a
     built-in size, or a Hugging Face folder / cached hub id (its ``config.json``; ``ModelLoadError``
     naming the spec when it cannot be found), or an ``nn.Module`` served from Python (``create_app``), as its
-    adapter reads it (supported-models, which a remote session asks when it connects, answers for one too)."""
+    adapter reads it (supported-models, which a remote session asks when it connects, answers for one too).
+    ``trust_remote_code``: the server's, which lets a folder whose config maps classes to its own code be read."""
     from torch import nn
 
     from rlnb.engine.models import hf
@@ -38,7 +39,7 @@ def model_info(spec: Any) -> ModelInfo:
     if isinstance(spec, str) and spec in SIZES:
         return ModelInfo(context_length=SIZES[spec].block_size)
     if isinstance(spec, str):
-        return ModelInfo(context_length=hf.spec_context_length(spec) or DEFAULT_CONTEXT)
+        return ModelInfo(context_length=hf.spec_context_length(spec, trust_remote_code) or DEFAULT_CONTEXT)
     if isinstance(spec, nn.Module):
         return ModelInfo(context_length=declared_context(spec))
     raise ValueError(
@@ -47,16 +48,23 @@ def model_info(spec: Any) -> ModelInfo:
     )
 
 
-def check_served(models: dict[str, Any]) -> None:
+TRUST_OPTION = "start rlnb serve with --trust-remote-code (create_app(..., trust_remote_code=True))"
+"""How a server is told to run its model folders' own code: what a refusal of such a folder advises."""
+
+
+def check_served(models: dict[str, Any], trust_remote_code: bool = False) -> None:
     """A ``ValueError`` (``ImportError`` for missing libraries) naming the ``models`` entry no loader can read, so that
-    ``create_app`` refuses it as ``rlnb serve --model`` does, before the server answers for it."""
+    ``create_app`` refuses it as ``rlnb serve --model`` does, before the server answers for it. A folder with code of
+    its own is refused unless ``trust_remote_code``, advising the server's option (connect's keyword is no server's)."""
+    from rlnb.engine.models.hf import TRUST_ADVICE
+
     for name, spec in models.items():
         try:
-            model_info(spec)
+            model_info(spec, trust_remote_code)
         except ImportError as exc:  # its libraries are missing: the message names the pip install
             raise ImportError(f"models[{name!r}]: {exc}") from None
         except ValueError as exc:
-            raise ValueError(f"models[{name!r}]: {exc}") from None
+            raise ValueError(f"models[{name!r}]: {str(exc).replace(TRUST_ADVICE, TRUST_OPTION)}") from None
 
 
 def parse_model_option(option: str) -> tuple[str, str]:
@@ -71,7 +79,7 @@ def supported_models(settings: ServerSettings) -> wire.SupportedModels:
     data = []
     for name, spec in settings.models.items():
         try:  # checked when the server started; a folder removed since leaves the other models listed
-            n = model_info(spec).context_length
+            n = model_info(spec, settings.trust_remote_code).context_length
         except (ValueError, OSError) as exc:
             log.warning("rlnb serve: supported-models leaves out %s, which cannot be read now: %s", name, exc)
             continue

@@ -10,7 +10,7 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rlnb import wire
@@ -32,9 +32,12 @@ def start_error_code(exc: BaseException) -> wire.SessionErrorCode:
     return wire.SessionErrorCode.RESOURCE_AT_CAPACITY if out_of_memory(exc) else wire.SessionErrorCode.SESSION_FAILED
 
 
-def failed_start(exc: BaseException, resume: Path | None, cid: str | None, served: str) -> str:
+def failed_start(
+    exc: BaseException, resume: Path | None, cid: str | None, served: str, models: Mapping[str, object] | None = None
+) -> str:
     """Why a session's model could not be built, for its ``error.message`` (was the 400 or 500 of the create).
-    The checkpoint's path on this server is none of the client's: it is named by its id. Only the engine's refusal of
+    The checkpoint's path on this server is none of the client's: it is named by its id, and a model folder a
+    refused resume names by the name it is served as (``models``: the server's). Only the engine's refusal of
     the adapters is the client's ``lora_config``; any other failure names the server's setting ``served``."""
     from rlnb.engine.checkpoints import CheckpointMismatch
 
@@ -48,10 +51,23 @@ def failed_start(exc: BaseException, resume: Path | None, cid: str | None, serve
         source = f" from checkpoint {cid}" if resume is not None else ""  # by the id the client sent
         return f"out of memory building the session's model{source} ({type(exc).__name__}): {detail}"
     if isinstance(exc, CheckpointMismatch) or (isinstance(exc, RuntimeError) and resume is not None):
+        detail = by_served_name(detail, models or {})
         return f"resume_from_checkpoint_id: checkpoint {cid} does not fit this session: {detail}"
     if isinstance(exc, OptionRefused) and exc.field == "lora":  # the engine says "lora: ...", its keyword
         return f"lora_config: {detail.removeprefix('lora: ')}"
     return f"building the session's model failed ({type(exc).__name__}): {served}: {detail}"
+
+
+def by_served_name(text: str, models: Mapping[str, object]) -> str:
+    """``text`` with each served model's folder, quoted as the engine quotes it (as given, or resolved), in place of
+    its served name: a client knows the models by name, and the server's paths are none of its business."""
+    spellings: dict[str, str] = {}
+    for name, spec in models.items():
+        if isinstance(spec, str) and Path(spec).expanduser().is_dir():
+            spellings.update({repr(spec): repr(name), repr(str(Path(spec).expanduser().resolve())): repr(name)})
+    for spelled in sorted(spellings, key=len, reverse=True):  # a folder inside another's is replaced first
+        text = text.replace(spelled, spellings[spelled])
+    return text
 
 
 def served_model(name: str, spec: object) -> str:
@@ -143,7 +159,7 @@ class SessionsMixin(RegistryCore):
         except BaseException as exc:  # noqa: BLE001 - a damaged checkpoint, a bad LoRA target, out of memory, a model's
             # own sys.exit (left CREATING for good, its slot held, nothing logged): the session ends ERROR saying why
             served = served_model(rec.base_model, self.settings.models[rec.base_model])
-            self._not_built(rec, failed_start(exc, resume, cid, served), start_error_code(exc))
+            self._not_built(rec, failed_start(exc, resume, cid, served, self.settings.models), start_error_code(exc))
             return
         with self.lock:
             rec.backend, rec.lora_config = backend, backend.session().lora_config

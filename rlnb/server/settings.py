@@ -46,6 +46,10 @@ class ServerSettings:
     models: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_MODELS))
     dtype: str = "auto"
     """Weights' dtype of the served models, one of ``WEIGHT_DTYPES`` ("auto": the checkpoint's own)."""
+    trust_remote_code: bool = False
+    """Run the Python code a served model folder ships (``auto_map`` in its config: a custom architecture), as
+    ``rlnb.connect(..., trust_remote_code=True)`` does (``rlnb serve --trust-remote-code``); off: such a folder is
+    refused at the start, since its code would run with the server's rights."""
     threads: int | None = None
     """torch's intra-op threads of each session's operations on the CPU, as ``rlnb.connect(..., threads=N)``
     (``rlnb serve --threads N``): a seeded remote run repeats bit for bit at a fixed count only (the sums of a
@@ -192,7 +196,8 @@ class ServerSettings:
 
         object.__setattr__(self, "threads", check_threads(self.threads))
         resolve_device(self.device)  # a device that is not there stops the server before it listens
-        check_served(self.models)  # nor does a model no loader finds (every session of it failed, supported-models 500)
+        # nor does a model no loader finds (every session of it failed, supported-models 500)
+        check_served(self.models, self.trust_remote_code)
         if self.checkpoint_dir is not None:  # nor does a folder that cannot hold checkpoints
             object.__setattr__(self, "checkpoint_dir", checkpoint_folder(self.checkpoint_dir))
             refuse_foreign_state_dir(self.checkpoint_dir, self.state_dir)

@@ -301,3 +301,35 @@ def test_a_sessions_own_temporary_folder_goes_at_close_unless_a_checkpoint_is_le
     with rlnb.connect("local", record=False, threads=1, checkpoint_dir=named) as s:
         lr_find(rlnb.AdamParams(), s, steps=5)
     assert named.is_dir()
+
+
+def test_a_default_folder_session_removes_the_dead_partials_in_the_other_sessions_default_folders(
+    tmp_path, monkeypatch
+):
+    """A kernel killed mid-save with the default ``checkpoint_dir`` left its partial, a checkpoint's size, in its own
+    ``rlnb-checkpoints-*`` folder for good: no session reopens another's random folder. A session that makes its own
+    folder removes the dead processes' partials in the others; a live writer's, a saved checkpoint, another folder's
+    files and the folders themselves stay."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    hex12, dead = "0123456789ab", _dead_pid()
+    killed, live, other = tmp_path / "rlnb-checkpoints-k1ll3d", tmp_path / "rlnb-checkpoints-l1ve", tmp_path / "mine"
+    for folder in (killed, live, other):
+        folder.mkdir()
+    gone = [killed / _partial(f"ckpt-train-{hex12}.pt", dead), killed / _partial(f"ckpt-infer-{hex12}", dead)]
+    gone[0].write_bytes(b"half a checkpoint")
+    (gone[1] / "merged").mkdir(parents=True)
+    kept = [
+        killed / f"ckpt-train-{hex12}.pt",  # saved whole before the kill
+        live / _partial(f"ckpt-train-{hex12}.pt", os.getppid()),  # a live session's save under way
+        other / _partial(f"ckpt-train-{hex12}.pt", dead),  # not a session's own folder
+    ]
+    for path in kept:
+        path.write_bytes(b"kept")
+    with local_session() as s:
+        assert all(path.exists() for path in gone)  # nothing is looked at before the session makes its folder
+        ckpt = s.save_training_checkpoint().result(timeout=60).checkpoint
+        (own,) = set(tmp_path.glob("rlnb-checkpoints-*")) - {killed, live}
+        assert [p.name for p in own.iterdir()] == [f"{ckpt.id}.pt"]
+    assert not any(path.exists() for path in gone) and all(path.exists() for path in kept)

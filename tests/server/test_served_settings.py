@@ -26,10 +26,10 @@ def test_a_model_that_went_missing_after_the_start_leaves_the_others_listed(tmp_
     """A folder removed once the server runs: supported-models was a 500 for every model, the built-ins too."""
     read = models_module.model_info
 
-    def gone(spec):
+    def gone(spec, trust_remote_code=False):
         if spec == "small":
             raise ModelLoadError("model 'small': its folder is gone")
-        return read(spec)
+        return read(spec, trust_remote_code)
 
     with app_client(tmp_path) as c:
         monkeypatch.setattr(models_module, "model_info", gone)

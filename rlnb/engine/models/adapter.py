@@ -53,6 +53,12 @@ class ModelAdapter:
     """The base weights' digest as loaded (``model_setup.fingerprint``): what a checkpoint's base is checked by."""
     base_dtype: str | None = None
     """The base weights' dtype as loaded (``"bfloat16"``): a LoRA checkpoint's base is named by it before its digest."""
+    base_config: dict[str, str] | None = None
+    """The base's config as loaded (``base_identity.config_fields``): a checkpoint's base is checked by it too."""
+    shown_name: str | None = None
+    """What exports call the base model in place of the folder it was loaded from (``rlnb serve``'s served name)."""
+    base_tokenizer: str | None = None
+    """The tokenizer's digest (``base_identity.tokenizer_digest``): a checkpoint's base is checked by it too."""
 
     def __init__(self, module: nn.Module, name: str, codec: Codec, device: torch.device) -> None:
         self.module = module

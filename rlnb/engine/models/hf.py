@@ -38,6 +38,8 @@ class ModelLoadError(ValueError):
 
 CODE_FILES = ("config.json", "tokenizer_config.json")
 """Where a folder names its own code (``auto_map``)."""
+TRUST_ADVICE = "pass trust_remote_code=True: rlnb.connect('local', model=..., trust_remote_code=True)"
+"""How ``check_code``'s refusal says to trust a folder's code (``rlnb serve`` says its own option in its place)."""
 
 
 def failure_text(exc: BaseException) -> str:
@@ -73,8 +75,7 @@ def check_code(path: Path, spec: str, trust_remote_code: bool) -> None:
                 names = ", ".join(sorted(map(str, mapped))) if isinstance(mapped, dict) else str(mapped)[:100]
                 raise ModelLoadError(
                     f"model {spec!r} ships its own Python code: {file} maps {names} to it (auto_map), and "
-                    "rlnb does not run a model folder's code unless asked. If you trust this folder, pass "
-                    "trust_remote_code=True: rlnb.connect('local', model=..., trust_remote_code=True)"
+                    f"rlnb does not run a model folder's code unless asked. If you trust this folder, {TRUST_ADVICE}"
                 )
             else:
                 continue
@@ -102,6 +103,8 @@ def resolve(spec: str, what: str = "model") -> Path:
         folder = str(path.parent)
         raise ModelLoadError(f"{what} {spec!r} is a file, not a folder: give the folder that holds it, {folder!r}")
     if path.is_dir():
+        if what == "model":
+            refuse_not_model(path, spec)
         if what == "model" and not (path / "config.json").is_file():
             raise ModelLoadError(f"{spec!r} is a directory but holds no config.json: not a Hugging Face model")
         if what == "tokenizer" and not any((path / f).is_file() for f in TOKENIZER_FILES):
@@ -113,7 +116,7 @@ def resolve(spec: str, what: str = "model") -> Path:
 
     fetch = f"hf download {spec}"
     try:
-        return Path(snapshot_download(spec, local_files_only=True))
+        found = Path(snapshot_download(spec, local_files_only=True))
     except HFValidationError:
         raise ModelLoadError(
             f"{what} {spec!r} is neither a local directory nor a Hugging Face model id (namespace/name)"
@@ -127,6 +130,31 @@ def resolve(spec: str, what: str = "model") -> Path:
             f"({os.environ.get('HF_HUB_CACHE') or '~/.cache/huggingface/hub'}){builtin}; rlnb loads models "
             f"offline. Fetch it once with:  {fetch}"
         ) from None
+    if what == "model":
+        refuse_not_model(found, spec)
+    return found
+
+
+def refuse_not_model(path: Path, spec: str) -> None:
+    """A ``ModelLoadError`` for a folder that holds something rlnb saved or trains, not a model to load: an inference
+    checkpoint (``rlnb.json``: its model is in ``merged/``), or a peft adapter (``adapter_config.json``), alone or
+    beside a model's files (both variants of a checkpoint downloaded into one folder), which transformers would attach
+    to that model with every base weight frozen: a session would find nothing to train, and LoRA no layer to adapt."""
+    if (path / "rlnb.json").is_file() and (path / "merged").is_dir():
+        raise ModelLoadError(
+            f"model {spec!r} is an rlnb inference checkpoint, not a model folder: give its merged weights, "
+            f"{str(path / 'merged')!r}, as the model, or resume from the checkpoint (resume_from=, with its base "
+            "model as the model) to go on training it"
+        )
+    if (path / "adapter_config.json").is_file():
+        beside = "beside a model's files" if (path / "config.json").is_file() else "without a model"
+        where = "" if Path(spec).expanduser() == path else f" ({path})"  # a hub id's: its snapshot folder
+        raise ModelLoadError(
+            f"model {spec!r}{where} holds a peft adapter (adapter_config.json) {beside}; rlnb loads a folder whose "
+            "weights are the whole model. Give the folder of the base model the adapter was trained on (and resume "
+            "from its training checkpoint to go on training it), or a folder of merged weights; if this "
+            "folder's model is the one to train, move adapter_config.json and the adapter's weights out of it"
+        )
 
 
 @contextlib.contextmanager
@@ -272,26 +300,3 @@ def config_context_length(config: Any) -> int | None:
         if isinstance(value, int) and value > 0:
             return value
     return None
-
-
-def untie_head(model: Any, state: dict[str, torch.Tensor]) -> bool:
-    """Give a model whose output head is tied to its input embedding (GPT-2) a head of its own when ``state``
-    holds two different tensors for them, as a merged checkpoint does whose head LoRA trained (transformers
-    loads it untied too): loading ``state`` into the tied model would copy both into its one shared tensor,
-    the last one written winning. True if it untied the head."""
-    head, emb = model.get_output_embeddings(), model.get_input_embeddings()
-    if head is None or emb is None or head.weight is not emb.weight:
-        return False
-    given = [state[k] for k, v in model.state_dict(keep_vars=True).items() if v is emb.weight and k in state]
-    if all(torch.equal(given[0], t) for t in given[1:]):  # also when the state names one of them only
-        return False
-    head.weight = nn.Parameter(emb.weight.detach().clone(), requires_grad=emb.weight.requires_grad)
-    model.config.tie_word_embeddings = False  # nothing ties them again (tie_weights reads the config)
-    return True
-
-
-def tie_head(model: Any, tie_word_embeddings: object) -> None:
-    """Undo ``untie_head``: the head is the input embedding's tensor again and the config's ``tie_word_embeddings``
-    what it was before (a resume refused once it had untied a ``model=`` module gives it back as it was)."""
-    model.get_output_embeddings().weight = model.get_input_embeddings().weight
-    model.config.tie_word_embeddings = tie_word_embeddings

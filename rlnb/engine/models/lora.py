@@ -204,8 +204,21 @@ def merged_state_dict(model: nn.Module) -> dict[str, Tensor]:
     return out
 
 
-def save_adapter(model: nn.Module, directory: Path) -> None:
-    """The adapter alone, in peft's format (``PeftModel.from_pretrained(base, directory)`` loads it)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Could not identify embedding layer", category=UserWarning)
-        model.save_pretrained(directory, save_embedding_layers=False)  # type: ignore[operator]
+def save_adapter(model: nn.Module, directory: Path, base_name: str | None = None) -> None:
+    """The adapter alone, in peft's format (``PeftModel.from_pretrained(base, directory)`` loads it). ``base_name``:
+    what its ``adapter_config.json`` and model card call the base model in place of the folder it was loaded from
+    (``rlnb serve``'s served name: a download hands out no path of the server's)."""
+    peft_model: Any = model
+    base = peft_model.get_base_model()
+    named = [(c, "base_model_name_or_path") for c in peft_model.peft_config.values()]  # adapter_config.json
+    named += [(base.config, "_name_or_path"), (base, "name_or_path")]  # the model card's base_model and its tag
+    kept = [(owner, attr, getattr(owner, attr)) for owner, attr in named if hasattr(owner, attr)]
+    try:
+        for owner, attr, _ in kept if base_name is not None else ():
+            setattr(owner, attr, base_name)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Could not identify embedding layer", category=UserWarning)
+            peft_model.save_pretrained(directory, save_embedding_layers=False)
+    finally:
+        for owner, attr, value in kept:
+            setattr(owner, attr, value)
