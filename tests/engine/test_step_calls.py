@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # builds a session and runs 30 profiled steps
 
 TEXT = list(b"hello world, this is a training step of rlnb")
 STEPS = 10
-BOUND = 181
+BOUND = 182
 """Python calls outside torch per forward-backward + optim-step + result(): 752 before issue 20's cuts (a call per
 record field to spell its floats, a path join per line written, a dtype check per gradient, a ``Future.done()`` per
 status report or ``done()``), 464 after; 469 later, 425 after the second cut (a generator per part of a submitted
@@ -51,15 +51,17 @@ after a fixed count set by ``ThreadUse.before`` itself (the lease's ``apply``, 2
 held until it is whole (``ctrl_c.hold``, 2); 177 with the checks the engine shares with ``FakeBackend`` made
 functions of ``rlnb.engine.refusals`` (a loss input's ``check_loaded`` and its finiteness lambda, 3; the target ids'
 ``check_target_ids``, 1) and a body's unset fields left out (``wire.given``, 1); 178 with the loss inputs' keys
-checked by the function ``FakeBackend`` calls too (``refusals.check_given``, once a forward-backward, 1): the bound
-leaves room for checks to come, not for those costs to return."""
+checked by the function ``FakeBackend`` calls too (``refusals.check_given``, once a forward-backward, 1); 180 with a
+forward-backward's batch checks a function that ``custom_forward_backward`` shares (``bodies.batch_list``, 1): the
+bound leaves room for checks to come, not for those costs to return."""
 
 
-MUON_BOUND = 215
+MUON_BOUND = 216
 """The same for a Muon session's step with its one ``MuonParams``: 322 while its check, body and recorded params were
 made afresh each step (``StepParams`` kept them for ``AdamParams`` only) and the worker resolved its body each time,
 272 after, 269 with the engine's own AdamW step; 270 later, 230 after the cuts ``BOUND`` tells of, 234 with
-``jsontext.row_line``, 215 after the ninth cut, 212 after the tenth, 210 after the eleventh."""
+``jsontext.row_line``, 215 after the ninth cut, 212 after the tenth, 210 after the eleventh, 215 with a step's later
+checks (``bodies.batch_list`` the last)."""
 
 
 AUTO_EXTRA = 3
