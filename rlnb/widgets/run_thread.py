@@ -72,7 +72,7 @@ def run(panel: Any, n: int) -> None:
     thread's ``rl_step`` as ``rl_step`` is.
     The session's step as last read is the line's: reading it is a GET on a remote session, which would fail again in
     the handler of a server that has gone (the error escaping, the status staying green)."""
-    done, seen, said, error = 0, "?", "", False
+    done, seen, said, error = 0, str(panel._step), "", False  # the step last read: its GET may fail (a server gone)
     try:
         step = panel._step = panel.session.step
         seen = str(step)
@@ -207,8 +207,9 @@ def _end(panel: Any, said: str, error: bool) -> None:
                 panel.error = panel.error if error else failed
                 said, error = f"{said} · then its buttons failed: {failure_text(failed)}", True
             # Run off after it: why (the N field); Step and Run off for good (the builder closed, or given to a panel
-            # on another session): why, which ``_sync_buttons`` said just before this line replaced it
-            shut = turns.form_closed(panel) or turns.elsewhere(panel)
+            # on another session), or until the form is valid: why, which ``_sync_buttons`` said just before this line
+            # replaced it
+            shut = turns.form_closed(panel) or turns.elsewhere(panel) or panel.form_problem()
             why = f" · <span style='color:{RED}'>{html.escape(shut, quote=False)}</span>" if shut else ""
             panel.line.show(said + panel.line.n_said() + why, error=error)
 
