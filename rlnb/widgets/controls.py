@@ -49,7 +49,11 @@ def _read(text: str, box: W.Widget) -> float:
     """What the browser sent ``box``, as the kernel reads it (``ascii_number``): "1e400" is inf and an empty or
     unreadable box NaN, each refused by the check naming the field and its range; what was typed stays in the box."""
     box.typed = text
-    return _number(text)
+    value, old = _number(text), box.value
+    if value == old and math.copysign(1.0, value) != math.copysign(1.0, old):  # traitlets takes -0.0 == 0.0 for no
+        # change: "-0" then "0" re-checked nothing, and the form's message went on naming -0.0 (sent after the value)
+        box.notify_change(traitlets.Bunch(name="value", old=old, new=value, owner=box, type="change"))
+    return value
 
 
 def _number(text: str) -> float:
@@ -179,9 +183,10 @@ def controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, An
     for name in fields:
         if name == "learning_rate":
             out[name] = LearningRate(*lr_range, description="learning rate")
-        else:  # FloatText for NS steps too: "2.5" must reach the check as 2.5, not as 25
-            label = "NS steps" if name == "newton_schulz_steps" else name.replace("_", " ")
-            out[name] = NumberBox(description=label, style=WIDE, layout=field())
+        elif name == "newton_schulz_steps":  # a count, shown as 5, not 5.0; "2.5" reaches the check as 2.5
+            out[name] = CountBox(description="NS steps", style=WIDE, layout=field())
+        else:
+            out[name] = NumberBox(description=name.replace("_", " "), style=WIDE, layout=field())
     return out
 
 

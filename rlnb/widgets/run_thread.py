@@ -13,7 +13,7 @@ from typing import Any
 
 from rlnb.params import SUBMIT_AGAIN
 from rlnb.session.step_turn import WAIT_SLICE, told
-from rlnb.widgets import focus_back, turns
+from rlnb.widgets import focus_back, outage, turns
 from rlnb.widgets.status_line import FINDING, RED
 from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
 
@@ -74,6 +74,7 @@ def run(panel: Any, n: int) -> None:
     the handler of a server that has gone (the error escaping, the status staying green)."""
     done, seen, said, error = 0, str(panel._step), "", False  # the step last read: its GET may fail (a server gone)
     try:
+        outage.watch(panel)
         step = panel._step = panel.session.step
         seen = str(step)
         for _ in range(n):
@@ -195,7 +196,7 @@ def _end(panel: Any, said: str, error: bool) -> None:
     finally:
         with panel._ending:
             panel._busy.clear()
-            panel.line.held = ""
+            panel.line.held = panel.line.outage = ""
             panel.builder.clear_notice()  # a click on the locked tab mid-run: "the run goes on" is over
             failed = buttons_back(panel)  # its buttons, and those of another panel that waited for this run
             try:

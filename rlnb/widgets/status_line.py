@@ -30,6 +30,7 @@ class StatusLine:
         self.n_problem = ""  # why Run N is off (the N field), said after a run's line and how it ended: in its place
         # it would hide the run's progress until the next step, and Run would stay off after the run with no reason
         self.waits: str | None = None
+        self.outage = ""  # a remote server not answering the run's polls (``outage``), said after the run's line
 
     def show(self, text: str, error: bool = False) -> None:
         """``text`` (HTML, escaped by the caller), red when ``error``."""
@@ -37,9 +38,13 @@ class StatusLine:
         self.widget.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
 
     def show_run(self, line: str | None = None) -> None:
-        """The run's line (``line``, else the last one), and after it ``held`` if any."""
+        """The run's line (``line``, else the last one), and after it ``held`` and ``outage`` if any."""
         self.run = self.run if line is None else line
-        held = f" · <span style='color:{ORANGE}'>⚠ {html.escape(self.held, quote=False)}</span>" if self.held else ""
+        held = "".join(
+            f" · <span style='color:{color}'>⚠ {html.escape(said, quote=False)}</span>"
+            for said, color in ((self.held, ORANGE), (self.outage, RED))
+            if said
+        )
         self.show(self.run + held + self.n_said())
 
     def n_said(self) -> str:

@@ -85,3 +85,29 @@ def test_find_lrs_result_stays_shown_and_apply_is_off_while_the_form_is_invalid(
         assert finder.apply_button.disabled and "applied lr 0.01" in text(finder.status.value)
     finally:
         b.close()
+
+
+def test_ns_steps_shows_a_whole_count_and_a_typed_fraction_is_refused():
+    b = OptimizerBuilder("muon")
+    try:
+        ns = b.muon["newton_schulz_steps"]
+        assert ns.get_state()["value"] == "5" and b.params.request_body()["muon_params"]["newton_schulz_steps"] == 5
+        ns.set_state({"value": "2.5"})  # as typed in the browser: checked as 2.5, not cut to 2
+        assert any(e.startswith("MuonParams.newton_schulz_steps = 2.5 is invalid") for e in b.errors), b.errors
+        ns.set_state({"value": "7"})
+        assert b.valid and b.params.request_body()["muon_params"]["newton_schulz_steps"] == 7
+    finally:
+        b.close()
+
+
+def test_typing_0_after_minus_0_checks_the_form_again():
+    """traitlets takes -0.0 == 0.0 for no change: the message went on naming -0.0 while the box showed 0."""
+    b = OptimizerBuilder("adam")
+    try:
+        b.min_ratio.set_state({"value": "-0"})
+        assert b.errors == ["Schedule.min_lr_ratio = -0.0 is invalid: must be a number in (0, 1]"]
+        b.min_ratio.set_state({"value": "0"})
+        assert b.min_ratio.get_state()["value"] == "0"
+        assert b.errors == ["Schedule.min_lr_ratio = 0.0 is invalid: must be a number in (0, 1]"]
+    finally:
+        b.close()
