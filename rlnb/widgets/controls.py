@@ -88,6 +88,13 @@ class NumberBox(W.Text):
         super().__init__(continuous_update=False, **kwargs)
 
 
+class StepsBox(NumberBox):
+    """Muon's NS steps: a count, shown as one (5, not 5.0); a float read from the text, so that 2.5 and 1e300 reach
+    the check as typed (``values`` sends a whole one as an int)."""
+
+    value = traitlets.Float(0.0).tag(sync=True, to_json=lambda v, box: _shown(whole(v), box), from_json=_read)
+
+
 class LearningRate:
     """A log-scale slider for dragging and a text box for exact entry, kept in step. Values set by
     the slider are rounded to 3 significant digits; a value typed beyond its range puts it at that end."""
@@ -183,8 +190,8 @@ def controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, An
     for name in fields:
         if name == "learning_rate":
             out[name] = LearningRate(*lr_range, description="learning rate")
-        elif name == "newton_schulz_steps":  # a count, shown as 5, not 5.0; "2.5" reaches the check as 2.5
-            out[name] = CountBox(description="NS steps", style=WIDE, layout=field())
+        elif name == "newton_schulz_steps":
+            out[name] = StepsBox(description="NS steps", style=WIDE, layout=field())
         else:
             out[name] = NumberBox(description=name.replace("_", " "), style=WIDE, layout=field())
     return out

@@ -1,7 +1,8 @@
 """A RunPanel's run on a remote session whose server stopped answering: said on the run's line from the first failed
-poll (how long, when the run fails, that Stop ends the wait), and a Stop meanwhile fails the operations in flight at
-once, each recorded as failed. The operations fail only at ``poll_failure_window``'s end (120 s): until then the line
-said a healthy run, the poller's warning in whichever cell's output stderr went to, and Stop waited for the window."""
+attempt (how long, when the run fails, that Stop ends the wait; ``RemoteBackend.outage``), and a Stop meanwhile fails
+the operations in flight at once, each recorded as failed (``RemoteBackend.give_up_waiting``). The operations fail by
+themselves only at ``poll_failure_window``'s end (120 s), with nothing on the line but a healthy run's progress, the
+poller's warning in whichever cell's output stderr goes to."""
 
 from __future__ import annotations
 
