@@ -26,6 +26,7 @@ from rlnb.remote.client import APIClient, ClientOptions
 from rlnb.remote.closing import SETTLE_POLLS, gone, settle, warn_running
 from rlnb.remote.poller import Poller
 from rlnb.remote.sender import Sender, tell
+from rlnb.remote.silence import Outage
 from rlnb.remote.start import STOP_RECONNECT, ModelLimits, SessionOptions, Start, stop_quietly
 from rlnb.remote.waiting import PollOptions
 from rlnb.secrets import redaction
@@ -167,6 +168,21 @@ class RemoteBackend:
     def operation_timeout(self) -> float:
         """Seconds after which an operation of this session fails ``TIMEOUT`` (``PollOptions.operation_timeout``)."""
         return self._poller.operation_timeout
+
+    def outage(self) -> Outage | None:
+        """The server not answering any attempt (a poll, a POST, a GET), from the first that failed (``Silence``);
+        None while it answers."""
+        silent = self.client.silence.now()
+        if silent is None:
+            return None
+        window = self._poller.failure_window if self._poller.following else None
+        return Outage(silent[0], window, silent[1])
+
+    def give_up_waiting(self, why: str) -> int:
+        """A Stop while the server does not answer: the retries' waits end (``Silence.call_off``: a POST or GET fails
+        at once), and the operations in flight fail now, saying ``why`` (``Poller.give_up``). How many."""
+        self.client.silence.call_off()
+        return self._poller.give_up(why)
 
     def session(self) -> wire.Session:
         """The session as the API's GET returns it now; after ``close()``, as the stop returned it."""

@@ -47,6 +47,7 @@ from rlnb.remote.call_spec import (
 from rlnb.remote.features import ServerFeatures as ServerFeatures  # importable from here too, for callers that do
 from rlnb.remote.features import ServerInfo
 from rlnb.remote.retry import RetryPolicy
+from rlnb.remote.silence import CALLED_OFF, Silence
 from rlnb.remote.transport import DeadlineTransport, Proxies, deadline
 from rlnb.remote.urls import check_base_url, warn_cleartext
 from rlnb.secrets import redaction
@@ -105,6 +106,8 @@ class Caller:
             redaction.register(credential)
         self._server = ServerInfo(self._origin, server_extensions)
         self.features = self._server.features
+        self.silence = Silence()
+        """How long the server has not answered, from the first failed attempt (``RemoteBackend.outage``)."""
 
     @property
     def max_retries(self) -> int:
@@ -162,6 +165,7 @@ class Caller:
                 shown = request.url if trusted else request.url.copy_with(query=None)  # a presigned query signs
                 log.debug("%s %s -> %d in %.0f ms", request.method, shown, response.status_code, ms)
                 self._server.learn(request.url, response)
+                self.silence.answered()
                 if response.is_success:
                     return response
                 answered = response
@@ -237,7 +241,8 @@ class Caller:
         that is not ``idempotent`` is retried only when it surely did not act: no connection was made, or the server
         refused it (408, 409, 429); when no connection was made, one with a ``reconnect_until`` is retried only before
         it, at most ``RetryPolicy.reconnect_max_delay`` apart. The wait is ``RetryPolicy.pause``'s (the stops that
-        clean up: ``time.sleep``), which may call the retry off.
+        clean up: ``time.sleep``; none: ``silence``'s, which a Stop may end), which may call the retry off. An attempt
+        that got no answer is ``silence``'s.
         """
         method, url = request.method, self.redact(str(request.url.copy_with(query=None)))
         delay = self.retry.delay(attempt, response.headers if response is not None else None)
@@ -252,6 +257,7 @@ class Caller:
             if isinstance(error, httpx.UnsupportedProtocol):
                 what += f" (the URL's scheme is {request.url.scheme!r}: the transport cannot send it; nothing was sent)"
             what += self._proxies.said(request.url)
+            self.silence.failed(what)
             if unsent and call.reconnect_until is not None:
                 delay, reconnect_until = min(delay, self.retry.reconnect_max_delay), call.reconnect_until
         now, more = time.monotonic(), retry and attempt < self.retry.max_retries
@@ -262,12 +268,17 @@ class Caller:
         if more and not late and not shut:
             log.info("%s %s: %s; retry %d of %d in %.2f s", method, url, what, attempt + 1, self.retry.max_retries,
                      delay)  # fmt: skip
-            if self.retry.pause is None or call.reconnect_until is not None:  # the stops that clean up always sleep
+            if call.reconnect_until is not None:  # the stops that clean up always sleep
                 time.sleep(delay)
                 return
-            if not self.retry.called_off(delay, response.status_code if response is not None else None):
+            if self.retry.pause is None:
+                if not self.silence.wait(delay):
+                    return
+                off = CALLED_OFF
+            elif not self.retry.called_off(delay, response.status_code if response is not None else None):
                 return
-            off = f"; the retry after attempt {attempt + 1} was called off (RetryPolicy.pause)"
+            else:
+                off = f"; the retry after attempt {attempt + 1} was called off (RetryPolicy.pause)"
         if "Authorization" in request.headers:  # the cause of what we raise keeps this request
             request.headers["Authorization"] = f"Bearer {redaction.MASK}"
         if response is not None:

@@ -213,6 +213,23 @@ class Poller:
                 else min(now + poll_interval(now - op.changed, self.poll_min, self.poll_max), op.deadline)
             )
 
+    @property
+    def following(self) -> bool:
+        """Whether operations are in flight (polled)."""
+        return bool(self._inflight)
+
+    def give_up(self, why: str) -> int:
+        """Fail every operation in flight now (``TIMEOUT``, ``why`` and its last status said; the server may still run
+        it), as the failure window's end does; a Stop while the server does not answer. How many it failed."""
+        with self._cond:
+            ops, self._inflight = self._inflight, []
+            for op in ops:
+                op.ended = True
+        for op in ops:
+            message = f"{why}; the operation was last {_said(op.env.status)} and its outcome is unknown"
+            report(op, wire.Operation.failed(op.env.id, wire.OperationErrorCode.TIMEOUT, message))
+        return len(ops)
+
     def _newer(self, op: InFlight, status: str) -> None:
         """A status newer than rlnb's list (``wire.Newer``) may or may not end the operation: it is polled on under its
         deadline, and each such status is said once (failing the operation at once would fail one that may succeed)."""
@@ -255,16 +272,8 @@ class Poller:
         # The window is spent: a later operation's polls get one of their own (kept, its start was past, and every
         # later poll's retries ended before they began, failing each operation at once with this error).
         self._failing_since, self._last_failure = None, None
-        with self._cond:
-            ops, self._inflight = self._inflight, []
-        for op in ops:
-            op.ended = True
-            report(op, wire.Operation.failed(
-                op.env.id,
-                wire.OperationErrorCode.TIMEOUT,
-                f"every poll failed for {failing:.0f} s (poll_failure_window {self.failure_window:g} s), last: "
-                f"{exc}; the operation was last {_said(op.env.status)} and its outcome is unknown",
-            ))  # fmt: skip
+        window = f"poll_failure_window {self.failure_window:g} s"
+        self.give_up(f"every poll failed for {failing:.0f} s ({window}), last: {exc}")
 
 
 def report(op: InFlight, env: wire.Operation[Any]) -> None:

@@ -52,7 +52,11 @@ def _read(text: str, box: W.Widget) -> float:
     """What the browser sent ``box``, as the kernel reads it (``ascii_number``): "1e400" is inf and an empty or
     unreadable box NaN, each refused by the check naming the field and its range; what was typed stays in the box."""
     box.typed = text
-    return _number(text)
+    value, old = _number(text), box.value
+    if value == old and math.copysign(1.0, value) != math.copysign(1.0, old):  # traitlets takes -0.0 == 0.0 for no
+        # change: "-0" then "0" re-checked nothing, and the form's message went on naming -0.0 (sent after the value)
+        box.notify_change(traitlets.Bunch(name="value", old=old, new=value, owner=box, type="change"))
+    return value
 
 
 def _number(text: str) -> float:
@@ -103,6 +107,13 @@ class NumberBox(W.Text):
         self.typed: str | None = None
         """The text last typed in the browser: the box keeps showing it while the value is the one it reads as."""
         super().__init__(continuous_update=False, **kwargs)
+
+
+class StepsBox(NumberBox):
+    """Muon's NS steps: a count, shown as one (5, not 5.0); a float read from the text, so that 2.5 and 1e300 reach
+    the check as typed (``values`` sends a whole one as an int)."""
+
+    value = traitlets.Float(0.0).tag(sync=True, to_json=lambda v, box: _shown(whole(v), box), from_json=_read)
 
 
 class LearningRate:
@@ -200,9 +211,10 @@ def controls(fields: tuple[str, ...], lr_range: tuple[int, int]) -> dict[str, An
     for name in fields:
         if name == "learning_rate":
             out[name] = LearningRate(*lr_range, description="learning rate")
-        else:  # FloatText for NS steps too: "2.5" must reach the check as 2.5, not as 25
-            label = "NS steps" if name == "newton_schulz_steps" else name.replace("_", " ")
-            out[name] = NumberBox(description=label, style=WIDE, layout=field())
+        elif name == "newton_schulz_steps":
+            out[name] = StepsBox(description="NS steps", style=WIDE, layout=field())
+        else:
+            out[name] = NumberBox(description=name.replace("_", " "), style=WIDE, layout=field())
     return out
 
 

@@ -51,6 +51,9 @@ class LRFinderControls(Suggestion):
         self._options: dict[str, Any] = {"steps": 30}
         self.result: Any = None
         """The last ``LRFind``."""
+        self.copies: Any = None
+        """The session the button's last range test copies; None: it runs on a fresh local session of ``model``."""
+        self._offered = False  # its suggestion is there to apply (not applied yet): Apply is on while the form is valid
         self.error: BaseException | None = None
         self.busy: Callable[[], str | None] = lambda: None
         """Why a range test must wait, or None: a RunPanel says so while its run trains the session."""
@@ -122,12 +125,15 @@ class LRFinderControls(Suggestion):
         (the builder calls this on every change, the RunPanel when its run starts and ends)."""
         running, waiting = self.running, self.busy()
         self.button.disabled = running or not self.builder.valid or waiting is not None
+        self.apply_button.disabled = running or not self.builder.valid or not self._offered  # applied into a form
+        # that cannot be sent, the rate set was no config's
         alone = getattr(self.builder, "panel", None) is None  # a panel's Stop ends it there
         self.stop_button.layout.display = None if running and alone else "none"
         if not running:
             if not self.builder.valid:
-                why = html.escape("; ".join(self.builder.errors))
-                self._say(f"<span style='color:{RED}'>Find LR needs a valid config — {why}</span>")
+                why = html.escape("; ".join(self.builder.errors))  # after the last result, which is not lost to it
+                said = f"<span style='color:{RED}'>Find LR needs a valid config — {why}</span>"
+                self._say(f"{self._said} · {said}" if self._said else said)
             elif waiting is not None:  # after how the last test ended, if it did: a result is not lost to the wait
                 self._say(f"{self._said + ' · ' if self._said else ''}Find LR waits: {html.escape(waiting)}")
             else:
@@ -159,7 +165,7 @@ class LRFinderControls(Suggestion):
             options.setdefault("model", self.model)  # refused model=, so a builder alone never reached a service)
         if self.session is None and kind == wire.MUON:
             options.setdefault("muon_scaling", self.scaling.value)
-        self.apply_button.disabled = True
+        self.apply_button.disabled, self._offered = True, False
         probe = find_probe.probe(options, own.objective if own is not None else None)
         self._probe = html.escape(probe)  # the progress says it: by then the first step has checked a guess
         guess = f" ({html.escape(GUESSED)})" if own is not None and not own.known else ""
@@ -173,7 +179,8 @@ class LRFinderControls(Suggestion):
         self.result = result
         unlike = unlike_edge(kind, options, self.session, self.model, self.builder.params)
         self._said = html.escape(self.describe(result, probe, unlike))
-        self.apply_button.disabled = result.params is None
+        self._offered = result.params is not None
+        self.apply_button.disabled = not (self._offered and self.builder.valid)
         if threading.current_thread() is not self._thread:  # the button's test says it once its buttons are back
             self._say(self._said)
         return result
@@ -191,6 +198,7 @@ class LRFinderControls(Suggestion):
             self._say(self._said)
             return
         self.error, self.stopped_by = None, None
+        self.copies = self.session
         self.button.disabled = True
         self._halt.clear()
         self._ended.clear()
@@ -270,6 +278,11 @@ class LRFinderControls(Suggestion):
         self._refocus = self._stopped = False
         stop = getattr(getattr(self.builder, "panel", None), "stop_button", None) or self.stop_button
         stop.on_click(self._stop_clicked, remove=True)
+
+    def apply(self) -> None:
+        """``Suggestion.apply``; Apply stays off once it has set the rate, until the next test's suggestion."""
+        super().apply()
+        self._offered = not self.apply_button.disabled
 
     def stop(self) -> None:
         """End the range test in flight after its step in progress; it then suggests from the steps it has

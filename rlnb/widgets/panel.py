@@ -248,7 +248,11 @@ class RunPanel:
 
     def _show_ready(self) -> None:
         waits = turns.taken(self) or turns.elsewhere(self)
-        self.line.ready(self.session, self._step, waits, turns.form_closed(self), self._finding())
+        self.line.ready(self.session, self._step, waits, turns.form_closed(self), self._finding(), self.form_problem())
+
+    def form_problem(self) -> str | None:
+        """Why the form cannot be sent (Step and Run off), as the line says it; None while it is valid."""
+        return None if self.builder.valid else "fix the optimizer form: " + "; ".join(self.builder.errors)
 
     def _finding(self) -> bool:
         """Whether this panel's own Find LR runs (its Step and Run off meanwhile), no run of its own going."""
@@ -264,7 +268,7 @@ class RunPanel:
         self.run_button.disabled = bool(off) or n_problem(whole(self.n.value)) is not None
         self.stop_button.disabled = not (busy or finding) and waits is None
         said = held if self.builder.closed else waits or held  # the reason ``_show_ready`` gives first
-        said = said or (FINDING if self._finding() else None)
+        said = said or (FINDING if self._finding() else None) or (None if busy else self.form_problem())
         if self.line.stale(said, busy):  # "ready" once Step is: a click on reading it is not lost
             self._show_ready()
         self.builder.lr_finder.sync()

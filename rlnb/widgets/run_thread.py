@@ -13,7 +13,7 @@ from typing import Any
 
 from rlnb.params import SUBMIT_AGAIN
 from rlnb.session.step_turn import WAIT_SLICE, told
-from rlnb.widgets import focus_back, turns
+from rlnb.widgets import focus_back, outage, turns
 from rlnb.widgets.status_line import FINDING, RED
 from rlnb.widgets.steps import done_text, failure_text, log_figures, waiting_text
 
@@ -72,8 +72,9 @@ def run(panel: Any, n: int) -> None:
     thread's ``rl_step`` as ``rl_step`` is.
     The session's step as last read is the line's: reading it is a GET on a remote session, which would fail again in
     the handler of a server that has gone (the error escaping, the status staying green)."""
-    done, seen, said, error = 0, "?", "", False
+    done, seen, said, error = 0, str(panel._step), "", False  # the step last read: its GET may fail (a server gone)
     try:
+        outage.watch(panel)
         step = panel._step = panel.session.step
         seen = str(step)
         for _ in range(n):
@@ -195,7 +196,7 @@ def _end(panel: Any, said: str, error: bool) -> None:
     finally:
         with panel._ending:
             panel._busy.clear()
-            panel.line.held = ""
+            panel.line.held = panel.line.outage = ""
             panel.builder.clear_notice()  # a click on the locked tab mid-run: "the run goes on" is over
             failed = buttons_back(panel)  # its buttons, and those of another panel that waited for this run
             try:
@@ -207,8 +208,9 @@ def _end(panel: Any, said: str, error: bool) -> None:
                 panel.error = panel.error if error else failed
                 said, error = f"{said} · then its buttons failed: {failure_text(failed)}", True
             # Run off after it: why (the N field); Step and Run off for good (the builder closed, or given to a panel
-            # on another session): why, which ``_sync_buttons`` said just before this line replaced it
-            shut = turns.form_closed(panel) or turns.elsewhere(panel)
+            # on another session), or until the form is valid: why, which ``_sync_buttons`` said just before this line
+            # replaced it
+            shut = turns.form_closed(panel) or turns.elsewhere(panel) or panel.form_problem()
             why = f" · <span style='color:{RED}'>{html.escape(shut, quote=False)}</span>" if shut else ""
             panel.line.show(said + panel.line.n_said() + why, error=error)
 

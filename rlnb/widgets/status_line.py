@@ -30,6 +30,7 @@ class StatusLine:
         self.n_problem = ""  # why Run N is off (the N field), said after a run's line and how it ended: in its place
         # it would hide the run's progress until the next step, and Run would stay off after the run with no reason
         self.waits: str | None = None
+        self.outage = ""  # a remote server not answering the run's polls (``outage``), said after the run's line
 
     def show(self, text: str, error: bool = False) -> None:
         """``text`` (HTML, escaped by the caller), red when ``error``."""
@@ -37,9 +38,13 @@ class StatusLine:
         self.widget.value = f"<span class='rlnb-status' style='color:{color}'>{text}</span>"
 
     def show_run(self, line: str | None = None) -> None:
-        """The run's line (``line``, else the last one), and after it ``held`` if any."""
+        """The run's line (``line``, else the last one), and after it ``held`` and ``outage`` if any."""
         self.run = self.run if line is None else line
-        held = f" · <span style='color:{ORANGE}'>⚠ {html.escape(self.held, quote=False)}</span>" if self.held else ""
+        held = "".join(
+            f" · <span style='color:{color}'>⚠ {html.escape(said, quote=False)}</span>"
+            for said, color in ((self.held, ORANGE), (self.outage, RED))
+            if said
+        )
         self.show(self.run + held + self.n_said())
 
     def n_said(self) -> str:
@@ -54,14 +59,20 @@ class StatusLine:
         self.waits = waits
         self.show(f"not started: {html.escape(str(problem), quote=False)}", error=True)
 
-    def ready(self, session: Any, step: int, waits: str | None, shut: str | None = None, finding: bool = False) -> None:
+    def ready(
+        self, session: Any, step: int, waits: str | None, shut: str | None = None, finding: bool = False,
+        invalid: str | None = None,
+    ) -> None:  # fmt: skip
         """``step N · ready``; that ``session`` is closed (never ``ready``, buttons enabled, on a closed session), or
         ``shut``: why the panel cannot train at all (its builder closed); or ``step N · waits: …`` (``waits``: another
         panel's run or Find LR goes on it, or another panel holds its builder); or, ``finding``, that the panel's own
-        Find LR runs (``FINDING``: folded, or started from code, nothing else said why Step is off)."""
+        Find LR runs (``FINDING``: folded, or started from code, nothing else said why Step is off); or ``invalid``: why
+        the form cannot be sent (Step and Run off, and only the folded summary said so)."""
         self.waits = waits if shut is None else shut
         if self.waits is None and finding:
             self.waits = FINDING
+        if self.waits is None:
+            self.waits = invalid
         if session.closed:
             said = html.escape(f"session {session.id} is closed", quote=False)  # the id is its server's word
             self.show(f"{said}: connect a new one to train", error=True)
@@ -71,6 +82,8 @@ class StatusLine:
             self.show(f"step {step} · waits: {html.escape(waits, quote=False)}")
         elif finding:
             self.show(f"step {step} · {FINDING}")
+        elif invalid is not None:
+            self.show(f"step {step} · {html.escape(invalid, quote=False)}", error=True)
         else:
             self.show(f"step {step} · ready")
 

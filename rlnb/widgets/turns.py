@@ -196,8 +196,9 @@ def refusal(panel: Any, n: Any) -> Exception | None:
     why = taken(panel) or elsewhere(panel)
     if why is not None:
         return RuntimeError(why)
-    if panel.builder.lr_finder.running:
-        return RuntimeError("Find LR is running on this session; wait for it")
+    if (finder := panel.builder.lr_finder).running:  # a builder's own test, given to the panel mid-test: a fresh one
+        where = "on this session" if finder.copies is panel.session else "on a fresh session (it shares the CPU)"
+        return RuntimeError(f"this panel's Find LR is running {where}; wait for it")
     if (bad := n_problem(n)) is not None:
         return bad
     if not panel.builder.valid:

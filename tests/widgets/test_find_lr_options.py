@@ -109,3 +109,18 @@ def test_an_exit_stops_a_builders_own_find_lr_after_its_step_as_it_stops_a_panel
         b.lr_finder.stop()
         b.lr_finder.join(30)
         b.close()
+
+
+def test_a_misspelt_option_names_lr_finds_options_and_a_sessions_not_an_internal_class():
+    """``{"stepz": 5}`` was passed on to ``connect`` and said ``LocalBackend() got unexpected keyword argument(s)``."""
+    b = OptimizerBuilder("adam")
+    try:
+        b.lr_finder.options = {"stepz": 5}
+        b.lr_finder.button.click()
+        assert b.lr_finder.join(60)
+        said = html.unescape(re.sub(r"<[^>]+>", "", b.lr_finder.status.value))
+        assert "✗ TypeError: lr_find got unexpected keyword argument(s): stepz; its options are start_lr, " in said
+        assert "and those of a local session (rlnb.connect): checkpoint_dir" in said and "LocalBackend" not in said
+        assert isinstance(b.lr_finder.error, TypeError)
+    finally:
+        b.close()

@@ -147,7 +147,8 @@ def test_an_older_panel_whose_builder_a_panel_on_another_optimizer_holds_waits_s
 def test_the_status_says_ready_again_once_find_lr_has_ended(sessions, found):
     panel = RunPanel(sessions[0], every=0.05)
     panel.builder.lr_finder.button.click()
-    assert panel.start(1) is False and "not started: Find LR is running" in panel.status.value
+    assert panel.start(1) is False
+    assert "not started: this panel's Find LR is running on this session" in panel.status.value
     found[0].set()
     assert panel.builder.lr_finder.join(30)
     assert "step 0 · ready" in panel.status.value and RED not in panel.status.value
@@ -254,3 +255,21 @@ def test_while_its_own_find_lr_runs_the_panels_line_says_so_then_ready(sessions,
     found[0].set()
     assert p.builder.lr_finder.join(30) and text(p.status) == "step 0 · ready" and not p.step_button.disabled
     p.close()
+
+
+def test_a_builders_own_find_lr_given_to_a_panel_mid_test_is_said_to_run_on_a_fresh_session(sessions, found):
+    """The panel refused a Step with "Find LR is running on this session", of a test that ran on a fresh local
+    session (the builder's own, started before any panel had it)."""
+    b = OptimizerBuilder("adam")
+    b.lr_finder.button.click()
+    assert b.lr_finder.running
+    panel = RunPanel(sessions[0], b, step_fn=lambda s, p: None, every=0.05)
+    try:
+        assert panel.start(1) is False
+        fresh = "this panel's Find LR is running on a fresh session (it shares the CPU); wait for it"
+        assert str(panel.error) == fresh and text(panel.status) == f"not started: {fresh}"
+        assert found[1] == [(None, None)]  # it did run on a fresh session
+    finally:
+        found[0].set()
+        b.lr_finder.join(30)
+        panel.close()

@@ -16,6 +16,7 @@ rate) are ``rates``'s, the steps ``measure``'s, the curve and its suggestion ``c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import threading
@@ -33,6 +34,7 @@ from rlnb.history.runconfig import LOCAL
 from rlnb.params import MuonHyperparams, MuonParams, OptimizerParams, kind_of
 from rlnb.secrets import redaction
 from rlnb.session import Session, connect
+from rlnb.session.connect import keywords
 from rlnb.tasks import SEED_STRIDE, Task, VerifiedTask, digits_task, rl_step
 from rlnb.tasks.task import session_prompt_ids
 from rlnb.wire import OPERATION_TIMEOUT
@@ -93,11 +95,12 @@ def lr_find(
         raise TypeError(f"lr_find records its range test in a run of its own (an lr-find run id): {', '.join(own)} "
                         "cannot be given; runs_dir= says where")  # fmt: skip
     target, runs_dir = options.pop("target", LOCAL), options.pop("runs_dir", None)
+    local = not session.is_remote if session else target == LOCAL
+    _refuse_unknown(options, local)
     kind = kind_of(base)
     resolved = base.resolved()
     ratio = resolved.adam.learning_rate / resolved.learning_rate if isinstance(resolved, MuonHyperparams) else None
     check_lrs(base, start_lr, end_lr, range_key(kind, session, target, options))  # before anything is opened or sent
-    local = not session.is_remote if session else target == LOCAL
     check_range_test(test, local, options, copied=session is not None)
     if step_fn is None:  # a bad prompt would fail the first step, the session copied (or a new one opened) by then
         _check_prompts(test.task or digits_task(), session, target, options)
@@ -170,6 +173,20 @@ def _judged(
 
 OWN_RUN = frozenset({"history", "run_id"})
 """``connect`` keywords lr_find sets itself: its range test is a run of its own."""
+
+
+def _refuse_unknown(options: dict[str, Any], local: bool) -> None:
+    """``TypeError`` naming a keyword that is neither lr_find's nor its session's, with both lists: passed on to
+    ``connect``, a misspelt ``steps`` was blamed on ``LocalBackend()``, an internal class the caller never named."""
+    unknown = sorted(set(options) - keywords(LOCAL if local else "remote"))
+    if unknown:
+        own = [f.name for f in dataclasses.fields(RangeTestOptions)] + ["stop", "progress", "range_test", "target"]
+        session = sorted(keywords(LOCAL if local else "remote") - OWN_RUN - {"optimizer"})
+        where = "a local session" if local else "a remote session"
+        raise TypeError(
+            f"lr_find got unexpected keyword argument(s): {', '.join(unknown)}; its options are {', '.join(own)}, "
+            f"and those of {where} (rlnb.connect): {', '.join(session)}"
+        )
 
 
 def _remove_run(path: Path | None, refused: ValueError) -> None:
