@@ -70,8 +70,21 @@ class Parser(argparse.ArgumentParser):
     (``_negative_number_matcher`` is argparse's own; from Python 3.14 its rule takes ``-1e-3`` too, not ``-inf``.)"""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # ``--ste 5`` ran with --steps 5, and ``--tok`` took --token's value
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = _NEGATIVE
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        """argparse's, an option that takes one value given once (``_Once``): a repeatable one says so itself."""
+        if kwargs.get("action") is None and args and args[0].startswith("-"):
+            kwargs["action"] = _Once
+        return super().add_argument(*args, **kwargs)
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        for action in self._actions:
+            if isinstance(action, _Once):
+                action.given = False
+        return super().parse_known_args(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """argparse's refusal; "expected one argument" also says how to give a value that begins with "-" (a token
@@ -81,6 +94,19 @@ class Parser(argparse.ArgumentParser):
                 f" (a value that begins with '-' is read as an option's name: give it joined, {wanting[1]}=VALUE)"
             )
         super().error(message)
+
+
+class _Once(argparse._StoreAction):
+    """An option's value, refused when it is given again (``--steps 1 ... --steps 3`` ran 3 steps without a word: a
+    script's default after a user's value replaced it). The values are not shown: one may be ``--token``'s."""
+
+    given = False
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        if self.given:
+            raise argparse.ArgumentError(self, "given twice: give it once")
+        self.given = True
+        super().__call__(parser, namespace, values, option)
 
 
 def threads_argument(p: argparse.ArgumentParser, why: str) -> None:

@@ -203,7 +203,11 @@ class APIClient(ResourceCalls, CheckpointCalls):
                 raise
         call = Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
         for again in range(self.max_retries + 1):
-            response = self._send(call)
+            try:
+                response = self._send(call)
+            except APIError as exc:  # a try before got a 2xx: the server took it, whatever this one's error says
+                exc.earlier_may_have_acted |= again > 0
+                raise
             try:
                 env = self._operation(session_id, op.kind, response, None)
             except (APIConnectionError, APIStatusError):
