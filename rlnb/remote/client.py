@@ -199,7 +199,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
             try:
                 content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
             except APIError as exc:  # its POST follows the upload: the server has not seen the operation
-                exc.sent = False
+                exc.sent, exc.earlier_may_have_acted = False, False  # the upload's retries acted on the upload alone
                 raise
         call = Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
         for again in range(self.max_retries + 1):
