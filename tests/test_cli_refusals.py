@@ -18,9 +18,9 @@ SECRET = "sk-SECRETSECRET123"
     [
         (["serve", "--tokn", SECRET], "--tokn *** (did you mean --token?)"),
         (["serve", f"--tokn={SECRET}"], "--tokn=*** (did you mean --token?)"),
-        (["serve", "--tok", SECRET], "--tok *** (did you mean --token?)"),  # an abbreviation is no longer taken
+        (["serve", "--tok", SECRET], "--tok *** (did you mean --token?)"),  # no abbreviation is taken
         (["demo", "--token", SECRET, "--stesp", "3"], "--token *** --stesp 3 (did you mean --task or --steps?)"),
-        (["serve", "--api-key", SECRET, "--prot", "80"], "--api-key *** --prot 80 (did you mean --op-delay or --port?)"),
+        (["serve", "--api-key", SECRET, "--prot", "8"], "--api-key *** --prot 8 (did you mean --op-delay or --port?)"),
         (["demo", f"--hf-token={SECRET}"], "--hf-token=***"),
     ],
 )  # fmt: skip
