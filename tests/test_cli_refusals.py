@@ -33,6 +33,16 @@ def test_a_refused_option_that_may_name_a_secret_never_shows_its_value(argv, sho
     assert err.endswith(f"rlnb {argv[0]}: error: unrecognized arguments: {shown}\n"), err
 
 
+def test_a_secret_before_the_command_is_not_shown_as_the_command_typed(capsys):
+    """``rlnb --tokn sk-... serve``: the key was taken for the command, ``invalid choice: 'sk-...'``; a command
+    misspelt (``rlnb train``) is still quoted."""
+    for argv, said in ((["--tokn", SECRET, "serve"], "***"), (["train"], "'train'")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        err = capsys.readouterr().err
+        assert err.endswith(f"rlnb: error: argument command: invalid choice: {said} (choose from 'demo', 'serve')\n")
+
+
 @pytest.mark.parametrize(
     "argv, option",
     [

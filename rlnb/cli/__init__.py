@@ -18,9 +18,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-_SECRET_WORDS = ("token", "key", "secret", "password")
-"""Words in an option's name that say its value may be a secret, masked when the option is refused."""
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``rlnb ...`` (``argv``, or the process's arguments): the subcommand's exit status. A Ctrl-C before a
@@ -38,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             about = "rlnb command line: a thin layer over the public API."
             parser = Parser(prog="rlnb", description=about)  # its subcommands' parsers are of its class
+            parser.typed = tuple(sys.argv[1:] if argv is None else argv)
             # "command" in the usage, as the error names it: {demo,serve} there was "command" nowhere else
             words = "demo or serve (their options: rlnb demo -h, rlnb serve -h)"
             sub = parser.add_subparsers(dest="command", metavar="command", help=words)
@@ -80,6 +78,7 @@ def _unrecognized(unknown: list[str], parser: Any) -> str:
     nearest option is ``--token``) is masked: stderr goes into CI logs and notebooks."""
     import difflib
 
+    from rlnb.cli.options import may_name_secret
     from rlnb.secrets.masks import MASK
 
     known = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
@@ -94,7 +93,7 @@ def _unrecognized(unknown: list[str], parser: Any) -> str:
         name, joined, _ = word.partition("=")
         match = difflib.get_close_matches(name, known, 1) if name.startswith("--") else []
         near += match
-        secret = name.startswith("-") and (any(w in name.lower() for w in _SECRET_WORDS) or match == ["--token"])
+        secret = may_name_secret(name) or match == ["--token"]
         masked = secret and not joined
         said.append(f"{name}={MASK}" if secret and joined else word)
     meant = f" (did you mean {' or '.join(near)}?)" if near else ""

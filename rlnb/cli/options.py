@@ -63,11 +63,29 @@ def number(text: str) -> float:
     return value
 
 
+SECRET_WORDS = ("token", "key", "secret", "password")
+"""Words in an option's name that say its value may be a secret: never shown when what was typed is refused."""
+
+
+def may_name_secret(option: str) -> bool:
+    """Whether the word typed after ``option`` may be a secret: its name holds one of ``SECRET_WORDS`` (``--api-key``)
+    or is ``--token`` misspelt (``--tokn``, ``--tok``; not ``--task``)."""
+    import difflib
+
+    name = option.partition("=")[0].lower()
+    near = difflib.SequenceMatcher(None, name, "--token").ratio() >= 0.8
+    return option.startswith("-") and (near or any(w in name for w in SECRET_WORDS))
+
+
 class Parser(argparse.ArgumentParser):
     """argparse's parser, for which a value that begins with "-" and a digit, a point or inf/nan is a value, not an
     option name: its own rule knows only ``-5`` and ``-.5``, so ``--lr -1e-3`` (and ``-inf``) was "argument --lr:
     expected one argument" where ``--lr=-1e-3`` is refused naming the value. No option of rlnb's is spelt so.
     (``_negative_number_matcher`` is argparse's own; from Python 3.14 its rule takes ``-1e-3`` too, not ``-inf``.)"""
+
+    typed: tuple[str, ...] = ()
+    """The words typed, where the caller sets them: one after an option that may name a secret is masked in an error
+    (``rlnb --tokn sk-... serve``: ``invalid choice: 'sk-...'``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)  # ``--ste 5`` ran with --steps 5, and ``--tok`` took --token's value
@@ -93,6 +111,9 @@ class Parser(argparse.ArgumentParser):
             message += (
                 f" (a value that begins with '-' is read as an option's name: give it joined, {wanting[1]}=VALUE)"
             )
+        for before, word in zip(self.typed, self.typed[1:], strict=False):
+            if may_name_secret(before) and "=" not in before:
+                message = message.replace(repr(word), "***")
         super().error(message)
 
 
