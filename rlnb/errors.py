@@ -164,6 +164,9 @@ class APIError(RlnbError):
     payload's upload failed before its POST)."""
 
     answer_id: str | None = None
+    earlier_may_have_acted = False
+    """An earlier try of this call got no answer, a 5xx or a 2xx that could not be read, and was retried: the server
+    may have acted on it, whatever this try's error says (set by the client that retried it)."""
 
     def __init__(self, message: str, *, method: str = "", url: str = "", sent: bool = True):
         self.method = method
@@ -183,10 +186,6 @@ class APITimeoutError(APIConnectionError):
 
 class APIStatusError(APIError):
     """The server answered with an error status; ``body`` is the decoded error body."""
-
-    earlier_may_have_acted = False
-    """An earlier try of this call got no answer, or a 5xx, and was retried: the server may have acted on it, whatever
-    this answer says (set by the client that retried it)."""
 
     def __init__(self, message: str, *, method: str, url: str, status_code: int, body: Any = None):
         self.status_code = status_code
@@ -249,11 +248,13 @@ _STATUS_ERRORS: dict[int, type[APIStatusError]] = {
 def may_have_acted(error: APIError) -> bool:
     """Whether the server may have acted on a POST that failed with ``error``: it was sent and got no answer, a 5xx,
     an answer rlnb could not read (a 2xx: the server took it), or a try before the final answer did. A status that
-    refuses it (4xx), or a request that never reached the server, took nothing."""
+    refuses it (4xx), or a request that never reached the server, took nothing, unless a try before it may have."""
+    if error.earlier_may_have_acted:
+        return True
     if not error.sent:
         return False
     if isinstance(error, APIStatusError):
-        return error.status_code >= 500 or error.earlier_may_have_acted
+        return error.status_code >= 500
     return True
 
 

@@ -239,3 +239,19 @@ def test_the_fake_backends_grad_norm_may_follow_the_step():
         assert (after.step, after.metrics["grad_norm"]) == (2, 0.0)
     finally:
         s.close()
+
+
+@pytest.mark.slow  # rlnb serve in a process (torch's import: seconds)
+def test_rlnb_serves_docstring_example_starts_a_server_whose_token_is_not_in_its_command_line():
+    """Its example ``("--token", "t")`` was refused (a token has 8 characters or more), and a token in argv is
+    shown by ``ps``: the example gives it through ``env``."""
+    import httpx
+
+    from rlnb.wire.paths import API_PREFIX, SUPPORTED_MODELS
+
+    server = ServerProcess.rlnb_serve("--op-delay", "0.05", env={"RLNB_SERVE_TOKEN": "local-secret"}, timeout=120)
+    assert not any("local-secret" in word for word in server.cmd)
+    with server as url:
+        models = url + API_PREFIX + SUPPORTED_MODELS
+        assert httpx.get(models, timeout=30).status_code == 401
+        assert httpx.get(models, headers={"Authorization": "Bearer local-secret"}, timeout=30).status_code == 200

@@ -63,15 +63,46 @@ def number(text: str) -> float:
     return value
 
 
+SECRET_WORDS = ("token", "key", "secret", "password")
+"""Words in an option's name that say its value may be a secret: never shown when what was typed is refused."""
+
+
+def may_name_secret(option: str) -> bool:
+    """Whether the word typed after ``option`` may be a secret: its name holds one of ``SECRET_WORDS`` (``--api-key``)
+    or is ``--token`` misspelt (``--tokn``, ``--tok``; not ``--task``)."""
+    import difflib
+
+    name = option.partition("=")[0].lower()
+    near = difflib.SequenceMatcher(None, name, "--token").ratio() >= 0.8
+    return option.startswith("-") and (near or any(w in name for w in SECRET_WORDS))
+
+
 class Parser(argparse.ArgumentParser):
     """argparse's parser, for which a value that begins with "-" and a digit, a point or inf/nan is a value, not an
     option name: its own rule knows only ``-5`` and ``-.5``, so ``--lr -1e-3`` (and ``-inf``) was "argument --lr:
     expected one argument" where ``--lr=-1e-3`` is refused naming the value. No option of rlnb's is spelt so.
     (``_negative_number_matcher`` is argparse's own; from Python 3.14 its rule takes ``-1e-3`` too, not ``-inf``.)"""
 
+    typed: tuple[str, ...] = ()
+    """The words typed, where the caller sets them: one after an option that may name a secret is masked in an error
+    (``rlnb --tokn sk-... serve``: ``invalid choice: 'sk-...'``)."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # ``--ste 5`` ran with --steps 5, and ``--tok`` took --token's value
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = _NEGATIVE
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        """argparse's, an option that takes one value given once (``_Once``): a repeatable one says so itself."""
+        if kwargs.get("action") is None and args and args[0].startswith("-"):
+            kwargs["action"] = _Once
+        return super().add_argument(*args, **kwargs)
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        for action in self._actions:
+            if isinstance(action, _Once):
+                action.given = False
+        return super().parse_known_args(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """argparse's refusal; "expected one argument" also says how to give a value that begins with "-" (a token
@@ -80,7 +111,23 @@ class Parser(argparse.ArgumentParser):
             message += (
                 f" (a value that begins with '-' is read as an option's name: give it joined, {wanting[1]}=VALUE)"
             )
+        for before, word in zip(self.typed, self.typed[1:], strict=False):
+            if may_name_secret(before) and "=" not in before:
+                message = message.replace(repr(word), "***")
         super().error(message)
+
+
+class _Once(argparse._StoreAction):
+    """An option's value, refused when it is given again (``--steps 1 ... --steps 3`` ran 3 steps without a word: a
+    script's default after a user's value replaced it). The values are not shown: one may be ``--token``'s."""
+
+    given = False
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        if self.given:
+            raise argparse.ArgumentError(self, "given twice: give it once")
+        self.given = True
+        super().__call__(parser, namespace, values, option)
 
 
 def threads_argument(p: argparse.ArgumentParser, why: str) -> None:

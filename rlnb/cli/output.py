@@ -43,3 +43,29 @@ def opened() -> None:
                 os.close(null)
         if getattr(sys, name) is None:
             setattr(sys, name, open(fd, "w", closefd=False))  # noqa: SIM115 - the process's stream, never closed
+
+
+def lenient() -> None:
+    """stdout and stderr write a character their encoding lacks as an escape (``\\xfc``), not a
+    ``UnicodeEncodeError``: a demo that wrote every file exited 2 (a refused option) when an ASCII or cp1252 stdout
+    could not print its ``--out`` name."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # a TextIOWrapper's; a caller's own stream may lack it
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+class StdoutFailed(OSError):
+    """A write to stdout failed (``>/dev/full``, a full disk), said so: its ``OSError`` names no file, as an open
+    file's does not, and ``[Errno 28] No space left on device`` alone read as --out's disk."""
+
+
+def show(line: str) -> None:
+    """``line`` on stdout, flushed, so that a failure is raised here as ``StdoutFailed`` (not at exit, as Python's
+    "Exception ignored" and exit status 120); a closed pipe stays ``BrokenPipeError``, said by each command."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise StdoutFailed(exc.errno, f"cannot write to stdout: {exc.strerror or exc}") from None

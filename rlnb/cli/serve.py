@@ -25,7 +25,7 @@ from rlnb.cli.options import (
     threads_argument,
     threads_said,
 )
-from rlnb.cli.output import quiet, say
+from rlnb.cli.output import StdoutFailed, quiet, say, show
 from rlnb.cli.parent import exit_with_stdin
 from rlnb.cli.reader_gone import ReaderWatch
 from rlnb.cli.serve_checks import TOKEN_ENV, as_option, checked
@@ -228,13 +228,15 @@ def _serve_app(
               "machines use", file=sys.stderr)  # fmt: skip
     try:  # connections made once it is announced wait for uvicorn's accept, not refused until uvicorn listens
         sock.listen()
-        print(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
-              "the API is under /v1/rl, OpenAPI at /openapi.json)", flush=True)  # fmt: skip
-        print(f"rlnb serve: models {', '.join(models)}; threads per session on the CPU: {threads_said(args.threads)}",
-              flush=True)  # fmt: skip
-    except BaseException:  # its output closed (`| head -1`), or a stop: the port and the state are let go
+        show(f"rlnb serve: {address} (give it to rlnb.connect or Together(base_url=...); "
+             "the API is under /v1/rl, OpenAPI at /openapi.json)")  # fmt: skip
+        show(f"rlnb serve: models {', '.join(models)}; threads per session on the CPU: {threads_said(args.threads)}")
+    except BaseException as exc:  # its output closed (`| head -1`), or a stop: the port and the state are let go
         sock.close()
         app.state.registry.close(0)
+        if isinstance(exc, StdoutFailed):  # `>/dev/full`: one line, not a traceback
+            say(f"rlnb serve: {exc}")
+            return 1, False
         raise
     code, reader = 0, ReaderWatch()  # `rlnb serve | head -1`: its reader leaves once it has the address
     try:

@@ -60,6 +60,9 @@ def checked(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, str]]:
         args.token = os.environ[TOKEN_ENV]
         if not args.token:  # exported empty: "no auth" is said by leaving it unset, as by leaving --token out
             raise ValueError(f"${TOKEN_ENV} is empty: give a token there, or unset it to turn auth off")
+        from rlnb.secrets.redaction import check_key  # the settings' check would name --token, which was not given
+
+        check_key(args.token, f"${TOKEN_ENV}")
     for option, value in (("--state-dir", args.state_dir), ("--checkpoint-dir", args.checkpoint_dir)):
         if value is not None and not value.strip():  # "" was the working folder, or (checkpoints) ignored
             raise ValueError(f"{option} is empty (an unset variable?): give a folder or leave it out")

@@ -1,11 +1,11 @@
 """``APIClient``: the retrying HTTP client of Together's RL training-session API (R-new, SDK 3.1.1).
 
 One method per endpoint, over a swappable httpx transport: sessions and operations here, model resources in
-``resources``, checkpoints and their downloads in ``checkpoints`` (its base classes). Every request goes through the
-send path of ``rlnb.remote.calls``: one ``RetryPolicy``, a deadline per call, every failure an
-``rlnb.errors`` error, and the API key in no repr, log line or message. Each operation POST carries one
-``Idempotency-Key``, made before the first attempt and reused on every retry, so a retried submission
-never runs twice.
+``resources``, checkpoints and their downloads in ``checkpoints``, the payload side channel in ``payload_calls``
+(its base classes). Every request goes through the send path of ``rlnb.remote.calls``: one ``RetryPolicy``, a
+deadline per call, every failure an ``rlnb.errors`` error, and the API key in no repr, log line or message. Each
+operation POST carries one ``Idempotency-Key``, made before the first attempt and reused on every retry, so a retried
+submission never runs twice.
 
 Large bodies go through the payload side channel exactly as the official SDK sends them (``payloads``),
 and results that name a ``payload_id`` are fetched and merged before they are parsed.
@@ -28,6 +28,7 @@ from rlnb.remote.bodies import invalid
 from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call, check_settings
 from rlnb.remote.checkpoints import CheckpointCalls
 from rlnb.remote.endpoints import at, json_body, list_params, status_filter
+from rlnb.remote.payload_calls import PayloadCalls, PayloadGone
 from rlnb.remote.resources import ResourceCalls
 from rlnb.remote.retry import RetryPolicy
 from rlnb.wire import paths
@@ -82,7 +83,7 @@ def _operations_path(session_id: str, kind: wire.OperationKind, operation_id: st
     return at(paths.OPERATION, session_id=session_id, kind=kind, operation_id=operation_id)
 
 
-class APIClient(ResourceCalls, CheckpointCalls):
+class APIClient(ResourceCalls, CheckpointCalls, PayloadCalls):
     """Synchronous client of the RL training-session API.
 
     Args:
@@ -199,11 +200,15 @@ class APIClient(ResourceCalls, CheckpointCalls):
             try:
                 content = payloads.compact({**op.inline, "payload_id": self.upload_payload(session_id, op.upload)})
             except APIError as exc:  # its POST follows the upload: the server has not seen the operation
-                exc.sent = False
+                exc.sent, exc.earlier_may_have_acted = False, False  # the upload's retries acted on the upload alone
                 raise
         call = Call("POST", _operations_path(session_id, op.kind), content, idempotency_key=op.idempotency_key)
         for again in range(self.max_retries + 1):
-            response = self._send(call)
+            try:
+                response = self._send(call)
+            except APIError as exc:  # a try before got a 2xx: the server took it, whatever this one's error says
+                exc.earlier_may_have_acted |= again > 0
+                raise
             try:
                 env = self._operation(session_id, op.kind, response, None)
             except (APIConnectionError, APIStatusError):
@@ -245,25 +250,8 @@ class APIClient(ResourceCalls, CheckpointCalls):
         call = Call("GET", path, params=params, wait=wait or 0.0, until=until)
         try:
             return self._operation(session_id, kind, self._send(call), operation_id)
-        except _PayloadGone:  # rlnb serve answers a stopped session's results whole: asked again, it may need none
+        except PayloadGone:  # rlnb serve answers a stopped session's results whole: asked again, it may need none
             return self._operation(session_id, kind, self._send(Call("GET", path, until=until)), operation_id)
-
-    def upload_payload(self, session_id: str, content: bytes) -> str:
-        """The side channel's upload: a presigned URL from the API, then a PUT without the key."""
-        path = at(paths.PAYLOAD_UPLOAD_URL, session_id=session_id)
-        url = self._parse(self._send(Call("POST", path)), wire.PayloadUploadUrl)
-        self._send(Call("PUT", payloads.presigned(url.upload_url, self.base_url, "upload_url"), content, auth=False))
-        return url.payload_id
-
-    def download_payload(self, session_id: str, payload_id: str) -> dict[str, Any]:
-        """The side channel's download: a presigned URL from the API, then a GET without the key."""
-        path = at(paths.PAYLOAD_DOWNLOAD_URL, session_id=session_id, payload_id=payload_id)
-        url = self._parse(self._send(Call("POST", path)), wire.PayloadDownloadUrl)
-        where = payloads.presigned(url.download_url, self.base_url, "download_url")
-        data = self._bodies.decode(self._send(Call("GET", where, auth=False)), "payload")
-        if not isinstance(data, dict):
-            raise APIError(f"payload {payload_id} must be a JSON object, got {type(data).__name__}")
-        return data
 
     # -- request / response ----------------------------------------------------------------------
 
@@ -279,7 +267,7 @@ class APIClient(ResourceCalls, CheckpointCalls):
         output = data.get("output") if isinstance(data, dict) else None
         if isinstance(output, dict) and output.get("payload_id"):
             inline = {k: v for k, v in output.items() if k != "payload_id"}
-            data["output"] = {**inline, **self._result_payload(session_id, kind, data, str(output["payload_id"]))}
+            data["output"] = {**inline, **self.result_payload(session_id, kind, data, str(output["payload_id"]))}
         env = self._bodies.validate(response, data, model)
         if not env.id or (operation_id is not None and env.id != operation_id):
             asked = f"operation {operation_id!r}" if operation_id is not None else "a new operation"
@@ -287,17 +275,3 @@ class APIClient(ResourceCalls, CheckpointCalls):
         if env.status == wire.OperationStatus.COMPLETED and env.output is None and kind not in wire.OUTPUT_OPTIONAL:
             raise invalid(response, model.__name__, f"{kind} {env.id} is COMPLETED without the output the API requires")
         return env
-
-    def _result_payload(self, session_id: str, kind: wire.OperationKind, env: dict[str, Any], payload_id: str) -> Any:
-        """The offloaded members of a result. A refusal to hand them over (a 404: the payload expired, or its
-        session stopped meanwhile) is no word on the operation, so it is raised as a plain ``APIError``
-        naming the payload: a status error here would pass for the operation's own (a 404: "no longer known")."""
-        try:
-            return self.download_payload(session_id, payload_id)
-        except APIStatusError as exc:
-            why = f"{kind} {env.get('id')} is {env.get('status')}, but its result's payload {payload_id} could not "
-            raise _PayloadGone(f"{why}be fetched: {exc}") from None
-
-
-class _PayloadGone(APIError):
-    """A result's payload the server would not hand over (``get_operation`` asks for the operation once more)."""

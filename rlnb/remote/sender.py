@@ -247,7 +247,7 @@ def _after_refusal(exc: APIError) -> str:
     server (the forward-backwards before it were taken), or that it, or an earlier try, may have taken it."""
     if not _took_nothing(exc):
         return MAYBE_RAN if may_have_acted(exc) else ""
-    if isinstance(exc, APIStatusError) and exc.earlier_may_have_acted:
+    if exc.earlier_may_have_acted:
         return MAYBE_TAKEN
     return GRADIENTS_KEPT + SUBMIT_AGAIN
 

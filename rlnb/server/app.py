@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import functools
 import logging
+import os
 import signal
 import socket
 import sys
@@ -267,11 +268,13 @@ def _run_uvicorn(app: FastAPI, sock: socket.socket, ignored: bool, early: stoppi
 
 def uvicorn_config(app: ASGIApp, host: str, port: int, settings: ServerSettings) -> Any:
     """uvicorn's settings for ``app``: its HTTP protocol with ``settings``' ``header_timeout`` and
-    ``max_connections``. Colours are off where ``sys.stdout`` is None (pythonw, an embedding program): uvicorn would
-    ask ``sys.stdout.isatty()`` to choose them, which raises there."""
+    ``max_connections``. Its log goes to stderr: coloured only where stderr is a terminal, ``$NO_COLOR`` is unset
+    and ``$TERM`` is not dumb (uvicorn asked ``sys.stdout.isatty()``: ``rlnb serve 2>serve.log`` wrote escapes into
+    the file; and where stdout is None, as under pythonw, the question raised)."""
     import uvicorn
 
-    colours = None if sys.stdout is not None else False  # None: uvicorn's choice
+    tty = sys.stderr is not None and sys.stderr.isatty()
+    colours = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     http = protocol(settings.header_timeout, settings.max_connections)
     return uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=SHUTDOWN_GRACE,
                           use_colors=colours, http=http)  # fmt: skip

@@ -3,12 +3,14 @@ and stopped with deadlines, and stopped with the Python process that started it 
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import weakref
+from collections.abc import Mapping
 from typing import IO, Any
 
 from rlnb.lifecycle import shutdown
@@ -24,8 +26,8 @@ def free_port() -> int:
 class ServerProcess:
     """A server in a child process on loopback, for notebooks, tests and benchmarks:
 
-        with ServerProcess.rlnb_serve("--op-delay", "0.05") as url:
-            session = rlnb.connect(url, base_model="rlnb/tiny")
+        with ServerProcess.rlnb_serve("--op-delay", "0.05", env={"RLNB_SERVE_TOKEN": "local-secret"}) as url:
+            session = rlnb.connect(url, api_key="local-secret", base_model="rlnb/tiny")
 
     ``start()`` waits until ``health`` answers (or the process dies: its stderr is in the error);
     ``stop()`` terminates it, then kills it if it does not exit. The server's stdin is a pipe held by this process
@@ -35,19 +37,31 @@ class ServerProcess:
     mid-request); ``log()`` returns what it has written so far.
     """
 
-    def __init__(self, cmd: list[str], url: str, health: str = "/health", timeout: float = 60.0):
+    def __init__(
+        self,
+        cmd: list[str],
+        url: str,
+        health: str = "/health",
+        timeout: float = 60.0,
+        env: Mapping[str, str] | None = None,
+    ):
         self.cmd, self.url, self.health, self.timeout = cmd, url, health, timeout
+        self.env = dict(env or {})  # over this process's environment: a token there is not in the command line ps shows
         self.proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._ender: weakref.finalize[Any, Any] | None = None
 
     @classmethod
-    def rlnb_serve(cls, *args: str, port: int | None = None, timeout: float = 60.0) -> ServerProcess:
-        """``rlnb serve`` with ``args`` (e.g. ``"--token", "t"``) on ``port`` (default: a free one), given
-        ``timeout`` seconds to answer its health check (it imports torch: longer on a busy machine)."""
+    def rlnb_serve(
+        cls, *args: str, port: int | None = None, timeout: float = 60.0, env: Mapping[str, str] | None = None
+    ) -> ServerProcess:
+        """``rlnb serve`` with ``args`` (e.g. ``"--op-delay", "0.05"``) and ``env`` over this process's environment
+        (e.g. ``{"RLNB_SERVE_TOKEN": "local-secret"}``: a token, 8 characters or more, that ``ps`` does not show) on
+        ``port`` (default: a free one), given ``timeout`` seconds to answer its health check (it imports torch:
+        longer on a busy machine)."""
         port = port or free_port()
         cmd = [sys.executable, "-m", "rlnb.cli", "serve", "--port", str(port), "--exit-with-stdin", *args]
-        return cls(cmd, f"http://127.0.0.1:{port}", timeout=timeout)
+        return cls(cmd, f"http://127.0.0.1:{port}", timeout=timeout, env=env)
 
     def start(self) -> str:
         """Start the server and wait until ``health`` answers; returns its URL. Raises RuntimeError, with
@@ -58,7 +72,8 @@ class ServerProcess:
             raise RuntimeError(f"this server is already started at {self.url}: stop() it first")
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server; closed by stop()
         # stdin: a pipe only this process holds, closed by the OS however it ends (see the class's docstring)
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._stderr,
+                                     env={**os.environ, **self.env})  # fmt: skip
         # A notebook that never reaches its stop() cell (an error before it, the cell re-run, the kernel shut down)
         # left the server running after the kernel: it is stopped when this object is collected or Python exits;
         # at exit in rlnb's workers phase (``_stop_at_exit``), after the sessions on it closed, not before them.

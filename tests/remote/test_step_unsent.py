@@ -218,3 +218,37 @@ def test_a_forward_backward_whose_upload_fails_says_nothing_of_gradients_and_its
     for op in ops[1:]:
         with pytest.raises(rlnb.OperationFailed, match="not sent: this step's forward-backward before it was not sent"):
             op.result(0)
+
+
+def _conflict(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(409, json={"error": {"message": "conflict", "code": "conflict", "type": "invalid_request"}})
+
+
+@pytest.mark.parametrize("then", [_conflict, _never_sent], ids=["409", "refused"])
+def test_a_forward_backward_taken_then_refused_on_its_retry_says_its_gradients_may_stay(then):
+    """Its first try runs on the server and its 2xx cannot be read; the try again under the same Idempotency-Key is
+    refused (a 409, or no connection made): that error alone said the server took nothing, though it ran the first."""
+
+    def handler_for(fake: FakeAPI) -> Handler:
+        keys: list[str] = []
+        tries: list[int] = []
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and request.url.path.endswith("/forward-backward"):
+                key = request.headers["Idempotency-Key"]
+                keys.extend([key] if key not in keys else [])
+                if keys.index(key) == 1:  # the step's
+                    tries.append(1)
+                    if len(tries) == 1:
+                        fake(request)
+                        return _unreadable(request)
+                    return then(request)
+            return fake(request)
+
+        return handler
+
+    ops, posted, step = one_remote_step(handler_for, answered=then is not _never_sent)
+    assert [op.status for op in ops] == [FAILED] * 3 and step == 0 and posted.count("optim-step") == 0
+    with pytest.raises(rlnb.OperationFailed) as info:
+        ops[0].result(0)
+    assert MAYBE in info.value.message, info.value.message

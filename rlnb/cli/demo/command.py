@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from rlnb.cli.demo.options import DEMO_DTYPES, DEMO_PARAMS, TASK_NAMES, DemoOptions, as_option, check_loaded
-from rlnb.cli.demo.stops import RESTORED, Terminated, kept, restored, terminated
+from rlnb.cli.demo.stops import RECORDING, RESTORED, Terminated, kept, restored, terminated
 from rlnb.cli.interrupts import ignored
 from rlnb.cli.options import device_argument, dtype_argument, integer, number, threads_argument, threads_said
-from rlnb.cli.output import quiet, say
+from rlnb.cli.output import quiet, say, show
 
 
 def demo(options: DemoOptions | None = None) -> int:
@@ -94,6 +94,8 @@ def _replace(session: Any, o: DemoOptions, params: Any, aside: Path | None, line
             session.close()
         if restore_earlier_output(out, aside):
             exc.add_note(RESTORED)  # run() says so: OUT/run is the earlier run again, not this one's steps
+        else:
+            exc.add_note(RECORDING)  # run() names OUT/run: its steps are this run's
         raise
     if not completed:  # nothing trained: say so and fail, so a script does not take the run for a success
         restore_earlier_output(out, aside)
@@ -123,15 +125,15 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
     verified = task if isinstance(task, VerifiedTask) else None
     start = time.perf_counter()
     with session:
-        print(
+        show(
             f"rlnb demo: task={task.name} model={o.model} optimizer={o.optimizer} steps={o.steps} "
             f"threads={_threads(session.history.config)} "
             f"params={params.request_body()}{f' lora rank {o.lora}' if o.lora else ''}"
         )
         before = after = log_accuracy(session, verified) if verified else math.nan
         if verified:
-            print(f"held-out accuracy before training: {before:.3f} ({len(verified.eval_prompts)} prompts, greedy)")
-        print(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
+            show(f"held-out accuracy before training: {before:.3f} ({len(verified.eval_prompts)} prompts, greedy)")
+        show(f"{'step':>4}  {'loss':>8}  {'reward':>6}  {'grad norm':>9}  {'time':>6}  status")
         failure = None  # the first failure's reason, said once: a step that failed says why, not only its code
         completed = 0
         for i in range(o.steps):
@@ -141,19 +143,19 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
                 said = "" if failure else f": {exc.message}"
                 failure = failure or f"{exc.code}: {exc.message}"
                 elapsed = time.perf_counter() - start
-                print(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {elapsed:>5.1f}s  FAILED {exc.code}{said}")
+                show(f"{i + 1:>4}  {'':>8}  {'':>6}  {'':>9}  {elapsed:>5.1f}s  FAILED {exc.code}{said}")
                 continue
             completed += 1
             status = rlnb.wire.short_name(r.status)
             # 3 significant figures: 3 decimals would print 0.000 for the tiny model's 0.00043, as if nothing trained
             gn = f"{r.grad_norm:9.3g}" if not math.isnan(r.grad_norm) else f"{'n/a':>9}"
             elapsed = time.perf_counter() - start
-            print(f"{r.step:>4}  {r.loss:8.4f}  {r.reward:6.3f}  {gn}  {elapsed:5.1f}s  {status}", flush=True)
+            show(f"{r.step:>4}  {r.loss:8.4f}  {r.reward:6.3f}  {gn}  {elapsed:5.1f}s  {status}")
             if verified and (r.step % EVAL_EVERY == 0 or i + 1 == o.steps):
                 after = log_accuracy(session, verified)
-                print(f"      held-out accuracy at step {r.step}: {after:.3f}", flush=True)
+                show(f"      held-out accuracy at step {r.step}: {after:.3f}")
         if verified:
-            print(
+            show(
                 f"held-out accuracy: before {before:.3f} -> after {after:.3f}"
                 f" (a constant answer scores {verified.chance:.2f})"
             )
@@ -164,8 +166,8 @@ def _train(session: Any, o: DemoOptions, params: Any, out: Path) -> tuple[int, s
         k = max(1, min(5, len(rewards) // 4))
         first, last = rewards[:k].mean(), rewards[-k:].mean()
         steps = "step" if k == 1 else f"{k} steps"
-        print(f"mean reward: first {steps} {first:.3f} -> last {steps} {last:.3f}")
-    print(
+        show(f"mean reward: first {steps} {first:.3f} -> last {steps} {last:.3f}")
+    show(
         f"wrote {out / 'history.csv'}, {out / 'rewards.csv'}, {out / 'demo.png'} in {time.perf_counter() - start:.0f}s;"
         f" the completions are in {out / 'run' / 'completions.jsonl'}"
     )

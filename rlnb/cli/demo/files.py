@@ -36,6 +36,9 @@ def _earlier_run(run: Path) -> bool:
     if not run.exists() and not run.is_symlink():
         return False
     refuse = f"{run} is not an rlnb run folder (it holds other files); move it away or pick another --out"
+    if not run.is_symlink() and run.exists() and not run.is_dir():  # a file or a pipe holds no files
+        raise ValueError(f"{run} is {not_folder(run.stat().st_mode)}, not a folder: the demo's run folder goes there; "
+                         "move it away or pick another --out")  # fmt: skip
     if run.is_symlink() or not run.is_dir():
         raise ValueError(refuse)
     names = {p.name for p in run.iterdir()}

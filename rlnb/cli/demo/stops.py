@@ -8,6 +8,10 @@ from pathlib import Path
 RESTORED = "rlnb demo: the run recorded nothing; the earlier output is back in place"
 """The note on an exception that stopped a demo after ``restore_earlier_output`` put the earlier output back."""
 
+RECORDING = "rlnb demo: the run folder is this run's"
+"""The note on an exception that stopped a demo once its ``Session`` made the run folder: only then are the steps in
+``out/run`` this demo's (before it, that folder is an earlier demo's, or none)."""
+
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP (its number the argument), raised where the demo runs so that it stops as at Ctrl-C: the run
@@ -19,15 +23,16 @@ def terminated(signum: int, _frame: object) -> None:
 
 
 def kept(out: str | Path, stop: BaseException) -> str:
-    """Where the steps of a demo that stopped early are, when its run folder was written, and where the earlier output
-    it replaced is: back in place, or set aside."""
+    """Where the steps of a demo that stopped early are, when this demo's run folder was written (``RECORDING``), and
+    where the earlier output it replaced is: back in place, or set aside."""
     from rlnb.cli.demo.aside import asides, kept_words
     from rlnb.history.store import OPS_FILE
 
     if said := restored(out, stop):
         return said
     folder = Path(out) / "run"
-    steps = f"; the steps so far are in {folder} (rlnb.History.load)" if (folder / OPS_FILE).exists() else ""
+    ours = RECORDING in getattr(stop, "__notes__", ())
+    steps = f"; the steps so far are in {folder} (rlnb.History.load)" if ours and (folder / OPS_FILE).exists() else ""
     return steps + (kept_words(asides(Path(out))) if Path(out).is_dir() else "")
 
 

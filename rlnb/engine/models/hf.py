@@ -111,7 +111,8 @@ def resolve(spec: str, what: str = "model") -> Path:
             raise ModelLoadError(f"tokenizer {spec!r} is a directory but holds no tokenizer files "
                                  f"({', '.join(TOKENIZER_FILES)})")  # fmt: skip
         return path
-    from huggingface_hub import snapshot_download
+    hub = need("huggingface_hub", "hf", f"{what} {spec!r}, a Hugging Face hub id,")  # a core install lacks it
+    snapshot_download = hub.snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
     fetch = f"hf download {spec}"
