@@ -8,9 +8,11 @@ the optimizer steps a float32 copy of each such weight with float32 state (AdamW
 the gradient as float32; the weight the model runs (forward, weights-sync, checkpoints' weights) is the master
 rounded to its dtype after each step. Float32 weights have no master: the optimizer steps them directly.
 
-A weight written from outside the step (a resume's ``load_state_dict``, a notebook's edit) is seen by its version
-counter: at the next step its master is taken from it again, unless it equals the master rounded (a resume that
-loaded the masters saved with these very weights).
+A weight written from outside the step (a resume's ``load_state_dict``, a notebook's edit, through ``torch.no_grad()``
+or ``.data``) is seen by comparing it with its master rounded at each step and each save: where they differ, the master
+is taken from the weight; where they are equal (a resume that loaded the masters saved with these very weights) the
+master keeps its float32 digits. A write through ``.data`` leaves the version counter as it was, so only the values
+tell; one cast and compare per half-precision weight, none for a float32 model.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ class Masters:
         self.half = [(n, p) for n, p in named if p.dtype in HALF]
         self.of: dict[str, Tensor] = {n: p.detach().to(torch.float32, copy=True) for n, p in self.half}
         self._pairs = [(p, self.of[n]) for n, p in self.half]
-        self._seen = [p._version for p, _ in self._pairs]
 
     def stepped(self, named: list[tuple[str, nn.Parameter]]) -> list[tuple[str, Tensor]]:
         """``named`` with each half-precision weight replaced by its master: what the optimizer steps."""
@@ -41,21 +42,17 @@ class Masters:
 
     def take_grads(self) -> None:
         """Each master's gradient: its weight's, read as float32 (None where the weight has none); each master taken
-        from its weight first where that was written since the last step (the module's docstring)."""
-        for i, (p, master) in enumerate(self._pairs):
-            if p._version != self._seen[i]:
-                if not torch.equal(p, master.to(p.dtype)):
-                    master.copy_(p)
-                self._seen[i] = p._version
+        from its weight first where the weight is no longer the master rounded (the module's docstring)."""
+        for p, master in self._pairs:
+            _follow(p, master)
             master.grad = None if p.grad is None else p.grad.to(torch.float32)
 
     def copy_down(self) -> None:
         """Each weight set to its stepped master, rounded to its dtype; the masters' gradients dropped."""
         if self._pairs:
             torch._foreach_copy_([p for p, _ in self._pairs], [m for _, m in self._pairs])
-        for i, (p, master) in enumerate(self._pairs):
+        for _, master in self._pairs:
             master.grad = None
-            self._seen[i] = p._version
 
     def drop_grads(self) -> None:
         """The masters' gradients dropped, as the weights' are (``TrainerOptimizer.zero_grad``)."""
@@ -63,12 +60,10 @@ class Masters:
             master.grad = None
 
     def synced(self) -> dict[str, Tensor]:
-        """The masters, each taken from its weight first where that was written since the last step: the state a
-        training checkpoint saves with those weights."""
-        for i, (p, master) in enumerate(self._pairs):
-            if p._version != self._seen[i] and not torch.equal(p, master.to(p.dtype)):
-                master.copy_(p)
-            self._seen[i] = p._version
+        """The masters, each taken from its weight first where the weight is no longer the master rounded: the state
+        a training checkpoint saves with those weights."""
+        for p, master in self._pairs:
+            _follow(p, master)
         return dict(self.of)
 
     def load(self, saved: Mapping[str, Tensor] | None) -> None:
@@ -84,4 +79,9 @@ class Masters:
             check_finite(f"float32 master {name!r}", master)
         for name, master in saved.items():
             self.of[name].copy_(master)
-        self._seen = [-1] * len(self._pairs)
+
+
+def _follow(weight: Tensor, master: Tensor) -> None:
+    """``master`` taken from ``weight`` where the weight is not the master rounded: written from outside the step."""
+    if not torch.equal(weight, master.to(weight.dtype)):
+        master.copy_(weight)
