@@ -933,3 +933,14 @@ def test_the_loss_of_rl_steps_is_noise_and_gets_no_suggestion(tmp_path):
     found = lr_find(rlnb.AdamParams(weight_decay=0.0), steps=30, objective="loss", runs_dir=tmp_path, device="cpu")
     assert max(abs(v) for v in found.values) < 1e-6
     assert found.suggestion is None and "the curve may be noise" in found.reason
+
+
+@pytest.mark.parametrize("target", [None, "http://127.0.0.1:9"])
+def test_a_misspelt_option_lists_every_option_of_lr_finds_own(target):
+    """The refusal of an unknown keyword listed lr_find's own options without ``runs_dir``, which it takes (and
+    ``connect`` does not, since lr_find pops it): each of lr_find's documented keywords is in its list."""
+    options = {"stepz": 5} if target is None else {"stepz": 5, "target": target}
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\): stepz; its options are ") as info:
+        lr_find(rlnb.AdamParams(), **options)
+    own = str(info.value).split("its options are ")[1].split(", and those of ")[0].split(", ")
+    assert {"runs_dir", "target", "range_test", "stop", "progress", "steps", "start_lr"} <= set(own), own

@@ -180,7 +180,8 @@ def _refuse_unknown(options: dict[str, Any], local: bool) -> None:
     ``connect``, a misspelt ``steps`` was blamed on ``LocalBackend()``, an internal class the caller never named."""
     unknown = sorted(set(options) - keywords(LOCAL if local else "remote"))
     if unknown:
-        own = [f.name for f in dataclasses.fields(RangeTestOptions)] + ["stop", "progress", "range_test", "target"]
+        own = [f.name for f in dataclasses.fields(RangeTestOptions)]
+        own += ["stop", "progress", "range_test", "target", "runs_dir"]
         session = sorted(keywords(LOCAL if local else "remote") - OWN_RUN - {"optimizer"})
         where = "a local session" if local else "a remote session"
         raise TypeError(
