@@ -14,10 +14,15 @@ from typing import Any
 
 from torch import nn
 
-IGNORED = frozenset({"_name_or_path", "transformers_version", "dtype", "torch_dtype", "tie_word_embeddings"})
-"""Config fields not compared: where or how a model was loaded (``dtype`` has its own checks), and whether its head is
+IGNORED = frozenset(
+    {"_name_or_path", "transformers_version", "dtype", "torch_dtype", "tie_word_embeddings"}
+    | {"use_cache", "output_hidden_states", "output_attentions", "return_dict", "architectures"}
+)
+"""Config fields not compared: where or how a model was loaded (``dtype`` has its own checks); whether its head is
 tied, which a resume changes itself (``tied_head.untie_head``; a ``model=`` module keeps it) and the weights and the
-optimizer state say."""
+optimizer state say; and what a forward returns beside the logits, not the logits themselves (a key-value cache, the
+hidden states, the attentions, a ``ModelOutput`` or a tuple: ``use_cache=False`` is usual under gradient
+checkpointing) or which class names the weights suit (``architectures``, metadata)."""
 
 SHOWN = 4
 """Changed config fields a refusal shows with their values (it names the rest)."""
@@ -62,8 +67,8 @@ def differences(state: dict[str, Any], config: dict[str, str] | None, tokenizer:
     """What differs between a checkpoint's base (``state``'s ``base_config`` and ``base_tokenizer``) and this
     session's ``model``, as a refusal's words; "" when nothing does, or when the checkpoint (an older rlnb's) or the
     session's model keeps no such record."""
-    saved = state.get("base_config")
-    if isinstance(saved, dict) and config is not None and saved != config:
+    saved = _compared(state.get("base_config"))
+    if saved is not None and config is not None and saved != config:
         changed = sorted(n for n in saved.keys() | config.keys() if saved.get(n) != config.get(n))
         shown = [f"{n}: {_said(saved.get(n))} at save, {_said(config.get(n))} now" for n in changed[:SHOWN]]
         more = f"; also {', '.join(changed[SHOWN:])}" if changed[SHOWN:] else ""
@@ -79,6 +84,14 @@ def differences(state: dict[str, Any], config: dict[str, str] | None, tokenizer:
             "tokenizer files back as they were at the save, or pass the checkpoint's tokenizer as tokenizer="
         )
     return ""
+
+
+def _compared(saved: Any) -> dict[str, str] | None:
+    """A checkpoint's ``base_config`` less the fields ``IGNORED`` holds now (a checkpoint whose record kept
+    ``use_cache`` is compared on the same fields as this session's config); None for one without such a record."""
+    if not isinstance(saved, dict):
+        return None
+    return {name: _text(json.loads(text)) for name, text in saved.items() if name not in IGNORED}
 
 
 def _said(text: str | None) -> str:

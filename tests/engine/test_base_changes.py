@@ -140,3 +140,21 @@ def test_an_adapter_export_names_its_base_as_the_session_shows_it(tmp_path):
         card = (path / "adapter" / "README.md").read_text()
         assert " ".join(card.split()).startswith(f"--- base_model: {named} ")  # its front matter wraps a long path
         assert named == str(folder) or "my models" not in card
+
+
+def test_a_resume_onto_a_config_changed_in_fields_that_change_no_logits_goes_on(tmp_path):
+    """``use_cache: false`` (usual under gradient checkpointing), ``output_hidden_states``, ``output_attentions`` or
+    ``architectures`` in config.json refused a resume "the same weights would compute other logits": they change what
+    a forward returns beside the logits, or only metadata. A checkpoint whose record kept such a field resumes too."""
+    folder = hf_models.save("llama", tmp_path / "m")
+    path, at_save = _saved(folder, tmp_path)
+    _set_config(folder, use_cache=False, output_hidden_states=True, output_attentions=True,
+                architectures=["LlamaForCausalLM", "Other"])  # fmt: skip
+    with local(str(folder), resume_from=path, threads=1) as r:
+        assert r.step == 1
+        assert r.forward_backward(BATCH, forward_only=True).result().loss == pytest.approx(at_save, rel=1e-5)
+    state = torch.load(path, weights_only=True)
+    state["base_config"] = {**state["base_config"], "use_cache": "true", "return_dict": "false"}
+    torch.save(state, path)
+    with local(str(folder), resume_from=path, threads=1) as r:
+        assert r.step == 1
