@@ -4,6 +4,7 @@ live view, laid out for a laptop screen (1366×768): buttons, status and the rew
 from __future__ import annotations
 
 import html
+import math
 import threading
 import time
 from typing import Any
@@ -17,7 +18,7 @@ from rlnb.session import Session
 from rlnb.session.step_turn import STEP_WAIT
 from rlnb.tasks import Task, check_steps, first_letter_task
 from rlnb.viz.live import LiveView
-from rlnb.widgets import fit, run_thread, turns
+from rlnb.widgets import fit, outage, run_thread, turns
 from rlnb.widgets.builder import LESSONS, PRESETS, OptimizerBuilder, check_builder
 from rlnb.widgets.controls import INVALID, CountBox, close_tree, whole
 from rlnb.widgets.describe import ScheduleNote
@@ -116,6 +117,8 @@ class RunPanel:
         self.error: BaseException | None = None
         """The exception that stopped the last run (or refused a start), if any."""
         self._stop = threading.Event()
+        self.stop_at = -math.inf
+        """When the last Stop was asked (``outage.stop``): one before the server stopped answering keeps waiting."""
         self._ended = threading.Event()
         """Set at a run's real end, its last line included (``run_thread``); cleared before ``running`` says a run
         goes: ``join`` waits for it (the thread's own join would return at once before the thread is made)."""
@@ -197,7 +200,7 @@ class RunPanel:
     def _halt(self, clicked: bool) -> None:
         """``stop``; ``clicked``: by a click on Stop, which gives this panel the focus as another panel's run it
         stopped ends (``focus_back.to_stopper``)."""
-        self._stop.set()
+        outage.stop(self)
         self.builder.lr_finder.stop()
         with self._ending:  # a run that ended between the check and the line was left saying "stopping …"
             if self.running:

@@ -16,6 +16,7 @@ from rlnb import wire
 from rlnb.errors import SessionClosed
 from rlnb.lifecycle import shutdown
 from rlnb.tasks.task import session_prompt_ids
+from rlnb.widgets import outage
 from rlnb.widgets.finder import MADE
 from rlnb.widgets.muon_units import session_units
 from rlnb.widgets.steps import n_problem
@@ -76,7 +77,7 @@ def stop_others(panel: RunPanel, clicked: bool = False) -> bool:
         finder.stop()
         if other.running:
             other.stopped_by = panel if clicked else None
-            other._stop.set()
+            outage.stop(other)
             running = True
     return running
 
