@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import is_integer
+from rlnb._input.checks import is_integer
 from rlnb.text.codec import as_prompt
 from rlnb.text.prompts import a_type, prompt_list, token_ids
 from rlnb.wire.base import Int64, LogProb, _Model

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import check_bool
+from rlnb._input.checks import check_bool
 from rlnb.text.codec import Message, as_codec, to_tokens
 from rlnb.text.prompts import a_type, check_messages, check_text, token_ids
 from rlnb.wire.lists import only

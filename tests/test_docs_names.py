@@ -29,7 +29,7 @@ def _named(page: Path) -> set[str]:
 
 def test_every_rlnb_name_the_pages_give_exists():
     """docs/history.md named ``rlnb.completions``, which is ``rlnb.history.completions``, and docs/reliability.md
-    ``rlnb.viz.texts.printable``, moved to ``rlnb._shown``: each dotted rlnb name the README and the docs give (in
+    ``rlnb.viz.texts.printable``, moved to ``rlnb._input.shown``: each dotted rlnb name the README and the docs give (in
     docs/reliability.md, what a fix and its test are) must be a module, class, function or attribute there (read from
     the source, as the API reference is, so no torch import)."""
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -1,7 +1,7 @@
 """A folder option naming a symbolic link to nothing (its target removed or not mounted yet, or links that loop), or a
 path through one: ``mkdir(exist_ok=True)`` said "[Errno 17] File exists", naming neither the option nor the link,
 and some only once a model had loaded. Each is now a ``ValueError`` naming the option, the link and its target,
-before anything is made or started (``rlnb._checks.refuse_dangling_link``)."""
+before anything is made or started (``rlnb._input.checks.refuse_dangling_link``)."""
 
 import os
 import re

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rlnb
-from rlnb._checks import check_int, is_integer
+from rlnb._input.checks import check_int, is_integer
 from rlnb.engine.threads import check_threads
 from rlnb.params.schedule import Schedule
 from rlnb.sweep import TrialOptions, grid, sweep

@@ -118,9 +118,9 @@ def test_environment_yml_mirrors_the_pip_install():
 
 
 LAYERS = [
-    ["_shown", "_scalars", "lifecycle", "secrets"],
+    ["_input", "lifecycle", "secrets"],
     ["wire"],
-    ["errors", "_checks", "_options", "_extras", "_hosts", "_one_step"],
+    ["errors", "_extras", "_hosts", "_one_step"],
     ["text", "_files"],
     ["params", "samples", "history"],
     ["sinks"],
@@ -530,7 +530,7 @@ def test_no_notebook_logs_the_reward_that_rl_step_logs(notebook):
 def _public_functions(node: ast.AST, in_class: bool = False):
     """(function, its count of parameters) for each public function and method in ``node`` (no leading underscore;
     not one nested in a function). ``self``/``cls`` do not count; ``*args``/``**kwargs`` do not either: they are the
-    option groups' keywords (``_options.take``), each group checking its own fields."""
+    option groups' keywords (``_input.options.take``), each group checking its own fields."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.ClassDef):
             yield from _public_functions(child, in_class=True)

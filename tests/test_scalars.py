@@ -1,4 +1,4 @@
-"""``rlnb._scalars.scalar``: numpy's and torch's 0-d values are the Python scalars they hold; any other object
+"""``rlnb._input.scalars.scalar``: numpy's and torch's 0-d values are the Python scalars they hold; any other object
 that only looks like one (a ``shape`` of ``()`` and an ``item``) is never called, so a field refuses it by name."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import rlnb
-from rlnb._checks import check_bool
-from rlnb._scalars import scalar
+from rlnb._input.checks import check_bool
+from rlnb._input.scalars import scalar
 from rlnb.errors import InvalidParams
 
 

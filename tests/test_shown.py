@@ -1,13 +1,13 @@
-"""``rlnb._shown.shown``, the one way an error message shows a value: a value whose ``repr()`` raises (or an int too
-long for ``str``) is shown by its type, and the error that shows it is still the field's."""
+"""``rlnb._input.shown.shown``, the one way an error message shows a value: a value whose ``repr()`` raises (or an int
+too long for ``str``) is shown by its type, and the error that shows it is still the field's."""
 
 from __future__ import annotations
 
 import pytest
 
 import rlnb
-from rlnb._checks import check_bool, check_int
-from rlnb._shown import shown
+from rlnb._input.checks import check_bool, check_int
+from rlnb._input.shown import shown
 from rlnb.errors import InvalidParams
 
 

@@ -2,7 +2,7 @@
 takes) and how the ensemble runs (``EngineOptions``, the keywords ``rlnb.connect`` takes).
 
 ``run_batched(..., temperature=0.7, threads=1)`` sorts its keywords into these groups with
-``rlnb._options.take``, as ``sweep`` does; each group checks its fields when it is built, before a model is
+``rlnb._input.options.take``, as ``sweep`` does; each group checks its fields when it is built, before a model is
 made, naming the field.
 """
 

@@ -34,8 +34,8 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._checks import check_bool, check_event, check_int, takes
-from rlnb._options import refuse_unknown, take
+from rlnb._input.checks import check_bool, check_event, check_int, takes
+from rlnb._input.options import refuse_unknown, take
 from rlnb.batched.ensemble import Ensemble
 from rlnb.batched.failures import own_errors
 from rlnb.batched.members import Hooks, Member, MemberResult, OnStep

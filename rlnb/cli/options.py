@@ -7,8 +7,8 @@ import argparse
 import re
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from rlnb._checks import ascii_number
-from rlnb._shown import shown
+from rlnb._input.checks import ascii_number
+from rlnb._input.shown import shown
 from rlnb.engine.dtypes import WEIGHT_DTYPES
 
 if TYPE_CHECKING:  # rlnb.errors reads rlnb.wire (pydantic): not for ``--help``

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from rlnb._checks import refuse_dangling_link, refuse_not_folder, user_path
-from rlnb._shown import shown
+from rlnb._input.checks import refuse_dangling_link, refuse_not_folder, user_path
+from rlnb._input.shown import shown
 from rlnb.cli.options import ascii_integer, checked_threads, refused_option
 
 TOKEN_ENV = "RLNB_SERVE_TOKEN"

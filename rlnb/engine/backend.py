@@ -27,8 +27,8 @@ from typing import Any
 from torch import nn
 
 from rlnb import wire
-from rlnb._checks import check_seconds
-from rlnb._options import refuse_unknown, take
+from rlnb._input.checks import check_seconds
+from rlnb._input.options import refuse_unknown, take
 from rlnb.engine import assembly, checkpoint_run, checkpoints, handlers, model_setup, oom, refusals
 from rlnb.engine.checkpoint_files import Variant
 from rlnb.engine.models.adapter import ModelAdapter

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._checks import check_bool, is_integer, refuse_dangling_link, refuse_not_folder, set_int, user_path
+from rlnb._input.checks import check_bool, is_integer, refuse_dangling_link, refuse_not_folder, set_int, user_path
 from rlnb.engine.dtypes import check_weight_dtype
 from rlnb.engine.models.compiled import check_compile
 from rlnb.engine.models.hf import DTYPES

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from rlnb import wire
-from rlnb._checks import is_integer
+from rlnb._input.checks import is_integer
 from rlnb.engine import heap
 from rlnb.engine.tuner import Key, Tuner, work
 

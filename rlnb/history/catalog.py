@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rlnb import wire
-from rlnb._checks import user_path
+from rlnb._input.checks import user_path
 from rlnb.history.figures import SHADOWED, STEP_COLUMNS
 from rlnb.history.history import History
 from rlnb.history.listing import listed

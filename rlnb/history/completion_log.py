@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._checks import user_path
-from rlnb._scalars import scalar
+from rlnb._input.checks import user_path
+from rlnb._input.scalars import scalar
 from rlnb.history.figures import checked_step
 from rlnb.history.jsontext import number
 from rlnb.history.reading import read_jsonl

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._checks import refuse_dangling_link, user_path
 from rlnb._files import fsync, refuse_link, write_new
+from rlnb._input.checks import refuse_dangling_link, user_path
 from rlnb.history.jsontext import config_text, line, numbers, spelled
 from rlnb.history.record import TIMES
 from rlnb.history.runconfig import session_starts

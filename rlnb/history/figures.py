@@ -10,8 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Final
 
-from rlnb._checks import is_integer
-from rlnb._scalars import scalar
+from rlnb._input.checks import is_integer
+from rlnb._input.scalars import scalar
 from rlnb.history.record import FLOAT_MAX
 from rlnb.text.prompts import check_text
 

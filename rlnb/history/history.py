@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import check_int
+from rlnb._input.checks import check_int
 from rlnb.history.completion_log import CompletionLog, checked
 from rlnb.history.figures import NO_STEP, logged_figures
 from rlnb.history.listeners import Listeners

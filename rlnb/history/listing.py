@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlnb._checks import user_path
+from rlnb._input.checks import user_path
 from rlnb.history.loaded import from_row
 from rlnb.history.reading import loads, numbered_lines, opened_to_read, read_config, warn_corrupt
 from rlnb.history.record import MAX_SEQ, Record, warn_bad

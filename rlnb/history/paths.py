@@ -11,8 +11,8 @@ import time
 import uuid
 from pathlib import Path
 
-from rlnb._checks import refuse_dangling_link, user_path
 from rlnb._files import shared
+from rlnb._input.checks import refuse_dangling_link, user_path
 from rlnb.history.store import CONFIG_TMP, WRITTEN
 
 RUNS_DIR_ENV = "RLNB_RUNS_DIR"

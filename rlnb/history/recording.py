@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from rlnb._checks import check_bool
 from rlnb._files import release
+from rlnb._input.checks import check_bool
 from rlnb.history.history import History
 from rlnb.history.paths import run_folder, runs_root
 from rlnb.history.store import LOCK_FILE, lock_run

@@ -11,7 +11,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from rlnb._scalars import scalar
+from rlnb._input.scalars import scalar
 from rlnb.history.jsontext import TEXTS
 from rlnb.history.reading import loads
 from rlnb.history.record import LATEST_TIME, MAX_SEQ, fits_int64

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlnb._checks import user_path
+from rlnb._input.checks import user_path
 from rlnb.errors import user_stacklevel
 from rlnb.history.completion_log import read_completions
 from rlnb.history.loaded import from_row, logged_row

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, cast
 from pydantic import ConfigDict, ValidationError
 
 from rlnb import wire
-from rlnb._scalars import scalar
+from rlnb._input.scalars import scalar
 from rlnb.errors import InvalidParams
 
 from .fields import invalid, plain_fields, refuse_arrays, unwrapped

@@ -13,8 +13,8 @@ from annotated_types import Ge
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb._checks import is_integer
-from rlnb._scalars import scalar
+from rlnb._input.checks import is_integer
+from rlnb._input.scalars import scalar
 from rlnb.errors import InvalidParams
 from rlnb.wire.rules import bounds
 

@@ -9,7 +9,7 @@ import reprlib
 from dataclasses import dataclass
 from typing import Literal
 
-from rlnb._checks import is_integer
+from rlnb._input.checks import is_integer
 
 ScheduleKind = Literal["constant", "linear", "cosine"]
 

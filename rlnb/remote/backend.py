@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import SecretStr
 
 from rlnb import _one_step, wire
-from rlnb._checks import check_bool
-from rlnb._options import kwargs, refuse_unknown, take
+from rlnb._input.checks import check_bool
+from rlnb._input.options import kwargs, refuse_unknown, take
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.history.runconfig import REMOTE
 from rlnb.remote.client import APIClient, ClientOptions

@@ -21,7 +21,7 @@ import httpx
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from rlnb import wire
-from rlnb._shown import printable
+from rlnb._input.shown import printable
 from rlnb.errors import APIError, APIStatusError, status_error_class
 from rlnb.remote import masking, redirects
 from rlnb.remote.masking import chain, forget_locals, reachable

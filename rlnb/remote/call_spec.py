@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import httpx
 
-from rlnb._checks import check_bool, check_int, check_seconds
+from rlnb._input.checks import check_bool, check_int, check_seconds
 from rlnb.wire.paths import API_PREFIX
 
 DEFAULT_BASE_URL = "https://api.together.ai"

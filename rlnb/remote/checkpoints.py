@@ -16,7 +16,7 @@ from typing import IO, get_args
 import httpx
 
 from rlnb import wire
-from rlnb._checks import check_seconds
+from rlnb._input.checks import check_seconds
 from rlnb.remote import bodies, downloads, payloads, transport
 from rlnb.remote.call_spec import Call
 from rlnb.remote.endpoints import Endpoints, at, list_params

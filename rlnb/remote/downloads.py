@@ -26,7 +26,7 @@ from typing import IO
 import httpx
 
 from rlnb import wire
-from rlnb._checks import refuse_dangling_link
+from rlnb._input.checks import refuse_dangling_link
 from rlnb.errors import APIError, APITimeoutError
 
 

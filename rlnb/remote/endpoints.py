@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from rlnb import wire
-from rlnb._checks import check_int
+from rlnb._input.checks import check_int
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
 from rlnb.remote.calls import Caller

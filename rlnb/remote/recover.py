@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from rlnb import wire
-from rlnb._shown import printable
+from rlnb._input.shown import printable
 from rlnb.errors import APIError, RlnbError, may_have_acted
 from rlnb.remote.claims import CLAIMS
 from rlnb.remote.client import APIClient

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rlnb import wire
-from rlnb._checks import check_int
+from rlnb._input.checks import check_int
 from rlnb.errors import BadRequestError
 from rlnb.remote.call_spec import Call
 from rlnb.remote.endpoints import Endpoints, at, json_body, list_params, status_filter

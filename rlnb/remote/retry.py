@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from rlnb._checks import check_seconds, set_int
+from rlnb._input.checks import check_seconds, set_int
 from rlnb.remote.waiting import called_off, check_pause
 
 RETRYING: ContextVar[int | None] = ContextVar("RETRYING", default=None)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import check_bool, set_int
+from rlnb._input.checks import check_bool, set_int
 from rlnb.errors import APIError, RateLimitError, RlnbError
 from rlnb.remote import recover
 from rlnb.remote.client import APIClient

@@ -15,8 +15,8 @@ from typing import TypeVar
 import numpy as np
 
 from rlnb import wire
-from rlnb._checks import check_seconds
-from rlnb._shown import shown
+from rlnb._input.checks import check_seconds
+from rlnb._input.shown import shown
 from rlnb.errors import OperationTimeout, ResourceEnded, RlnbError, SessionClosed
 from rlnb.wire import OPERATION_TIMEOUT
 

@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rlnb import wire
-from rlnb._checks import check_seconds, refuse_dangling_link, set_int
-from rlnb._shown import shown
+from rlnb._input.checks import check_seconds, refuse_dangling_link, set_int
+from rlnb._input.shown import shown
 from rlnb.engine.dtypes import check_weight_dtype
 from rlnb.secrets import redaction
 from rlnb.server.models import check_served

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from rlnb import wire
-from rlnb._checks import refuse_not_folder
 from rlnb._files import (
     appending,
     fsync,
@@ -47,6 +46,7 @@ from rlnb._files import (
     release,
     write_new,
 )
+from rlnb._input.checks import refuse_not_folder
 from rlnb.errors import RunLocked
 from rlnb.history.jsontext import LINE, line, writable
 

@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlnb import wire
-from rlnb._checks import check_int, is_integer
-from rlnb._scalars import scalar
+from rlnb._input.checks import check_int, is_integer
+from rlnb._input.scalars import scalar
 from rlnb.params import AdamParams, OptimizerParams, params_for, params_state
 from rlnb.samples import gradient
 from rlnb.session.backend import Backend

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import check_bool
+from rlnb._input.checks import check_bool
 from rlnb.history import History
 from rlnb.history.recording import check_recording
 from rlnb.history.runconfig import LOCAL

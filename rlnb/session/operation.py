@@ -16,7 +16,7 @@ from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 from rlnb import wire
-from rlnb._checks import check_timeout
+from rlnb._input.checks import check_timeout
 from rlnb.errors import OperationFailed, OperationTimeout
 
 T = TypeVar("T")

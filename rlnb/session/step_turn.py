@@ -13,7 +13,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 
-from rlnb._checks import check_timeout
+from rlnb._input.checks import check_timeout
 from rlnb.errors import SessionBusy
 from rlnb.lifecycle import ctrl_c
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import check_timeout
+from rlnb._input.checks import check_timeout
 from rlnb.errors import OperationFailed, OperationTimeout
 from rlnb.history import History
 from rlnb.lifecycle import ctrl_c

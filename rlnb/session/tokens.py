@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from rlnb._checks import check_bool
+from rlnb._input.checks import check_bool
 from rlnb.session.backend import Backend
 from rlnb.text.codec import Codec, as_prompt, no_tokenizer, to_tokens
 from rlnb.text.prompts import check_ids, token_ids

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from rlnb._checks import check_bool, check_seconds
+from rlnb._input.checks import check_bool, check_seconds
 from rlnb.errors import RlnbError, user_stacklevel
 from rlnb.history.paths import check_run_id
 from rlnb.history.runconfig import EARLIER

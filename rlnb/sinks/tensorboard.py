@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rlnb._checks import user_path
+from rlnb._input.checks import user_path
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink
 from rlnb.sinks.watched import Watched, lost_from
 

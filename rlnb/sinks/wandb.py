@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from rlnb._checks import user_path
+from rlnb._input.checks import user_path
 from rlnb.lifecycle import shutdown
 from rlnb.sinks import wandb_file
 from rlnb.sinks.base import FLUSH_INTERVAL, Failure, Point, RunInfo, Sink, SinkError

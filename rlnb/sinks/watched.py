@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rlnb._checks import refuse_dangling_link
+from rlnb._input.checks import refuse_dangling_link
 
 if TYPE_CHECKING:  # what a batch is (a sink's base checks its folder with this module)
     from rlnb.sinks.base import Failure, Point

@@ -12,8 +12,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from rlnb._checks import check_int, is_integer
-from rlnb._scalars import scalar
+from rlnb._input.checks import check_int, is_integer
+from rlnb._input.scalars import scalar
 from rlnb.params import OptimizerParams
 from rlnb.text.prompts import check_text
 

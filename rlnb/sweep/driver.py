@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from rlnb._checks import check_bool, check_event, takes, user_path
-from rlnb._options import take
+from rlnb._input.checks import check_bool, check_event, takes, user_path
+from rlnb._input.options import take
 from rlnb.engine.options import MUON_ONLY, MuonOptions, refuse_muon_only
 from rlnb.errors import user_stacklevel
 from rlnb.history import default_runs_dir

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from rlnb._checks import refuse_dangling_link
 from rlnb._files import fsync, hold_lock, refuse_pipe, regular, release, write_new
+from rlnb._input.checks import refuse_dangling_link
 from rlnb.history import default_runs_dir, new_run_id
 from rlnb.history.jsontext import config_text, spelled
 from rlnb.history.reading import loads, read_config

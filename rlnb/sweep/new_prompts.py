@@ -10,7 +10,7 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-from rlnb._checks import check_bool
+from rlnb._input.checks import check_bool
 from rlnb.history.runconfig import LOCAL
 from rlnb.tasks.task import Task, task_prompt_ids
 from rlnb.text.codec import ByteCodec, Codec, NoTokenizerCodec, TokenizerCodec

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rlnb._checks import check_event, check_int, check_seconds, is_integer, set_int, takes
+from rlnb._input.checks import check_event, check_int, check_seconds, is_integer, set_int, takes
 from rlnb.history.runconfig import LOCAL, REMOTE
 from rlnb.params import OptimizerParams
 from rlnb.params.schedule import Schedule

@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlnb._checks import check_int
+from rlnb._input.checks import check_int
 
 from .space import MAX_CONFIGS, Dimension, points
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rlnb._checks import check_bool
+from rlnb._input.checks import check_bool
 from rlnb.errors import ConflictError, NotFoundError, RateLimitError, ResourceEnded
 
 if TYPE_CHECKING:

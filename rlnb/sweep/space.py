@@ -19,8 +19,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from rlnb._checks import check_bool, is_integer
-from rlnb._scalars import scalar
+from rlnb._input.checks import check_bool, is_integer
+from rlnb._input.scalars import scalar
 from rlnb.errors import InvalidParams
 from rlnb.params import MUON_ADAM_FIELDS, PARAMS, OptimizerParams, kind_of
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from itertools import product
 
-from rlnb._checks import check_int, is_integer
+from rlnb._input.checks import check_int, is_integer
 from rlnb.tasks.task import Task, digits_task
 from rlnb.tasks.verified import VerifiedTask, exact_match
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 from rlnb import samples
-from rlnb._checks import check_int
+from rlnb._input.checks import check_int
 from rlnb.wire import Sample
 
 CORPUS = (

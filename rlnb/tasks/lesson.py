@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from rlnb import wire
-from rlnb._checks import check_int
+from rlnb._input.checks import check_int
 from rlnb.errors import OperationFailed
 from rlnb.history.figures import EVAL_ACCURACY, RLMetric
 from rlnb.params import OptimizerParams

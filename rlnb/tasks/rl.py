@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from rlnb import _one_step, wire
-from rlnb._checks import check_int, check_timeout, is_integer
+from rlnb._input.checks import check_int, check_timeout, is_integer
 from rlnb.errors import OperationFailed
 from rlnb.history.figures import RLMetric
 from rlnb.lifecycle import ctrl_c

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from rlnb import wire
-from rlnb._checks import check_int, set_int, takes
-from rlnb._shown import shown
+from rlnb._input.checks import check_int, set_int, takes
+from rlnb._input.shown import shown
 from rlnb.history.runconfig import LOCAL
 from rlnb.session import Prompt, Session
 from rlnb.session.tokens import encode_prompt

@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from rlnb._checks import check_int
+from rlnb._input.checks import check_int
 from rlnb.session import Prompt, Session
 from rlnb.tasks.task import Task, completion_text
 

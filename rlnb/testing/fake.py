@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import check_int, check_seconds
+from rlnb._input.checks import check_int, check_seconds
 from rlnb.engine.worker import Worker
 from rlnb.errors import OperationError
 from rlnb.history.runconfig import FAKE

@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any, Protocol, cast, runtime_checkable
 
-from rlnb._checks import is_integer
-from rlnb._shown import shown
+from rlnb._input.checks import is_integer
+from rlnb._input.shown import shown
 from rlnb.text.chat_fields import nones, refusal, rendered, renders_as_transformers
 from rlnb.text.prompts import SHOWN, a_type, check_messages, check_text
 from rlnb.wire.lists import only

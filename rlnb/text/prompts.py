@@ -13,8 +13,8 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import is_integer
-from rlnb._shown import shown
+from rlnb._input.checks import is_integer
+from rlnb._input.shown import shown
 
 SHOWN = 100
 """Characters of a value that a check's error repeats (``shown``): the field and its rule stay in sight."""

@@ -16,7 +16,7 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlnb._shown import printable
+from rlnb._input.shown import printable
 from rlnb.history import History
 from rlnb.history.catalog import compare as compare_runs
 from rlnb.viz import insidelegend, placing

@@ -19,7 +19,7 @@ from matplotlib.text import Text
 from pandas.api.types import is_datetime64_any_dtype, is_numeric_dtype
 
 from rlnb import wire
-from rlnb._shown import printable
+from rlnb._input.shown import printable
 from rlnb.history import History
 from rlnb.history.figures import STEP_COLUMNS
 from rlnb.history.tables import steps_table

@@ -25,7 +25,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from rlnb import wire
-from rlnb._checks import check_bool, check_int, check_seconds
+from rlnb._input.checks import check_bool, check_int, check_seconds
 from rlnb.history import History
 from rlnb.text.prompts import check_text
 from rlnb.viz.lines import check_ema

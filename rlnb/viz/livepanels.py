@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from rlnb._shown import printable
+from rlnb._input.shown import printable
 from rlnb.history.figures import EVAL_ACCURACY, RLMetric
 from rlnb.viz.draw import CLIP_HEADROOM, all_nan, not_logged
 from rlnb.viz.lines import inf_label, inf_marks

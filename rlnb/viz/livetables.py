@@ -11,7 +11,7 @@ from typing import Any
 
 from matplotlib.colors import to_hex
 
-from rlnb._shown import printable
+from rlnb._input.shown import printable
 from rlnb.history import Record
 from rlnb.history.figures import RL_METRICS, RLMetric, StepRow
 from rlnb.viz.draw import STATUS_COLORS, short

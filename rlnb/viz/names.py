@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from rlnb._shown import printable
+from rlnb._input.shown import printable
 from rlnb.history.figures import EVAL_ACCURACY
 from rlnb.history.figures import RLMetric as R
 

@@ -20,7 +20,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.text import Annotation
 from matplotlib.transforms import Bbox
 
-from rlnb._shown import shown
+from rlnb._input.shown import shown
 from rlnb.history import History
 from rlnb.history.export import read_back
 from rlnb.history.tables import in_run_order

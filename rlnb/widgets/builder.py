@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rlnb import wire
-from rlnb._checks import check_int
-from rlnb._shown import shown
+from rlnb._input.checks import check_int
+from rlnb._input.shown import shown
 from rlnb.errors import SHOWN_VALUE, InvalidParams, describe
 from rlnb.params import PARAMS, AdamParams, MuonParams, OptimizerParams
 from rlnb.params.schedule import MAX_STEPS, Schedule

@@ -11,8 +11,8 @@ from typing import Any
 import ipywidgets as W
 import traitlets
 
-from rlnb._checks import ascii_number
-from rlnb._shown import shown
+from rlnb._input.checks import ascii_number
+from rlnb._input.shown import shown
 from rlnb.errors import SHOWN_VALUE
 
 WIDE = {"description_width": "110px"}

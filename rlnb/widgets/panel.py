@@ -11,7 +11,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from rlnb._checks import check_seconds, check_timeout
+from rlnb._input.checks import check_seconds, check_timeout
 from rlnb.params import OptimizerParams
 from rlnb.params.schedule import Schedule
 from rlnb.session import Session

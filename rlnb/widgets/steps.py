@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rlnb import wire
-from rlnb._checks import takes
+from rlnb._input.checks import takes
 from rlnb.errors import OperationFailed
 from rlnb.params import OptimizerParams
 from rlnb.params.schedule import Schedule

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from rlnb._shown import shown
+from rlnb._input.shown import shown
 
 __all__ = [
     "FROM_SERVER",

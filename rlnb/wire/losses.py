@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, get_args
 
-from rlnb._scalars import scalar
+from rlnb._input.scalars import scalar
 from rlnb.wire.base import _Model
 from rlnb.wire.loss_params import (
     GRPO_PARAM_NAMES,

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, Strict, ValidationError, field_validator
 
-from rlnb._scalars import scalar
+from rlnb._input.scalars import scalar
 from rlnb.wire.base import (
     INT32_MAX,
     NUMBER_ONLY,

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from rlnb._checks import not_folder, refuse_dangling_link
 from rlnb._files import release, write_new
+from rlnb._input.checks import not_folder, refuse_dangling_link
 from rlnb.cli.demo.aside import DELETING, EARLIER, LOCK, STAGING, free, hold_out, recover
 from rlnb.errors import RunLocked
 from rlnb.history.store import LOCK_FILE, OPS_FILE, RUN_FILES, lock_run

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rlnb._checks import is_integer, user_path
-from rlnb._shown import shown
+from rlnb._input.checks import is_integer, user_path
+from rlnb._input.shown import shown
 from rlnb.cli.options import checked_threads, refused_option
 from rlnb.engine.dtypes import WEIGHT_DTYPES
 

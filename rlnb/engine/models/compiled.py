@@ -41,7 +41,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rlnb._checks import check_bool
+from rlnb._input.checks import check_bool
 from rlnb.errors import describe
 
 log = logging.getLogger("rlnb")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rlnb import wire
-from rlnb._options import take
+from rlnb._input.options import take
 from rlnb.engine.models.tiny import SIZES
 from rlnb.errors import OperationTimeout
 from rlnb.history import new_run_id

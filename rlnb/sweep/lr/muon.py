@@ -14,8 +14,8 @@ import numpy as np
 from torch import nn
 
 from rlnb import wire
-from rlnb._checks import is_integer
-from rlnb._scalars import scalar
+from rlnb._input.checks import is_integer
+from rlnb._input.scalars import scalar
 from rlnb.engine.models.factory import roles
 from rlnb.engine.models.tiny import SIZES, build_model
 from rlnb.engine.optim.muon import shape_scale

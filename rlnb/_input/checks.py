@@ -1,6 +1,6 @@
 """The checks of a single value a user gives an entry point, each a clear error naming the option and what it takes
 before anything starts: an integer in a range, a flag, an event, a callable of n arguments, a path or folder a user
-named, seconds and a wait's timeout. (Option groups, which sort keywords into dataclasses, are ``_options``.)
+named, seconds and a wait's timeout. (Option groups, which sort keywords into dataclasses, are ``options``.)
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from rlnb._scalars import scalar
-from rlnb._shown import shown
+from rlnb._input.scalars import scalar
+from rlnb._input.shown import shown
 
 _NUMBER = re.compile(r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE)
 

@@ -1,5 +1,5 @@
 """``scalar``: a numpy or torch 0-d value as the Python scalar it holds, told by type. Standard library only, below
-``wire``: the command line's flag checks (``_checks``) take it without importing numpy, torch or pydantic."""
+``wire``: the command line's flag checks (``checks``) take it without importing numpy, torch or pydantic."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 ``Timeout`` and ``Limits``.
 
 An entry point keeps its flat keywords (``rlnb.connect(url, poll_max=5.0)``) and sorts them into its
-groups with ``take``; each group checks its own fields when it is built (``__post_init__``, with ``_checks``), so a
+groups with ``take``; each group checks its own fields when it is built (``__post_init__``, with ``checks``), so a
 bad value is refused before anything starts, naming the field.
 """
 
