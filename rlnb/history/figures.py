@@ -21,6 +21,10 @@ STEP_COLUMNS = ("step", "loss", *ROW_FLOATS, "step_time_s", "queue_s", "weights_
 """The steps table's own columns: a logged figure may not take one of these names."""
 SHADOWED = "{} (logged)"
 """The column of a logged figure named like one of ``STEP_COLUMNS`` in a run written before ``log`` refused it."""
+SESSION_FIELD = "rlnb_session"
+"""A ``metrics.jsonl`` line's field beside its figures: the session of the run that logged it (0 for the first), so
+that a row read back joins that session's point of its step only, not each session's of a run continued from step 0.
+A figure may not take its name."""
 
 
 class RLMetric:
@@ -90,7 +94,7 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
     """The row ``History.log(step, **figures)`` records, or ``ValueError`` naming what cannot be one: a step
     that is not an integer in [0, 2**63), a figure that is not a real number, one with an empty name or a name that is
     not valid Unicode (a lone surrogate: no table column holds it), one past ``MAX_NAME`` characters, or one named like
-    a steps column."""
+    a steps column or ``SESSION_FIELD``."""
     if step is NO_STEP:  # History.log(step=3, ...)
         step = figures.pop("step", None)  # History.log's own **figures
     elif "step" in figures:  # History.log(1, step=...): not Python's "multiple values for argument 'step'"
@@ -104,6 +108,9 @@ def logged_figures(step: Any, figures: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"history.log: a figure name of {len(name)} characters ({name[:20]!r}...): at most "
                              f"{MAX_NAME}")  # fmt: skip
         check_text(name, f"history.log: the figure name {name!r}")
+        if name == SESSION_FIELD:
+            raise ValueError(f"history.log: {name!r} is the run folder's own field (the session that logged the row); "
+                             "log it under another name")  # fmt: skip
         if name in STEP_COLUMNS:
             raise ValueError(
                 f"history.log: {name!r} is a column of the steps table ({', '.join(STEP_COLUMNS)}); log it under "
@@ -136,3 +143,8 @@ def _bool_or_complex(dtype: Any) -> bool:
     if getattr(dtype, "kind", "") in ("b", "c"):  # numpy's
         return True
     return bool(getattr(dtype, "is_complex", False)) or str(dtype) == "torch.bool"
+
+
+def stored(row: dict[str, Any], session: int | None) -> dict[str, Any]:
+    """A ``log()`` row as its ``metrics.jsonl`` line holds it: with the session that logged it, where one is known."""
+    return row if session is None else {**row, SESSION_FIELD: session}

@@ -27,7 +27,7 @@ from typing import Any
 from rlnb import wire
 from rlnb._input.checks import check_int
 from rlnb.history.completion_log import CompletionLog, checked
-from rlnb.history.figures import NO_STEP, logged_figures
+from rlnb.history.figures import NO_STEP, logged_figures, stored
 from rlnb.history.listeners import Listeners
 from rlnb.history.record import FOLDS, Record, start_unseen
 from rlnb.history.runconfig import check_annotation, session_starts
@@ -55,6 +55,7 @@ class History(HistoryViews):
         self._log_listeners: Listeners[dict[str, Any]] = Listeners()
         self._read_listeners: Listeners[None] = Listeners()  # told when its tables are read (``on_read``)
         self._logged: list[dict[str, Any]] = []
+        self._logged_sessions: list[int | None] = []  # the session of the run that logged each row (``logged_rows``)
         self._completions = CompletionLog()
         self.store = store
         self.config: dict[str, Any] = dict(config or {})
@@ -96,6 +97,7 @@ class History(HistoryViews):
 
     def _restore(self, run: RunFolder) -> None:
         self._records, self._logged, self._next_seq = run.records, run.logged, run.next_seq
+        self._logged_sessions = run.sessions
         self._completions.add(run.completions)
         self._replay(unfinished=False)
 
@@ -217,11 +219,13 @@ class History(HistoryViews):
         ``ValueError``, before anything is recorded: a step that is not an integer >= 0, a figure that is not a
         real number, or one named like a column of the steps table (``loss`` is the forward-backwards' own)."""
         row = logged_figures(step, metrics)
+        session = len(session_starts(self.config))  # as ``rlnb.sinks.points.Steps`` numbers the run's sessions
         with self._lock:
             self._logged.append(row)
+            self._logged_sessions.append(session)
             self.step_log.logged(row)
         if self.store:
-            self.store.write_metrics(row)
+            self.store.write_metrics(stored(row, session))
         else:
             self._said_memory_only()
         if self._log_listeners.callbacks:

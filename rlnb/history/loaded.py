@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from rlnb.history.figures import SESSION_FIELD
 from rlnb.history.jsontext import NON_FINITE, number, numbers
 from rlnb.history.record import COLUMNS, INT64, LATEST_TIME, SHAPES, Record, Shape, fits_float, fits_int64
 from rlnb.text.prompts import escaped, surrogate
@@ -116,16 +117,22 @@ _FAST = tuple((name, *_CHECKS[SHAPES[name]][1:]) for name in COLUMNS)
 (a field ``SHAPES`` misses fails here, at import)."""
 
 
-def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
-    """A ``log()`` row from ``metrics.jsonl``: an integer ``step`` and numbers; other values are left out, and so is
-    a figure whose name is not valid Unicode (written before ``log`` refused it): no table column holds it."""
+def logged_row(row: dict[str, Any], bad: list[str]) -> tuple[dict[str, Any], int | None] | None:
+    """A ``log()`` row from ``metrics.jsonl`` and the session that logged it (``SESSION_FIELD``; None in a run folder
+    an older rlnb wrote, or where it is no session's number): an integer ``step`` and numbers; other values are left
+    out, and so is a figure whose name is not valid Unicode (written before ``log`` refused it): no table column holds
+    it."""
     step = row.get("step")
     if not (fits_int64(step) and step >= 0):
         bad.append(f"step = {step!r}"[:80])
         return None
+    session = row.get(SESSION_FIELD)
+    if session is not None and not (fits_int64(session) and session >= 0):
+        bad.append(f"{SESSION_FIELD} = {session!r}"[:80])
+        session = None
     kept: dict[str, Any] = {"step": step}
     for k, v in row.items():
-        if k == "step":
+        if k in ("step", SESSION_FIELD):
             continue
         v = number(v)
         if surrogate(k) is not None:
@@ -134,4 +141,4 @@ def logged_row(row: dict[str, Any], bad: list[str]) -> dict[str, Any] | None:
             kept[k] = math.nan if v is None else float(v)
         else:
             bad.append(f"{k} = {v!r}"[:80])
-    return kept
+    return kept, session

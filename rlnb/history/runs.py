@@ -39,6 +39,8 @@ class RunFolder:
     config: dict[str, Any]
     records: list[Record] = field(default_factory=list)
     logged: list[dict[str, Any]] = field(default_factory=list)
+    sessions: list[int | None] = field(default_factory=list)
+    """The session that logged each of ``logged`` (``loaded.logged_row``)."""
     completions: list[dict[str, Any]] = field(default_factory=list)
     config_damaged: bool = False
     """Whether its ``config.json`` is there but cannot be read (``read_config``): set aside before it is replaced."""
@@ -84,7 +86,8 @@ def read_run(path: str | Path) -> RunFolder:
     logged = (logged_row(line, bad) for _, line in read_jsonl(path / METRICS_FILE))
     kept = [row for row in logged if row is not None]
     warn_bad(path / METRICS_FILE, bad)
-    return RunFolder(path, config, records, kept, read_completions(path), damaged)
+    rows, sessions = [row for row, _ in kept], [session for _, session in kept]
+    return RunFolder(path, config, records, rows, sessions, read_completions(path), damaged)
 
 
 def read_ops(file: Path) -> list[Record]:

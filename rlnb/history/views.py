@@ -15,6 +15,7 @@ import pandas as pd
 from rlnb._extras import need
 from rlnb.history.completion_log import CompletionLog
 from rlnb.history.export import save_run, with_json, with_sessions, write_whole
+from rlnb.history.figures import stored
 from rlnb.history.listeners import Listeners
 from rlnb.history.record import Record, as_row
 from rlnb.history.runconfig import session_attrs
@@ -28,6 +29,7 @@ class HistoryViews:
     _lock: threading.Lock
     _records: list[Record]
     _logged: list[dict[str, Any]]
+    _logged_sessions: list[int | None]
     _completions: CompletionLog
     _ops_table: OpsTable
     _read_listeners: Listeners[None]
@@ -47,6 +49,12 @@ class HistoryViews:
         with self._lock:
             rows = list(self._logged)
         return pd.DataFrame(rows, columns=None if rows else ["step"])
+
+    def logged_rows(self) -> list[tuple[dict[str, Any], int | None]]:
+        """Each ``log()`` row with the session of the run that logged it (0 for the first; None for a row read back
+        from a run folder an older rlnb wrote): a sink puts it on that session's point of its step only."""
+        with self._lock:
+            return list(zip(self._logged, self._logged_sessions, strict=True))
 
     @property
     def df(self) -> pd.DataFrame:
@@ -78,7 +86,8 @@ class HistoryViews:
         folder at ``path`` that ``History.load`` restores (for a run whose own folder could not be written, or a
         copy). ``FileExistsError`` if ``path`` holds a run or a ``config.json`` already. Returns the folder."""
         with self._lock:
-            ops, logged = [as_row(r) for r in self._records], list(self._logged)
+            ops = [as_row(r) for r in self._records]
+            logged = [stored(row, session) for row, session in zip(self._logged, self._logged_sessions, strict=True)]
         return save_run(path, self.config, ops, logged, self._completions.rows())
 
     def to_csv(self, path: str | Path) -> None:

@@ -56,8 +56,8 @@ class Point:
     """POSIX seconds: when the optim-step finished, or when ``log`` was called."""
     session: int | None = None
     """Which session of the run made it (0 for the first): a run continued from step 0 has each step number once per
-    session. None for a ``history.log`` row read back (a run folder keeps no session of one): ``points.merge`` puts it
-    on each session's point of its step, as ``History.steps`` shows it."""
+    session. None for a ``history.log`` row read back from a run folder an older rlnb wrote (which kept no session for
+    one): ``points.merge`` puts it on each session's point of its step, as ``History.steps`` shows it."""
 
 
 @dataclass(slots=True)

@@ -55,7 +55,7 @@ def _part(history: History, mark: Mark | None) -> tuple[int, int] | None:
     (or there is no mark)."""
     if mark is None or mark == NOTHING:
         return None
-    starts, records, rows = session_starts(dict(history.config)), history.records, history.logged.to_dict("records")
+    starts, records, rows = session_starts(dict(history.config)), history.records, history.logged_rows()
     # by session and step, each session's own: a run continued from step 0 has two of each step
     steps = {(p.session, p.step) for p in merge(unsent(records, starts, rows, NOTHING))[0]}
     missed = {(p.session, p.step) for p in merge(unsent(records, starts, rows, mark))[0]}

@@ -28,6 +28,8 @@ from rlnb.wire import TERMINAL_STATUSES, OperationKind, OperationStatus
 TRAINING = frozenset({OperationKind.FORWARD_BACKWARD, OperationKind.OPTIM_STEP})
 STEP_FIELDS = ("grad_norm", "grad_norm_muon", "grad_norm_adam", "grad_clip_norm", "learning_rate")
 Item = Point | Failure
+Row = tuple[dict[str, Any], int | None]
+"""A ``history.log`` row and the session of the run that logged it (``History.logged_rows``)."""
 
 
 class Steps:
@@ -149,9 +151,9 @@ def failure(rec: Record) -> Failure:
 
 def logged(row: dict[str, Any], at: float, session: int | None = None) -> Point:
     """A ``history.log`` row as a point (NaN left out, as ``History.steps`` keeps the last number) of ``session`` (the
-    one logging it; None: read back). A figure named like a steps column (``loss``, in a run written before ``log``
-    refused it) is ``"loss (logged)"``, as ``History.steps`` shows it: merged into its step's point, it replaced the
-    step's own loss there."""
+    one that logged it; None: read back from a run folder an older rlnb wrote). A figure named like a steps column
+    (``loss``, in a run written before ``log`` refused it) is ``"loss (logged)"``, as ``History.steps`` shows it:
+    merged into its step's point, it replaced the step's own loss there."""
     values = {
         SHADOWED.format(k) if k in STEP_COLUMNS else k: float(v)
         for k, v in row.items()
@@ -163,9 +165,9 @@ def logged(row: dict[str, Any], at: float, session: int | None = None) -> Point:
 def merge(items: Iterable[Item]) -> tuple[list[Point], list[Failure]]:
     """One point per step of each session (later figures win), by session then step; failures in order. Keyed by step
     alone, a run continued from step 0 would lose its earlier sessions' points (``rlnb.export``, a resend spanning
-    sessions). A point of no session (a logged row read back) joins each session's point of its step, as
-    ``History.steps`` shows it; where none has that step, it is one of its own, in the first session whose steps reach
-    it (else the last)."""
+    sessions). A point of no session (a logged row of a run folder an older rlnb wrote, which keeps no session for one)
+    joins each session's point of its step, as ``History.steps`` shows it; where none has that step, it is one of its
+    own, in the first session whose steps reach it (else the last)."""
     points: dict[tuple[int, int], Point] = {}
     loose: dict[int, Point] = {}
     failures: list[Failure] = []
@@ -201,12 +203,13 @@ def _into(points: dict[Any, Point], key: Any, item: Point) -> None:
         points[key] = Point(item.step, dict(item.values), item.time, item.session)
 
 
-def unsent(records: list[Record], starts: list[SessionStart], rows: list[dict[str, Any]], sent: Mark) -> list[Item]:
+def unsent(records: list[Record], starts: list[SessionStart], rows: list[Row], sent: Mark) -> list[Item]:
     """What a sink that holds ``sent`` of a run has not written: the items of ``records`` past it (``Steps.seed``) and
-    ``rows`` (``history.log``'s) past its count, each row stamped with the latest end of an operation."""
+    ``rows`` (``History.logged_rows``) past its count, each row stamped with the latest end of an operation and put on
+    the point of the session that logged it."""
     items = Steps(starts).seed(records, sent)
     at = max((r.finished_at for r in records if not math.isnan(r.finished_at)), default=time.time())
-    return items + [logged(row, at) for row in rows[sent.logged :]]
+    return items + [logged(row, at, session) for row, session in rows[sent.logged :]]
 
 
 def replay(history: History, at: float) -> tuple[list[Point], list[Failure]]:
@@ -214,5 +217,5 @@ def replay(history: History, at: float) -> tuple[list[Point], list[Failure]]:
     unless their step's point has a later time)."""
     steps = Steps(session_starts(history.config))
     items: list[Item] = [i for rec in history.records for i in steps.record(rec)] + steps.drain()
-    items += [logged(row, at) for row in history.logged.to_dict("records")]
+    items += [logged(row, at, session) for row, session in history.logged_rows()]
     return merge(items)

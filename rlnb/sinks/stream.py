@@ -28,7 +28,7 @@ from rlnb.sinks.base import Sink, SinkWarning, say_all
 from rlnb.sinks.channel import Channel
 from rlnb.sinks.left_out import left_out
 from rlnb.sinks.marks import Mark
-from rlnb.sinks.points import Item, Steps, logged, unsent
+from rlnb.sinks.points import Item, Row, Steps, logged, unsent
 from rlnb.sinks.process import place, stop_all
 
 CLOSE_TIMEOUT = 30.0
@@ -60,7 +60,7 @@ class Attachment:
         self._channels = [Channel(s, history, unnamed(history), fresh) for s in sinks if s.error is None]
         with self._lock:  # a record that finishes meanwhile is heard once its state is taken in: seen once
             self._unsubscribe = [history.on_record(self._on_record), history.on_log(self._on_log)]
-            records, rows = history.records, history.logged.to_dict("records")
+            records, rows = history.records, history.logged_rows()
             self._steps.seed(records)  # attached mid-step: the step's operations so far count in it
             self._logged = len(rows)  # history.log rows taken in: a mark's count
             for channel in self._channels:
@@ -69,7 +69,7 @@ class Attachment:
         _ATTACHED.add(self)
         _LATEST[history] = weakref.ref(self)  # a weak value: a strong one would keep the history alive for ever
 
-    def _resume(self, channel: Channel, records: list[Record], rows: list[dict[str, Any]]) -> None:
+    def _resume(self, channel: Channel, records: list[Record], rows: list[Row]) -> None:
         """Queue for ``channel`` what its sink missed of this run by its mark in the run folder (``rlnb.sinks.marks``:
         a session killed with points queued); a sink without a mark (it never streamed this run) gets one now and the
         steps from now on."""

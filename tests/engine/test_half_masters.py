@@ -3,6 +3,7 @@ float16 moments underflowed (steps of up to ~760x the learning rate) and bfloat1
 (LayerNorm gains never moved, weight decay did nothing). The weights are the float32 run's, rounded."""
 
 import copy
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -167,20 +168,28 @@ def test_a_half_tiny_tracks_its_float32_run(dtype):
         assert within > 0.98 * total, (within, total)
 
 
-def test_a_half_weight_written_between_steps_is_its_masters_new_value():
-    """A weight written from outside the step (a notebook's edit, a resume's copy) is taken as its master at the next
-    step, not overwritten by the master it no longer rounds from; one rewritten with its own value keeps its master."""
+def _zero_stepped(fill: float | None = None) -> tuple[nn.Linear, TrainerOptimizer, Callable[[], None]]:
+    """A bfloat16 ``nn.Linear`` (its weight ``fill``-ed, if given), its AdamW optimizer, and a step on zero gradients:
+    Adam moves nothing on one (no decay), so a master changes only by an edit from outside the step."""
     model = nn.Linear(4, 4).to(torch.bfloat16)
-    with torch.no_grad():
-        model.weight.fill_(1.0)
+    if fill is not None:
+        with torch.no_grad():
+            model.weight.fill_(fill)
     opt = TrainerOptimizer(model, "adam")
     hp = AdamParams(learning_rate=1e-3, weight_decay=0.0).resolved()
 
-    def step():
+    def step() -> None:
         for p in model.parameters():
-            p.grad = torch.zeros_like(p)  # Adam moves nothing on a zero gradient
+            p.grad = torch.zeros_like(p)
         opt.step(hp)
 
+    return model, opt, step
+
+
+def test_a_half_weight_written_between_steps_is_its_masters_new_value():
+    """A weight written from outside the step (a notebook's edit, a resume's copy) is taken as its master at the next
+    step, not overwritten by the master it no longer rounds from; one rewritten with its own value keeps its master."""
+    model, opt, step = _zero_stepped(fill=1.0)
     step()
     opt.masters.of["weight"].add_(1e-4)  # below bfloat16's half spacing at 1 (2^-8): the weight is the master rounded
     with torch.no_grad():
@@ -198,15 +207,7 @@ def test_a_half_weight_written_between_steps_is_its_masters_new_value():
 def test_a_half_weight_written_through_data_is_its_masters_new_value(how):
     """A write through ``.data`` leaves the weight's version counter as it was: the next step wrote the stale master
     back over the edit, for half-precision weights only. The weight is compared with its master rounded instead."""
-    model = nn.Linear(4, 4).to(torch.bfloat16)
-    opt = TrainerOptimizer(model, "adam")
-    hp = AdamParams(learning_rate=1e-3, weight_decay=0.0).resolved()
-
-    def step():
-        for p in model.parameters():
-            p.grad = torch.zeros_like(p)  # Adam moves nothing on a zero gradient
-        opt.step(hp)
-
+    model, opt, step = _zero_stepped()
     step()
     new = torch.full((4, 4), 0.5, dtype=torch.bfloat16)
     if how == "data.copy_":

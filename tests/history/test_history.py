@@ -589,6 +589,7 @@ def test_log_refuses_what_a_table_cannot_hold_before_recording_it(tmp_path):
     s.optim_step().result(30)
     refused = {
         "is a column of the steps table": [dict(loss=0.5), dict(grad_norm=1.0), dict(queue_s=0.1)],
+        "'rlnb_session' is the run folder's own field": [dict(rlnb_session=1.0)],
         "reward must be a real number": [
             dict(reward="0.5"),
             dict(reward=None),
@@ -612,6 +613,9 @@ def test_log_refuses_what_a_table_cannot_hold_before_recording_it(tmp_path):
     row = {"step": 1, "reward": 0.5, "my_loss": 0.25}
     for h in (s.history, History.load(tmp_path / "r")):
         assert h.logged.to_dict("records") == [row] and h.steps[list(row)].to_dict("records") == [row]
+        assert h.logged_rows() == [(row, 0)]  # the run's first session logged it
+    line = json.loads((tmp_path / "r" / "metrics.jsonl").read_text())
+    assert line == {**row, "rlnb_session": 0}  # the field beside the figures: never a figure itself
 
 
 def test_log_refuses_numpy_and_torch_bools_and_complex_numbers_as_it_refuses_python_ones():

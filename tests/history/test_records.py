@@ -1061,6 +1061,23 @@ def test_negative_steps_in_a_run_folder_are_left_out_on_load(tmp_path):
     assert loaded.logged.step.tolist() == [0] and pd.isna(loaded.df.set_index("seq").loc[7, "step"])
 
 
+def test_a_logged_rows_session_that_is_no_sessions_number_is_left_out_and_the_row_kept(tmp_path):
+    """A ``metrics.jsonl`` line's ``rlnb_session`` (the session that logged it) that is no number of a session (a hand
+    edit) is left out with the load's warning; the row keeps its figures and is read as an older rlnb's, of no
+    session."""
+    s = rlnb.Session(FakeBackend(), runs_dir=tmp_path, run_id="r")
+    s.forward_backward(BATCH).result()
+    s.close()
+    with open(tmp_path / "r" / "metrics.jsonl", "a") as fh:
+        for session in ("one", -1, 1.5, True):
+            fh.write(json.dumps({"step": 2, "reward": 0.5, "rlnb_session": session}) + "\n")
+    with pytest.warns(RuntimeWarning, match="left out") as caught:
+        loaded = History.load(tmp_path / "r")
+    said = " ".join(str(w.message) for w in caught)
+    assert "left out 4 value(s)" in said and "rlnb_session = 'one'; rlnb_session = -1; rlnb_session = 1.5" in said
+    assert loaded.logged_rows() == [({"step": 2, "reward": 0.5}, None)] * 4
+
+
 def test_the_completions_of_a_path_that_is_no_run_folder_are_refused_not_empty(tmp_path):
     """``rlnb.history.completions("rlnb-runs/<mistyped id>")`` gave an empty table, as if the run had sampled
     nothing; ``completions(5)`` Path's bare TypeError. A run of no RL step still gives an empty table."""

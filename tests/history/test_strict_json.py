@@ -64,7 +64,7 @@ def test_every_line_a_run_writes_is_standard_json_and_reads_back_as_recorded(tmp
     check_standard(tmp_path / "r")
     check_read_back(History.load(tmp_path / "r"))
     line = json.loads((tmp_path / "r" / "metrics.jsonl").read_text())
-    assert line == {"step": 1, "reward": "NaN", "up": "Infinity", "down": "-Infinity", "plain": 0.5}
+    assert line == {"step": 1, "reward": "NaN", "up": "Infinity", "down": "-Infinity", "plain": 0.5, "rlnb_session": 0}
     with pytest.raises(ValueError, match=r"rows\[0\]: reward = 'NaN'"):  # given as text: refused, as before
         history.log_completions(2, [{**ROW, "reward": "NaN"}])
 

@@ -111,6 +111,32 @@ def _unreadable(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, text='{"id": "op-')  # a proxy cut the envelope short
 
 
+def steps_forward_backward(tries: list[tuple[bool, Handler]]) -> Callable[[FakeAPI], Handler]:
+    """``one_remote_step``'s ``handler_for``: the step's forward-backward (the session's second Idempotency-Key) at its
+    n-th try (the last of ``tries`` for every later one) is run on the server first where ``tries[n]``'s ``runs`` and
+    answered by its ``answer``; every other request is the fake's."""
+
+    def handler_for(fake: FakeAPI) -> Handler:
+        keys: list[str] = []
+        tried: list[int] = []
+
+        def handler(request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and request.url.path.endswith("/forward-backward"):
+                key = request.headers["Idempotency-Key"]
+                keys.extend([key] if key not in keys else [])
+                if keys.index(key) == 1:  # the step's
+                    runs, answer = tries[min(len(tried), len(tries) - 1)]
+                    tried.append(1)
+                    if runs:
+                        fake(request)
+                    return answer(request)
+            return fake(request)
+
+        return handler
+
+    return handler_for
+
+
 @pytest.mark.parametrize(
     ("answer", "runs"),
     [(_answer_lost, True), (lambda r: httpx.Response(502, text="Bad Gateway"), True), (_unreadable, True),
@@ -124,22 +150,7 @@ def test_a_forward_backward_whose_answer_is_lost_after_the_server_ran_it_says_it
     loses its answer (no answer, a 502, a 2xx that cannot be read): its gradients are accumulated there and the next
     optim-step applies them with its own, so its error says so and the rest of its step says it failed, not that it
     was never sent. One never sent says neither."""
-
-    def handler_for(fake: FakeAPI) -> Handler:
-        keys: list[str] = []
-
-        def handler(request: httpx.Request) -> httpx.Response:
-            if request.method == "POST" and request.url.path.endswith("/forward-backward"):
-                key = request.headers["Idempotency-Key"]
-                keys.extend([key] if key not in keys else [])
-                if keys.index(key) == 1:  # the step's
-                    if runs:
-                        fake(request)
-                    return answer(request)
-            return fake(request)
-
-        return handler
-
+    handler_for = steps_forward_backward([(runs, answer)])
     ops, posted, step = one_remote_step(handler_for, answered=answer is not _answer_lost and runs)
     assert [op.status for op in ops] == [FAILED] * 3 and step == 0
     assert posted.count("optim-step") == 0
@@ -228,25 +239,7 @@ def _conflict(request: httpx.Request) -> httpx.Response:
 def test_a_forward_backward_taken_then_refused_on_its_retry_says_its_gradients_may_stay(then):
     """Its first try runs on the server and its 2xx cannot be read; the try again under the same Idempotency-Key is
     refused (a 409, or no connection made): that error alone said the server took nothing, though it ran the first."""
-
-    def handler_for(fake: FakeAPI) -> Handler:
-        keys: list[str] = []
-        tries: list[int] = []
-
-        def handler(request: httpx.Request) -> httpx.Response:
-            if request.method == "POST" and request.url.path.endswith("/forward-backward"):
-                key = request.headers["Idempotency-Key"]
-                keys.extend([key] if key not in keys else [])
-                if keys.index(key) == 1:  # the step's
-                    tries.append(1)
-                    if len(tries) == 1:
-                        fake(request)
-                        return _unreadable(request)
-                    return then(request)
-            return fake(request)
-
-        return handler
-
+    handler_for = steps_forward_backward([(True, _unreadable), (False, then)])  # taken, then refused
     ops, posted, step = one_remote_step(handler_for, answered=then is not _never_sent)
     assert [op.status for op in ops] == [FAILED] * 3 and step == 0 and posted.count("optim-step") == 0
     with pytest.raises(rlnb.OperationFailed) as info:

@@ -3,6 +3,7 @@ points of their own in a sink, as in ``history.steps``, whether streamed, sent a
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import rlnb
 from rlnb import samples, sinks
 from rlnb.history import History
+from rlnb.history.figures import SESSION_FIELD
 from rlnb.testing import FakeBackend
 from tests.support.kept_sink import WRITTEN, Kept, written
 
@@ -46,8 +48,27 @@ def test_each_sessions_steps_reach_a_sink_streamed_and_exported(tmp_path):
     assert given("zero-live", "session") == [(k, s) for s in (1.0, 2.0) for k in (1, 2, 3)]  # as logged
     rlnb.export(history, Kept("zero-export"))
     assert given("zero-export", "loss") == steps
-    # a run folder keeps no session of a logged row: each is on every step of its number, as history.steps has it
-    assert given("zero-export", "session") == list(zip(history.steps.step, history.steps.session, strict=True))
+    # each logged row on its own session's step (metrics.jsonl keeps the session that logged it), as streamed
+    assert given("zero-export", "session") == [(k, s) for s in (1.0, 2.0) for k in (1, 2, 3)]
+    rlnb.export(history.save(tmp_path / "copy"), Kept("zero-copy"))  # a saved copy keeps them too
+    assert given("zero-copy", "session") == [(k, s) for s in (1.0, 2.0) for k in (1, 2, 3)]
+
+
+def test_an_older_rlnbs_logged_rows_with_no_session_join_each_sessions_step_of_their_number(tmp_path):
+    """A run folder an older rlnb wrote keeps no session for a logged row: read back, each is on every session's step of
+    its number, the figure logged last there, as ``history.steps`` shows it."""
+    runs = tmp_path / "runs"
+    session(runs, 3, 1, Kept("zero-older", interval=0))
+    session(runs, 3, 2, Kept("zero-older", interval=0))
+    metrics = runs / "r" / "metrics.jsonl"
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [line.pop(SESSION_FIELD) for line in lines] == [0, 0, 0, 1, 1, 1]  # as each session logged it
+    metrics.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    history = History.load(runs / "r")
+    assert [session for _, session in history.logged_rows()] == [None] * 6
+    rlnb.export(history, Kept("zero-older-export"))
+    assert given("zero-older-export", "session") == [(k, 2.0) for _ in range(2) for k in (1, 2, 3)]
+    assert given("zero-older-export", "session") == list(zip(history.steps.step, history.steps.session, strict=True))
 
 
 def test_a_sink_sent_two_sessions_it_missed_gets_each_and_is_told_how_many(tmp_path):

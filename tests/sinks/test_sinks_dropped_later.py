@@ -18,14 +18,13 @@ from tests.support.kept_sink import WRITTEN, Kept, written
 CE = [samples.cross_entropy(list(b"hello world"))]
 
 
-def run(runs, run_id: str, sink: sinks.Sink, first: int, n: int, ops: bool = True) -> list[str]:
-    """A session of ``run_id`` with ``sink``: ``n`` steps, each logging ``reward`` at its own step from ``first``
-    (after a forward-backward and an optim-step, unless not ``ops``); the SinkWarnings said."""
+def run(runs, run_id: str, sink: sinks.Sink, first: int, n: int) -> list[str]:
+    """A session of ``run_id`` with ``sink``: ``n`` steps, each logging ``reward`` at its own step from ``first``;
+    the SinkWarnings said."""
     with pytest.warns() as caught, rlnb.Session(FakeBackend(), runs_dir=runs, run_id=run_id, sinks=[sink]) as s:
         for step in range(first, first + n):
-            if ops:
-                s.forward_backward(CE)
-                s.optim_step().result()
+            s.forward_backward(CE)
+            s.optim_step().result()
             s.history.log(step, reward=float(step))
     return [str(w.message) for w in caught if issubclass(w.category, sinks.SinkWarning)]
 
@@ -39,10 +38,9 @@ def test_a_sink_dropped_in_an_earlier_run_says_so_and_its_later_run_is_sent_whol
     (said,) = run(runs, "b", sink, 1, 3)  # a notebook's next cell: the cell-1 warning has scrolled away
     assert "dropped while writing run a (OSError: disk gone): run b is not written there" in said, said
     assert WRITTEN.get("dropped-later") is None
-    # continued with a working sink, logging only: an optim-step of its own would be its session's step 1, and a
-    # logged row read back joins every session's point of its step (as ``history.steps`` shows it): whether run b's
-    # reward 1 reached that point too would hang on whether the catch-up ran before or after it was recorded
-    assert run(runs, "b", Kept("dropped-later", interval=0), 4, 1, ops=False) == []
+    # continued with a working sink: its session's step 1 meets run b's logged step 1, whose reward stays on run b's
+    # first session's point (test_a_continued_runs_logged_rows_sent_again_join_their_own_sessions_points_only)
+    assert run(runs, "b", Kept("dropped-later", interval=0), 4, 1) == []
     rewards = Counter(p.step for points, _ in WRITTEN["dropped-later"] for p in points if "reward" in p.values)
     assert rewards == {step: 1 for step in range(1, 5)}  # run b whole, each figure once
 
@@ -143,3 +141,29 @@ def test_a_run_whose_write_failed_as_another_runs_dropped_the_sink_is_said_left_
     dropped, left = run(tmp_path / "runs", "a", sink, 1, 2)
     assert "dropped while writing run other: OSError: disk gone" in dropped, dropped
     assert "dropped while writing run other (OSError: disk gone): run a is not written there" in left, left
+
+
+@pytest.mark.filterwarnings("ignore::rlnb.history.RunContinuedWarning")
+@pytest.mark.parametrize("catch_up", ["with the new session's steps", "before them"])
+def test_a_continued_runs_logged_rows_sent_again_join_their_own_sessions_points_only(tmp_path, catch_up):
+    """Run b logged ``reward`` at steps 1-3 while its sink was dropped; a session continuing it from step 0 with a
+    working sink sends it those rows and optim-steps of its own, steps 1-2: each reward reaches the sink once, on
+    run b's first session's point of its step, whether the rows sent again are in one batch with the new steps (a
+    sink that writes once a minute) or written before them."""
+    runs, name = tmp_path / "runs", f"logged-rows-{catch_up.split()[0]}"
+    sink = Kept(name, fail_at=1, interval=0)
+    run(runs, "a", sink, 1, 1)  # dropped here
+    sink.fail_at = 0
+    run(runs, "b", sink, 1, 3)  # logged while dropped: none of it written
+    one_batch = catch_up.startswith("with")
+    later = Kept(name, interval=60 if one_batch else 0)  # 60 s: everything in the close's one batch
+    with rlnb.Session(FakeBackend(), runs_dir=runs, run_id="b", sinks=[later]) as s:
+        if not one_batch:
+            written(name, 3, "reward")
+        for _ in range(2):
+            s.forward_backward(CE)
+            s.optim_step().result()
+    rewards = Counter((p.session, p.step) for points, _ in WRITTEN[name] for p in points if "reward" in p.values)
+    assert rewards == {(0, 1): 1, (0, 2): 1, (0, 3): 1}, rewards
+    steps = sorted((p.session, p.step) for points, _ in WRITTEN[name] for p in points if "loss" in p.values)
+    assert steps == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2)], steps  # run b whole, both sessions' steps

@@ -40,7 +40,7 @@ def a_run_with_a_failed_sample() -> History:
 
 def test_what_a_mark_does_not_hold_is_sent_with_the_steps_whole_loss():
     h = a_run_with_a_failed_sample()
-    records, rows = h.records, h.logged.to_dict("records")
+    records, rows = h.records, h.logged_rows()
     whole, failed = replay(h, T0)
     by_step = {p.step: p.values for p in whole}
     fb3 = next(r.seq for r in records if r.kind == "forward-backward" and r.step == 2)  # step 3's forward-backward

@@ -4,50 +4,26 @@ the operation in flight failed and kept in the history. It said a healthy run fo
 (120 s), and Stop waited for it. A real server process, killed (SIGKILL), and the widgets driven by ``.click()``."""
 
 import contextlib
-import html
-import re
-import time
 
 import pytest
 
 import rlnb
 from rlnb import samples, wire
 from rlnb.testing import ServerProcess
-from rlnb.widgets import RunPanel
+from tests.support.gated_steps import wait_for
+from tests.support.remote_panel import WINDOW, started_panel, text
 from tests.support.server import START_DEADLINE
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("undrawn_live_view")]  # a server process
-
-WINDOW = 600.0
-"""The session's ``poll_failure_window``: far past the test's waits, so only the Stop can end the run."""
-
-
-def text(widget) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", widget.value))
-
-
-def wait_for(what, seconds: float = 60.0) -> None:
-    end = time.monotonic() + seconds
-    while not what():
-        assert time.monotonic() < end, "not reached before the deadline"
-        time.sleep(0.05)
 
 
 def test_a_server_that_stops_answering_is_said_and_stop_ends_the_run_keeping_the_failure():
     server = ServerProcess.rlnb_serve("--device", "cpu", "--op-delay", "30", timeout=START_DEADLINE)
     with server as url:
         s = rlnb.connect(url, base_model="rlnb/tiny", record=False, poll_failure_window=WINDOW)
-        sent = []
-
-        def step_fn(session, params):  # one forward-backward the server holds 30 s: killed meanwhile
-            sent.append(session.forward_backward([samples.cross_entropy(list(b"abc"))]))
-            sent[-1].result(WINDOW)
-            return {}
-
-        panel = RunPanel(s, step_fn=step_fn, every=0.2)
+        # one forward-backward the server holds 30 s: killed meanwhile
+        panel, sent = started_panel(s, [samples.cross_entropy(list(b"abc"))], wait=WINDOW)
         try:
-            assert panel.start(1)
-            wait_for(lambda: sent and sent[0].id)  # its POST answered: polled
             assert server.proc is not None
             server.proc.kill()
             wait_for(lambda: "server not answering" in text(panel.status))

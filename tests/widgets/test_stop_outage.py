@@ -3,8 +3,6 @@ in-memory fake of the API: a Stop ends the wait only when it came during an outa
 pressed before one poll went unanswered (its retry answered) failed the step in flight at once, outcome unknown,
 though the server completed it: a graceful Stop lost a step."""
 
-import html
-import re
 import threading
 import time
 
@@ -13,25 +11,14 @@ import pytest
 
 import rlnb
 from rlnb import samples, wire
-from rlnb.widgets import RunPanel, outage
+from rlnb.widgets import outage
 from tests.support.fake_api import BASE, FAST_POLL, KEY, FakeAPI, quick
+from tests.support.gated_steps import wait_for
+from tests.support.remote_panel import WINDOW, started_panel, text
 
 pytestmark = pytest.mark.usefixtures("undrawn_live_view")
 
 BATCH = [samples.cross_entropy(list(range(5, 30)))]
-WINDOW = 600.0
-"""The session's ``poll_failure_window``: far past the test's waits, so only a Stop can end the wait."""
-
-
-def text(widget) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", widget.value))
-
-
-def wait_for(what, seconds: float = 30.0) -> None:
-    end = time.monotonic() + seconds
-    while not what():
-        assert time.monotonic() < end, "not reached before the deadline"
-        time.sleep(0.02)
 
 
 class Polls:
@@ -64,16 +51,7 @@ class Polls:
 def _panel(polls: Polls):
     session = rlnb.connect(BASE, api_key=KEY, transport=httpx.MockTransport(polls), ready_timeout=5, record=False,
                            poll_failure_window=WINDOW, **FAST_POLL, **quick({}))  # fmt: skip
-    sent: list[rlnb.Operation] = []
-
-    def step_fn(s, params):
-        sent.append(s.forward_backward(BATCH))
-        sent[-1].result(60)
-        return {}
-
-    panel = RunPanel(session, step_fn=step_fn, every=0.2)
-    assert panel.start(1)
-    wait_for(lambda: sent and sent[0].id)  # POSTed: polled from now
+    panel, sent = started_panel(session, BATCH, wait=60)  # POSTed: polled from now
     return session, panel, sent
 
 
