@@ -246,9 +246,18 @@ class Scrubber:
         https:// or an old host name is an easy mistake, whose fix is the address the server names)."""
         location = response.headers["location"]
         why = redirects.fault(location)
+        presigned = bool(request.extensions.get(redirects.PRESIGNED))
         if why:  # a relative path to httpx (``ht!tp://x``): the address it joins is no address the server named
+            then = "it cannot be followed" if presigned else "rlnb follows no redirect"
             return self.redact(f"{response.reason_phrase}: the server redirects to {location[:200]!r}, which is no URL "
-                               f"({why}); rlnb follows no redirect")  # fmt: skip
+                               f"({why}); {then}")  # fmt: skip
+        if presigned:  # its redirects are followed, but this one: no key would go along (it carries none)
+            hops = len(response.history)
+            hop = response.request if hops else request  # the request this one answered
+            where = hop.url.join(location).copy_with(query=None)
+            after = f" (after {hops} redirect{'s' * (hops > 1)})" if hops else ""
+            return self.redact(f"{response.reason_phrase}: the presigned URL redirects to {where}{after}, which is not "
+                               f"followed: {redirects.unfollowed(hop, response, hops)}")  # fmt: skip
         where = request.url.join(location).copy_with(query=None)
         base, asked = httpx.URL(base_url), request.url
         fix = "use the address it names"

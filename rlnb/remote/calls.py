@@ -4,7 +4,8 @@ Every request goes through ``_send``, which applies the one ``RetryPolicy`` (no 
 >= 500, or whatever ``x-should-retry`` says; jittered exponential backoff honouring ``Retry-After``) and
 turns every failure into an ``rlnb.errors`` error (``_after_failure``, the one place failures are
 judged). What the server offers beyond the API (rlnb serve's long-poll and in-order execution, from its ``rlnb-*``
-response headers) and its clock are learned from its answers (``features``). No redirect is followed.
+response headers) and its clock are learned from its answers (``features``). No redirect of the API is followed; a
+presigned URL's, which carries no credential, are, a few (``redirects.follow``).
 
 Every call ends by ``deadline`` seconds, all attempts and backoff included: each socket operation is bounded by the
 time left (``transport.DeadlineTransport``), so a server that drips its answer cannot hold a call for ever.
@@ -123,7 +124,9 @@ class Caller:
         trusted = self._trusted(call, request.url)
         if self._http.is_closed:  # closed by its owner: httpx's RuntimeError escaped close(), which left all running
             url = self.redact(str(request.url.copy_with(query=None)))
-            raise APIError("the http_client given to rlnb was closed", method=request.method, url=url, sent=False)
+            closed = "this APIClient was closed (its close(), or the end of its with block)" if self._owns_http else (
+                "the http_client given to rlnb was closed")  # fmt: skip
+            raise APIError(closed, method=request.method, url=url, sent=False)
         end = time.monotonic() + self.deadline + call.wait
         limit = f"the call's deadline ({self.deadline:g} s)"
         if call.until is not None and call.until < end:
@@ -194,17 +197,19 @@ class Caller:
         request.extensions[redirects.MARK] = True  # before the copy below, which keeps the extensions
         if not self._trusted(call, request.url):  # as rlnb built it: none of an http_client's default headers,
             # cookies or query parameters (credentials for the API, maybe) goes to a presigned host
+            extensions = {**request.extensions, redirects.PRESIGNED: True}
             return type(request)(call.method, url, params=call.params, content=call.content, headers=headers,
-                                 extensions=request.extensions)  # fmt: skip
+                                 extensions=extensions)  # fmt: skip
         if self._api_key is not None:
             request.headers["Authorization"] = f"Bearer {self._api_key.get_secret_value()}"  # the one unwrapping
         request.extensions[sent.MARK] = frozenset(request.headers.keys())
         return request
 
     def _open(self, request: httpx.Request, trusted: bool) -> httpx.Response:
-        """``request`` sent, its answer streamed; off the API by ``cookies.send_apart``; to it, with the client's own
-        ``auth`` (httpx's sentinel for it is refused by Starlette's TestClient, built on httpx2), following no redirect
-        (an http_client's ``follow_redirects=True`` would take another host's answer for the API's)."""
+        """``request`` sent, its answer streamed; off the API by ``cookies.send_apart`` (which follows a few redirects);
+        to it, with the client's own ``auth`` (httpx's sentinel for it is refused by Starlette's TestClient, built on
+        httpx2), following no redirect (an http_client's ``follow_redirects=True`` would take another host's answer
+        for the API's)."""
         if trusted:
             return self._http.send(request, stream=True, follow_redirects=False)
         return cookies.send_apart(self._http, request)

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from rlnb import wire
-from rlnb.errors import APIConnectionError, APIError, APIStatusError
+from rlnb.errors import APIConnectionError, APIError
 from rlnb.remote import payloads
 from rlnb.remote.bodies import invalid
 from rlnb.remote.call_spec import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, Call, check_settings
@@ -211,8 +211,6 @@ class APIClient(ResourceCalls, CheckpointCalls, PayloadCalls):
                 raise
             try:
                 env = self._operation(session_id, op.kind, response, None)
-            except (APIConnectionError, APIStatusError):
-                raise  # a payload's download that failed: no word on the envelope
             except APIError as exc:
                 unread = exc
                 log.info("%s; asking again with its Idempotency-Key (%d of %d)", exc, again + 1, self.max_retries)
@@ -261,13 +259,22 @@ class APIClient(ResourceCalls, CheckpointCalls, PayloadCalls):
         """The typed envelope; an output naming a ``payload_id`` gets the offloaded members merged in
         (downloaded keys win, as in the SDK). Its id must be the one asked for (``operation_id``), or any
         but empty for a submission: the poller polls by it, and an empty one addresses no operation. A
-        COMPLETED one carries its output, unless its kind may go without (``wire.OUTPUT_OPTIONAL``)."""
+        COMPLETED one carries its output, unless its kind may go without (``wire.OUTPUT_OPTIONAL``). A submission's
+        whose offloaded result cannot be fetched yet is RUNNING without it, for the poller to fetch."""
         model = wire.ENVELOPES[kind]
         data = self._bodies.decode(response, model.__name__)
         output = data.get("output") if isinstance(data, dict) else None
         if isinstance(output, dict) and output.get("payload_id"):
             inline = {k: v for k, v in output.items() if k != "payload_id"}
-            data["output"] = {**inline, **self.result_payload(session_id, kind, data, str(output["payload_id"]))}
+            try:
+                data["output"] = {**inline, **self.result_payload(session_id, kind, data, str(output["payload_id"]))}
+            except (PayloadGone, APIConnectionError) as exc:
+                if operation_id is not None:
+                    raise
+                # a submission the server took: the poller fetches its result (asking again on PayloadGone); the
+                # POST sent again would only repeat the download, then fail the operation as unread
+                log.info("%s; polling it for its result", exc)
+                data.update(status=wire.OperationStatus.RUNNING.value, output=None)
         env = self._bodies.validate(response, data, model)
         if not env.id or (operation_id is not None and env.id != operation_id):
             asked = f"operation {operation_id!r}" if operation_id is not None else "a new operation"

@@ -4,21 +4,22 @@ httpx keeps every ``Set-Cookie`` a client's responses carry, presigned ones incl
 domain matches: a storage host on the API's host name (another port: rlnb serve on loopback) or under its parent
 domain (``Domain=``) could set, replace or delete the cookies the API gets. rlnb sends a presigned request through
 the same client (its proxies, TLS settings and transport apply to storage too), with the jar's policy wrapped in
-``Apart``: while this thread sends a presigned request (``send_apart``), the jar takes no cookie from its answers (a
-redirect's included); every other request's answer, another thread's (the poller's) too, is the policy's own. Putting
-the jar back as it was after the answer would revert a cookie the API set meanwhile in another thread. The other
+``Apart``: while this thread sends a presigned request (``send_apart``, inside ``presigned.sending``, which also
+masks its query in httpx's log lines), the jar takes no cookie from its answers (a redirect's included); every other
+request's answer, another thread's (the poller's) too, is the policy's own. Putting the jar back as it was after the
+answer would revert a cookie the API set meanwhile in another thread. The other
 half, no cookie of the jar going to a presigned host, is ``Caller._build``'s bare request.
 """
 
 from __future__ import annotations
 
-import contextvars
 from http.cookiejar import Cookie, CookieJar, CookiePolicy
 from typing import Any
 
 import httpx
 
-_APART: contextvars.ContextVar[bool] = contextvars.ContextVar("rlnb_presigned_send", default=False)
+from rlnb.remote import redirects
+from rlnb.secrets import presigned
 
 
 class Apart(CookiePolicy):
@@ -30,11 +31,11 @@ class Apart(CookiePolicy):
 
     @property
     def netscape(self) -> bool:  # type: ignore[override]
-        return not _APART.get() and self.inner.netscape
+        return not presigned.active() and self.inner.netscape
 
     @property
     def rfc2965(self) -> bool:  # type: ignore[override]
-        return not _APART.get() and self.inner.rfc2965
+        return not presigned.active() and self.inner.rfc2965
 
     def set_ok(self, cookie: Cookie, request: Any) -> bool:  # CookiePolicy's own raise NotImplementedError
         return self.inner.set_ok(cookie, request)
@@ -56,14 +57,12 @@ class Apart(CookiePolicy):
 
 
 def send_apart(http: httpx.Client, request: httpx.Request) -> httpx.Response:
-    """``request`` sent by ``http``, its answer streamed, without the client's ``auth=`` (off the API) and without a
-    cookie taken from its answers (httpx2's jar, a TestClient's, is a ``CookieJar`` too)."""
+    """``request`` sent by ``http``, its answer streamed, without the client's ``auth=`` (off the API), without a
+    cookie taken from its answers (httpx2's jar, a TestClient's, is a ``CookieJar`` too), its redirects
+    ``redirects.follow``'s (whatever the client's ``follow_redirects``)."""
     _wrap(http.cookies.jar)
-    token = _APART.set(True)
-    try:
-        return http.send(request, stream=True, auth=None)
-    finally:
-        _APART.reset(token)
+    with presigned.sending():
+        return redirects.follow(lambda hop: http.send(hop, stream=True, auth=None, follow_redirects=False), request)
 
 
 def _wrap(jar: CookieJar) -> None:

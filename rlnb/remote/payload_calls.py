@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlnb import wire
-from rlnb.errors import APIError, APIStatusError
+from rlnb.errors import APIConnectionError, APIError
 from rlnb.remote import payloads
 from rlnb.remote.call_spec import Call
 from rlnb.remote.endpoints import Endpoints, at
@@ -14,7 +14,12 @@ from rlnb.wire import paths
 
 
 class PayloadGone(APIError):
-    """A result's payload the server would not hand over (``get_operation`` asks for the operation once more)."""
+    """A result's payload the server would not hand over, or that could not be read (``get_operation`` asks for the
+    operation once more); ``status`` is the operation's, as its envelope said."""
+
+    def __init__(self, message: str, status: object = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class PayloadCalls(Endpoints):
@@ -39,10 +44,13 @@ class PayloadCalls(Endpoints):
 
     def result_payload(self, session_id: str, kind: wire.OperationKind, env: dict[str, Any], payload_id: str) -> Any:
         """The offloaded members of a result. A refusal to hand them over (a 404: the payload expired, or its
-        session stopped meanwhile) is no word on the operation, so it is raised as a plain ``APIError``
-        naming the payload: a status error here would pass for the operation's own (a 404: "no longer known")."""
+        session stopped meanwhile), or a payload that cannot be read, is no word on the operation, so it is raised as
+        ``PayloadGone`` naming the payload: a status error here would pass for the operation's own (a 404: "no longer
+        known"). No answer is the ``APIConnectionError`` it is (the poller's failure window counts it)."""
         try:
             return self.download_payload(session_id, payload_id)
-        except APIStatusError as exc:
+        except APIConnectionError:
+            raise
+        except APIError as exc:
             why = f"{kind} {env.get('id')} is {env.get('status')}, but its result's payload {payload_id} could not "
-            raise PayloadGone(f"{why}be fetched: {exc}") from None
+            raise PayloadGone(f"{why}be fetched: {exc}", env.get("status")) from None

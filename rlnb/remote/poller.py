@@ -37,6 +37,7 @@ from rlnb import wire
 from rlnb.errors import APIConnectionError, APIError, APIStatusError
 from rlnb.lifecycle import shutdown, threads
 from rlnb.remote.client import APIClient
+from rlnb.remote.payload_calls import PayloadGone
 from rlnb.remote.waiting import LONG_POLL_WAIT, PollOptions, poll_interval
 from rlnb.wire import Listener
 
@@ -181,8 +182,7 @@ class Poller:
                             self.client.max_retries)  # fmt: skip
                 env, transient = op.env, True
             else:
-                why = f"polling failed: {exc} ({op.unread} answers in a row could not be read; the server may run it)"
-                env = wire.Operation.failed(op.env.id, None, why)
+                env = wire.Operation.failed(op.env.id, None, f"polling failed: {exc} ({_unread(exc, op.unread)})")
         else:
             op.unread = 0
             self._failing_since, self._last_failure = None, None
@@ -291,3 +291,12 @@ def _said(status: str) -> str:
 def _known(ops: list[InFlight]) -> bool:
     """Whether each of ``ops`` is in a status rlnb knows (``wire.Newer`` keeps a newer one as a plain string)."""
     return all(isinstance(op.env.status, wire.OperationStatus) for op in ops)
+
+
+def _unread(exc: APIError, times: int) -> str:
+    """What ``times`` unread answers in a row, the last ``exc``, tell of the operation: one whose result alone could
+    not be fetched is in the status its envelope gives (a COMPLETED one has run to its end on the server)."""
+    if isinstance(exc, PayloadGone):
+        ran = "it ran on the server; " if exc.status == wire.OperationStatus.COMPLETED else ""
+        return f"{ran}its result could not be fetched, {times} times in a row"
+    return f"{times} answers in a row could not be read; the server may run it"

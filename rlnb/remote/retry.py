@@ -74,7 +74,8 @@ class RetryPolicy:
 
     def delay(self, attempt: int, headers: httpx.Headers | None) -> float:
         """Seconds before retry number ``attempt`` (0-based): ``retry-after-ms`` / ``Retry-After``
-        (seconds or an HTTP date) when 0 < value <= max_retry_after, else jittered backoff."""
+        (seconds, or an HTTP date measured from the answer's ``Date``, else this machine's clock) when
+        0 < value <= max_retry_after, else jittered backoff."""
         asked = _retry_after(headers) if headers is not None else None
         if asked is not None and 0 < asked <= self.max_retry_after:
             return asked
@@ -86,9 +87,12 @@ class RetryPolicy:
         asked = _retry_after(headers)
         if asked is None or not self.max_retry_after < asked < float("inf"):
             return ""
-        most = self.max_retry_after
-        return f" (the server asked to wait {asked:.0f} s before a retry, past max_retry_after, {most:g} s)"
+        most, wait = self.max_retry_after, f"{asked:.0f} s" if asked < WEEK else "more than a week"  # not 10**26 s
+        return f" (the server asked to wait {wait} before a retry, past max_retry_after, {most:g} s)"
 
+
+WEEK = 7 * 86400
+"""A longer wait the server asks for is named as "more than a week" in the final error."""
 
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 """RFC 9110's delay-seconds (``1*DIGIT``), with a decimal fraction as the SDK takes it: ASCII digits only. Python's
@@ -111,7 +115,9 @@ def _retry_after(headers: httpx.Headers) -> float | None:
         if (seconds := delay_seconds(value)) is not None:
             return seconds * scale
         if name == "retry-after" and (when := http_date(value.strip(" \t"))) is not None:
-            return when - time.time()
+            said = headers.get("date")  # the server's now: a date it names is on its clock, which may be minutes off
+            now = http_date(said.strip(" \t")) if said is not None else None
+            return when - (time.time() if now is None else now)
     return None
 
 

@@ -188,6 +188,19 @@ def test_a_session_whose_http_client_its_owner_closed_says_so_and_names_what_may
     assert [x["status"] for x in fake.sessions.values()] == ["TRAINING_SESSION_STATUS_RUNNING"]  # as the warning says
 
 
+def test_a_closed_apiclient_says_it_was_closed_not_that_an_http_client_was_given():
+    """Its own http client closed with it, a call after ``with APIClient(...) as c:`` said "the http_client given to
+    rlnb was closed", though none was given."""
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"data": []}))
+    with APIClient(BASE, api_key=KEY, transport=transport) as client:
+        assert client.supported_models().data == []
+    with pytest.raises(rlnb.APIError) as info:
+        client.supported_models()
+    said = str(info.value)
+    assert said.endswith("/supported-models: this APIClient was closed (its close(), or the end of its with block)")
+    assert info.value.sent is False
+
+
 @pytest.mark.parametrize(
     "header",
     [{"retry-after": "3600"}, {"retry-after-ms": "3600000"}, {"retry-after": "an HTTP date an hour from now"}],

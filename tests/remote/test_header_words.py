@@ -1,6 +1,10 @@
 """What the client makes of a server's words in its headers: a ``Retry-After`` that is no RFC 9110 delay-seconds
-(``1_0``, ``+3``, ``٥``: Python's ``float`` takes them all) is no wait asked for, and a redirect whose ``Location``
-is no URL is one clear error, not a transient failure retried."""
+(``1_0``, ``+3``, ``٥``: Python's ``float`` takes them all) is no wait asked for, one that is an HTTP date is
+measured on the server's clock (the answer's ``Date``), and a redirect whose ``Location`` is no URL is one clear error,
+not a transient failure retried."""
+
+import email.utils
+import time
 
 import httpx
 import pytest
@@ -80,3 +84,35 @@ def test_a_redirect_to_no_url_is_said_after_the_user_replaces_the_http_clients_e
             client.supported_models()
     assert "301 Moved Permanently: the server redirects to 'http://[::1', which is no URL" in str(info.value)
     assert len(seen) == 1
+
+
+@pytest.mark.parametrize("skew", [300.0, -300.0, 0.0], ids=["server ahead", "server behind", "same clock"])
+def test_a_retry_after_date_is_measured_from_the_answers_date(skew):
+    """A server whose clock ran 5 minutes ahead, asking to come back in 2 s by an HTTP date: rlnb read 302 s, retried
+    on backoff at once and failed naming a wait never asked for; 5 minutes behind, it waited up to 60 s, not 2."""
+    asked: list[float] = []
+    now = time.time() + skew
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if asked:
+            return httpx.Response(200, json={"data": []})
+        dates = {"date": email.utils.formatdate(now, usegmt=True), "retry-after": email.utils.formatdate(now + 2)}
+        return error(503, "maintenance, back in 2 s", **dates)
+
+    retry = RetryPolicy(max_retries=1, pause=lambda seconds: asked.append(seconds) and False)
+    with APIClient(BASE, KEY, transport=httpx.MockTransport(answer), retry=retry) as client:
+        client.supported_models()
+    assert asked == [2.0]
+
+
+def test_a_retry_after_date_without_a_date_header_is_measured_on_this_machines_clock():
+    said = httpx.Headers({"retry-after": email.utils.formatdate(time.time() + 30, usegmt=True)})
+    assert 28 <= BACKOFF.delay(0, said) <= 30
+
+
+def test_an_absurd_wait_is_named_as_more_than_a_week():
+    """``Retry-After: 99999999999999999999999999`` read "the server asked to wait 100000000000000004764729344 s"."""
+    for value in ["99999999999999999999999999", str(7 * 86400 + 1)]:
+        said = BACKOFF.unheeded(httpx.Headers({"retry-after": value}))
+        assert said == " (the server asked to wait more than a week before a retry, past max_retry_after, 60 s)"
+    assert "wait 604799 s" in BACKOFF.unheeded(httpx.Headers({"retry-after": "604799"}))
