@@ -31,7 +31,7 @@ from rlnb.history.figures import NO_STEP, logged_figures, stored
 from rlnb.history.listeners import Listeners
 from rlnb.history.record import FOLDS, Record, start_unseen
 from rlnb.history.runconfig import check_annotation, session_starts
-from rlnb.history.runs import RunContinuedWarning, RunFolder, open_run, read_run, warn_memory_only
+from rlnb.history.runs import RunContinuedWarning, RunFolder, continuation, open_run, read_run, warn_memory_only
 from rlnb.history.steplog import StepLog
 from rlnb.history.store import RunStore
 from rlnb.history.tables import OpsTable
@@ -94,6 +94,31 @@ class History(HistoryViews):
         history._restore(run)  # a loaded run's unfinished operations never finish
         history.ended_at, history.loaded_from = run.ended_at, run.path
         return history
+
+    def continue_for(self, config: dict[str, Any]) -> bool:
+        """A new session set up with ``config`` continues this history (``history=``), by ``create``'s rules: the same
+        optimizer (``ValueError``), a ``RunContinuedWarning`` naming what else changed, where it began in the config
+        (the earlier sessions' setup kept) and a step of its own from its first operation. A closed one's run folder
+        is locked again until it closes (``RunStore.reopen``): returns whether it was. One that holds nothing and no
+        closed run is left as it is."""
+        with self._lock:
+            held, seq = bool(self._records or self._logged), self._next_seq
+        store = self.store if self.store is not None and self.store.closed else None  # open: made for this session
+        if not held and store is None:
+            return False
+        if store is not None:
+            store.reopen()
+        run_id = self.config.get("run_id")
+        try:
+            self.config = continuation(run_id if isinstance(run_id, str) else None, self.config, config, seq, held)
+            if self.store is not None:
+                self.store.write_config(self.config)
+        except BaseException:
+            if store is not None:
+                store.close()  # the lock it took again is let go: nothing was sent
+            raise
+        self.step_log.new_session()
+        return store is not None and not store.closed
 
     def _restore(self, run: RunFolder) -> None:
         self._records, self._logged, self._next_seq = run.records, run.logged, run.next_seq

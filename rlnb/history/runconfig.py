@@ -38,7 +38,7 @@ FAKE = "fake"
 """config.json's ``backend`` for ``rlnb.testing.FakeBackend``."""
 
 
-def continued(run_id: str, earlier: dict[str, Any] | None, now: float, seq: int = 0) -> dict[str, Any]:
+def continued(run_id: str | None, earlier: dict[str, Any] | None, now: float, seq: int = 0) -> dict[str, Any]:
     """The config fields of a run started or continued ``now`` at operation ``seq`` (``earlier``: the config it had):
     the first ``created_at``, where it was continued (``session_starts``), each earlier session's own fields
     (``EARLIER``), and what the earlier config held (``annotate``'s fields: a label; the new session's own values

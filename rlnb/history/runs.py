@@ -134,15 +134,8 @@ def open_run(
         damaged = earlier.config_damaged if earlier is not None else damaged
         if damaged:
             set_aside_config(path)
-        if earlier is not None and written:  # a run of no operation yet has no step to relabel: EARLIER keeps its setup
-            changes = changed(earlier.config, config)
-            same_optimizer(run_id, changes)
-            warn_changed(run_id, changes)
-        if earlier is None:
-            first = continued(run_id, None, time.time())
-        else:  # where this session begins, by operation number: a clock behind the earlier session's misplaced it
-            first = continued(run_id, earlier.config, time.time(), earlier.next_seq)
-        config = {**first, **config, "versions": environment()}
+        before, seq = (earlier.config, earlier.next_seq) if earlier is not None else (None, 0)
+        config = continuation(run_id, before, config, seq, bool(written))
         store.write_config(config)
     except BaseException:
         store.close()
@@ -150,25 +143,44 @@ def open_run(
     return store, config, earlier
 
 
-def same_optimizer(run_id: str, changes: dict[str, tuple[Any, Any]]) -> None:
+def continuation(run_id: str | None, earlier: dict[str, Any] | None, config: dict[str, Any], seq: int, held: bool
+                 ) -> dict[str, Any]:  # fmt: skip
+    """The config a session set up with ``config`` records in a run that held ``earlier`` (None: a new run), whose
+    operations it numbers from ``seq``: where it began (``continued``; by operation number, as a clock behind the
+    earlier session's misplaced it), refused with another optimizer (``same_optimizer``) and warned of other changes
+    (``warn_changed``) where the run ``held`` an operation or figure (one of neither has no step to relabel: ``EARLIER``
+    keeps its setup). ``open_run`` and a session given a history (``History.continue_for``) both go by it."""
+    name = f"run {run_id}" if run_id is not None else "this history"
+    if earlier is not None and held:
+        changes = changed(earlier, config)
+        same_optimizer(name, changes)
+        warn_changed(name, changes)
+    first = continued(run_id, earlier, time.time(), seq)
+    if run_id is None:  # a history of no run folder (``record=False``) names none
+        del first["run_id"]
+    return {**first, **config, "versions": environment()}
+
+
+def same_optimizer(run: str, changes: dict[str, tuple[Any, Any]]) -> None:
     """``ValueError`` naming both when ``changes`` (``runconfig.changed``: what a session continuing a run sets up
     otherwise) holds the optimizer: one run is one optimizer's (its config names one, which ``rlnb.runs`` and the
     plots go by), and the later session's silently relabelled the earlier session's steps. An optimizer a damaged
-    config does not name (no string) is not refused: ``warn_changed`` names it with the other changes."""
+    config does not name (no string) is not refused: ``warn_changed`` names it with the other changes. ``run``: what
+    is continued (``run a``)."""
     before, now = changes.get("optimizer", (None, None))
     if isinstance(before, str) and isinstance(now, str) and before != now:
         raise ValueError(
-            f"run {run_id} was recorded with optimizer {before}, and this session's is {now}: one run holds one "
-            f"optimizer's steps. Use a new run_id (or continue run {run_id} with a {before} session)"
+            f"{run} was recorded with optimizer {before}, and this session's is {now}: one run holds one "
+            f"optimizer's steps. Use a new run_id (or continue {run} with a {before} session)"
         )
 
 
-def warn_changed(run_id: str, changes: dict[str, tuple[Any, Any]]) -> None:
+def warn_changed(run: str, changes: dict[str, tuple[Any, Any]]) -> None:
     """``RunContinuedWarning`` naming what a session continuing a run sets up otherwise than the session before it
     (a seed, a model): the config's top level becomes this session's, the earlier one's is kept in ``EARLIER``."""
     if changes:
         said = ", ".join(f"{k} {before!r} -> {now!r}" for k, (before, now) in changes.items())
-        warnings.warn(f"run {run_id} continues a session set up otherwise ({said}): config.json now says this "
+        warnings.warn(f"{run} continues a session set up otherwise ({said}): its config now says this "
                       f"session's values; the earlier sessions' are in its {EARLIER!r}", RunContinuedWarning,
                       stacklevel=user_stacklevel())  # fmt: skip
 
@@ -178,10 +190,11 @@ def warn_continued(run_id: Any, reached: int, start: int) -> None:
     step: the steps between appear twice."""
     if reached <= start:
         return
+    name = "this history" if run_id is None else f"run {run_id}"  # one in memory (``record=False``) names no run
     twice = f"step {reached} will appear" if reached == start + 1 else f"steps {start + 1}-{reached} will appear"
     resumed = ", as here" if start > 0 else ""  # a session at step 0 resumed from no checkpoint: it has a fresh model
     warnings.warn(
-        f"run {run_id} continues an earlier session that reached step {reached}, and this one starts at step "
+        f"{name} continues an earlier session that reached step {reached}, and this one starts at step "
         f"{start}: {twice} twice in history.steps, each with the figure logged "
         "last at that step (history.logged keeps every row). Use a new run_id, or resume_from= the run's "
         f"checkpoint at step {reached} to go on counting (an earlier checkpoint repeats the steps after it{resumed}).",

@@ -76,6 +76,8 @@ class RunStore:
         self._held: IO[str] | None = None
         self.closed = False
         """Whether ``close()`` was called: each later write takes the lock for itself."""
+        self._ends: tuple[int, ...] = ()
+        """How long its files were when it last wrote, once closed: ``reopen`` sees whether another session wrote."""
         self._files = {name: self.path / name for name in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE, LOCK_FILE)}
         """Each file's path, joined once: a join is 7 Python calls, and every line written checks two files."""
         try:
@@ -130,8 +132,10 @@ class RunStore:
                 return
             try:
                 if self.closed:
-                    with self._held_again(), _appending(self._files[name]) as fh:
-                        _write_all(fh, data)
+                    with self._held_again():
+                        with _appending(self._files[name]) as fh:
+                            _write_all(fh, data)
+                        self._ends = self._sizes()
                     return
                 fh = getattr(self, which)
                 if fh is None:  # completions.jsonl: made by the first rows written
@@ -182,9 +186,47 @@ class RunStore:
             stacklevel=2,
         )
 
+    def reopen(self) -> None:
+        """Hold the run's lock again for a new session that continues this closed store's run (``history=``), until
+        it closes: ``RunLocked`` if another session writes the run now, a ``ValueError`` if one wrote it since (this
+        history lacks its records: its numbers would be taken twice). A store that failed stays in memory."""
+        with self._lock:
+            if self.failed or not self.closed:
+                return
+            try:
+                held = lock_run(self.path)
+            except OSError as exc:
+                self._fail(exc)
+                return
+            if self._sizes() != self._ends:
+                release(held)
+                raise ValueError(
+                    f"run folder {self.path} was written by another session since this history's session closed, and "
+                    f"this history lacks what it wrote: continue the run with runs_dir={str(self.path.parent)!r}, "
+                    f"run_id={self.path.name!r} instead of history= (that reads it all)"
+                )
+            self._held, self.closed, self._completions = held, False, None
+            try:
+                self._ops = _append_to(self._files[OPS_FILE])
+                self._metrics = _append_to(self._files[METRICS_FILE])
+            except OSError as exc:
+                self._fail(exc)
+
+    def _sizes(self) -> tuple[int, ...]:
+        """The length of each file lines are appended to (0 for one not there)."""
+        sizes = []
+        for name in (OPS_FILE, METRICS_FILE, COMPLETIONS_FILE):
+            try:
+                sizes.append(os.stat(self._files[name]).st_size)
+            except OSError:
+                sizes.append(0)
+        return tuple(sizes)
+
     def close(self) -> None:
         """Close the files and release the lock; what is written later takes the lock for its write alone."""
         with self._lock:
+            if not self.closed:  # before the lock is let go: nobody else wrote yet (its lines are unbuffered)
+                self._ends = self._sizes()
             self.closed = True
             for fh in (self._ops, self._metrics, self._completions):
                 _close_quietly(fh)

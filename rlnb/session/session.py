@@ -80,9 +80,11 @@ class Session:
         if history is None:
             config = backend.config()
             history = History.create(config, runs_dir, run_id) if record else History(config=config)
-        elif history.loaded_from is not None and history.store is None:
-            warn_in_memory(history.loaded_from)  # it went on silently in memory: the user meant to go on with that run
-            history.memory_only_said = True
+        else:
+            if history.loaded_from is not None and history.store is None:
+                warn_in_memory(history.loaded_from)  # it went on silently in memory: the user meant to go on with it
+                history.memory_only_said = True
+            made = history.continue_for(backend.config())  # as a run continued by run_id=, its folder locked again
         self.history = history
         self.optimizer = backend.optimizer
         self._step_params = StepParams(self.optimizer)

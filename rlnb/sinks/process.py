@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -95,7 +96,7 @@ class Child:
             _send(self._requests, message)
             status, value, notes = _receive(self._replies)
         except (OSError, EOFError, ValueError) as exc:  # ValueError: the pipe was closed by stop()
-            raise RuntimeError(f"the sink's child process ended (exit code {self._proc.poll()})") from exc
+            raise RuntimeError(f"the sink's child process ended ({_how_it_ended(self._proc)})") from exc
         for text in notes:
             self._note(text)
         if status == "error":
@@ -132,6 +133,21 @@ class Child:
         for pipe in (self._requests, self._replies):  # a reader waiting on it has its end of file by now
             with contextlib.suppress(OSError, ValueError):
                 pipe.close()
+
+
+def _how_it_ended(proc: subprocess.Popen[bytes]) -> str:
+    """How a child whose pipe ended ended: its exit code, or the signal that killed it (a ``kill -9``, the OOM killer:
+    a negative code). Its pipe closes a moment before it can be reaped, so it is waited for, 1 s at most."""
+    try:
+        code = proc.wait(timeout=1)
+    except subprocess.TimeoutExpired:
+        return "it still runs: its pipe was closed"
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 _children: dict[int, Child] = {}

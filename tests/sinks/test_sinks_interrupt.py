@@ -106,3 +106,20 @@ def test_a_child_whose_parent_dies_mid_request_finishes_its_runs(tmp_path):
     process.serve(io.BytesIO(requests[:-10]), io.BytesIO())
     _, points, _ = read.tensorboard(tmp_path / "r")
     assert points == {1: {"loss": 1.0}}
+
+
+@pytest.mark.slow  # a child process
+@pytest.mark.parametrize(
+    ("end", "said"),
+    [("os.kill(os.getpid(), signal.SIGKILL)", "killed by SIGKILL"), ("os._exit(3)", "exit code 3")],
+)
+def test_a_sinks_child_that_ends_is_said_to_by_its_exit_code_or_signal(tmp_path, monkeypatch, end, said):
+    """review44c: a child killed (``kill -9``, the OOM killer) was said to have ended with "exit code None": its pipe
+    closes a moment before it can be reaped, and it was asked at once. This child closes its pipe, then ends."""
+    monkeypatch.setattr(process, "_START", f"import os, signal, time; os.close(1); time.sleep(0.3); {end}")
+    child = process.Child(sinks.TensorBoard(tmp_path / "tb", process=True))
+    try:
+        with pytest.raises(RuntimeError, match=rf"the sink's child process ended \({said}\)"):
+            child.call("finish", "r")
+    finally:
+        child.end()
