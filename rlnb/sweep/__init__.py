@@ -20,6 +20,7 @@ conventions), ``figures``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,7 +78,8 @@ def ablate(
 
     ``seeds``: default the ``seeds`` of a ``trial_options`` group if one is given, else (0, 1, 2). Returns
     ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over its COMPLETED trials
-    (``count`` of them) with its delta against the baseline, how many trials ``failed`` and were ``stopped``, how many
+    (``count`` of them), its ``delta`` against the baseline paired by seed (over the ``pairs`` seeds on which both
+    COMPLETED with a ``metric``; NaN for none), how many trials ``failed`` and were ``stopped``, how many
     COMPLETED with no ``metric`` (``no_value``) and how many ``diverged`` (their loss went NaN / inf)."""
     check_params(base)
     _check_ablation(base, changes, metric)
@@ -88,16 +90,31 @@ def ablate(
     # Each trial's row names its variant (kept in trials.jsonl and its run): matching by label merged variants whose
     # configs share one (the same change twice, an empty change and the baseline, 1e-3 and 1.0004e-3).
     trials = sweep(base, list(variants.values()), seeds=seeds, variants=list(variants), **sweep_options)
+    return trials, _ablation_summary(trials, list(variants), metric)
+
+
+def _ablation_summary(trials: pd.DataFrame, variants: list[str], metric: str) -> pd.DataFrame:
+    """``ablate``'s summary of its ``trials``, one row per variant (``BASELINE`` first)."""
     ok = trials[trials.status == TrialStatus.COMPLETED]
-    summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(list(variants))
+    summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(variants)
     summary["count"] = summary["count"].fillna(0).astype(int)  # a variant none of whose trials completed: 0, not NaN
-    summary["delta"] = summary["mean"] - summary.loc[BASELINE, "mean"]
+    summary[["delta", "pairs"]] = [_paired(ok, variant, metric) for variant in variants]
+    summary["pairs"] = summary["pairs"].astype(int)
     ended = trials.groupby("variant")["status"]  # a stopped trial is no failure: it runs again on resume
     summary["failed"] = ended.apply(lambda s: int((s == TrialStatus.FAILED).sum()))
     summary["stopped"] = ended.apply(lambda s: int((s == TrialStatus.STOPPED).sum()))
     summary[["no_value", "diverged"]] = _flags(trials, ["variant"], metric).reindex(list(variants)).fillna(0)
     summary.attrs["metric"] = metric
-    return trials, summary
+    return summary
+
+
+def _paired(ok: pd.DataFrame, variant: str, metric: str) -> tuple[float, int]:
+    """The mean of ``variant``'s ``metric`` minus the baseline's over the seeds on which both COMPLETED with one, and
+    how many: a difference of the means over each one's survivors compared other seeds (one seed left of six against
+    the baseline's others), and early rewards are mostly the seed's. NaN for no such seed."""
+    values = [ok[ok.variant == name].set_index("seed")[metric].dropna() for name in (variant, BASELINE)]
+    mine, theirs = values[0].align(values[1], join="inner")
+    return (float((mine - theirs).mean()) if len(mine) else math.nan), len(mine)
 
 
 def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
