@@ -38,7 +38,7 @@ from .lr.find import LRFind, lr_find
 from .lr.muon import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
 from .space import Categorical, Float, Int
-from .trial import METRIC_COLUMNS, REWARD_WINDOW
+from .trial import LOSS_COLUMNS, LOSS_IS_NOISE, METRIC_COLUMNS, REWARD_WINDOW
 
 __all__ = [
     "REWARD_WINDOW",
@@ -120,8 +120,12 @@ def _paired(ok: pd.DataFrame, variant: str, metric: str) -> tuple[float, int]:
 def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
     """Before the sweep: a bad ``metric`` would be a ``KeyError`` once every trial has run, and the table lost; a bad
     change is an ``InvalidParams`` naming its variant."""
+    if metric in LOSS_COLUMNS:  # its delta, ~5e-10, read as a result
+        raise ValueError(f"metric={metric!r}: {LOSS_IS_NOISE}; compare final_reward or best_reward (the loss stays "
+                         "in the trials' table)")  # fmt: skip
     if metric not in METRIC_COLUMNS:
-        raise ValueError(f"metric must be one of {', '.join(METRIC_COLUMNS)}, got {metric!r}")
+        allowed = ", ".join(m for m in METRIC_COLUMNS if m not in LOSS_COLUMNS)
+        raise ValueError(f"metric must be one of {allowed}, got {metric!r}")
     if not isinstance(changes, Mapping):
         raise TypeError(f"changes must be a dict of variant name -> changed fields, such as "
                         f"{{'higher lr': {{'learning_rate': 1e-2}}}}, got {type(changes).__name__}")  # fmt: skip
