@@ -20,6 +20,7 @@ conventions), ``figures``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -82,6 +83,11 @@ def ablate(
     COMPLETED with a ``metric``; NaN for none), how many trials ``failed`` and were ``stopped``, how many
     COMPLETED with no ``metric`` (``no_value``) and how many ``diverged`` (their loss went NaN / inf)."""
     check_params(base)
+    taken = [name for name in NOT_ABLATE if name in sweep_options]
+    if taken:  # passed on to sweep: "got multiple values for keyword argument 'variants'", or "not configs"
+        raise TypeError(f"ablate takes no {', '.join(taken)}: it runs the baseline and each of changes= (the variants, "
+                        "named by its keys) on every seed; sweep(base, configs, variants=...) names configs, "
+                        "sweep(base, search='optuna', space=...) searches")  # fmt: skip
     _check_ablation(base, changes, metric)
     variants = {BASELINE: {}, **{name: dict(change) for name, change in changes.items()}}
     if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does
@@ -115,6 +121,10 @@ def _paired(ok: pd.DataFrame, variant: str, metric: str) -> tuple[float, int]:
     values = [ok[ok.variant == name].set_index("seed")[metric].dropna() for name in (variant, BASELINE)]
     mine, theirs = values[0].align(values[1], join="inner")
     return (float((mine - theirs).mean()) if len(mine) else math.nan), len(mine)
+
+
+NOT_ABLATE = ("configs", "variants", "search_options", *(f.name for f in dataclasses.fields(SearchOptions)))
+"""``sweep``'s keywords that ``ablate`` sets itself or cannot run."""
 
 
 def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:

@@ -204,7 +204,8 @@ def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) 
         raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
     check_event(stop, "the test")
     if progress is not None and not takes(progress, 2):  # sweep's (done, total, row) would fail its first call
-        raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
+        raise TypeError(f"progress must be a callable progress(done, total), False or None (lr_find draws no "
+                        f"progress bar), got {progress!r}")  # fmt: skip
 
 
 def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any], copied: bool = False) -> None:
