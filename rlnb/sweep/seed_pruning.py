@@ -25,6 +25,19 @@ class _SeedView:
     def trials(self) -> list[Any]:
         return self.get_trials()
 
+    @property
+    def best_trial(self) -> Any:
+        """The best COMPLETE trial on this seed (WilcoxonPruner compares with it); ``ValueError`` for none, as
+        Optuna's ``Study.best_trial``."""
+        from optuna.study import StudyDirection
+        from optuna.trial import TrialState
+
+        done = [t for t in self.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
+        if not done:
+            raise ValueError(f"no trial on seed index {self._seed} is completed yet")
+        pick = max if self._study.direction == StudyDirection.MAXIMIZE else min
+        return pick(done, key=lambda t: t.value)
+
     def __getattr__(self, name: str) -> Any:  # direction, _storage (SuccessiveHalving's rung marks), study_name
         return getattr(self._study, name)
 

@@ -71,3 +71,18 @@ def test_a_hyperband_pruner_on_several_seeds_is_refused_naming_pruner(tmp_path):
         sweep(ADAM, search="optuna", space={"learning_rate": RATES}, sampler="grid", seeds=[0, 1], steps=2,
               pruner=optuna.pruners.HyperbandPruner(), runs_dir=tmp_path, progress=False)  # fmt: skip
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("direction", "best"), [("maximize", 0.2), ("minimize", 0.1)])
+def test_the_best_trial_a_pruner_reads_is_its_seeds(direction, best):
+    """WilcoxonPruner compares a trial with ``study.best_trial``: of its own seed's trials, not the study's (0.5 and
+    0.05 are seed 0's)."""
+    from rlnb.sweep.seed_pruning import _SeedView
+
+    study = optuna.create_study(direction=direction)
+    for value in (0.05, 0.1, 0.5, 0.2):  # trial n on seed n % 2
+        study.add_trial(optuna.trial.create_trial(value=value))
+    view = _SeedView(study, lambda t: t.number % 2, 1)
+    assert view.best_trial.value == best and [t.number for t in view.trials] == [1, 3]
+    with pytest.raises(ValueError, match="no trial on seed index 1 is completed yet"):
+        print(_SeedView(study, lambda t: 0, 1).best_trial)  # every trial on seed 0
