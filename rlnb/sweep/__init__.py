@@ -20,6 +20,8 @@ conventions), ``figures``.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,7 +39,7 @@ from .lr.find import LRFind, lr_find
 from .lr.muon import convert_muon_lr, muon_shapes
 from .options import ExecutorOptions, RangeTestOptions, SearchOptions, TrialOptions, check_params
 from .space import Categorical, Float, Int
-from .trial import METRIC_COLUMNS, REWARD_WINDOW
+from .trial import LOSS_COLUMNS, LOSS_IS_NOISE, METRIC_COLUMNS, REWARD_WINDOW
 
 __all__ = [
     "REWARD_WINDOW",
@@ -77,9 +79,15 @@ def ablate(
 
     ``seeds``: default the ``seeds`` of a ``trial_options`` group if one is given, else (0, 1, 2). Returns
     ``(trials, summary)``: every trial's row, and per variant the mean ± std of ``metric`` over its COMPLETED trials
-    (``count`` of them) with its delta against the baseline, how many trials ``failed`` and were ``stopped``, how many
+    (``count`` of them), its ``delta`` against the baseline paired by seed (over the ``pairs`` seeds on which both
+    COMPLETED with a ``metric``; NaN for none), how many trials ``failed`` and were ``stopped``, how many
     COMPLETED with no ``metric`` (``no_value``) and how many ``diverged`` (their loss went NaN / inf)."""
     check_params(base)
+    taken = [name for name in NOT_ABLATE if name in sweep_options]
+    if taken:  # passed on to sweep: "got multiple values for keyword argument 'variants'", or "not configs"
+        raise TypeError(f"ablate takes no {', '.join(taken)}: it runs the baseline and each of changes= (the variants, "
+                        "named by its keys) on every seed; sweep(base, configs, variants=...) names configs, "
+                        "sweep(base, search='optuna', space=...) searches")  # fmt: skip
     _check_ablation(base, changes, metric)
     variants = {BASELINE: {}, **{name: dict(change) for name, change in changes.items()}}
     if seeds is None:  # a fixed default here won over the group's seeds, as a field by name does
@@ -88,23 +96,46 @@ def ablate(
     # Each trial's row names its variant (kept in trials.jsonl and its run): matching by label merged variants whose
     # configs share one (the same change twice, an empty change and the baseline, 1e-3 and 1.0004e-3).
     trials = sweep(base, list(variants.values()), seeds=seeds, variants=list(variants), **sweep_options)
+    return trials, _ablation_summary(trials, list(variants), metric)
+
+
+def _ablation_summary(trials: pd.DataFrame, variants: list[str], metric: str) -> pd.DataFrame:
+    """``ablate``'s summary of its ``trials``, one row per variant (``BASELINE`` first)."""
     ok = trials[trials.status == TrialStatus.COMPLETED]
-    summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(list(variants))
+    summary = ok.groupby("variant", sort=False)[metric].agg(["mean", "std", "count"]).reindex(variants)
     summary["count"] = summary["count"].fillna(0).astype(int)  # a variant none of whose trials completed: 0, not NaN
-    summary["delta"] = summary["mean"] - summary.loc[BASELINE, "mean"]
+    summary[["delta", "pairs"]] = [_paired(ok, variant, metric) for variant in variants]
+    summary["pairs"] = summary["pairs"].astype(int)
     ended = trials.groupby("variant")["status"]  # a stopped trial is no failure: it runs again on resume
     summary["failed"] = ended.apply(lambda s: int((s == TrialStatus.FAILED).sum()))
     summary["stopped"] = ended.apply(lambda s: int((s == TrialStatus.STOPPED).sum()))
     summary[["no_value", "diverged"]] = _flags(trials, ["variant"], metric).reindex(list(variants)).fillna(0)
     summary.attrs["metric"] = metric
-    return trials, summary
+    return summary
+
+
+def _paired(ok: pd.DataFrame, variant: str, metric: str) -> tuple[float, int]:
+    """The mean of ``variant``'s ``metric`` minus the baseline's over the seeds on which both COMPLETED with one, and
+    how many: a difference of the means over each one's survivors compared other seeds (one seed left of six against
+    the baseline's others), and early rewards are mostly the seed's. NaN for no such seed."""
+    values = [ok[ok.variant == name].set_index("seed")[metric].dropna() for name in (variant, BASELINE)]
+    mine, theirs = values[0].align(values[1], join="inner")
+    return (float((mine - theirs).mean()) if len(mine) else math.nan), len(mine)
+
+
+NOT_ABLATE = ("configs", "variants", "search_options", *(f.name for f in dataclasses.fields(SearchOptions)))
+"""``sweep``'s keywords that ``ablate`` sets itself or cannot run."""
 
 
 def _check_ablation(base: OptimizerParams, changes: Mapping[str, Mapping[str, Any]], metric: str) -> None:
     """Before the sweep: a bad ``metric`` would be a ``KeyError`` once every trial has run, and the table lost; a bad
     change is an ``InvalidParams`` naming its variant."""
+    if metric in LOSS_COLUMNS:  # its delta, ~5e-10, read as a result
+        raise ValueError(f"metric={metric!r}: {LOSS_IS_NOISE}; compare final_reward or best_reward (the loss stays "
+                         "in the trials' table)")  # fmt: skip
     if metric not in METRIC_COLUMNS:
-        raise ValueError(f"metric must be one of {', '.join(METRIC_COLUMNS)}, got {metric!r}")
+        allowed = ", ".join(m for m in METRIC_COLUMNS if m not in LOSS_COLUMNS)
+        raise ValueError(f"metric must be one of {allowed}, got {metric!r}")
     if not isinstance(changes, Mapping):
         raise TypeError(f"changes must be a dict of variant name -> changed fields, such as "
                         f"{{'higher lr': {{'learning_rate': 1e-2}}}}, got {type(changes).__name__}")  # fmt: skip

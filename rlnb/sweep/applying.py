@@ -8,14 +8,15 @@ from typing import Any
 
 from rlnb import wire
 from rlnb.errors import InvalidParams
-from rlnb.params import PARAMS, OptimizerParams, kind_of
+from rlnb.params import PARAMS, MuonParams, OptimizerParams, kind_of
 
 
 def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
-    """``base`` with the config's optimizer fields set (validated: a bad value raises before any run)."""
+    """``base`` with the config's optimizer fields set (validated: a bad value raises before any run); a config
+    switching the optimizer keeps what ``carried`` says of the base."""
     kind = config.get("optimizer", kind_of(base))
     cls = PARAMS[wire.optimizer_kind(kind, "config 'optimizer'")]
-    data = base.model_dump(exclude_unset=True) if isinstance(base, cls) else {}  # another kind starts from defaults
+    data = base.model_dump(exclude_unset=True) if isinstance(base, cls) else carried(base)
     for key, value in config.items():
         if key == "optimizer":
             continue
@@ -25,6 +26,20 @@ def apply(base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:
         else:
             data[key] = value
     return cls(**data)
+
+
+def carried(base: OptimizerParams) -> dict[str, Any]:
+    """What a config switching ``base``'s optimizer keeps of it: the settings of the parameters AdamW steps under both
+    optimizers (embeddings, head, norms: an AdamParams base's fields become Muon's ``adam`` group, a MuonParams base's
+    ``adam`` group becomes AdamParams), and the one global ``grad_clip_norm`` both clip by. Else a one-factor ablation
+    changed more than its label says (``{"optimizer": "muon"}`` on ``AdamParams(weight_decay=0.0)`` decayed them at
+    AdamW's 0.1). Muon's own fields act on the matrices alone, with no counterpart in AdamW: the other kind's defaults,
+    or what the config sets."""
+    clip = {"grad_clip_norm": base.grad_clip_norm} if base.grad_clip_norm is not None else {}
+    if isinstance(base, MuonParams):
+        return {**(base.adam.model_dump(exclude_unset=True) if base.adam is not None else {}), **clip}
+    group = base.model_dump(exclude_unset=True, exclude={"grad_clip_norm"})  # Muon reads its own clip, not adam's
+    return {**clip, "adam": group} if group else clip
 
 
 def applied(where: str, base: OptimizerParams, config: Mapping[str, Any]) -> OptimizerParams:

@@ -41,7 +41,7 @@ from .options import (
     check_connect_options,
     check_params,
 )
-from .rows import planned_rows, table
+from .rows import planned_rows, ran_with, table
 from .space import MAX_TRIALS, Categorical, check_once, parse_space
 from .space_text import recorded_space, same_space
 from .trial import TrialSpec
@@ -166,17 +166,22 @@ def sweep(
         previous = planned_rows(folder, previous, source.expected)
         run = start(folder, source, reporter, where, study, stop or threading.Event(), progress)
         state["started"] = True
+
+        def made() -> pd.DataFrame:
+            """The table of every row so far, each config field filled in with the value its trial ran with."""
+            return table(ran_with(previous + run.rows, base), folder, trial.objective, source.superseded())
+
         with gathered(options.get("sinks", [])):  # a dropped sink's left-out trials: said once, at the end
             try:
                 run.drive()
             except BaseException as error:
                 run.drain()  # an error escaping (say, from a progress callback): keep every row, then raise it
-                _kept(error, folder, lambda: table(previous + run.rows, folder, trial.objective, source.superseded()))
+                _kept(error, folder, made)
                 raise
             finally:
                 for ex in run.executors.values():
                     ex.close()
-        trials = table(previous + run.rows, folder, trial.objective, source.superseded())
+        trials = made()
         trials.attrs["interrupted"] = run.interrupted  # it went no further: a loop over sweeps stops on it
         return trials
 

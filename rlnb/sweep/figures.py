@@ -19,7 +19,7 @@ from rlnb.viz.texts import as_written, fit_titles
 from rlnb.wire import TrialStatus
 
 from .keys import can_hash, hashable
-from .trial import BEST_IS_HIGHEST, RESULT_COLUMNS, REWARD_WINDOW
+from .trial import BEST_IS_HIGHEST, LOSS_COLUMNS, LOSS_IS_NOISE, RESULT_COLUMNS, REWARD_WINDOW
 
 LR = "learning_rate"
 EMPTY = "no finished trials yet"
@@ -92,6 +92,8 @@ def search_plot(trials: pd.DataFrame, x: str | None = None, y: str = "value", ax
     ax.set(xlabel=x, ylabel=ylabel)
     if trials[y].isna().all():
         ax.set_title(_none_drawn(trials, y))
+    elif y in LOSS_COLUMNS:  # drawn, not ranked
+        ax.set_title(f"no best {y} starred: {LOSS_IS_NOISE.partition(' (')[0]}", fontsize="medium")
     elif chosen and x != LR:
         ax.set_title(f"against {x}, the first numeric parameter searched (no {LR})", fontsize="medium")
     within_span(ax)  # a y near 1.7e308 failed when drawn (the tick locator's arange), as plots.metric did
@@ -237,7 +239,8 @@ def keyed(trials: pd.DataFrame, keys: Sequence[Any]) -> pd.DataFrame:
 def _maximise(trials: pd.DataFrame, y: str) -> bool | None:
     """Whether the best of ``y`` is its largest, or None where neither end is better (``steps_done``, a config field):
     no star. ``value`` as the search's objective; a result column as ``BEST_IS_HIGHEST`` says, whatever the objective
-    (a reward drawn from a search of the loss starred the worst trial, ``wall_s`` the slowest); a column of your own
+    (a reward drawn from a search of the loss starred the worst trial, ``wall_s`` the slowest; ``LOSS_COLUMNS`` have
+    no better end, their ranks float rounding); a column of your own
     named as a reward or a loss (``eval_reward``) as that word says."""
     if y == "value":
         return trials.attrs.get("objective", "reward") == "reward"

@@ -27,7 +27,7 @@ from rlnb.tasks.task import check_local_group_size
 
 from .executors import EXECUTORS
 from .space import MAX_CONFIGS, check_once
-from .trial import SLOT_TIMEOUT, Objective
+from .trial import LOSS_IS_NOISE, SLOT_TIMEOUT, Objective
 
 SEARCHES = (None, "optuna")
 RANGE_TEST_STEPS = (5, 10_000)
@@ -59,9 +59,8 @@ class TrialOptions:
 
     def __post_init__(self) -> None:
         if self.objective != "reward":  # a loss ranked the configs (and Optuna minimised it) by float rounding
-            raise ValueError(f"objective must be 'reward': a sweep trial's loss is the on-policy GRPO loss of its RL "
-                             f"step, ~1e-10 at every rate (float rounding, which ranks configs by noise); its "
-                             f"final_loss column stays in the table, got {self.objective!r}")  # fmt: skip
+            raise ValueError(f"objective must be 'reward': {LOSS_IS_NOISE}; its final_loss column stays in the "
+                             f"table, got {self.objective!r}")  # fmt: skip
         object.__setattr__(self, "steps", check_steps(self.steps))
         object.__setattr__(self, "slot_timeout", check_seconds("slot_timeout", self.slot_timeout))
         if not (self.task is None or isinstance(self.task, Task) or callable(self.task)):  # every trial FAILED
@@ -205,7 +204,8 @@ def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) 
         raise TypeError(f"session must be a Session or None (a fresh one; target= names where), got {session!r}")
     check_event(stop, "the test")
     if progress is not None and not takes(progress, 2):  # sweep's (done, total, row) would fail its first call
-        raise TypeError(f"progress must be a callable progress(done, total) or None, got {progress!r}")
+        raise TypeError(f"progress must be a callable progress(done, total), False or None (lr_find draws no "
+                        f"progress bar), got {progress!r}")  # fmt: skip
 
 
 def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any], copied: bool = False) -> None:

@@ -90,6 +90,7 @@ class OptunaSource:
     ):
         optuna = self._optuna = import_optuna()
         self._lock = threading.Lock()
+        self._seeds = seeds
         self._distributions = {name: _distribution(optuna, dim) for name, dim in dims.items()}
         self.pruner_name = pruner if isinstance(pruner, str) else type(pruner).__name__
         level = optuna.logging.get_verbosity()
@@ -103,7 +104,7 @@ class OptunaSource:
                 study_name=STUDY_NAME,
                 direction="maximize" if objective == "reward" else "minimize",
                 sampler=make_sampler(optuna, sampler, dims),
-                pruner=make_pruner(optuna, pruner, steps),
+                pruner=make_pruner(optuna, pruner, steps, self._seed_of if seeds > 1 else None),
                 load_if_exists=True,
             )
         finally:
@@ -119,7 +120,6 @@ class OptunaSource:
             n_trials = math.prod(len(v) for v in grid_values(dims).values()) * seeds
         self.total = n_trials
         self._left = max(0, n_trials - finished)
-        self._seeds = seeds
         self._grid = sampler == "grid"  # the points × seeds queued in order, not drawn: each (point, seed) once
         axes = {name: values for name, dim in dims.items() if (values := points(dim)) is not None}
         self._axes = axes if len(axes) == len(dims) else None  # None: a Float range makes the space infinite
@@ -206,7 +206,11 @@ class OptunaSource:
 
     def _key(self, trial: Any) -> tuple[tuple[tuple[str, Any], ...], int]:
         """What makes a trial the same run: its params and the index of its seed."""
-        return tuple(sorted(trial.params.items())), trial.user_attrs.get(SEED_OF_ATTR, trial.number) % self._seeds
+        return tuple(sorted(trial.params.items())), self._seed_of(trial)
+
+    def _seed_of(self, trial: Any) -> int:
+        """The index of ``trial``'s seed in the sweep's seeds."""
+        return int(trial.user_attrs.get(SEED_OF_ATTR, trial.number)) % self._seeds
 
     def _ask(self) -> Any:
         """A new trial. In a finite space, a (params, seed) drawn again is told FAIL (marked ``REPEAT_ATTR``, never

@@ -17,9 +17,12 @@ from typing import Any
 import pandas as pd
 
 from rlnb._files import appending, no_follow, refuse_link, refuse_pipe, refuse_shared
+from rlnb.errors import InvalidParams
 from rlnb.history.jsontext import line, number
 from rlnb.history.reading import loads
+from rlnb.params import OptimizerParams, kind_of
 
+from .applying import apply
 from .trial import METRIC_COLUMNS, RESULT_COLUMNS, TERMINAL, Objective
 
 ROWS_FILE = "trials.jsonl"
@@ -187,6 +190,34 @@ def table(rows: list[dict[str, Any]], folder: Path, objective: Objective, supers
     out["run_path"] = [run_path(folder, p) for p in out["run_path"]] if "run_path" in out else None
     out.attrs.update(path=str(folder), objective=objective)
     return out
+
+
+def ran_with(rows: list[dict[str, Any]], base: OptimizerParams) -> list[dict[str, Any]]:
+    """``rows`` with each config field another row's config sets filled in with the value the trial ran with: the
+    base's, else its optimizer's default. A config records only what it sets, so an ablation's baseline had NaN for
+    the rate its variants change: ``search_plot`` drew none of its rows (its star at NaN) and ``summarize`` showed NaN
+    for it. A field the trial's optimizer lacks (Muon's ``momentum`` on an Adam trial) stays unset."""
+    fields = list(dict.fromkeys(k for row in rows for k in row if k not in RESULT_COLUMNS))
+    return [_ran_with(row, fields, base) for row in rows]
+
+
+def _ran_with(row: dict[str, Any], fields: list[str], base: OptimizerParams) -> dict[str, Any]:
+    gaps = [k for k in fields if row.get(k) is None]
+    if not gaps:
+        return row
+    try:
+        params = apply(base, {k: row[k] for k in fields if row.get(k) is not None})
+    except (InvalidParams, ValueError):  # a row edited by hand: shown as it is
+        return row
+    resolved = params.resolved()
+    filled = dict(row)
+    for key in gaps:
+        head, _, sub = key.partition(".")
+        value = kind_of(params) if key == "optimizer" else getattr(resolved, head, None)
+        value = getattr(value, sub, None) if sub else value
+        if value is not None:
+            filled[key] = value
+    return filled
 
 
 def _columns(rows: list[dict[str, Any]]) -> list[str]:

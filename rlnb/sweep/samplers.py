@@ -5,11 +5,12 @@ sweep builds them again from its arguments; apart from ``optuna_search``, which 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rlnb._input.checks import check_int
 
+from .seed_pruning import SeedPruner
 from .space import MAX_CONFIGS, Dimension, points
 
 SAMPLER_SEED = 0
@@ -28,7 +29,7 @@ def check_search(
         raise ValueError(f"sampler must be 'tpe', 'random', 'grid' or an Optuna sampler, got {sampler!r}")
     if isinstance(pruner, str) and pruner not in PRUNERS:
         raise ValueError(f"pruner must be 'median', 'asha', None or an Optuna pruner, got {pruner!r}")
-    _check_objects(sampler, pruner)
+    _check_objects(sampler, pruner, len(seeds))
     if sampler == "grid":
         count = math.prod(len(v) for v in grid_values(dims).values()) * len(seeds)  # raises for a Float range
         if n_trials is None and count > MAX_CONFIGS:  # each (point, seed) is a trial
@@ -62,9 +63,11 @@ def _check_repeats(dims: Mapping[str, Dimension], n_trials: int, seeds: Sequence
         )  # fmt: skip
 
 
-def _check_objects(sampler: Any, pruner: Any) -> None:
+def _check_objects(sampler: Any, pruner: Any, seeds: int) -> None:
     """A sampler or pruner given as an object is Optuna's: ``sampler=5`` would raise an ``AttributeError`` after the
-    sweep folder is made, ``pruner=5`` fail every trial (``'int' object has no attribute 'prune'``)."""
+    sweep folder is made, ``pruner=5`` fail every trial (``'int' object has no attribute 'prune'``). A
+    HyperbandPruner reads its brackets' trials from the study's storage, past ``SeedPruner``: on several seeds it
+    would judge a trial against other seeds' trials."""
     if isinstance(sampler, str) and (pruner is None or isinstance(pruner, str)):
         return
     import optuna
@@ -76,6 +79,11 @@ def _check_objects(sampler: Any, pruner: Any) -> None:
         raise ValueError("use sampler='grid' (a GridSampler object stops the study from tell(), outside optimize())")
     if not (pruner is None or isinstance(pruner, str | optuna.pruners.BasePruner)):
         raise TypeError(f"pruner must be 'median', 'asha', None or an Optuna pruner (optuna.pruners.*), got {pruner!r}")
+    if seeds > 1 and isinstance(pruner, optuna.pruners.HyperbandPruner):
+        raise ValueError(
+            f"pruner: a HyperbandPruner judges a trial against every seed's trials, and a search on "
+            f"{seeds} seeds must judge it against its own seed's: use pruner='asha', or one seed"
+        )
 
 
 def make_sampler(optuna: Any, sampler: Any, dims: Mapping[str, Dimension], seed: int = SAMPLER_SEED) -> Any:
@@ -112,7 +120,16 @@ def grid_values(dims: Mapping[str, Dimension]) -> dict[str, list[Any]]:
     return {name: list(values) for name, values in axes.items()}
 
 
-def make_pruner(optuna: Any, pruner: Any, steps: int) -> Any:
+def make_pruner(optuna: Any, pruner: Any, steps: int, seed_of: Callable[[Any], int] | None = None) -> Any:
+    """The pruner; with ``seed_of`` (a search on several seeds), one judging each trial against the trials on its own
+    seed alone (``SeedPruner``)."""
+    built = _pruner(optuna, pruner, steps)
+    if seed_of is None or isinstance(built, optuna.pruners.NopPruner):
+        return built
+    return SeedPruner(built, seed_of)
+
+
+def _pruner(optuna: Any, pruner: Any, steps: int) -> Any:
     """``"median"``: MedianPruner after 4 finished trials, judging from a quarter of the steps on;
     ``"asha"``: SuccessiveHalvingPruner with rungs at ``steps // 9``, then ×3 (reduction factor 3): 4, 12 and 36
     for 40 steps."""

@@ -50,7 +50,14 @@ RESULT_COLUMNS = frozenset(
      "best_reward", "value", "run_path", "wall_s", "executor", "host", "not_batched", "diverged_at"}
 )  # fmt: skip
 """Every column of a trial's row that is not part of its config (the config's own fields are the others)."""
-BEST_IS_HIGHEST = {"final_reward": True, "best_reward": True, "final_loss": False, "best_loss": False, "wall_s": False}
+LOSS_IS_NOISE = (
+    "a sweep trial's loss is the on-policy GRPO loss of its RL step, ~1e-10 at every rate (float "
+    "rounding, which ranks configs by noise)"
+)
+LOSS_COLUMNS = ("final_loss", "best_loss")
+"""Kept in the table, never ranked: ``LOSS_IS_NOISE`` (``ablate`` refuses them as its metric, ``search_plot`` stars
+neither)."""
+BEST_IS_HIGHEST = {"final_reward": True, "best_reward": True, "wall_s": False}
 """Whether a result column's best trial is its highest (a reward) or lowest (a loss, a time): ``search_plot``'s star.
 ``value`` is as its objective says; the others (``steps_done``, ``seed``) have no better end."""
 METRIC_COLUMNS = ("final_reward", "best_reward", "value", "final_loss", "best_loss", "steps_done", "wall_s")

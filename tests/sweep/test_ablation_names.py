@@ -83,3 +83,17 @@ def test_an_ablation_change_that_sends_only_an_empty_group_is_refused_as_the_bas
         ablate(base, {"higher": {"learning_rate": 1e-2}, "same": change}, seeds=[0], steps=1, runs_dir=tmp_path,
                progress=False)  # fmt: skip
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [({"variants": ["a", "b"]}, "variants"),
+     ({"search": "optuna", "n_trials": 2, "space": {"learning_rate": (1e-4, 1e-2)}}, "search, space, n_trials"),
+     ({"configs": [{"learning_rate": 1e-2}]}, "configs")],
+)  # fmt: skip
+def test_sweeps_keywords_that_ablate_sets_itself_are_refused_naming_ablate(tmp_path, kwargs, named):
+    """``variants=`` was "sweep() got multiple values for keyword argument 'variants'", and ``search='optuna'``
+    "search='optuna' takes a space={...}, not configs", though the caller gave no configs."""
+    with pytest.raises(TypeError, match=rf"ablate takes no {named}: it runs the baseline and each of changes="):
+        ablate(BASE, {"higher": {"learning_rate": 1e-2}}, seeds=[0], steps=1, runs_dir=tmp_path, **kwargs)
+    assert list(tmp_path.iterdir()) == []

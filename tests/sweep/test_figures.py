@@ -136,15 +136,13 @@ def test_summarize_keeps_variants_of_one_config_apart():
     assert table["mean"].round(6).tolist() == [0.6, 0.3, 0.8] and table["count"].tolist() == [2, 2, 2]
 
 
-@pytest.mark.parametrize(
-    ("objective", "y", "best_lr"), [("loss", "final_reward", 1e-2), ("reward", "final_loss", 1e-2)]
-)
+@pytest.mark.parametrize(("objective", "y", "best_lr"), [("loss", "final_reward", 1e-2), ("reward", "wall_s", 1e-2)])
 def test_search_plot_stars_the_best_of_y_whatever_the_objective(objective, y, best_lr):
     """A reward drawn from a search of the loss starred its lowest reward, the worst trial: ``y`` says which end is
-    best (a loss drawn from a search of the reward is starred at its lowest, as it was)."""
+    best (a time drawn from a search of the reward is starred at its lowest)."""
     trials = pd.DataFrame({"trial": [0, 1, 2], "learning_rate": [1e-3, 1e-2, 1e-1], "status": ["COMPLETED"] * 3})
-    trials["final_reward"], trials["final_loss"] = [0.1, 0.9, 0.5], [3.0, 1.0, 2.0]
-    trials["value"] = trials["final_loss"]
+    trials["final_reward"], trials["wall_s"] = [0.1, 0.9, 0.5], [3.0, 1.0, 2.0]
+    trials["value"] = trials["wall_s"]
     trials.attrs["objective"] = objective
     stars = [c for c in search_plot(trials, y=y).collections if isinstance(c, PathCollection)][-1]
     assert stars.get_offsets().tolist() == [[best_lr, float(trials.loc[1, y])]]

@@ -916,7 +916,8 @@ def test_a_base_or_session_of_the_wrong_type_is_named(tmp_path, base, session, w
     [({"stop": True}, r"stop must be None or a threading.Event \(set it to stop the test\), got True"),
      # as sweep and run_batched check it (the three checks differed): an Event sets and reads its flag
      ({"stop": types.SimpleNamespace(is_set=lambda: False)}, r"stop must be None or a threading.Event .*namespace"),
-     ({"progress": 5}, r"progress must be a callable progress\(done, total\) or None, got 5")],
+     ({"progress": 5}, r"progress must be a callable progress\(done, total\), False or None .*, got 5"),
+     ({"progress": True}, r"progress must be .* False or None \(lr_find draws no progress bar\), got True")],
 )  # fmt: skip
 def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_made(tmp_path, kwargs, words):
     """``stop=True`` raised "'bool' object has no attribute 'is_set'" at the first step, ``progress=5`` "'int' object

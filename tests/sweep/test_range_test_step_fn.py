@@ -44,9 +44,16 @@ def test_a_step_fn_of_three_arguments_or_more_with_defaults_runs(tmp_path):
 def test_a_progress_function_of_other_arguments_is_refused_before_anything_opens(tmp_path):
     """``progress=lambda done, total, row: ...`` (``sweep``'s kind) opened a session and made a run folder, then its
     first call raised ``missing 1 required positional argument: 'row'``, naming no option."""
-    with pytest.raises(TypeError, match=r"progress must be a callable progress\(done, total\) or None"):
+    with pytest.raises(TypeError, match=r"progress must be a callable progress\(done, total\), False or None"):
         lr_find(rlnb.AdamParams(), steps=5, progress=lambda done, total, row: None, runs_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_progress_false_runs_without_progress_as_sweeps_does(tmp_path):
+    """``sweep(progress=False)`` is no bar; ``lr_find(progress=False)`` was a ``TypeError`` naming a callable."""
+    step_fn = lambda s, p, i: 1.0 - 0.1 * i  # noqa: E731
+    found = lr_find(rlnb.AdamParams(), steps=5, step_fn=step_fn, progress=False, runs_dir=tmp_path)
+    assert len(found.lrs) == 5
 
 
 def test_a_task_beside_a_step_fn_is_refused_naming_both(tmp_path):

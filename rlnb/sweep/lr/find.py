@@ -55,7 +55,7 @@ def lr_find(
     session: Session | None = None,
     *,
     stop: threading.Event | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | bool | None = None,
     range_test: RangeTestOptions | None = None,
     **options: Any,
 ) -> LRFind:
@@ -68,7 +68,8 @@ def lr_find(
     ``runs_dir`` a session's copy records beside its run (nowhere when it records nothing), not in ./rlnb-runs.
     A step is one RL step of ``task`` (default: the digits task) reporting the mean reward or the loss
     (``objective``), or your ``step_fn(session, params, i)``. ``stop`` ends it early; ``progress(done,
-    total)`` after each step. Nothing is applied anywhere.
+    total)`` after each step (False or None: nothing, as ``sweep``'s False; it draws no bar). Nothing is applied
+    anywhere.
 
     ``session``: its current weights are copied (a training checkpoint, loaded into a new session with a
     fresh optimizer: a local one in this process — pass ``model=`` for a custom ``nn.Module`` —, a remote
@@ -79,7 +80,8 @@ def lr_find(
     0 < start_lr < end_lr and ``base`` at start_lr within its rules (a default that depends on a new remote Muon
     session's scaling: once that session is open; refused, it is closed and its run folder removed).
     """
-    check_base(base, session, stop, progress)
+    check_base(base, session, stop, None if progress is False else progress)  # False: sweep's "no bar"; True refused
+    report = None if isinstance(progress, bool) else progress
     redaction.hide_option(options)  # first: no traceback's locals show the key
     test = take(RangeTestOptions, options, range_test)
     start_lr, end_lr, steps, objective, seed, step_fn = (
@@ -118,7 +120,7 @@ def lr_find(
     run = step_fn or _rl_step(the_task, objective, seed)
     logged = LOGGED[objective] if step_fn is not None or objective != "reward" else None  # rl_step logs the reward
     lrs = spaced(start_lr, end_lr, steps)
-    measured = measure(trial, run, base, lrs, objective, logged, stop, progress, wait_deadline(trial), step_fn is None)
+    measured = measure(trial, run, base, lrs, objective, logged, stop, report, wait_deadline(trial), step_fn is None)
     chance = the_task.chance if isinstance(the_task, VerifiedTask) and step_fn is None else None
     found = _judged(base, lrs, measured, objective, kind, scaling, ratio, trial.history.path, chance)
     if measured.failure is not None:  # the error names the run folder: the steps measured are not lost with it
