@@ -131,7 +131,8 @@ def _replayed(body: bytes, receive: Receive) -> Receive:
 PARSED_ON_LOOP = 1 << 12
 """Bytes of the largest body read and validated on the event loop (0.3 ms at most: 89 one-token prompts); a larger one
 is read in a worker thread, and other clients are answered meanwhile. Validation costs by item more than by byte: 256
-one-token samples (43 KB) took 3.5-7.3 ms, 1,455 one-token prompts (64 KB) 5.5 ms, a 29.7 MB body 5.2 s."""
+one-token samples (43 KB) took 2.9-7.5 ms, 1,455 one-token prompts (64 KB) 8.6-16 ms (``bench/bench_server_loop.py``), a
+29.7 MB body 5.2 s."""
 _NO_BODY = object()
 """What FastAPI is handed for a body whose validation failed already: it fails again at once, and its error is
 replaced by the real ones (``JsonRoute``)."""

@@ -88,7 +88,7 @@ def test_a_large_body_is_validated_off_the_loop_and_fastapi_takes_the_model(tmp_
 
 
 def test_a_mid_sized_body_is_validated_off_the_loop(tmp_path, monkeypatch):
-    """256 one-token samples (43 KB) took 3.5-7.3 ms to validate: under 64 KiB, they were validated on the event loop,
+    """256 one-token samples (43 KB) took 2.9-7.5 ms to validate: under 64 KiB, they were validated on the event loop,
     every other client waiting. Only a body under ``deps.PARSED_ON_LOOP`` (4 KiB, 0.3 ms at most) is."""
     one = samples.cross_entropy([5, 6]).to_json_dict()
     mid = {"samples": [one] * 256, "loss": {"type": "LOSS_TYPE_CROSS_ENTROPY"}}

@@ -1,5 +1,5 @@
 """``--offload-results-over``: the first GET of a large completed result splits it (its large members into a payload),
-which takes seconds for a large one (an 8.9 MB sample result took 1.4 s). The split runs in a worker thread outside
+which takes seconds for a large one (an 8.9 MB sample result took 0.74-1.4 s). The split runs in a worker thread outside
 the registry's lock: other clients' polls are answered meanwhile, and a second GET of the same result splitting it at
 the same time serves the first split's payload (one payload per operation). Served by uvicorn on loopback."""
 
