@@ -128,9 +128,11 @@ def _replayed(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-PARSED_ON_LOOP = 1 << 16
-"""Bytes of the largest body read and validated on the event loop (well under a millisecond); a larger one is read in a
-worker thread: a 29.7 MB body took 1.7 s to parse and 3.5 s to validate, and every other client waited meanwhile."""
+PARSED_ON_LOOP = 1 << 12
+"""Bytes of the largest body read and validated on the event loop (0.3 ms at most: 89 one-token prompts); a larger one
+is read in a worker thread, and other clients are answered meanwhile. Validation costs by item more than by byte: 256
+one-token samples (43 KB) took 2.9-7.5 ms, 1,455 one-token prompts (64 KB) 8.6-16 ms (``bench/bench_server_loop.py``), a
+29.7 MB body 5.2 s."""
 _NO_BODY = object()
 """What FastAPI is handed for a body whose validation failed already: it fails again at once, and its error is
 replaced by the real ones (``JsonRoute``)."""

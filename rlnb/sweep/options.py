@@ -194,8 +194,8 @@ def check_params(base: Any) -> None:
                         f"{base!r}"[:300])  # fmt: skip
 
 
-def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) -> None:
-    """``TypeError`` naming ``base``, ``session``, ``stop`` or ``progress`` of ``lr_find`` when it is no
+def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None, opened: Any = None) -> None:
+    """``TypeError`` naming ``base``, ``session``, ``stop``, ``progress`` or ``opened`` of ``lr_find`` when it is no
     ``OptimizerParams`` / ``Session`` / Event (``check_event``, as ``sweep`` and ``run_batched`` check it) /
     callable: an AttributeError on ``resolved`` or ``history`` named neither (``lr_find(params, "local")``: a
     target); ``stop=True`` failed at the first step, a run folder made."""
@@ -206,6 +206,8 @@ def check_base(base: Any, session: Any, stop: Any = None, progress: Any = None) 
     if progress is not None and not takes(progress, 2):  # sweep's (done, total, row) would fail its first call
         raise TypeError(f"progress must be a callable progress(done, total), False or None (lr_find draws no "
                         f"progress bar), got {progress!r}")  # fmt: skip
+    if opened is not None and not takes(opened, 1):
+        raise TypeError(f"opened must be a callable opened(session) or None, got {opened!r}"[:300])
 
 
 def check_range_test(test: RangeTestOptions, local: bool, options: Mapping[str, Any], copied: bool = False) -> None:

@@ -23,7 +23,7 @@ from rlnb import sweep, wire
 from rlnb.history.runconfig import LOCAL
 from rlnb.viz.cells import cell_run, same_cell_before
 from rlnb.viz.draw import png
-from rlnb.widgets import find_probe
+from rlnb.widgets import find_probe, outage
 from rlnb.widgets.controls import IN_ROW
 from rlnb.widgets.find_probe import own_step, step_options
 from rlnb.widgets.find_prompts import check_task_prompts
@@ -80,6 +80,7 @@ class LRFinderControls(Suggestion):
         self._ended = threading.Event()  # the button's test has ended, its line said: ``join`` (``running`` from
         self._ended.set()  # before its thread is made, when joining the thread returned at once)
         self._halt = threading.Event()  # ends the range test in flight after its step (``stop``)
+        self.stop_at, self.test_line = -float("inf"), outage.TestLine(self._say)  # ``outage.watch_find``
         self._probe = ""  # what the range test in flight runs, for its status line
         self._refocus = False  # the focus may go back to Find LR at the test's end: a click moved it to Stop
         self._stopped = False  # the test a click started was ended by a click on Stop: the person is at the panel
@@ -141,7 +142,7 @@ class LRFinderControls(Suggestion):
 
     def _progress(self, done: int, total: int) -> None:
         if not self._halt.is_set():
-            self._say(f"range test of {self._probe} running … {done}/{total} steps")
+            self.test_line.show(f"range test of {self._probe} running … {done}/{total} steps")
 
     def run(self) -> Any:
         """Run the range test now (in this thread). Shows the suggestion; applies nothing. ``RuntimeError``
@@ -161,6 +162,7 @@ class LRFinderControls(Suggestion):
             check_task_prompts(options, self.session, self.model)
         options.setdefault("stop", self._halt)
         options.setdefault("progress", self._progress)
+        options.setdefault("opened", lambda trial: outage.watch_find(self, trial))  # a remote server's outage said
         if self.session is None and options.get("target", LOCAL) == LOCAL:  # remote: base_model= (connect
             options.setdefault("model", self.model)  # refused model=, so a builder alone never reached a service)
         if self.session is None and kind == wire.MUON:
@@ -169,15 +171,17 @@ class LRFinderControls(Suggestion):
         probe = find_probe.probe(options, own.objective if own is not None else None)
         self._probe = html.escape(probe)  # the progress says it: by then the first step has checked a guess
         guess = f" ({html.escape(GUESSED)})" if own is not None and not own.known else ""
-        self._say(f"range test of {self._probe}{guess} running …")
+        step = self.session.step if self.session is not None else 0  # the server answers: its outage is said later
+        self.test_line.begin(f"range test of {self._probe}{guess} running …")
         try:
             result = sweep.lr_find(self.builder.params, self.session, **options)  # read at each test: tests replace it
         finally:
             self._halt.clear()  # a stop is for the test it was asked of, not the next one
+            self.test_line.end()
         self.plot.value = png(result.figure())
         self.plot.layout.display = None
         self.result = result
-        unlike = unlike_edge(kind, options, self.session, self.model, self.builder.params)
+        unlike = unlike_edge(kind, options, self.session, self.model, self.builder.params, step)
         self._said = html.escape(self.describe(result, probe, unlike))
         self._offered = result.params is not None
         self.apply_button.disabled = not (self._offered and self.builder.valid)
@@ -288,8 +292,8 @@ class LRFinderControls(Suggestion):
         """End the range test in flight after its step in progress; it then suggests from the steps it has
         and says it was stopped. A RunPanel's Stop and close call this: nothing else could end a long test."""
         if self.running:
-            self._halt.set()
-            self._say("range test stopping after this step …")
+            outage.stop_test(self)
+            self.test_line.show("range test stopping after this step …")
 
     def join(self, timeout: float = 600.0) -> bool:
         """Wait until the button's range test ``running`` reports has ended, its line said (from its first moment,

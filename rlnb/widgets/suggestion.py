@@ -65,12 +65,13 @@ Muon's copied a session of that seed with ``lr_find``'s default seed, 0 (``--not
 
 
 def unlike_edge(
-    optimizer: OptimizerKind, options: Mapping[str, Any], session: Any, model: Any, params: Any
+    optimizer: OptimizerKind, options: Mapping[str, Any], session: Any, model: Any, params: Any, step: int = 0
 ) -> list[str]:
     """What a range test has that ``EDGE`` was not measured with, in the status line's words (``[]``: the setup
     measured: ``first_letter_task()`` on ``tiny``, ``Edge.steps``, ``EDGE_RANGE``, a session at ``Edge.session_step``,
     ``EDGE_WEIGHT_DECAY`` or ``EDGE_ADAM_RATIO``, ``EDGE_SEEDS``). ``options`` as ``lr_find`` gets them; ``session``
-    the one it copies (None: a fresh one of ``options``' model, else ``model``); ``params`` the config tested."""
+    the one it copies (None: a fresh one of ``options``' model, else ``model``); ``params`` the config tested; ``step``
+    the session's step as the test began (read after it, a remote session's GET failed where the server had gone)."""
     what: list[str] = []
     if options.get("step_fn") is not None:
         what.append(Elsewhere.STEP_FN)
@@ -82,7 +83,6 @@ def unlike_edge(
     measured = {**EDGE_RANGE, "steps": EDGE[optimizer].steps}
     if any(options.get(name, getattr(group, name)) != v for name, v in measured.items()):
         what.append("this range or number of steps")
-    step = session.step if session is not None else 0
     if step != EDGE[optimizer].session_step:
         what.append(f"a session at step {step}")
     return what + unlike_config(optimizer, params) + unlike_seed(optimizer, options.get("seed", group.seed), session)

@@ -17,13 +17,13 @@ points convert arrays, tensors and numpy scalars first.
 
 One catalogue per idea: ``LOSSES`` (short name, wire type, params model with bounds, rlnb defaults,
 inputs), the statuses and error codes of ``status`` with their groups (``TERMINAL_STATUSES``,
-``error_code``, ``short_name``), the per-kind tables of ``operations`` (``REQUEST_TYPES``,
-``RESULT_TYPES``, ``ENVELOPES``, ``UPLOADED_MEMBERS``), and ``OPTIMIZERS`` (kinds, their optim-step
-field, ``optimizer_config``). One module per resource: ``base``, ``status``, ``losses`` (its params models in
-``loss_params``), ``optim``, ``checkpoints``, ``inputs``, ``sampling``, ``operations``, ``sessions``, ``resources``
-(model resources), ``paths`` (each endpoint's path, for the server and the client), ``rules`` (a field's bounds in
-words, from its model's metadata: the one-line refusals of a bad params field); ``lists`` has the C-speed token id and
-log-prob lists of ``inputs`` and ``sampling``.
+``error_code``, ``short_name``), the per-kind tables of ``operations`` (``REQUEST_TYPES``, ``RESULT_TYPES``,
+``ENVELOPES``) and of ``payloads`` (``UPLOADED_MEMBERS``), and ``OPTIMIZERS`` (kinds, their optim-step field,
+``optimizer_config``). One module per resource: ``base``, ``status``, ``losses`` (its params models in
+``loss_params``), ``optim``, ``checkpoints``, ``inputs``, ``sampling``, ``operations``, ``payloads`` (the side
+channel of large bodies and results), ``sessions``, ``resources`` (model resources), ``paths`` (each endpoint's path,
+for the server and the client), ``rules`` (a field's bounds in words, from its model's metadata: the one-line refusals
+of a bad params field); ``lists`` has the C-speed token id and log-prob lists of ``inputs`` and ``sampling``.
 
 No torch, no httpx, no I/O here, so importing this package is cheap everywhere.
 """
@@ -36,6 +36,7 @@ from rlnb.wire import (
     losses,
     operations,
     optim,
+    payloads,
     resources,
     rules,
     sampling,
@@ -49,6 +50,7 @@ from rlnb.wire.lists import *  # noqa: F403
 from rlnb.wire.losses import *  # noqa: F403
 from rlnb.wire.operations import *  # noqa: F403
 from rlnb.wire.optim import *  # noqa: F403
+from rlnb.wire.payloads import *  # noqa: F403
 from rlnb.wire.resources import *  # noqa: F403
 from rlnb.wire.rules import *  # noqa: F403
 from rlnb.wire.sampling import *  # noqa: F403
@@ -65,6 +67,7 @@ __all__ = sorted(
         *inputs.__all__,
         *lists.__all__,
         *operations.__all__,
+        *payloads.__all__,
         *sampling.__all__,
         *sessions.__all__,
         *resources.__all__,

@@ -1,9 +1,7 @@
-"""Operations: the envelope, the training kinds' bodies and results, the kind tables, the payload side channel.
+"""Operations: the envelope, the training kinds' bodies and results, the kind tables.
 
-Forward-backward, custom-forward-backward and sample bodies may carry ``payload_id``: the real body was
-uploaded through ``.../payloads/upload-url`` (SDK 3.1.1 does so above 0.5 MiB) and the inline one is a
-small stand-in that only passes validation. A result may carry ``payload_id`` too: its large members are
-then fetched through ``.../payloads/{payload_id}/download-url`` and merged over the inline ones.
+Forward-backward, custom-forward-backward and sample bodies may carry ``payload_id`` (the payload side channel,
+``payloads``): the real body was uploaded and the inline one is a small stand-in that only passes validation.
 
 What a model reads is ``inputs``; the sample request and its completions are ``sampling``; the optim-step
 and the checkpoints have modules of their own. The tables here pair every kind with its body and result.
@@ -29,9 +27,6 @@ __all__ = [
     "ACCUMULATING",
     "CHANGES_SESSION",
     "FORWARD_ONLY",
-    "LARGE_PAYLOAD_BYTES",
-    "OFFLOADED_KINDS",
-    "OFFLOADED_RESULT_MEMBERS",
     "OPERATION_TIMEOUT",
     "OUTPUT_OPTIONAL",
     "REQUEST_TYPES",
@@ -49,9 +44,6 @@ __all__ = [
     "Operation",
     "OperationError",
     "OperationKind",
-    "PayloadDownloadUrl",
-    "PayloadUploadUrl",
-    "UPLOADED_MEMBERS",
     "WeightSyncType",
     "WeightsSyncBody",
     "WeightsSyncResult",
@@ -84,26 +76,9 @@ SYNC_NAMES: dict[str, WeightSyncType] = {
 }
 """Short names of the weight-sync types."""
 
-LARGE_PAYLOAD_BYTES: Final = 512 * 1024
-"""Bodies above this (compact JSON) go through the payload side channel (SDK 3.1.1's threshold)."""
 OPERATION_TIMEOUT: Final = 3600.0
 """Seconds after submission at which a remote session gives an operation up (FAILED, TIMEOUT); what lr_find waits
 for a local session's operations too."""
-UPLOADED_MEMBERS: Final[dict[OperationKind, tuple[str, ...] | None]] = {
-    OperationKind.FORWARD_BACKWARD: ("loss", "samples"),
-    OperationKind.CUSTOM_FORWARD_BACKWARD: ("samples", "gradients"),
-    OperationKind.SAMPLE: None,
-}
-"""The kinds whose large request bodies the SDK uploads, and what it uploads (None: the whole body;
-``forward_only`` and ``return_loss_fn_outputs`` stay inline). The other kinds are always sent inline."""
-OFFLOADED_KINDS: Final = frozenset(UPLOADED_MEMBERS)
-"""The kinds whose large bodies the SDK uploads; the others are always sent inline."""
-OFFLOADED_RESULT_MEMBERS: Final[dict[OperationKind, tuple[str, ...]]] = {
-    OperationKind.FORWARD_BACKWARD: ("loss_fn_outputs",),
-    OperationKind.SAMPLE: ("results",),
-}
-"""What a too-large result moves to the side channel; ``loss`` and ``metrics`` always stay inline."""
-
 # ---------------------------------------------------------------------------------------------
 # Envelope
 
@@ -222,25 +197,6 @@ class WeightsSyncResult(_Model):
 
     weights_version: Int64
     """Policy version now live (0 = initial model, +1 per optim-step)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# The payload side channel
-
-
-class PayloadUploadUrl(_Model):
-    """Where to PUT a large request body; the operation then carries ``payload_id``."""
-
-    payload_id: str
-    upload_url: str
-    """Absolute and presigned: PUT the compact JSON body there without the Authorization header."""
-
-
-class PayloadDownloadUrl(_Model):
-    """Where to GET the large members of a result that carries ``payload_id``."""
-
-    download_url: str
-    """Absolute and presigned: GET it without the Authorization header; the body is a JSON object."""
 
 
 # ---------------------------------------------------------------------------------------------

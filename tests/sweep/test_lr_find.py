@@ -917,7 +917,8 @@ def test_a_base_or_session_of_the_wrong_type_is_named(tmp_path, base, session, w
      # as sweep and run_batched check it (the three checks differed): an Event sets and reads its flag
      ({"stop": types.SimpleNamespace(is_set=lambda: False)}, r"stop must be None or a threading.Event .*namespace"),
      ({"progress": 5}, r"progress must be a callable progress\(done, total\), False or None .*, got 5"),
-     ({"progress": True}, r"progress must be .* False or None \(lr_find draws no progress bar\), got True")],
+     ({"progress": True}, r"progress must be .* False or None \(lr_find draws no progress bar\), got True"),
+     ({"opened": lambda: None}, r"opened must be a callable opened\(session\) or None, got <function")],
 )  # fmt: skip
 def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_made(tmp_path, kwargs, words):
     """``stop=True`` raised "'bool' object has no attribute 'is_set'" at the first step, ``progress=5`` "'int' object
@@ -925,6 +926,19 @@ def test_a_stop_or_progress_of_the_wrong_type_is_named_before_a_run_folder_is_ma
     with pytest.raises(TypeError, match=words):
         lr_find(rlnb.AdamParams(), steps=5, step_fn=lambda s, p, i: 1.0, runs_dir=tmp_path / "runs", **kwargs)
     assert not (tmp_path / "runs").exists()
+
+
+def test_opened_is_called_with_the_session_of_the_test_before_its_first_step(tmp_path):
+    """``opened``: the widgets' Find LR follows a remote copy's server from it (``rlnb.widgets.outage.watch_find``)."""
+    seen: list = []
+
+    def step(session, params, i):
+        seen.append(("step", session))
+        return 1.0
+
+    lr_find(rlnb.AdamParams(), steps=5, step_fn=step, runs_dir=tmp_path, opened=lambda s: seen.append(("opened", s)))
+    assert [what for what, _ in seen] == ["opened"] + ["step"] * 5
+    assert len({id(s) for _, s in seen}) == 1, seen
 
 
 @pytest.mark.slow

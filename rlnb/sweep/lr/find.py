@@ -57,6 +57,7 @@ def lr_find(
     stop: threading.Event | None = None,
     progress: Callable[[int, int], None] | bool | None = None,
     range_test: RangeTestOptions | None = None,
+    opened: Callable[[Session], None] | None = None,
     **options: Any,
 ) -> LRFind:
     """Run a range test with ``base``'s other fields, growing its ``learning_rate`` from ``start_lr`` to
@@ -68,8 +69,9 @@ def lr_find(
     ``runs_dir`` a session's copy records beside its run (nowhere when it records nothing), not in ./rlnb-runs.
     A step is one RL step of ``task`` (default: the digits task) reporting the mean reward or the loss
     (``objective``), or your ``step_fn(session, params, i)``. ``stop`` ends it early; ``progress(done,
-    total)`` after each step (False or None: nothing, as ``sweep``'s False; it draws no bar). Nothing is applied
-    anywhere.
+    total)`` after each step (False or None: nothing, as ``sweep``'s False; it draws no bar); ``opened(session)``
+    with the session the test runs on, once it is open, before its first step (the widgets' Find LR follows a
+    remote one's server there). Nothing is applied anywhere.
 
     ``session``: its current weights are copied (a training checkpoint, loaded into a new session with a
     fresh optimizer: a local one in this process — pass ``model=`` for a custom ``nn.Module`` —, a remote
@@ -80,7 +82,7 @@ def lr_find(
     0 < start_lr < end_lr and ``base`` at start_lr within its rules (a default that depends on a new remote Muon
     session's scaling: once that session is open; refused, it is closed and its run folder removed).
     """
-    check_base(base, session, stop, None if progress is False else progress)  # False: sweep's "no bar"; True refused
+    check_base(base, session, stop, None if progress is False else progress, opened)  # False: no bar; True refused
     report = None if isinstance(progress, bool) else progress
     redaction.hide_option(options)  # first: no traceback's locals show the key
     test = take(RangeTestOptions, options, range_test)
@@ -116,6 +118,12 @@ def lr_find(
         trial.close()
         _remove_run(trial.history.path, refused)
         raise
+    if opened is not None:
+        try:
+            opened(trial)
+        except BaseException:  # the copy was open (remote: a paid session running)
+            trial.close()
+            raise
     the_task = test.task or digits_task()
     run = step_fn or _rl_step(the_task, objective, seed)
     logged = LOGGED[objective] if step_fn is not None or objective != "reward" else None  # rl_step logs the reward
@@ -183,7 +191,7 @@ def _refuse_unknown(options: dict[str, Any], local: bool) -> None:
     unknown = sorted(set(options) - keywords(LOCAL if local else "remote"))
     if unknown:
         own = [f.name for f in dataclasses.fields(RangeTestOptions)]
-        own += ["stop", "progress", "range_test", "target", "runs_dir"]
+        own += ["stop", "progress", "range_test", "opened", "target", "runs_dir"]
         session = sorted(keywords(LOCAL if local else "remote") - OWN_RUN - {"optimizer"})
         where = "a local session" if local else "a remote session"
         raise TypeError(
