@@ -187,9 +187,9 @@ def addition_task(n_eval: int = 11, split_seed: int = 0) -> VerifiedTask:
 
     ``n_eval`` pairs are held out, each with its mirror and each sum in proportion to its share (``_spread``), so
     no held-out sum can be looked up from training; "answer the larger digit" (right where a digit is 0, no adding)
-    scores 4 of the default 11 held out. In 40 steps the tiny model memorises some training sums (training-prompt accuracy 0.26,
-    0.18-0.39 on seeds 0-9) but does not learn to add from 44 examples (held-out accuracy 0.045, 0-0.18, above
-    chance, 0.18, on no seed; an AMD EPYC, docs/tasks.md): the lesson "reward is not generalisation"."""
+    scores 4 of the default 11 held out. In 40 steps the tiny model memorises some training sums (training-prompt
+    accuracy 0.26, 0.18-0.39 on seeds 0-9) but does not learn to add from 44 examples (held-out accuracy 0.045,
+    0-0.18, above chance, 0.18, on no seed; an AMD EPYC, docs/tasks.md): the lesson "reward is not generalisation"."""
     pairs = [(a, b) for a in range(10) for b in range(10) if a + b <= 9]
     if not is_integer(n_eval) or not 1 <= n_eval < len(pairs):  # 2.5: a slice's TypeError; True: 1
         raise ValueError(f"n_eval must be an integer in [1, {len(pairs) - 1}], got {n_eval!r}")

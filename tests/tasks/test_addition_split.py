@@ -61,9 +61,9 @@ def test_no_held_out_pair_has_its_mirror_in_training(n_eval):
 
 
 def test_a_rule_that_does_not_add_scores_the_share_of_pairs_with_a_zero():
-    """"Answer the larger digit" is right exactly where a digit is 0 (19 of the 55 pairs); the split holds those out
-    in their share, so that rule scores 4/11 = 0.36 held out on every seed, against ``chance`` 2/11 (docs/tasks.md
-    says what a held-out accuracy between them does and does not show)."""
+    """The rule "answer the larger digit" is right exactly where a digit is 0 (19 of the 55 pairs); the split holds
+    those out in their share, so that rule scores 4/11 = 0.36 held out on every seed, against ``chance`` 2/11
+    (docs/tasks.md says what a held-out accuracy between them does and does not show)."""
     for seed in range(10):
         task = addition_task(split_seed=seed)
         larger = [task.reward(p, max(p[0], p[2])) for p in task.eval_prompts]
