@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Callable
 from itertools import product
 
@@ -32,8 +33,9 @@ def first_letter_task(
     held-out words never appear in training (fixed by ``split_seed``, not by the session's seed, so every
     run sees the same split). The model must attend from the last position back to the first and copy it,
     so held-out words test the mechanism, not memory. A four-letter alphabet makes the task learnable by
-    RL from a random init: held-out accuracy 0.8 by step 20-40 (median 30; tiny, Adam 2e-3, seeds 0-9), 1.0 at 40; a
-    collapsed policy answering one letter everywhere scores 0.25. The letters
+    RL from a random init: held-out accuracy 0.8 by step 20-40 (median 30; tiny, Adam 2e-3, seeds 0-9), 1.0 at 40 on
+    seeds 0-9 (on 9 of seeds 10-19: seed 14 fell from 1.0 at step 30 to 0.75 at 40); a collapsed policy answering one
+    letter everywhere scores 0.25. The letters
     are ASCII: a letter of two bytes is two tokens of the built-in models, an answer ``max_tokens=1`` never gives.
     """
     if not isinstance(alphabet, str):  # b"abcd" (ints) and [1, 2] failed with "'int' object has no attribute 'encode'"
@@ -145,24 +147,49 @@ def _sum(prompt: str) -> str:
     return str(int(match[1]) + int(match[2]))
 
 
+def _traits(pair: tuple[int, int]) -> tuple[tuple[str, int], tuple[str, bool]]:
+    """What the held-out split keeps in proportion: the sum (the answer), and whether a digit is 0 (``5+0=``, where
+    copying the larger digit, without adding, is right)."""
+    return ("sum", sum(pair)), ("zero", 0 in pair)
+
+
 def _spread(pairs: list[tuple[int, int]], n: int, rng: random.Random) -> list[tuple[int, int]]:
-    """``n`` of ``pairs`` drawn systematically along their sums (random within a sum, a random start), so every sum is
-    held out in proportion to its share, within one pair: a plain shuffle held out "5" for 4 of 11 sums (seed 0)
-    where 1.2 is its share, and the held-out accuracy measured mostly one answer."""
-    ordered = sorted(rng.sample(pairs, len(pairs)), key=sum)  # stable: a random order within each sum
-    start = rng.random()
-    picked = [ordered[int((i + start) * len(pairs) / n)] for i in range(n)]  # one per stride of len/n >= 1
-    rng.shuffle(picked)
-    return picked
+    """``n`` of ``pairs``, each held out with its mirror (``3+4=`` with ``4+3=``), so that no held-out sum can be
+    read off a training prompt the other way round (a lookup of the training sums scored 0.82-1.00 held out).
+    Doubles (``4+4=``, no mirror) take their share of ``n``; each next pair is one whose traits are furthest below
+    their share (random among equals), so every sum is held out in proportion to its share: a plain shuffle held
+    out "5" for 4 of 11 sums (seed 0) where 1.2 is its share, and the held-out accuracy measured mostly one answer."""
+    share = Counter(t for p in pairs for t in _traits(p))
+    groups = [sorted({(a, b), (b, a)}) for a, b in pairs if a <= b]
+    rng.shuffle(groups)
+    n_doubles = sum(len(g) == 1 for g in groups)
+    doubles = min(  # an odd n needs an odd count of doubles, and at most every mirror pair can go
+        (d for d in range(n_doubles + 1) if d % 2 == n % 2 and 0 <= n - d <= 2 * (len(groups) - n_doubles)),
+        key=lambda d: abs(d - n * n_doubles / len(pairs)),
+    )
+    left = {1: doubles, 2: n - doubles}  # pairs still to hold out, by the size of their group
+    held: list[tuple[int, int]] = []
+    while len(held) < n:
+        have = Counter(t for p in held for t in _traits(p))
+        g = max(
+            (g for g in groups if left[len(g)] > 0),
+            key=lambda g: sum(n * share[t] / len(pairs) - have[t] - len(g) / 2 for t in _traits(g[0])),
+        )
+        groups.remove(g)
+        left[len(g)] -= len(g)
+        held += g
+    rng.shuffle(held)
+    return held
 
 
 def addition_task(n_eval: int = 11, split_seed: int = 0) -> VerifiedTask:
     """Single-digit addition with a one-digit answer: ``"3+4="`` → ``"7"`` (the 55 pairs with a + b ≤ 9).
 
-    ``n_eval`` pairs are held out, each sum in proportion to its share (``_spread``). In 40 steps the tiny model
-    memorises some training sums (training-prompt accuracy 0.23, 0.14-0.36 on seeds 0-9) but does not learn to add
-    from 44 examples (held-out accuracy 0.11, 0-0.18, above chance, 0.18, on no seed; an AMD EPYC, docs/tasks.md):
-    the lesson "reward is not generalisation"."""
+    ``n_eval`` pairs are held out, each with its mirror and each sum in proportion to its share (``_spread``), so
+    no held-out sum can be looked up from training; "answer the larger digit" (right where a digit is 0, no adding)
+    scores 4 of the default 11 held out. In 40 steps the tiny model memorises some training sums (training-prompt
+    accuracy 0.26, 0.18-0.39 on seeds 0-9) but does not learn to add from 44 examples (held-out accuracy 0.045,
+    0-0.18, above chance, 0.18, on no seed; an AMD EPYC, docs/tasks.md): the lesson "reward is not generalisation"."""
     pairs = [(a, b) for a in range(10) for b in range(10) if a + b <= 9]
     if not is_integer(n_eval) or not 1 <= n_eval < len(pairs):  # 2.5: a slice's TypeError; True: 1
         raise ValueError(f"n_eval must be an integer in [1, {len(pairs) - 1}], got {n_eval!r}")

@@ -69,7 +69,7 @@ def lab(browser, lab_url):
     expect(page.locator(".jp-StatusBar-Item", has_text="Idle").first).to_be_visible(timeout=120_000)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator('li[data-command="runmenu:run-all"]').click()
-    expect(page.locator(".jp-OutputArea-output", has_text="6 steps; None")).to_be_visible(timeout=180_000)
+    expect(page.locator(".jp-OutputArea-output", has_text="6 steps; no error")).to_be_visible(timeout=180_000)
     yield page
     page.close()
 
