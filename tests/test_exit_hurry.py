@@ -294,3 +294,18 @@ def test_the_exits_wait_for_a_sinks_flush_is_said(tmp_path):
     assert proc.stderr.splitlines() == [
         "rlnb: flushing rlnb.sinks Slow of run r before exit, up to 30 s; Ctrl-C to abandon it"
     ], proc.stderr[-2000:]
+
+
+@pytest.mark.slow  # a Python process
+def test_the_exit_has_begun_for_a_librarys_exit_hook_that_runs_before_rlnbs():
+    """torch registers its exit hooks after rlnb's (imported later), so they run first: a compile that failed under
+    them, on a worker thread, was taken for torch's own failure (``exiting`` was still False). ``ending`` is True from
+    the main thread's end on, in such a hook, and False while the script runs."""
+    code = textwrap.dedent("""
+        import atexit, sys
+        from rlnb.lifecycle import shutdown
+        print("running", shutdown.ending(), shutdown.exiting())
+        atexit.register(lambda: print("hook", shutdown.ending(), shutdown.exiting()))  # after rlnb's: runs first
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.splitlines()) == (0, ["running False False", "hook True False"]), done.stderr

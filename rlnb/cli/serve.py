@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from typing import Any
 
 from rlnb.cli.interrupts import ignored
@@ -238,11 +239,17 @@ def _serve_app(
             say(f"rlnb serve: {exc}")
             return 1, False
         raise
-    code, reader = 0, ReaderWatch()  # `rlnb serve | head -1`: its reader leaves once it has the address
-    try:
-        listen(app, sock, watch=reader.start)  # started where a SIGTERM it raises at once waits for uvicorn's handler
+    code, reader, told = 0, ReaderWatch(), threading.Lock()  # `rlnb serve | head -1`: its reader leaves once it has
+    # the address; ``told``: held once the Ctrl-C's line is out, at the signal (the stop may wait 40 s) or after it
+
+    def stopped(sig: int = signal.SIGINT) -> None:
+        if sig == signal.SIGINT and told.acquire(blocking=False):
+            say("rlnb serve: stopped (Ctrl-C)")
+
+    try:  # the reader's watch started where a SIGTERM it raises at once waits for uvicorn's handler
+        listen(app, sock, watch=reader.start, on_stop=stopped)
     except KeyboardInterrupt:  # Ctrl-C: uvicorn shuts down, then re-raises it (a traceback through asyncio's runner)
-        say("rlnb serve: stopped (Ctrl-C)")
+        stopped()
         code = 130
     except SystemExit as exc:  # SIGTERM, re-raised by uvicorn once it has shut down: the handler above
         code = exc.code if isinstance(exc.code, int) else 0

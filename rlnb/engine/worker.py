@@ -153,7 +153,7 @@ class Worker:
             return True
         if timeout is not None and ending:  # a SIGTERM (a kernel's Shut Down) ends the wait, failing the rest
             running = self._running  # said if it does not end at once: a silent minute reads as a hang
-            what = f"finishing the running {running[0]} ({self._thread.name})" if running is not None else ""
+            what = _waited_for(running[0], self._thread.name) if running is not None else ""
             if not shutdown.join(self._thread, timeout, what) and shutdown.hurried():
                 self._abandon()
             return not self._thread.is_alive()
@@ -219,6 +219,14 @@ class Worker:
             except Exception:  # noqa: BLE001 - as in ``submit``
                 _listener_failed(kind, env)
         _LIVE.discard(self)
+
+
+def _waited_for(kind: wire.OperationKind, name: str) -> str:
+    """What an exit's close waits for, in words: a sample is stopped (``cancelled``: it ends at its next token), any
+    other operation runs to its end."""
+    if kind == wire.OperationKind.SAMPLE:
+        return f"stopping the running sample ({name}; it ends at its next token)"
+    return f"finishing the running {kind} ({name})"
 
 
 def _fail(kind: wire.OperationKind, op_id: str, listener: Listener, code: Code, message: str) -> None:

@@ -50,6 +50,13 @@ def exiting() -> bool:
     return _EXITING.is_set()
 
 
+def ending() -> bool:
+    """Whether the interpreter's exit has begun: ``exiting``, or the main thread has ended (a Ctrl-C, the script's
+    last line). A library's own exit hooks (torch's compile workers) run before these steps (registered after them,
+    run first), so a worker thread may meet their failures before ``exiting``: they are the exit's, not the work's."""
+    return _EXITING.is_set() or not threading.main_thread().is_alive()
+
+
 def hurried() -> bool:
     """Whether a SIGTERM or a Ctrl-C came while the exit's steps ran, or a SIGTERM or SIGHUP ended the process before
     (``end_on_termination``: a ``with session:`` block's close runs first): wait for no step or operation any more."""

@@ -10,6 +10,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -89,8 +90,8 @@ def _document() -> dict[str, Any]:
 
 def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
     """Runs the inactivity reaper (which also mends a journal that failed) while the app serves; closes every session
-    at shutdown, giving their running operations ``STOP_DEADLINE`` seconds, or until ``app.state.hurry`` is set (a
-    second Ctrl-C)."""
+    at shutdown, giving their running operations ``STOP_DEADLINE`` seconds, the reaper's turn in progress included,
+    or until ``app.state.hurry`` is set (a second Ctrl-C)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -112,11 +113,12 @@ def _lifespan(registry: Registry) -> Callable[[FastAPI], Any]:
             yield
         finally:
             stop.set()
+            began = time.monotonic()  # one deadline for the reaper's turn and the operations, not one each
             reaper.join(stopping.STOP_DEADLINE)  # a turn stuck (a hung disk) must not hold the stop for ever
             if reaper.is_alive():
                 log.warning("rlnb serve: the reaper's turn still runs after %s s; stopping without waiting for it",
                             stopping.STOP_DEADLINE)  # fmt: skip
-            registry.close(stopping.STOP_DEADLINE, app.state.hurry)
+            registry.close(stopping.STOP_DEADLINE, app.state.hurry, began=began)
 
     return lifespan
 
@@ -211,7 +213,13 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run(app: FastAPI, sock: socket.socket, *, watch: Callable[[], object] | None = None) -> None:
+def run(
+    app: FastAPI,
+    sock: socket.socket,
+    *,
+    watch: Callable[[], object] | None = None,
+    on_stop: Callable[[int], object] | None = None,
+) -> None:
     """Serve ``app`` with uvicorn on ``sock`` (from ``bind``) until interrupted. A stop answers the long-polls it
     holds at once (their status as it is), and a request body still arriving with a 503 (``ServerStop``), before uvicorn
     waits for the requests in flight. A second signal while it
@@ -219,15 +227,19 @@ def run(app: FastAPI, sock: socket.socket, *, watch: Callable[[], object] | None
     (uvicorn does on a second Ctrl-C during ``SHUTDOWN_GRACE``) closes the registry here, abandoning them too. A SIGINT
     ignored when it starts (a background job's, ``rlnb serve &``) stays ignored: uvicorn's handler would honour it.
     A stop before uvicorn's handlers are in (its import, its event loop's start) waits for them (``stopping.noted``);
-    ``watch`` is called there, so that a stop it makes at once (``rlnb serve``'s reader gone) waits for them too."""
+    ``watch`` is called there, so that a stop it makes at once (``rlnb serve``'s reader gone) waits for them too.
+    ``on_stop`` is called with the first stop signal as it comes (on a thread): ``rlnb serve`` says it stops then, not
+    after the wait for the requests in flight and the running operations."""
     ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     with stopping.noted(ignored) as early:
         if watch is not None:
             watch()
-        _run_uvicorn(app, sock, ignored, early)
+        _run_uvicorn(app, sock, ignored, early, on_stop)
 
 
-def _run_uvicorn(app: FastAPI, sock: socket.socket, ignored: bool, early: stopping.Noted) -> None:
+def _run_uvicorn(
+    app: FastAPI, sock: socket.socket, ignored: bool, early: stopping.Noted, on_stop: Callable[[int], object] | None
+) -> None:
     """``run``'s uvicorn, given the stop signals that came before its handlers went in (``early``)."""
     import uvicorn
 
@@ -235,9 +247,11 @@ def _run_uvicorn(app: FastAPI, sock: socket.socket, ignored: bool, early: stoppi
     registry: Registry = app.state.registry
     stop: ServerStop = app.state.stop
 
-    def release() -> None:
+    def release(sig: int) -> None:
         registry.release_long_polls()
         stop.set()  # a body still arriving: a 503 now, not cut by SHUTDOWN_GRACE
+        if on_stop is not None:  # after: a stderr that blocks holds no poll
+            on_stop(sig)
 
     class Server(uvicorn.Server):
         @contextmanager
@@ -255,7 +269,7 @@ def _run_uvicorn(app: FastAPI, sock: socket.socket, ignored: bool, early: stoppi
             if self.should_exit:
                 hurry.set()
             else:  # on a thread: this handler may have interrupted the event loop's thread inside the registry's lock
-                threading.Thread(target=release, name="rlnb-release-polls", daemon=True).start()
+                threading.Thread(target=release, args=(sig,), name="rlnb-release-polls", daemon=True).start()
             super().handle_exit(sig, frame)
 
     host, port = sock.getsockname()[:2]

@@ -107,9 +107,13 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
     def now(self) -> datetime:
         return datetime.fromtimestamp(self.clock(), UTC)
 
-    def close(self, timeout: float | None = None, hurry: threading.Event | None = None) -> list[stopping.Abandoned]:
+    def close(
+        self, timeout: float | None = None, hurry: threading.Event | None = None, *, began: float | None = None
+    ) -> list[stopping.Abandoned]:
         """Shut down: active sessions end ERROR (their queued operations FAILED by their workers), backends close,
-        then the journal. What still runs after ``timeout`` s or ``hurry`` is abandoned (``_abandon``) and named."""
+        then the journal. What still runs ``timeout`` s after ``began`` (``time.monotonic()``, by default now: the
+        lifespan's wait for the reaper's turn spends the same deadline) or at ``hurry`` is abandoned (``_abandon``) and
+        named; a wait past a first look says on stderr what it waits for (``stopping.WAITING``)."""
         if self.abandoned is not None:
             return self.abandoned
         with self.lock:
@@ -118,7 +122,8 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
                 self._end(s, wire.SessionStatus.ERROR, restarted(s.status))
         for s in active:  # each on a thread of its own: one deadline for all
             self._close_later([s])
-        self.abandoned = [] if self.settle(timeout, hurry) else self._abandon(timeout, hurry)
+        end = None if timeout is None else (time.monotonic() if began is None else began) + timeout
+        self.abandoned = [] if self._settled(timeout, end, hurry) else self._abandon(timeout, hurry)
         if self.journal is not None:
             self._mend_at = 0.0  # a journal that failed gets a last try, whatever the time since the one before
             self.mend_journal()
@@ -144,6 +149,17 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
             else:
                 time.sleep(step)
 
+    def _settled(self, timeout: float | None, end: float | None, hurry: threading.Event | None) -> bool:
+        """``settle`` until ``end``, said once a first look (``stopping.LOOK``) finds something still running."""
+        if self.settle(stopping.left(end, stopping.LOOK), hurry):
+            return True
+        if (hurry is not None and hurry.is_set()) or stopping.left(end) == 0:
+            return False
+        with self.lock:
+            line = stopping.waiting(timeout, self.sessions.values(), self._closers)
+        log.warning(line)
+        return self.settle(stopping.left(end), hurry)
+
     def _abandon(self, timeout: float | None, hurry: threading.Event | None) -> list[stopping.Abandoned]:
         """Record every unfinished operation FAILED (journaled; its worker's later report is ignored) and say which,
         and which model builds were still running (their sessions ended ERROR with the stop)."""
@@ -159,14 +175,7 @@ class Registry(ResourcesMixin, SessionsMixin, OperationsMixin):
                     s.finish(op.env.id, *self.settings.kept())
                     self._save_op(s, op)
                     said.append(stopping.Abandoned(f"{op.kind} operation {op.env.id} of session {s.id}", op.env.status))
-            builds = [
-                t.name.removeprefix(stopping.BUILD)
-                for t in self._closers
-                if t.is_alive() and t.name.startswith(stopping.BUILD)
-            ]
-            said += [
-                stopping.Abandoned(f"the build of session {sid}'s model", wire.SessionStatus.ERROR) for sid in builds
-            ]
+            said += [stopping.Abandoned(what, wire.SessionStatus.ERROR) for what in stopping.builds(self._closers)]
         return said
 
     # -- the journal -----------------------------------------------------------------------------

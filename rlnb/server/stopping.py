@@ -11,6 +11,7 @@ import logging
 import shutil
 import signal
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,13 @@ log = logging.getLogger("rlnb")
 STOP_DEADLINE = 30.0
 """Seconds a stopping server waits for its sessions' running operations (after ``app.SHUTDOWN_GRACE`` for the
 requests in flight); then they are abandoned."""
+
+LOOK = 0.5
+"""Seconds a stop waits for its sessions' backends to close before it says what it waits for: an idle session's
+closes in milliseconds."""
+
+WAITING = "rlnb serve: stopping; waiting{limit} for {what}; Ctrl-C or SIGTERM again abandons it"
+"""Said as a stop begins to wait for what still runs: a silent half-minute read as a hung server."""
 
 BUILD = "rlnb-build-"
 """The name of a thread building a session's model, before the session's id (``sessions._build_later``)."""
@@ -47,6 +55,29 @@ class Abandoned(NamedTuple):
         """``ends`` in words: ``FAILED`` (the operation), ``its session ERROR`` (a build)."""
         status = wire.short_name(self.ends)
         return f"its session {status}" if isinstance(self.ends, wire.SessionStatus) else status
+
+
+def left(end: float | None, most: float | None = None) -> float | None:
+    """Seconds from now to ``end`` (``time.monotonic()``; None: no end), at most ``most``, never below 0."""
+    if end is None:
+        return most
+    seconds = max(end - time.monotonic(), 0.0)
+    return seconds if most is None else min(seconds, most)
+
+
+def builds(closers: Iterable[threading.Thread]) -> list[str]:
+    """The models still being built (``BUILD`` threads alive), in words."""
+    return [f"the build of session {t.name.removeprefix(BUILD)}'s model" for t in closers
+            if t.is_alive() and t.name.startswith(BUILD)]  # fmt: skip
+
+
+def waiting(timeout: float | None, sessions: Iterable[Any], closers: Iterable[threading.Thread]) -> str:
+    """``WAITING`` for ``sessions``' unfinished operations (``SessionRecord``s) and the models still being built."""
+    what = [f"the running {op.kind} operation {op.env.id} of session {s.id}" for s in sessions
+            for op in s.ops.values() if op.env.status not in wire.TERMINAL_STATUSES]  # fmt: skip
+    what += builds(closers)
+    limit = "" if timeout is None else f" up to {timeout:g} s"
+    return WAITING.format(limit=limit, what=" and ".join(what) or "its sessions' backends to close")
 
 
 def clear_leftovers(folder: Path, known: Iterable[Path], *, own: bool) -> None:

@@ -3,6 +3,7 @@ log-probs to 1e-5, compile times recorded, one graph per shape bucket. Compiling
 CPU: those tests are slow."""
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -540,3 +541,41 @@ def test_a_compiled_sliding_window_model_decodes_every_token_with_one_graph(tran
     assert graphs == 1
     assert [(c["batch"], c["length"], c["window"]) for c in steps] == [(6, 64, 64)]
     assert_same_samples([r.sequences for r in got.results], [r.sequences for r in want.results])
+
+
+@pytest.mark.slow  # dynamo traces the step twice: seconds
+def test_a_compile_that_fails_as_the_interpreter_exits_cancels_the_sample_and_is_no_compile_failure(
+    monkeypatch, request
+):
+    """A Ctrl-C while a compile=True sample compiled: torch's exit hooks shut its compile workers down under the
+    worker thread, and the sample warned ``compiling the decode step ... failed`` (false: the model compiles) and kept
+    that in ``compiles``. Once the exit has begun the failure is the exit's: the sample is cancelled, nothing warned or
+    recorded; outside an exit the same failure is the compiler's (warned, recorded, eager)."""
+    from rlnb.engine.models import compiled
+    from rlnb.errors import Cancelled
+    from rlnb.lifecycle import shutdown
+
+    def torn_down(gm, example_inputs):
+        raise AttributeError("'_OpNamespace' 'prims' object has no attribute 'device_put'")  # met at a Ctrl-C
+
+    def step(x):
+        return x * 2 + 1
+
+    torch._dynamo.reset()  # the frames that failed here must not outlive the test
+    request.addfinalizer(torch._dynamo.reset)
+    monkeypatch.setattr(compiled, "_COMPILED", {})
+    monkeypatch.setattr(compiled, "_SEEN", set())
+    monkeypatch.setattr(compiled, "_EAGER", set())
+    monkeypatch.setattr(compiled, "_compiled", lambda fn, device: torch.compile(fn, dynamic=False, backend=torn_down))
+    compiler, x = Compiler(CPU), torch.ones(2)
+    call = compiler.wrap(step, "decode step", "arch", batch=2)
+    monkeypatch.setattr(shutdown, "ending", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would raise, not the Cancelled
+        with pytest.raises(Cancelled):
+            call(x)
+    assert compiler.compiles == [] and not compiled._EAGER
+    monkeypatch.setattr(shutdown, "ending", lambda: False)
+    with pytest.warns(RuntimeWarning, match=r"compiling the decode step .* failed \(BackendCompilerFailed"):
+        assert torch.equal(call(x), step(x))
+    assert [c["what"] for c in compiler.compiles] == ["decode step"] and "device_put" in compiler.compiles[0]["error"]

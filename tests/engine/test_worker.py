@@ -138,3 +138,45 @@ def test_a_steps_operations_after_a_failed_one_fail_unrun_and_nothing_else_does(
     for name in ("fb2", "opt"):
         assert final[name].error.code == wire.OperationErrorCode.RESOURCE_EXHAUSTED
         assert final[name].error.message.startswith("not run: this step's forward-backward before it failed, nor")
+
+
+def test_an_exit_says_it_stops_a_running_sample_and_finishes_any_other_operation(monkeypatch, capsys):
+    """The exit said ``finishing the running sample`` while the close stops it at its next token (FAILED
+    ``SESSION_NOT_ACTIVE``): the line promised a finished sample that never came. A forward-backward does run to its
+    end, and says so."""
+    from rlnb.errors import Cancelled
+    from rlnb.lifecycle import shutdown
+
+    exiting = threading.Event()
+    exiting.set()
+    started = threading.Event()
+
+    def run(kind, body, cancelled):
+        started.set()
+        assert cancelled.wait(30), "the close never stopped the operation"
+        threading.Event().wait(0.5)  # its last token (or step) takes a while after the stop
+        if kind == wire.OperationKind.SAMPLE:
+            raise Cancelled()
+        return {}
+
+    said = {}
+    for kind in (wire.OperationKind.SAMPLE, wire.OperationKind.FORWARD_BACKWARD):
+        final: list[wire.Operation] = []
+        started.clear()
+        worker = Worker(run, name="rlnb-test-worker")
+        worker.submit(kind, None, final.append)
+        assert started.wait(30)
+        monkeypatch.setattr(shutdown, "_EXITING", exiting)  # the close is one of the exit's steps
+        assert worker.close()
+        monkeypatch.undo()
+        said[kind] = (capsys.readouterr().err, final[-1].status)
+    assert said[wire.OperationKind.SAMPLE] == (
+        "rlnb: stopping the running sample (rlnb-test-worker; it ends at its next token) before exit, up to 60 s; "
+        "Ctrl-C to abandon it\n",
+        Status.FAILED,
+    )
+    assert said[wire.OperationKind.FORWARD_BACKWARD] == (
+        "rlnb: finishing the running forward-backward (rlnb-test-worker) before exit, up to 60 s; Ctrl-C to abandon "
+        "it\n",
+        Status.COMPLETED,
+    )

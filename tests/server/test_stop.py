@@ -71,6 +71,7 @@ def test_sigterm_abandons_an_operation_still_running_past_the_deadline_and_the_j
     assert code == 0, log
     said = f"abandoned forward-backward operation {op} of session {sid}, unfinished when the stop gave up on it "
     assert said + "(FAILED in --state-dir)" in log, log
+    assert f"stopping; waiting up to 1 s for the running forward-backward operation {op} of session {sid}" in log, log
     assert "Traceback" not in log, log
     env = _after_restart(state, sid, op)
     assert env["status"] == wire.OperationStatus.FAILED, env
@@ -79,11 +80,22 @@ def test_sigterm_abandons_an_operation_still_running_past_the_deadline_and_the_j
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_a_second_ctrl_c_abandons_the_running_operation_at_once(tmp_path):
+def test_ctrl_c_says_at_once_what_the_stop_waits_for_and_a_second_abandons_it(tmp_path):
+    """The stop said nothing for the 30 s it waited (a hung server, at a terminal), then ``stopped (Ctrl-C)`` with
+    the rest. Now that line comes at the signal and the next names the operation waited for, while it still runs."""
     state = str(tmp_path / "state")
     server, sid, op = _serve_running_a_long_operation(state, deadline=None)  # the real STOP_DEADLINE
-    code, log = _stopped(server, signal.SIGINT, signal.SIGINT)
-    assert code == 130, log
+    assert server.proc is not None
+    server.proc.send_signal(signal.SIGINT)
+    waiting = (f"rlnb serve: stopping; waiting up to 30 s for the running forward-backward operation {op} of session "
+               f"{sid}; Ctrl-C or SIGTERM again abandons it")  # fmt: skip
+    deadline = time.monotonic() + EXIT_ROOM
+    while waiting not in (log := server.log()) and server.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.proc.poll() is None and waiting in log, log  # said while the operation runs, not after the wait
+    assert log.index("rlnb serve: stopped (Ctrl-C)") < log.index(waiting), log
+    code, log = _stopped(server, signal.SIGINT)
+    assert code == 130 and log.count("rlnb serve: stopped (Ctrl-C)") == 1, log
     assert f"abandoned forward-backward operation {op}" in log and "Traceback" not in log, log
     env = _after_restart(state, sid, op)
     assert env["status"] == wire.OperationStatus.FAILED and "second Ctrl-C" in env["error"]["message"], env

@@ -24,7 +24,10 @@ tokens as the eager one at a fixed seed and log-probs within ~1e-6 (the kernels 
 
 A graph that torch fails to compile (torch 2.11's inductor could not generate the CUDA scan of a 151,936-token
 vocabulary's token choice, for one) runs eager from then on, in that process, with a ``RuntimeWarning`` and the
-error in ``compiles``: the sample goes on, with the same tokens, and only that graph's speed-up is lost.
+error in ``compiles``: the sample goes on, with the same tokens, and only that graph's speed-up is lost. A compile
+that fails once the interpreter's exit has begun (a Ctrl-C mid-compile: torch's exit hooks shut its workers down) is
+the exit's doing, not the compiler's: the sample ends as one the stop cancelled, nothing warned or kept in
+``compiles``.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ import torch
 from torch import Tensor
 
 from rlnb._input.checks import check_bool
-from rlnb.errors import describe
+from rlnb.errors import Cancelled, describe
+from rlnb.lifecycle import shutdown
 
 log = logging.getLogger("rlnb")
 
@@ -159,6 +163,8 @@ class Compiler:
                 with _limited():
                     out = compiled(*args)
             except torch._dynamo.exc.BackendCompilerFailed as exc:  # inductor's too; raised before the graph ran
+                if shutdown.ending():  # torch's exit hooks shut its compile workers down under it: no compiler fault
+                    raise Cancelled() from exc
                 return self._eager(fn, key, what, shape, exc, time.perf_counter() - start)(*args)
             threads = torch.get_num_threads()  # torch's graphs are per count (a guard): the thread policy's may change
             if (key, threads) in _SEEN:
