@@ -12,6 +12,18 @@ from tests.support.server import CE, DEADLINE, app_client, held, new_session, su
 FB = wire.OperationKind.FORWARD_BACKWARD
 
 
+def _stick_reaper(registry, turning: threading.Event, release: threading.Event) -> None:
+    """The registry's reaper turns stuck (``turning`` set, held until ``release``), returned once one has begun."""
+
+    def stuck() -> int:
+        turning.set()
+        release.wait(DEADLINE)
+        return 0
+
+    registry.reap = stuck
+    assert turning.wait(DEADLINE), "the reaper never took its turn"
+
+
 def test_a_stop_waits_for_a_stuck_reaper_turn_no_longer_than_the_stop_deadline(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(stopping, "STOP_DEADLINE", 0.2)
     release, turning = threading.Event(), threading.Event()
@@ -19,15 +31,7 @@ def test_a_stop_waits_for_a_stuck_reaper_turn_no_longer_than_the_stop_deadline(t
 
     def serve_then_stop() -> None:
         with app_client(tmp_path, reap_interval=0.01) as c:
-            registry = c.app.state.registry
-
-            def stuck() -> int:
-                turning.set()
-                release.wait(DEADLINE)
-                return 0
-
-            registry.reap = stuck
-            assert turning.wait(DEADLINE), "the reaper never took its turn"
+            _stick_reaper(c.app.state.registry, turning, release)
         stopped.set()
 
     runner = threading.Thread(target=serve_then_stop, daemon=True)
@@ -84,14 +88,7 @@ def test_a_stuck_reaper_turn_and_a_running_operation_share_one_stop_deadline(tmp
                 registry = c.app.state.registry
                 _, sid = new_session(c)
                 op = _running(c, sid)
-
-                def stuck() -> int:
-                    turning.set()
-                    release.wait(DEADLINE)
-                    return 0
-
-                registry.reap = stuck
-                assert turning.wait(DEADLINE), "the reaper never took its turn"
+                _stick_reaper(registry, turning, release)
                 settle = registry.settle
                 registry.settle = lambda timeout=None, hurry=None: (waits.append(timeout), settle(timeout, hurry))[1]
         finally:
